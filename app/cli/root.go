@@ -1,0 +1,27 @@
+// Package cli is Hearth's command line: one cobra command per file, each a thin
+// client of the engine and the packages below it. The contract (names, flags,
+// --json) is DESIGN.md's and scripts depend on it.
+package cli
+
+import (
+	"github.com/spf13/cobra"
+)
+
+// NewRoot builds the hearth command tree. studio is what runs when hearth is
+// given no sub-command.
+func NewRoot(studio func() error) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "hearth",
+		Short:         "Hearth: chat, speak and fine-tune local models on your own GPU",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args:          cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return studio()
+		},
+	}
+	root.AddCommand(
+		newInfoCmd(),
+	)
+	return root
+}

@@ -1,0 +1,253 @@
+package gpu
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/cogentcore/webgpu/wgpu"
+)
+
+// Buffer is a storage buffer on the device. Every Hearth buffer can be bound
+// as storage, written from the host and copied out for readback, so one kind
+// serves weights, activations and the KV cache.
+type Buffer struct {
+	d     *Device
+	b     *wgpu.Buffer
+	id    uint64
+	size  uint64
+	label string
+}
+
+// Size is the buffer's size in bytes (a multiple of 4).
+func (b *Buffer) Size() uint64 { return b.size }
+
+// Label is the name given at creation; errors use it.
+func (b *Buffer) Label() string { return b.label }
+
+func align4(n uint64) uint64 { return (n + 3) &^ 3 }
+
+// NewBuffer creates a zeroed storage buffer of at least size bytes (rounded
+// up to 4, since WGSL reads storage as 32-bit words).
+func (d *Device) NewBuffer(label string, size uint64) (*Buffer, error) {
+	if err := d.check(); err != nil {
+		return nil, err
+	}
+	size = align4(size)
+	if size == 0 {
+		size = 4
+	}
+	if size > d.Limits.MaxBufferSize {
+		return nil, fmt.Errorf("gpu: buffer %q: %d bytes exceeds the device's max buffer size %d", label, size, d.Limits.MaxBufferSize)
+	}
+	b, err := d.dev.CreateBuffer(&wgpu.BufferDescriptor{
+		Label: label,
+		Size:  size,
+		Usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopySrc | wgpu.BufferUsageCopyDst,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("gpu: buffer %q (%d bytes): %w", label, size, err)
+	}
+	return &Buffer{d: d, b: b, id: d.newID(), size: size, label: label}, nil
+}
+
+// NewBufferFrom creates a buffer holding data (padded with zeros to 4 bytes).
+func (d *Device) NewBufferFrom(label string, data []byte) (*Buffer, error) {
+	b, err := d.NewBuffer(label, uint64(len(data)))
+	if err != nil {
+		return nil, err
+	}
+	if err := b.Write(0, data); err != nil {
+		b.Release()
+		return nil, err
+	}
+	return b, nil
+}
+
+// NewBufferF32 creates a buffer holding the float32 values.
+func (d *Device) NewBufferF32(label string, v []float32) (*Buffer, error) {
+	return d.NewBufferFrom(label, F32Bytes(v))
+}
+
+// Write copies data into the buffer at offset (both multiples of 4 after the
+// tail of data is zero-padded). It is ordered before the next submit.
+func (b *Buffer) Write(offset uint64, data []byte) error {
+	if err := b.d.check(); err != nil {
+		return err
+	}
+	if offset%4 != 0 {
+		return fmt.Errorf("gpu: write %q: offset %d is not a multiple of 4", b.label, offset)
+	}
+	if offset+align4(uint64(len(data))) > b.size {
+		return fmt.Errorf("gpu: write %q: %d bytes at offset %d overflow its %d bytes", b.label, len(data), offset, b.size)
+	}
+	if len(data) == 0 {
+		return nil
+	}
+	if len(data)%4 != 0 {
+		padded := make([]byte, align4(uint64(len(data))))
+		copy(padded, data)
+		data = padded
+	}
+	if err := b.d.queue.WriteBuffer(b.b, offset, data); err != nil {
+		return fmt.Errorf("gpu: write %q: %w", b.label, err)
+	}
+	return nil
+}
+
+// WriteF32 writes float32 values at element offset i.
+func (b *Buffer) WriteF32(i int, v []float32) error { return b.Write(uint64(i)*4, F32Bytes(v)) }
+
+// Read copies size bytes at offset back to the host. It submits the copy and
+// waits for all work queued before it, so it is a fence too; keep it off hot
+// paths except for the final logits or token.
+func (b *Buffer) Read(offset, size uint64) ([]byte, error) {
+	d := b.d
+	if err := d.check(); err != nil {
+		return nil, err
+	}
+	if offset%4 != 0 || size%4 != 0 || offset+size > b.size {
+		return nil, fmt.Errorf("gpu: read %q: range [%d, %d) is unaligned or outside its %d bytes", b.label, offset, offset+size, b.size)
+	}
+	if size == 0 {
+		return nil, nil
+	}
+	st, err := d.stagingBuffer(size)
+	if err != nil {
+		return nil, err
+	}
+	enc, err := d.dev.CreateCommandEncoder(nil)
+	if err != nil {
+		return nil, fmt.Errorf("gpu: read %q: %w", b.label, err)
+	}
+	if err := enc.CopyBufferToBuffer(b.b, offset, st, 0, size); err != nil {
+		enc.Release()
+		return nil, fmt.Errorf("gpu: read %q: %w", b.label, err)
+	}
+	cb, err := enc.Finish(nil)
+	enc.Release()
+	if err != nil {
+		return nil, fmt.Errorf("gpu: read %q: %w", b.label, err)
+	}
+	if err := d.submit(cb, "read "+b.label); err != nil {
+		return nil, err
+	}
+	return d.mapRead(st, size, b.label)
+}
+
+// ReadF32 reads n float32 values starting at element i.
+func (b *Buffer) ReadF32(i, n int) ([]float32, error) {
+	raw, err := b.Read(uint64(i)*4, uint64(n)*4)
+	if err != nil {
+		return nil, err
+	}
+	return F32From(raw), nil
+}
+
+// Release frees the buffer and every cached bind group that uses it.
+func (b *Buffer) Release() {
+	if b == nil || b.b == nil {
+		return
+	}
+	b.d.forgetBinds(b.id)
+	b.b.Release()
+	b.b = nil
+}
+
+func (d *Device) stagingBuffer(size uint64) (*wgpu.Buffer, error) {
+	if st, ok := d.staging[size]; ok {
+		return st, nil
+	}
+	st, err := d.dev.CreateBuffer(&wgpu.BufferDescriptor{
+		Label: fmt.Sprintf("staging.%d", size),
+		Size:  size,
+		Usage: wgpu.BufferUsageMapRead | wgpu.BufferUsageCopyDst,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("gpu: staging buffer of %d bytes: %w", size, err)
+	}
+	// A handful of sizes recur (logits, one token, test outputs); bound the
+	// cache so one-off reads of odd sizes do not pin memory forever.
+	if len(d.staging) >= 16 {
+		for k, old := range d.staging {
+			old.Release()
+			delete(d.staging, k)
+		}
+	}
+	d.staging[size] = st
+	return st, nil
+}
+
+func (d *Device) mapRead(st *wgpu.Buffer, size uint64, label string) ([]byte, error) {
+	var status wgpu.BufferMapAsyncStatus
+	done := false
+	if err := st.MapAsync(wgpu.MapModeRead, 0, size, func(s wgpu.BufferMapAsyncStatus) {
+		status, done = s, true
+	}); err != nil {
+		return nil, fmt.Errorf("gpu: read %q: %w", label, err)
+	}
+	for !done {
+		if err := d.check(); err != nil {
+			return nil, err
+		}
+		d.dev.Poll(true, nil)
+	}
+	if status == wgpu.BufferMapAsyncStatusDeviceLost {
+		d.markLost("while mapping " + label)
+		return nil, d.check()
+	}
+	if status != wgpu.BufferMapAsyncStatusSuccess {
+		return nil, fmt.Errorf("gpu: read %q: map failed: %v", label, status)
+	}
+	out := make([]byte, size)
+	copy(out, st.GetMappedRange(0, uint(size)))
+	if err := st.Unmap(); err != nil {
+		return nil, fmt.Errorf("gpu: read %q: %w", label, err)
+	}
+	return out, nil
+}
+
+// Wait blocks until all submitted work has finished.
+func (d *Device) Wait() error {
+	if err := d.check(); err != nil {
+		return err
+	}
+	d.dev.Poll(true, nil)
+	return d.check()
+}
+
+// F32Bytes is the little-endian byte image of v.
+func F32Bytes(v []float32) []byte {
+	out := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(out[4*i:], math.Float32bits(x))
+	}
+	return out
+}
+
+// F32From decodes little-endian float32 values.
+func F32From(b []byte) []float32 {
+	out := make([]float32, len(b)/4)
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return out
+}
+
+// U32Bytes is the little-endian byte image of v.
+func U32Bytes(v []uint32) []byte {
+	out := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(out[4*i:], x)
+	}
+	return out
+}
+
+// U32From decodes little-endian uint32 values.
+func U32From(b []byte) []uint32 {
+	out := make([]uint32, len(b)/4)
+	for i := range out {
+		out[i] = binary.LittleEndian.Uint32(b[4*i:])
+	}
+	return out
+}
