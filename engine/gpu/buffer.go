@@ -25,6 +25,17 @@ func (b *Buffer) Size() uint64 { return b.size }
 // Label is the name given at creation; errors use it.
 func (b *Buffer) Label() string { return b.label }
 
+// usable says why b cannot be used, or nil.
+func (b *Buffer) usable(op string) error {
+	if b == nil {
+		return fmt.Errorf("gpu: %s: buffer is nil", op)
+	}
+	if b.b == nil {
+		return fmt.Errorf("gpu: %s %q: buffer was released", op, b.label)
+	}
+	return b.d.check()
+}
+
 func align4(n uint64) uint64 { return (n + 3) &^ 3 }
 
 // NewBuffer creates a zeroed storage buffer of at least size bytes (rounded
@@ -40,11 +51,21 @@ func (d *Device) NewBuffer(label string, size uint64) (*Buffer, error) {
 	if size > d.Limits.MaxBufferSize {
 		return nil, fmt.Errorf("gpu: buffer %q: %d bytes exceeds the device's max buffer size %d", label, size, d.Limits.MaxBufferSize)
 	}
-	b, err := d.dev.CreateBuffer(&wgpu.BufferDescriptor{
-		Label: label,
-		Size:  size,
-		Usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopySrc | wgpu.BufferUsageCopyDst,
+	var b *wgpu.Buffer
+	var err error
+	oom := d.catchOOM(fmt.Sprintf("buffer %q (%d bytes)", label, size), func() {
+		b, err = d.dev.CreateBuffer(&wgpu.BufferDescriptor{
+			Label: label,
+			Size:  size,
+			Usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopySrc | wgpu.BufferUsageCopyDst,
+		})
 	})
+	if oom != nil {
+		if b != nil {
+			b.Release()
+		}
+		return nil, oom
+	}
 	if err != nil {
 		return nil, fmt.Errorf("gpu: buffer %q (%d bytes): %w", label, size, err)
 	}
@@ -72,7 +93,7 @@ func (d *Device) NewBufferF32(label string, v []float32) (*Buffer, error) {
 // Write copies data into the buffer at offset (both multiples of 4 after the
 // tail of data is zero-padded). It is ordered before the next submit.
 func (b *Buffer) Write(offset uint64, data []byte) error {
-	if err := b.d.check(); err != nil {
+	if err := b.usable("write"); err != nil {
 		return err
 	}
 	if offset%4 != 0 {
@@ -102,10 +123,10 @@ func (b *Buffer) WriteF32(i int, v []float32) error { return b.Write(uint64(i)*4
 // waits for all work queued before it, so it is a fence too; keep it off hot
 // paths except for the final logits or token.
 func (b *Buffer) Read(offset, size uint64) ([]byte, error) {
-	d := b.d
-	if err := d.check(); err != nil {
+	if err := b.usable("read"); err != nil {
 		return nil, err
 	}
+	d := b.d
 	if offset%4 != 0 || size%4 != 0 || offset+size > b.size {
 		return nil, fmt.Errorf("gpu: read %q: range [%d, %d) is unaligned or outside its %d bytes", b.label, offset, offset+size, b.size)
 	}

@@ -252,6 +252,11 @@ func (c *Chain) Copy(src *Buffer, srcOff uint64, dst *Buffer, dstOff, size uint6
 	if c.err != nil {
 		return c.err
 	}
+	for _, b := range []*Buffer{src, dst} {
+		if err := b.usable("copy in chain " + c.label); err != nil {
+			return c.fail(err)
+		}
+	}
 	if srcOff%4 != 0 || dstOff%4 != 0 || size%4 != 0 || srcOff+size > src.size || dstOff+size > dst.size {
 		return c.fail(fmt.Errorf("gpu: chain %q: copy %d bytes %q+%d → %q+%d is unaligned or out of range", c.label, size, src.label, srcOff, dst.label, dstOff))
 	}
@@ -268,6 +273,9 @@ func (c *Chain) Copy(src *Buffer, srcOff uint64, dst *Buffer, dstOff, size uint6
 func (c *Chain) Clear(b *Buffer, offset, size uint64) error {
 	if c.err != nil {
 		return c.err
+	}
+	if err := b.usable("clear in chain " + c.label); err != nil {
+		return c.fail(err)
 	}
 	if offset%4 != 0 || size%4 != 0 || offset+size > b.size {
 		return c.fail(fmt.Errorf("gpu: chain %q: clear %q [%d, %d) is unaligned or out of range", c.label, b.label, offset, offset+size))

@@ -18,6 +18,8 @@ import (
 	"sync/atomic"
 
 	"github.com/cogentcore/webgpu/wgpu"
+
+	"github.com/hearthstudio/hearth/shaders"
 )
 
 // ErrDeviceLost is returned by every call after the GPU device was lost
@@ -66,17 +68,8 @@ type AdapterInfo struct {
 	Features []string `json:"features"`
 }
 
-// Label is the adapter's most telling name: wgpu leaves Name empty or a hex id
-// on some drivers (lavapipe) and puts the real name in the driver string.
-func (a AdapterInfo) Label() string {
-	if a.Name != "" && !strings.HasPrefix(a.Name, "0x") {
-		return a.Name
-	}
-	if a.Driver != "" {
-		return a.Driver
-	}
-	return a.Name
-}
+// Label is the adapter's name for people.
+func (a AdapterInfo) Label() string { return a.Name }
 
 // Device is an open WebGPU device with Hearth's caches.
 type Device struct {
@@ -90,12 +83,14 @@ type Device struct {
 	lost     atomic.Bool
 	lostMsg  atomic.Value
 
-	kernels  map[KernelSpec]*Kernel
-	binds    map[bindKey]*wgpu.BindGroup
-	bindsOf  map[uint64][]bindKey // buffer id → cached bind groups that use it
-	arena    uniformArena
-	staging  map[uint64]*wgpu.Buffer // readback buffers by size
-	open     *Chain                  // the chain being recorded, if any
+	kernels map[KernelSpec]*Kernel
+	binds   map[bindKey]*wgpu.BindGroup
+	bindsOf map[uint64][]bindKey // buffer id → cached bind groups that use it
+	arena   uniformArena
+	staging map[uint64]*wgpu.Buffer // readback buffers by size
+	open    *Chain                  // the chain being recorded, if any
+	// source finds a kernel family's WGSL: shaders.Source, or a test's own.
+	source   func(family string) (string, error)
 	nextID   uint64
 	released bool
 }
@@ -133,7 +128,7 @@ func adapterTypeName(t wgpu.AdapterType) string {
 func instanceBackends(backend string) (wgpu.InstanceBackend, error) {
 	switch strings.ToLower(backend) {
 	case "":
-		return wgpu.InstanceBackendPrimary | wgpu.InstanceBackendGL, nil
+		return wgpu.InstanceBackendPrimary, nil
 	case "vulkan":
 		return wgpu.InstanceBackendVulkan, nil
 	case "metal":
@@ -179,9 +174,15 @@ func describe(i int, a *wgpu.Adapter) AdapterInfo {
 		feats = append(feats, f.String())
 	}
 	sort.Strings(feats)
+	// wgpu-native fills the device field with a hex id on some drivers
+	// (lavapipe: "0x0") and puts the readable name in the description.
+	name := info.Name
+	if name == "" || strings.HasPrefix(name, "0x") {
+		name = info.DriverDescription
+	}
 	return AdapterInfo{
 		Index:    i,
-		Name:     info.Name,
+		Name:     name,
 		Driver:   info.DriverDescription,
 		VendorID: info.VendorId,
 		DeviceID: info.DeviceId,
@@ -236,6 +237,13 @@ func enumerate(opts Options) (*wgpu.Instance, []*wgpu.Adapter, error) {
 		return nil, nil, errors.New("gpu: could not create a WebGPU instance")
 	}
 	adapters := inst.EnumerateAdapters(&wgpu.InstanceEnumerateAdapterOptons{Backends: backends})
+	if len(adapters) == 0 && opts.Backend == "" {
+		// GL only when no native backend has an adapter: it duplicates the
+		// Vulkan adapters where both exist, and its EGL probe is slow and
+		// noisy on machines without a session.
+		inst.Release()
+		return enumerate(Options{Adapter: opts.Adapter, Backend: "gl"})
+	}
 	return inst, adapters, nil
 }
 
@@ -313,6 +321,7 @@ func Open(opts Options) (*Device, error) {
 		binds:    map[bindKey]*wgpu.BindGroup{},
 		bindsOf:  map[uint64][]bindKey{},
 		staging:  map[uint64]*wgpu.Buffer{},
+		source:   shaders.Source,
 	}
 	dev, err := adapter.RequestDevice(&wgpu.DeviceDescriptor{
 		Label:          "hearth",

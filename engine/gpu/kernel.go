@@ -7,8 +7,6 @@ import (
 	"strings"
 
 	"github.com/cogentcore/webgpu/wgpu"
-
-	"github.com/hearthstudio/hearth/shaders"
 )
 
 // KernelSpec names one compute pipeline: an entry point of a kernel family in
@@ -79,7 +77,7 @@ func (d *Device) Kernel(spec KernelSpec) (*Kernel, error) {
 	if k, ok := d.kernels[spec]; ok {
 		return k, nil
 	}
-	src, err := shaders.Source(spec.Family)
+	src, err := d.source(spec.Family)
 	if err != nil {
 		return nil, err
 	}

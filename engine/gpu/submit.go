@@ -4,18 +4,15 @@ package gpu
 #include <stdint.h>
 #include <stdlib.h>
 
-// The few wgpu-native entry points the Go binding leaves without an error
-// scope. Declared here rather than including webgpu.h so this package does not
-// depend on the binding's header path; the symbols come from the
-// libwgpu_native.a that github.com/cogentcore/webgpu links.
+// Two wgpu-native entry points the Go binding does not expose. Declared here
+// rather than including webgpu.h so this package does not depend on the
+// binding's header path; the symbols come from the libwgpu_native.a that
+// github.com/cogentcore/webgpu links.
 typedef void *WGPUDeviceRef;
-typedef void *WGPUQueueRef;
-typedef void *WGPUCommandBufferRef;
 typedef void (*hearthErrorCallback)(uint32_t type, char const *message, void *userdata);
 
 void wgpuDevicePushErrorScope(WGPUDeviceRef device, uint32_t filter);
 void wgpuDevicePopErrorScope(WGPUDeviceRef device, hearthErrorCallback callback, void *userdata);
-void wgpuQueueSubmit(WGPUQueueRef queue, size_t count, WGPUCommandBufferRef const *commands);
 
 typedef struct { uint32_t type; char message[1024]; } hearthScopeResult;
 
@@ -30,18 +27,9 @@ static void hearthScopeCallback(uint32_t type, char const *message, void *userda
 	}
 }
 
-// hearthSubmit submits one command buffer inside validation and
-// out-of-memory error scopes (WGPUErrorFilter_Validation = 0 and
-// WGPUErrorFilter_OutOfMemory = 1 in webgpu.h),
-// so a failed submit is reported instead of reaching wgpu-native's default
-// uncaptured-error handler, which aborts the process.
-static void hearthSubmit(WGPUDeviceRef device, WGPUQueueRef queue, WGPUCommandBufferRef cb, hearthScopeResult *validation, hearthScopeResult *oom) {
-	wgpuDevicePushErrorScope(device, 1);
-	wgpuDevicePushErrorScope(device, 0);
-	wgpuQueueSubmit(queue, 1, &cb);
-	wgpuDevicePopErrorScope(device, hearthScopeCallback, validation);
-	wgpuDevicePopErrorScope(device, hearthScopeCallback, oom);
-}
+// WGPUErrorFilter_OutOfMemory in webgpu.h.
+static void hearthPushOOM(WGPUDeviceRef device) { wgpuDevicePushErrorScope(device, 1); }
+static void hearthPop(WGPUDeviceRef device, hearthScopeResult *r) { wgpuDevicePopErrorScope(device, hearthScopeCallback, r); }
 */
 import "C"
 
@@ -52,37 +40,45 @@ import (
 	"github.com/cogentcore/webgpu/wgpu"
 )
 
-// handle reads the C handle a binding object wraps. The binding keeps it in an
-// unexported first field (wgpu.Device{ref}, wgpu.Queue{deviceRef, ref},
-// wgpu.CommandBuffer{ref}); this pins github.com/cogentcore/webgpu v0.23.0's
-// layout, and TestSubmitReportsValidationError breaks if that layout moves.
-func handle(p unsafe.Pointer, field int) unsafe.Pointer {
-	return *(*unsafe.Pointer)(unsafe.Add(p, field*int(unsafe.Sizeof(uintptr(0)))))
+// deviceHandle reads the C WGPUDevice that wgpu.Device wraps in its unexported
+// first field; this pins github.com/cogentcore/webgpu v0.23.0's layout.
+func deviceHandle(d *wgpu.Device) C.WGPUDeviceRef {
+	return C.WGPUDeviceRef(*(*unsafe.Pointer)(unsafe.Pointer(d)))
 }
 
 // errorTypeDeviceLost is WGPUErrorType_DeviceLost in webgpu.h.
 const errorTypeDeviceLost = 5
 
-// submit sends one command buffer and turns any error wgpu raises during the
-// submit into a Go error naming what was submitted.
+// catchOOM runs f inside an out-of-memory error scope. The binding scopes its
+// calls for validation errors only; an out-of-memory error outside any scope
+// reaches wgpu-native's default uncaptured-error handler, which aborts the
+// process — so allocating a model bigger than the GPU must go through here.
+func (d *Device) catchOOM(what string, f func()) error {
+	h := deviceHandle(d.dev)
+	var r C.hearthScopeResult
+	C.hearthPushOOM(h)
+	f()
+	C.hearthPop(h, &r)
+	if r._type == errorTypeDeviceLost {
+		d.markLost(C.GoString(&r.message[0]))
+	}
+	if r._type != 0 {
+		return fmt.Errorf("gpu: %s: %s", what, C.GoString(&r.message[0]))
+	}
+	return nil
+}
+
+// submit sends one command buffer. wgpu-native treats any error inside
+// wgpuQueueSubmit as fatal (it panics rather than reporting to an error
+// scope), so everything that could fail there is checked while recording:
+// buffers are validated per dispatch and never destroyed while referenced
+// (Release only drops Hearth's reference; wgpu keeps a buffer alive while a
+// command buffer uses it).
 func (d *Device) submit(cb *wgpu.CommandBuffer, what string) error {
 	defer cb.Release()
 	if err := d.check(); err != nil {
-		return err
+		return fmt.Errorf("gpu: submit %s: %w", what, err)
 	}
-	var validation, oom C.hearthScopeResult
-	C.hearthSubmit(
-		C.WGPUDeviceRef(handle(unsafe.Pointer(d.dev), 0)),
-		C.WGPUQueueRef(handle(unsafe.Pointer(d.queue), 1)),
-		C.WGPUCommandBufferRef(handle(unsafe.Pointer(cb), 0)),
-		&validation, &oom)
-	for _, r := range []*C.hearthScopeResult{&validation, &oom} {
-		if r._type == errorTypeDeviceLost {
-			d.markLost(C.GoString(&r.message[0]))
-		}
-		if r._type != 0 {
-			return fmt.Errorf("gpu: submit %s: %s", what, C.GoString(&r.message[0]))
-		}
-	}
-	return d.check()
+	d.queue.Submit(cb)
+	return nil
 }

@@ -1,0 +1,67 @@
+# Hearth: set-up, build, run, test, bench.
+#
+# `make run` and `make test` each start by installing whatever is missing on a
+# Debian 12 machine (apt-get, as root or through sudo), so a fresh clone needs
+# nothing else. Every target after that is plain `go`.
+
+GO        ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
+BIN       ?= hearth
+FUZZTIME  ?= 20s
+
+# cgo headers for Fyne (GL, X11), ALSA for audio out, lavapipe (Mesa's software
+# Vulkan) so the WGSL kernels run without a GPU, Xvfb for headless GUI tests,
+# espeak-ng for phonemes.
+APT_PACKAGES := gcc libc6-dev pkg-config git ca-certificates \
+	libgl1-mesa-dev libx11-dev libxcursor-dev libxrandr-dev libxinerama-dev libxi-dev libxxf86vm-dev \
+	libasound2-dev \
+	mesa-vulkan-drivers libvulkan1 \
+	xvfb xauth \
+	espeak-ng libespeak-ng-dev
+
+.PHONY: deps build run test vet fuzz bench clean
+
+# deps installs only the packages that are missing, so it is quick and
+# idempotent once everything is there.
+deps:
+	@missing=""; \
+	for p in $(APT_PACKAGES); do \
+		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+		echo "Installing:$$missing"; \
+		if [ "$$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi; \
+		$$sudo apt-get update -q && \
+		DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -q --no-install-recommends $$missing || exit 1; \
+	fi
+	@v=$$($(GO) env GOVERSION 2>/dev/null | sed 's/^go//'); \
+	if [ -z "$$v" ] || [ "$$(printf '%s\n' 1.26 "$$v" | sort -V | head -n1)" != 1.26 ]; then \
+		echo "Go 1.26 or newer is needed (found: $${v:-none}); Debian 12's golang package is too old, see https://go.dev/doc/install"; exit 1; \
+	fi
+
+build: deps
+	$(GO) build -o $(BIN) .
+
+run: build
+	./$(BIN)
+
+vet:
+	$(GO) vet ./...
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+
+# test runs every test on lavapipe (or the GPU, if the machine has one) under
+# a virtual X server, then a short fuzz of the GGUF reader.
+test: deps vet
+	xvfb-run -a $(GO) test -timeout 20m ./...
+	$(GO) test ./gguf -run '^$$' -fuzz '^FuzzRead$$' -fuzztime $(FUZZTIME)
+
+# fuzz is the long run of the GGUF reader fuzzer.
+fuzz:
+	$(GO) test ./gguf -run '^$$' -fuzz '^FuzzRead$$' -fuzztime 10m
+
+# bench runs the Go benchmarks (kernels, dequantize, GGUF open).
+bench: deps
+	$(GO) test -run '^$$' -bench . -benchtime 2s ./gguf ./engine/...
+
+clean:
+	rm -f $(BIN)
