@@ -233,7 +233,14 @@ func (d *Device) Wait() error {
 	if err := d.check(); err != nil {
 		return err
 	}
-	d.dev.Poll(true, nil)
+	// A blocking poll gives up after wgpu-native's 5 s timeout even if work
+	// is still running (a long chain on lavapipe), so poll until the queue
+	// reports empty.
+	for !d.dev.Poll(true, nil) {
+		if err := d.check(); err != nil {
+			return err
+		}
+	}
 	return d.check()
 }
 
