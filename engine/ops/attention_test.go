@@ -1,0 +1,264 @@
+package ops
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/hearthstudio/hearth/engine/gpu"
+	"github.com/hearthstudio/hearth/engine/ops/ref"
+)
+
+// attentionCases cover every head width Hearth's models use plus an odd 72,
+// MQA (7 heads on 1 KV head) and GQA ratios 2 and 4, KV lengths of 1, one
+// workgroup tile ± 1, several tiles with a ragged tail and a long history,
+// windows shorter than the history, prefill batches at pos0 0 and 11, and
+// calls that take the split-K path (kv300, kv2000, gemma2 scale and the two
+// marked split).
+var attentionCases = []struct {
+	name string
+	a    AttentionArgs
+}{
+	{"decode kv1 hd64", AttentionArgs{HeadDim: 64, Heads: 4, KVHeads: 4, Tokens: 1, Pos0: 0, KVLen: 1}},
+	{"decode kv37 hd80 mqa7", AttentionArgs{HeadDim: 80, Heads: 7, KVHeads: 1, Tokens: 1, Pos0: 36, KVLen: 37}},
+	{"decode kv63 hd72", AttentionArgs{HeadDim: 72, Heads: 6, KVHeads: 3, Tokens: 1, Pos0: 62, KVLen: 63}},
+	{"decode kv65 hd96 gqa4", AttentionArgs{HeadDim: 96, Heads: 8, KVHeads: 2, Tokens: 1, Pos0: 64, KVLen: 65}},
+	{"decode kv300 hd128 gqa4", AttentionArgs{HeadDim: 128, Heads: 4, KVHeads: 1, Tokens: 1, Pos0: 299, KVLen: 300}},
+	{"decode kv300 hd256 window64", AttentionArgs{HeadDim: 256, Heads: 2, KVHeads: 1, Tokens: 1, Pos0: 299, KVLen: 300, Window: 64}},
+	{"decode kv300 window1", AttentionArgs{HeadDim: 64, Heads: 2, KVHeads: 2, Tokens: 1, Pos0: 299, KVLen: 300, Window: 1}},
+	{"decode kv2000 hd64", AttentionArgs{HeadDim: 64, Heads: 2, KVHeads: 1, Tokens: 1, Pos0: 1999, KVLen: 2000}},
+	{"decode mid-history", AttentionArgs{HeadDim: 64, Heads: 2, KVHeads: 1, Tokens: 1, Pos0: 40, KVLen: 300}},
+	{"prefill 5 at pos0 0 gqa4", AttentionArgs{HeadDim: 64, Heads: 8, KVHeads: 2, Tokens: 5, Pos0: 0, KVLen: 5}},
+	{"prefill 5 at pos0 11 hd72", AttentionArgs{HeadDim: 72, Heads: 7, KVHeads: 1, Tokens: 5, Pos0: 11, KVLen: 16}},
+	{"prefill 5 at pos0 11 window7", AttentionArgs{HeadDim: 80, Heads: 4, KVHeads: 2, Tokens: 5, Pos0: 11, KVLen: 16, Window: 7}},
+	{"prefill 70 window 50 softcap", AttentionArgs{HeadDim: 128, Heads: 2, KVHeads: 1, Tokens: 70, Pos0: 30, KVLen: 100, Window: 50, Softcap: 50}},
+	// Split-K: a window offsets every split; a prefill batch whose early
+	// queries see too few keys to reach the last split leaves it empty.
+	{"decode kv2000 window1000 split", AttentionArgs{HeadDim: 96, Heads: 1, KVHeads: 1, Tokens: 1, Pos0: 1999, KVLen: 2000, Window: 1000}},
+	{"prefill 200 split", AttentionArgs{HeadDim: 64, Heads: 1, KVHeads: 1, Tokens: 200, Pos0: 0, KVLen: 200}},
+	{"decode gemma2 scale", AttentionArgs{HeadDim: 128, Heads: 4, KVHeads: 2, Tokens: 1, Pos0: 130, KVLen: 131, Scale: 1.0 / 12, Softcap: 50}},
+}
+
+// attentionInputs are the magnitudes of a test's random q, k and v: q and k
+// uniform in ±QK, v in ±V, and when Spike > 0 every 97th key (slots 50,
+// 147, ...) scaled by Spike, an outlier key like the massive activations
+// real models grow.
+type attentionInputs struct{ QK, V, Spike float32 }
+
+// checkAttention runs Attention on random q, k, v of magnitudes in and
+// compares with the reference, once with the scratch split-K
+// asks for (scratchBytes < 0) or the given bytes, once with a 4-byte scratch
+// (the single-pass kernel). The KV buffers hold 3 slots more than KVLen,
+// filled with NaN, so a read past the history poisons the output.
+func checkAttention(t *testing.T, seed uint64, a AttentionArgs, scratchBytes int, in attentionInputs, atol, rtol float64) {
+	t.Helper()
+	slots := a.KVLen + 3
+	qn, kvn := a.Tokens*a.Heads*a.HeadDim, slots*a.KVHeads*a.HeadDim
+	q := randVec(seed, qn, in.QK)
+	k := randVec(seed+1, kvn, in.QK)
+	v := randVec(seed+2, kvn, in.V)
+	if in.Spike > 0 {
+		row := a.KVHeads * a.HeadDim
+		for j := 50; j < a.KVLen; j += 97 {
+			for d := range row {
+				k[j*row+d] *= in.Spike
+			}
+		}
+	}
+	nan := float32(math.NaN())
+	for i := a.KVLen * a.KVHeads * a.HeadDim; i < kvn; i++ {
+		k[i], v[i] = nan, nan
+	}
+	want := ref.Attention(q, k, v, ref.AttentionArgs(a))
+	bq, bk, bv := upload(t, "q", q), upload(t, "k", k), upload(t, "v", v)
+	if scratchBytes < 0 {
+		scratchBytes = int(AttentionScratchBytes(a))
+	}
+	for _, bytes := range []int{scratchBytes, 4} {
+		sc, out := scratch(t, "scratch", (bytes+3)/4), scratch(t, "out", qn)
+		run(t, "attention", func(c *gpu.Chain) error { return Attention(c, bq, bk, bv, sc, out, a) })
+		assertClose(t, fmt.Sprintf("attention with %d scratch bytes", bytes), download(t, out, qn), want, atol, rtol)
+	}
+}
+
+func TestAttentionMatchesReference(t *testing.T) {
+	for i, tc := range attentionCases {
+		t.Run(tc.name, func(t *testing.T) {
+			// Unit q, k, v: scores within a few units, outputs convex
+			// combinations of values in [-1, 1]. An f32 dot over 256 terms
+			// and an f32 weighted sum over 2000 keys each err by about 1e-6
+			// relative (lavapipe measured 5e-7 at worst): atol 3e-6.
+			checkAttention(t, uint64(100+10*i), tc.a, -1, attentionInputs{QK: 1, V: 1}, 3e-6, 0)
+		})
+	}
+	// Scratch for only 3 of the splits decoding over 2000 keys asks for.
+	a := AttentionArgs{HeadDim: 64, Heads: 2, KVHeads: 1, Tokens: 1, Pos0: 1999, KVLen: 2000}
+	t.Run("decode kv2000 three splits", func(t *testing.T) {
+		checkAttention(t, 99, a, 3*2*(64+2)*4, attentionInputs{QK: 1, V: 1}, 3e-6, 0)
+	})
+}
+
+// TestAttentionSplits checks that decoding histories longer than a tile takes
+// the split-K path and that short, windowed-short or wide calls do not.
+func TestAttentionSplits(t *testing.T) {
+	for _, tc := range []struct {
+		a     AttentionArgs
+		split bool
+	}{
+		{AttentionArgs{HeadDim: 256, Heads: 8, KVHeads: 4, Tokens: 1, Pos0: 4095, KVLen: 4096}, true},
+		{AttentionArgs{HeadDim: 64, Heads: 2, KVHeads: 1, Tokens: 1, Pos0: 1999, KVLen: 2000}, true},
+		{AttentionArgs{HeadDim: 64, Heads: 8, KVHeads: 1, Tokens: 1, Pos0: 99, KVLen: 100}, true},
+		{AttentionArgs{HeadDim: 64, Heads: 8, KVHeads: 1, Tokens: 1, Pos0: 59, KVLen: 60}, false},
+		{AttentionArgs{HeadDim: 256, Heads: 8, KVHeads: 4, Tokens: 512, Pos0: 0, KVLen: 512}, false},
+		{AttentionArgs{HeadDim: 256, Heads: 8, KVHeads: 4, Tokens: 1, Pos0: 8000, KVLen: 8001, Window: 60}, false},
+	} {
+		splits, chunk := tc.a.split()
+		if (splits > 1) != tc.split || splits*chunk < tc.a.maxVisible() || (splits-1)*chunk >= tc.a.maxVisible() || chunk%attentionTile != 0 && splits > 1 {
+			t.Errorf("%+v: %d splits of %d keys", tc.a, splits, chunk)
+		}
+		if got := AttentionScratchBytes(tc.a) > 0; got != tc.split {
+			t.Errorf("%+v: AttentionScratchBytes = %d", tc.a, AttentionScratchBytes(tc.a))
+		}
+	}
+}
+
+// TestAttentionWideMagnitude runs the same shapes with q and k at ±8 and v at
+// ±30, as Gemma 2's unnormalised keys produce: raw scores of hundreds, so
+// the softmax is nearly one-hot and, with Softcap 50, the tanh saturates. The
+// spiked flavour adds outlier keys four times larger, whose scores sit
+// hundreds above the rest: exp overflows in any step that skips the max
+// (in a tile, across tiles, or across the splits of split-K), and a naive
+// tanh, (e^2x-1)/(e^2x+1), returns NaN.
+func TestAttentionWideMagnitude(t *testing.T) {
+	for i, tc := range attentionCases {
+		for _, softcap := range []float32{0, 50} {
+			for _, spike := range []float32{0, 4} {
+				a := tc.a
+				a.Softcap = softcap
+				t.Run(fmt.Sprintf("%s/softcap%v/spike%v", tc.name, softcap, spike), func(t *testing.T) {
+					// The dot's terms reach 64 (256 when spiked), so its f32
+					// rounding is about 64*sqrt(head_dim)*6e-8 = 6e-5 before
+					// scaling; an error e in a score moves its weight by e
+					// relative, and outputs reach 30: 30 * 1e-5 = 3e-4, as
+					// lavapipe measured. atol 1e-3.
+					checkAttention(t, uint64(500+10*i), a, -1, attentionInputs{QK: 8, V: 30, Spike: spike}, 1e-3, 0)
+				})
+			}
+		}
+	}
+}
+
+func TestAttentionRejectsBadShapes(t *testing.T) {
+	good := AttentionArgs{HeadDim: 64, Heads: 4, KVHeads: 2, Tokens: 2, Pos0: 3, KVLen: 5}
+	qn, kvn := 2*4*64, 5*2*64
+	q, k, v, out := upload(t, "q", make([]float32, qn)), upload(t, "k", make([]float32, kvn)), upload(t, "v", make([]float32, kvn)), scratch(t, "out", qn)
+	sc := scratch(t, "scratch", 1)
+	c, err := dev.NewChain("bad attention")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Discard()
+	if err := Attention(c, q, k, v, sc, out, good); err != nil {
+		t.Fatalf("the well-formed call failed: %v", err)
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(*AttentionArgs)
+	}{
+		{"heads not a multiple of kv_heads", func(a *AttentionArgs) { a.Heads, a.KVHeads = 7, 2 }},
+		{"head_dim 257", func(a *AttentionArgs) { a.HeadDim = 257 }},
+		{"kv_len short of the last query", func(a *AttentionArgs) { a.KVLen = 4 }},
+		{"q too short for 3 tokens", func(a *AttentionArgs) { a.Tokens, a.KVLen = 3, 6 }},
+		{"k too short for kv_len 6", func(a *AttentionArgs) { a.KVLen = 6 }},
+		{"no tokens", func(a *AttentionArgs) { a.Tokens = 0 }},
+		{"negative window", func(a *AttentionArgs) { a.Window = -1 }},
+		{"negative softcap", func(a *AttentionArgs) { a.Softcap = -50 }},
+	} {
+		a := good
+		tc.edit(&a)
+		if err := Attention(c, q, k, v, sc, out, a); err == nil {
+			t.Errorf("%s: accepted", tc.name)
+		} else {
+			t.Logf("%s: %v", tc.name, err)
+		}
+	}
+	if err := Attention(c, q, k, v, sc, q, good); err == nil {
+		t.Error("out aliasing q: accepted")
+	}
+	if err := Attention(c, q, k, v, out, out, good); err == nil {
+		t.Error("scratch aliasing out: accepted")
+	}
+}
+
+// benchDispatches times record, which appends one operation, by recording it
+// reps times into one chain per iteration and waiting for the GPU: per-submit
+// overhead (a fence and a poll, tens of microseconds) would otherwise swamp
+// a decode-sized kernel. It waits by reading 4 bytes of fence, not with
+// Device.Wait, whose single poll gives up after wgpu-native's 5 s timeout
+// while lavapipe may still be running the chain. It reports µs per
+// operation, and GB/s when bytes (the operation's compulsory traffic) is
+// given.
+func benchDispatches(b *testing.B, reps int, bytes float64, fence *gpu.Buffer, record func(c *gpu.Chain) error) {
+	b.Helper()
+	once := func() {
+		c, err := dev.NewChain("bench")
+		if err != nil {
+			b.Fatal(err)
+		}
+		for range reps {
+			if err := record(c); err != nil {
+				c.Discard()
+				b.Fatal(err)
+			}
+		}
+		if err := c.Submit(); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := fence.Read(0, 4); err != nil {
+			b.Fatal(err)
+		}
+	}
+	once() // compile the pipelines and build the bind groups outside the timing
+	b.ResetTimer()
+	for range b.N {
+		once()
+	}
+	per := b.Elapsed().Seconds() / float64(b.N*reps)
+	b.ReportMetric(per*1e6, "µs/op")
+	if bytes > 0 {
+		b.ReportMetric(bytes/per/1e9, "GB/s")
+	}
+}
+
+// BenchmarkAttention times decode and prefill at real model shapes, with and
+// without split-K, and reports the KV cache's bandwidth (each KV head's keys
+// and values counted once, though every query head of its group reads them).
+func BenchmarkAttention(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		a    AttentionArgs
+	}{
+		{"gemma2-2b decode kv4096", AttentionArgs{HeadDim: 256, Heads: 8, KVHeads: 4, Tokens: 1, Pos0: 4095, KVLen: 4096, Softcap: 50}},
+		{"llama8b decode kv4096", AttentionArgs{HeadDim: 128, Heads: 32, KVHeads: 8, Tokens: 1, Pos0: 4095, KVLen: 4096}},
+		{"llama8b decode kv512", AttentionArgs{HeadDim: 128, Heads: 32, KVHeads: 8, Tokens: 1, Pos0: 511, KVLen: 512}},
+		{"llama8b prefill 512", AttentionArgs{HeadDim: 128, Heads: 32, KVHeads: 8, Tokens: 512, Pos0: 0, KVLen: 512}},
+	} {
+		a := bc.a
+		qn, kvn := a.Tokens*a.Heads*a.HeadDim, a.KVLen*a.KVHeads*a.HeadDim
+		q, k, v := upload(b, "q", randVec(1, qn, 1)), upload(b, "k", randVec(2, kvn, 1)), upload(b, "v", randVec(3, kvn, 1))
+		out := scratch(b, "out", qn)
+		kvBytes := float64(2 * kvn * 4)
+		for _, split := range []bool{false, true} {
+			sc := scratch(b, "scratch", 1)
+			if split {
+				if AttentionScratchBytes(a) == 0 {
+					continue
+				}
+				sc = scratch(b, "scratch", int(AttentionScratchBytes(a)/4))
+			}
+			b.Run(fmt.Sprintf("%s/split=%v", bc.name, split), func(b *testing.B) {
+				benchDispatches(b, 20, kvBytes, out, func(c *gpu.Chain) error { return Attention(c, q, k, v, sc, out, a) })
+			})
+		}
+	}
+}

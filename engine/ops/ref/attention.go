@@ -1,0 +1,78 @@
+package ref
+
+import "math"
+
+// AttentionArgs mirror ops.AttentionArgs field for field (see there for the
+// layouts and the mask); a test converts one into the other.
+type AttentionArgs struct {
+	HeadDim int
+	Heads   int
+	KVHeads int
+	Tokens  int
+	Pos0    int
+	KVLen   int
+	Scale   float32 // 0 means 1/sqrt(HeadDim)
+	Window  int     // 0 means none; else key j is visible from position i iff i-j < Window
+	Softcap float32 // 0 means none
+}
+
+// Attention is causal scaled dot-product attention of a.Tokens queries over
+// the KV history, two passes per (token, head): the masked scores, then the
+// softmax-weighted sum of values. Dot products, the softmax and the weighted
+// sum are accumulated in float64, so the oracle's rounding is far below the
+// kernel's f32.
+func Attention(q, k, v []float32, a AttentionArgs) []float32 {
+	hd := a.HeadDim
+	scale := float64(a.Scale)
+	if scale == 0 {
+		scale = 1 / math.Sqrt(float64(hd))
+	}
+	group := a.Heads / a.KVHeads
+	out := make([]float32, a.Tokens*a.Heads*hd)
+	scores := make([]float64, a.KVLen)
+	acc := make([]float64, hd)
+	for t := range a.Tokens {
+		i := a.Pos0 + t
+		for h := range a.Heads {
+			qv := q[(t*a.Heads+h)*hd : (t*a.Heads+h+1)*hd]
+			kvh := h / group
+			m := math.Inf(-1)
+			for j := range a.KVLen {
+				if j > i || (a.Window > 0 && i-j >= a.Window) {
+					scores[j] = math.Inf(-1)
+					continue
+				}
+				kv := k[(j*a.KVHeads+kvh)*hd:]
+				dot := 0.0
+				for d := range hd {
+					dot += float64(qv[d]) * float64(kv[d])
+				}
+				s := dot * scale
+				if a.Softcap > 0 {
+					c := float64(a.Softcap)
+					s = c * math.Tanh(s/c)
+				}
+				scores[j] = s
+				m = math.Max(m, s)
+			}
+			clear(acc)
+			sum := 0.0
+			for j := range a.KVLen {
+				if math.IsInf(scores[j], -1) {
+					continue
+				}
+				w := math.Exp(scores[j] - m)
+				sum += w
+				vv := v[(j*a.KVHeads+kvh)*hd:]
+				for d := range hd {
+					acc[d] += w * float64(vv[d])
+				}
+			}
+			o := out[(t*a.Heads+h)*hd:]
+			for d := range hd {
+				o[d] = float32(acc[d] / sum)
+			}
+		}
+	}
+	return out
+}
