@@ -1,26 +1,84 @@
-// Element-wise kernels over flat f32 vectors. Each invocation handles one
-// element; the grid may wrap into y past 65535 workgroups (gpu.Grid), so the
-// linear index is gid.x + gid.y * num_workgroups.x * WG.
+// Element-wise kernels over flat f32 vectors: the residual add, scaling,
+// soft-capping, activations and gated linear units. Each invocation handles
+// one output element; the grid may wrap into y past 65535 workgroups
+// (gpu.Grid), so the linear index is gid.x + gid.y * num_workgroups.x * WG.
 //
-// Constants: WG, the workgroup size.
+// Every storage binding is read_write so that one buffer may fill several
+// slots of a dispatch: WebGPU refuses a buffer bound both read-only and
+// writable, but allows it in several writable bindings. That is how the
+// in-place forms work (out bound to the same buffer as x or y) and how an
+// entry that needs fewer buffers fills the slots it leaves unused. Aliasing is
+// race-free because each invocation reads its own element(s) before writing
+// its own element, and no invocation reads an element another one writes
+// (except in glu_fused, whose dispatcher refuses out == x).
+//
+// Constants: WG, the workgroup size; ACT, the activation of `act`, `glu` and
+// `glu_fused` (0 SiLU, 1 GELU with the tanh approximation); the other entries
+// ignore it but every spec of the family declares it.
 
 struct Params {
-    n: u32,
-    a: f32,
-    b: f32,
-    _pad: u32,
+    n: u32,  // output elements
+    ff: u32, // glu_fused: the width of one output row (the input row is 2 * ff)
+    a: f32,  // scale: the factor; softcap: the cap
+    b: f32,  // softcap: 1 / cap
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> x: array<f32>;
-@group(0) @binding(2) var<storage, read> y: array<f32>;
+@group(0) @binding(1) var<storage, read_write> x: array<f32>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 
 fn index(gid: vec3<u32>, nwg: vec3<u32>) -> u32 {
     return gid.x + gid.y * nwg.x * WG;
 }
 
-// out = x + y (the residual connection).
+// tanh for any finite argument. The textbook (e^2z - 1) / (e^2z + 1)
+// overflows to inf / inf = NaN past |z| ~ 44, and some backends' built-in
+// tanh is written that way (the seed's May 2026 bug surfaced at gate values
+// of 40). Here the exponential only ever sees -2|z| <= 0, so it stays in
+// (0, 1]. Below |z| = 0.25 that form would lose bits to the cancellation in
+// 1 - e, so the odd Taylor series takes over; its first omitted term,
+// 1382 z^11 / 155925, is under 3e-9 there, below half an f32 ulp of tanh.
+// (Lavapipe's built-in tanh has that cancellation: 1.3e-5 relative error for
+// small arguments, against 1.2e-7 here.)
+fn tanh_safe(z: f32) -> f32 {
+    let z2 = z * z;
+    let series = z * (1.0 + z2 * (-1.0 / 3.0 + z2 * (2.0 / 15.0 + z2 * (-17.0 / 315.0 + z2 * (62.0 / 2835.0)))));
+    let e = exp(-2.0 * abs(z));
+    let tail = sign(z) * (1.0 - e) / (1.0 + e);
+    return select(tail, series, abs(z) < 0.25);
+}
+
+// EXP_MAX bounds the argument of exp in the sigmoids below: e^88 ~ 1.65e38 is
+// still finite in f32 (whose exp overflows past 88.72), so x / (1 + e) is a
+// tiny number, |x| * 6e-39, instead of x / inf. WGSL lets implementations
+// assume no infinities occur, so the kernels never create one on purpose.
+const EXP_MAX: f32 = 88.0;
+
+// silu(x) = x * sigmoid(x).
+fn silu(v: f32) -> f32 {
+    return v / (1.0 + exp(min(-v, EXP_MAX)));
+}
+
+// GELU's tanh approximation, 0.5 v (1 + tanh(u)) with
+// u = sqrt(2/pi) (v + 0.044715 v^3), written as v * sigmoid(2u): the same
+// function, since 0.5 (1 + tanh(u)) = 1 / (1 + e^-2u), but with no tanh to
+// saturate and full relative precision in the negative tail, where
+// 1 + tanh(u) would cancel to nothing. v^3 overflows only past |v| ~ 7e12,
+// and then the clamp keeps the quotient finite as well.
+fn gelu(v: f32) -> f32 {
+    let u = 0.7978845608028654 * (v + 0.044715 * v * v * v);
+    return v / (1.0 + exp(min(-2.0 * u, EXP_MAX)));
+}
+
+fn activate(v: f32) -> f32 {
+    if (ACT == 1u) {
+        return gelu(v);
+    }
+    return silu(v);
+}
+
+// out = x + y (the residual connection; out may be x for x += y).
 @compute @workgroup_size(WG)
 fn add(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let i = index(gid, nwg);
@@ -28,4 +86,57 @@ fn add(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) n
         return;
     }
     out[i] = x[i] + y[i];
+}
+
+// out = x * a.
+@compute @workgroup_size(WG)
+fn scale(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = index(gid, nwg);
+    if (i >= p.n) {
+        return;
+    }
+    out[i] = x[i] * p.a;
+}
+
+// out = a * tanh(x / a) (Gemma 2's logit and attention soft-capping).
+@compute @workgroup_size(WG)
+fn softcap(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = index(gid, nwg);
+    if (i >= p.n) {
+        return;
+    }
+    out[i] = p.a * tanh_safe(x[i] * p.b);
+}
+
+// out = act(x).
+@compute @workgroup_size(WG)
+fn act(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = index(gid, nwg);
+    if (i >= p.n) {
+        return;
+    }
+    out[i] = activate(x[i]);
+}
+
+// out = act(gate) * up with gate in x and up in y (GeGLU, SwiGLU).
+@compute @workgroup_size(WG)
+fn glu(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = index(gid, nwg);
+    if (i >= p.n) {
+        return;
+    }
+    out[i] = activate(x[i]) * y[i];
+}
+
+// The same with gate and up fused in x, each row [gate | up] of 2 * ff
+// (Phi-3's gate_up projection); out is rows x ff.
+@compute @workgroup_size(WG)
+fn glu_fused(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = index(gid, nwg);
+    if (i >= p.n) {
+        return;
+    }
+    let r = i / p.ff;
+    let g = i + r * p.ff; // r * 2ff + (i - r * ff)
+    out[i] = activate(x[g]) * x[g + p.ff];
 }

@@ -1,0 +1,96 @@
+package ref
+
+import "math"
+
+// Add returns x + y element-wise.
+func Add(x, y []float32) []float32 {
+	out := make([]float32, len(x))
+	for i := range x {
+		out[i] = x[i] + y[i]
+	}
+	return out
+}
+
+// AddInPlace adds y into x: the residual stream accumulating a layer's output.
+func AddInPlace(x, y []float32) {
+	for i := range x {
+		x[i] += y[i]
+	}
+}
+
+// Scale returns x * s element-wise.
+func Scale(x []float32, s float32) []float32 {
+	out := make([]float32, len(x))
+	for i, v := range x {
+		out[i] = v * s
+	}
+	return out
+}
+
+// Softcap returns limit * tanh(x / limit) element-wise, in float64.
+func Softcap(x []float32, limit float32) []float32 {
+	out := make([]float32, len(x))
+	c := float64(limit)
+	for i, v := range x {
+		out[i] = float32(c * math.Tanh(float64(v)/c))
+	}
+	return out
+}
+
+// silu is x * sigmoid(x) in float64; math.Exp overflowing to +Inf for
+// x < -709 gives x / Inf = -0, the right limit.
+func silu(x float64) float64 { return x / (1 + math.Exp(-x)) }
+
+// gelu is GELU's tanh approximation, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))),
+// in float64. It is evaluated as x / (1 + e^-2u), which is the same function
+// (0.5 (1 + tanh(u)) = 1 / (1 + e^-2u)) but keeps its relative precision in
+// the negative tail: float64's 1 + tanh(u) cancels to 0 once u < -19.
+func gelu(x float64) float64 {
+	u := math.Sqrt(2/math.Pi) * (x + 0.044715*x*x*x)
+	return x / (1 + math.Exp(-2*u))
+}
+
+// SiLU returns x * sigmoid(x) element-wise, in float64.
+func SiLU(x []float32) []float32 { return apply(x, silu) }
+
+// GELU returns the tanh approximation of GELU element-wise, in float64.
+func GELU(x []float32) []float32 { return apply(x, gelu) }
+
+func apply(x []float32, f func(float64) float64) []float32 {
+	out := make([]float32, len(x))
+	for i, v := range x {
+		out[i] = float32(f(float64(v)))
+	}
+	return out
+}
+
+// SwiGLU returns silu(gate) * up element-wise, in float64.
+func SwiGLU(gate, up []float32) []float32 { return gated(gate, up, silu) }
+
+// GeGLU returns gelu(gate) * up element-wise, in float64.
+func GeGLU(gate, up []float32) []float32 { return gated(gate, up, gelu) }
+
+func gated(gate, up []float32, f func(float64) float64) []float32 {
+	out := make([]float32, len(gate))
+	for i := range gate {
+		out[i] = float32(f(float64(gate[i])) * float64(up[i]))
+	}
+	return out
+}
+
+// SwiGLUFused is SwiGLU over rows of [gate | up] (2*ff floats each), giving
+// rows x ff.
+func SwiGLUFused(gateUp []float32, rows, ff int) []float32 { return gatedFused(gateUp, rows, ff, silu) }
+
+// GeGLUFused is GeGLU over rows of [gate | up] (2*ff floats each), giving
+// rows x ff.
+func GeGLUFused(gateUp []float32, rows, ff int) []float32 { return gatedFused(gateUp, rows, ff, gelu) }
+
+func gatedFused(gateUp []float32, rows, ff int, f func(float64) float64) []float32 {
+	out := make([]float32, 0, rows*ff)
+	for r := range rows {
+		row := gateUp[r*2*ff : (r+1)*2*ff]
+		out = append(out, gated(row[:ff], row[ff:], f)...)
+	}
+	return out
+}

@@ -1,0 +1,132 @@
+// Row normalisations: RMSNorm and LayerNorm over each of rows rows of dim
+// floats, with an optional weight (plain w, or Gemma's 1 + w) and, for
+// LayerNorm, an optional bias. A whole vector is one row.
+//
+// One workgroup per row; the grid may wrap into y past 65535 rows (gpu.Grid
+// with one "thread" per row), so the row is wid.x + wid.y * nwg.x. Each
+// invocation strides over the row by WG, which keeps neighbouring
+// invocations on neighbouring floats (coalesced), and the workgroup combines
+// its partial sums in shared memory, pairwise, which also keeps the f32 sum
+// of thousands of squares accurate.
+//
+// Every storage binding is read_write so that one buffer may fill several
+// slots: y may be x (in place), and an absent weight or bias is filled by x
+// (never read). WebGPU allows one buffer in several writable bindings of a
+// dispatch, unlike a read-only and a writable one. In place is race-free:
+// every read of the row happens before the reductions finish, and in the
+// final pass each invocation reads x[i] just before writing y[i] itself.
+//
+// Constants: WG, the workgroup size, a power of two.
+
+struct Params {
+    rows: u32,
+    dim: u32,
+    eps: f32,
+    flags: u32, // FLAG_* below
+}
+
+// Flags: a weight is bound; the weight is applied as 1 + w (Gemma stores
+// its norm weights minus one); a bias is bound (LayerNorm).
+const FLAG_WEIGHT: u32 = 1u;
+const FLAG_ONE_PLUS: u32 = 2u;
+const FLAG_BIAS: u32 = 4u;
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read_write> x: array<f32>;
+@group(0) @binding(2) var<storage, read_write> w: array<f32>;
+@group(0) @binding(3) var<storage, read_write> b: array<f32>;
+@group(0) @binding(4) var<storage, read_write> y: array<f32>;
+
+var<workgroup> red: array<f32, WG>;
+
+// workgroup_sum adds every invocation's v. It ends with a barrier so that the
+// next call may reuse red while no invocation is still reading red[0].
+fn workgroup_sum(v: f32, lid: u32) -> f32 {
+    red[lid] = v;
+    workgroupBarrier();
+    for (var half = WG / 2u; half > 0u; half >>= 1u) {
+        if (lid < half) {
+            red[lid] += red[lid + half];
+        }
+        workgroupBarrier();
+    }
+    let total = red[0];
+    workgroupBarrier();
+    return total;
+}
+
+// gain is what column j is multiplied by after normalising.
+fn gain(j: u32) -> f32 {
+    if ((p.flags & FLAG_WEIGHT) == 0u) {
+        return 1.0;
+    }
+    if ((p.flags & FLAG_ONE_PLUS) != 0u) {
+        return 1.0 + w[j];
+    }
+    return w[j];
+}
+
+// y = x / sqrt(mean(x^2) + eps) * gain.
+@compute @workgroup_size(WG)
+fn rmsnorm(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let row = wid.x + wid.y * nwg.x;
+    if (row >= p.rows) {
+        return; // uniform: the whole workgroup leaves together
+    }
+    let base = row * p.dim;
+    var ss = 0.0;
+    for (var j = lid; j < p.dim; j += WG) {
+        let v = x[base + j];
+        ss += v * v;
+    }
+    let inv = inverseSqrt(workgroup_sum(ss, lid) / f32(p.dim) + p.eps);
+    for (var j = lid; j < p.dim; j += WG) {
+        y[base + j] = x[base + j] * inv * gain(j);
+    }
+}
+
+// y = (x - mean) / sqrt(var + eps) * gain + bias.
+//
+// Two things keep this accurate when the mean is large against the spread
+// (a residual stream with an offset of 1e3 and a spread of 1): the variance
+// is a second pass over the centred values rather than mean(x^2) - mean^2,
+// which would cancel catastrophically; and the values are first shifted by
+// the row's first element, so the sums see the spread, not the offset (x - x0
+// is exact when the two are within a factor of two), and the mean of the
+// shifted values is small and exact enough to centre them.
+@compute @workgroup_size(WG)
+fn layernorm(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let row = wid.x + wid.y * nwg.x;
+    if (row >= p.rows) {
+        return;
+    }
+    let base = row * p.dim;
+    let x0 = x[base];
+    var s = 0.0;
+    for (var j = lid; j < p.dim; j += WG) {
+        s += x[base + j] - x0;
+    }
+    let mean = workgroup_sum(s, lid) / f32(p.dim); // of x - x0
+    var ss = 0.0;
+    for (var j = lid; j < p.dim; j += WG) {
+        let d = (x[base + j] - x0) - mean;
+        ss += d * d;
+    }
+    let inv = inverseSqrt(workgroup_sum(ss, lid) / f32(p.dim) + p.eps);
+    let has_bias = (p.flags & FLAG_BIAS) != 0u;
+    for (var j = lid; j < p.dim; j += WG) {
+        var v = ((x[base + j] - x0) - mean) * inv * gain(j);
+        if (has_bias) {
+            v += b[j];
+        }
+        y[base + j] = v;
+    }
+}
