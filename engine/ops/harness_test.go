@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/hearthstudio/hearth/engine/gpu"
@@ -109,4 +110,39 @@ func assertClose(t testing.TB, what string, got, want []float32, atol, rtol floa
 	if at >= 0 {
 		t.Fatalf("%s: [%d] = %v, want %v (|diff| %.3g over atol %.3g + rtol %.3g)", what, at, got[at], want[at], math.Abs(float64(got[at]-want[at])), atol, rtol)
 	}
+}
+
+// ggmlTestdata is the folder of ggml's reference vectors
+// (shared/testdata/ggml, see its README). It walks up from the package
+// directory to the first folder holding shared/testdata, which finds it both
+// in the checkout (/work/main with /work/shared beside it) and in CI clones
+// with shared/ as a sibling. Missing vectors fail the test: the oracle is
+// part of the suite, not optional.
+func ggmlTestdata(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		cand := filepath.Join(dir, "shared", "testdata", "ggml")
+		if st, err := os.Stat(cand); err == nil && st.IsDir() {
+			return cand
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("ggml test vectors not found: no shared/testdata/ggml in any parent of the package directory")
+		}
+		dir = parent
+	}
+}
+
+// ggmlFile reads one file of ggml's reference vectors ("Q4_0.quant.bin").
+func ggmlFile(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(ggmlTestdata(t), name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

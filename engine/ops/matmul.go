@@ -1,0 +1,249 @@
+package ops
+
+// Quantized matrix products: y = W·x (decode) and Y = X·Wᵀ (prefill) with W a
+// GGUF tensor dequantized inside the kernel, never expanded to f32 on the GPU.
+//
+// Contract every matmul kernel family follows (shaders/matmul_float.wgsl,
+// shaders/matmul_legacy.wgsl, shaders/matmul_kquant.wgsl):
+//
+//   - Bindings: 0 `var<uniform> p: MatmulParams` (mirrors matmulParams below),
+//     1 `var<storage, read> w: array<u32>` (one row chunk of the tensor, raw
+//     GGUF bytes), 2 `var<storage, read> x: array<f32>`,
+//     3 `var<storage, read_write> y: array<f32>`.
+//   - Entry points `matvec_<type>` and `matmul_<type>`, type lowercase
+//     (matvec_q4_0, matmul_q6_k).
+//   - Constants prepended by gpu.Spec: WG (invocations per workgroup), ROWS
+//     (output rows per workgroup), TM (activation rows per workgroup; 1 for
+//     matvec entries). How a family splits its threads among rows is its own
+//     choice, documented in its WGSL.
+//   - Grid: x (wrapped into y past 65535 by gpu.Grid) walks groups of ROWS
+//     rows of the chunk; z walks tiles of TM activation rows (always 1 for
+//     matvec). A kernel's row group is wid.x + wid.y * nwg.x; it must
+//     bounds-check rows against p.n and activation rows against p.m.
+//   - Element (j, r) of the result, r in [0, p.n) a row of this chunk, is
+//     y[p.y_offset + j*p.y_stride + p.row0 + r]; activation row j starts at
+//     x[j*p.x_stride]. With flags&1 (matmulAccumulate) the kernel adds to y
+//     instead of overwriting it.
+//
+// The K-quant engineer's file engine/ops/matmul_kquant.go provides exactly
+//
+//	func kquantKernel(t gguf.Type) (matmulKernel, bool)
+//
+// returning the launch shape of Q2_K…Q6_K (ok=false for any other type); it
+// must not keep mutable state. matmulKernelFor consults the table here first.
+
+import (
+	"fmt"
+
+	"github.com/hearthstudio/hearth/engine/gpu"
+	"github.com/hearthstudio/hearth/gguf"
+)
+
+// matmulParams mirrors MatmulParams in the matmul WGSL families.
+type matmulParams struct {
+	K       uint32 // input features (columns of W)
+	N       uint32 // rows of W in this chunk
+	M       uint32 // activation rows (1 for matvec)
+	Row0    uint32 // first output row of this chunk within the tensor
+	XStride uint32 // floats between activation rows
+	YStride uint32 // floats between output rows
+	YOffset uint32 // float index in y of element (0, 0)
+	Flags   uint32 // matmulAccumulate
+}
+
+// matmulAccumulate in MatmulParams.flags makes the kernel add to y.
+const matmulAccumulate = 1
+
+// matmulLaunch is the workgroup shape of one entry point.
+type matmulLaunch struct {
+	wg   int // invocations per workgroup (WG)
+	rows int // output rows per workgroup (ROWS)
+	tm   int // activation rows per workgroup (TM); 1 for matvec
+}
+
+// matmulKernel says where a weight type's kernels live and how to launch them.
+type matmulKernel struct {
+	family string       // shader family, e.g. "matmul_legacy"
+	name   string       // entry suffix, e.g. "q4_0" for matvec_q4_0 / matmul_q4_0
+	vec    matmulLaunch // matvec_<name>
+	mat    matmulLaunch // matmul_<name>
+}
+
+// The float and legacy launch shapes. In those families all WG threads of a
+// workgroup stride over the row length together and each keeps ROWS×TM
+// partial sums, so WG must be a power of two of at least ROWS*TM. Measured on
+// an H200 at 4096×4096 (BenchmarkMatmulLaunch): decode takes 256 threads (a
+// multiple of every vendor's SIMD width, WebGPU's guaranteed maximum) sharing
+// each loaded slice of x among 4 quantized rows (705 GB/s Q4_0, 1.28 TB/s
+// Q8_0; 2 rows lose 20%, 8 gain nothing) or 8 float rows (2.9 TB/s F16
+// against 2.55 with 4). Prefill takes an 8-row × 4-activation tile over 64
+// threads: 7.2 TFLOP/s Q4_0 at m=128 against 6.1 for 4×8 and 3.8 for 2×8,
+// with 32 partial sums per thread in registers and the shared reduction at
+// 64·32 floats = 8 KiB.
+var (
+	vecLaunch      = matmulLaunch{wg: 256, rows: 4, tm: 1}
+	floatVecLaunch = matmulLaunch{wg: 256, rows: 8, tm: 1}
+	matLaunch      = matmulLaunch{wg: 64, rows: 8, tm: 4}
+)
+
+// matmulKernels is the float and legacy-quant table. Read only.
+var matmulKernels = map[gguf.Type]matmulKernel{
+	gguf.TypeF32:  {"matmul_float", "f32", floatVecLaunch, matLaunch},
+	gguf.TypeF16:  {"matmul_float", "f16", floatVecLaunch, matLaunch},
+	gguf.TypeBF16: {"matmul_float", "bf16", floatVecLaunch, matLaunch},
+	gguf.TypeQ4_0: {"matmul_legacy", "q4_0", vecLaunch, matLaunch},
+	gguf.TypeQ4_1: {"matmul_legacy", "q4_1", vecLaunch, matLaunch},
+	gguf.TypeQ5_0: {"matmul_legacy", "q5_0", vecLaunch, matLaunch},
+	gguf.TypeQ5_1: {"matmul_legacy", "q5_1", vecLaunch, matLaunch},
+	gguf.TypeQ8_0: {"matmul_legacy", "q8_0", vecLaunch, matLaunch},
+}
+
+// matmulKernelFor finds the kernels for weight type t.
+func matmulKernelFor(t gguf.Type) (matmulKernel, bool) {
+	if k, ok := matmulKernels[t]; ok {
+		return k, true
+	}
+	return kquantKernel(t)
+}
+
+// MatmulTypes lists the weight types MatVec and MatMul support, in type id
+// order (benchmarks and the model loader use it).
+func MatmulTypes() []gguf.Type {
+	var out []gguf.Type
+	for t := gguf.Type(0); t < 64; t++ {
+		if _, ok := matmulKernelFor(t); ok {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// MatmulOptions place the result of MatMulWith inside a bigger buffer.
+// Zero values mean the dense default.
+type MatmulOptions struct {
+	// Accumulate adds W·x to y instead of overwriting it (residual fusion).
+	Accumulate bool
+	// YOffset is the float index in y where element (0, 0) goes: a fused
+	// QKV output can be split by dispatching three tensors at three offsets.
+	YOffset int
+	// YStride is the float distance between output rows; 0 means W.Rows.
+	YStride int
+	// XStride is the float distance between activation rows; 0 means W.Cols.
+	XStride int
+}
+
+// MatVec appends y[0:n] = W·x[0:k] for a k-column, n-row weight W.
+func MatVec(c *gpu.Chain, w *gpu.Tensor, x, y *gpu.Buffer) error {
+	return MatMulWith(c, w, x, y, 1, MatmulOptions{})
+}
+
+// MatMul appends Y[m×n] = X[m×k]·Wᵀ, X and Y row-major and dense.
+func MatMul(c *gpu.Chain, w *gpu.Tensor, x, y *gpu.Buffer, m int) error {
+	return MatMulWith(c, w, x, y, m, MatmulOptions{})
+}
+
+// MatMulWith is MatMul with the output placement of o. m == 1 takes the
+// decode (matvec) kernel. x and y must be different buffers.
+func MatMulWith(c *gpu.Chain, w *gpu.Tensor, x, y *gpu.Buffer, m int, o MatmulOptions) error {
+	if w == nil {
+		return fmt.Errorf("ops: matmul: weight tensor is nil")
+	}
+	kern, ok := matmulKernelFor(w.Type)
+	if !ok {
+		return fmt.Errorf("ops: matmul %q: weight type %v has no GPU matmul kernel", w.Name, w.Type)
+	}
+	return matmulWith(c, w, kern, x, y, m, o)
+}
+
+// matmulWith dispatches with an explicit kernel table entry, so tuning
+// benchmarks can try other launch shapes.
+func matmulWith(c *gpu.Chain, w *gpu.Tensor, kern matmulKernel, x, y *gpu.Buffer, m int, o MatmulOptions) error {
+	k, n := w.Cols, w.Rows
+	if m < 1 {
+		return fmt.Errorf("ops: matmul %q: m = %d activation rows, want at least 1", w.Name, m)
+	}
+	xs, ys := o.XStride, o.YStride
+	if xs == 0 {
+		xs = k
+	}
+	if ys == 0 {
+		ys = n
+	}
+	if xs < k || ys < 0 || o.YOffset < 0 {
+		return fmt.Errorf("ops: matmul %q: x stride %d (< k=%d?), y stride %d or y offset %d is invalid", w.Name, xs, k, ys, o.YOffset)
+	}
+	if m > 1 && ys < n {
+		return fmt.Errorf("ops: matmul %q: y stride %d is less than n=%d, output rows would overlap", w.Name, ys, n)
+	}
+	if err := needF32("matmul "+w.Name, "x", x, (m-1)*xs+k); err != nil {
+		return err
+	}
+	if err := needF32("matmul "+w.Name, "y", y, o.YOffset+(m-1)*ys+n); err != nil {
+		return err
+	}
+	if x == y {
+		return fmt.Errorf("ops: matmul %q: x and y are the same buffer %q", w.Name, x.Label())
+	}
+	// Every index the kernel forms must fit in u32.
+	if uint64(o.YOffset)+uint64(m-1)*uint64(ys)+uint64(n) > 1<<32-1 || uint64(m-1)*uint64(xs)+uint64(k) > 1<<32-1 {
+		return fmt.Errorf("ops: matmul %q: m=%d rows overflow 32-bit indexing", w.Name, m)
+	}
+	if err := checkChunks("matmul", w); err != nil {
+		return err
+	}
+
+	entry, launch := "matvec_"+kern.name, kern.vec
+	if m > 1 {
+		entry, launch = "matmul_"+kern.name, kern.mat
+	}
+	// TM is 1 for the matvec entry so both entries of a family compile with
+	// consistent shared-memory sizes.
+	spec := gpu.Spec(kern.family, entry, "WG", launch.wg, "ROWS", launch.rows, "TM", launch.tm)
+	gk, err := c.Device().Kernel(spec)
+	if err != nil {
+		return err
+	}
+	var flags uint32
+	if o.Accumulate {
+		flags |= matmulAccumulate
+	}
+	tiles := (m + launch.tm - 1) / launch.tm
+	if tiles > 65535 {
+		return fmt.Errorf("ops: matmul %q: m=%d needs %d activation tiles, over the 65535-workgroup grid limit", w.Name, m, tiles)
+	}
+	for _, ch := range w.Chunks {
+		params := matmulParams{
+			K: uint32(k), N: uint32(ch.Rows), M: uint32(m), Row0: uint32(ch.FirstRow),
+			XStride: uint32(xs), YStride: uint32(ys), YOffset: uint32(o.YOffset), Flags: flags,
+		}
+		grid := gpu.Grid(ch.Rows, launch.rows)
+		grid[2] = uint32(tiles)
+		if err := c.Dispatch(gk, params, grid, ch.Buf, x, y); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkChunks verifies that a tensor's chunks tile its rows exactly, so a
+// hand-built or half-released tensor never reaches a kernel.
+func checkChunks(kernel string, w *gpu.Tensor) error {
+	rowBytes := w.RowBytes()
+	if rowBytes == 0 {
+		return fmt.Errorf("ops: %s %q: %v tensor with %d columns has no row size", kernel, w.Name, w.Type, w.Cols)
+	}
+	next := 0
+	for i, ch := range w.Chunks {
+		if ch.FirstRow != next || ch.Rows <= 0 || ch.Buf == nil {
+			return fmt.Errorf("ops: %s %q: chunk %d (rows %d+%d) does not continue at row %d", kernel, w.Name, i, ch.FirstRow, ch.Rows, next)
+		}
+		if ch.Buf.Size() < uint64(ch.Rows)*uint64(rowBytes) {
+			return fmt.Errorf("ops: %s %q: chunk %d buffer %q holds %d bytes, need %d", kernel, w.Name, i, ch.Buf.Label(), ch.Buf.Size(), ch.Rows*rowBytes)
+		}
+		next += ch.Rows
+	}
+	if next != w.Rows {
+		return fmt.Errorf("ops: %s %q: chunks cover %d of %d rows (released tensor?)", kernel, w.Name, next, w.Rows)
+	}
+	return nil
+}

@@ -1,0 +1,170 @@
+package ops
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"testing"
+
+	"github.com/hearthstudio/hearth/engine/gpu"
+	"github.com/hearthstudio/hearth/gguf"
+)
+
+// benchSize reads a positive integer from env, else def.
+func benchSize(b *testing.B, env string, def int) int {
+	s := os.Getenv(env)
+	if s == "" {
+		return def
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil || v <= 0 {
+		b.Fatalf("%s=%q: want a positive integer", env, s)
+	}
+	return v
+}
+
+// benchRows is the side of the square benchmark weight: HEARTH_BENCH_ROWS,
+// else 4096 (a 7B model's attention projection) on a real GPU and 1024 on a
+// software adapter such as lavapipe, where 4096² takes seconds per op.
+func benchRows(b *testing.B) int {
+	def := 4096
+	if dev.Info.Type == "cpu" {
+		def = 1024
+	}
+	return benchSize(b, "HEARTH_BENCH_ROWS", def)
+}
+
+// benchWeight is an n×k tensor of typ: 16 random rows quantized by the gguf
+// package and repeated, so setup stays fast for big shapes while every byte
+// is valid data (random bytes would give NaN scales).
+func benchWeight(b *testing.B, typ gguf.Type, n, k int) *gpu.Tensor {
+	b.Helper()
+	const distinct = 16
+	src := randVec(1, distinct*k, 1)
+	rowBytes, ok := typ.RowSize(int64(k))
+	if !ok {
+		b.Fatalf("%v: k=%d is not a whole number of blocks", typ, k)
+	}
+	rows := make([]byte, distinct*int(rowBytes))
+	if err := gguf.QuantizeParallel(typ, src, rows); err != nil {
+		b.Fatal(err)
+	}
+	data := make([]byte, n*int(rowBytes))
+	for r := range n {
+		copy(data[r*int(rowBytes):], rows[(r%distinct)*int(rowBytes):(r%distinct+1)*int(rowBytes)])
+	}
+	w, err := dev.NewTensor("bench."+typ.String(), typ, n, k, data, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(w.Release)
+	return w
+}
+
+// benchChain runs ops dispatches recorded by op, chainLen to a chain and one
+// submit each, then waits once: launch and submit overhead are amortised as
+// in a decode token, which is one chain of hundreds of dispatches.
+func benchChain(b *testing.B, ops int, op func(c *gpu.Chain) error) {
+	b.Helper()
+	const chainLen = 256
+	for done := 0; done < ops; {
+		c, err := dev.NewChain("bench")
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i := 0; i < chainLen && done < ops; i, done = i+1, done+1 {
+			if err := op(c); err != nil {
+				c.Discard()
+				b.Fatal(err)
+			}
+		}
+		if err := c.Submit(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := dev.Wait(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkMatVec measures decode mat-vec throughput as GB/s of weight bytes
+// read, for every type in the matmul table (K-quants appear once
+// registered). Decode is bandwidth-bound, so this is the number to compare
+// with the GPU's memory bandwidth.
+func BenchmarkMatVec(b *testing.B) {
+	n := benchRows(b)
+	for _, typ := range MatmulTypes() {
+		b.Run(typ.String(), func(b *testing.B) {
+			w := benchWeight(b, typ, n, n)
+			x, y := upload(b, "x", randVec(2, n, 1)), scratch(b, "y", n)
+			op := func(c *gpu.Chain) error { return MatVec(c, w, x, y) }
+			benchChain(b, 1, op) // compile the pipeline outside the timing
+			b.SetBytes(w.Bytes())
+			b.ResetTimer()
+			benchChain(b, b.N, op)
+			b.StopTimer()
+			b.ReportMetric(float64(w.Bytes())*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+		})
+	}
+}
+
+// BenchmarkMatMul measures prefill throughput as GFLOP/s (2·m·n·k per op)
+// with m = HEARTH_BENCH_M activation rows (default 128).
+func BenchmarkMatMul(b *testing.B) {
+	n := benchRows(b)
+	m := benchSize(b, "HEARTH_BENCH_M", 128)
+	for _, typ := range MatmulTypes() {
+		b.Run(typ.String(), func(b *testing.B) {
+			w := benchWeight(b, typ, n, n)
+			x, y := upload(b, "x", randVec(2, m*n, 1)), scratch(b, "y", m*n)
+			op := func(c *gpu.Chain) error { return MatMul(c, w, x, y, m) }
+			benchChain(b, 1, op)
+			b.ResetTimer()
+			benchChain(b, b.N, op)
+			b.StopTimer()
+			b.ReportMetric(2*float64(m)*float64(n)*float64(n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+	}
+}
+
+// BenchmarkMatmulLaunch compares launch shapes of the float and legacy
+// kernels (the table's shape is the one named first), for tuning on real
+// GPUs: decode shapes at m=1, prefill shapes at m=HEARTH_BENCH_M.
+func BenchmarkMatmulLaunch(b *testing.B) {
+	n := benchRows(b)
+	m := benchSize(b, "HEARTH_BENCH_M", 128)
+	alternatives := []matmulLaunch{{256, 2, 1}, {256, 4, 1}, {256, 8, 1}, {128, 4, 1}, {64, 4, 8}, {64, 8, 4}, {128, 4, 8}}
+	for _, typ := range floatLegacyTypes {
+		kern, _ := matmulKernelFor(typ)
+		vecShapes, matShapes := []matmulLaunch{kern.vec}, []matmulLaunch{kern.mat}
+		for _, l := range alternatives {
+			switch {
+			case l.tm == 1 && l != kern.vec:
+				vecShapes = append(vecShapes, l)
+			case l.tm > 1 && l != kern.mat:
+				matShapes = append(matShapes, l)
+			}
+		}
+		w := benchWeight(b, typ, n, n)
+		for _, mm := range []int{1, m} {
+			shapes := vecShapes
+			if mm > 1 {
+				shapes = matShapes
+			}
+			x, y := upload(b, "x", randVec(2, mm*n, 1)), scratch(b, "y", mm*n)
+			for _, l := range shapes {
+				b.Run(fmt.Sprintf("%v/m%d/wg%d_rows%d_tm%d", typ, mm, l.wg, l.rows, l.tm), func(b *testing.B) {
+					k := kern
+					k.vec, k.mat = l, l
+					op := func(c *gpu.Chain) error { return matmulWith(c, w, k, x, y, mm, MatmulOptions{}) }
+					benchChain(b, 1, op)
+					b.ResetTimer()
+					benchChain(b, b.N, op)
+					b.StopTimer()
+					b.ReportMetric(float64(w.Bytes())*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+					b.ReportMetric(2*float64(mm)*float64(n)*float64(n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				})
+			}
+		}
+	}
+}

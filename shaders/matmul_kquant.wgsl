@@ -1,0 +1,439 @@
+// Matrix products with K-quant weights (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K):
+// y = W·x for decode (matvec_<type>) and Y = X·Wᵀ for prefill
+// (matmul_<type>). W stays in ggml's 256-element super-blocks, read as u32
+// words; each invocation dequantizes a slice of a block into registers and
+// never writes an f32 copy of the weights anywhere.
+//
+// The binding, params and grid contract is the one documented at the top of
+// engine/ops/matmul.go. Constants prepended by gpu.Spec: WG (invocations per
+// workgroup), ROWS (weight rows per workgroup), TM (activation rows per
+// workgroup; 1 for matvec).
+//
+// Work split: a super-block is cut into 8 parts of 32 weights. Each part is
+// two runs of 16 consecutive elements chosen so that one run has exactly one
+// sub-block scale (Q2_K/Q3_K/Q6_K scale 16 elements, Q4_K/Q5_K 32) and both
+// runs come from the same 16 quant bytes, so a thread decodes each scale once
+// and reads its quants as 4 words. The LANES = WG/ROWS lanes of a row walk
+// the row's parts with stride LANES: neighbouring lanes read neighbouring
+// 16-byte slices of a block (coalesced), and in each step every row of the
+// workgroup covers the same STEP activations. Those are staged once per
+// step in shared memory with coalesced loads; each decoded part is then
+// reused for the TM activation rows of the tile, and lanes reduce in shared
+// memory at the end.
+//
+// Why staging: a lane's runs sit 16+ floats apart, so reading x straight
+// from global memory made every warp load touch 16-32 sectors. On an H200
+// (Vulkan) staging made decode matvecs 2.5-3x and prefill 7x faster; what
+// is left is the decoder's ALU work (replacing decode by one load made a
+// Q4_K matvec ~1.6x faster still), not memory.
+//
+// Q3_K (110 bytes) and Q6_K (210 bytes) blocks are not 4-byte aligned: their
+// block offsets are only even, so their fields are read through load16 and
+// byte_at, which assemble bytes from whichever words hold them.
+
+struct MatmulParams {
+    k: u32,
+    n: u32,
+    m: u32,
+    row0: u32,
+    x_stride: u32,
+    y_stride: u32,
+    y_offset: u32,
+    flags: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: MatmulParams;
+@group(0) @binding(1) var<storage, read> w: array<u32>;
+@group(0) @binding(2) var<storage, read> x: array<f32>;
+@group(0) @binding(3) var<storage, read_write> y: array<f32>;
+
+// Lanes per weight row.
+const LANES: u32 = WG / ROWS;
+// Parts of 32 weights per 256-element super-block.
+const PARTS: u32 = 8u;
+// K elements one step of the workgroup covers: every lane one part.
+const STEP: u32 = LANES * 32u;
+// Floats per activation row in xs: one pad float after every 16, so lanes
+// reading runs 16 elements apart hit different shared-memory banks.
+const XROW: u32 = STEP / 16u * 17u;
+// xs holds the TM×STEP activation tile of a step, then the lanes' partial
+// sums (WG·TM) for the final reduction: TM·XROW = TM·WG·34/ROWS covers
+// those while ROWS ≤ 34. (A named constant: naga parses no expression as an
+// array size, and evaluates no max() in a constant.)
+const SH: u32 = TM * XROW;
+var<workgroup> xs: array<f32, SH>;
+
+// Type selectors, the ggml type ids.
+const Q2_K: u32 = 10u;
+const Q3_K: u32 = 11u;
+const Q4_K: u32 = 12u;
+const Q5_K: u32 = 13u;
+const Q6_K: u32 = 14u;
+
+// ---- byte access -------------------------------------------------------
+
+// load16a is the 16 bytes at byte offset b, a multiple of 4.
+fn load16a(b: u32) -> vec4<u32> {
+    let i = b >> 2u;
+    return vec4<u32>(w[i], w[i + 1u], w[i + 2u], w[i + 3u]);
+}
+
+// load16 is the 16 bytes at any byte offset b, as 4 little-endian words. The
+// fifth word is read only when the bytes straddle it, so the last block of a
+// buffer never reads past its end.
+fn load16(b: u32) -> vec4<u32> {
+    let i = b >> 2u;
+    let a = vec4<u32>(w[i], w[i + 1u], w[i + 2u], w[i + 3u]);
+    let sh = (b & 3u) * 8u;
+    if (sh == 0u) {
+        return a;
+    }
+    let next = vec4<u32>(a.yzw, w[i + 4u]);
+    return (a >> vec4<u32>(sh)) | (next << vec4<u32>(32u - sh));
+}
+
+// byte_at is the byte at byte offset b.
+fn byte_at(b: u32) -> u32 {
+    return (w[b >> 2u] >> ((b & 3u) * 8u)) & 0xffu;
+}
+
+// f16_at is the binary16 at the even byte offset b, widened to f32.
+fn f16_at(b: u32) -> f32 {
+    return unpack2x16float(w[b >> 2u] >> ((b & 2u) * 8u)).x;
+}
+
+// bits4 takes the field of `mask` bits at bit `shift` of each of the four
+// bytes of `word` (shift + 24 stays below 32 for every use here).
+fn bits4(word: u32, shift: u32, mask: u32) -> vec4<u32> {
+    return (vec4<u32>(word) >> (vec4<u32>(0u, 8u, 16u, 24u) + vec4<u32>(shift))) & vec4<u32>(mask);
+}
+
+// ---- decoders ------------------------------------------------------------
+
+// Part is 32 dequantized weights of one super-block: a holds elements
+// ea..ea+15, b holds eb..eb+15 (indices within the block).
+struct Part {
+    a: array<vec4<f32>, 4>,
+    b: array<vec4<f32>, 4>,
+    ea: u32,
+    eb: u32,
+}
+
+// Q2_K, 84 bytes: scales[16] (low nibble scale, high nibble min), qs[64],
+// d f16 at 80, dmin f16 at 82. Element 128h + 32j + l takes bits 2j of
+// qs[32h + l] and scale byte (128h + 32j + l) / 16. Part = (h, l/16, j pair);
+// the two runs are j = 2·jp and 2·jp+1 over the same 16 quant bytes.
+fn decode_q2_k(blk: u32, part: u32) -> Part {
+    let h = part >> 2u;
+    let lh = (part >> 1u) & 1u;
+    let j0 = (part & 1u) * 2u;
+    let dm = unpack2x16float(w[(blk >> 2u) + 20u]);
+    let sa = byte_at(blk + 8u * h + 2u * j0 + lh);
+    let sb = byte_at(blk + 8u * h + 2u * j0 + 2u + lh);
+    let da = dm.x * f32(sa & 15u);
+    let ma = dm.y * f32(sa >> 4u);
+    let db = dm.x * f32(sb & 15u);
+    let mb = dm.y * f32(sb >> 4u);
+    let q = load16a(blk + 16u + 32u * h + 16u * lh);
+    var o: Part;
+    for (var i = 0u; i < 4u; i++) {
+        o.a[i] = da * vec4<f32>(bits4(q[i], 2u * j0, 3u)) - ma;
+        o.b[i] = db * vec4<f32>(bits4(q[i], 2u * j0 + 2u, 3u)) - mb;
+    }
+    o.ea = 128u * h + 32u * j0 + 16u * lh;
+    o.eb = o.ea + 32u;
+    return o;
+}
+
+// q3_scale is Q3_K's 6-bit scale s (0..15) from the 12 packed bytes at
+// byte sc: the low nibble is nibble s/8 of byte s%8, the high two bits are
+// bits 2·(s/4) of byte 8 + s%4.
+fn q3_scale(sc: u32, s: u32) -> i32 {
+    let lo = (byte_at(sc + (s & 7u)) >> (4u * (s >> 3u))) & 15u;
+    let hi = (byte_at(sc + 8u + (s & 3u)) >> (2u * (s >> 2u))) & 3u;
+    return i32(lo | (hi << 4u)) - 32;
+}
+
+// Q3_K, 110 bytes: hmask[32], qs[64] at 32, scales[12] at 96, d f16 at 108.
+// Element 128h + 32j + l: low bits 2j of qs[32h + l], minus 4 unless bit
+// 4h + j of hmask[l] is set, times d·(scale − 32). Parts as in Q2_K.
+fn decode_q3_k(blk: u32, part: u32) -> Part {
+    let h = part >> 2u;
+    let lh = (part >> 1u) & 1u;
+    let j0 = (part & 1u) * 2u;
+    let d = f16_at(blk + 108u);
+    let da = d * f32(q3_scale(blk + 96u, 8u * h + 2u * j0 + lh));
+    let db = d * f32(q3_scale(blk + 96u, 8u * h + 2u * j0 + 2u + lh));
+    let q = load16(blk + 32u + 32u * h + 16u * lh);
+    let hm = load16(blk + 16u * lh);
+    var o: Part;
+    for (var i = 0u; i < 4u; i++) {
+        let qa = vec4<i32>(bits4(q[i], 2u * j0, 3u)) + 4 * vec4<i32>(bits4(hm[i], 4u * h + j0, 1u)) - 4;
+        let qb = vec4<i32>(bits4(q[i], 2u * j0 + 2u, 3u)) + 4 * vec4<i32>(bits4(hm[i], 4u * h + j0 + 1u, 1u)) - 4;
+        o.a[i] = da * vec4<f32>(qa);
+        o.b[i] = db * vec4<f32>(qb);
+    }
+    o.ea = 128u * h + 32u * j0 + 16u * lh;
+    o.eb = o.ea + 32u;
+    return o;
+}
+
+// scale_min_k4 is ggml's get_scale_min_k4: the 6-bit scale and min of
+// sub-block j (0..7) from the 12 bytes in s.
+fn scale_min_k4(j: u32, s: vec3<u32>) -> vec2<u32> {
+    if (j < 4u) {
+        return vec2<u32>(kbyte(s, j) & 63u, kbyte(s, j + 4u) & 63u);
+    }
+    return vec2<u32>(
+        (kbyte(s, j + 4u) & 15u) | ((kbyte(s, j - 4u) >> 6u) << 4u),
+        (kbyte(s, j + 4u) >> 4u) | ((kbyte(s, j) >> 6u) << 4u));
+}
+
+fn kbyte(s: vec3<u32>, i: u32) -> u32 {
+    return (s[i >> 2u] >> ((i & 3u) * 8u)) & 0xffu;
+}
+
+// Q4_K, 144 bytes: d, dmin f16, scales[12], qs[128] at 16. Sub-blocks 2pr
+// and 2pr+1 (pr = 0..3) are the low and high nibbles of qs[32pr..32pr+31].
+// Part = (pr, l/16): both nibbles of 16 bytes, two scales.
+fn decode_q4_k(blk: u32, part: u32) -> Part {
+    let pr = part >> 1u;
+    let lh = part & 1u;
+    let wb = blk >> 2u;
+    let dm = unpack2x16float(w[wb]);
+    let s = vec3<u32>(w[wb + 1u], w[wb + 2u], w[wb + 3u]);
+    let sma = scale_min_k4(2u * pr, s);
+    let smb = scale_min_k4(2u * pr + 1u, s);
+    let da = dm.x * f32(sma.x);
+    let ma = dm.y * f32(sma.y);
+    let db = dm.x * f32(smb.x);
+    let mb = dm.y * f32(smb.y);
+    let q = load16a(blk + 16u + 32u * pr + 16u * lh);
+    var o: Part;
+    for (var i = 0u; i < 4u; i++) {
+        o.a[i] = da * vec4<f32>(bits4(q[i], 0u, 15u)) - ma;
+        o.b[i] = db * vec4<f32>(bits4(q[i], 4u, 15u)) - mb;
+    }
+    o.ea = 64u * pr + 16u * lh;
+    o.eb = o.ea + 32u;
+    return o;
+}
+
+// Q5_K, 176 bytes: d, dmin, scales[12], qh[32] at 16, qs[128] at 48. As
+// Q4_K, plus bit 4 of element 32s + l is bit s of qh[l].
+fn decode_q5_k(blk: u32, part: u32) -> Part {
+    let pr = part >> 1u;
+    let lh = part & 1u;
+    let wb = blk >> 2u;
+    let dm = unpack2x16float(w[wb]);
+    let s = vec3<u32>(w[wb + 1u], w[wb + 2u], w[wb + 3u]);
+    let sma = scale_min_k4(2u * pr, s);
+    let smb = scale_min_k4(2u * pr + 1u, s);
+    let da = dm.x * f32(sma.x);
+    let ma = dm.y * f32(sma.y);
+    let db = dm.x * f32(smb.x);
+    let mb = dm.y * f32(smb.y);
+    let qh = load16a(blk + 16u + 16u * lh);
+    let q = load16a(blk + 48u + 32u * pr + 16u * lh);
+    var o: Part;
+    for (var i = 0u; i < 4u; i++) {
+        let qa = bits4(q[i], 0u, 15u) | (bits4(qh[i], 2u * pr, 1u) << vec4<u32>(4u));
+        let qb = bits4(q[i], 4u, 15u) | (bits4(qh[i], 2u * pr + 1u, 1u) << vec4<u32>(4u));
+        o.a[i] = da * vec4<f32>(qa) - ma;
+        o.b[i] = db * vec4<f32>(qb) - mb;
+    }
+    o.ea = 64u * pr + 16u * lh;
+    o.eb = o.ea + 32u;
+    return o;
+}
+
+// Q6_K, 210 bytes: ql[128], qh[64] at 128, scales int8[16] at 192, d f16 at
+// 208. Element 128h + 32j + l: nibble j/2 of ql[64h + 32(j%2) + l], high
+// bits 2j of qh[32h + l], minus 32, times d·scale[(128h + 32j + l) / 16].
+// Part = (h, l/16, j%2): runs j and j+2 share their ql bytes.
+fn decode_q6_k(blk: u32, part: u32) -> Part {
+    let h = part >> 2u;
+    let lh = (part >> 1u) & 1u;
+    let jl = part & 1u;
+    let d = f16_at(blk + 208u);
+    let sa = i32(byte_at(blk + 192u + 8u * h + 2u * jl + lh) << 24u) >> 24u;
+    let sb = i32(byte_at(blk + 192u + 8u * h + 2u * jl + 4u + lh) << 24u) >> 24u;
+    let da = d * f32(sa);
+    let db = d * f32(sb);
+    let ql = load16(blk + 64u * h + 32u * jl + 16u * lh);
+    let qh = load16(blk + 128u + 32u * h + 16u * lh);
+    var o: Part;
+    for (var i = 0u; i < 4u; i++) {
+        let qa = bits4(ql[i], 0u, 15u) | (bits4(qh[i], 2u * jl, 3u) << vec4<u32>(4u));
+        let qb = bits4(ql[i], 4u, 15u) | (bits4(qh[i], 2u * jl + 4u, 3u) << vec4<u32>(4u));
+        o.a[i] = da * vec4<f32>(vec4<i32>(qa) - 32);
+        o.b[i] = db * vec4<f32>(vec4<i32>(qb) - 32);
+    }
+    o.ea = 128u * h + 32u * jl + 16u * lh;
+    o.eb = o.ea + 64u;
+    return o;
+}
+
+// decode dispatches on the type; every entry point passes a constant, so
+// the compiler keeps only one decoder per pipeline.
+fn decode(kind: u32, blk: u32, part: u32) -> Part {
+    switch kind {
+        case Q2_K: { return decode_q2_k(blk, part); }
+        case Q3_K: { return decode_q3_k(blk, part); }
+        case Q4_K: { return decode_q4_k(blk, part); }
+        case Q5_K: { return decode_q5_k(blk, part); }
+        default: { return decode_q6_k(blk, part); }
+    }
+}
+
+fn block_bytes(kind: u32) -> u32 {
+    switch kind {
+        case Q2_K: { return 84u; }
+        case Q3_K: { return 110u; }
+        case Q4_K: { return 144u; }
+        case Q5_K: { return 176u; }
+        default: { return 210u; }
+    }
+}
+
+// xpad is the index in a padded xs row of step element e.
+fn xpad(e: u32) -> u32 {
+    return e + (e >> 4u);
+}
+
+fn xs4(o: u32) -> vec4<f32> {
+    return vec4<f32>(xs[o], xs[o + 1u], xs[o + 2u], xs[o + 3u]);
+}
+
+// dot16 is v · the 16 staged activations at xs[o ..]; a run starts at a
+// multiple of 16, so its 16 padded slots are consecutive. Written out
+// because naga only lets a by-value array be indexed by constants.
+fn dot16(v: array<vec4<f32>, 4>, o: u32) -> f32 {
+    return dot(v[0], xs4(o)) + dot(v[1], xs4(o + 4u)) + dot(v[2], xs4(o + 8u)) + dot(v[3], xs4(o + 12u));
+}
+
+// ---- the product ---------------------------------------------------------
+
+// kquant_rows: the workgroup's ROWS weight rows × TM activation rows. Each
+// step stages TM×STEP activations in shared memory with coalesced loads
+// (every weight row of the workgroup needs the same ones), then each lane
+// decodes one part and dots it with the TM staged rows.
+fn kquant_rows(kind: u32, lid: u32, wid: vec3<u32>, nwg: vec3<u32>) {
+    let lane = lid % LANES;
+    let row = (wid.x + wid.y * nwg.x) * ROWS + lid / LANES;
+    let j0 = wid.z * TM;
+    let nb = p.k / 256u;
+    let bb = block_bytes(kind);
+    let rowb = row * nb * bb;
+    let steps = (nb * PARTS + LANES - 1u) / LANES;
+
+    var acc: array<f32, TM>;
+    // Every invocation runs every step and reaches every barrier (steps
+    // depends only on p); rows past p.n and parts past the row just skip
+    // the arithmetic.
+    for (var s = 0u; s < steps; s++) {
+        let e0 = s * STEP;
+        if (s > 0u) {
+            workgroupBarrier(); // the previous step's reads of xs are done
+        }
+        // Only the step's elements inside the row and the tile's rows
+        // inside p.m are staged; no lane reads the other slots this step.
+        let len = min(STEP, p.k - e0);
+        for (var t = 0u; t < TM && j0 + t < p.m; t++) {
+            let xo = (j0 + t) * p.x_stride + e0;
+            for (var e = lid; e < len; e += WG) {
+                xs[t * XROW + xpad(e)] = x[xo + e];
+            }
+        }
+        workgroupBarrier();
+        let u = s * LANES + lane;
+        if (row < p.n && u < nb * PARTS) {
+            let blk = u / PARTS;
+            let pt = decode(kind, rowb + blk * bb, u % PARTS);
+            // The block's first element within the step.
+            let be = (lane / PARTS) * 256u;
+            let oa = xpad(be + pt.ea);
+            let ob = xpad(be + pt.eb);
+            for (var t = 0u; t < TM; t++) {
+                acc[t] += dot16(pt.a, t * XROW + oa) + dot16(pt.b, t * XROW + ob);
+            }
+        }
+    }
+
+    // Tree reduction over the lanes of each row, in xs.
+    workgroupBarrier();
+    for (var t = 0u; t < TM; t++) {
+        xs[t * WG + lid] = acc[t];
+    }
+    workgroupBarrier();
+    for (var s = LANES / 2u; s > 0u; s >>= 1u) {
+        if (lane < s) {
+            for (var t = 0u; t < TM; t++) {
+                xs[t * WG + lid] += xs[t * WG + lid + s];
+            }
+        }
+        workgroupBarrier();
+    }
+
+    // Lane t of each row stores activation row j0 + t (LANES >= TM).
+    let j = j0 + lane;
+    if (row < p.n && lane < TM && j < p.m) {
+        let v = xs[lane * WG + lid - lane];
+        let yi = p.y_offset + j * p.y_stride + p.row0 + row;
+        if ((p.flags & 1u) != 0u) {
+            y[yi] += v;
+        } else {
+            y[yi] = v;
+        }
+    }
+}
+
+@compute @workgroup_size(WG)
+fn matvec_q2_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    kquant_rows(Q2_K, lid, wid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn matmul_q2_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    kquant_rows(Q2_K, lid, wid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn matvec_q3_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    kquant_rows(Q3_K, lid, wid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn matmul_q3_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    kquant_rows(Q3_K, lid, wid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn matvec_q4_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    kquant_rows(Q4_K, lid, wid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn matmul_q4_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    kquant_rows(Q4_K, lid, wid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn matvec_q5_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    kquant_rows(Q5_K, lid, wid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn matmul_q5_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    kquant_rows(Q5_K, lid, wid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn matvec_q6_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    kquant_rows(Q6_K, lid, wid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn matmul_q6_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    kquant_rows(Q6_K, lid, wid, nwg);
+}

@@ -1,0 +1,264 @@
+// Matrix products with legacy-quantized weights (Q4_0, Q4_1, Q5_0, Q5_1,
+// Q8_0): y = W·x (matvec_<type>, decode) and Y = X·Wᵀ (matmul_<type>,
+// prefill). W is one row chunk of a GGUF tensor, read as raw u32 words; each
+// part of a block is decoded in registers, never written back as f32.
+//
+// Constants: WG invocations per workgroup (a power of two, at least
+// ROWS*TM), ROWS output rows per workgroup, TM activation rows per workgroup
+// (1 for matvec). Grid: x (+ y past 65535) walks groups of ROWS rows, z walks
+// tiles of TM activation rows.
+//
+// Work split: a 32-element block is 4 parts of 8 weights, and all WG threads
+// of a workgroup stride over the parts of the row length together. A thread
+// loads the activations of its part once (TM rows of 8 floats) and reuses
+// them for all ROWS rows, and reuses each decoded part for all TM activation
+// rows; ROWS×TM partial sums per thread are then tree-reduced in shared
+// memory. Reading x once per ROWS rows matters more than it looks: with one
+// row per thread group, x (16 KiB for k=4096) is re-read for every row, and
+// on an H200 that traffic, not the 2.3 KiB of Q4_0 weights, capped matvec at
+// 130 GB/s.
+//
+// The blocks (ggml-common.h) are 18, 20, 22, 24 and 34 bytes, so a block is
+// only 2-byte aligned: words are fetched with byte offsets (u32_at). Every
+// block size and field offset is even, so a word is either aligned or off by
+// exactly two bytes.
+
+struct MatmulParams {
+    k: u32,        // input features (columns of W)
+    n: u32,        // rows of W in this chunk
+    m: u32,        // activation rows
+    row0: u32,     // first output row of this chunk
+    x_stride: u32, // floats between activation rows
+    y_stride: u32, // floats between output rows
+    y_offset: u32, // float index of element (0, 0) in y
+    flags: u32,    // bit 0: accumulate into y
+}
+
+@group(0) @binding(0) var<uniform> p: MatmulParams;
+@group(0) @binding(1) var<storage, read> w: array<u32>;
+@group(0) @binding(2) var<storage, read> x: array<f32>;
+@group(0) @binding(3) var<storage, read_write> y: array<f32>;
+
+// ggml type ids, used as a compile-time selector: each entry point passes a
+// literal, so after inlining only one decoder survives.
+const Q4_0 = 2u;
+const Q4_1 = 3u;
+const Q5_0 = 6u;
+const Q5_1 = 7u;
+const Q8_0 = 8u;
+
+// The f16 at even byte offset o.
+fn half_at(o: u32) -> f32 {
+    return unpack2x16float(w[o >> 2u] >> ((o & 2u) * 8u)).x;
+}
+
+// The little-endian u32 at even byte offset o. When o is word-aligned the
+// second word is not needed: the shift by 32 - 0 wraps (WGSL masks shift
+// counts) and select discards it. That read may be one word past the
+// buffer's end for the last block, which WebGPU's bounds clamping makes safe.
+fn u32_at(o: u32) -> u32 {
+    let i = o >> 2u;
+    let s = (o & 2u) * 8u;
+    let lo = w[i];
+    let hi = w[i + 1u];
+    return select((lo >> s) | (hi << (32u - s)), lo, s == 0u);
+}
+
+// The four nibbles of a word's bytes at bit shift 0 (low) or 4 (high).
+fn nibbles(q: u32, shift: u32) -> vec4<u32> {
+    return (vec4<u32>(q) >> (vec4<u32>(0u, 8u, 16u, 24u) + vec4<u32>(shift))) & vec4<u32>(15u);
+}
+
+// Bits first..first+3 of qh, each moved to bit 4 of a 5-bit level.
+fn high_bits(qh: u32, first: u32) -> vec4<u32> {
+    return ((vec4<u32>(qh) >> (vec4<u32>(0u, 1u, 2u, 3u) + vec4<u32>(first))) & vec4<u32>(1u)) << vec4<u32>(4u);
+}
+
+// The four signed bytes of a word.
+fn sbytes(q: u32) -> vec4<f32> {
+    return vec4<f32>(vec4<i32>(bitcast<i32>(q)) << vec4<u32>(24u, 16u, 8u, 0u) >> vec4<u32>(24u));
+}
+
+fn block_bytes(qt: u32) -> u32 {
+    switch qt {
+        case Q4_0: { return 18u; }
+        case Q4_1: { return 20u; }
+        case Q5_0: { return 22u; }
+        case Q5_1: { return 24u; }
+        default: { return 34u; }
+    }
+}
+
+// Part: 8 weights of a block, d*a at elements ea..ea+3 of the block and d*b
+// at eb..eb+3. Part k of a 4-bit type is qs word k: its low nibbles are
+// elements 4k.., its high nibbles 16+4k..; part k of Q8_0 is elements 8k..
+// The symmetric types leave integer levels in a and b and their scale in d,
+// applied once per part; Q4_1 and Q5_1 fold d and the min m in (d = 1),
+// because splitting the sum into d*Σq·x + m*Σx cancels two large terms and
+// loses bits a direct sum of w·x keeps (measured: 1.5× over the
+// Σ|w·x|-relative tolerance).
+struct Part {
+    a: vec4<f32>,
+    b: vec4<f32>,
+    d: f32,
+}
+
+fn part_offsets(qt: u32, k: u32) -> vec2<u32> {
+    if (qt == Q8_0) {
+        return vec2<u32>(8u * k, 8u * k + 4u);
+    }
+    return vec2<u32>(4u * k, 16u + 4u * k);
+}
+
+// decode returns part k of the block at byte offset o.
+fn decode(qt: u32, o: u32, k: u32) -> Part {
+    switch qt {
+        case Q4_0: { // d; qs[16]
+            let q = u32_at(o + 2u + 4u * k);
+            return Part(vec4<f32>(nibbles(q, 0u)) - 8.0, vec4<f32>(nibbles(q, 4u)) - 8.0, half_at(o));
+        }
+        case Q4_1: { // d; m; qs[16]. 20-byte blocks are word-aligned.
+            let i = o >> 2u;
+            let dm = unpack2x16float(w[i]);
+            let q = w[i + 1u + k];
+            return Part(vec4<f32>(nibbles(q, 0u)) * dm.x + dm.y, vec4<f32>(nibbles(q, 4u)) * dm.x + dm.y, 1.0);
+        }
+        case Q5_0: { // d; qh u32 (bit j = bit 4 of element j); qs[16]
+            let qh = u32_at(o + 2u);
+            let q = u32_at(o + 6u + 4u * k);
+            return Part(
+                vec4<f32>(nibbles(q, 0u) | high_bits(qh, 4u * k)) - 16.0,
+                vec4<f32>(nibbles(q, 4u) | high_bits(qh, 16u + 4u * k)) - 16.0,
+                half_at(o));
+        }
+        case Q5_1: { // d; m; qh u32; qs[16]. 24-byte blocks are word-aligned.
+            let i = o >> 2u;
+            let dm = unpack2x16float(w[i]);
+            let qh = w[i + 1u];
+            let q = w[i + 2u + k];
+            return Part(
+                vec4<f32>(nibbles(q, 0u) | high_bits(qh, 4u * k)) * dm.x + dm.y,
+                vec4<f32>(nibbles(q, 4u) | high_bits(qh, 16u + 4u * k)) * dm.x + dm.y,
+                1.0);
+        }
+        default: { // Q8_0: d; qs int8[32]
+            return Part(sbytes(u32_at(o + 2u + 8u * k)), sbytes(u32_at(o + 6u + 8u * k)), half_at(o));
+        }
+    }
+}
+
+fn x4(o: u32) -> vec4<f32> {
+    return vec4<f32>(x[o], x[o + 1u], x[o + 2u], x[o + 3u]);
+}
+
+// ROWS×TM partial sums per thread (naga wants plain identifiers as array
+// sizes). 256×4 (matvec) and 64×32 (matmul) floats are 4 and 8 KiB, within
+// WebGPU's guaranteed 16 KiB of workgroup memory.
+const NACC = ROWS * TM;
+const RED_SIZE = WG * NACC;
+var<workgroup> red: array<f32, RED_SIZE>;
+
+fn matmul_body(qt: u32, lid: u32, wid: vec3<u32>, nwg: vec3<u32>) {
+    let r0 = (wid.x + wid.y * nwg.x) * ROWS;
+    let j0 = wid.z * TM;
+    let nb = p.k / 32u;
+    let bs = block_bytes(qt);
+
+    var acc: array<f32, NACC>;
+    for (var u = lid; u < 4u * nb; u += WG) {
+        let b = u / 4u;
+        let k = u % 4u;
+        let e = 32u * b + part_offsets(qt, k);
+        var xa: array<vec4<f32>, TM>;
+        var xb: array<vec4<f32>, TM>;
+        for (var j = 0u; j < TM; j++) {
+            if (j0 + j < p.m) {
+                let xo = (j0 + j) * p.x_stride;
+                xa[j] = x4(xo + e.x);
+                xb[j] = x4(xo + e.y);
+            }
+        }
+        for (var i = 0u; i < ROWS; i++) {
+            if (r0 + i < p.n) {
+                let part = decode(qt, ((r0 + i) * nb + b) * bs, k);
+                for (var j = 0u; j < TM; j++) {
+                    acc[i * TM + j] += part.d * (dot(part.a, xa[j]) + dot(part.b, xb[j]));
+                }
+            }
+        }
+    }
+
+    for (var q = 0u; q < NACC; q++) {
+        red[q * WG + lid] = acc[q];
+    }
+    workgroupBarrier();
+    for (var s = WG / 2u; s > 0u; s >>= 1u) {
+        if (lid < s) {
+            for (var q = 0u; q < NACC; q++) {
+                red[q * WG + lid] += red[q * WG + lid + s];
+            }
+        }
+        workgroupBarrier();
+    }
+    // Thread q writes output (row q / TM, activation row q % TM).
+    let r = r0 + lid / TM;
+    let j = j0 + lid % TM;
+    if (lid < NACC && r < p.n && j < p.m) {
+        let yi = p.y_offset + j * p.y_stride + p.row0 + r;
+        var out = red[lid * WG];
+        if ((p.flags & 1u) != 0u) {
+            out += y[yi];
+        }
+        y[yi] = out;
+    }
+}
+
+@compute @workgroup_size(WG)
+fn matvec_q4_0(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    matmul_body(Q4_0, lid, wid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn matmul_q4_0(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    matmul_body(Q4_0, lid, wid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn matvec_q4_1(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    matmul_body(Q4_1, lid, wid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn matmul_q4_1(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    matmul_body(Q4_1, lid, wid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn matvec_q5_0(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    matmul_body(Q5_0, lid, wid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn matmul_q5_0(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    matmul_body(Q5_0, lid, wid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn matvec_q5_1(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    matmul_body(Q5_1, lid, wid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn matmul_q5_1(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    matmul_body(Q5_1, lid, wid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn matvec_q8_0(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    matmul_body(Q8_0, lid, wid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn matmul_q8_0(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    matmul_body(Q8_0, lid, wid, nwg);
+}
