@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/hearthstudio/hearth/gguf"
+	"github.com/hearthstudio/hearth/internal/sharedtest"
 )
 
 // ggmlTestdataDir finds shared/testdata/ggml by walking up from the package
@@ -22,22 +23,7 @@ import (
 // sibling of the clone in CI). A missing directory fails the test: these files
 // are the external oracle and a silent skip would hide that.
 func ggmlTestdataDir(tb testing.TB) string {
-	tb.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for {
-		p := filepath.Join(dir, "shared", "testdata", "ggml")
-		if st, err := os.Stat(p); err == nil && st.IsDir() {
-			return p
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			tb.Fatal("shared/testdata/ggml not found in the package directory or any parent of it")
-		}
-		dir = parent
-	}
+	return sharedtest.Dir(tb, "ggml")
 }
 
 // The ggml-written files with a JSON sidecar of what ggml's reader returned.

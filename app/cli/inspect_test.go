@@ -11,28 +11,14 @@ import (
 	"testing"
 
 	"github.com/hearthstudio/hearth/gguf"
+	"github.com/hearthstudio/hearth/internal/sharedtest"
 )
 
 // inspectTestdata finds shared/testdata/ggml by walking up from the package
 // directory (shared/ sits next to the checkout); it fails, not skips, when
 // the directory is missing.
 func inspectTestdata(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		p := filepath.Join(dir, "shared", "testdata", "ggml")
-		if st, err := os.Stat(p); err == nil && st.IsDir() {
-			return p
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("shared/testdata/ggml not found in the package directory or any parent of it")
-		}
-		dir = parent
-	}
+	return sharedtest.Dir(t, "ggml")
 }
 
 func runInspect(t *testing.T, args ...string) (string, error) {

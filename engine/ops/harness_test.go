@@ -5,10 +5,10 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/hearthstudio/hearth/engine/gpu"
+	"github.com/hearthstudio/hearth/internal/sharedtest"
 )
 
 // dev is the one device every parity test in this package shares: opening a
@@ -119,30 +119,10 @@ func assertClose(t testing.TB, what string, got, want []float32, atol, rtol floa
 // with shared/ as a sibling. Missing vectors fail the test: the oracle is
 // part of the suite, not optional.
 func ggmlTestdata(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		cand := filepath.Join(dir, "shared", "testdata", "ggml")
-		if st, err := os.Stat(cand); err == nil && st.IsDir() {
-			return cand
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("ggml test vectors not found: no shared/testdata/ggml in any parent of the package directory")
-		}
-		dir = parent
-	}
+	return sharedtest.Dir(t, "ggml")
 }
 
 // ggmlFile reads one file of ggml's reference vectors ("Q4_0.quant.bin").
 func ggmlFile(t testing.TB, name string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(ggmlTestdata(t), name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return sharedtest.File(t, "ggml", name)
 }
