@@ -232,7 +232,7 @@ func enumerate(opts Options) (*wgpu.Instance, []*wgpu.Adapter, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	inst := wgpu.CreateInstance(&wgpu.InstanceDescriptor{Backends: backends})
+	inst := newInstance(backends)
 	if inst == nil {
 		return nil, nil, errors.New("gpu: could not create a WebGPU instance")
 	}

@@ -353,3 +353,20 @@ func TestLostDeviceFailsFast(t *testing.T) {
 		t.Fatalf("NewChain on a lost device: %v", err)
 	}
 }
+
+// TestBackendRestriction creates instances through newInstance (the zeroed
+// extras) many times: the binding's own CreateInstance passed garbage flags
+// and aborted now and then.
+func TestBackendRestriction(t *testing.T) {
+	for i := 0; i < 20; i++ {
+		adapters, err := Adapters(Options{Backend: "vulkan"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range adapters {
+			if a.Backend != "vulkan" {
+				t.Fatalf("HEARTH_BACKEND=vulkan listed a %s adapter", a.Backend)
+			}
+		}
+	}
+}

@@ -4,11 +4,38 @@ package gpu
 #include <stdint.h>
 #include <stdlib.h>
 
-// Two wgpu-native entry points the Go binding does not expose. Declared here
-// rather than including webgpu.h so this package does not depend on the
-// binding's header path; the symbols come from the libwgpu_native.a that
-// github.com/cogentcore/webgpu links.
+// wgpu-native entry points the Go binding does not expose or calls wrongly.
+// Declared here, with the struct layouts of the wgpu.h/webgpu.h that
+// github.com/cogentcore/webgpu v0.23.0 ships, rather than including those
+// headers, whose path is inside the module cache; the symbols come from the
+// libwgpu_native.a the binding links.
 typedef void *WGPUDeviceRef;
+typedef void *WGPUInstanceRef;
+
+typedef struct { void const *next; uint32_t sType; } hearthChainedStruct;
+typedef struct {
+	hearthChainedStruct chain;
+	uint32_t backends;           // WGPUInstanceBackendFlags
+	uint32_t flags;              // WGPUInstanceFlags
+	uint32_t dx12ShaderCompiler; // WGPUDx12Compiler
+	uint32_t gles3MinorVersion;  // WGPUGles3MinorVersion
+	char const *dxilPath;
+	char const *dxcPath;
+} hearthInstanceExtras;
+typedef struct { hearthChainedStruct const *nextInChain; } hearthInstanceDescriptor;
+
+WGPUInstanceRef wgpuCreateInstance(hearthInstanceDescriptor const *descriptor);
+
+// hearthCreateInstance creates an instance limited to backends with every
+// other field of the extras zeroed (WGPUSType_InstanceExtras = 0x00030006).
+static WGPUInstanceRef hearthCreateInstance(uint32_t backends) {
+	hearthInstanceExtras extras = {0};
+	extras.chain.sType = 0x00030006;
+	extras.backends = backends;
+	hearthInstanceDescriptor desc = { &extras.chain };
+	return wgpuCreateInstance(&desc);
+}
+
 typedef void (*hearthErrorCallback)(uint32_t type, char const *message, void *userdata);
 
 void wgpuDevicePushErrorScope(WGPUDeviceRef device, uint32_t filter);
@@ -39,6 +66,22 @@ import (
 
 	"github.com/cogentcore/webgpu/wgpu"
 )
+
+// newInstance creates a wgpu instance for the given backends. The binding's
+// wgpu.CreateInstance mallocs its WGPUInstanceExtras without zeroing it, so
+// the flags and the GLES minor version are garbage, and wgpu-native aborts
+// at random ("Unknown gles3 minor version"). The instance is made here with
+// zeroed extras and wrapped in a wgpu.Instance, whose only field is the C
+// handle.
+func newInstance(backends wgpu.InstanceBackend) *wgpu.Instance {
+	ref := C.hearthCreateInstance(C.uint32_t(backends))
+	if ref == nil {
+		return nil
+	}
+	inst := new(wgpu.Instance)
+	*(*unsafe.Pointer)(unsafe.Pointer(inst)) = unsafe.Pointer(ref)
+	return inst
+}
 
 // deviceHandle reads the C WGPUDevice that wgpu.Device wraps in its unexported
 // first field; this pins github.com/cogentcore/webgpu v0.23.0's layout.
