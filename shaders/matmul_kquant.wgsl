@@ -31,21 +31,7 @@
 // block offsets are only even, so their fields are read through load16 and
 // byte_at, which assemble bytes from whichever words hold them.
 
-struct MatmulParams {
-    k: u32,
-    n: u32,
-    m: u32,
-    row0: u32,
-    x_stride: u32,
-    y_stride: u32,
-    y_offset: u32,
-    flags: u32,
-}
-
-@group(0) @binding(0) var<uniform> p: MatmulParams;
-@group(0) @binding(1) var<storage, read> w: array<u32>;
-@group(0) @binding(2) var<storage, read> x: array<f32>;
-@group(0) @binding(3) var<storage, read_write> y: array<f32>;
+//!include matmul_common
 
 // Lanes per weight row.
 const LANES: u32 = WG / ROWS;

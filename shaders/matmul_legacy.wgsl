@@ -23,21 +23,8 @@
 // block size and field offset is even, so a word is either aligned or off by
 // exactly two bytes.
 
-struct MatmulParams {
-    k: u32,        // input features (columns of W)
-    n: u32,        // rows of W in this chunk
-    m: u32,        // activation rows
-    row0: u32,     // first output row of this chunk
-    x_stride: u32, // floats between activation rows
-    y_stride: u32, // floats between output rows
-    y_offset: u32, // float index of element (0, 0) in y
-    flags: u32,    // bit 0: accumulate into y
-}
-
-@group(0) @binding(0) var<uniform> p: MatmulParams;
-@group(0) @binding(1) var<storage, read> w: array<u32>;
-@group(0) @binding(2) var<storage, read> x: array<f32>;
-@group(0) @binding(3) var<storage, read_write> y: array<f32>;
+//!include matmul_common
+//!include matmul_reduce
 
 // ggml type ids, used as a compile-time selector: each entry point passes a
 // literal, so after inlining only one decoder survives.
@@ -188,29 +175,7 @@ fn matmul_body(qt: u32, lid: u32, wid: vec3<u32>, nwg: vec3<u32>) {
         }
     }
 
-    for (var q = 0u; q < NACC; q++) {
-        red[q * WG + lid] = acc[q];
-    }
-    workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s >>= 1u) {
-        if (lid < s) {
-            for (var q = 0u; q < NACC; q++) {
-                red[q * WG + lid] += red[q * WG + lid + s];
-            }
-        }
-        workgroupBarrier();
-    }
-    // Thread q writes output (row q / TM, activation row q % TM).
-    let r = r0 + lid / TM;
-    let j = j0 + lid % TM;
-    if (lid < NACC && r < p.n && j < p.m) {
-        let yi = p.y_offset + j * p.y_stride + p.row0 + r;
-        var out = red[lid * WG];
-        if ((p.flags & 1u) != 0u) {
-            out += y[yi];
-        }
-        y[yi] = out;
-    }
+    reduce_and_store(lid, &acc, r0, j0);
 }
 
 @compute @workgroup_size(WG)
