@@ -23,6 +23,7 @@ func NewRoot(studio func() error) *cobra.Command {
 	root.AddCommand(
 		newInfoCmd(),
 		newInspectCmd(),
+		newQuantizeCmd(),
 	)
 	return root
 }
