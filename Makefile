@@ -53,6 +53,12 @@ vet:
 # a virtual X server, then a short fuzz of the GGUF reader.
 test: deps vet
 	xvfb-run -a $(GO) test -timeout 20m ./...
+	@# The quantizers must match ggml bit for bit even where Go may fuse
+	@# multiply-adds (GOAMD64=v3); run them so where the CPU can.
+	@if [ "$$($(GO) env GOARCH)" = amd64 ] && grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then \
+		echo "GOAMD64=v3 $(GO) test ./gguf -run 'Quant|Dequant'"; \
+		GOAMD64=v3 $(GO) test ./gguf -run 'Quant|Dequant'; \
+	fi
 	$(GO) test ./gguf -run '^$$' -fuzz '^FuzzRead$$' -fuzztime $(FUZZTIME)
 
 # fuzz is the long run of the GGUF reader fuzzer.
