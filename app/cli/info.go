@@ -72,7 +72,11 @@ func printInfo(w io.Writer, rep infoReport) {
 	l := c.Limits
 	fmt.Fprintf(w, "\nUsing %s through %s\n", c.Label(), c.Backend)
 	fmt.Fprintf(w, "  vendor 0x%04x, device 0x%04x\n", c.VendorID, c.DeviceID)
-	fmt.Fprintf(w, "  max buffer size              %s\n", bytesHuman(l.MaxBufferSize))
+	maxBuf := bytesHuman(l.MaxBufferSize)
+	if l.MaxBufferSize == gpu.LimitCeiling {
+		maxBuf = "no limit reported"
+	}
+	fmt.Fprintf(w, "  max buffer size              %s\n", maxBuf)
 	fmt.Fprintf(w, "  max storage binding size     %s\n", bytesHuman(l.MaxStorageBufferBindingSize))
 	fmt.Fprintf(w, "  storage buffers per stage    %d\n", l.MaxStorageBuffersPerShaderStage)
 	fmt.Fprintf(w, "  workgroup storage            %s\n", bytesHuman(uint64(l.MaxComputeWorkgroupStorageSize)))

@@ -145,12 +145,15 @@ func instanceBackends(backend string) (wgpu.InstanceBackend, error) {
 // "undefined" and silently falls back to the WebGPU default (256 MiB buffers),
 // which is what some drivers report as their maximum.
 func clampU64(v uint64) uint64 {
-	const ceiling = 1 << 52
-	if v == wgpu.LimitU64Undefined || v > ceiling {
-		return ceiling
+	if v == wgpu.LimitU64Undefined || v > LimitCeiling {
+		return LimitCeiling
 	}
 	return v
 }
+
+// LimitCeiling (4 PiB) stands for a limit the driver reports as unbounded
+// (u64 max, as NVIDIA does for maxBufferSize).
+const LimitCeiling = 1 << 52
 
 func limitsOf(l wgpu.Limits) Limits {
 	return Limits{
