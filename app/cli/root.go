@@ -22,6 +22,7 @@ func NewRoot(studio func() error) *cobra.Command {
 	}
 	root.AddCommand(
 		newInfoCmd(),
+		newTokenizeCmd(), newDetokenizeCmd(),
 		newInspectCmd(),
 		newQuantizeCmd(),
 	)

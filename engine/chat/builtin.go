@@ -1,0 +1,64 @@
+package chat
+
+import (
+	"embed"
+	"strings"
+)
+
+// The built-in templates, for files without tokenizer.chat_template or
+// whose template fails. Each is the plain form of one family's format,
+// written for Hearth; testdata/renders.json holds Jinja2's renders of them.
+//
+//go:embed builtin/*.jinja
+var builtinFS embed.FS
+
+// builtinSource is the source of built-in template name, "" if none.
+func builtinSource(name string) string {
+	b, err := builtinFS.ReadFile("builtin/" + name + ".jinja")
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
+
+// vocabulary is what choosing a built-in template needs to know of the
+// tokenizer: whether a special token is in it.
+type vocabulary interface {
+	ID(text string) (int32, bool)
+}
+
+// builtinFor picks the built-in template for a model: by architecture
+// (general.architecture) where that decides the format, otherwise by the
+// turn markers its vocabulary has ("llama" is both Llama 2 and Llama 3,
+// and many fine-tunes of any architecture use ChatML). ChatML is the last
+// resort.
+func builtinFor(arch string, vocab vocabulary) string {
+	has := func(s string) bool {
+		if vocab == nil {
+			return false
+		}
+		_, ok := vocab.ID(s)
+		return ok
+	}
+	switch {
+	case strings.HasPrefix(arch, "gemma") && arch != "gemma4":
+		return "gemma"
+	case strings.HasPrefix(arch, "qwen"):
+		return "chatml"
+	case arch == "phi3":
+		return "phi3"
+	}
+	switch {
+	case has("<|start_header_id|>") && has("<|eot_id|>"):
+		return "llama3"
+	case has("<|im_start|>") && has("<|im_end|>"):
+		return "chatml"
+	case has("<start_of_turn>") && has("<end_of_turn>"):
+		return "gemma"
+	case has("<|user|>") && has("<|end|>"):
+		return "phi3"
+	case has("[INST]") || arch == "llama" || arch == "mistral":
+		return "llama2"
+	}
+	return "chatml"
+}
