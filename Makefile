@@ -60,10 +60,13 @@ test: deps vet
 		GOAMD64=v3 $(GO) test ./gguf -run 'Quant|Dequant'; \
 	fi
 	$(GO) test ./gguf -run '^$$' -fuzz '^FuzzRead$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./engine/tokenizer -run '^$$' -fuzz '^FuzzFastPreTokenizers$$' -fuzztime 10s
 
-# fuzz is the long run of the GGUF reader fuzzer.
+# fuzz is the long run of the fuzzers: the GGUF reader and the hand-written
+# pre-tokenizers against regexp2.
 fuzz:
 	$(GO) test ./gguf -run '^$$' -fuzz '^FuzzRead$$' -fuzztime 10m
+	$(GO) test ./engine/tokenizer -run '^$$' -fuzz '^FuzzFastPreTokenizers$$' -fuzztime 5m
 
 # bench runs the Go benchmarks (kernels, dequantize, GGUF open).
 bench: deps
