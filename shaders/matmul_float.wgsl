@@ -66,17 +66,6 @@ fn load8(qt: u32, e: u32) -> Unit {
         vec4<f32>(elem(qt, e + 4u), elem(qt, e + 5u), elem(qt, e + 6u), elem(qt, e + 7u)));
 }
 
-fn x4(o: u32) -> vec4<f32> {
-    return vec4<f32>(x[o], x[o + 1u], x[o + 2u], x[o + 3u]);
-}
-
-// ROWS×TM partial sums per thread (naga wants plain identifiers as array
-// sizes). 256×8 (matvec) and 64×32 (matmul) floats are 8 KiB each, within
-// WebGPU's guaranteed 16 KiB of workgroup memory.
-const NACC = ROWS * TM;
-const RED_SIZE = WG * NACC;
-var<workgroup> red: array<f32, RED_SIZE>;
-
 fn matmul_body(qt: u32, lid: u32, wid: vec3<u32>, nwg: vec3<u32>) {
     let r0 = (wid.x + wid.y * nwg.x) * ROWS;
     let j0 = wid.z * TM;

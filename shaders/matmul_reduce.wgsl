@@ -1,6 +1,18 @@
-// The tree reduction and store the float and legacy matmul families end with,
-// pasted in by their include line (shaders.Source). It uses the including
-// family's NACC, WG, TM constants and its workgroup array red.
+// What the float and legacy matmul families share beyond the contract, pasted
+// in by their include line (shaders.Source): the activation load, the
+// partial-sum array and the tree reduction and store they end with.
+
+fn x4(o: u32) -> vec4<f32> {
+    return vec4<f32>(x[o], x[o + 1u], x[o + 2u], x[o + 3u]);
+}
+
+// ROWS×TM partial sums per thread (naga wants plain identifiers as array
+// sizes). The launch shapes in engine/ops/matmul.go keep WG×NACC floats at
+// 8 KiB or less (256×8 float matvec, 256×4 legacy matvec, 64×32 matmul),
+// within WebGPU's guaranteed 16 KiB of workgroup memory.
+const NACC = ROWS * TM;
+const RED_SIZE = WG * NACC;
+var<workgroup> red: array<f32, RED_SIZE>;
 
 // reduce_and_store sums each of the NACC partial results acc[i*TM + j] (row
 // r0+i, activation row j0+j) over the workgroup's threads in the workgroup
