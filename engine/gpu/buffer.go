@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/cogentcore/webgpu/wgpu"
 )
@@ -191,6 +192,9 @@ func (d *Device) stagingBuffer(size uint64) (*wgpu.Buffer, error) {
 	// cache so one-off reads of odd sizes do not pin memory forever.
 	if len(d.staging) >= 16 {
 		for k, old := range d.staging {
+			if d.open != nil && slices.Contains(d.open.staged, old) {
+				continue // an open chain's readback still copies into it
+			}
 			old.Release()
 			delete(d.staging, k)
 		}

@@ -90,6 +90,9 @@ type Chain struct {
 	kernels []string
 	err     error
 	done    bool
+	// staged are the staging buffers this chain's readbacks copy into; two
+	// readbacks of one chain must not share one.
+	staged []*wgpu.Buffer
 }
 
 // NewChain opens a command encoder for a sequence of dispatches.
@@ -267,6 +270,57 @@ func (c *Chain) Copy(src *Buffer, srcOff uint64, dst *Buffer, dstOff, size uint6
 		return c.fail(fmt.Errorf("gpu: chain %q: copy %q → %q: %w", c.label, src.label, dst.label, err))
 	}
 	return nil
+}
+
+// Readback is a range of a buffer that a chain copies to host-visible memory;
+// Bytes maps it once the chain is submitted. It lets a decode step fetch its
+// token in the same submit as the step itself.
+type Readback struct {
+	d     *Device
+	st    *wgpu.Buffer
+	size  uint64
+	label string
+	chain *Chain
+}
+
+// ReadBack appends a copy of size bytes at offset in b to a staging buffer
+// (ends the current compute pass). After Submit, the Readback's Bytes waits
+// for the chain and returns them.
+func (c *Chain) ReadBack(b *Buffer, offset, size uint64) (*Readback, error) {
+	if c.err != nil {
+		return nil, c.err
+	}
+	if err := b.usable("read back in chain " + c.label); err != nil {
+		return nil, c.fail(err)
+	}
+	if offset%4 != 0 || size%4 != 0 || size == 0 || offset+size > b.size {
+		return nil, c.fail(fmt.Errorf("gpu: chain %q: read back %q [%d, %d) is empty, unaligned or out of range", c.label, b.label, offset, offset+size))
+	}
+	st, err := c.d.stagingBuffer(size)
+	if err != nil {
+		return nil, c.fail(err)
+	}
+	for _, used := range c.staged {
+		if used == st {
+			return nil, c.fail(fmt.Errorf("gpu: chain %q: two read backs of %d bytes in one chain", c.label, size))
+		}
+	}
+	if err := c.endPass(); err != nil {
+		return nil, c.fail(err)
+	}
+	if err := c.enc.CopyBufferToBuffer(b.b, offset, st, 0, size); err != nil {
+		return nil, c.fail(fmt.Errorf("gpu: chain %q: read back %q: %w", c.label, b.label, err))
+	}
+	c.staged = append(c.staged, st)
+	return &Readback{d: c.d, st: st, size: size, label: b.label, chain: c}, nil
+}
+
+// Bytes waits for the chain that recorded the readback and returns the data.
+func (r *Readback) Bytes() ([]byte, error) {
+	if !r.chain.done || r.chain.err != nil {
+		return nil, fmt.Errorf("gpu: read back %q: chain %q was not submitted", r.label, r.chain.label)
+	}
+	return r.d.mapRead(r.st, r.size, r.label)
 }
 
 // Clear appends a zero fill of size bytes at offset in b.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -368,5 +369,46 @@ func TestBackendRestriction(t *testing.T) {
 				t.Fatalf("HEARTH_BACKEND=vulkan listed a %s adapter", a.Backend)
 			}
 		}
+	}
+}
+
+func TestChainReadBack(t *testing.T) {
+	b, err := dev.NewBufferF32("rb", []float32{1, 2, 3, 4, 5, 6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Release()
+	c, err := dev.NewChain("readback")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb, err := c.ReadBack(b, 8, 12)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rb.Bytes(); err == nil {
+		t.Error("Bytes before Submit: no error")
+	}
+	if _, err := c.ReadBack(b, 0, 12); err == nil {
+		t.Error("second read back of the same size in one chain: no error")
+	}
+	c.Discard()
+
+	c, err = dev.NewChain("readback")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rb, err = c.ReadBack(b, 8, 12); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Submit(); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := rb.Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := F32From(raw); !slices.Equal(got, []float32{3, 4, 5}) {
+		t.Errorf("read back %v, want [3 4 5]", got)
 	}
 }
