@@ -18,7 +18,7 @@
 
 struct Params {
     n: u32,  // output elements
-    ff: u32, // glu_fused: the width of one output row (the input row is 2 * ff)
+    ff: u32, // glu_fused: the width of one output row (the input row is 2 * ff); add_bias: the bias length
     a: f32,  // scale: the factor; softcap: the cap
     b: f32,  // softcap: 1 / cap
 }
@@ -86,6 +86,17 @@ fn add(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) n
         return;
     }
     out[i] = x[i] + y[i];
+}
+
+// out = x + y[i % ff]: a bias of ff floats added to every row of x (Qwen 2's
+// q, k and v projections, for one token or a prefill batch).
+@compute @workgroup_size(WG)
+fn add_bias(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = index(gid, nwg);
+    if (i >= p.n) {
+        return;
+    }
+    out[i] = x[i] + y[i % p.ff];
 }
 
 // out = x * a.

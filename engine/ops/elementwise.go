@@ -62,6 +62,19 @@ func AddInPlace(c *gpu.Chain, x, y *gpu.Buffer, n int) error {
 	return Add(c, x, y, x, n)
 }
 
+// AddBias appends x[r, i] += bias[i] for rows rows of n floats: one bias
+// vector added to every row (Qwen 2's q, k and v biases).
+func AddBias(c *gpu.Chain, x, bias *gpu.Buffer, rows, n int) error {
+	if rows <= 0 || n <= 0 {
+		return fmt.Errorf("ops: add_bias: shape %dx%d must be positive", rows, n)
+	}
+	total := rows * n
+	if err := checkElementwise("add_bias", total, operand{"x", x, total}, operand{"bias", bias, n}); err != nil {
+		return err
+	}
+	return dispatch(c, elementwiseSpec("add_bias", 0), elementwiseParams{N: uint32(total), FF: uint32(n)}, gpu.Grid(total, wg), x, bias, x)
+}
+
 // Scale appends y = x * s over n floats; y may be x.
 func Scale(c *gpu.Chain, x, y *gpu.Buffer, n int, s float32) error {
 	if err := checkElementwise("scale", n, operand{"x", x, n}, operand{"y", y, n}); err != nil {

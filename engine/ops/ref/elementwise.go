@@ -18,6 +18,13 @@ func AddInPlace(x, y []float32) {
 	}
 }
 
+// AddBias adds bias to every row of x, rows of len(bias) floats, in place.
+func AddBias(x, bias []float32) {
+	for i := range x {
+		x[i] += bias[i%len(bias)]
+	}
+}
+
 // Scale returns x * s element-wise.
 func Scale(x []float32, s float32) []float32 {
 	out := make([]float32, len(x))
