@@ -21,6 +21,11 @@ func builtinSource(name string) string {
 	return string(b)
 }
 
+// BuiltinTemplate is the Jinja source of the built-in template called name
+// ("llama3", "llama2", "gemma", "chatml", "phi3"), or "" if there is none,
+// for tools that write a model file with a template of its family.
+func BuiltinTemplate(name string) string { return builtinSource(name) }
+
 // vocabulary is what choosing a built-in template needs to know of the
 // tokenizer: whether a special token is in it.
 type vocabulary interface {

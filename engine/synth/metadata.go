@@ -1,0 +1,114 @@
+package synth
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/hearthstudio/hearth/engine/chat"
+	"github.com/hearthstudio/hearth/engine/tokenizer"
+	"github.com/hearthstudio/hearth/gguf"
+)
+
+// setMetadata sets every key of a model of preset p quantized to target on
+// w: general.*, the architecture's hyper-parameters, the tokenizer and the
+// chat template. The keys and their types are those llama.cpp's converter
+// writes (counts UINT32, reals FLOAT32).
+func setMetadata(w *gguf.Writer, p Preset, target gguf.QuantTarget, seed uint64, v *tokenizer.Vocab) error {
+	f, ok := familyOf(p.Tokenizer)
+	if !ok {
+		return fmt.Errorf("synth: preset %q: tokenizer %q is not one of %s", p.Name, p.Tokenizer, familyNames)
+	}
+	tmpl := chat.BuiltinTemplate(f.template)
+	if tmpl == "" {
+		return fmt.Errorf("synth: preset %q: engine/chat has no built-in template %q", p.Name, f.template)
+	}
+
+	a := p.Arch + "."
+	u32 := func(x int) gguf.Value { return gguf.ValueOf(uint32(x)) }
+	f32 := func(x float64) gguf.Value { return gguf.ValueOf(float32(x)) }
+	kvs := []gguf.KV{
+		{Key: "general.architecture", Value: gguf.ValueOf(p.Arch)},
+		{Key: "general.name", Value: gguf.ValueOf(p.Name)},
+		{Key: "general.description", Value: gguf.ValueOf(fmt.Sprintf(
+			"Random weights with the shapes of %s, written by hearth synth (seed %d): not a trained model.", p.Model, seed))},
+		{Key: "general.file_type", Value: gguf.ValueOf(uint32(target.FileType))},
+		{Key: "general.quantization_version", Value: gguf.ValueOf(uint32(gguf.QuantizationVersion))},
+		{Key: a + "vocab_size", Value: u32(p.Vocab)},
+		{Key: a + "context_length", Value: u32(p.Context)},
+		{Key: a + "embedding_length", Value: u32(p.Hidden)},
+		{Key: a + "block_count", Value: u32(p.Layers)},
+		{Key: a + "feed_forward_length", Value: u32(p.FF)},
+		{Key: a + "attention.head_count", Value: u32(p.Heads)},
+		{Key: a + "attention.head_count_kv", Value: u32(p.KVHeads)},
+		{Key: a + "attention.key_length", Value: u32(p.HeadDim)},
+		{Key: a + "attention.value_length", Value: u32(p.HeadDim)},
+		{Key: a + "attention.layer_norm_rms_epsilon", Value: f32(p.Eps)},
+		{Key: a + "rope.freq_base", Value: f32(p.RopeBase)},
+		{Key: a + "rope.dimension_count", Value: u32(p.ropeDims())},
+	}
+	if p.RopeScaling != "" {
+		kvs = append(kvs,
+			gguf.KV{Key: a + "rope.scaling.type", Value: gguf.ValueOf(p.RopeScaling)},
+			gguf.KV{Key: a + "rope.scaling.factor", Value: f32(p.RopeScalingFactor)})
+	}
+	if p.RopeBaseSWA != 0 {
+		kvs = append(kvs, gguf.KV{Key: a + "rope.freq_base_swa", Value: f32(p.RopeBaseSWA)})
+	}
+	if p.SlidingWindow > 0 {
+		kvs = append(kvs, gguf.KV{Key: a + "attention.sliding_window", Value: u32(p.SlidingWindow)})
+	}
+	if p.SlidingWindowPattern > 0 && p.SlidingWindowPattern != 6 {
+		kvs = append(kvs, gguf.KV{Key: a + "attention.sliding_window_pattern", Value: u32(p.SlidingWindowPattern)})
+	}
+	if p.QueryPreAttnScalar > 0 {
+		kvs = append(kvs, gguf.KV{Key: a + "attention.scale", Value: f32(1 / math.Sqrt(float64(p.QueryPreAttnScalar)))})
+	}
+	if p.AttnSoftcap != 0 {
+		kvs = append(kvs, gguf.KV{Key: a + "attn_logit_softcapping", Value: f32(p.AttnSoftcap)})
+	}
+	if p.FinalSoftcap != 0 {
+		kvs = append(kvs, gguf.KV{Key: a + "final_logit_softcapping", Value: f32(p.FinalSoftcap)})
+	}
+	for _, kv := range kvs {
+		if err := w.Set(kv.Key, kv.Value); err != nil {
+			return err
+		}
+	}
+	if err := v.WriteGGUF(w); err != nil {
+		return err
+	}
+	return w.SetString(tokenizer.KeyChatTemplate, tmpl)
+}
+
+// ropeFreqs are Llama 3's RoPE frequency factors for preset p, as the
+// converter computes rope_freqs.weight: for each rotated pair i, with
+// wavelength λ = 2π·base^(2i/dims), 1 where λ is shorter than
+// original_context/high_freq_factor, factor where it is longer than
+// original_context/low_freq_factor, and between them the reciprocal of a
+// linear blend of 1/factor and 1 in original_context/λ.
+func ropeFreqs(p Preset) []float32 {
+	r := p.Llama3Rope
+	dims := p.ropeDims()
+	out := make([]float32, dims/2)
+	// The converter computes in float32 torch tensors throughout (freqs is
+	// a float32 tensor, and so is everything derived from it), so this does
+	// too: the comparisons at the two boundaries then agree with it.
+	old := float32(r.OriginalContext)
+	low, high, factor := float32(r.LowFreqFactor), float32(r.HighFreqFactor), float32(r.Factor)
+	lowWave, highWave := old/low, old/high
+	for i := range out {
+		exp := float32(2*i) / float32(dims)
+		freq := 1 / float32(math.Pow(float64(float32(p.RopeBase)), float64(exp)))
+		wave := float32(2*math.Pi) / freq
+		switch {
+		case wave < highWave:
+			out[i] = 1
+		case wave > lowWave:
+			out[i] = factor
+		default:
+			smooth := (old/wave - low) / (high - low)
+			out[i] = 1 / ((1-smooth)/factor + smooth)
+		}
+	}
+	return out
+}

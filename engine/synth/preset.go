@@ -1,0 +1,335 @@
+package synth
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+)
+
+// Preset is the shape of one model: what its config.json says, in the terms
+// of the GGUF keys it becomes. Which tensors a layer has beyond the common
+// ones (Qwen 2's q/k/v biases, QK-norms, Gemma 2/3's post-norms, Phi-3's
+// fused projections) follows from Arch, as it does in llama.cpp; the Has*
+// and Fused methods report it.
+type Preset struct {
+	// Name is what --preset takes: "llama-3.2-1b".
+	Name string
+	// Model names the real model whose shapes this is (its Hugging Face
+	// repository), or says what a test preset is for.
+	Model string
+	// Arch is general.architecture: llama, gemma, gemma2, gemma3, qwen2,
+	// qwen3 or phi3.
+	Arch string
+
+	Vocab   int // tokens; rows of token_embd and output
+	Hidden  int // embedding_length
+	Layers  int // block_count
+	Heads   int // attention.head_count
+	KVHeads int // attention.head_count_kv
+	HeadDim int // attention.key_length and value_length
+	FF      int // feed_forward_length
+	Context int // context_length
+	// Eps is attention.layer_norm_rms_epsilon.
+	Eps float64
+
+	// RopeBase is rope.freq_base; RopeDims is rope.dimension_count (0
+	// means HeadDim).
+	RopeBase float64
+	RopeDims int
+	// RopeScaling and RopeScalingFactor are rope.scaling.type and factor
+	// ("linear" for Gemma 3 4B and up); "" writes neither.
+	RopeScaling       string
+	RopeScalingFactor float64
+	// Llama3Rope, for Llama 3.1 and later, adds rope_freqs.weight, the
+	// per-frequency factors of Llama 3's RoPE scaling.
+	Llama3Rope *Llama3Rope
+	// RopeBaseSWA is Gemma 3's rope.freq_base_swa, the base of its
+	// sliding-window layers.
+	RopeBaseSWA float64
+
+	// SlidingWindow is attention.sliding_window; 0 writes none.
+	SlidingWindow int
+	// SlidingWindowPattern is Gemma 3's period of global layers (layer i is
+	// global when (i+1)%period == 0); 0 means llama.cpp's 6 and writes no
+	// key.
+	SlidingWindowPattern int
+	// AttnSoftcap and FinalSoftcap are Gemma 2's attn_logit_softcapping and
+	// final_logit_softcapping.
+	AttnSoftcap, FinalSoftcap float64
+	// QueryPreAttnScalar is Gemma 2/3's query_pre_attn_scalar; the file's
+	// attention.scale is 1/sqrt of it.
+	QueryPreAttnScalar int
+
+	// TiedEmbeddings leaves out output.weight: token_embd is the output
+	// projection too.
+	TiedEmbeddings bool
+	// Tokenizer is the tokenizer family: "llama3", "qwen", "gemma" or
+	// "phi3" (see the package doc).
+	Tokenizer string
+}
+
+// Llama3Rope are the rope_scaling parameters of rope_type "llama3".
+type Llama3Rope struct {
+	Factor          float64
+	LowFreqFactor   float64
+	HighFreqFactor  float64
+	OriginalContext int // original_max_position_embeddings
+}
+
+// Presets are the built-in presets: real models, then the tiny test models.
+// The real ones' numbers are those of their config.json; their parameter
+// counts (less rope_freqs) are the published totals.
+func Presets() []Preset {
+	return []Preset{
+		{
+			Name: "llama-3.2-1b", Model: "meta-llama/Llama-3.2-1B", Arch: "llama",
+			Vocab: 128256, Hidden: 2048, Layers: 16, Heads: 32, KVHeads: 8, HeadDim: 64, FF: 8192,
+			Context: 131072, Eps: 1e-5, RopeBase: 500000,
+			Llama3Rope:     &Llama3Rope{Factor: 32, LowFreqFactor: 1, HighFreqFactor: 4, OriginalContext: 8192},
+			TiedEmbeddings: true, Tokenizer: "llama3",
+		},
+		{
+			Name: "llama-3.1-8b", Model: "meta-llama/Llama-3.1-8B", Arch: "llama",
+			Vocab: 128256, Hidden: 4096, Layers: 32, Heads: 32, KVHeads: 8, HeadDim: 128, FF: 14336,
+			Context: 131072, Eps: 1e-5, RopeBase: 500000,
+			Llama3Rope: &Llama3Rope{Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OriginalContext: 8192},
+			Tokenizer:  "llama3",
+		},
+		{
+			Name: "gemma-2b", Model: "google/gemma-2b", Arch: "gemma",
+			Vocab: 256000, Hidden: 2048, Layers: 18, Heads: 8, KVHeads: 1, HeadDim: 256, FF: 16384,
+			Context: 8192, Eps: 1e-6, RopeBase: 10000,
+			TiedEmbeddings: true, Tokenizer: "gemma",
+		},
+		{
+			Name: "gemma-2-2b", Model: "google/gemma-2-2b", Arch: "gemma2",
+			Vocab: 256000, Hidden: 2304, Layers: 26, Heads: 8, KVHeads: 4, HeadDim: 256, FF: 9216,
+			Context: 8192, Eps: 1e-6, RopeBase: 10000,
+			SlidingWindow: 4096, AttnSoftcap: 50, FinalSoftcap: 30, QueryPreAttnScalar: 256,
+			TiedEmbeddings: true, Tokenizer: "gemma",
+		},
+		{
+			Name: "gemma-3-1b", Model: "google/gemma-3-1b-it", Arch: "gemma3",
+			Vocab: 262144, Hidden: 1152, Layers: 26, Heads: 4, KVHeads: 1, HeadDim: 256, FF: 6912,
+			Context: 32768, Eps: 1e-6, RopeBase: 1000000, RopeBaseSWA: 10000,
+			SlidingWindow: 512, QueryPreAttnScalar: 256,
+			TiedEmbeddings: true, Tokenizer: "gemma",
+		},
+		{
+			Name: "qwen2.5-0.5b", Model: "Qwen/Qwen2.5-0.5B", Arch: "qwen2",
+			Vocab: 151936, Hidden: 896, Layers: 24, Heads: 14, KVHeads: 2, HeadDim: 64, FF: 4864,
+			Context: 32768, Eps: 1e-6, RopeBase: 1000000,
+			TiedEmbeddings: true, Tokenizer: "qwen",
+		},
+		{
+			Name: "qwen3-4b", Model: "Qwen/Qwen3-4B", Arch: "qwen3",
+			Vocab: 151936, Hidden: 2560, Layers: 36, Heads: 32, KVHeads: 8, HeadDim: 128, FF: 9728,
+			Context: 40960, Eps: 1e-6, RopeBase: 1000000,
+			TiedEmbeddings: true, Tokenizer: "qwen",
+		},
+		{
+			Name: "phi-3-mini", Model: "microsoft/Phi-3-mini-4k-instruct", Arch: "phi3",
+			Vocab: 32064, Hidden: 3072, Layers: 32, Heads: 32, KVHeads: 32, HeadDim: 96, FF: 8192,
+			Context: 4096, Eps: 1e-5, RopeBase: 10000, SlidingWindow: 2047,
+			Tokenizer: "phi3",
+		},
+
+		// Test models: a forward pass is a few MFLOP. Widths differ per
+		// architecture so that a kernel is seen at several shapes:
+		// tiny-llama's 256 fits every K-quant block, tiny-qwen2's 96 and
+		// 3 heads fit only the 32-blocks; heads×head_dim differs from the
+		// width in tiny-qwen3 as in Qwen 3; vocabularies are not powers
+		// of two. Sliding windows are short enough for a test prompt to
+		// cross them.
+		{
+			Name: "tiny-llama", Model: "test model: Llama 3 with llama3 RoPE scaling, untied output", Arch: "llama",
+			Vocab: 512, Hidden: 256, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 64, FF: 512,
+			Context: 2048, Eps: 1e-5, RopeBase: 500000,
+			Llama3Rope: &Llama3Rope{Factor: 32, LowFreqFactor: 1, HighFreqFactor: 4, OriginalContext: 8192},
+			Tokenizer:  "llama3",
+		},
+		{
+			Name: "tiny-gemma", Model: "test model: Gemma 1, multi-query attention", Arch: "gemma",
+			Vocab: 576, Hidden: 128, Layers: 2, Heads: 2, KVHeads: 1, HeadDim: 64, FF: 384,
+			Context: 2048, Eps: 1e-6, RopeBase: 10000,
+			TiedEmbeddings: true, Tokenizer: "gemma",
+		},
+		{
+			Name: "tiny-gemma2", Model: "test model: Gemma 2, window 16, soft-capping, query_pre_attn_scalar ≠ head_dim", Arch: "gemma2",
+			Vocab: 640, Hidden: 128, Layers: 4, Heads: 4, KVHeads: 2, HeadDim: 32, FF: 256,
+			Context: 2048, Eps: 1e-6, RopeBase: 10000,
+			SlidingWindow: 16, AttnSoftcap: 50, FinalSoftcap: 30, QueryPreAttnScalar: 48,
+			TiedEmbeddings: true, Tokenizer: "gemma",
+		},
+		{
+			Name: "tiny-gemma3", Model: "test model: Gemma 3, 6 layers (one global), window 16, linear RoPE scaling", Arch: "gemma3",
+			Vocab: 704, Hidden: 128, Layers: 6, Heads: 2, KVHeads: 1, HeadDim: 64, FF: 256,
+			Context: 2048, Eps: 1e-6, RopeBase: 1000000, RopeBaseSWA: 10000,
+			RopeScaling: "linear", RopeScalingFactor: 8,
+			SlidingWindow: 16, QueryPreAttnScalar: 96,
+			TiedEmbeddings: true, Tokenizer: "gemma",
+		},
+		{
+			Name: "tiny-qwen2", Model: "test model: Qwen 2 with q/k/v biases, odd widths", Arch: "qwen2",
+			Vocab: 600, Hidden: 96, Layers: 2, Heads: 3, KVHeads: 1, HeadDim: 32, FF: 160,
+			Context: 2048, Eps: 1e-6, RopeBase: 1000000,
+			TiedEmbeddings: true, Tokenizer: "qwen",
+		},
+		{
+			Name: "tiny-qwen3", Model: "test model: Qwen 3 with QK-norm, heads×head_dim ≠ width", Arch: "qwen3",
+			Vocab: 768, Hidden: 128, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 64, FF: 384,
+			Context: 2048, Eps: 1e-6, RopeBase: 1000000,
+			TiedEmbeddings: true, Tokenizer: "qwen",
+		},
+		{
+			Name: "tiny-phi3", Model: "test model: Phi-3, fused qkv and gate_up, window 16", Arch: "phi3",
+			Vocab: 544, Hidden: 128, Layers: 2, Heads: 4, KVHeads: 4, HeadDim: 32, FF: 256,
+			Context: 2048, Eps: 1e-5, RopeBase: 10000, SlidingWindow: 16,
+			Tokenizer: "phi3",
+		},
+	}
+}
+
+// PresetByName finds a built-in preset, case-insensitively.
+func PresetByName(name string) (Preset, bool) {
+	for _, p := range Presets() {
+		if strings.EqualFold(p.Name, name) {
+			return p, true
+		}
+	}
+	return Preset{}, false
+}
+
+// PresetNames lists the built-in presets' names, comma separated.
+func PresetNames() string {
+	ps := Presets()
+	names := make([]string, len(ps))
+	for i, p := range ps {
+		names[i] = p.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+// archs are the architectures a preset may have: the contract of Hearth's
+// loader.
+var archs = []string{"llama", "gemma", "gemma2", "gemma3", "qwen2", "qwen3", "phi3"}
+
+// HasQKVBias reports whether the layers have attn_q/k/v.bias (Qwen 2).
+func (p Preset) HasQKVBias() bool { return p.Arch == "qwen2" }
+
+// HasQKNorm reports whether the layers have attn_q_norm and attn_k_norm
+// (Qwen 3, Gemma 3).
+func (p Preset) HasQKNorm() bool { return p.Arch == "qwen3" || p.Arch == "gemma3" }
+
+// HasPostNorms reports whether the layers have post_attention_norm and
+// post_ffw_norm (Gemma 2, Gemma 3).
+func (p Preset) HasPostNorms() bool { return p.Arch == "gemma2" || p.Arch == "gemma3" }
+
+// Fused reports whether the layers have attn_qkv instead of attn_q/k/v and
+// a double-height ffn_up instead of ffn_gate and ffn_up (Phi-3).
+func (p Preset) Fused() bool { return p.Arch == "phi3" }
+
+// ropeDims is rope.dimension_count.
+func (p Preset) ropeDims() int {
+	if p.RopeDims > 0 {
+		return p.RopeDims
+	}
+	return p.HeadDim
+}
+
+// Validate checks that p describes a model the contract can express,
+// naming the first field that does not.
+func (p Preset) Validate() error {
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("synth: preset %q: %s", p.Name, fmt.Sprintf(format, args...))
+	}
+	if p.Name == "" {
+		return errors.New("synth: preset has no name")
+	}
+	known := false
+	for _, a := range archs {
+		known = known || a == p.Arch
+	}
+	if !known {
+		return fail("architecture %q is not one of %s", p.Arch, strings.Join(archs, ", "))
+	}
+	for _, d := range []struct {
+		name string
+		v    int
+	}{
+		{"vocab", p.Vocab}, {"hidden", p.Hidden}, {"layers", p.Layers}, {"heads", p.Heads},
+		{"kv_heads", p.KVHeads}, {"head_dim", p.HeadDim}, {"ff", p.FF}, {"context", p.Context},
+	} {
+		if d.v <= 0 {
+			return fail("%s (%d) must be positive", d.name, d.v)
+		}
+	}
+	switch {
+	case p.Heads%p.KVHeads != 0:
+		return fail("heads (%d) must be a multiple of kv_heads (%d)", p.Heads, p.KVHeads)
+	case p.HeadDim%2 != 0:
+		return fail("head_dim (%d) must be even: RoPE rotates pairs", p.HeadDim)
+	case p.RopeDims < 0 || p.RopeDims > p.HeadDim || p.RopeDims%2 != 0:
+		return fail("rope_dims (%d) must be even and at most head_dim (%d)", p.RopeDims, p.HeadDim)
+	case !(p.Eps > 0) || math.IsInf(p.Eps, 0):
+		return fail("eps (%v) must be positive", p.Eps)
+	case !(p.RopeBase > 1) || math.IsInf(p.RopeBase, 0):
+		return fail("rope_base (%v) must be more than 1", p.RopeBase)
+	case p.SlidingWindow < 0:
+		return fail("sliding_window (%d) must not be negative", p.SlidingWindow)
+	case p.RopeScaling != "" && !(p.RopeScalingFactor > 0):
+		return fail("rope scaling %q needs a positive factor, not %v", p.RopeScaling, p.RopeScalingFactor)
+	}
+	if r := p.Llama3Rope; r != nil {
+		switch {
+		case p.Arch != "llama":
+			return fail("llama3 RoPE scaling is Llama's; %s has none", p.Arch)
+		case !(r.Factor > 0) || !(r.LowFreqFactor > 0) || !(r.HighFreqFactor > r.LowFreqFactor) || r.OriginalContext <= 0:
+			return fail("llama3 RoPE scaling needs factor > 0, 0 < low_freq_factor < high_freq_factor and original_context > 0, not %+v", *r)
+		}
+	}
+	gemma23 := p.Arch == "gemma2" || p.Arch == "gemma3"
+	switch {
+	case gemma23 && p.QueryPreAttnScalar <= 0:
+		return fail("%s needs query_pre_attn_scalar", p.Arch)
+	case gemma23 && p.SlidingWindow == 0:
+		return fail("%s needs a sliding window", p.Arch)
+	case !gemma23 && p.QueryPreAttnScalar != 0:
+		return fail("query_pre_attn_scalar is Gemma 2/3's; %s has none", p.Arch)
+	case p.Arch != "gemma2" && (p.AttnSoftcap != 0 || p.FinalSoftcap != 0):
+		return fail("soft-capping is Gemma 2's; %s has none", p.Arch)
+	case p.Arch == "gemma3" && !(p.RopeBaseSWA > 1):
+		return fail("gemma3 needs rope_base_swa, the base of its sliding-window layers")
+	case p.Arch != "gemma3" && (p.RopeBaseSWA != 0 || p.SlidingWindowPattern != 0):
+		return fail("rope_base_swa and sliding_window_pattern are Gemma 3's; %s has neither", p.Arch)
+	case p.SlidingWindowPattern < 0:
+		return fail("sliding_window_pattern (%d) must not be negative", p.SlidingWindowPattern)
+	}
+	fam, ok := familyOf(p.Tokenizer)
+	if !ok {
+		return fail("tokenizer %q is not one of %s", p.Tokenizer, familyNames)
+	}
+	if need := fam.fixedTokens(); p.Vocab < need {
+		return fail("vocab (%d) is smaller than the %d tokens the %s tokenizer cannot do without", p.Vocab, need, p.Tokenizer)
+	}
+	return nil
+}
+
+// ParamCount is the number of weights in the file: every tensor's
+// elements, rope_freqs included.
+func (p Preset) ParamCount() uint64 {
+	var n uint64
+	for _, t := range p.tensors() {
+		n += elements(t.shape)
+	}
+	return n
+}
+
+func elements(shape []uint64) uint64 {
+	n := uint64(1)
+	for _, d := range shape {
+		n *= d
+	}
+	return n
+}

@@ -1,0 +1,960 @@
+package synth
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/hearthstudio/hearth/engine/chat"
+	"github.com/hearthstudio/hearth/engine/tokenizer"
+	"github.com/hearthstudio/hearth/gguf"
+)
+
+// mustPreset is the built-in preset called name.
+func mustPreset(t testing.TB, name string) Preset {
+	t.Helper()
+	p, ok := PresetByName(name)
+	if !ok {
+		t.Fatalf("no preset %q", name)
+	}
+	return p
+}
+
+// writeModel writes p as o says and reads it back.
+func writeModel(t testing.TB, p Preset, o Options) (*gguf.File, []byte) {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := Write(&buf, p, o); err != nil {
+		t.Fatalf("Write %s %s: %v", p.Name, o.Quant, err)
+	}
+	f, err := gguf.Read(bytes.NewReader(buf.Bytes()), int64(buf.Len()))
+	if err != nil {
+		t.Fatalf("%s %s: read back: %v", p.Name, o.Quant, err)
+	}
+	return f, buf.Bytes()
+}
+
+// dequantized is the whole of tensor name of f as float32.
+func dequantized(t testing.TB, f *gguf.File, name string) ([]float32, gguf.TensorInfo) {
+	t.Helper()
+	ti, ok := f.Tensor(name)
+	if !ok {
+		t.Fatalf("no tensor %q", name)
+	}
+	data, err := f.Data(ti)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vals := make([]float32, ti.Elements())
+	if err := gguf.Dequantize(ti.Type, data, vals); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return vals, ti
+}
+
+func meanStd(xs []float32) (mean, std float64) {
+	var s, s2 float64
+	for _, x := range xs {
+		s += float64(x)
+		s2 += float64(x) * float64(x)
+	}
+	n := float64(len(xs))
+	mean = s / n
+	return mean, math.Sqrt(max(0, s2/n-mean*mean))
+}
+
+func TestPresetsAreValid(t *testing.T) {
+	seen := map[string]bool{}
+	for _, p := range Presets() {
+		if seen[p.Name] {
+			t.Errorf("preset %q twice", p.Name)
+		}
+		seen[p.Name] = true
+		if err := p.Validate(); err != nil {
+			t.Error(err)
+		}
+		if p.Model == "" {
+			t.Errorf("%s: no Model", p.Name)
+		}
+		if got, ok := PresetByName(strings.ToUpper(p.Name)); !ok || got.Name != p.Name {
+			t.Errorf("PresetByName(%q) = %q, %v", strings.ToUpper(p.Name), got.Name, ok)
+		}
+	}
+	for _, name := range []string{"llama-3.2-1b", "llama-3.1-8b", "gemma-3-1b", "gemma-2-2b", "qwen2.5-0.5b", "qwen3-4b", "phi-3-mini",
+		"tiny-llama", "tiny-gemma", "tiny-gemma2", "tiny-gemma3", "tiny-qwen2", "tiny-qwen3", "tiny-phi3"} {
+		if !seen[name] {
+			t.Errorf("no preset %q", name)
+		}
+	}
+	if _, ok := PresetByName("llama-9000"); ok {
+		t.Error("PresetByName found a preset that does not exist")
+	}
+}
+
+// TestPublishedParameterCounts checks the real presets against the
+// parameter counts their Hugging Face repositories publish (the safetensors
+// totals on the model pages), exactly: a wrong width, head count or tie
+// changes the count by at least a row of a matrix.
+func TestPublishedParameterCounts(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		published uint64
+	}{
+		{"llama-3.2-1b", 1_235_814_400},
+		{"llama-3.1-8b", 8_030_261_248},
+		{"gemma-2b", 2_506_172_416},
+		{"gemma-2-2b", 2_614_341_888},
+		{"gemma-3-1b", 999_885_952},
+		{"qwen2.5-0.5b", 494_032_768},
+		{"qwen3-4b", 4_022_468_096},
+		{"phi-3-mini", 3_821_079_552},
+	} {
+		p := mustPreset(t, c.name)
+		got := p.ParamCount()
+		if p.Llama3Rope != nil {
+			got -= uint64(p.HeadDim / 2) // rope_freqs is the converter's, not a weight of the model
+		}
+		if got != c.published {
+			t.Errorf("%s: %d parameters, published %d (off by %+d)", c.name, got, c.published, int64(got)-int64(c.published))
+		}
+	}
+}
+
+// TestPresetShapes checks tensors of the real presets against the shapes
+// the real GGUF files have.
+func TestPresetShapes(t *testing.T) {
+	for _, c := range []struct {
+		preset, tensor string
+		shape          []uint64 // nil: the tensor must be absent
+	}{
+		{"llama-3.2-1b", "token_embd.weight", []uint64{2048, 128256}},
+		{"llama-3.2-1b", "rope_freqs.weight", []uint64{32}},
+		{"llama-3.2-1b", "blk.15.attn_k.weight", []uint64{2048, 512}},
+		{"llama-3.2-1b", "blk.0.ffn_down.weight", []uint64{8192, 2048}},
+		{"llama-3.2-1b", "output.weight", nil},
+		{"llama-3.1-8b", "output.weight", []uint64{4096, 128256}},
+		{"llama-3.1-8b", "blk.31.attn_v.weight", []uint64{4096, 1024}},
+		{"llama-3.1-8b", "blk.32.attn_v.weight", nil},
+		{"gemma-3-1b", "blk.0.attn_q.weight", []uint64{1152, 1024}},
+		{"gemma-3-1b", "blk.0.attn_k_norm.weight", []uint64{256}},
+		{"gemma-3-1b", "blk.25.post_ffw_norm.weight", []uint64{1152}},
+		{"gemma-2-2b", "blk.0.attn_output.weight", []uint64{2048, 2304}},
+		{"gemma-2-2b", "blk.0.post_attention_norm.weight", []uint64{2304}},
+		{"gemma-2-2b", "blk.0.attn_q_norm.weight", nil},
+		{"gemma-2b", "blk.17.ffn_gate.weight", []uint64{2048, 16384}},
+		{"qwen2.5-0.5b", "blk.0.attn_q.bias", []uint64{896}},
+		{"qwen2.5-0.5b", "blk.23.attn_v.bias", []uint64{128}},
+		{"qwen3-4b", "blk.0.attn_q.weight", []uint64{2560, 4096}},
+		{"qwen3-4b", "blk.0.attn_q_norm.weight", []uint64{128}},
+		{"qwen3-4b", "blk.0.attn_q.bias", nil},
+		{"phi-3-mini", "blk.0.attn_qkv.weight", []uint64{3072, 9216}},
+		{"phi-3-mini", "blk.0.ffn_up.weight", []uint64{3072, 16384}},
+		{"phi-3-mini", "blk.0.ffn_gate.weight", nil},
+		{"phi-3-mini", "output.weight", []uint64{3072, 32064}},
+	} {
+		p := mustPreset(t, c.preset)
+		i := slices.IndexFunc(p.tensors(), func(s tensorSpec) bool { return s.name == c.tensor })
+		switch {
+		case c.shape == nil && i >= 0:
+			t.Errorf("%s has %s, want none", c.preset, c.tensor)
+		case c.shape != nil && i < 0:
+			t.Errorf("%s has no %s", c.preset, c.tensor)
+		case c.shape != nil && !slices.Equal(p.tensors()[i].shape, c.shape):
+			t.Errorf("%s %s: shape %v, want %v", c.preset, c.tensor, p.tensors()[i].shape, c.shape)
+		}
+	}
+
+	// The tensor count by architecture: per layer 2 norms and 4 attention
+	// and 3 FFN matrices, less Phi-3's fused ones, plus biases, QK-norms
+	// and post-norms; then token_embd, output_norm, output, rope_freqs.
+	for _, p := range Presets() {
+		per := 9
+		switch {
+		case p.Fused():
+			per = 6
+		case p.HasQKVBias():
+			per += 3
+		}
+		if p.HasQKNorm() {
+			per += 2
+		}
+		if p.HasPostNorms() {
+			per += 2
+		}
+		want := p.Layers*per + 2
+		if !p.TiedEmbeddings {
+			want++
+		}
+		if p.Llama3Rope != nil {
+			want++
+		}
+		if got := len(p.tensors()); got != want {
+			t.Errorf("%s: %d tensors, want %d", p.Name, got, want)
+		}
+	}
+}
+
+// TestLlama8BAtQ4KMIsTheRealMix plans the 8B preset without writing it:
+// llama-quantize's Q4_K_M of Llama 3.1 8B has 66 F32, 193 Q4_K and 33 Q6_K
+// tensors (what llama.cpp's loader reports for the published file), and a
+// synthetic one must too.
+func TestLlama8BAtQ4KMIsTheRealMix(t *testing.T) {
+	l, err := Plan(mustPreset(t, "llama-3.1-8b"), Options{Quant: "Q4_K_M"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	types := map[gguf.Type]int{}
+	for _, tt := range l.Tensors {
+		types[tt.Type]++
+	}
+	want := map[gguf.Type]int{gguf.TypeF32: 66, gguf.TypeQ4_K: 193, gguf.TypeQ6_K: 33}
+	if fmt.Sprint(types) != fmt.Sprint(want) {
+		t.Errorf("types %v, want %v", types, want)
+	}
+	// Q4_K is 4.5 bits a weight and Q6_K 6.5625; the 4.9 GB of the real
+	// file. The header (tokenizer, template) is a few MB on top.
+	if l.TensorBytes < 4_900_000_000 || l.TensorBytes > 4_930_000_000 || l.FileSize < int64(l.TensorBytes) {
+		t.Errorf("tensor data %d bytes, file %d: want about 4.91e9", l.TensorBytes, l.FileSize)
+	}
+}
+
+func TestValidateRejects(t *testing.T) {
+	base := mustPreset(t, "tiny-llama")
+	for _, c := range []struct {
+		name string
+		edit func(*Preset)
+		want string
+	}{
+		{"arch", func(p *Preset) { p.Arch = "mamba" }, `architecture "mamba"`},
+		{"zero width", func(p *Preset) { p.Hidden = 0 }, "hidden (0) must be positive"},
+		{"gqa", func(p *Preset) { p.KVHeads = 3 }, "heads (4) must be a multiple of kv_heads (3)"},
+		{"odd head", func(p *Preset) { p.HeadDim = 63 }, "head_dim (63) must be even"},
+		{"eps", func(p *Preset) { p.Eps = math.NaN() }, "eps"},
+		{"rope dims", func(p *Preset) { p.RopeDims = 128 }, "rope_dims (128)"},
+		{"llama3 rope elsewhere", func(p *Preset) { p.Arch = "qwen2" }, "llama3 RoPE scaling is Llama's"},
+		{"llama3 rope factors", func(p *Preset) {
+			p.Llama3Rope = &Llama3Rope{Factor: 8, LowFreqFactor: 4, HighFreqFactor: 1, OriginalContext: 8192}
+		}, "low_freq_factor < high_freq_factor"},
+		{"softcap", func(p *Preset) { p.AttnSoftcap = 50 }, "soft-capping is Gemma 2's"},
+		{"tokenizer", func(p *Preset) { p.Tokenizer = "t5" }, `tokenizer "t5"`},
+		{"vocab", func(p *Preset) { p.Vocab = 200 }, "vocab (200) is smaller than the 261 tokens"},
+		{"gemma2 scalar", func(p *Preset) {
+			*p = mustPreset(t, "tiny-gemma2")
+			p.QueryPreAttnScalar = 0
+		}, "gemma2 needs query_pre_attn_scalar"},
+		{"gemma3 swa base", func(p *Preset) {
+			*p = mustPreset(t, "tiny-gemma3")
+			p.RopeBaseSWA = 0
+		}, "gemma3 needs rope_base_swa"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := base
+			c.edit(&p)
+			err := p.Validate()
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("Validate = %v, want an error containing %q", err, c.want)
+			}
+			// Plan and Write refuse it the same way.
+			if _, perr := Plan(p, Options{}); perr == nil || perr.Error() != err.Error() {
+				t.Errorf("Plan = %v, want %v", perr, err)
+			}
+		})
+	}
+	if _, err := Plan(base, Options{Quant: "Q9_9"}); err == nil || !strings.Contains(err.Error(), `unknown quantize type "Q9_9"`) {
+		t.Errorf("Plan(Q9_9) = %v", err)
+	}
+	if _, err := Plan(base, Options{Quant: "IQ2_XS"}); !errors.Is(err, gguf.ErrNeedsImatrix) {
+		t.Errorf("Plan(IQ2_XS) = %v, want ErrNeedsImatrix", err)
+	}
+}
+
+// roundTripTexts are encoded and decoded by every preset's tokenizer.
+var roundTripTexts = []string{
+	"The hearth was warm.",
+	"  Two spaces, a tab\tand\nnewlines\n\n— and 1887 loaves at €2, naïve café.",
+	"Unseen words: zyxt qwv, emoji 🔥, CJK 火, and \x01 control bytes.",
+	"<b>not a special token</b>",
+}
+
+// TestTinyModelsReadBack writes every test preset and checks what the
+// engine will read: keys, tensors, tokenizer and chat template.
+func TestTinyModelsReadBack(t *testing.T) {
+	for _, p := range Presets() {
+		if !strings.HasPrefix(p.Name, "tiny-") {
+			continue
+		}
+		t.Run(p.Name, func(t *testing.T) {
+			o := Options{Quant: "F32", Seed: 3}
+			l, err := Plan(p, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, data := writeModel(t, p, o)
+			if int64(len(data)) != l.FileSize {
+				t.Errorf("file is %d bytes, Plan said %d", len(data), l.FileSize)
+			}
+			checkKeys(t, f, p)
+
+			infos := f.Tensors()
+			if len(infos) != len(l.Tensors) {
+				t.Fatalf("%d tensors, want %d", len(infos), len(l.Tensors))
+			}
+			for i, ti := range infos {
+				want := l.Tensors[i]
+				if ti.Name != want.Name || ti.Type != want.Type || !slices.Equal(ti.Shape, want.Shape) {
+					t.Errorf("tensor %d: %s %v %v, want %s %v %v", i, ti.Name, ti.Type, ti.Shape, want.Name, want.Type, want.Shape)
+				}
+			}
+			if got := f.ParameterCount(); got != p.ParamCount() {
+				t.Errorf("%d parameters, want %d", got, p.ParamCount())
+			}
+
+			// Norm gains are around 1 and matrices N(0, 1/cols).
+			norm, _ := dequantized(t, f, "output_norm.weight")
+			if m, s := meanStd(norm); math.Abs(m-1) > 0.05 || math.Abs(s-normSigma) > 0.05 {
+				t.Errorf("output_norm: mean %.3f std %.3f, want 1 and %v", m, s, normSigma)
+			}
+			emb, ti := dequantized(t, f, "token_embd.weight")
+			want := 1 / math.Sqrt(float64(ti.Shape[0]))
+			// 60K+ values: the sample std is within 1% of σ (its
+			// standard error is σ/sqrt(2n)); 5% leaves room.
+			if m, s := meanStd(emb); math.Abs(m) > 0.05*want || math.Abs(s/want-1) > 0.05 {
+				t.Errorf("token_embd: mean %.4f std %.4f, want 0 and %.4f", m, s, want)
+			}
+
+			checkTokenizer(t, f, p)
+		})
+	}
+}
+
+// checkKeys checks the hyper-parameter keys of the contract.
+func checkKeys(t *testing.T, f *gguf.File, p Preset) {
+	t.Helper()
+	a := p.Arch + "."
+	if got := f.Architecture(); got != p.Arch {
+		t.Errorf("general.architecture = %q, want %q", got, p.Arch)
+	}
+	for key, want := range map[string]int{
+		a + "vocab_size": p.Vocab, a + "context_length": p.Context, a + "embedding_length": p.Hidden,
+		a + "block_count": p.Layers, a + "feed_forward_length": p.FF,
+		a + "attention.head_count": p.Heads, a + "attention.head_count_kv": p.KVHeads,
+		a + "attention.key_length": p.HeadDim, a + "attention.value_length": p.HeadDim,
+		a + "rope.dimension_count": p.HeadDim,
+	} {
+		if got, err := f.Uint32(key); err != nil || int(got) != want {
+			t.Errorf("%s = %d (%v), want %d", key, got, err, want)
+		}
+	}
+	floats := map[string]float64{
+		a + "attention.layer_norm_rms_epsilon": p.Eps,
+		a + "rope.freq_base":                   p.RopeBase,
+	}
+	optional := map[string]bool{}
+	opt := func(key string, v float64, present bool) {
+		optional[key] = present
+		if present {
+			floats[key] = v
+		}
+	}
+	opt(a+"rope.freq_base_swa", p.RopeBaseSWA, p.Arch == "gemma3")
+	opt(a+"attention.scale", 1/math.Sqrt(float64(p.QueryPreAttnScalar)), p.Arch == "gemma2" || p.Arch == "gemma3")
+	opt(a+"attn_logit_softcapping", p.AttnSoftcap, p.Arch == "gemma2")
+	opt(a+"final_logit_softcapping", p.FinalSoftcap, p.Arch == "gemma2")
+	opt(a+"rope.scaling.factor", p.RopeScalingFactor, p.RopeScaling != "")
+	for key, want := range floats {
+		// The file holds FLOAT32: compare at its precision.
+		if got, err := f.Float32(key); err != nil || got != float32(want) {
+			t.Errorf("%s = %v (%v), want %v", key, got, err, float32(want))
+		}
+	}
+	for key, present := range optional {
+		if _, ok := f.Value(key); ok != present {
+			t.Errorf("%s present = %v, want %v", key, ok, present)
+		}
+	}
+	sw, err := f.Uint32Or(a+"attention.sliding_window", 0)
+	if err != nil || int(sw) != p.SlidingWindow {
+		t.Errorf("sliding_window = %d (%v), want %d", sw, err, p.SlidingWindow)
+	}
+	if ft, ok := f.FileType(); !ok || ft != 0 {
+		t.Errorf("general.file_type = %v, want ALL_F32", ft)
+	}
+}
+
+// checkTokenizer checks that engine/tokenizer and engine/chat load the
+// file's tokenizer and template, and that they work.
+func checkTokenizer(t *testing.T, f *gguf.File, p Preset) {
+	t.Helper()
+	tok, err := tokenizer.FromGGUF(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok.Size() != p.Vocab {
+		t.Errorf("vocabulary of %d tokens, want %d", tok.Size(), p.Vocab)
+	}
+	fam, _ := familyOf(p.Tokenizer)
+	for _, s := range append(slices.Clone(fam.head), fam.tail...) {
+		id, ok := tok.ID(s)
+		want := tokenizer.Control
+		if s == fam.unk {
+			want = tokenizer.Unknown
+		}
+		if !ok || tok.Type(id) != want {
+			t.Errorf("special token %q: id %d, %v, type %v, want %v", s, id, ok, tok.Type(id), want)
+		}
+	}
+	for _, c := range []struct {
+		what string
+		id   int32
+		text string
+	}{{"BOS", tok.BOS(), fam.bos}, {"EOS", tok.EOS(), fam.eos}, {"EOT", tok.EOT(), fam.eot}} {
+		if c.id == tokenizer.None || tok.Token(c.id) != c.text {
+			t.Errorf("%s is %d %q, want %q", c.what, c.id, tok.Token(c.id), c.text)
+		}
+	}
+
+	// Learned merges at work: ordinary English takes well under a token a
+	// character, which bytes alone would not.
+	probe := "The baker lit the oven before the sun was up, and the bread was warm."
+	if n := len(tok.Encode(probe, tokenizer.EncodeOptions{})); n > len(probe)*2/3 {
+		t.Errorf("%q is %d tokens: the merges do not work", probe, n)
+	}
+	for _, text := range roundTripTexts {
+		ids := tok.Encode(text, tokenizer.EncodeOptions{})
+		got, err := tok.Decode(ids, tokenizer.DecodeOptions{})
+		if err != nil || got != text {
+			t.Errorf("decode(encode(%q)) = %q, %v", text, got, err)
+		}
+	}
+
+	format, err := chat.FromGGUF(f, tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if format.Template == nil {
+		t.Fatalf("the file's chat template did not load: %s", format.Notice)
+	}
+	prompt, err := format.Render(chat.Request{
+		Messages:            []chat.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "Light the fire."}},
+		AddGenerationPrompt: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if prompt.Template != tokenizer.KeyChatTemplate {
+		t.Errorf("rendered by %s, want the file's template", prompt.Template)
+	}
+	ids := format.Tokenize(prompt.Text)
+	specials := 0
+	for _, id := range ids {
+		if tok.Type(id) == tokenizer.Control {
+			specials++
+		}
+	}
+	// Every turn marker of the prompt is one control token: at least the
+	// two turns' openings.
+	if specials < 2 {
+		t.Errorf("prompt %q tokenizes with %d control tokens", prompt.Text, specials)
+	}
+	if !format.IsStop(tok.EOT()) {
+		t.Errorf("EOT %q is not a stop token (stops %v)", tok.Token(tok.EOT()), format.StopStrings)
+	}
+}
+
+// TestRealSizeVocab builds the vocabularies of real presets (without
+// writing a model): exactly the vocabulary size, the specials in place,
+// the rest reserved.
+func TestRealSizeVocab(t *testing.T) {
+	for _, name := range []string{"llama-3.1-8b", "gemma-3-1b"} { // a BPE and a SentencePiece one
+		p := mustPreset(t, name)
+		v, err := buildVocab(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok, err := tokenizer.New(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tok.Size() != p.Vocab {
+			t.Errorf("%s: %d tokens, want %d", name, tok.Size(), p.Vocab)
+		}
+		reserved := 0
+		for id := range p.Vocab {
+			if tok.Type(int32(id)) == tokenizer.Unused {
+				reserved++
+			}
+		}
+		fam, _ := familyOf(p.Tokenizer)
+		// The corpus yields several hundred merges; the rest of a
+		// real-size vocabulary is reserved.
+		if learned := p.Vocab - reserved - fam.fixedTokens(); learned < 200 || learned > 2000 {
+			t.Errorf("%s: %d learned tokens", name, learned)
+		}
+		if tok.Type(int32(p.Vocab-1)) != tokenizer.Unused {
+			t.Errorf("%s: the last token is %v, want reserved", name, tok.Type(int32(p.Vocab-1)))
+		}
+		for _, s := range []string{fam.bos, fam.eos, fam.eot} {
+			if id, ok := tok.ID(s); !ok || tok.Type(id) != tokenizer.Control {
+				t.Errorf("%s: %q is not a control token", name, s)
+			}
+		}
+	}
+}
+
+// quantTest is a preset small enough to write at every type in a second or
+// two, wide enough (256) for the K-quant blocks.
+var quantTest = Preset{
+	Name: "quant-test", Model: "test", Arch: "llama",
+	Vocab: 300, Hidden: 256, Layers: 1, Heads: 4, KVHeads: 1, HeadDim: 64, FF: 256,
+	Context: 512, Eps: 1e-5, RopeBase: 10000, Tokenizer: "llama3",
+}
+
+// TestEveryQuant writes a model at every type ParseQuantTarget accepts and
+// checks that it reads back with the planned types and sane values.
+func TestEveryQuant(t *testing.T) {
+	for _, name := range strings.Split(gguf.QuantTargetNames(), ", ") {
+		t.Run(name, func(t *testing.T) {
+			o := Options{Quant: name, Seed: 1}
+			l, err := Plan(quantTest, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, _ := writeModel(t, quantTest, o)
+			if ft, _ := f.FileType(); ft != l.Quant.FileType {
+				t.Errorf("general.file_type = %v, want %v", ft, l.Quant.FileType)
+			}
+			for i, ti := range f.Tensors() {
+				if ti.Type != l.Tensors[i].Type {
+					t.Errorf("%s is %v, planned %v", ti.Name, ti.Type, l.Tensors[i].Type)
+				}
+				if len(ti.Shape) < 2 {
+					continue
+				}
+				vals, _ := dequantized(t, f, ti.Name)
+				for _, v := range vals {
+					if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+						t.Fatalf("%s holds %v", ti.Name, v)
+					}
+				}
+				// The 1.6–2-bit types keep the scale of the values only
+				// roughly (TQ1_0 rounds to -d, 0, d with d the block's
+				// absolute max); 3 bits and more keep the std within
+				// 15%.
+				tol := 0.15
+				if bits := 8 * float64(ti.Size) / float64(ti.Elements()); bits < 3 {
+					tol = 0.6
+				}
+				want := 1 / math.Sqrt(float64(ti.Shape[0]))
+				if _, s := meanStd(vals); math.Abs(s/want-1) > tol {
+					t.Errorf("%s (%v): std %.4f, want %.4f ± %.0f%%", ti.Name, ti.Type, s, want, 100*tol)
+				}
+			}
+		})
+	}
+}
+
+// TestStrictRefusesFallback: Qwen 2.5 0.5B's width, 896, is no multiple of
+// the K-quants' 256, so its Q4_K_M falls back as llama-quantize's does;
+// Strict makes that an error naming the tensor and the types.
+func TestStrictRefusesFallback(t *testing.T) {
+	p := mustPreset(t, "qwen2.5-0.5b")
+	l, err := Plan(p, Options{Quant: "Q4_K_M"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fallbacks := 0
+	for _, tt := range l.Tensors {
+		if tt.Fallback {
+			fallbacks++
+			if tt.Type.BlockSize() == 256 {
+				t.Errorf("%s fell back to %v, whose block does not fit either", tt.Name, tt.Type)
+			}
+		}
+	}
+	if fallbacks == 0 {
+		t.Error("no tensor fell back")
+	}
+	_, err = Plan(p, Options{Quant: "Q4_K_M", Strict: true})
+	// The tied token_embd is the output tensor, which the mix puts in Q8_0
+	// when its rows do not fit (no fallback); the first fallback is attn_q.
+	for _, want := range []string{"qwen2.5-0.5b", "Q4_K_M", `"blk.0.attn_q.weight"`, "896", "block of 256", "Q5_0"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Strict: %v, want an error containing %q", err, want)
+		}
+	}
+	// A type whose blocks fit is fine under Strict.
+	if _, err := Plan(p, Options{Quant: "Q8_0", Strict: true}); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestStandInPlansAsTheRealFile checks planTypes' premise: a full-size
+// model file and the stand-in Plan builds get the same types from
+// gguf.PlanRequantize.
+func TestStandInPlansAsTheRealFile(t *testing.T) {
+	for _, name := range []string{"tiny-llama", "tiny-qwen2", "tiny-phi3", "tiny-gemma3"} {
+		p := mustPreset(t, name)
+		full, _ := writeModel(t, p, Options{Quant: "F32"})
+		f32, err := Plan(p, Options{Quant: "F32"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range []string{"Q4_K_M", "Q3_K_S", "Q2_K", "IQ4_XS", "TQ1_0", "MXFP4_MOE", "Q6_K", "F16"} {
+			target, err := gguf.ParseQuantTarget(q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			plans, err := gguf.PlanRequantize(full, gguf.RequantizeOptions{Target: target})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := f32.Requantized(q, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, pl := range plans {
+				if pl.To != l.Tensors[i].Type || pl.OutSize != l.Tensors[i].Size {
+					t.Errorf("%s %s %s: the full file plans %v (%d bytes), the stand-in %v (%d bytes)",
+						name, q, pl.Name, pl.To, pl.OutSize, l.Tensors[i].Type, l.Tensors[i].Size)
+				}
+			}
+		}
+	}
+}
+
+func TestRequantizedIsPlan(t *testing.T) {
+	p := mustPreset(t, "tiny-gemma2")
+	first, err := Plan(p, Options{Quant: "Q8_0", Seed: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"Q4_0", "Q4_K_M", "F16"} {
+		re, err := first.Requantized(q, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		direct, err := Plan(p, Options{Quant: q, Seed: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(re.Tensors) != fmt.Sprint(direct.Tensors) || re.FileSize != direct.FileSize || re.Quant != direct.Quant {
+			t.Errorf("%s: Requantized differs from Plan", q)
+		}
+	}
+	if _, err := first.Requantized("Q4_K", true); err == nil {
+		t.Error("Requantized ignored strict")
+	}
+}
+
+// pooledTest has tensors above directValues (token_embd 2.1M values,
+// ffn_* 393K), which are assembled from pools.
+var pooledTest = Preset{
+	Name: "pooled-test", Model: "test", Arch: "qwen2",
+	Vocab: 8320, Hidden: 256, Layers: 1, Heads: 4, KVHeads: 2, HeadDim: 64, FF: 1536,
+	Context: 512, Eps: 1e-6, RopeBase: 10000, TiedEmbeddings: true, Tokenizer: "qwen",
+}
+
+func TestPooledTensors(t *testing.T) {
+	// Q8_0 quantizes fast and F16 takes the float path; the pool is the
+	// same code for every type.
+	for _, q := range []string{"Q8_0", "F16"} {
+		l, err := Plan(pooledTest, Options{Quant: q})
+		if err != nil {
+			t.Fatal(err)
+		}
+		npooled := 0
+		for i, tt := range l.Tensors {
+			if pooled(tt, l.specs[i].kind) {
+				npooled++
+			}
+		}
+		if npooled < 2 {
+			t.Fatalf("%s: %d pooled tensors: the test does not test the pools", q, npooled)
+		}
+		f, _ := writeModel(t, pooledTest, Options{Quant: q, Seed: 9})
+		for _, name := range []string{"token_embd.weight", "blk.0.ffn_up.weight", "blk.0.ffn_down.weight"} {
+			vals, ti := dequantized(t, f, name)
+			want := 1 / math.Sqrt(float64(ti.Shape[0]))
+			// Over 400K values the sample std is within 0.2% of the
+			// pool's, and the pool's 2M values are as close to σ; Q8_0's
+			// rounding adds well under 1%.
+			if m, s := meanStd(vals); math.Abs(m) > 0.02*want || math.Abs(s/want-1) > 0.05 {
+				t.Errorf("%s %s: mean %.5f std %.5f, want 0 and %.5f", q, name, m, s, want)
+			}
+			// Rows are distinct draws.
+			data, _ := f.Data(ti)
+			nrows := int(ti.Elements() / ti.Shape[0])
+			rowBytes := len(data) / nrows
+			rows := map[string]bool{}
+			for r := range nrows {
+				key := string(data[r*rowBytes : (r+1)*rowBytes])
+				if rows[key] {
+					t.Fatalf("%s %s: row %d repeats an earlier row", q, name, r)
+				}
+				rows[key] = true
+			}
+		}
+	}
+}
+
+// TestDeterministic: the seed alone decides the bytes, whatever the number
+// of workers.
+func TestDeterministic(t *testing.T) {
+	for _, c := range []struct {
+		p Preset
+		q string
+	}{{mustPreset(t, "tiny-gemma3"), "Q4_K_M"}, {pooledTest, "Q8_0"}} {
+		_, a := writeModel(t, c.p, Options{Quant: c.q, Seed: 42})
+		prev := runtime.GOMAXPROCS(1)
+		_, b := writeModel(t, c.p, Options{Quant: c.q, Seed: 42})
+		runtime.GOMAXPROCS(prev)
+		if !bytes.Equal(a, b) {
+			t.Errorf("%s: the same seed on 1 and %d workers gave different files", c.p.Name, prev)
+		}
+		_, d := writeModel(t, c.p, Options{Quant: c.q, Seed: 43})
+		if len(d) != len(a) {
+			t.Fatalf("%s: another seed changed the layout", c.p.Name)
+		}
+		if bytes.Equal(a, d) {
+			t.Errorf("%s: seeds 42 and 43 gave the same file", c.p.Name)
+		}
+	}
+}
+
+// TestRopeFreqs checks Llama 3.1 8B's factors against values computed by
+// hand (in float64) from the converter's formula: 29 pairs of high
+// frequency keep 1, 29 of low frequency get the factor 8, and the 6
+// between blend.
+func TestRopeFreqs(t *testing.T) {
+	got := ropeFreqs(mustPreset(t, "llama-3.1-8b"))
+	if len(got) != 64 {
+		t.Fatalf("%d factors, want 64", len(got))
+	}
+	blend := map[int]float64{29: 1.207484, 30: 1.553415, 31: 2.026313, 32: 2.69453, 33: 3.684253, 34: 5.257327}
+	for i, g := range got {
+		want := 1.0
+		switch {
+		case i >= 35:
+			want = 8
+		case i >= 29:
+			want = blend[i]
+		}
+		// The hand values have 7 digits; float32 has 7.
+		if math.Abs(float64(g)-want) > 2e-6*want {
+			t.Errorf("factor %d = %v, want %v", i, g, want)
+		}
+	}
+}
+
+// TestForwardStaysFinite runs a plain float64 forward pass of a deep,
+// narrow Llama (24 layers) over the written weights: the scaling of the
+// weights must keep the residual stream and the logits of order one. RoPE
+// is left out: it rotates pairs, so it changes no magnitude this checks.
+func TestForwardStaysFinite(t *testing.T) {
+	p := Preset{
+		Name: "deep-test", Model: "test", Arch: "llama",
+		Vocab: 300, Hidden: 64, Layers: 24, Heads: 4, KVHeads: 2, HeadDim: 16, FF: 128,
+		Context: 512, Eps: 1e-5, RopeBase: 10000, Tokenizer: "llama3",
+	}
+	f, _ := writeModel(t, p, Options{Quant: "Q8_0", Seed: 11})
+	w := func(name string) []float32 { v, _ := dequantized(t, f, name); return v }
+	// matvec is y = W x for a ggml [cols, rows] matrix.
+	matvec := func(m []float32, x []float64) []float64 {
+		cols := len(x)
+		y := make([]float64, len(m)/cols)
+		for r := range y {
+			for c, xv := range x {
+				y[r] += float64(m[r*cols+c]) * xv
+			}
+		}
+		return y
+	}
+	rmsnorm := func(x []float64, g []float32) []float64 {
+		var ss float64
+		for _, v := range x {
+			ss += v * v
+		}
+		s := 1 / math.Sqrt(ss/float64(len(x))+p.Eps)
+		y := make([]float64, len(x))
+		for i, v := range x {
+			y[i] = v * s * float64(g[i])
+		}
+		return y
+	}
+
+	tokens := []int{5, 77, 140, 9, 260, 33, 101, 2}
+	emb := w("token_embd.weight")
+	hd, group := p.HeadDim, p.Heads/p.KVHeads
+	xs := make([][]float64, len(tokens))
+	for i, tk := range tokens {
+		xs[i] = make([]float64, p.Hidden)
+		for j := range xs[i] {
+			xs[i][j] = float64(emb[tk*p.Hidden+j])
+		}
+	}
+	for l := range p.Layers {
+		b := fmt.Sprintf("blk.%d.", l)
+		wq, wk, wv, wo := w(b+"attn_q.weight"), w(b+"attn_k.weight"), w(b+"attn_v.weight"), w(b+"attn_output.weight")
+		wg, wu, wd := w(b+"ffn_gate.weight"), w(b+"ffn_up.weight"), w(b+"ffn_down.weight")
+		an, fn := w(b+"attn_norm.weight"), w(b+"ffn_norm.weight")
+		ks, vs := make([][]float64, len(xs)), make([][]float64, len(xs))
+		for i, x := range xs {
+			h := rmsnorm(x, an)
+			q := matvec(wq, h)
+			ks[i], vs[i] = matvec(wk, h), matvec(wv, h)
+			// Causal attention over positions 0..i, one head at a time.
+			att := make([]float64, p.Heads*hd)
+			for hh := range p.Heads {
+				kv := hh / group
+				scores := make([]float64, i+1)
+				top := math.Inf(-1)
+				for j := range scores {
+					for d := range hd {
+						scores[j] += q[hh*hd+d] * ks[j][kv*hd+d]
+					}
+					scores[j] /= math.Sqrt(float64(hd))
+					top = max(top, scores[j])
+				}
+				var sum float64
+				for j := range scores {
+					scores[j] = math.Exp(scores[j] - top)
+					sum += scores[j]
+				}
+				for j := range scores {
+					for d := range hd {
+						att[hh*hd+d] += scores[j] / sum * vs[j][kv*hd+d]
+					}
+				}
+			}
+			for j, v := range matvec(wo, att) {
+				x[j] += v
+			}
+			h = rmsnorm(x, fn)
+			g, u := matvec(wg, h), matvec(wu, h)
+			for j := range g {
+				g[j] = g[j] / (1 + math.Exp(-g[j])) * u[j] // SwiGLU
+			}
+			for j, v := range matvec(wd, g) {
+				x[j] += v
+			}
+		}
+	}
+	last := xs[len(xs)-1]
+	var rms float64
+	for _, v := range last {
+		rms += v * v
+	}
+	rms = math.Sqrt(rms / float64(len(last)))
+	logits := matvec(w("output.weight"), rmsnorm(last, w("output_norm.weight")))
+	var lf []float32
+	for _, v := range logits {
+		lf = append(lf, float32(v))
+	}
+	_, std := meanStd(lf)
+	// Each layer adds a unit-variance update, so after 24 the residual's
+	// RMS is about sqrt(24) ≈ 5; logits are a unit-variance projection of
+	// a normalized vector, so their std is about 1. A factor 3 either way
+	// is still sane; a scale bug is a factor sqrt(width) or more.
+	if math.IsNaN(rms) || rms < 1 || rms > 15 {
+		t.Errorf("residual RMS after %d layers = %v, want about 5", p.Layers, rms)
+	}
+	if math.IsNaN(std) || std < 0.33 || std > 3 {
+		t.Errorf("logits std = %v, want about 1", std)
+	}
+}
+
+func TestWriteFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "tiny.gguf")
+	p := mustPreset(t, "tiny-phi3")
+	var last Progress
+	calls := 0
+	o := Options{Quant: "Q8_0", Progress: func(pr Progress) {
+		if pr.BytesDone < last.BytesDone || pr.Index < last.Index {
+			t.Errorf("progress went back: %+v after %+v", pr, last)
+		}
+		last = pr
+		calls++
+	}}
+	if err := WriteFile(path, p, o); err != nil {
+		t.Fatal(err)
+	}
+	l, _ := Plan(p, o)
+	if st, err := os.Stat(path); err != nil || st.Size() != l.FileSize {
+		t.Errorf("stat: %v, want %d bytes", err, l.FileSize)
+	}
+	if _, err := os.Stat(path + ".tmp"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s.tmp is left: %v", path, err)
+	}
+	if last.BytesDone != last.BytesTotal || last.BytesTotal != int64(l.TensorBytes) || last.Index != len(l.Tensors)-1 || calls < len(l.Tensors) {
+		t.Errorf("last progress %+v after %d calls, want all %d bytes of %d tensors", last, calls, l.TensorBytes, len(l.Tensors))
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+}
+
+func TestWriteCanceled(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "canceled.gguf")
+	ctx, cancel := context.WithCancel(context.Background())
+	o := Options{Quant: "F32", Context: ctx, Progress: func(pr Progress) {
+		if pr.Index >= 3 {
+			cancel()
+		}
+	}}
+	err := WriteFile(path, mustPreset(t, "tiny-qwen3"), o)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("WriteFile = %v, want context.Canceled", err)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 0 {
+		t.Errorf("a canceled write left %v", entries)
+	}
+	// The pipeline's goroutines are gone: a canceled Write to a writer
+	// that fails also returns.
+	err = Write(failingWriter{}, mustPreset(t, "tiny-qwen3"), Options{Quant: "F32"})
+	if err == nil || !strings.Contains(err.Error(), "disk full") {
+		t.Errorf("Write to a failing writer = %v", err)
+	}
+}
+
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
+
+// BenchmarkWriteLlama1B measures making the data of Llama 3.2 1B at Q4_K_M
+// (800 MB) without a disk.
+func BenchmarkWriteLlama1B(b *testing.B) {
+	p := mustPreset(b, "llama-3.2-1b")
+	l, err := Plan(p, Options{Quant: "Q4_K_M"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(l.FileSize)
+	for b.Loop() {
+		if err := Write(io.Discard, p, Options{Quant: "Q4_K_M"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkPlanGemma3(b *testing.B) {
+	p := mustPreset(b, "gemma-3-1b")
+	for b.Loop() {
+		if _, err := Plan(p, Options{Quant: "Q4_K_M"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
