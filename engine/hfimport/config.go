@@ -1,0 +1,534 @@
+package hfimport
+
+import (
+	"fmt"
+	"math"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// windowKind is how a family's layers use the sliding window.
+type windowKind int
+
+const (
+	windowNone      windowKind = iota // full attention everywhere (llama, gemma)
+	windowAll                         // every layer, when the config sets one (mistral, phi3)
+	windowAlternate                   // even layers sliding, odd layers global (gemma2)
+	windowPattern                     // every Nth layer global (gemma3)
+	windowRefused                     // Qwen's max_window_layers scheme, which Hearth does not run
+)
+
+// A family is what differs between the Hugging Face architectures this
+// package converts: data that the one conversion consults.
+type family struct {
+	arch       string // general.architecture
+	permuteQK  bool   // llama.cpp's interleaved RoPE layout for q and k
+	gemmaNorms bool   // norm weights are stored as gain-1: add 1
+	postNorms  bool   // gemma2/3's norms after attention and feed-forward
+	qkNorm     bool   // RMSNorm of q and k per head (qwen3, gemma3)
+	qkvBias    bool   // q, k and v carry biases (qwen2)
+	fused      bool   // phi3's qkv_proj and gate_up_proj
+	window     windowKind
+	softcap    bool // gemma2's attention and final logit soft-capping
+	attnScale  bool // 1/sqrt(query_pre_attn_scalar) instead of 1/sqrt(head_dim)
+
+	tied bool // the class default of tie_word_embeddings
+	// The class defaults of the numeric keys a config.json may omit
+	// (Gemma 3's text_config inside a multimodal config omits most).
+	defaults map[string]float64
+}
+
+// families are the architectures by the class name in config.json's
+// "architectures", with their transformers class defaults.
+var families = map[string]*family{
+	"LlamaForCausalLM": {
+		arch: "llama", permuteQK: true,
+		defaults: map[string]float64{"rms_norm_eps": 1e-6, "rope_theta": 10000, "max_position_embeddings": 2048},
+	},
+	"MistralForCausalLM": {
+		arch: "llama", permuteQK: true, window: windowAll,
+		defaults: map[string]float64{"rms_norm_eps": 1e-6, "rope_theta": 10000, "max_position_embeddings": 4096 * 32},
+	},
+	"GemmaForCausalLM": {
+		arch: "gemma", gemmaNorms: true, tied: true,
+		defaults: map[string]float64{"rms_norm_eps": 1e-6, "rope_theta": 10000, "max_position_embeddings": 8192, "head_dim": 256},
+	},
+	"Gemma2ForCausalLM": {
+		arch: "gemma2", gemmaNorms: true, postNorms: true, window: windowAlternate, softcap: true, attnScale: true, tied: true,
+		defaults: map[string]float64{
+			"rms_norm_eps": 1e-6, "rope_theta": 10000, "max_position_embeddings": 8192, "head_dim": 256,
+			"query_pre_attn_scalar": 256, "sliding_window": 4096,
+			"attn_logit_softcapping": 50, "final_logit_softcapping": 30,
+		},
+	},
+	"Gemma3ForCausalLM": {
+		arch: "gemma3", gemmaNorms: true, postNorms: true, qkNorm: true, window: windowPattern, attnScale: true, tied: true,
+		defaults: map[string]float64{
+			"vocab_size": 262208, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
+			"num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
+			"rms_norm_eps": 1e-6, "rope_theta": 1e6, "rope_local_base_freq": 10000,
+			"max_position_embeddings": 131072, "query_pre_attn_scalar": 256, "sliding_window": 4096,
+		},
+	},
+	"Qwen2ForCausalLM": {
+		arch: "qwen2", qkvBias: true, window: windowRefused,
+		defaults: map[string]float64{"rms_norm_eps": 1e-6, "rope_theta": 10000, "max_position_embeddings": 32768},
+	},
+	"Qwen3ForCausalLM": {
+		arch: "qwen3", qkNorm: true, window: windowRefused,
+		defaults: map[string]float64{"rms_norm_eps": 1e-6, "rope_theta": 10000, "max_position_embeddings": 32768, "head_dim": 128},
+	},
+	"Phi3ForCausalLM": {
+		arch: "phi3", fused: true, window: windowAll,
+		defaults: map[string]float64{"rms_norm_eps": 1e-5, "rope_theta": 10000, "max_position_embeddings": 4096},
+	},
+}
+
+// multimodal are the vision-language classes whose text model is one of
+// families: its config is text_config and its tensors carry a prefix.
+var multimodal = map[string]string{
+	"Gemma3ForConditionalGeneration": "Gemma3ForCausalLM",
+}
+
+// ropeParams is one RoPE of a config, as transformers' rope_parameters (v5)
+// or rope_theta and rope_scaling (v4) give it.
+type ropeParams struct {
+	typ                        string // "default", "linear" or "llama3"
+	theta                      float64
+	factor                     float64 // linear and llama3
+	lowFreqFactor, highFreqFac float64 // llama3
+	origCtx                    int     // llama3's original_max_position_embeddings
+	partial                    float64 // partial_rotary_factor: the share of head_dim rotated
+}
+
+// hparams is what the conversion needs of config.json.
+type hparams struct {
+	class  string // the Hugging Face class, e.g. "Gemma3ForCausalLM"
+	fam    *family
+	prefix bool // tensors are the text part of a multimodal checkpoint
+
+	vocab, hidden, layers, ff, heads, kvHeads, headDim, ctx int
+	eps                                                     float64
+	tied                                                    bool
+
+	window       int // sliding window in tokens, 0 for none
+	swaPattern   int // gemma3: layer i is global when (i+1)%swaPattern == 0
+	qpas         float64
+	attnSoftcap  float64 // 0 for none
+	finalSoftcap float64 // 0 for none
+	rope         ropeParams
+	ropeLocal    ropeParams // gemma3's sliding layers
+	origCtx      int        // phi3's original_max_position_embeddings, 0 if absent
+
+	bos, eos, pad []int // config.json's ids, used when tokenizer_config.json names none
+}
+
+// parseConfig reads the hyper-parameters of config.json.
+func parseConfig(dir string) (*hparams, error) {
+	path := filepath.Join(dir, "config.json")
+	top, err := readObject(path)
+	if err != nil {
+		return nil, err
+	}
+	archs, err := top.strs("architectures")
+	if err != nil {
+		return nil, err
+	}
+	if len(archs) == 0 {
+		mt, _ := top.str("model_type", "")
+		return nil, fmt.Errorf("hfimport: %s: no \"architectures\" (model_type %q): cannot tell the model class", path, mt)
+	}
+	hp := &hparams{class: archs[0]}
+	c := top
+	if text, ok := multimodal[hp.class]; ok {
+		if c, err = top.obj("text_config"); err != nil {
+			return nil, err
+		}
+		if c.m == nil {
+			c.m = map[string]any{}
+		}
+		hp.class, hp.prefix = text, true
+	}
+	fam, ok := families[hp.class]
+	if !ok {
+		return nil, fmt.Errorf("hfimport: %s: architecture %q is not supported (supported: %s)", path, archs[0], strings.Join(supported(), ", "))
+	}
+	hp.fam = fam
+
+	num := func(key string) (float64, error) {
+		def, ok := fam.defaults[key]
+		if !c.has(key) && !ok {
+			return 0, c.errorf(key, "is missing")
+		}
+		return c.float(key, def)
+	}
+	integer := func(key string) (int, error) {
+		if !c.has(key) {
+			def, ok := fam.defaults[key]
+			if !ok {
+				return 0, c.errorf(key, "is missing")
+			}
+			return int(def), nil
+		}
+		return c.int(key, 0)
+	}
+	for _, f := range []struct {
+		key string
+		dst *int
+	}{
+		{"vocab_size", &hp.vocab}, {"hidden_size", &hp.hidden}, {"num_hidden_layers", &hp.layers},
+		{"intermediate_size", &hp.ff}, {"num_attention_heads", &hp.heads}, {"max_position_embeddings", &hp.ctx},
+	} {
+		if *f.dst, err = integer(f.key); err != nil {
+			return nil, err
+		}
+		if *f.dst <= 0 {
+			return nil, c.errorf(f.key, "is %d, want a positive number", *f.dst)
+		}
+	}
+	// Without num_key_value_heads every head has its own K and V (MHA).
+	hp.kvHeads = hp.heads
+	if c.has("num_key_value_heads") || fam.defaults["num_key_value_heads"] != 0 {
+		if hp.kvHeads, err = integer("num_key_value_heads"); err != nil {
+			return nil, err
+		}
+	}
+	// head_dim is null or absent in most Llama-style configs: hidden/heads.
+	if c.has("head_dim") || fam.defaults["head_dim"] != 0 {
+		if hp.headDim, err = integer("head_dim"); err != nil {
+			return nil, err
+		}
+	} else {
+		if hp.hidden%hp.heads != 0 {
+			return nil, fmt.Errorf("hfimport: %s: hidden_size (%d) must be divisible by num_attention_heads (%d) when head_dim is not given", path, hp.hidden, hp.heads)
+		}
+		hp.headDim = hp.hidden / hp.heads
+	}
+	if hp.kvHeads <= 0 || hp.heads%hp.kvHeads != 0 {
+		return nil, fmt.Errorf("hfimport: %s: num_attention_heads (%d) must be a multiple of num_key_value_heads (%d)", path, hp.heads, hp.kvHeads)
+	}
+	if hp.headDim <= 0 || hp.headDim%2 != 0 {
+		return nil, fmt.Errorf("hfimport: %s: head_dim %d must be positive and even for RoPE", path, hp.headDim)
+	}
+	if hp.eps, err = num("rms_norm_eps"); err != nil {
+		return nil, err
+	}
+	if hp.tied, err = c.bool("tie_word_embeddings", fam.tied); err != nil {
+		return nil, err
+	}
+	// A multimodal config keeps tie_word_embeddings at its top.
+	if hp.prefix && !c.has("tie_word_embeddings") {
+		if hp.tied, err = top.bool("tie_word_embeddings", fam.tied); err != nil {
+			return nil, err
+		}
+	}
+	if hp.bos, err = c.ints("bos_token_id"); err != nil {
+		return nil, err
+	}
+	if hp.eos, err = c.ints("eos_token_id"); err != nil {
+		return nil, err
+	}
+	if hp.pad, err = c.ints("pad_token_id"); err != nil {
+		return nil, err
+	}
+	if hp.prefix && hp.bos == nil && hp.eos == nil {
+		if hp.bos, err = top.ints("bos_token_id"); err != nil {
+			return nil, err
+		}
+		if hp.eos, err = top.ints("eos_token_id"); err != nil {
+			return nil, err
+		}
+	}
+	if err := hp.parseRope(c); err != nil {
+		return nil, err
+	}
+	if err := hp.parseWindow(c); err != nil {
+		return nil, err
+	}
+	if fam.attnScale {
+		if hp.qpas, err = num("query_pre_attn_scalar"); err != nil {
+			return nil, err
+		}
+		if hp.qpas <= 0 {
+			return nil, c.errorf("query_pre_attn_scalar", "is %g, want a positive number", hp.qpas)
+		}
+	}
+	if fam.softcap {
+		// null turns a cap off; absent takes the class default.
+		for _, f := range []struct {
+			key string
+			dst *float64
+		}{{"attn_logit_softcapping", &hp.attnSoftcap}, {"final_logit_softcapping", &hp.finalSoftcap}} {
+			if c.isNull(f.key) {
+				continue
+			}
+			if *f.dst, err = num(f.key); err != nil {
+				return nil, err
+			}
+		}
+	} else if c.has("final_logit_softcapping") {
+		// Gemma 3 has the key, null in every released model; honour it if set.
+		if hp.finalSoftcap, err = c.float("final_logit_softcapping", 0); err != nil {
+			return nil, err
+		}
+	}
+	if fam.arch == "phi3" {
+		if hp.origCtx, err = c.int("original_max_position_embeddings", 0); err != nil {
+			return nil, err
+		}
+	}
+	return hp, nil
+}
+
+func supported() []string {
+	var names []string
+	for n := range families {
+		names = append(names, n)
+	}
+	for n := range multimodal {
+		names = append(names, n+" (text only)")
+	}
+	slices.Sort(names)
+	return names
+}
+
+// parseRope reads the RoPE of c: transformers 5's rope_parameters (one
+// object, or for Gemma 3 one per layer type: full_attention and
+// sliding_attention), or 4's rope_theta, rope_scaling and Gemma 3's
+// rope_local_base_freq.
+func (hp *hparams) parseRope(c object) error {
+	fam := hp.fam
+	theta, err := c.float("rope_theta", fam.defaults["rope_theta"])
+	if err != nil {
+		return err
+	}
+	partial, err := c.float("partial_rotary_factor", 1)
+	if err != nil {
+		return err
+	}
+	localTheta, err := c.float("rope_local_base_freq", 10000)
+	if err != nil {
+		return err
+	}
+	localDefault := ropeParams{typ: "default", theta: localTheta, factor: 1, partial: partial}
+
+	rp, err := c.obj("rope_parameters")
+	if err != nil {
+		return err
+	}
+	switch {
+	case rp.m != nil && (rp.has("full_attention") || rp.has("sliding_attention")):
+		full, err := rp.obj("full_attention")
+		if err != nil {
+			return err
+		}
+		if hp.rope, err = readRope(full, theta, partial); err != nil {
+			return err
+		}
+		hp.ropeLocal = hp.rope
+		if rp.has("sliding_attention") {
+			slide, err := rp.obj("sliding_attention")
+			if err != nil {
+				return err
+			}
+			if hp.ropeLocal, err = readRope(slide, localTheta, partial); err != nil {
+				return err
+			}
+		}
+	case rp.m != nil:
+		if hp.rope, err = readRope(rp, theta, partial); err != nil {
+			return err
+		}
+		hp.ropeLocal = hp.rope
+		if fam.window == windowPattern {
+			hp.ropeLocal = localDefault
+		}
+	default:
+		scaling, err := c.obj("rope_scaling")
+		if err != nil {
+			return err
+		}
+		if scaling.m == nil {
+			scaling.m = map[string]any{}
+		}
+		if hp.rope, err = readRope(scaling, theta, partial); err != nil {
+			return err
+		}
+		hp.ropeLocal = hp.rope
+		if fam.window == windowPattern {
+			// Gemma 3's rope_scaling is for the global layers only.
+			hp.ropeLocal = localDefault
+		}
+	}
+	if hp.ropeLocal.typ != "default" && fam.window == windowPattern {
+		return fmt.Errorf("hfimport: %s: the sliding layers' RoPE is %q: GGUF has no scaling for them", c.file, hp.ropeLocal.typ)
+	}
+	if hp.rope.typ == "llama3" && !fam.permuteQK {
+		return fmt.Errorf("hfimport: %s: llama3 RoPE scaling on %s is not supported", c.file, hp.class)
+	}
+	if hp.rope.partial <= 0 || hp.rope.partial > 1 {
+		return fmt.Errorf("hfimport: %s: partial_rotary_factor %g must be in (0, 1]", c.file, hp.rope.partial)
+	}
+	return nil
+}
+
+// readRope reads one RoPE object: rope_type (or v4's type), rope_theta and
+// the scaling's own fields.
+func readRope(o object, theta, partial float64) (ropeParams, error) {
+	p := ropeParams{}
+	var err error
+	typ, err := o.str("type", "default")
+	if err != nil {
+		return p, err
+	}
+	if p.typ, err = o.str("rope_type", typ); err != nil {
+		return p, err
+	}
+	if p.theta, err = o.float("rope_theta", theta); err != nil {
+		return p, err
+	}
+	if p.factor, err = o.float("factor", 1); err != nil {
+		return p, err
+	}
+	if p.lowFreqFactor, err = o.float("low_freq_factor", 1); err != nil {
+		return p, err
+	}
+	if p.highFreqFac, err = o.float("high_freq_factor", 4); err != nil {
+		return p, err
+	}
+	if p.origCtx, err = o.int("original_max_position_embeddings", 0); err != nil {
+		return p, err
+	}
+	if p.partial, err = o.float("partial_rotary_factor", partial); err != nil {
+		return p, err
+	}
+	if p.theta <= 0 {
+		return p, o.errorf("rope_theta", "is %g, want a positive number", p.theta)
+	}
+	switch p.typ {
+	case "default", "":
+		p.typ = "default"
+	case "linear":
+		if p.factor <= 0 {
+			return p, o.errorf("factor", "is %g, want a positive number", p.factor)
+		}
+	case "llama3":
+		if p.factor <= 0 || p.origCtx <= 0 || p.highFreqFac <= p.lowFreqFactor || p.lowFreqFactor <= 0 {
+			return p, fmt.Errorf("hfimport: %s: %s: llama3 scaling needs factor > 0, original_max_position_embeddings > 0 and high_freq_factor > low_freq_factor > 0 (have %g, %d, %g, %g)",
+				o.file, o.path, p.factor, p.origCtx, p.highFreqFac, p.lowFreqFactor)
+		}
+	default:
+		return p, o.errorf("rope_type", "%q is not supported (Hearth runs default, linear and llama3)", p.typ)
+	}
+	return p, nil
+}
+
+// parseWindow reads the sliding window and which layers use it, and checks
+// that the layers follow the one pattern GGUF can say for the family.
+func (hp *hparams) parseWindow(c object) error {
+	layerTypes, err := c.strs("layer_types")
+	if err != nil {
+		return err
+	}
+	if layerTypes != nil && len(layerTypes) != hp.layers {
+		return c.errorf("layer_types", "has %d entries for %d layers", len(layerTypes), hp.layers)
+	}
+	sliding := func(i int) bool { return layerTypes[i] == "sliding_attention" }
+	window := func() error {
+		if c.isNull("sliding_window") {
+			return nil
+		}
+		def, ok := hp.fam.defaults["sliding_window"]
+		if !c.has("sliding_window") && !ok {
+			return nil
+		}
+		w, err := c.int("sliding_window", int(def))
+		if err != nil {
+			return err
+		}
+		if w < 0 {
+			return c.errorf("sliding_window", "is %d", w)
+		}
+		hp.window = w
+		return nil
+	}
+	switch hp.fam.window {
+	case windowNone:
+		return nil
+	case windowAll:
+		return window()
+	case windowRefused:
+		on, err := c.bool("use_sliding_window", false)
+		if err != nil {
+			return err
+		}
+		if on || (layerTypes != nil && slices.Contains(layerTypes, "sliding_attention")) {
+			return fmt.Errorf("hfimport: %s: use_sliding_window (Qwen's sliding window on the layers from max_window_layers) is not supported", c.file)
+		}
+		return nil
+	case windowAlternate:
+		if err := window(); err != nil {
+			return err
+		}
+		for i := range layerTypes {
+			if sliding(i) != (i%2 == 0) {
+				return c.errorf("layer_types", "%v is not Gemma 2's alternation (even layers sliding, odd layers global), which GGUF assumes", layerTypes)
+			}
+		}
+		return nil
+	case windowPattern:
+		if err := window(); err != nil {
+			return err
+		}
+		if hp.swaPattern, err = c.int("sliding_window_pattern", 6); err != nil {
+			return err
+		}
+		if layerTypes != nil {
+			if first := slices.Index(layerTypes, "full_attention"); first >= 0 {
+				hp.swaPattern = first + 1
+			}
+			for i := range layerTypes {
+				if sliding(i) != ((i+1)%hp.swaPattern != 0) {
+					return c.errorf("layer_types", "%v is not one global layer in every %d, which GGUF can say", layerTypes, hp.swaPattern)
+				}
+			}
+		}
+		if hp.swaPattern <= 0 {
+			return c.errorf("sliding_window_pattern", "is %d, want a positive number", hp.swaPattern)
+		}
+		return nil
+	}
+	return nil
+}
+
+// ropeDims is rope.dimension_count: the rotated share of a head.
+func (hp *hparams) ropeDims() int {
+	return int(math.Round(float64(hp.headDim) * hp.rope.partial))
+}
+
+// llama3RopeFactors are rope_freqs.weight as llama.cpp's converter computes
+// them for Llama 3's rope_scaling: for each frequency pair, 1 above the
+// high-frequency band, factor below the low one, and between them the
+// reciprocal of the same smooth mix transformers applies to inv_freq (ggml
+// divides a frequency by its factor).
+func llama3RopeFactors(p ropeParams, dims int) []float32 {
+	lowWavelen := float64(p.origCtx) / p.lowFreqFactor
+	highWavelen := float64(p.origCtx) / p.highFreqFac
+	out := make([]float32, dims/2)
+	for i := range out {
+		// In float32 as both references compute inv_freq.
+		freq := float64(float32(1 / math.Pow(p.theta, float64(2*i)/float64(dims))))
+		wavelen := 2 * math.Pi / freq
+		switch {
+		case wavelen < highWavelen:
+			out[i] = 1
+		case wavelen > lowWavelen:
+			out[i] = float32(p.factor)
+		default:
+			smooth := (float64(p.origCtx)/wavelen - p.lowFreqFactor) / (p.highFreqFac - p.lowFreqFactor)
+			out[i] = float32(1 / ((1-smooth)/p.factor + smooth))
+		}
+	}
+	return out
+}

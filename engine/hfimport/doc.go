@@ -1,0 +1,37 @@
+// Package hfimport converts a Hugging Face model folder (config.json,
+// safetensors weights, tokenizer files) into a GGUF file, writing what
+// llama.cpp's convert_hf_to_gguf.py writes for the same model, so that
+// engine/model loads an imported model exactly as it loads a downloaded GGUF.
+//
+// The architectures are Llama (and Mistral, written as "llama"), Gemma 1-3
+// (Gemma 3 text, also the text part of Gemma3ForConditionalGeneration), Qwen
+// 2 and 3, and Phi-3. The conversion is the converter's:
+//
+//   - Llama's q and k rows are permuted from Hugging Face's rotate_half
+//     layout to ggml's interleaved RoPE pairs; the NeoX-RoPE families are
+//     left as they are.
+//   - Gemma stores its RMSNorm gains as gain-1 and adds the 1 at run time;
+//     GGUF holds the plain gain, so every Gemma norm weight gets 1 added
+//     (in float32, exactly as transformers' forward computes it).
+//   - Llama 3's rope_scaling becomes a rope_freqs.weight tensor of per-pair
+//     frequency divisors, linear scaling becomes rope.scaling.* keys.
+//   - Phi-3's fused qkv_proj and gate_up_proj stay fused; Qwen 2's q/k/v
+//     biases are kept; a model with tied embeddings has no output.weight.
+//   - 2-D weights are written in the requested type (by default their own
+//     dtype); norms, biases and rope_freqs are always F32.
+//
+// Both of transformers' config layouts are read: 5.x's rope_parameters (for
+// Gemma 3 one per layer type) and layer_types, and 4.x's rope_theta,
+// rope_scaling, rope_local_base_freq and sliding_window_pattern. Keys a
+// config omits take the transformers class defaults.
+//
+// The tokenizer comes from tokenizer.json (byte-level BPE, via
+// engine/tokenizer.FromHFTokenizerJSON, its pre-tokenizer recognized from
+// the pre_tokenizer steps or named by the caller) or tokenizer.model
+// (SentencePiece), with the special tokens of tokenizer_config.json,
+// config.json and generation_config.json, and the chat template.
+//
+// Weights are read through io.ReaderAt a chunk of rows at a time, never a
+// whole file, and Open checks every safetensors header against its file
+// size and every tensor against config.json before anything is written.
+package hfimport

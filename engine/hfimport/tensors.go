@@ -1,0 +1,355 @@
+package hfimport
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/hearthstudio/hearth/gguf"
+)
+
+// defaultChunk is how much source data a conversion decodes at a time: big
+// enough that ReadAt calls are few, small enough that a 2 GB embedding never
+// sits in memory.
+const defaultChunk = 1 << 20
+
+// tensorPlan is one output tensor: where its data comes from and what
+// happens to it on the way.
+type tensorPlan struct {
+	name  string
+	typ   gguf.Type
+	shape []uint64 // ggml ne
+
+	src        *Tensor
+	rows, cols int64
+	permHeads  int  // >0: llama.cpp's q/k row order for this many heads
+	addOne     bool // Gemma's stored gain-1 norms
+	data       []float32
+}
+
+var dtypeToGGUF = map[DType]gguf.Type{F32: gguf.TypeF32, F16: gguf.TypeF16, BF16: gguf.TypeBF16}
+
+// canonicalName maps a tensor name of a multimodal checkpoint to the text
+// model's own name, and reports false for the vision parts. Checkpoints
+// spell the text part "language_model.model." (as released) or
+// "model.language_model." (as transformers 4.52+ save it).
+func canonicalName(name string) (string, bool) {
+	for _, skip := range []string{"vision_tower.", "multi_modal_projector.", "model.vision_tower.", "model.multi_modal_projector."} {
+		if strings.HasPrefix(name, skip) {
+			return "", false
+		}
+	}
+	for _, p := range [][2]string{
+		{"language_model.model.", "model."},
+		{"model.language_model.", "model."},
+		{"language_model.lm_head.", "lm_head."},
+	} {
+		if rest, ok := strings.CutPrefix(name, p[0]); ok {
+			return p[1] + rest, true
+		}
+	}
+	return name, true
+}
+
+// plan decides every output tensor: its name, type, shape and source, the
+// shapes checked against config.json.
+func (m *Model) plan(hp *hparams, o Options) error {
+	fam := hp.fam
+	avail := map[string]*Tensor{}
+	for name, t := range m.weights.tensors {
+		if hp.prefix {
+			var ok bool
+			if name, ok = canonicalName(name); !ok {
+				continue
+			}
+		}
+		avail[name] = t
+	}
+	used := map[string]bool{}
+
+	embed, ok := avail["model.embed_tokens.weight"]
+	if !ok {
+		return fmt.Errorf("hfimport: %s: tensor \"model.embed_tokens.weight\" (token_embd.weight) is missing", m.Dir)
+	}
+	var matType gguf.Type
+	switch o.Type {
+	case TypeAuto:
+		t, ok := dtypeToGGUF[embed.DType]
+		if !ok {
+			return fmt.Errorf("hfimport: %s: tensor %q: dtype %s cannot be imported (F32, F16 and BF16 can)", embed.File(), embed.Name, embed.DType)
+		}
+		matType = t
+	case TypeF32:
+		matType = gguf.TypeF32
+	case TypeF16:
+		matType = gguf.TypeF16
+	case TypeBF16:
+		matType = gguf.TypeBF16
+	}
+	m.FileType = map[gguf.Type]gguf.FileType{gguf.TypeF32: 0, gguf.TypeF16: 1, gguf.TypeBF16: 32}[matType]
+
+	// add plans gguf from the HF tensor hf, whose shape must be want
+	// (outermost first). An absent optional tensor is skipped.
+	add := func(gg, hf string, want []int64, required bool, tweak func(*tensorPlan)) error {
+		t, ok := avail[hf]
+		if !ok {
+			if required {
+				return fmt.Errorf("hfimport: %s: tensor %q (%s) is missing", m.Dir, hf, gg)
+			}
+			return nil
+		}
+		used[hf] = true
+		if !t.DType.convertible() {
+			return fmt.Errorf("hfimport: %s: tensor %q: dtype %s cannot be imported (F32, F16 and BF16 can)", t.File(), t.Name, t.DType)
+		}
+		if !slices.Equal(t.Shape, want) {
+			return fmt.Errorf("hfimport: %s: tensor %q has shape %v, config.json makes it %v", t.File(), t.Name, t.Shape, want)
+		}
+		p := &tensorPlan{name: gg, src: t, typ: matType}
+		switch len(want) {
+		case 1:
+			p.rows, p.cols, p.typ = 1, want[0], gguf.TypeF32
+			p.shape = []uint64{uint64(want[0])}
+		case 2:
+			p.rows, p.cols = want[0], want[1]
+			p.shape = []uint64{uint64(want[1]), uint64(want[0])}
+		}
+		if fam.gemmaNorms && strings.HasSuffix(hf, "norm.weight") {
+			p.addOne = true
+		}
+		if tweak != nil {
+			tweak(p)
+		}
+		m.plans = append(m.plans, p)
+		return nil
+	}
+	permute := func(heads int) func(*tensorPlan) {
+		if !fam.permuteQK {
+			return nil
+		}
+		return func(p *tensorPlan) {
+			p.permHeads = heads
+			if p.rows == 1 { // a bias: its rows are its elements
+				p.rows, p.cols = p.cols, 1
+			}
+		}
+	}
+
+	H, V, F := int64(hp.hidden), int64(hp.vocab), int64(hp.ff)
+	q, kv := int64(hp.heads*hp.headDim), int64(hp.kvHeads*hp.headDim)
+	if err := add("token_embd.weight", "model.embed_tokens.weight", []int64{V, H}, true, nil); err != nil {
+		return err
+	}
+	if hp.rope.typ == "llama3" {
+		m.plans = append(m.plans, &tensorPlan{
+			name: "rope_freqs.weight", typ: gguf.TypeF32,
+			shape: []uint64{uint64(hp.ropeDims() / 2)},
+			data:  llama3RopeFactors(hp.rope, hp.ropeDims()),
+		})
+	}
+	for i := range hp.layers {
+		hf := func(s string) string { return fmt.Sprintf("model.layers.%d.%s", i, s) }
+		gg := func(s string) string { return fmt.Sprintf("blk.%d.%s", i, s) }
+		type entry struct {
+			gg, hf   string
+			want     []int64
+			required bool
+			tweak    func(*tensorPlan)
+		}
+		es := []entry{{gg("attn_norm.weight"), hf("input_layernorm.weight"), []int64{H}, true, nil}}
+		if fam.fused {
+			es = append(es,
+				entry{gg("attn_qkv.weight"), hf("self_attn.qkv_proj.weight"), []int64{q + 2*kv, H}, true, nil},
+				entry{gg("attn_qkv.bias"), hf("self_attn.qkv_proj.bias"), []int64{q + 2*kv}, false, nil})
+		} else {
+			es = append(es,
+				entry{gg("attn_q.weight"), hf("self_attn.q_proj.weight"), []int64{q, H}, true, permute(hp.heads)},
+				entry{gg("attn_k.weight"), hf("self_attn.k_proj.weight"), []int64{kv, H}, true, permute(hp.kvHeads)},
+				entry{gg("attn_v.weight"), hf("self_attn.v_proj.weight"), []int64{kv, H}, true, nil},
+				entry{gg("attn_q.bias"), hf("self_attn.q_proj.bias"), []int64{q}, fam.qkvBias, permute(hp.heads)},
+				entry{gg("attn_k.bias"), hf("self_attn.k_proj.bias"), []int64{kv}, fam.qkvBias, permute(hp.kvHeads)},
+				entry{gg("attn_v.bias"), hf("self_attn.v_proj.bias"), []int64{kv}, fam.qkvBias, nil})
+		}
+		es = append(es,
+			entry{gg("attn_output.weight"), hf("self_attn.o_proj.weight"), []int64{H, q}, true, nil},
+			entry{gg("attn_output.bias"), hf("self_attn.o_proj.bias"), []int64{H}, false, nil})
+		if fam.qkNorm {
+			d := int64(hp.headDim)
+			es = append(es,
+				entry{gg("attn_q_norm.weight"), hf("self_attn.q_norm.weight"), []int64{d}, true, nil},
+				entry{gg("attn_k_norm.weight"), hf("self_attn.k_norm.weight"), []int64{d}, true, nil})
+		}
+		if fam.postNorms {
+			es = append(es,
+				entry{gg("post_attention_norm.weight"), hf("post_attention_layernorm.weight"), []int64{H}, true, nil},
+				entry{gg("ffn_norm.weight"), hf("pre_feedforward_layernorm.weight"), []int64{H}, true, nil},
+				entry{gg("post_ffw_norm.weight"), hf("post_feedforward_layernorm.weight"), []int64{H}, true, nil})
+		} else {
+			es = append(es, entry{gg("ffn_norm.weight"), hf("post_attention_layernorm.weight"), []int64{H}, true, nil})
+		}
+		if fam.fused {
+			es = append(es, entry{gg("ffn_up.weight"), hf("mlp.gate_up_proj.weight"), []int64{2 * F, H}, true, nil})
+		} else {
+			es = append(es,
+				entry{gg("ffn_gate.weight"), hf("mlp.gate_proj.weight"), []int64{F, H}, true, nil},
+				entry{gg("ffn_up.weight"), hf("mlp.up_proj.weight"), []int64{F, H}, true, nil})
+		}
+		es = append(es, entry{gg("ffn_down.weight"), hf("mlp.down_proj.weight"), []int64{H, F}, true, nil})
+		for _, e := range es {
+			if err := add(e.gg, e.hf, e.want, e.required, e.tweak); err != nil {
+				return err
+			}
+		}
+	}
+	if err := add("output_norm.weight", "model.norm.weight", []int64{H}, true, nil); err != nil {
+		return err
+	}
+	// A tied model reads the output projection from token_embd; llama.cpp
+	// leaves output.weight out then, and so for a checkpoint without lm_head.
+	if !hp.tied {
+		if err := add("output.weight", "lm_head.weight", []int64{V, H}, false, nil); err != nil {
+			return err
+		}
+	}
+
+	var extra []string
+	for name := range avail {
+		switch {
+		case used[name], strings.HasSuffix(name, ".rotary_emb.inv_freq"), name == "lm_head.weight" && hp.tied:
+		default:
+			extra = append(extra, name)
+		}
+	}
+	if len(extra) > 0 {
+		slices.Sort(extra)
+		more := ""
+		if len(extra) > 3 {
+			more = fmt.Sprintf(" and %d more", len(extra)-3)
+			extra = extra[:3]
+		}
+		return fmt.Errorf("hfimport: %s: tensor %s%s: not part of a %s of this config.json", m.Dir, strings.Join(quoteAll(extra), ", "), more, hp.class)
+	}
+
+	for _, p := range m.plans {
+		src := ""
+		if p.src != nil {
+			src = p.src.Name
+		}
+		m.Tensors = append(m.Tensors, TensorInfo{Name: p.name, Type: p.typ, Shape: p.shape, Source: src})
+	}
+	m.progress = o.Progress
+	return nil
+}
+
+func quoteAll(s []string) []string {
+	out := make([]string, len(s))
+	for i, x := range s {
+		out[i] = fmt.Sprintf("%q", x)
+	}
+	return out
+}
+
+// permutedRow is the source row of output row r under llama.cpp's q/k
+// permutation for heads heads of rows/heads rows each:
+// w.reshape(heads, 2, half, cols).swapaxes(1, 2).reshape(rows, cols), which
+// interleaves the two rotate_half halves of each head.
+func permutedRow(r, rows int64, heads int) int64 {
+	per := rows / int64(heads)
+	half := per / 2
+	h, rem := r/per, r%per
+	return h*per + (rem%2)*half + rem/2
+}
+
+// reader streams the plan's output bytes.
+// chunk is the bytes of source rows to convert at a time.
+func (p *tensorPlan) reader(chunk int64) (io.Reader, error) {
+	if p.src == nil {
+		b := make([]byte, 4*len(p.data))
+		for i, v := range p.data {
+			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
+		}
+		return bytes.NewReader(b), nil
+	}
+	if dtypeToGGUF[p.src.DType] == p.typ && !p.addOne && p.permHeads == 0 {
+		return io.NewSectionReader(p.src, 0, p.src.size), nil
+	}
+	srcType := dtypeToGGUF[p.src.DType]
+	rowBytes := p.cols * int64(srcType.TypeSize())
+	chunkRows := max(1, chunk/rowBytes)
+	return &convReader{p: p, srcType: srcType, rowBytes: rowBytes, chunkRows: chunkRows}, nil
+}
+
+// convReader converts a tensor a chunk of rows at a time: read each row
+// (in permuted order where asked), widen to float32, add 1 to a Gemma norm,
+// narrow to the output type.
+type convReader struct {
+	p                   *tensorPlan
+	srcType             gguf.Type
+	rowBytes, chunkRows int64
+	row                 int64 // next output row
+	in                  []byte
+	f                   []float32
+	out, pending        []byte
+}
+
+func (c *convReader) Read(b []byte) (int, error) {
+	if len(c.pending) == 0 {
+		if c.row >= c.p.rows {
+			return 0, io.EOF
+		}
+		if err := c.fill(); err != nil {
+			return 0, err
+		}
+	}
+	n := copy(b, c.pending)
+	c.pending = c.pending[n:]
+	return n, nil
+}
+
+func (c *convReader) fill() error {
+	p := c.p
+	k := min(c.chunkRows, p.rows-c.row)
+	n := int(k * p.cols)
+	c.in = grow(c.in, int(k*c.rowBytes))
+	c.f = grow(c.f, n)
+	c.out = grow(c.out, n*p.typ.TypeSize())
+	if p.permHeads == 0 {
+		// The rows are in order: one read for the chunk.
+		if _, err := p.src.ReadAt(c.in, c.row*c.rowBytes); err != nil {
+			return fmt.Errorf("hfimport: %s: tensor %q: rows %d-%d: %w", p.src.File(), p.src.Name, c.row, c.row+k-1, err)
+		}
+	} else {
+		for i := range k {
+			src := permutedRow(c.row+i, p.rows, p.permHeads)
+			dst := c.in[i*c.rowBytes : (i+1)*c.rowBytes]
+			if _, err := p.src.ReadAt(dst, src*c.rowBytes); err != nil {
+				return fmt.Errorf("hfimport: %s: tensor %q: row %d: %w", p.src.File(), p.src.Name, src, err)
+			}
+		}
+	}
+	if err := gguf.Dequantize(c.srcType, c.in, c.f); err != nil {
+		return fmt.Errorf("hfimport: tensor %q: %w", p.src.Name, err)
+	}
+	if p.addOne {
+		for i := range c.f {
+			c.f[i]++
+		}
+	}
+	if err := gguf.Quantize(p.typ, c.f, c.out); err != nil {
+		return fmt.Errorf("hfimport: tensor %q: %w", p.src.Name, err)
+	}
+	c.row += k
+	c.pending = c.out
+	return nil
+}
+
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
