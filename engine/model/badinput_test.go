@@ -1,0 +1,165 @@
+package model
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hearthstudio/hearth/gguf"
+)
+
+// rewrite copies the model file src to a new file with the keys of set
+// replaced or added and the tensors in dropTensors left out, and returns its
+// path.
+func rewrite(t *testing.T, src string, set map[string]gguf.Value, dropTensors ...string) string {
+	t.Helper()
+	in, err := gguf.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	path := filepath.Join(t.TempDir(), "bad.gguf")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w := gguf.NewWriter(f)
+	for _, kv := range in.Metadata() {
+		v := kv.Value
+		if nv, ok := set[kv.Key]; ok {
+			v = nv
+		}
+		if err := w.Set(kv.Key, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for k, v := range set {
+		if _, ok := in.Value(k); !ok {
+			if err := w.Set(k, v); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var kept []gguf.TensorInfo
+	for _, ti := range in.Tensors() {
+		if !contains(dropTensors, ti.Name) {
+			kept = append(kept, ti)
+			if err := w.AddTensor(ti.Name, ti.Type, ti.Shape); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, ti := range kept {
+		data, err := in.Data(ti)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.WriteTensorBytes(ti.Name, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func TestLoadRefusesBadFiles(t *testing.T) {
+	good := synthModel(t, "tiny-qwen3", "F16")
+	cases := []struct {
+		name string
+		path string
+		want string // a part of the error that names what is wrong
+	}{
+		{"tensors do not match keys", rewrite(t, good.Path, map[string]gguf.Value{"qwen3.embedding_length": gguf.ValueOf(uint32(96))}),
+			`tensor "token_embd.weight" has shape [128 768], but the model's keys imply [96`},
+		{"missing tensor", rewrite(t, good.Path, nil, "blk.1.ffn_down.weight"), `tensor "blk.1.ffn_down.weight" is missing`},
+		{"missing QK-norm", rewrite(t, good.Path, nil, "blk.0.attn_k_norm.weight"), `tensor "blk.0.attn_k_norm.weight" is missing`},
+		{"unsupported architecture", rewrite(t, good.Path, map[string]gguf.Value{"general.architecture": gguf.ValueOf("mamba")}),
+			`architecture "mamba" is not supported (supported: gemma, gemma2, gemma3, llama, phi3, qwen2, qwen3)`},
+		{"head count not dividing", rewrite(t, good.Path, map[string]gguf.Value{"qwen3.attention.head_count_kv": gguf.ValueOf(uint32(3))}),
+			"must be a multiple of attention.head_count_kv (3)"},
+		{"bad rope base", rewrite(t, good.Path, map[string]gguf.Value{"qwen3.rope.freq_base": gguf.ValueOf(float32(-1))}),
+			"rope.freq_base -1 must be positive"},
+		{"yarn", rewrite(t, good.Path, map[string]gguf.Value{"qwen3.rope.scaling.type": gguf.ValueOf("yarn")}),
+			`rope.scaling.type "yarn" is not supported`},
+		{"keys of another architecture", rewrite(t, good.Path, map[string]gguf.Value{"general.architecture": gguf.ValueOf("phi3")}),
+			"phi3"}, // the keys are qwen3's: the error names the phi3 key it lacks
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := Load(tc.path)
+			if err == nil {
+				m.Close()
+				t.Fatal("loaded")
+			}
+			if !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), tc.path) {
+				t.Errorf("error %q does not name the file and say %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestForwardRefusesBadCalls(t *testing.T) {
+	m := synthModel(t, "tiny-llama", "Q8_0")
+	cpu, err := NewCPU(m, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := NewGPU(dev, m, GPUOptions{Context: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	long := make([]int32, 17)
+	for _, r := range []Runner{cpu, g} {
+		for name, call := range map[string]func() error{
+			"empty":          func() error { _, err := r.Forward(nil, 0, Output{}); return err },
+			"past context":   func() error { _, err := r.Forward(long, 0, Output{}); return err },
+			"bad token":      func() error { _, err := r.Forward([]int32{1, 512}, 0, Output{}); return err },
+			"negative pos":   func() error { _, err := r.Forward([]int32{1}, -1, Output{}); return err },
+			"all with top-k": func() error { _, err := r.Forward([]int32{1}, 0, Output{All: true, TopK: 3}); return err },
+		} {
+			if err := call(); err == nil {
+				t.Errorf("%T %s: no error", r, name)
+			}
+		}
+	}
+	// A prompt longer than the context is refused by a session, with the
+	// sizes, unless the caller chose to shift.
+	_, err = NewSession(g).Generate(t.Context(), Request{Prompt: long, MaxTokens: 1}, func(Token) error { return nil })
+	if !errors.Is(err, ErrContextFull) || !strings.Contains(err.Error(), "17 tokens, context 16") {
+		t.Errorf("long prompt: %v", err)
+	}
+	if _, err := NewSession(g).Generate(t.Context(), Request{MaxTokens: 1}, func(Token) error { return nil }); err == nil || !strings.Contains(err.Error(), "empty prompt") {
+		t.Errorf("empty prompt: %v", err)
+	}
+}
+
+// TestNewGPURefusesModelOverBudget checks the estimate is enforced before
+// anything is allocated, and that the error carries the estimate.
+func TestNewGPURefusesModelOverBudget(t *testing.T) {
+	m := synthModel(t, "tiny-llama", "Q8_0")
+	est := m.Memory(2048, 512)
+	_, err := NewGPU(dev, m, GPUOptions{Context: 2048, Budget: uint64(est.Total()) - 1})
+	if err == nil || !strings.Contains(err.Error(), "over the") || !strings.Contains(err.Error(), "KV cache") {
+		t.Fatalf("over budget: %v", err)
+	}
+	g, err := NewGPU(dev, m, GPUOptions{Context: 2048, Budget: uint64(est.Total())})
+	if err != nil {
+		t.Fatalf("at budget: %v", err)
+	}
+	g.Close()
+}

@@ -1,0 +1,226 @@
+// Package model holds Hearth's text architectures: their hyper-parameters and
+// weights read from GGUF, a CPU reference forward pass, the GPU forward pass
+// built on engine/ops, and generation (sessions that keep a KV cache,
+// sampling, streaming) on either.
+//
+// Architectures differ by data, not by copies of the forward pass: each one
+// registers a function that reads its own keys into a Config (llama.go,
+// gemma.go, qwen.go, phi3.go), and the one forward pass of each backend
+// consults the Config's fields.
+package model
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/hearthstudio/hearth/gguf"
+)
+
+// Config is an architecture's hyper-parameters, from the GGUF keys.
+type Config struct {
+	Arch    string // general.architecture
+	Name    string // general.name, may be empty
+	Vocab   int    // rows of token_embd (set when the weights load)
+	Hidden  int    // embedding_length
+	Layers  int    // block_count
+	Heads   int    // attention.head_count
+	KVHeads int    // attention.head_count_kv
+	HeadDim int    // attention.key_length (= value_length)
+	FF      int    // feed_forward_length
+	Context int    // context_length: the longest context the model was trained for
+	Eps     float32
+
+	// RoPE. Layers with a sliding window rotate with RopeBaseLocal and
+	// RopeScaleLocal when those are set (Gemma 3's local layers), the others
+	// with RopeBase and RopeScale (the frequency scale: 1/factor of a linear
+	// scaling).
+	RopeBase, RopeScale           float32
+	RopeBaseLocal, RopeScaleLocal float32
+	RopeDims                      int  // rotated dims of each head
+	NeoX                          bool // NeoX pairs (i, i+d/2); else Llama's (2i, 2i+1)
+
+	// SlidingWindow, when > 0, limits attention to that many positions
+	// (the query's own included) in the layers Sliding reports.
+	SlidingWindow int
+	// SlidingPeriod: with a window, layer i is global when
+	// (i+1)%SlidingPeriod == 0 (Gemma 2: 2, Gemma 3: 6); 0 makes every layer
+	// sliding (Mistral, Phi-3).
+	SlidingPeriod int
+
+	AttnScale    float32 // q·k scale; 0 means 1/sqrt(HeadDim)
+	AttnSoftcap  float32 // Gemma 2's attention score cap; 0 means none
+	FinalSoftcap float32 // Gemma 2's logit cap; 0 means none
+	EmbedScale   float32 // embeddings are multiplied by this (Gemma: sqrt(Hidden)); 0 means 1
+	GELU         bool    // GeGLU feed-forward (Gemma) instead of SwiGLU
+	PostNorms    bool    // Gemma 2/3: norms after attention and feed-forward too
+	QKNorm       bool    // Qwen 3, Gemma 3: RMSNorm of each q and k head
+	QKVBias      bool    // Qwen 2: biases on the q, k and v projections
+}
+
+// Sliding reports whether layer i uses the sliding window.
+func (c *Config) Sliding(i int) bool {
+	if c.SlidingWindow <= 0 {
+		return false
+	}
+	return c.SlidingPeriod == 0 || (i+1)%c.SlidingPeriod != 0
+}
+
+// Window is layer i's attention window in positions; 0 means none.
+func (c *Config) Window(i int) int {
+	if c.Sliding(i) {
+		return c.SlidingWindow
+	}
+	return 0
+}
+
+// Rope is layer i's frequency base and scale.
+func (c *Config) Rope(i int) (base, scale float32) {
+	if c.Sliding(i) && c.RopeBaseLocal != 0 {
+		return c.RopeBaseLocal, c.RopeScaleLocal
+	}
+	return c.RopeBase, c.RopeScale
+}
+
+// QDim and KVDim are the widths of the q and of the k (or v) projections.
+func (c *Config) QDim() int  { return c.Heads * c.HeadDim }
+func (c *Config) KVDim() int { return c.KVHeads * c.HeadDim }
+
+// Validate checks that the hyper-parameters describe a model the forward
+// passes can run.
+func (c *Config) Validate() error {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"vocab size", c.Vocab}, {"embedding_length", c.Hidden}, {"block_count", c.Layers},
+		{"attention.head_count", c.Heads}, {"attention.head_count_kv", c.KVHeads},
+		{"attention.key_length", c.HeadDim}, {"feed_forward_length", c.FF}, {"context_length", c.Context}} {
+		if f.v <= 0 {
+			return fmt.Errorf("%s: %s is %d, must be positive", c.Arch, f.name, f.v)
+		}
+	}
+	if c.Heads%c.KVHeads != 0 {
+		return fmt.Errorf("%s: attention.head_count (%d) must be a multiple of attention.head_count_kv (%d)", c.Arch, c.Heads, c.KVHeads)
+	}
+	if c.HeadDim > 256 {
+		return fmt.Errorf("%s: attention.key_length %d: heads wider than 256 are not supported", c.Arch, c.HeadDim)
+	}
+	if c.RopeDims <= 0 || c.RopeDims > c.HeadDim || c.RopeDims%2 != 0 {
+		return fmt.Errorf("%s: rope.dimension_count %d must be even and within the head's %d dims", c.Arch, c.RopeDims, c.HeadDim)
+	}
+	if !(c.RopeBase > 0) || math.IsInf(float64(c.RopeBase), 0) {
+		return fmt.Errorf("%s: rope.freq_base %v must be positive", c.Arch, c.RopeBase)
+	}
+	if !(c.Eps > 0) {
+		return fmt.Errorf("%s: attention.layer_norm_rms_epsilon %v must be positive", c.Arch, c.Eps)
+	}
+	if c.SlidingWindow < 0 || c.SlidingPeriod < 0 {
+		return fmt.Errorf("%s: sliding window %d / period %d must not be negative", c.Arch, c.SlidingWindow, c.SlidingPeriod)
+	}
+	return nil
+}
+
+// architecture reads what one architecture adds to the common keys.
+type architecture func(f *gguf.File, c *Config) error
+
+var architectures = map[string]architecture{}
+
+// register makes an architecture loadable; each architecture's file calls it
+// from init.
+func register(name string, a architecture) { architectures[name] = a }
+
+// Architectures lists the supported general.architecture values.
+func Architectures() []string {
+	names := make([]string, 0, len(architectures))
+	for n := range architectures {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// ReadConfig reads a model's hyper-parameters. An architecture Hearth does
+// not implement is refused by name.
+func ReadConfig(f *gguf.File) (Config, error) {
+	arch := f.Architecture()
+	if arch == "" {
+		return Config{}, fmt.Errorf("no general.architecture key: not a model file?")
+	}
+	configure, ok := architectures[arch]
+	if !ok {
+		return Config{}, fmt.Errorf("architecture %q is not supported (supported: %s)", arch, strings.Join(Architectures(), ", "))
+	}
+	c := Config{Arch: arch}
+	var err error
+	c.Name, _ = f.StringOr("general.name", "")
+	key := func(k string) string { return arch + "." + k }
+	ints := []struct {
+		dst *int
+		key string
+		def int // -1: required
+	}{
+		{&c.Hidden, "embedding_length", -1},
+		{&c.Layers, "block_count", -1},
+		{&c.Heads, "attention.head_count", -1},
+		{&c.FF, "feed_forward_length", -1},
+		{&c.Context, "context_length", -1},
+		{&c.SlidingWindow, "attention.sliding_window", 0},
+	}
+	for _, k := range ints {
+		if k.def < 0 {
+			*k.dst, err = f.Int(key(k.key))
+		} else {
+			*k.dst, err = f.IntOr(key(k.key), k.def)
+		}
+		if err != nil {
+			return Config{}, err
+		}
+	}
+	if c.KVHeads, err = f.IntOr(key("attention.head_count_kv"), c.Heads); err != nil {
+		return Config{}, err
+	}
+	if c.Heads <= 0 {
+		return Config{}, fmt.Errorf("%s: attention.head_count is %d, must be positive", arch, c.Heads)
+	}
+	if c.HeadDim, err = f.IntOr(key("attention.key_length"), c.Hidden/c.Heads); err != nil {
+		return Config{}, err
+	}
+	if vd, err := f.IntOr(key("attention.value_length"), c.HeadDim); err != nil {
+		return Config{}, err
+	} else if vd != c.HeadDim {
+		return Config{}, fmt.Errorf("%s: attention.value_length %d differs from key_length %d: not supported", arch, vd, c.HeadDim)
+	}
+	if c.RopeDims, err = f.IntOr(key("rope.dimension_count"), c.HeadDim); err != nil {
+		return Config{}, err
+	}
+	if c.Eps, err = f.Float32Or(key("attention.layer_norm_rms_epsilon"), 1e-5); err != nil {
+		return Config{}, err
+	}
+	if c.RopeBase, err = f.Float32Or(key("rope.freq_base"), 10000); err != nil {
+		return Config{}, err
+	}
+	c.RopeScale = 1
+	scaling, err := f.StringOr(key("rope.scaling.type"), "none")
+	if err != nil {
+		return Config{}, err
+	}
+	switch scaling {
+	case "none", "":
+	case "linear":
+		factor, err := f.Float32Or(key("rope.scaling.factor"), 1)
+		if err != nil {
+			return Config{}, err
+		}
+		if !(factor > 0) {
+			return Config{}, fmt.Errorf("%s: rope.scaling.factor %v must be positive", arch, factor)
+		}
+		c.RopeScale = 1 / factor
+	default:
+		return Config{}, fmt.Errorf("%s: rope.scaling.type %q is not supported (none and linear are)", arch, scaling)
+	}
+	if err := configure(f, &c); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}

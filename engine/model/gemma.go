@@ -1,0 +1,89 @@
+package model
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/hearthstudio/hearth/gguf"
+)
+
+// The Gemma family: embeddings scaled by sqrt(d_model), GeGLU (GELU with the
+// tanh approximation), NeoX RoPE. llama.cpp's converter stores every norm
+// weight as 1 + w, so the norms here are plain RMSNorm.
+//
+// Gemma 2 adds norms after attention and after the feed-forward, caps
+// attention scores and final logits with c*tanh(x/c), scales q·k by
+// 1/sqrt(query_pre_attn_scalar) and alternates sliding-window (even) and
+// global (odd) layers. Gemma 3 drops the soft-caps, adds RMSNorm of each q
+// and k head, has five local layers per global one, and rotates local layers
+// with their own base (10000) and no scaling.
+func init() {
+	register("gemma", func(f *gguf.File, c *Config) error {
+		gemmaCommon(c)
+		return nil
+	})
+	register("gemma2", func(f *gguf.File, c *Config) error {
+		gemmaCommon(c)
+		c.PostNorms = true
+		c.SlidingPeriod = 2
+		var err error
+		if c.AttnSoftcap, err = f.Float32Or("gemma2.attn_logit_softcapping", 50); err != nil {
+			return err
+		}
+		if c.FinalSoftcap, err = f.Float32Or("gemma2.final_logit_softcapping", 30); err != nil {
+			return err
+		}
+		return gemmaAttnScale(f, c, 46)
+	})
+	register("gemma3", func(f *gguf.File, c *Config) error {
+		gemmaCommon(c)
+		c.PostNorms = true
+		c.QKNorm = true
+		var err error
+		if c.SlidingPeriod, err = f.IntOr("gemma3.attention.sliding_window_pattern", 6); err != nil {
+			return err
+		}
+		if c.RopeBaseLocal, err = f.Float32Or("gemma3.rope.freq_base_swa", 10000); err != nil {
+			return err
+		}
+		c.RopeScaleLocal = 1
+		if c.FinalSoftcap, err = f.Float32Or("gemma3.final_logit_softcapping", 0); err != nil {
+			return err
+		}
+		if c.AttnSoftcap, err = f.Float32Or("gemma3.attn_logit_softcapping", 0); err != nil {
+			return err
+		}
+		return gemmaAttnScale(f, c, 62)
+	})
+}
+
+func gemmaCommon(c *Config) {
+	c.NeoX = true
+	c.GELU = true
+	c.EmbedScale = float32(math.Sqrt(float64(c.Hidden)))
+}
+
+// gemmaAttnScale reads the q·k scale. Hearth's importer writes
+// ARCH.attention.scale = 1/sqrt(query_pre_attn_scalar); llama.cpp's files
+// lack it, and llama.cpp infers query_pre_attn_scalar as the head dim except
+// for the 27B models (layers27B blocks), where it is d_model / heads.
+func gemmaAttnScale(f *gguf.File, c *Config, layers27B int) error {
+	s, err := f.Float32Or(c.Arch+".attention.scale", 0)
+	if err != nil {
+		return err
+	}
+	if s < 0 {
+		return fmt.Errorf("%s: attention.scale %v must be positive", c.Arch, s)
+	}
+	if s == 0 {
+		d := c.HeadDim
+		if c.Layers == layers27B && c.Heads > 0 {
+			d = c.Hidden / c.Heads
+		}
+		if d > 0 {
+			s = float32(1 / math.Sqrt(float64(d)))
+		}
+	}
+	c.AttnScale = s
+	return nil
+}

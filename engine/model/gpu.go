@@ -1,0 +1,494 @@
+package model
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/hearthstudio/hearth/engine/gpu"
+	"github.com/hearthstudio/hearth/engine/ops"
+	"github.com/hearthstudio/hearth/gguf"
+)
+
+// GPUOptions size a GPU runner.
+type GPUOptions struct {
+	// Context is the KV cache's length in positions; 0 means DefaultContext.
+	Context int
+	// Batch is the most prompt tokens one chain evaluates; longer prompts
+	// are prefilled in batches. 0 means 512, llama.cpp's default ubatch.
+	Batch int
+	// Budget, when nonzero, is the device memory the runner may use; a model
+	// whose estimate exceeds it is refused before anything is allocated.
+	Budget uint64
+}
+
+// GPU is the forward pass on a WebGPU device: weights uploaded once as
+// stored, activations and the KV cache in f32 buffers made once, and every
+// Forward one chain (one command encoder, one submit) per batch of tokens,
+// so a decoded token costs one submit and creates no buffer or bind group.
+type GPU struct {
+	m     *Model
+	dev   *gpu.Device
+	ctx   int
+	batch int
+	// logitRows bounds the rows of an all-positions Forward per chain: the
+	// logits buffer must fit one storage binding (128 MiB on lavapipe is
+	// 261 rows of a 128256-token vocabulary).
+	logitRows int
+
+	layers  []gpuLayer
+	output  *gpu.Tensor
+	outNorm *gpu.Buffer
+	factors *gpu.Buffer // RoPE frequency factors, or a 4-byte stand-in
+
+	x, xn, q, k, v, att, tmp, gate, up *gpu.Buffer
+	last, logits                       *gpu.Buffer
+	kc, vc                             []*gpu.Buffer
+	attScratch                         *gpu.Buffer
+	sampleScratch, top                 *gpu.Buffer
+	penIDs, penCounts                  *gpu.Buffer
+
+	owned   []*gpu.Buffer
+	tensors []*gpu.Tensor
+	embed   []float32 // host rows of the batch's embeddings
+}
+
+type gpuLayer struct {
+	attnNorm, postAttnNorm, ffnNorm, postFFNNorm *gpu.Buffer
+	qBias, kBias, vBias, qNorm, kNorm            *gpu.Buffer
+	q, k, v, o, gate, up, down                   *gpu.Tensor
+}
+
+// DefaultContext caps the KV cache when the caller does not choose: the
+// model's own context, at most 8192 positions (Llama 3.1's 131072 would take
+// 16 GiB of f32 cache on an 8B model).
+const DefaultContext = 8192
+
+// penaltyMax bounds the distinct tokens a penalty covers per step (the
+// sampler's repeat window is 64 by default).
+const penaltyMax = 4096
+
+// NewGPU uploads m to dev and allocates its buffers.
+func NewGPU(dev *gpu.Device, m *Model, o GPUOptions) (*GPU, error) {
+	c := &m.Config
+	ctx := o.Context
+	if ctx == 0 {
+		ctx = min(c.Context, DefaultContext)
+	}
+	batch := o.Batch
+	if batch == 0 {
+		batch = 512
+	}
+	if ctx <= 0 || batch <= 0 {
+		return nil, fmt.Errorf("model: context %d and batch %d must be positive", ctx, batch)
+	}
+	batch = min(batch, ctx)
+	limit := dev.Limits.MaxStorageBufferBindingSize
+	r := &GPU{m: m, dev: dev, ctx: ctx, batch: batch}
+	r.logitRows = int(min(uint64(batch), limit/(4*uint64(c.Vocab))))
+	if r.logitRows < 1 {
+		return nil, fmt.Errorf("model: one row of %d logits is over the device's %d-byte storage binding limit", c.Vocab, limit)
+	}
+
+	est := m.Memory(ctx, batch)
+	if o.Budget > 0 && uint64(est.Total()) > o.Budget {
+		return nil, fmt.Errorf("model: %s needs about %s of GPU memory at a %d-token context (%s), over the %s available; choose a smaller context or quantization", m.describe(), gib(est.Total()), ctx, est, gib(int64(o.Budget)))
+	}
+	if kv := uint64(ctx) * uint64(c.KVDim()) * 4; kv > limit {
+		return nil, fmt.Errorf("model: a %d-token KV cache is %d bytes per layer, over the device's %d-byte storage binding limit; choose a context of at most %d", ctx, kv, limit, limit/(uint64(c.KVDim())*4))
+	}
+
+	if err := r.upload(); err != nil {
+		r.Close()
+		return nil, err
+	}
+	if err := r.allocate(); err != nil {
+		r.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *GPU) upload() error {
+	m := r.m
+	tensor := func(w *Weight) (*gpu.Tensor, error) {
+		if w == nil {
+			return nil, nil
+		}
+		t, err := r.dev.NewTensor(w.Name, w.Type, w.Rows, w.Cols, w.Data, 0)
+		if err != nil {
+			return nil, err
+		}
+		r.tensors = append(r.tensors, t)
+		return t, nil
+	}
+	vector := func(w *Weight) (*gpu.Buffer, error) {
+		if w == nil {
+			return nil, nil
+		}
+		v, err := w.F32()
+		if err != nil {
+			return nil, err
+		}
+		return r.buffer(w.Name, v)
+	}
+	var err error
+	if err := gpuMatmul(m.Output); err != nil {
+		return err
+	}
+	if r.output, err = tensor(m.Output); err != nil {
+		return err
+	}
+	if r.outNorm, err = vector(m.OutNorm); err != nil {
+		return err
+	}
+	if m.RopeFactors != nil {
+		r.factors, err = r.buffer("rope_freqs", m.RopeFactors)
+	}
+	if err != nil {
+		return err
+	}
+	r.layers = make([]gpuLayer, len(m.Layers))
+	for i := range m.Layers {
+		l, g := &m.Layers[i], &r.layers[i]
+		for _, p := range []struct {
+			dst **gpu.Buffer
+			w   *Weight
+		}{{&g.attnNorm, l.AttnNorm}, {&g.postAttnNorm, l.PostAttnNorm}, {&g.ffnNorm, l.FFNNorm}, {&g.postFFNNorm, l.PostFFNNorm},
+			{&g.qBias, l.QBias}, {&g.kBias, l.KBias}, {&g.vBias, l.VBias}, {&g.qNorm, l.QNorm}, {&g.kNorm, l.KNorm}} {
+			if *p.dst, err = vector(p.w); err != nil {
+				return err
+			}
+		}
+		for _, p := range []struct {
+			dst **gpu.Tensor
+			w   *Weight
+		}{{&g.q, l.Q}, {&g.k, l.K}, {&g.v, l.V}, {&g.o, l.O}, {&g.gate, l.Gate}, {&g.up, l.Up}, {&g.down, l.Down}} {
+			if err := gpuMatmul(p.w); err != nil {
+				return err
+			}
+			if *p.dst, err = tensor(p.w); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (r *GPU) allocate() error {
+	c := &r.m.Config
+	b, d := r.batch, c.Hidden
+	var err error
+	alloc := func(dst **gpu.Buffer, label string, floats int) {
+		if err == nil {
+			*dst, err = r.scratch(label, floats)
+		}
+	}
+	alloc(&r.x, "x", b*d)
+	alloc(&r.xn, "xn", b*d)
+	alloc(&r.tmp, "tmp", b*d)
+	alloc(&r.q, "q", b*c.QDim())
+	alloc(&r.k, "k", b*c.KVDim())
+	alloc(&r.v, "v", b*c.KVDim())
+	alloc(&r.att, "att", b*c.QDim())
+	alloc(&r.gate, "gate", b*c.FF)
+	alloc(&r.up, "up", b*c.FF)
+	alloc(&r.last, "last", d)
+	alloc(&r.logits, "logits", r.logitRows*c.Vocab)
+	alloc(&r.top, "top", 2*ops.MaxTopK)
+	alloc(&r.penIDs, "penalty.ids", penaltyMax)
+	alloc(&r.penCounts, "penalty.counts", penaltyMax)
+	if r.factors == nil {
+		alloc(&r.factors, "rope_freqs.none", 1)
+	}
+	if err != nil {
+		return err
+	}
+	r.sampleScratch, err = r.scratchBytes("sample.scratch", max(ops.SampleScratchBytes(c.Vocab, ops.MaxTopK), 4))
+	if err != nil {
+		return err
+	}
+	r.attScratch, err = r.scratchBytes("attention.scratch", max(ops.AttentionScratchBytes(r.decodeArgs(0, r.ctx-1)), 4))
+	if err != nil {
+		return err
+	}
+	for i := range c.Layers {
+		var k, v *gpu.Buffer
+		alloc(&k, fmt.Sprintf("cache.k.%d", i), r.ctx*c.KVDim())
+		alloc(&v, fmt.Sprintf("cache.v.%d", i), r.ctx*c.KVDim())
+		r.kc, r.vc = append(r.kc, k), append(r.vc, v)
+	}
+	r.embed = make([]float32, b*d)
+	return err
+}
+
+// gpuMatmul checks that w's type has a GPU matmul kernel.
+func gpuMatmul(w *Weight) error {
+	if !slices.Contains(ops.MatmulTypes(), w.Type) {
+		return fmt.Errorf("model: tensor %q: type %v has no GPU matmul kernel (the CPU backend runs it: --backend cpu)", w.Name, w.Type)
+	}
+	return nil
+}
+
+func (r *GPU) buffer(label string, v []float32) (*gpu.Buffer, error) {
+	b, err := r.dev.NewBufferF32(label, v)
+	if err == nil {
+		r.owned = append(r.owned, b)
+	}
+	return b, err
+}
+
+func (r *GPU) scratch(label string, floats int) (*gpu.Buffer, error) {
+	return r.scratchBytes(label, uint64(floats)*4)
+}
+
+func (r *GPU) scratchBytes(label string, n uint64) (*gpu.Buffer, error) {
+	b, err := r.dev.NewBuffer(label, n)
+	if err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	r.owned = append(r.owned, b)
+	return b, nil
+}
+
+// Context implements Runner.
+func (r *GPU) Context() int { return r.ctx }
+
+// Model implements Runner.
+func (r *GPU) Model() *Model { return r.m }
+
+// Device is the device the runner computes on.
+func (r *GPU) Device() *gpu.Device { return r.dev }
+
+// Close implements Runner: it frees every buffer and tensor.
+func (r *GPU) Close() {
+	for _, t := range r.tensors {
+		t.Release()
+	}
+	for _, b := range r.owned {
+		b.Release()
+	}
+	r.tensors, r.owned = nil, nil
+}
+
+// decodeArgs is the attention of layer i for a batch of n tokens at pos.
+func (r *GPU) decodeArgs(i, pos int) ops.AttentionArgs {
+	c := &r.m.Config
+	return ops.AttentionArgs{HeadDim: c.HeadDim, Heads: c.Heads, KVHeads: c.KVHeads, Tokens: 1, Pos0: pos, KVLen: pos + 1,
+		Scale: c.AttnScale, Window: c.Window(i), Softcap: c.AttnSoftcap}
+}
+
+// Forward implements Runner. Batches of up to Batch tokens (or of as many
+// logit rows as one binding holds, with out.All) each run as one chain;
+// the last one also computes the logits, penalties and top-k, and reads the
+// answer back in the same submit.
+func (r *GPU) Forward(tokens []int32, pos int, out Output) (Result, error) {
+	if err := checkForward(r.m, r.ctx, tokens, pos, out); err != nil {
+		return Result{}, err
+	}
+	if r.x == nil {
+		return Result{}, fmt.Errorf("model: GPU runner is closed")
+	}
+	step := r.batch
+	if out.All {
+		step = min(step, r.logitRows)
+	}
+	var res Result
+	for lo := 0; lo < len(tokens); lo += step {
+		hi := min(lo+step, len(tokens))
+		final := hi == len(tokens)
+		part, err := r.forward(tokens[lo:hi], pos+lo, out, final)
+		if err != nil {
+			return Result{}, err
+		}
+		if out.All || final {
+			res.Logits = append(res.Logits, part.Logits...)
+			res.IDs, res.Values = part.IDs, part.Values
+		}
+	}
+	return res, nil
+}
+
+// forward runs one batch as one chain.
+func (r *GPU) forward(tokens []int32, pos int, out Output, final bool) (Result, error) {
+	m, c := r.m, &r.m.Config
+	n, d, kvd := len(tokens), c.Hidden, c.KVDim()
+
+	// The embedding lookup runs on the host, straight from the file: a
+	// handful of rows per batch, any storage type, and no copy of the table
+	// on the device unless the LM head shares it.
+	x := r.embed[:n*d]
+	for t, id := range tokens {
+		row := x[t*d : (t+1)*d]
+		erb := m.Embed.RowBytes()
+		if err := gguf.Dequantize(m.Embed.Type, m.Embed.Data[int(id)*erb:(int(id)+1)*erb], row); err != nil {
+			return Result{}, fmt.Errorf("model: %s row %d: %w", m.Embed.Name, id, err)
+		}
+		if c.EmbedScale != 0 {
+			for j := range row {
+				row[j] *= c.EmbedScale
+			}
+		}
+	}
+	if err := r.x.WriteF32(0, x); err != nil {
+		return Result{}, err
+	}
+	var pen *Penalty
+	if final && out.Penalty != nil && len(out.Penalty.IDs) > 0 {
+		pen = out.Penalty
+		if len(pen.IDs) > penaltyMax {
+			return Result{}, fmt.Errorf("model: penalty over %d tokens, at most %d", len(pen.IDs), penaltyMax)
+		}
+		if err := r.penIDs.Write(0, gpu.U32Bytes(pen.IDs)); err != nil {
+			return Result{}, err
+		}
+		if err := r.penCounts.Write(0, gpu.U32Bytes(pen.Counts)); err != nil {
+			return Result{}, err
+		}
+	}
+
+	ch, err := r.dev.NewChain("forward")
+	if err != nil {
+		return Result{}, err
+	}
+	defer ch.Discard()
+	norm := func(x, w, y *gpu.Buffer, rows, dim int) error {
+		return ops.RMSNorm(ch, x, w, y, ops.NormArgs{Rows: rows, Dim: dim, Eps: c.Eps})
+	}
+	mm := func(w *gpu.Tensor, x, y *gpu.Buffer) error { return ops.MatMul(ch, w, x, y, n) }
+
+	factors := r.factors
+	if m.RopeFactors == nil {
+		factors = nil
+	}
+	try := func(e error) {
+		if err == nil {
+			err = e
+		}
+	}
+	for i := range r.layers {
+		l := &r.layers[i]
+		// Attention: x += O · attention(rope(q), rope(k), v), the
+		// projections of norm(x); k and v go to the cache at pos.
+		try(norm(r.x, l.attnNorm, r.xn, n, d))
+		try(mm(l.q, r.xn, r.q))
+		try(mm(l.k, r.xn, r.k))
+		try(mm(l.v, r.xn, r.v))
+		if l.qBias != nil {
+			try(ops.AddBias(ch, r.q, l.qBias, n, c.QDim()))
+			try(ops.AddBias(ch, r.k, l.kBias, n, kvd))
+			try(ops.AddBias(ch, r.v, l.vBias, n, kvd))
+		}
+		if l.qNorm != nil {
+			try(norm(r.q, l.qNorm, r.q, n*c.Heads, c.HeadDim))
+			try(norm(r.k, l.kNorm, r.k, n*c.KVHeads, c.HeadDim))
+		}
+		base, scale := c.Rope(i)
+		rope := ops.RoPEArgs{Tokens: n, Heads: c.Heads, HeadDim: c.HeadDim, RopeDims: c.RopeDims, NeoX: c.NeoX, Base: base, FreqScale: scale, Pos0: pos}
+		try(ops.RoPE(ch, r.q, factors, nil, rope))
+		rope.Heads = c.KVHeads
+		try(ops.RoPE(ch, r.k, factors, nil, rope))
+		try(ops.CopyF32(ch, r.k, 0, r.kc[i], pos*kvd, n*kvd))
+		try(ops.CopyF32(ch, r.v, 0, r.vc[i], pos*kvd, n*kvd))
+		try(ops.Attention(ch, r.q, r.kc[i], r.vc[i], r.attScratch, r.att, ops.AttentionArgs{
+			HeadDim: c.HeadDim, Heads: c.Heads, KVHeads: c.KVHeads, Tokens: n, Pos0: pos, KVLen: pos + n,
+			Scale: c.AttnScale, Window: c.Window(i), Softcap: c.AttnSoftcap}))
+		try(r.residual(ch, l.o, r.att, l.postAttnNorm, n))
+
+		// Feed-forward: x += Down · (act(Gate · norm(x)) * (Up · norm(x))).
+		try(norm(r.x, l.ffnNorm, r.xn, n, d))
+		try(mm(l.gate, r.xn, r.gate))
+		try(mm(l.up, r.xn, r.up))
+		if c.GELU {
+			try(ops.GeGLU(ch, r.gate, r.up, r.gate, n*c.FF))
+		} else {
+			try(ops.SwiGLU(ch, r.gate, r.up, r.gate, n*c.FF))
+		}
+		try(r.residual(ch, l.down, r.gate, l.postFFNNorm, n))
+		if err != nil {
+			return Result{}, fmt.Errorf("model: layer %d: %w", i, err)
+		}
+	}
+	if !final && !out.All {
+		return Result{}, ch.Submit()
+	}
+
+	// Logits: Output · norm(x), soft-capped, for the last token or all.
+	rows, src := n, r.x
+	if !out.All {
+		if err := ops.CopyF32(ch, r.x, (n-1)*d, r.last, 0, d); err != nil {
+			return Result{}, err
+		}
+		rows, src = 1, r.last
+	}
+	if err := norm(src, r.outNorm, r.xn, rows, d); err != nil {
+		return Result{}, err
+	}
+	if err := ops.MatMul(ch, r.output, r.xn, r.logits, rows); err != nil {
+		return Result{}, err
+	}
+	nl := rows * c.Vocab
+	if c.FinalSoftcap > 0 {
+		if err := ops.Softcap(ch, r.logits, r.logits, nl, c.FinalSoftcap); err != nil {
+			return Result{}, err
+		}
+	}
+	if pen != nil {
+		if err := ops.Penalize(ch, r.logits, r.penIDs, r.penCounts, len(pen.IDs), ops.PenaltyArgs{
+			Vocab: c.Vocab, Repeat: pen.Repeat, Frequency: pen.Frequency, Presence: pen.Presence}); err != nil {
+			return Result{}, err
+		}
+	}
+	k := out.TopK
+	var rb *gpu.Readback
+	switch {
+	case k == 1:
+		if err = ops.Argmax(ch, r.logits, r.sampleScratch, r.top, c.Vocab); err == nil {
+			rb, err = ch.ReadBack(r.top, 0, 4)
+		}
+	case k > 1 && k <= ops.MaxTopK:
+		if err = ops.TopK(ch, r.logits, r.sampleScratch, r.top, c.Vocab, k); err == nil {
+			rb, err = ch.ReadBack(r.top, 0, uint64(8*k))
+		}
+	default:
+		rb, err = ch.ReadBack(r.logits, 0, uint64(nl)*4)
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	if err := ch.Submit(); err != nil {
+		return Result{}, err
+	}
+	raw, err := rb.Bytes()
+	if err != nil {
+		return Result{}, err
+	}
+	switch {
+	case k == 1:
+		return Result{IDs: gpu.U32From(raw), Values: []float32{float32(math.NaN())}}, nil
+	case k > 1 && k <= ops.MaxTopK:
+		return Result{IDs: gpu.U32From(raw[:4*k]), Values: gpu.F32From(raw[4*k:])}, nil
+	}
+	logits := gpu.F32From(raw)
+	if k > ops.MaxTopK {
+		return finish(logits, Output{TopK: k}), nil
+	}
+	return Result{Logits: logits}, nil
+}
+
+// residual appends x += post(W · in): the output projection of attention or
+// of the feed-forward, straight into the residual stream, or through tmp and
+// a norm first (Gemma 2/3's post-norms).
+func (r *GPU) residual(ch *gpu.Chain, w *gpu.Tensor, in, post *gpu.Buffer, n int) error {
+	c := &r.m.Config
+	if post == nil {
+		return ops.MatMulWith(ch, w, in, r.x, n, ops.MatmulOptions{Accumulate: true})
+	}
+	if err := ops.MatMul(ch, w, in, r.tmp, n); err != nil {
+		return err
+	}
+	if err := ops.RMSNorm(ch, r.tmp, post, r.tmp, ops.NormArgs{Rows: n, Dim: c.Hidden, Eps: c.Eps}); err != nil {
+		return err
+	}
+	return ops.AddInPlace(ch, r.x, r.tmp, n*c.Hidden)
+}

@@ -1,0 +1,67 @@
+package model
+
+import "fmt"
+
+// Memory is an estimate of the device memory a GPU runner takes.
+type Memory struct {
+	Weights     int64 // every uploaded tensor, as stored
+	KV          int64 // the f32 KV cache
+	Activations int64 // batch activations, logits and scratch
+}
+
+// Total is the sum of the parts.
+func (m Memory) Total() int64 { return m.Weights + m.KV + m.Activations }
+
+func (m Memory) String() string {
+	return fmt.Sprintf("weights %s + KV cache %s + activations %s", gib(m.Weights), gib(m.KV), gib(m.Activations))
+}
+
+// Memory estimates what NewGPU allocates for a ctx-position cache and
+// batches of batch tokens. The token embedding stays on the host (the GPU
+// forward looks rows up there) unless the LM head is tied to it.
+func (m *Model) Memory(ctx, batch int) Memory {
+	c := &m.Config
+	var e Memory
+	add := func(w *Weight) {
+		if w == nil {
+			return
+		}
+		if w.Type.BlockSize() == 1 && w.Rows == 1 {
+			e.Weights += int64(w.Cols) * 4 // vectors go up as f32
+			return
+		}
+		e.Weights += w.Bytes()
+	}
+	add(m.Output)
+	add(m.OutNorm)
+	for i := range m.Layers {
+		l := &m.Layers[i]
+		for _, w := range []*Weight{l.AttnNorm, l.PostAttnNorm, l.FFNNorm, l.PostFFNNorm, l.Q, l.K, l.V, l.O,
+			l.QBias, l.KBias, l.VBias, l.QNorm, l.KNorm, l.Gate, l.Up, l.Down} {
+			add(w)
+		}
+	}
+	e.KV = 2 * int64(c.Layers) * int64(ctx) * int64(c.KVDim()) * 4
+	b := int64(min(batch, ctx))
+	e.Activations = 4 * (b*(3*int64(c.Hidden)+2*int64(c.QDim())+2*int64(c.KVDim())+2*int64(c.FF)) + b*int64(c.Vocab))
+	return e
+}
+
+// describe names the model in messages.
+func (m *Model) describe() string {
+	if m.Config.Name != "" {
+		return fmt.Sprintf("%s (%s)", m.Config.Name, m.Config.Arch)
+	}
+	return m.Config.Arch
+}
+
+// gib formats a byte count.
+func gib(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%d KiB", (n+1023)/1024)
+}

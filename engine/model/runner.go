@@ -1,0 +1,83 @@
+package model
+
+import "fmt"
+
+// Runner evaluates a model over a KV cache of a fixed context: the GPU
+// forward pass (GPU) or the CPU reference (CPU). A Runner is not safe for
+// concurrent use; the engine goroutine owns it.
+type Runner interface {
+	// Forward runs tokens at positions pos, pos+1, ... over the cache, whose
+	// positions below pos must hold this sequence's earlier keys and values
+	// (positions from pos on are overwritten), and returns what out asks for.
+	Forward(tokens []int32, pos int, out Output) (Result, error)
+	// Context is the number of positions the cache holds.
+	Context() int
+	// Model is the model the runner evaluates.
+	Model() *Model
+	// Close frees the runner's memory (GPU buffers, the cache).
+	Close()
+}
+
+// Output says what a Forward returns.
+type Output struct {
+	// All asks for the logits of every token, not just the last.
+	All bool
+	// TopK > 0 returns only the TopK largest logits of the last token, with
+	// their ids, largest first (1 is the argmax), after Penalty; 0 returns
+	// the logits themselves.
+	TopK int
+	// Penalty, when not nil, is applied to the last token's logits first.
+	Penalty *Penalty
+}
+
+// Penalty lowers the logits of tokens already seen: repeat (llama.cpp's:
+// positive logits divided by Repeat, negative ones multiplied), then
+// frequency and presence (OpenAI's: minus Count*Frequency, minus Presence).
+// IDs are unique, Counts their occurrences.
+type Penalty struct {
+	IDs                         []uint32
+	Counts                      []uint32
+	Repeat, Frequency, Presence float32
+}
+
+// Result is a Forward's answer.
+type Result struct {
+	// Logits are Vocab floats per returned row: one row, or one per token
+	// with Output.All. Empty when TopK > 0.
+	Logits []float32
+	// IDs and Values are the top-k candidates when Output.TopK > 0.
+	IDs    []uint32
+	Values []float32
+}
+
+// checkForward validates a Forward call against the model and the cache.
+func checkForward(m *Model, ctx int, tokens []int32, pos int, out Output) error {
+	if len(tokens) == 0 {
+		return fmt.Errorf("model: no tokens to evaluate (empty prompt)")
+	}
+	if pos < 0 || pos+len(tokens) > ctx {
+		return fmt.Errorf("model: positions %d..%d do not fit the %d-token context", pos, pos+len(tokens)-1, ctx)
+	}
+	for i, t := range tokens {
+		if t < 0 || int(t) >= m.Config.Vocab {
+			return fmt.Errorf("model: token %d at index %d is outside the vocabulary of %d", t, i, m.Config.Vocab)
+		}
+	}
+	if out.TopK < 0 || out.TopK > m.Config.Vocab {
+		return fmt.Errorf("model: top-k %d must be within the vocabulary of %d", out.TopK, m.Config.Vocab)
+	}
+	if out.All && (out.TopK > 0 || out.Penalty != nil) {
+		return fmt.Errorf("model: all-position logits come without top-k or penalties")
+	}
+	if p := out.Penalty; p != nil {
+		if len(p.IDs) != len(p.Counts) {
+			return fmt.Errorf("model: penalty has %d ids but %d counts", len(p.IDs), len(p.Counts))
+		}
+		for _, id := range p.IDs {
+			if int(id) >= m.Config.Vocab {
+				return fmt.Errorf("model: penalty token %d is outside the vocabulary of %d", id, m.Config.Vocab)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,334 @@
+package model
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hearthstudio/hearth/engine/ops"
+	"github.com/hearthstudio/hearth/engine/sample"
+)
+
+// Session is one conversation's state on a runner: the tokens whose keys and
+// values the runner's cache holds. A new request whose prompt extends those
+// tokens (the next chat turn) only evaluates what is new.
+type Session struct {
+	r      Runner
+	cached []int32
+}
+
+// NewSession starts a session with an empty cache on r. One runner serves
+// one session at a time: another session's Generate overwrites the cache
+// (and the first session notices and starts over).
+func NewSession(r Runner) *Session { return &Session{r: r} }
+
+// Runner is the runner the session evaluates on.
+func (s *Session) Runner() Runner { return s.r }
+
+// Cached is the number of tokens the cache holds for this session.
+func (s *Session) Cached() int { return len(s.cached) }
+
+// Reset forgets the cache's contents.
+func (s *Session) Reset() { s.cached = s.cached[:0] }
+
+// Overflow says what Generate does when prompt and reply outgrow the context.
+type Overflow int
+
+const (
+	// OverflowRefuse refuses a prompt that does not fit, and stops the reply
+	// when the context is full.
+	OverflowRefuse Overflow = iota
+	// OverflowShift drops the oldest tokens after the first Keep, keeping
+	// the most recent half of the context, and evaluates what remains again.
+	OverflowShift
+)
+
+// Request is one generation.
+type Request struct {
+	// Prompt is the whole token sequence to continue (for a chat, the
+	// rendered conversation so far).
+	Prompt []int32
+	// MaxTokens bounds the reply; 0 means until a stop or the context's end.
+	MaxTokens int
+	Sampling  sample.Options
+	// StopIDs end the reply when sampled (EOS, end-of-turn); the stop token
+	// itself is not emitted as text.
+	StopIDs []int32
+	// StopStrings end the reply when its text contains one; the text from
+	// the stop string on is not emitted.
+	StopStrings []string
+	Overflow    Overflow
+	// Keep is how many leading tokens (the system prompt) a shift keeps.
+	Keep int
+	// Decode turns a token into its text; nil emits no text.
+	Decode func(id int32) string
+}
+
+// Token is one generated token.
+type Token struct {
+	ID int32
+	// Text is what this token adds to the reply: the decoder may hold back
+	// bytes of an unfinished UTF-8 character or of a possible stop string,
+	// and release them with a later token.
+	Text string
+	// Elapsed is the time since the previous token (since the prompt was
+	// submitted, for the first one).
+	Elapsed time.Duration
+}
+
+// Stats summarise a generation.
+type Stats struct {
+	PromptTokens int           // tokens in the request's prompt
+	CachedTokens int           // of those, how many the cache already held
+	Generated    int           // tokens sampled (including a final stop token)
+	Prefill      time.Duration // evaluating the prompt up to the first token
+	Decode       time.Duration // the rest
+	Stop         string        // "stop" (a stop token or string), "length" (MaxTokens or context), "canceled"
+}
+
+// PrefillRate and DecodeRate are tokens per second.
+func (s Stats) PrefillRate() float64 { return rate(s.PromptTokens-s.CachedTokens, s.Prefill) }
+func (s Stats) DecodeRate() float64  { return rate(s.Generated-1, s.Decode) }
+
+func rate(n int, d time.Duration) float64 {
+	if n <= 0 || d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
+}
+
+// ErrContextFull is returned when a prompt does not fit the context under
+// OverflowRefuse.
+var ErrContextFull = errors.New("model: prompt does not fit the context")
+
+// Generate continues req.Prompt, calling emit with each token as it is
+// sampled, until a stop token or string, MaxTokens, the context's end, ctx's
+// cancellation (checked between tokens; Stats.Stop is "canceled" and the
+// error nil), or an error from emit.
+func (s *Session) Generate(ctx context.Context, req Request, emit func(Token) error) (st Stats, err error) {
+	st.PromptTokens = len(req.Prompt)
+	if len(req.Prompt) == 0 {
+		return st, fmt.Errorf("model: empty prompt: give at least one token (the BOS token for an unconditioned start)")
+	}
+	sampler, err := sample.New(req.Sampling)
+	if err != nil {
+		return st, err
+	}
+	n := s.r.Context()
+	if len(req.Prompt) >= n {
+		if req.Overflow != OverflowShift {
+			return st, fmt.Errorf("%w: %d tokens, context %d (choose a bigger context, or the shift overflow policy)", ErrContextFull, len(req.Prompt), n)
+		}
+	}
+	history := append([]int32(nil), req.Prompt...)
+	if len(history) >= n {
+		history = s.shifted(history, req.Keep)
+	}
+
+	k := req.Sampling.CandidateCount(ops.MaxTopK)
+	exact := req.Sampling.Temperature > 0 && req.Sampling.TopK == 0
+	out := func() Output {
+		o := Output{TopK: k}
+		if exact {
+			o.TopK = 0
+		}
+		if ids, counts := sampler.Penalties(history); len(ids) > 0 && !exact {
+			o.Penalty = &Penalty{IDs: ids, Counts: counts, Repeat: req.Sampling.RepeatPenalty,
+				Frequency: req.Sampling.FrequencyPenalty, Presence: req.Sampling.PresencePenalty}
+		}
+		return o
+	}
+	pick := func(res Result) int32 {
+		if exact {
+			return sampler.Sample(res.Logits, history)
+		}
+		return sampler.SampleCandidates(res.IDs, res.Values)
+	}
+
+	// Prefill: evaluate what the cache does not hold yet; at least the last
+	// prompt token, whose logits give the first reply token.
+	start := time.Now()
+	reuse := commonPrefix(s.cached, history)
+	if reuse == len(history) {
+		reuse--
+	}
+	st.CachedTokens = min(reuse, len(req.Prompt))
+	s.cached = s.cached[:reuse]
+	res, err := s.r.Forward(history[reuse:], reuse, out())
+	if err != nil {
+		s.cached = s.cached[:0]
+		return st, err
+	}
+	s.cached = append(s.cached, history[reuse:]...)
+	st.Prefill = time.Since(start)
+
+	text := newStopFilter(req.StopStrings)
+	last := time.Now()
+	decodeStart := last
+	defer func() { st.Decode = time.Since(decodeStart) }()
+	for {
+		id := pick(res)
+		if id < 0 {
+			return st, fmt.Errorf("model: the sampler found no candidate token")
+		}
+		st.Generated++
+		history = append(history, id)
+		tok := Token{ID: id, Elapsed: time.Since(last)}
+		last = time.Now()
+		stop := isStop(req.StopIDs, id)
+		if !stop && req.Decode != nil {
+			var hit bool
+			tok.Text, hit = text.push(req.Decode(id))
+			stop = hit
+		}
+		if err := emit(tok); err != nil {
+			return st, err
+		}
+		switch {
+		case stop:
+			st.Stop = "stop"
+			return st, nil
+		case req.MaxTokens > 0 && st.Generated >= req.MaxTokens:
+			st.Stop = "length"
+			return st, s.flush(text, emit)
+		case ctx.Err() != nil:
+			st.Stop = "canceled"
+			return st, s.flush(text, emit)
+		}
+		if len(s.cached) >= n {
+			if req.Overflow != OverflowShift {
+				st.Stop = "length"
+				return st, s.flush(text, emit)
+			}
+			history = s.shifted(history, req.Keep)
+			s.cached = s.cached[:0]
+			if res, err = s.r.Forward(history, 0, out()); err != nil {
+				return st, err
+			}
+			s.cached = append(s.cached, history...)
+			continue
+		}
+		if res, err = s.r.Forward([]int32{id}, len(s.cached), out()); err != nil {
+			s.cached = s.cached[:0]
+			return st, err
+		}
+		s.cached = append(s.cached, id)
+	}
+}
+
+// flush emits text a stop filter still holds back when the reply ends
+// without a stop.
+func (s *Session) flush(f *stopFilter, emit func(Token) error) error {
+	if rest := f.flush(); rest != "" {
+		return emit(Token{ID: -1, Text: rest})
+	}
+	return nil
+}
+
+// shifted keeps the first keep tokens and the most recent half of the
+// context after them.
+func (s *Session) shifted(history []int32, keep int) []int32 {
+	n := s.r.Context()
+	keep = max(0, min(keep, n/2))
+	tail := n/2 - keep
+	out := append([]int32(nil), history[:keep]...)
+	return append(out, history[len(history)-tail:]...)
+}
+
+func commonPrefix(a, b []int32) int {
+	n := min(len(a), len(b))
+	for i := range n {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return n
+}
+
+func isStop(ids []int32, id int32) bool {
+	for _, s := range ids {
+		if s == id {
+			return true
+		}
+	}
+	return false
+}
+
+// stopFilter holds back text that could be the start of a stop string, so
+// a stop string is never half emitted.
+type stopFilter struct {
+	stops   []string
+	pending string
+}
+
+func newStopFilter(stops []string) *stopFilter {
+	var s []string
+	for _, x := range stops {
+		if x != "" {
+			s = append(s, x)
+		}
+	}
+	return &stopFilter{stops: s}
+}
+
+// push adds a token's text and returns what may be emitted; hit reports a
+// stop string, in which case the text before it is returned and the rest
+// dropped.
+func (f *stopFilter) push(text string) (emit string, hit bool) {
+	f.pending += text
+	for _, s := range f.stops {
+		if i := strings.Index(f.pending, s); i >= 0 {
+			emit, f.pending = f.pending[:i], ""
+			return emit, true
+		}
+	}
+	hold := 0
+	for _, s := range f.stops {
+		for l := min(len(s)-1, len(f.pending)); l > hold; l-- {
+			if strings.HasSuffix(f.pending, s[:l]) {
+				hold = l
+				break
+			}
+		}
+	}
+	emit, f.pending = f.pending[:len(f.pending)-hold], f.pending[len(f.pending)-hold:]
+	return emit, false
+}
+
+func (f *stopFilter) flush() string {
+	s := f.pending
+	f.pending = ""
+	return s
+}
+
+// Event is one message of Stream: a token, or the end with its stats or
+// error.
+type Event struct {
+	Token *Token
+	Stats *Stats
+	Err   error
+}
+
+// Stream runs Generate on the calling goroutine's behalf in a new goroutine
+// and delivers its tokens on the returned channel, then one final Event with
+// Stats (and Err if it failed), then closes it. Cancel ctx to stop early; the
+// channel must be drained. The runner must not be used by anything else
+// until the channel closes.
+func (s *Session) Stream(ctx context.Context, req Request) <-chan Event {
+	ch := make(chan Event, 16)
+	go func() {
+		defer close(ch)
+		st, err := s.Generate(ctx, req, func(t Token) error {
+			select {
+			case ch <- Event{Token: &t}:
+				return nil
+			case <-ctx.Done():
+				return nil // Generate sees the cancellation after this token
+			}
+		})
+		ch <- Event{Stats: &st, Err: err}
+	}()
+	return ch
+}

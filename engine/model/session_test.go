@@ -1,0 +1,171 @@
+package model
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/hearthstudio/hearth/engine/sample"
+)
+
+func greedyRequest(prompt []int32, n int) Request {
+	return Request{Prompt: prompt, MaxTokens: n, Sampling: sample.Options{Temperature: 0}}
+}
+
+func collect(t *testing.T, s *Session, req Request) ([]int32, Stats) {
+	t.Helper()
+	var ids []int32
+	st, err := s.Generate(context.Background(), req, func(tok Token) error {
+		if tok.ID >= 0 {
+			ids = append(ids, tok.ID)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids, st
+}
+
+// TestSessionReusesCache: a second turn that extends the first evaluates
+// only its new tokens, and continues exactly as a fresh session that
+// evaluates everything.
+func TestSessionReusesCache(t *testing.T) {
+	m := synthModel(t, "tiny-gemma2", "Q8_0")
+	g, err := NewGPU(dev, m, GPUOptions{Context: 128})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	s := NewSession(g)
+	first := []int32{2, 10, 20, 30, 40, 50}
+	reply, _ := collect(t, s, greedyRequest(first, 5))
+	second := append(append(slices.Clone(first), reply...), 60, 70, 80)
+	got, st := collect(t, s, greedyRequest(second, 8))
+	// The cache holds the prompt and the reply but the last reply token,
+	// which was sampled and never evaluated.
+	if want := len(first) + len(reply) - 1; st.CachedTokens != want {
+		t.Errorf("second turn reused %d tokens, want %d", st.CachedTokens, want)
+	}
+	fresh, _ := collect(t, NewSession(g), greedyRequest(second, 8))
+	if !slices.Equal(got, fresh) {
+		t.Errorf("with the cache %v, fresh %v", got, fresh)
+	}
+	// A prompt that diverges early drops the rest of the cache.
+	other := []int32{2, 10, 99, 98}
+	_, st = collect(t, s, greedyRequest(other, 2))
+	if st.CachedTokens != 2 {
+		t.Errorf("diverging prompt reused %d tokens, want 2", st.CachedTokens)
+	}
+}
+
+// TestSessionGreedyMatchesCPU: greedy generation on the GPU gives the CPU
+// reference's tokens.
+func TestSessionGreedyMatchesCPU(t *testing.T) {
+	m := synthModel(t, "tiny-phi3", "F16")
+	cpu, err := NewCPU(m, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := NewGPU(dev, m, GPUOptions{Context: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	prompt := []int32{1, 5, 9, 200, 300, 17, 23}
+	want, _ := collect(t, NewSession(cpu), greedyRequest(prompt, 24))
+	got, _ := collect(t, NewSession(g), greedyRequest(prompt, 24))
+	if !slices.Equal(got, want) {
+		t.Errorf("GPU %v\nCPU %v", got, want)
+	}
+}
+
+// TestSessionOverflow: refusing stops at the context's end; shifting keeps
+// going past it.
+func TestSessionOverflow(t *testing.T) {
+	m := synthModel(t, "tiny-qwen2", "Q8_0")
+	g, err := NewGPU(dev, m, GPUOptions{Context: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	prompt := []int32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+	ids, st := collect(t, NewSession(g), greedyRequest(prompt, 50))
+	if st.Stop != "length" || len(prompt)+len(ids) != 17 {
+		t.Errorf("refuse: %d tokens after a %d-token prompt in a 16-token context, stop %q", len(ids), len(prompt), st.Stop)
+	}
+	req := greedyRequest(prompt, 40)
+	req.Overflow, req.Keep = OverflowShift, 2
+	ids, st = collect(t, NewSession(g), req)
+	if len(ids) != 40 || st.Stop != "length" {
+		t.Errorf("shift: %d tokens, stop %q; want 40", len(ids), st.Stop)
+	}
+	// A prompt longer than the context is shifted too.
+	req.Prompt = make([]int32, 30)
+	if ids, _ = collect(t, NewSession(g), req); len(ids) != 40 {
+		t.Errorf("shift of a long prompt: %d tokens", len(ids))
+	}
+}
+
+func TestStopFilter(t *testing.T) {
+	cases := []struct {
+		stops  []string
+		pieces []string
+		want   string
+		hit    bool
+	}{
+		{[]string{"</s>"}, []string{"Hello", " wor", "ld</", "s> more"}, "Hello world", true},
+		{[]string{"</s>"}, []string{"a<", "/b", "c"}, "a</bc", false}, // a false start is released
+		{[]string{"\n\n", "User:"}, []string{"ok", "\nUs", "er: hi"}, "ok\n", true},
+		{nil, []string{"x", "y"}, "xy", false},
+	}
+	for _, tc := range cases {
+		f := newStopFilter(tc.stops)
+		var got string
+		hit := false
+		for _, p := range tc.pieces {
+			s, h := f.push(p)
+			got += s
+			if h {
+				hit = true
+				break
+			}
+		}
+		if !hit {
+			got += f.flush()
+		}
+		if got != tc.want || hit != tc.hit {
+			t.Errorf("stops %q pieces %q: got %q hit %v, want %q %v", tc.stops, tc.pieces, got, hit, tc.want, tc.hit)
+		}
+	}
+}
+
+// TestStreamCancel: cancelling the context ends the stream at a token
+// boundary with Stop "canceled".
+func TestStreamCancel(t *testing.T) {
+	m := synthModel(t, "tiny-llama", "Q4_0")
+	g, err := NewGPU(dev, m, GPUOptions{Context: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	n := 0
+	var final *Stats
+	for ev := range NewSession(g).Stream(ctx, greedyRequest([]int32{1, 2, 3}, 200)) {
+		switch {
+		case ev.Token != nil:
+			if n++; n == 3 {
+				cancel()
+			}
+		case ev.Err != nil:
+			t.Fatal(ev.Err)
+		default:
+			final = ev.Stats
+		}
+	}
+	if final == nil || final.Stop != "canceled" || final.Generated > 5 {
+		t.Errorf("stats %+v after cancelling at token 3", final)
+	}
+}

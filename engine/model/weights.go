@@ -1,0 +1,248 @@
+package model
+
+import (
+	"fmt"
+
+	"github.com/hearthstudio/hearth/engine/chat"
+	"github.com/hearthstudio/hearth/engine/tokenizer"
+	"github.com/hearthstudio/hearth/gguf"
+)
+
+// Weight is one matrix or vector of the model as the file stores it: Rows
+// rows of Cols elements of Type, Data pointing into the (memory-mapped) file.
+// A vector is one row.
+type Weight struct {
+	Name       string
+	Type       gguf.Type
+	Rows, Cols int
+	Data       []byte
+}
+
+// Bytes is the stored size.
+func (w *Weight) Bytes() int64 { return int64(len(w.Data)) }
+
+// RowBytes is the stored size of one row.
+func (w *Weight) RowBytes() int { return len(w.Data) / w.Rows }
+
+// slice returns rows [lo, hi) as a weight of its own: how a fused tensor
+// (Phi-3's attn_qkv, its gate-and-up ffn_up) becomes separate projections
+// without copying.
+func (w *Weight) slice(name string, lo, hi int) *Weight {
+	rb := w.RowBytes()
+	return &Weight{Name: name, Type: w.Type, Rows: hi - lo, Cols: w.Cols, Data: w.Data[lo*rb : hi*rb]}
+}
+
+// F32 dequantizes the whole weight (norm gains, biases, factors).
+func (w *Weight) F32() ([]float32, error) {
+	out := make([]float32, w.Rows*w.Cols)
+	if err := gguf.Dequantize(w.Type, w.Data, out); err != nil {
+		return nil, fmt.Errorf("tensor %q: %w", w.Name, err)
+	}
+	return out, nil
+}
+
+// Layer is one transformer block's weights. Optional ones are nil when the
+// architecture has none.
+type Layer struct {
+	AttnNorm     *Weight // before attention
+	PostAttnNorm *Weight // after attention, before the residual add (Gemma 2/3)
+	FFNNorm      *Weight // before the feed-forward
+	PostFFNNorm  *Weight // after the feed-forward (Gemma 2/3)
+
+	Q, K, V, O          *Weight
+	QBias, KBias, VBias *Weight // Qwen 2
+	QNorm, KNorm        *Weight // per-head RMSNorm gains (Qwen 3, Gemma 3)
+
+	Gate, Up, Down *Weight
+}
+
+// Model is a loaded model: its configuration, weights (still in the file),
+// tokenizer and chat format.
+type Model struct {
+	Config Config
+	Path   string
+	File   *gguf.File
+
+	Embed   *Weight // token_embd: Vocab rows of Hidden
+	OutNorm *Weight
+	Output  *Weight // the LM head; token_embd itself when tied
+	// RopeFactors divide each RoPE pair's frequency (Llama 3's rope_freqs);
+	// nil when the model has none.
+	RopeFactors []float32
+	Layers      []Layer
+
+	Tokenizer *tokenizer.Tokenizer
+	Chat      *chat.Format
+}
+
+// Load opens a GGUF model file. The weights stay memory-mapped in the file;
+// Close releases it.
+func Load(path string) (*Model, error) {
+	f, err := gguf.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	m, err := FromGGUF(f)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	m.Path = path
+	return m, nil
+}
+
+// Close releases the file.
+func (m *Model) Close() error {
+	if m.File == nil {
+		return nil
+	}
+	err := m.File.Close()
+	m.File = nil
+	return err
+}
+
+// FromGGUF reads the configuration, weights, tokenizer and chat format of an
+// open file. Every tensor is checked against the shape the keys imply, so a
+// file whose tensors and keys disagree is refused here, naming both.
+func FromGGUF(f *gguf.File) (*Model, error) {
+	cfg, err := ReadConfig(f)
+	if err != nil {
+		return nil, err
+	}
+	m := &Model{File: f}
+	ld := loader{f: f}
+
+	embd := ld.tensor("token_embd.weight", 0, cfg.Hidden)
+	if embd != nil {
+		cfg.Vocab = embd.Rows
+	}
+	m.Embed = embd
+	m.OutNorm = ld.vector("output_norm.weight", cfg.Hidden)
+	if _, ok := f.Tensor("output.weight"); ok {
+		m.Output = ld.tensor("output.weight", cfg.Vocab, cfg.Hidden)
+	} else {
+		m.Output = embd
+	}
+	if _, ok := f.Tensor("rope_freqs.weight"); ok {
+		if w := ld.vector("rope_freqs.weight", cfg.RopeDims/2); w != nil {
+			m.RopeFactors, ld.err = w.F32()
+		}
+	}
+	if ld.err != nil {
+		return nil, ld.err
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+
+	qd, kvd := cfg.QDim(), cfg.KVDim()
+	m.Layers = make([]Layer, cfg.Layers)
+	for i := range m.Layers {
+		l := &m.Layers[i]
+		p := func(s string) string { return fmt.Sprintf("blk.%d.%s", i, s) }
+		l.AttnNorm = ld.vector(p("attn_norm.weight"), cfg.Hidden)
+		l.FFNNorm = ld.vector(p("ffn_norm.weight"), cfg.Hidden)
+		if cfg.PostNorms {
+			l.PostAttnNorm = ld.vector(p("post_attention_norm.weight"), cfg.Hidden)
+			l.PostFFNNorm = ld.vector(p("post_ffw_norm.weight"), cfg.Hidden)
+		}
+		if _, fused := f.Tensor(p("attn_qkv.weight")); fused {
+			if qkv := ld.tensor(p("attn_qkv.weight"), qd+2*kvd, cfg.Hidden); qkv != nil {
+				l.Q = qkv.slice(p("attn_qkv.weight[q]"), 0, qd)
+				l.K = qkv.slice(p("attn_qkv.weight[k]"), qd, qd+kvd)
+				l.V = qkv.slice(p("attn_qkv.weight[v]"), qd+kvd, qd+2*kvd)
+			}
+		} else {
+			l.Q = ld.tensor(p("attn_q.weight"), qd, cfg.Hidden)
+			l.K = ld.tensor(p("attn_k.weight"), kvd, cfg.Hidden)
+			l.V = ld.tensor(p("attn_v.weight"), kvd, cfg.Hidden)
+		}
+		l.O = ld.tensor(p("attn_output.weight"), cfg.Hidden, qd)
+		if cfg.QKVBias {
+			l.QBias = ld.vector(p("attn_q.bias"), qd)
+			l.KBias = ld.vector(p("attn_k.bias"), kvd)
+			l.VBias = ld.vector(p("attn_v.bias"), kvd)
+		}
+		if cfg.QKNorm {
+			l.QNorm = ld.vector(p("attn_q_norm.weight"), cfg.HeadDim)
+			l.KNorm = ld.vector(p("attn_k_norm.weight"), cfg.HeadDim)
+		}
+		if _, separate := f.Tensor(p("ffn_gate.weight")); separate {
+			l.Gate = ld.tensor(p("ffn_gate.weight"), cfg.FF, cfg.Hidden)
+			l.Up = ld.tensor(p("ffn_up.weight"), cfg.FF, cfg.Hidden)
+		} else if up := ld.tensor(p("ffn_up.weight"), 2*cfg.FF, cfg.Hidden); up != nil {
+			// Phi-3: gate rows, then up rows.
+			l.Gate = up.slice(p("ffn_up.weight[gate]"), 0, cfg.FF)
+			l.Up = up.slice(p("ffn_up.weight[up]"), cfg.FF, 2*cfg.FF)
+		}
+		l.Down = ld.tensor(p("ffn_down.weight"), cfg.Hidden, cfg.FF)
+		if ld.err != nil {
+			return nil, ld.err
+		}
+	}
+	m.Config = cfg
+
+	if m.Tokenizer, err = tokenizer.FromGGUF(f); err != nil {
+		return nil, err
+	}
+	if n := m.Tokenizer.Size(); n > cfg.Vocab {
+		return nil, fmt.Errorf("the tokenizer has %d tokens but token_embd.weight only %d rows", n, cfg.Vocab)
+	}
+	if m.Chat, err = chat.FromGGUF(f, m.Tokenizer); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// loader fetches tensors, keeping the first error so the layer loop reads
+// straight.
+type loader struct {
+	f   *gguf.File
+	err error
+}
+
+// tensor returns a rows×cols weight (rows 0: any number of rows).
+func (ld *loader) tensor(name string, rows, cols int) *Weight {
+	if ld.err != nil {
+		return nil
+	}
+	t, ok := ld.f.Tensor(name)
+	if !ok {
+		ld.err = fmt.Errorf("tensor %q is missing", name)
+		return nil
+	}
+	if len(t.Shape) < 1 || len(t.Shape) > 2 {
+		ld.err = fmt.Errorf("tensor %q has shape %v; want 2 dimensions [%d, %d]", name, t.Shape, cols, rows)
+		return nil
+	}
+	c, r := int(t.Shape[0]), 1
+	if len(t.Shape) == 2 {
+		r = int(t.Shape[1])
+	}
+	if c != cols || (rows > 0 && r != rows) || r <= 0 {
+		ld.err = fmt.Errorf("tensor %q has shape %v, but the model's keys imply [%d, %d]", name, t.Shape, cols, rows)
+		return nil
+	}
+	if !gguf.CanDequantize(t.Type) {
+		ld.err = fmt.Errorf("tensor %q: type %v is not supported", name, t.Type)
+		return nil
+	}
+	data, err := ld.f.Data(t)
+	if err != nil {
+		ld.err = err
+		return nil
+	}
+	return &Weight{Name: name, Type: t.Type, Rows: r, Cols: c, Data: data}
+}
+
+// vector returns an n-element 1-D weight.
+func (ld *loader) vector(name string, n int) *Weight {
+	if ld.err != nil {
+		return nil
+	}
+	if t, ok := ld.f.Tensor(name); ok && len(t.Shape) != 1 {
+		ld.err = fmt.Errorf("tensor %q has shape %v, want a vector of %d", name, t.Shape, n)
+		return nil
+	}
+	return ld.tensor(name, 1, n)
+}
