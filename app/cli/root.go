@@ -25,6 +25,8 @@ func NewRoot(studio func() error) *cobra.Command {
 		newTokenizeCmd(), newDetokenizeCmd(),
 		newInspectCmd(),
 		newQuantizeCmd(),
+		newSynthCmd(), newImportCmd(),
+		newGenerateCmd(), newChatCmd(), newLogitsCmd(), newBenchCmd(),
 	)
 	return root
 }

@@ -1,0 +1,139 @@
+package cli
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hearthstudio/hearth/engine/chat"
+	"github.com/hearthstudio/hearth/engine/model"
+	"github.com/hearthstudio/hearth/engine/tokenizer"
+)
+
+func newChatCmd() *cobra.Command {
+	var mf modelFlags
+	var sf samplingFlags
+	var prompt, system string
+	var n int
+	var shift bool
+	cmd := &cobra.Command{
+		Use:   "chat -m MODEL [-p PROMPT]",
+		Short: "Chat with a model through its chat template; interactive without -p",
+		Long: "With -p, answer one message and exit. Without it, read messages from standard input,\n" +
+			"one per line (end a line with \\ to continue it), keeping the conversation and the KV cache\n" +
+			"between turns. /reset starts over, /exit (or end of input) leaves; Ctrl+C stops a reply.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			l, err := mf.open(cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			defer l.Close()
+			c := &chatLoop{l: l, sampling: sf, n: n, shift: shift, out: cmd.OutOrStdout(), log: cmd.ErrOrStderr(),
+				session: model.NewSession(l.runner)}
+			if system != "" {
+				c.history = append(c.history, chat.Message{Role: "system", Content: system})
+			}
+			c.system = len(c.history)
+			if cmd.Flags().Changed("prompt") {
+				return c.turn(cmd, prompt)
+			}
+			return c.interactive(cmd, cmd.InOrStdin())
+		},
+	}
+	mf.register(cmd)
+	sf.register(cmd)
+	cmd.Flags().StringVarP(&prompt, "prompt", "p", "", "one message to answer (non-interactive)")
+	cmd.Flags().StringVar(&system, "system", "", "system prompt")
+	cmd.Flags().IntVarP(&n, "n", "n", 0, "most tokens per reply; 0 is until the end of the turn")
+	cmd.Flags().BoolVar(&shift, "shift", false, "when the context fills, drop the oldest half of it instead of stopping")
+	return cmd
+}
+
+// chatLoop is one conversation on the command line.
+type chatLoop struct {
+	l        *loaded
+	session  *model.Session
+	history  []chat.Message
+	system   int // leading messages /reset keeps
+	sampling samplingFlags
+	n        int
+	shift    bool
+	out, log io.Writer
+}
+
+func (c *chatLoop) interactive(cmd *cobra.Command, in io.Reader) error {
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	prompt := func() { fmt.Fprint(c.log, "> ") }
+	prompt()
+	var msg strings.Builder
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasSuffix(line, `\`) {
+			msg.WriteString(strings.TrimSuffix(line, `\`) + "\n")
+			continue
+		}
+		msg.WriteString(line)
+		text := strings.TrimSpace(msg.String())
+		msg.Reset()
+		switch text {
+		case "":
+		case "/exit", "/quit":
+			return nil
+		case "/reset":
+			c.history = c.history[:c.system]
+			c.session.Reset()
+			fmt.Fprintln(c.log, "(conversation reset)")
+		default:
+			if err := c.turn(cmd, text); err != nil {
+				return err
+			}
+		}
+		prompt()
+	}
+	return sc.Err()
+}
+
+// turn answers one user message, streaming the reply.
+func (c *chatLoop) turn(cmd *cobra.Command, text string) error {
+	m := c.l.model
+	msgs := append(c.history, chat.Message{Role: "user", Content: text})
+	p, err := m.Chat.Render(chat.Request{Messages: msgs, AddGenerationPrompt: true})
+	if err != nil {
+		return err
+	}
+	if p.Notice != "" {
+		fmt.Fprintln(c.log, "note:", p.Notice)
+	}
+	dec := m.Tokenizer.NewDecoder(tokenizer.DecodeOptions{})
+	req := model.Request{
+		Prompt: m.Chat.Tokenize(p.Text), MaxTokens: c.n, Sampling: c.sampling.o,
+		StopIDs: m.Chat.StopIDs, StopStrings: m.Chat.StopStrings,
+		Decode: func(id int32) string { s, _ := dec.Next(id); return s },
+		Keep:   0,
+	}
+	if c.shift {
+		req.Overflow = model.OverflowShift
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
+	defer stop()
+	var reply strings.Builder
+	st, err := c.session.Generate(ctx, req, func(t model.Token) error {
+		reply.WriteString(t.Text)
+		_, err := fmt.Fprint(c.out, t.Text)
+		return err
+	})
+	fmt.Fprintln(c.out)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.log, "[%d+%d tokens, %.1f tokens/s; %s]\n", st.PromptTokens, st.Generated, st.DecodeRate(), st.Stop)
+	c.history = append(msgs, chat.Message{Role: "assistant", Content: strings.TrimSpace(reply.String())})
+	return nil
+}

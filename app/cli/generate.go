@@ -1,0 +1,98 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hearthstudio/hearth/engine/model"
+	"github.com/hearthstudio/hearth/engine/tokenizer"
+)
+
+// generateReport is hearth generate's --json shape.
+type generateReport struct {
+	Text         string  `json:"text"`
+	Tokens       []int32 `json:"tokens"`
+	PromptTokens int     `json:"prompt_tokens"`
+	Stop         string  `json:"stop"`
+	PrefillTPS   float64 `json:"prefill_tokens_per_second"`
+	DecodeTPS    float64 `json:"decode_tokens_per_second"`
+	Backend      string  `json:"backend"`
+}
+
+func newGenerateCmd() *cobra.Command {
+	var mf modelFlags
+	var sf samplingFlags
+	var prompt string
+	var n int
+	var stops []string
+	var asJSON, special, shift bool
+	cmd := &cobra.Command{
+		Use:   "generate -m MODEL -p PROMPT",
+		Short: "Continue a prompt (a raw completion, no chat template), streamed",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !cmd.Flags().Changed("prompt") {
+				return fmt.Errorf("no prompt: give -p PROMPT")
+			}
+			l, err := mf.open(cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			defer l.Close()
+			tok := l.model.Tokenizer
+			ids := tok.Encode(prompt, tokenizer.EncodeOptions{AddSpecial: true, ParseSpecial: special})
+			req := model.Request{Prompt: ids, MaxTokens: n, Sampling: sf.o, StopStrings: stops}
+			if tok.EOS() != tokenizer.None {
+				req.StopIDs = append(req.StopIDs, tok.EOS())
+			}
+			if tok.EOT() != tokenizer.None {
+				req.StopIDs = append(req.StopIDs, tok.EOT())
+			}
+			if shift {
+				req.Overflow = model.OverflowShift
+			}
+			dec := tok.NewDecoder(tokenizer.DecodeOptions{Special: special})
+			req.Decode = func(id int32) string { s, _ := dec.Next(id); return s }
+
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
+			defer stop()
+			var text strings.Builder
+			var out []int32
+			w := cmd.OutOrStdout()
+			st, err := model.NewSession(l.runner).Generate(ctx, req, func(t model.Token) error {
+				if t.ID >= 0 {
+					out = append(out, t.ID)
+				}
+				text.WriteString(t.Text)
+				if !asJSON {
+					fmt.Fprint(w, t.Text)
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeTokenJSON(w, generateReport{Text: text.String(), Tokens: out, PromptTokens: st.PromptTokens, Stop: st.Stop,
+					PrefillTPS: st.PrefillRate(), DecodeTPS: st.DecodeRate(), Backend: backendName(l)})
+			}
+			fmt.Fprintln(w)
+			fmt.Fprintf(cmd.ErrOrStderr(), "\n%s; prompt %d tokens, %.1f tokens/s; reply %d tokens, %.1f tokens/s; stop: %s\n",
+				backendName(l), st.PromptTokens, st.PrefillRate(), st.Generated, st.DecodeRate(), st.Stop)
+			return nil
+		},
+	}
+	mf.register(cmd)
+	sf.register(cmd)
+	cmd.Flags().StringVarP(&prompt, "prompt", "p", "", "the text to continue")
+	cmd.Flags().IntVarP(&n, "n", "n", 128, "most tokens to generate; 0 is until a stop or the context's end")
+	cmd.Flags().StringArrayVar(&stops, "stop", nil, "stop when the reply contains this text (repeatable)")
+	cmd.Flags().BoolVar(&special, "special", false, "parse special tokens in the prompt and print them in the reply")
+	cmd.Flags().BoolVar(&shift, "shift", false, "when the context fills, drop its oldest half instead of stopping")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the reply and statistics as JSON")
+	return cmd
+}

@@ -1,0 +1,119 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hearthstudio/hearth/engine/gpu"
+	"github.com/hearthstudio/hearth/engine/model"
+	"github.com/hearthstudio/hearth/engine/sample"
+)
+
+// modelFlags are the flags of every command that runs a model.
+type modelFlags struct {
+	path    string
+	backend string
+	ctx     int
+	batch   int
+}
+
+func (f *modelFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVarP(&f.path, "model", "m", "", "model file (.gguf)")
+	cmd.Flags().StringVar(&f.backend, "backend", "auto", "gpu, cpu, or auto (the GPU when an adapter exists)")
+	cmd.Flags().IntVar(&f.ctx, "ctx", 0, fmt.Sprintf("context length in tokens (default: the model's, at most %d)", model.DefaultContext))
+	cmd.Flags().IntVar(&f.batch, "batch", 512, "prompt tokens evaluated per GPU submit")
+}
+
+// loaded is an open model and the runner evaluating it.
+type loaded struct {
+	model  *model.Model
+	runner model.Runner
+	dev    *gpu.Device
+}
+
+func (l *loaded) Close() {
+	if l.runner != nil {
+		l.runner.Close()
+	}
+	if l.dev != nil {
+		l.dev.Release()
+	}
+	l.model.Close()
+}
+
+// open loads the model and its runner; notes (the backend chosen, a
+// template notice) go to log.
+func (f *modelFlags) open(log io.Writer) (*loaded, error) {
+	if f.path == "" {
+		return nil, fmt.Errorf("no model: give -m MODEL.gguf")
+	}
+	m, err := model.Load(f.path)
+	if err != nil {
+		return nil, err
+	}
+	l := &loaded{model: m}
+	ctx := f.ctx
+	if ctx == 0 {
+		ctx = min(m.Config.Context, model.DefaultContext)
+	}
+	switch strings.ToLower(f.backend) {
+	case "gpu", "auto":
+		dev, err := gpu.Open(gpu.OptionsFromEnv())
+		if err != nil {
+			if f.backend == "gpu" {
+				m.Close()
+				return nil, err
+			}
+			fmt.Fprintf(log, "no GPU (%v); running on the CPU\n", err)
+			break
+		}
+		r, err := model.NewGPU(dev, m, model.GPUOptions{Context: ctx, Batch: f.batch})
+		if err != nil {
+			dev.Release()
+			m.Close()
+			return nil, err
+		}
+		l.dev, l.runner = dev, r
+	case "cpu":
+	default:
+		m.Close()
+		return nil, fmt.Errorf("--backend %q: want gpu, cpu or auto", f.backend)
+	}
+	if l.runner == nil {
+		r, err := model.NewCPU(m, ctx)
+		if err != nil {
+			m.Close()
+			return nil, err
+		}
+		l.runner = r
+	}
+	return l, nil
+}
+
+// backendName says where a runner computes, for reports.
+func backendName(l *loaded) string {
+	if l.dev != nil {
+		return "gpu: " + l.dev.Info.Label()
+	}
+	return "cpu"
+}
+
+// samplingFlags are the sampler's flags.
+type samplingFlags struct{ o sample.Options }
+
+func (s *samplingFlags) register(cmd *cobra.Command) {
+	d := sample.Defaults()
+	fl := cmd.Flags()
+	fl.Float32Var(&s.o.Temperature, "temp", d.Temperature, "temperature; 0 is greedy")
+	fl.IntVar(&s.o.TopK, "top-k", d.TopK, "keep the k most likely tokens; 0 keeps all")
+	fl.Float32Var(&s.o.TopP, "top-p", d.TopP, "keep the smallest set of tokens with this much probability; 1 is off")
+	fl.Float32Var(&s.o.MinP, "min-p", d.MinP, "drop tokens less likely than this fraction of the most likely; 0 is off")
+	fl.Float32Var(&s.o.RepeatPenalty, "repeat-penalty", d.RepeatPenalty, "penalty for repeated tokens; 1 is off")
+	fl.IntVar(&s.o.RepeatLastN, "repeat-last-n", d.RepeatLastN, "how many recent tokens the penalties look at; -1 is all")
+	fl.Float32Var(&s.o.FrequencyPenalty, "frequency-penalty", d.FrequencyPenalty, "subtract this times a token's count so far")
+	fl.Float32Var(&s.o.PresencePenalty, "presence-penalty", d.PresencePenalty, "subtract this from every token seen so far")
+	fl.Uint64Var(&s.o.Seed, "seed", d.Seed, "random seed")
+}
