@@ -1,8 +1,6 @@
 package gpu
 
 import (
-	"bytes"
-	"encoding/binary"
 	"fmt"
 	"strings"
 
@@ -199,26 +197,24 @@ func (c *Chain) Dispatch(k *Kernel, params any, grid [3]uint32, bufs ...*Buffer)
 
 	var pageBuf *wgpu.Buffer
 	var slotOff uint64
-	var paramBytes []byte
+	var paramLen int
 	if params != nil {
-		var w bytes.Buffer
-		if err := binary.Write(&w, binary.LittleEndian, params); err != nil {
+		slot := len(c.params) / paramSlot
+		start := slot * paramSlot
+		var err error
+		if c.params, err = d.appendParams(c.params, params); err != nil {
 			return c.fail(fmt.Errorf("gpu: kernel %s: params %T: %w", name, params, err))
 		}
-		paramBytes = w.Bytes()
-		if len(paramBytes)%16 != 0 || len(paramBytes) > paramSlot {
-			return c.fail(fmt.Errorf("gpu: kernel %s: params %T are %d bytes; want a multiple of 16 up to %d", name, params, len(paramBytes), paramSlot))
+		paramLen = len(c.params) - start
+		if paramLen%16 != 0 || paramLen > paramSlot {
+			return c.fail(fmt.Errorf("gpu: kernel %s: params %T are %d bytes; want a multiple of 16 up to %d", name, params, paramLen, paramSlot))
 		}
-		slot := len(c.params) / paramSlot
+		c.params = append(c.params, make([]byte, paramSlot-paramLen)...) // pad the slot
 		key.slot = slot
-		var err error
 		if pageBuf, err = d.arena.page(slot / slotsPerPage); err != nil {
 			return c.fail(err)
 		}
 		slotOff = uint64(slot%slotsPerPage) * paramSlot
-		block := make([]byte, paramSlot)
-		copy(block, paramBytes)
-		c.params = append(c.params, block...)
 	}
 
 	bg, ok := d.binds[key]
@@ -226,7 +222,7 @@ func (c *Chain) Dispatch(k *Kernel, params any, grid [3]uint32, bufs ...*Buffer)
 		entries := make([]wgpu.BindGroupEntry, 0, len(bufs)+1)
 		first := uint32(0)
 		if params != nil {
-			entries = append(entries, wgpu.BindGroupEntry{Binding: 0, Buffer: pageBuf, Offset: slotOff, Size: uint64(len(paramBytes))})
+			entries = append(entries, wgpu.BindGroupEntry{Binding: 0, Buffer: pageBuf, Offset: slotOff, Size: uint64(paramLen)})
 			first = 1
 		}
 		for i, b := range bufs {

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -89,6 +90,9 @@ type Device struct {
 	arena   uniformArena
 	staging map[uint64]*wgpu.Buffer // readback buffers by size
 	open    *Chain                  // the chain being recorded, if any
+	// plainParams caches, per params type, whether its memory is its
+	// uniform encoding (params.go).
+	plainParams map[reflect.Type]bool
 	// source finds a kernel family's WGSL: shaders.Source, or a test's own.
 	source   func(family string) (string, error)
 	nextID   uint64
@@ -317,14 +321,15 @@ func Open(opts Options) (*Device, error) {
 	req.MaxComputeWorkgroupsPerDimension = al.MaxComputeWorkgroupsPerDimension
 
 	d := &Device{
-		Info:     chosen,
-		instance: inst,
-		adapter:  adapter,
-		kernels:  map[KernelSpec]*Kernel{},
-		binds:    map[bindKey]*wgpu.BindGroup{},
-		bindsOf:  map[uint64][]bindKey{},
-		staging:  map[uint64]*wgpu.Buffer{},
-		source:   shaders.Source,
+		Info:        chosen,
+		instance:    inst,
+		adapter:     adapter,
+		kernels:     map[KernelSpec]*Kernel{},
+		binds:       map[bindKey]*wgpu.BindGroup{},
+		bindsOf:     map[uint64][]bindKey{},
+		staging:     map[uint64]*wgpu.Buffer{},
+		plainParams: map[reflect.Type]bool{},
+		source:      shaders.Source,
 	}
 	dev, err := adapter.RequestDevice(&wgpu.DeviceDescriptor{
 		Label:          "hearth",

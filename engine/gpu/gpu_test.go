@@ -1,9 +1,12 @@
 package gpu
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -410,5 +413,45 @@ func TestChainReadBack(t *testing.T) {
 	}
 	if got := F32From(raw); !slices.Equal(got, []float32{3, 4, 5}) {
 		t.Errorf("read back %v, want [3 4 5]", got)
+	}
+}
+
+// TestAppendParamsMatchesBinary: the fast copy of a params struct gives the
+// bytes encoding/binary writes, and a struct it cannot copy (padding, a
+// 2-byte field) still encodes through binary.
+func TestAppendParamsMatchesBinary(t *testing.T) {
+	type pair struct{ X, Y uint32 }
+	type plain struct {
+		A    uint32
+		B    float32
+		C    int32
+		_    uint32
+		Tab  [3]float32
+		Pair [2]pair
+		_    uint32
+	}
+	type padded struct {
+		A uint16
+		B uint32
+	}
+	for _, v := range []any{
+		plain{A: 1, B: -2.5, C: -3, Tab: [3]float32{1e-30, 7, 0}, Pair: [2]pair{{1, 2}, {3, 4}}},
+		padded{A: 0xBEEF, B: 9},
+		shiftParams{N: 5, Add: 1.5},
+	} {
+		var want bytes.Buffer
+		if err := binary.Write(&want, binary.LittleEndian, v); err != nil {
+			t.Fatal(err)
+		}
+		got, err := dev.appendParams([]byte{0xAA}, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got[1:], want.Bytes()) || got[0] != 0xAA {
+			t.Errorf("%T: got % x, want % x", v, got[1:], want.Bytes())
+		}
+	}
+	if !plainLayout(reflect.TypeOf(plain{})) || plainLayout(reflect.TypeOf(padded{})) {
+		t.Error("plainLayout misjudges a struct")
 	}
 }
