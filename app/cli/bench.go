@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"runtime/pprof"
 	"text/tabwriter"
 	"time"
 
@@ -36,6 +38,7 @@ func newBenchCmd() *cobra.Command {
 	var mf modelFlags
 	var prompt, gen, reps int
 	var asJSON bool
+	var profile string
 	cmd := &cobra.Command{
 		Use:   "bench -m MODEL [-p 512] [-n 128]",
 		Short: "Measure prefill and decode tokens/s, like llama-bench",
@@ -49,6 +52,17 @@ func newBenchCmd() *cobra.Command {
 			}
 			if mf.ctx == 0 {
 				mf.ctx = prompt + gen + 1
+			}
+			if profile != "" {
+				f, err := os.Create(profile)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
 			}
 			l, err := mf.open(cmd.ErrOrStderr())
 			if err != nil {
@@ -128,6 +142,7 @@ func newBenchCmd() *cobra.Command {
 	cmd.Flags().IntVarP(&gen, "n", "n", 128, "tokens for the decode test; 0 skips it")
 	cmd.Flags().IntVarP(&reps, "repetitions", "r", 3, "runs of each test after the warm-up")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the results as JSON")
+	cmd.Flags().StringVar(&profile, "cpuprofile", "", "write a Go CPU profile of the run to this file (for go tool pprof)")
 	return cmd
 }
 

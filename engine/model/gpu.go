@@ -57,6 +57,9 @@ type gpuLayer struct {
 	attnNorm, postAttnNorm, ffnNorm, postFFNNorm *gpu.Buffer
 	qBias, kBias, vBias, qNorm, kNorm            *gpu.Buffer
 	q, k, v, o, gate, up, down                   *gpu.Tensor
+	// gateUp is gate and up as one tensor, gate rows first, when they share
+	// a type: one matmul instead of two, and the fused GLU after it.
+	gateUp *gpu.Tensor
 }
 
 // DefaultContext caps the KV cache when the caller does not choose: the
@@ -160,10 +163,29 @@ func (r *GPU) upload() error {
 				return err
 			}
 		}
-		for _, p := range []struct {
+		projections := []struct {
 			dst **gpu.Tensor
 			w   *Weight
-		}{{&g.q, l.Q}, {&g.k, l.K}, {&g.v, l.V}, {&g.o, l.O}, {&g.gate, l.Gate}, {&g.up, l.Up}, {&g.down, l.Down}} {
+		}{{&g.q, l.Q}, {&g.k, l.K}, {&g.v, l.V}, {&g.o, l.O}, {&g.down, l.Down}}
+		if l.Gate.Type == l.Up.Type {
+			// The rows of both, back to back: the blocks are copied, not
+			// converted.
+			merged := &Weight{Name: fmt.Sprintf("blk.%d.ffn_gate_up", i), Type: l.Gate.Type, Rows: 2 * l.Gate.Rows, Cols: l.Gate.Cols,
+				Data: append(append(make([]byte, 0, len(l.Gate.Data)+len(l.Up.Data)), l.Gate.Data...), l.Up.Data...)}
+			projections = append(projections, struct {
+				dst **gpu.Tensor
+				w   *Weight
+			}{&g.gateUp, merged})
+		} else {
+			projections = append(projections, struct {
+				dst **gpu.Tensor
+				w   *Weight
+			}{&g.gate, l.Gate}, struct {
+				dst **gpu.Tensor
+				w   *Weight
+			}{&g.up, l.Up})
+		}
+		for _, p := range projections {
 			if err := gpuMatmul(p.w); err != nil {
 				return err
 			}
@@ -191,7 +213,7 @@ func (r *GPU) allocate() error {
 	alloc(&r.k, "k", b*c.KVDim())
 	alloc(&r.v, "v", b*c.KVDim())
 	alloc(&r.att, "att", b*c.QDim())
-	alloc(&r.gate, "gate", b*c.FF)
+	alloc(&r.gate, "gate", 2*b*c.FF) // gate, or gate and up fused
 	alloc(&r.up, "up", b*c.FF)
 	alloc(&r.last, "last", d)
 	alloc(&r.logits, "logits", r.logitRows*c.Vocab)
@@ -373,11 +395,17 @@ func (r *GPU) forward(tokens []int32, pos int, out Output, final bool) (Result, 
 		try(norm(r.x, l.attnNorm, r.xn, n, d))
 		try(mm(l.q, r.xn, r.q))
 		try(mm(l.k, r.xn, r.k))
-		try(mm(l.v, r.xn, r.v))
+		if l.vBias == nil {
+			// v needs no bias, norm or rotation: straight into the cache.
+			try(ops.MatMulWith(ch, l.v, r.xn, r.vc[i], n, ops.MatmulOptions{YOffset: pos * kvd}))
+		} else {
+			try(mm(l.v, r.xn, r.v))
+		}
 		if l.qBias != nil {
 			try(ops.AddBias(ch, r.q, l.qBias, n, c.QDim()))
 			try(ops.AddBias(ch, r.k, l.kBias, n, kvd))
 			try(ops.AddBias(ch, r.v, l.vBias, n, kvd))
+			try(ops.CopyF32(ch, r.v, 0, r.vc[i], pos*kvd, n*kvd))
 		}
 		if l.qNorm != nil {
 			try(norm(r.q, l.qNorm, r.q, n*c.Heads, c.HeadDim))
@@ -389,7 +417,6 @@ func (r *GPU) forward(tokens []int32, pos int, out Output, final bool) (Result, 
 		rope.Heads = c.KVHeads
 		try(ops.RoPE(ch, r.k, factors, nil, rope))
 		try(ops.CopyF32(ch, r.k, 0, r.kc[i], pos*kvd, n*kvd))
-		try(ops.CopyF32(ch, r.v, 0, r.vc[i], pos*kvd, n*kvd))
 		try(ops.Attention(ch, r.q, r.kc[i], r.vc[i], r.attScratch, r.att, ops.AttentionArgs{
 			HeadDim: c.HeadDim, Heads: c.Heads, KVHeads: c.KVHeads, Tokens: n, Pos0: pos, KVLen: pos + n,
 			Scale: c.AttnScale, Window: c.Window(i), Softcap: c.AttnSoftcap}))
@@ -397,14 +424,23 @@ func (r *GPU) forward(tokens []int32, pos int, out Output, final bool) (Result, 
 
 		// Feed-forward: x += Down · (act(Gate · norm(x)) * (Up · norm(x))).
 		try(norm(r.x, l.ffnNorm, r.xn, n, d))
-		try(mm(l.gate, r.xn, r.gate))
-		try(mm(l.up, r.xn, r.up))
-		if c.GELU {
-			try(ops.GeGLU(ch, r.gate, r.up, r.gate, n*c.FF))
+		if l.gateUp != nil {
+			try(mm(l.gateUp, r.xn, r.gate))
+			if c.GELU {
+				try(ops.GeGLUFused(ch, r.gate, r.up, n, c.FF))
+			} else {
+				try(ops.SwiGLUFused(ch, r.gate, r.up, n, c.FF))
+			}
 		} else {
-			try(ops.SwiGLU(ch, r.gate, r.up, r.gate, n*c.FF))
+			try(mm(l.gate, r.xn, r.gate))
+			try(mm(l.up, r.xn, r.up))
+			if c.GELU {
+				try(ops.GeGLU(ch, r.gate, r.up, r.up, n*c.FF))
+			} else {
+				try(ops.SwiGLU(ch, r.gate, r.up, r.up, n*c.FF))
+			}
 		}
-		try(r.residual(ch, l.down, r.gate, l.postFFNNorm, n))
+		try(r.residual(ch, l.down, r.up, l.postFFNNorm, n))
 		if err != nil {
 			return Result{}, fmt.Errorf("model: layer %d: %w", i, err)
 		}

@@ -43,7 +43,7 @@ func (m *Model) Memory(ctx, batch int) Memory {
 	}
 	e.KV = 2 * int64(c.Layers) * int64(ctx) * int64(c.KVDim()) * 4
 	b := int64(min(batch, ctx))
-	e.Activations = 4 * (b*(3*int64(c.Hidden)+2*int64(c.QDim())+2*int64(c.KVDim())+2*int64(c.FF)) + b*int64(c.Vocab))
+	e.Activations = 4 * (b*(3*int64(c.Hidden)+2*int64(c.QDim())+2*int64(c.KVDim())+3*int64(c.FF)) + b*int64(c.Vocab))
 	return e
 }
 
