@@ -91,12 +91,17 @@ type Chain struct {
 	// staged are the staging buffers this chain's readbacks copy into; two
 	// readbacks of one chain must not share one.
 	staged []*wgpu.Buffer
+	// speculative chains were recorded ahead of need; see Speculate.
+	speculative bool
 }
 
 // NewChain opens a command encoder for a sequence of dispatches.
 func (d *Device) NewChain(label string) (*Chain, error) {
 	if err := d.check(); err != nil {
 		return nil, err
+	}
+	if d.open != nil && d.open.speculative {
+		d.open.Discard()
 	}
 	if d.open != nil {
 		return nil, fmt.Errorf("gpu: chain %q: chain %q is still open (submit or discard it first)", label, d.open.label)
@@ -109,6 +114,14 @@ func (d *Device) NewChain(label string) (*Chain, error) {
 	d.open = c
 	return c, nil
 }
+
+// Speculate marks a chain recorded ahead of need (the next decode step,
+// recorded while the GPU runs this one): a NewChain on the device discards
+// it instead of failing, and its owner sees Done and records it again.
+func (c *Chain) Speculate() { c.speculative = true }
+
+// Done reports whether the chain was submitted or discarded.
+func (c *Chain) Done() bool { return c.done }
 
 // Device is the device the chain records for.
 func (c *Chain) Device() *Device { return c.d }

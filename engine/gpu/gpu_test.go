@@ -455,3 +455,27 @@ func TestAppendParamsMatchesBinary(t *testing.T) {
 		t.Error("plainLayout misjudges a struct")
 	}
 }
+
+// TestSpeculativeChainGivesWay: a chain marked speculative does not block
+// the next NewChain; it is discarded and reports Done.
+func TestSpeculativeChainGivesWay(t *testing.T) {
+	spec, err := dev.NewChain("ahead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dev.NewChain("blocked"); err == nil {
+		t.Fatal("a second open chain was allowed")
+	}
+	spec.Speculate()
+	c, err := dev.NewChain("now")
+	if err != nil {
+		t.Fatalf("speculative chain blocked NewChain: %v", err)
+	}
+	defer c.Discard()
+	if !spec.Done() {
+		t.Error("the speculative chain was not discarded")
+	}
+	if err := spec.Submit(); err == nil {
+		t.Error("submitting a discarded chain succeeded")
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/hearthstudio/hearth/engine/gpu"
@@ -186,4 +187,55 @@ func argmaxOf(x []float32) int {
 		}
 	}
 	return best
+}
+
+// TestDecodeOutOfOrder: the GPU records the next decode step ahead; calls
+// that do not follow that guess (the same position again, another top-k, a
+// penalty, a jump back) must still give the CPU reference's answers.
+func TestDecodeOutOfOrder(t *testing.T) {
+	m := synthModel(t, "tiny-qwen2", "F32")
+	cpu, err := NewCPU(m, 32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := NewGPU(dev, m, GPUOptions{Context: 32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	prompt := []int32{3, 1, 4, 1, 5, 9, 2, 6}
+	for _, r := range []Runner{cpu, g} {
+		if _, err := r.Forward(prompt, 0, Output{TopK: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pen := &Penalty{IDs: []uint32{3, 7, 11}, Counts: []uint32{1, 2, 3}, Repeat: 1.3, Frequency: 0.5, Presence: 0.25}
+	calls := []struct {
+		tok int32
+		pos int
+		out Output
+	}{
+		{5, 8, Output{TopK: 1}}, {6, 9, Output{TopK: 1}}, {6, 9, Output{TopK: 1}}, // again at 9
+		{7, 10, Output{TopK: 5}}, {8, 11, Output{TopK: 5, Penalty: pen}}, {9, 12, Output{TopK: 5, Penalty: pen}},
+		{9, 12, Output{}}, {2, 9, Output{TopK: 1}}, {4, 10, Output{TopK: 1}}, // back to 9
+	}
+	for i, c := range calls {
+		want, err := cpu.Forward([]int32{c.tok}, c.pos, c.out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := g.Forward([]int32{c.tok}, c.pos, c.out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.out.TopK == 0 {
+			if d, _ := maxRelDiff(got.Logits, want.Logits); d > tolF32 {
+				t.Errorf("call %d: logits differ by %.3g", i, d)
+			}
+			continue
+		}
+		if !slices.Equal(got.IDs, want.IDs) {
+			t.Errorf("call %d (token %d at %d, %+v): GPU top %v, CPU %v", i, c.tok, c.pos, c.out.TopK, got.IDs, want.IDs)
+		}
+	}
 }
