@@ -6,12 +6,14 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime/pprof"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/hearthstudio/hearth/engine/model"
+	"github.com/hearthstudio/hearth/engine/sample"
 )
 
 // benchResult is one row of hearth bench, as llama-bench reports them.
@@ -31,6 +33,7 @@ type benchReport struct {
 	WeightBytes int64         `json:"weight_bytes"`
 	Backend     string        `json:"backend"`
 	Context     int           `json:"context"`
+	Sampler     string        `json:"sampler,omitempty"`
 	Results     []benchResult `json:"results"`
 }
 
@@ -38,13 +41,14 @@ func newBenchCmd() *cobra.Command {
 	var mf modelFlags
 	var prompt, gen, reps int
 	var asJSON bool
-	var profile string
+	var profile, sampler string
 	cmd := &cobra.Command{
 		Use:   "bench -m MODEL [-p 512] [-n 128]",
 		Short: "Measure prefill and decode tokens/s, like llama-bench",
 		Long: "Prefill: -p random tokens evaluated from an empty cache, one batch per submit.\n" +
-			"Decode: -n tokens, each one forward pass and one submit with the greedy token read back,\n" +
-			"after a prompt of 1 token. Each test runs -r times after one warm-up; mean ± stddev of tokens/s.",
+			"Decode: -n tokens generated after a 1-token prompt, as chat generates them: one forward pass\n" +
+			"and one submit per token, the sampling of --sampler. Each test runs -r times after one warm-up;\n" +
+			"mean ± stddev of tokens/s.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if prompt < 0 || gen < 0 || reps < 1 {
@@ -84,20 +88,22 @@ func newBenchCmd() *cobra.Command {
 				}
 				return ids
 			}
-			run := func(name string, n int, once func() error) error {
+			// run measures a test reps times after a warm-up run; once
+			// returns one run's tokens/s.
+			run := func(name string, n int, once func() (float64, error)) error {
 				var samples []float64
 				for i := range reps + 1 {
-					start := time.Now()
-					if err := once(); err != nil {
+					tps, err := once()
+					if err != nil {
 						return err
 					}
 					if i > 0 { // the first run warms pipelines and caches
-						samples = append(samples, float64(n)/time.Since(start).Seconds())
+						samples = append(samples, tps)
 					}
 				}
 				mean, sd := meanStd(samples)
 				r := benchResult{Test: name, Tokens: n, TPS: mean, StdDev: sd, Samples: samples}
-				if name[:2] == "tg" {
+				if strings.HasPrefix(name, "tg") {
 					r.Bandwidth = float64(rep.WeightBytes) * mean / 1e9
 				}
 				rep.Results = append(rep.Results, r)
@@ -106,20 +112,26 @@ func newBenchCmd() *cobra.Command {
 			r := l.runner
 			if prompt > 0 {
 				ids := randomTokens(prompt)
-				if err := run(fmt.Sprintf("pp%d", prompt), prompt, func() error {
+				if err := run(fmt.Sprintf("pp%d", prompt), prompt, func() (float64, error) {
+					start := time.Now()
 					_, err := r.Forward(ids, 0, model.Output{TopK: 1})
-					return err
+					return float64(prompt) / time.Since(start).Seconds(), err
 				}); err != nil {
 					return err
 				}
 			}
 			if gen > 0 {
-				if err := run(fmt.Sprintf("tg%d", gen), gen, func() error {
-					res, err := r.Forward(randomTokens(1), 0, model.Output{TopK: 1})
-					for i := 0; err == nil && i < gen; i++ {
-						res, err = r.Forward([]int32{int32(res.IDs[0])}, i+1, model.Output{TopK: 1})
-					}
+				opts, err := benchSampler(sampler)
+				if err != nil {
 					return err
+				}
+				rep.Sampler = sampler
+				if err := run(fmt.Sprintf("tg%d", gen), gen, func() (float64, error) {
+					// A generation as chat runs it, from a one-token
+					// prompt; the rate counts the tokens after the first.
+					req := model.Request{Prompt: randomTokens(1), MaxTokens: gen + 1, Sampling: opts}
+					st, err := model.NewSession(r).Generate(cmd.Context(), req, func(model.Token) error { return nil })
+					return st.DecodeRate(), err
 				}); err != nil {
 					return err
 				}
@@ -142,8 +154,24 @@ func newBenchCmd() *cobra.Command {
 	cmd.Flags().IntVarP(&gen, "n", "n", 128, "tokens for the decode test; 0 skips it")
 	cmd.Flags().IntVarP(&reps, "repetitions", "r", 3, "runs of each test after the warm-up")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the results as JSON")
+	cmd.Flags().StringVar(&sampler, "sampler", "greedy", "decode test's sampling: greedy (argmax on the GPU), topk (temperature 0.8, top-k 40 on the GPU, the draw on the host) or host (top-k off: all logits read back, the sampler on the host)")
 	cmd.Flags().StringVar(&profile, "cpuprofile", "", "write a Go CPU profile of the run to this file (for go tool pprof)")
 	return cmd
+}
+
+// benchSampler is the sampling of a --sampler name.
+func benchSampler(name string) (sample.Options, error) {
+	o := sample.Defaults()
+	switch name {
+	case "greedy":
+		o.Temperature = 0
+	case "topk":
+	case "host":
+		o.TopK = 0
+	default:
+		return o, fmt.Errorf("--sampler %q: want greedy, topk or host", name)
+	}
+	return o, nil
 }
 
 func meanStd(x []float64) (mean, sd float64) {
