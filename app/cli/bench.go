@@ -54,6 +54,10 @@ func newBenchCmd() *cobra.Command {
 			if prompt < 0 || gen < 0 || reps < 1 {
 				return fmt.Errorf("-p %d, -n %d, -r %d: want -p, -n >= 0 and -r >= 1", prompt, gen, reps)
 			}
+			opts, err := benchSampler(sampler)
+			if err != nil {
+				return err
+			}
 			if mf.ctx == 0 {
 				mf.ctx = prompt + gen + 1
 			}
@@ -121,10 +125,6 @@ func newBenchCmd() *cobra.Command {
 				}
 			}
 			if gen > 0 {
-				opts, err := benchSampler(sampler)
-				if err != nil {
-					return err
-				}
 				rep.Sampler = sampler
 				if err := run(fmt.Sprintf("tg%d", gen), gen, func() (float64, error) {
 					// A generation as chat runs it, from a one-token

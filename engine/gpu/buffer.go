@@ -4,7 +4,9 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
+	"time"
 
 	"github.com/cogentcore/webgpu/wgpu"
 )
@@ -211,11 +213,13 @@ func (d *Device) mapRead(st *wgpu.Buffer, size uint64, label string) ([]byte, er
 	}); err != nil {
 		return nil, fmt.Errorf("gpu: read %q: %w", label, err)
 	}
-	for !done {
+	for start := time.Now(); !done; {
 		if err := d.check(); err != nil {
 			return nil, err
 		}
-		d.dev.Poll(true, nil)
+		if !d.dev.Poll(false, nil) && !done {
+			pollPause(start)
+		}
 	}
 	if status == wgpu.BufferMapAsyncStatusDeviceLost {
 		d.markLost("while mapping " + label)
@@ -232,18 +236,31 @@ func (d *Device) mapRead(st *wgpu.Buffer, size uint64, label string) ([]byte, er
 	return out, nil
 }
 
+// pollPause waits a little between non-blocking polls: it only yields the
+// processor for the first 5 ms (a decode step on a fast GPU finishes in a
+// few milliseconds, and a sleep would wake 50 µs or more late), then sleeps
+// 1 ms at a time for long work. A blocking poll would wake at the fence, but
+// wgpu-native gives it a 5 s timeout, and past that a chain still running on
+// lavapipe crashed in its worker thread (a 400-token prefill of a tiny model
+// on 2 busy cores), so Hearth never blocks in a poll.
+func pollPause(start time.Time) {
+	if time.Since(start) < 5*time.Millisecond {
+		runtime.Gosched()
+		return
+	}
+	time.Sleep(time.Millisecond)
+}
+
 // Wait blocks until all submitted work has finished.
 func (d *Device) Wait() error {
 	if err := d.check(); err != nil {
 		return err
 	}
-	// A blocking poll gives up after wgpu-native's 5 s timeout even if work
-	// is still running (a long chain on lavapipe), so poll until the queue
-	// reports empty.
-	for !d.dev.Poll(true, nil) {
+	for start := time.Now(); !d.dev.Poll(false, nil); {
 		if err := d.check(); err != nil {
 			return err
 		}
+		pollPause(start)
 	}
 	return d.check()
 }

@@ -374,6 +374,12 @@ func (d *Device) Release() {
 	if d.released {
 		return
 	}
+	if d.open != nil {
+		d.open.Discard()
+	}
+	// Let submitted work finish first: a software adapter (lavapipe) runs
+	// it on worker threads that crash if the device goes away under them.
+	_ = d.Wait()
 	for _, bg := range d.binds {
 		bg.Release()
 	}

@@ -291,6 +291,8 @@ func (r *GPU) Close() {
 		r.next.ch.Discard()
 		r.next = nil
 	}
+	// Buffers must outlive the work that reads them.
+	_ = r.dev.Wait()
 	for _, t := range r.tensors {
 		t.Release()
 	}
