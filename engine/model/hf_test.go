@@ -1,0 +1,135 @@
+package model
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/hearthstudio/hearth/engine/gpu"
+	"github.com/hearthstudio/hearth/engine/hfimport"
+)
+
+// hfExpected is a fixture's expected.json, written by
+// testdata/hf/make_fixtures.py from Hugging Face transformers.
+type hfExpected struct {
+	Family       string  `json:"family"`
+	PromptIDs    []int32 `json:"prompt_ids"`
+	LogitsShape  [2]int  `json:"logits_shape"`
+	GreedyIDs    []int32 `json:"greedy_ids"`
+	Transformers string  `json:"transformers_version"`
+	// GreedyLogitsShape is [len(prompt)+len(greedy)-1, vocab]: the logits
+	// of the prompt followed by the greedy tokens, every position.
+	GreedyLogitsShape [2]int `json:"greedy_logits_shape"`
+}
+
+// hfTol bounds Hearth-vs-transformers logit differences relative to the
+// logit range; see TestMatchesTransformers.
+const hfTol = 1e-5
+
+func readF32File(t *testing.T, path string, n int) []float32 {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(raw) != 4*n {
+		t.Fatalf("%s: %d bytes, want %d floats", path, len(raw), n)
+	}
+	return gpu.F32From(raw)
+}
+
+// TestMatchesTransformers imports each tiny Hugging Face model (f16 weights,
+// saved by transformers) with Hearth's importer and checks both backends
+// against transformers' own float32 logits at every prompt position (the
+// prompts are longer than the sliding windows), then the greedy
+// continuation token for token through a session with its KV cache, and
+// the logits of every decode step (one token at a time over the cache)
+// against transformers' logits of the whole sequence.
+func TestMatchesTransformers(t *testing.T) {
+	dirs, err := filepath.Glob(filepath.Join("testdata", "hf", "*", "expected.json"))
+	if err != nil || len(dirs) < 8 {
+		t.Fatalf("want the 8 fixtures of testdata/hf (make_fixtures.py), found %d (%v)", len(dirs), err)
+	}
+	for _, exp := range dirs {
+		dir := filepath.Dir(exp)
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			var e hfExpected
+			raw, err := os.ReadFile(exp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(raw, &e); err != nil {
+				t.Fatal(err)
+			}
+			want := readF32File(t, filepath.Join(dir, "logits.bin"), e.LogitsShape[0]*e.LogitsShape[1])
+			path := filepath.Join(t.TempDir(), e.Family+".gguf")
+			if err := hfimport.Import(dir, path, hfimport.Options{}); err != nil {
+				t.Fatal(err)
+			}
+			m, err := Load(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			if m.Config.Vocab != e.LogitsShape[1] {
+				t.Fatalf("vocab %d, transformers %d", m.Config.Vocab, e.LogitsShape[1])
+			}
+			cpu, err := NewCPU(m, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g, err := NewGPU(dev, m, GPUOptions{Context: 64, Batch: 16})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.Close()
+			for _, r := range []Runner{cpu, g} {
+				got, err := r.Forward(e.PromptIDs, 0, Output{All: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				// transformers and Hearth both compute in f32 from the
+				// same f16 weights, in different orders (torch's blocked
+				// GEMMs, Hearth's row dots and GPU trees). Measured: at
+				// most 6.9e-7 of the logit range over the prompts and
+				// 1.3e-6 over the decode steps (both backends, all eight
+				// families); 1e-5 keeps an 8x margin, ten times tighter
+				// than the issue's 1e-4.
+				if d, at := maxRelDiff(got.Logits, want); d > hfTol {
+					t.Errorf("%T: logits differ from transformers by %.3g of the range at position %d token %d", r, d, at/m.Config.Vocab, at%m.Config.Vocab)
+				}
+				ids, _ := collect(t, NewSession(r), greedyRequest(e.PromptIDs, len(e.GreedyIDs)))
+				if !slices.Equal(ids, e.GreedyIDs) {
+					t.Errorf("%T: greedy %v, transformers %v", r, ids, e.GreedyIDs)
+				}
+				if e.GreedyLogitsShape[0] > 0 {
+					checkDecodeSteps(t, r, e, filepath.Join(dir, "greedy_logits.bin"))
+				}
+			}
+		})
+	}
+}
+
+// checkDecodeSteps feeds the greedy tokens one at a time after the prompt
+// and compares each step's logits with transformers' row for that position.
+func checkDecodeSteps(t *testing.T, r Runner, e hfExpected, path string) {
+	t.Helper()
+	v := e.GreedyLogitsShape[1]
+	want := readF32File(t, path, e.GreedyLogitsShape[0]*v)
+	np := len(e.PromptIDs)
+	if _, err := r.Forward(e.PromptIDs, 0, Output{}); err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range e.GreedyIDs[:len(e.GreedyIDs)-1] {
+		got, err := r.Forward([]int32{id}, np+i, Output{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		row := want[(np+i)*v : (np+i+1)*v]
+		if d, at := maxRelDiff(got.Logits, row); d > hfTol {
+			t.Errorf("%T: decode step %d (position %d) differs from transformers by %.3g of the range at token %d", r, i, np+i, d, at)
+		}
+	}
+}
