@@ -218,7 +218,7 @@ func (d *Device) mapRead(st *wgpu.Buffer, size uint64, label string) ([]byte, er
 			return nil, err
 		}
 		if !d.dev.Poll(false, nil) && !done {
-			pollPause(start)
+			d.pollPause(start)
 		}
 	}
 	if status == wgpu.BufferMapAsyncStatusDeviceLost {
@@ -236,15 +236,17 @@ func (d *Device) mapRead(st *wgpu.Buffer, size uint64, label string) ([]byte, er
 	return out, nil
 }
 
-// pollPause waits a little between non-blocking polls: it only yields the
-// processor for the first 5 ms (a decode step on a fast GPU finishes in a
-// few milliseconds, and a sleep would wake 50 µs or more late), then sleeps
-// 1 ms at a time for long work. A blocking poll would wake at the fence, but
-// wgpu-native gives it a 5 s timeout, and past that a chain still running on
-// lavapipe crashed in its worker thread (a 400-token prefill of a tiny model
-// on 2 busy cores), so Hearth never blocks in a poll.
-func pollPause(start time.Time) {
-	if time.Since(start) < 5*time.Millisecond {
+// pollPause waits a little between non-blocking polls. On a GPU it only
+// yields the processor for the first 5 ms (a decode step there finishes in a
+// few milliseconds, and a sleep would wake 50 µs or more late); on a CPU
+// adapter, and past 5 ms, it sleeps 1 ms at a time, since spinning there
+// takes the cores the adapter computes on (lavapipe decoded a tiny model a
+// third slower). A blocking poll would wake at the fence, but wgpu-native
+// gives it a 5 s timeout, and past that a chain still running on lavapipe
+// crashed in its worker thread (a 400-token prefill of a tiny model on 2
+// busy cores), so Hearth never blocks in a poll.
+func (d *Device) pollPause(start time.Time) {
+	if d.Info.Type != "cpu" && time.Since(start) < 5*time.Millisecond {
 		runtime.Gosched()
 		return
 	}
@@ -260,7 +262,7 @@ func (d *Device) Wait() error {
 		if err := d.check(); err != nil {
 			return err
 		}
-		pollPause(start)
+		d.pollPause(start)
 	}
 	return d.check()
 }
