@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -54,7 +55,7 @@ func TestGenerateCommand(t *testing.T) {
 		}
 	}
 	// Greedy decoding: the same tokens on both backends.
-	if g, c := reports[0].Tokens, reports[1].Tokens; !equalIDs(g, c) {
+	if g, c := reports[0].Tokens, reports[1].Tokens; !slices.Equal(g, c) {
 		t.Errorf("gpu %v, cpu %v", g, c)
 	}
 	// Plain text streams to stdout; statistics go to stderr.
@@ -62,18 +63,6 @@ func TestGenerateCommand(t *testing.T) {
 	if err != nil || out == "" || !strings.Contains(log, "tokens/s") {
 		t.Errorf("streamed: %q / %q / %v", out, log, err)
 	}
-}
-
-func equalIDs(a, b []int32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func TestLogitsCommand(t *testing.T) {

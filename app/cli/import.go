@@ -9,7 +9,6 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/hearthstudio/hearth/engine/hfimport"
 )
@@ -87,8 +86,7 @@ type importProgress struct {
 }
 
 func newImportProgress(w io.Writer) *importProgress {
-	f, ok := w.(*os.File)
-	return &importProgress{w: w, terminal: ok && term.IsTerminal(int(f.Fd()))}
+	return &importProgress{w: w, terminal: isTerminal(w)}
 }
 
 func (p *importProgress) update(done, total int, tensor string) {

@@ -13,11 +13,9 @@ import (
 	"slices"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/hearthstudio/hearth/gguf"
 )
@@ -261,20 +259,7 @@ type quantizeProgress struct {
 
 func newQuantizeProgress(w io.Writer, n int, total int64) *quantizeProgress {
 	p := &quantizeProgress{w: w, n: n, current: -1}
-	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		p.bar = progressbar.NewOptions64(total,
-			progressbar.OptionSetWriter(w),
-			progressbar.OptionShowBytes(true),
-			progressbar.OptionShowCount(),
-			progressbar.OptionUseIECUnits(true),
-			progressbar.OptionSetPredictTime(true),
-			progressbar.OptionFullWidth(),
-			// A redraw per chunk would flood a slow terminal; 10 a second
-			// reads as smooth.
-			progressbar.OptionThrottle(100*time.Millisecond),
-			progressbar.OptionClearOnFinish(),
-		)
-	}
+	p.bar = newBytesBar(w, total, true)
 	return p
 }
 

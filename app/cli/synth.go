@@ -17,7 +17,6 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/hearthstudio/hearth/engine/synth"
 )
@@ -230,19 +229,7 @@ type synthProgress struct {
 
 func newSynthProgress(w io.Writer, total int64) *synthProgress {
 	p := &synthProgress{current: -1}
-	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		p.bar = progressbar.NewOptions64(total,
-			progressbar.OptionSetWriter(w),
-			progressbar.OptionShowBytes(true),
-			progressbar.OptionUseIECUnits(true),
-			progressbar.OptionSetPredictTime(true),
-			progressbar.OptionFullWidth(),
-			// A redraw per 2 MiB chunk would flood a slow terminal; 10 a
-			// second reads as smooth.
-			progressbar.OptionThrottle(100*time.Millisecond),
-			progressbar.OptionClearOnFinish(),
-		)
-	}
+	p.bar = newBytesBar(w, total, false)
 	return p
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hearthstudio/hearth/engine/gpu"
 	"github.com/hearthstudio/hearth/engine/ops"
+	"github.com/hearthstudio/hearth/engine/ops/ref"
 	"github.com/hearthstudio/hearth/engine/synth"
 	"github.com/hearthstudio/hearth/gguf"
 )
@@ -77,6 +78,37 @@ func tinyPresets() []string {
 	return []string{"tiny-llama", "tiny-gemma", "tiny-gemma2", "tiny-gemma3", "tiny-qwen2", "tiny-qwen3", "tiny-phi3"}
 }
 
+// backends makes a CPU reference and a GPU runner of m with a ctx-token
+// cache (the GPU prefilling batch tokens per chain), and a prompt of n
+// tokens spread over the vocabulary by step.
+func backends(t *testing.T, m *Model, ctx, batch, n, step int) (*CPU, *GPU, []int32) {
+	t.Helper()
+	cpu, err := NewCPU(m, ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := NewGPU(dev, m, GPUOptions{Context: ctx, Batch: batch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.Close)
+	prompt := make([]int32, n)
+	for i := range prompt {
+		prompt[i] = int32((i*step + 13) % m.Config.Vocab)
+	}
+	return cpu, g, prompt
+}
+
+// allLogits is r's logits of every prompt position.
+func allLogits(t *testing.T, r Runner, prompt []int32) []float32 {
+	t.Helper()
+	res, err := r.Forward(prompt, 0, Output{All: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Logits
+}
+
 // TestGPUMatchesCPU runs every tiny architecture on both backends: a prompt
 // prefilled in two batches (the second crossing the sliding windows), then
 // single-token decode steps, comparing every position's logits.
@@ -84,28 +116,9 @@ func TestGPUMatchesCPU(t *testing.T) {
 	for _, name := range tinyPresets() {
 		t.Run(name, func(t *testing.T) {
 			m := synthModel(t, name, "F32")
-			cpu, err := NewCPU(m, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			g, err := NewGPU(dev, m, GPUOptions{Context: 64, Batch: 20})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer g.Close()
-			prompt := make([]int32, 37)
-			for i := range prompt {
-				prompt[i] = int32((i*7919 + 13) % m.Config.Vocab)
-			}
-			want, err := cpu.Forward(prompt, 0, Output{All: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := g.Forward(prompt, 0, Output{All: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if d, at := maxRelDiff(got.Logits, want.Logits); d > tolF32 {
+			cpu, g, prompt := backends(t, m, 64, 20, 37, 7919)
+			got, want := allLogits(t, g, prompt), allLogits(t, cpu, prompt)
+			if d, at := maxRelDiff(got, want); d > tolF32 {
 				t.Errorf("prefill logits differ by %.3g of the range at position %d token %d", d, at/m.Config.Vocab, at%m.Config.Vocab)
 			}
 			for step := range 3 {
@@ -139,33 +152,14 @@ func TestQuantizedModelsGPUMatchCPU(t *testing.T) {
 			for _, ti := range m.File.Tensors() {
 				seen[ti.Type] = true
 			}
-			cpu, err := NewCPU(m, 32)
-			if err != nil {
-				t.Fatal(err)
-			}
-			g, err := NewGPU(dev, m, GPUOptions{Context: 32, Batch: 32})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer g.Close()
-			prompt := make([]int32, 19)
-			for i := range prompt {
-				prompt[i] = int32((i*104729 + 3) % m.Config.Vocab)
-			}
-			want, err := cpu.Forward(prompt, 0, Output{All: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := g.Forward(prompt, 0, Output{All: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if d, at := maxRelDiff(got.Logits, want.Logits); d > tolF32 {
+			cpu, g, prompt := backends(t, m, 32, 32, 19, 104729)
+			got, want := allLogits(t, g, prompt), allLogits(t, cpu, prompt)
+			if d, at := maxRelDiff(got, want); d > tolF32 {
 				t.Errorf("logits differ by %.3g of the range at position %d", d, at/m.Config.Vocab)
 			}
 			v := m.Config.Vocab
 			for p := range prompt {
-				gi, ci := argmaxOf(got.Logits[p*v:(p+1)*v]), argmaxOf(want.Logits[p*v:(p+1)*v])
+				gi, ci := ref.Argmax(got[p*v:(p+1)*v]), ref.Argmax(want[p*v:(p+1)*v])
 				if gi != ci {
 					t.Errorf("position %d: GPU top token %d, CPU %d", p, gi, ci)
 				}
@@ -177,16 +171,6 @@ func TestQuantizedModelsGPUMatchCPU(t *testing.T) {
 			t.Errorf("no model exercised %v", typ)
 		}
 	}
-}
-
-func argmaxOf(x []float32) int {
-	best := 0
-	for i, v := range x {
-		if v > x[best] {
-			best = i
-		}
-	}
-	return best
 }
 
 // TestDecodeOutOfOrder: the GPU records the next decode step ahead; calls
