@@ -146,3 +146,29 @@ func TestChatCommand(t *testing.T) {
 		t.Errorf("-p: %v\n%s", err, log)
 	}
 }
+
+func TestParseBytes(t *testing.T) {
+	for in, want := range map[string]uint64{"8GiB": 8 << 30, "7.5 GB": 7.5e9, "512mib": 512 << 20, "1048576": 1 << 20, "10B": 10, "2KB": 2000} {
+		if got, err := parseBytes(in); err != nil || got != want {
+			t.Errorf("parseBytes(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "GiB", "-1GiB", "lots", "1e400"} {
+		if _, err := parseBytes(bad); err == nil {
+			t.Errorf("parseBytes(%q): no error", bad)
+		}
+	}
+}
+
+// TestGPUMemoryFlag: a model over --gpu-memory is refused before it loads,
+// with its estimate.
+func TestGPUMemoryFlag(t *testing.T) {
+	m := tinyModel(t, "tiny-llama")
+	_, _, err := runModelCmd(t, "", "generate", "-m", m, "-p", "Hi", "-n", "1", "--backend", "gpu", "--gpu-memory", "64KiB")
+	if err == nil || !strings.Contains(err.Error(), "needs about") || !strings.Contains(err.Error(), "64 KiB available") {
+		t.Errorf("over budget: %v", err)
+	}
+	if _, _, err := runModelCmd(t, "", "generate", "-m", m, "-p", "Hi", "-n", "1", "--gpu-memory", "lots"); err == nil {
+		t.Error("--gpu-memory lots accepted")
+	}
+}

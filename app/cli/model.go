@@ -3,6 +3,9 @@ package cli
 import (
 	"fmt"
 	"io"
+	"math"
+	"os"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -14,10 +17,11 @@ import (
 
 // modelFlags are the flags of every command that runs a model.
 type modelFlags struct {
-	path    string
-	backend string
-	ctx     int
-	batch   int
+	path      string
+	backend   string
+	ctx       int
+	batch     int
+	gpuMemory string
 }
 
 func (f *modelFlags) register(cmd *cobra.Command) {
@@ -25,6 +29,30 @@ func (f *modelFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.backend, "backend", "auto", "gpu, cpu, or auto (the GPU when an adapter exists)")
 	cmd.Flags().IntVar(&f.ctx, "ctx", 0, fmt.Sprintf("context length in tokens (default: the model's, at most %d)", model.DefaultContext))
 	cmd.Flags().IntVar(&f.batch, "batch", 512, "prompt tokens evaluated per GPU submit")
+	cmd.Flags().StringVar(&f.gpuMemory, "gpu-memory", os.Getenv("HEARTH_GPU_MEMORY"),
+		"GPU memory the model may use, e.g. 8GiB (default $HEARTH_GPU_MEMORY); a model whose estimate exceeds it is refused before loading")
+}
+
+// parseBytes reads a size such as 8GiB, 7.5GB, 512MiB or 1048576.
+func parseBytes(s string) (uint64, error) {
+	t := strings.TrimSpace(s)
+	units := []struct {
+		suffix string
+		scale  float64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1}}
+	scale := 1.0
+	for _, u := range units {
+		// Longer suffixes come first, so "GiB" never matches as "B".
+		if strings.HasSuffix(strings.ToUpper(t), strings.ToUpper(u.suffix)) {
+			t, scale = strings.TrimSpace(t[:len(t)-len(u.suffix)]), u.scale
+			break
+		}
+	}
+	v, err := strconv.ParseFloat(t, 64)
+	if err != nil || v <= 0 || math.IsInf(v, 0) {
+		return 0, fmt.Errorf("size %q: want a positive number of bytes, optionally with KiB, MiB, GiB, KB, MB or GB", s)
+	}
+	return uint64(v * scale), nil
 }
 
 // loaded is an open model and the runner evaluating it.
@@ -70,7 +98,15 @@ func (f *modelFlags) open(log io.Writer) (*loaded, error) {
 			fmt.Fprintf(log, "no GPU (%v); running on the CPU\n", err)
 			break
 		}
-		r, err := model.NewGPU(dev, m, model.GPUOptions{Context: ctx, Batch: f.batch})
+		var budget uint64
+		if f.gpuMemory != "" {
+			if budget, err = parseBytes(f.gpuMemory); err != nil {
+				dev.Release()
+				m.Close()
+				return nil, fmt.Errorf("--gpu-memory: %w", err)
+			}
+		}
+		r, err := model.NewGPU(dev, m, model.GPUOptions{Context: ctx, Batch: f.batch, Budget: budget})
 		if err != nil {
 			dev.Release()
 			m.Close()

@@ -27,6 +27,10 @@ import (
 // (driver reset, GPU removed). Work in progress must be saved by the caller.
 var ErrDeviceLost = errors.New("gpu: device lost")
 
+// ErrOutOfMemory is wrapped by the error of an allocation the device could
+// not satisfy.
+var ErrOutOfMemory = errors.New("gpu: out of memory")
+
 // Options choose the adapter. Empty fields fall back to the environment
 // (HEARTH_ADAPTER, HEARTH_BACKEND) and then to the default preference.
 type Options struct {

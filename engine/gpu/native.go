@@ -106,7 +106,7 @@ func (d *Device) catchOOM(what string, f func()) error {
 		d.markLost(C.GoString(&r.message[0]))
 	}
 	if r._type != 0 {
-		return fmt.Errorf("gpu: %s: %s", what, C.GoString(&r.message[0]))
+		return fmt.Errorf("%w: %s: %s", ErrOutOfMemory, what, C.GoString(&r.message[0]))
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -104,12 +105,15 @@ func NewGPU(dev *gpu.Device, m *Model, o GPUOptions) (*GPU, error) {
 		return nil, fmt.Errorf("model: a %d-token KV cache is %d bytes per layer, over the device's %d-byte storage binding limit; choose a context of at most %d", ctx, kv, limit, limit/(uint64(c.KVDim())*4))
 	}
 
-	if err := r.upload(); err != nil {
-		r.Close()
-		return nil, err
+	err := r.upload()
+	if err == nil {
+		err = r.allocate()
 	}
-	if err := r.allocate(); err != nil {
+	if err != nil {
 		r.Close()
+		if errors.Is(err, gpu.ErrOutOfMemory) {
+			return nil, fmt.Errorf("model: %s needs about %s of GPU memory at a %d-token context (%s), more than %s has free; choose a smaller context or quantization: %w", m.describe(), gib(est.Total()), ctx, est, dev.Info.Label(), err)
+		}
 		return nil, err
 	}
 	return r, nil
