@@ -13,7 +13,8 @@ import (
 
 // GPUOptions size a GPU runner.
 type GPUOptions struct {
-	// Context is the KV cache's length in positions; 0 means DefaultContext.
+	// Context is the KV cache's length in positions; 0 means the model's
+	// own context, at most DefaultContext.
 	Context int
 	// Batch is the most prompt tokens one chain evaluates; longer prompts
 	// are prefilled in batches. 0 means 512, llama.cpp's default ubatch.
