@@ -132,7 +132,7 @@ func (r *CPU) Forward(tokens []int32, pos int, out Output) (Result, error) {
 		k = ref.RoPE(k, r.m.RopeFactors, nil, rope)
 		copy(r.k[i][pos*kvd:], k)
 		copy(r.v[i][pos*kvd:], v)
-		att := ref.Attention(q, r.k[i], r.v[i], ref.AttentionArgs{
+		att := attention(q, r.k[i], r.v[i], ref.AttentionArgs{
 			HeadDim: c.HeadDim, Heads: c.Heads, KVHeads: c.KVHeads, Tokens: n, Pos0: pos, KVLen: pos + n,
 			Scale: c.AttnScale, Window: c.Window(i), Softcap: c.AttnSoftcap,
 		})
@@ -181,6 +181,30 @@ func (r *CPU) Forward(tokens []int32, pos int, out Output) (Result, error) {
 		logits = ref.Softcap(logits, c.FinalSoftcap)
 	}
 	return finish(logits, out), nil
+}
+
+// attention is ref.Attention with the queries spread over the cores: each
+// query's output depends only on the cache, so runs of tokens are
+// independent calls.
+func attention(q, k, v []float32, a ref.AttentionArgs) []float32 {
+	workers := min(runtime.GOMAXPROCS(0), a.Tokens)
+	if workers <= 1 {
+		return ref.Attention(q, k, v, a)
+	}
+	width := a.Heads * a.HeadDim
+	out := make([]float32, a.Tokens*width)
+	per := (a.Tokens + workers - 1) / workers
+	var wg sync.WaitGroup
+	for lo := 0; lo < a.Tokens; lo += per {
+		hi := min(lo+per, a.Tokens)
+		part := a
+		part.Tokens, part.Pos0 = hi-lo, a.Pos0+lo
+		wg.Go(func() {
+			copy(out[lo*width:], ref.Attention(q[lo*width:hi*width], k, v, part))
+		})
+	}
+	wg.Wait()
+	return out
 }
 
 // finish applies the penalty and top-k selection of out to the last row of
