@@ -40,6 +40,11 @@ func newChatCmd() *cobra.Command {
 				c.history = append(c.history, chat.Message{Role: "system", Content: system})
 			}
 			c.system = len(c.history)
+			if c.system > 0 {
+				if p, err := l.model.Chat.Render(chat.Request{Messages: c.history}); err == nil {
+					c.keep = len(l.model.Chat.Tokenize(p.Text))
+				}
+			}
 			if cmd.Flags().Changed("prompt") {
 				return c.turn(cmd, prompt)
 			}
@@ -64,6 +69,9 @@ type chatLoop struct {
 	sampling samplingFlags
 	n        int
 	shift    bool
+	// keep is how many leading tokens a context shift keeps: those of the
+	// system prompt as the template renders it.
+	keep     int
 	out, log io.Writer
 }
 
@@ -111,12 +119,11 @@ func (c *chatLoop) turn(cmd *cobra.Command, text string) error {
 	if p.Notice != "" {
 		fmt.Fprintln(c.log, "note:", p.Notice)
 	}
-	dec := m.Tokenizer.NewDecoder(tokenizer.DecodeOptions{})
 	req := model.Request{
 		Prompt: m.Chat.Tokenize(p.Text), MaxTokens: c.n, Sampling: c.sampling.o,
 		StopIDs: m.Chat.StopIDs, StopStrings: m.Chat.StopStrings,
-		Decode: func(id int32) string { s, _ := dec.Next(id); return s },
-		Keep:   0,
+		Decoder: m.Tokenizer.NewDecoder(tokenizer.DecodeOptions{}),
+		Keep:    c.keep,
 	}
 	if c.shift {
 		req.Overflow = model.OverflowShift

@@ -55,8 +55,7 @@ func newGenerateCmd() *cobra.Command {
 			if shift {
 				req.Overflow = model.OverflowShift
 			}
-			dec := tok.NewDecoder(tokenizer.DecodeOptions{Special: special})
-			req.Decode = func(id int32) string { s, _ := dec.Next(id); return s }
+			req.Decoder = tok.NewDecoder(tokenizer.DecodeOptions{Special: special})
 
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
 			defer stop()

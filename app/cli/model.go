@@ -49,7 +49,7 @@ func parseBytes(s string) (uint64, error) {
 		}
 	}
 	v, err := strconv.ParseFloat(t, 64)
-	if err != nil || v <= 0 || math.IsInf(v, 0) {
+	if err != nil || v <= 0 || v*scale >= math.MaxUint64 {
 		return 0, fmt.Errorf("size %q: want a positive number of bytes, optionally with KiB, MiB, GiB, KB, MB or GB", s)
 	}
 	return uint64(v * scale), nil
@@ -87,11 +87,12 @@ func (f *modelFlags) open(log io.Writer) (*loaded, error) {
 	if ctx == 0 {
 		ctx = min(m.Config.Context, model.DefaultContext)
 	}
-	switch strings.ToLower(f.backend) {
+	backend := strings.ToLower(f.backend)
+	switch backend {
 	case "gpu", "auto":
 		dev, err := gpu.Open(gpu.OptionsFromEnv())
 		if err != nil {
-			if f.backend == "gpu" {
+			if backend == "gpu" {
 				m.Close()
 				return nil, err
 			}

@@ -93,6 +93,8 @@ type Chain struct {
 	staged []*wgpu.Buffer
 	// speculative chains were recorded ahead of need; see Speculate.
 	speculative bool
+	// submitted is set once the queue accepted the chain.
+	submitted bool
 }
 
 // NewChain opens a command encoder for a sequence of dispatches.
@@ -264,6 +266,9 @@ func (c *Chain) Copy(src *Buffer, srcOff uint64, dst *Buffer, dstOff, size uint6
 	if c.err != nil {
 		return c.err
 	}
+	if c.done {
+		return fmt.Errorf("gpu: chain %q: already submitted or discarded", c.label)
+	}
 	for _, b := range []*Buffer{src, dst} {
 		if err := b.usable("copy in chain " + c.label); err != nil {
 			return c.fail(err)
@@ -299,6 +304,9 @@ func (c *Chain) ReadBack(b *Buffer, offset, size uint64) (*Readback, error) {
 	if c.err != nil {
 		return nil, c.err
 	}
+	if c.done {
+		return nil, fmt.Errorf("gpu: chain %q: already submitted or discarded", c.label)
+	}
 	if err := b.usable("read back in chain " + c.label); err != nil {
 		return nil, c.fail(err)
 	}
@@ -326,7 +334,7 @@ func (c *Chain) ReadBack(b *Buffer, offset, size uint64) (*Readback, error) {
 
 // Bytes waits for the chain that recorded the readback and returns the data.
 func (r *Readback) Bytes() ([]byte, error) {
-	if !r.chain.done || r.chain.err != nil {
+	if !r.chain.submitted {
 		return nil, fmt.Errorf("gpu: read back %q: chain %q was not submitted", r.label, r.chain.label)
 	}
 	return r.d.mapRead(r.st, r.size, r.label)
@@ -336,6 +344,9 @@ func (r *Readback) Bytes() ([]byte, error) {
 func (c *Chain) Clear(b *Buffer, offset, size uint64) error {
 	if c.err != nil {
 		return c.err
+	}
+	if c.done {
+		return fmt.Errorf("gpu: chain %q: already submitted or discarded", c.label)
 	}
 	if err := b.usable("clear in chain " + c.label); err != nil {
 		return c.fail(err)
@@ -381,7 +392,11 @@ func (c *Chain) Submit() error {
 	if err != nil {
 		return fmt.Errorf("gpu: chain %q (kernels %s): %w", c.label, c.kernelList(), err)
 	}
-	return d.submit(cb, fmt.Sprintf("chain %q (kernels %s)", c.label, c.kernelList()))
+	if err := d.submit(cb, fmt.Sprintf("chain %q (kernels %s)", c.label, c.kernelList())); err != nil {
+		return err
+	}
+	c.submitted = true
+	return nil
 }
 
 // Discard drops a chain without submitting it.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -45,7 +46,7 @@ func rewrite(t *testing.T, src string, set map[string]gguf.Value, dropTensors ..
 	}
 	var kept []gguf.TensorInfo
 	for _, ti := range in.Tensors() {
-		if !contains(dropTensors, ti.Name) {
+		if !slices.Contains(dropTensors, ti.Name) {
 			kept = append(kept, ti)
 			if err := w.AddTensor(ti.Name, ti.Type, ti.Shape); err != nil {
 				t.Fatal(err)
@@ -65,15 +66,6 @@ func rewrite(t *testing.T, src string, set map[string]gguf.Value, dropTensors ..
 		t.Fatal(err)
 	}
 	return path
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func TestLoadRefusesBadFiles(t *testing.T) {

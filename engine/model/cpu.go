@@ -15,6 +15,7 @@ import (
 // kernels are tested against). It is the oracle for the GPU path and the
 // backend when no adapter exists.
 type CPU struct {
+	ownership
 	m    *Model
 	ctx  int
 	k, v [][]float32 // per layer: [ctx, KVHeads, HeadDim]

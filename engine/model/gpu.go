@@ -29,6 +29,7 @@ type GPUOptions struct {
 // Forward one chain (one command encoder, one submit) per batch of tokens,
 // so a decoded token costs one submit and creates no buffer or bind group.
 type GPU struct {
+	ownership
 	m     *Model
 	dev   *gpu.Device
 	ctx   int
@@ -41,7 +42,7 @@ type GPU struct {
 	layers  []gpuLayer
 	output  *gpu.Tensor
 	outNorm *gpu.Buffer
-	factors *gpu.Buffer // RoPE frequency factors, or a 4-byte stand-in
+	factors *gpu.Buffer // RoPE frequency factors; nil when the model has none
 
 	x, xn, q, k, v, att, tmp, gate, up *gpu.Buffer
 	last, logits                       *gpu.Buffer
@@ -72,9 +73,10 @@ type gpuLayer struct {
 // 16 GiB of f32 cache on an 8B model).
 const DefaultContext = 8192
 
-// penaltyMax bounds the distinct tokens a penalty covers per step (the
-// sampler's repeat window is 64 by default).
-const penaltyMax = 4096
+// MaxPenaltyTokens bounds the distinct tokens a penalty covers on the GPU
+// per step (the sampler's repeat window is 64 by default); a session
+// samples on the host past it.
+const MaxPenaltyTokens = 4096
 
 // NewGPU uploads m to dev and allocates its buffers.
 func NewGPU(dev *gpu.Device, m *Model, o GPUOptions) (*GPU, error) {
@@ -226,11 +228,8 @@ func (r *GPU) allocate() error {
 	alloc(&r.last, "last", d)
 	alloc(&r.logits, "logits", r.logitRows*c.Vocab)
 	alloc(&r.top, "top", 2*ops.MaxTopK)
-	alloc(&r.penIDs, "penalty.ids", penaltyMax)
-	alloc(&r.penCounts, "penalty.counts", penaltyMax)
-	if r.factors == nil {
-		alloc(&r.factors, "rope_freqs.none", 1)
-	}
+	alloc(&r.penIDs, "penalty.ids", MaxPenaltyTokens)
+	alloc(&r.penCounts, "penalty.counts", MaxPenaltyTokens)
 	if err != nil {
 		return err
 	}
@@ -238,7 +237,7 @@ func (r *GPU) allocate() error {
 	if err != nil {
 		return err
 	}
-	r.attScratch, err = r.scratchBytes("attention.scratch", max(ops.AttentionScratchBytes(r.decodeArgs(0, r.ctx-1)), 4))
+	r.attScratch, err = r.scratchBytes("attention.scratch", max(ops.AttentionScratchBytes(r.decodeArgs(r.ctx-1)), 4))
 	if err != nil {
 		return err
 	}
@@ -305,13 +304,16 @@ func (r *GPU) Close() {
 		b.Release()
 	}
 	r.tensors, r.owned = nil, nil
+	r.x = nil // Forward reports the runner closed
 }
 
-// decodeArgs is the attention of layer i for a batch of n tokens at pos.
-func (r *GPU) decodeArgs(i, pos int) ops.AttentionArgs {
+// decodeArgs is the attention of one token at pos in a global (unwindowed)
+// layer: what the attention scratch is sized for, the most splits any
+// layer's decode asks for.
+func (r *GPU) decodeArgs(pos int) ops.AttentionArgs {
 	c := &r.m.Config
 	return ops.AttentionArgs{HeadDim: c.HeadDim, Heads: c.Heads, KVHeads: c.KVHeads, Tokens: 1, Pos0: pos, KVLen: pos + 1,
-		Scale: c.AttnScale, Window: c.Window(i), Softcap: c.AttnSoftcap}
+		Scale: c.AttnScale, Softcap: c.AttnSoftcap}
 }
 
 // Forward implements Runner. Batches of up to Batch tokens (or of as many
@@ -325,8 +327,8 @@ func (r *GPU) Forward(tokens []int32, pos int, out Output) (Result, error) {
 	if r.x == nil {
 		return Result{}, fmt.Errorf("model: GPU runner is closed")
 	}
-	if p := out.Penalty; p != nil && len(p.IDs) > penaltyMax {
-		return Result{}, fmt.Errorf("model: penalty over %d tokens, at most %d", len(p.IDs), penaltyMax)
+	if p := out.Penalty; p != nil && len(p.IDs) > MaxPenaltyTokens {
+		return Result{}, fmt.Errorf("model: penalty over %d tokens, at most %d", len(p.IDs), MaxPenaltyTokens)
 	}
 	batch := r.batch
 	if out.All {
@@ -454,7 +456,7 @@ func (r *GPU) inputs(tokens []int32, key stepKey, pen *Penalty) error {
 	if !key.penalty {
 		return nil
 	}
-	// The penalty dispatch always covers penaltyMax entries (so that its
+	// The penalty dispatch always covers MaxPenaltyTokens entries (so that its
 	// recording does not depend on the history); entries past this step's
 	// list get count 0, which the kernel skips.
 	counts := make([]uint32, max(len(pen.IDs), r.penUsed))
@@ -475,7 +477,7 @@ func (r *GPU) inputs(tokens []int32, key stepKey, pen *Penalty) error {
 
 // record records the chain of one batch.
 func (r *GPU) record(key stepKey) (*step, error) {
-	m, c := r.m, &r.m.Config
+	c := &r.m.Config
 	n, pos, d, kvd := key.n, key.pos, c.Hidden, c.KVDim()
 	ch, err := r.dev.NewChain("forward")
 	if err != nil {
@@ -490,10 +492,7 @@ func (r *GPU) record(key stepKey) (*step, error) {
 		return ops.RMSNorm(ch, x, w, y, ops.NormArgs{Rows: rows, Dim: dim, Eps: c.Eps})
 	}
 	mm := func(w *gpu.Tensor, x, y *gpu.Buffer) error { return ops.MatMul(ch, w, x, y, n) }
-	factors := r.factors
-	if m.RopeFactors == nil {
-		factors = nil
-	}
+
 	try := func(e error) {
 		if err == nil {
 			err = e
@@ -524,9 +523,9 @@ func (r *GPU) record(key stepKey) (*step, error) {
 		}
 		base, scale := c.Rope(i)
 		rope := ops.RoPEArgs{Tokens: n, Heads: c.Heads, HeadDim: c.HeadDim, RopeDims: c.RopeDims, NeoX: c.NeoX, Base: base, FreqScale: scale, Pos0: pos}
-		try(ops.RoPE(ch, r.q, factors, nil, rope))
+		try(ops.RoPE(ch, r.q, r.factors, nil, rope))
 		rope.Heads = c.KVHeads
-		try(ops.RoPE(ch, r.k, factors, nil, rope))
+		try(ops.RoPE(ch, r.k, r.factors, nil, rope))
 		try(ops.CopyF32(ch, r.k, 0, r.kc[i], pos*kvd, n*kvd))
 		try(ops.Attention(ch, r.q, r.kc[i], r.vc[i], r.attScratch, r.att, ops.AttentionArgs{
 			HeadDim: c.HeadDim, Heads: c.Heads, KVHeads: c.KVHeads, Tokens: n, Pos0: pos, KVLen: pos + n,
@@ -574,7 +573,7 @@ func (r *GPU) record(key stepKey) (*step, error) {
 		try(ops.Softcap(ch, r.logits, r.logits, nl, c.FinalSoftcap))
 	}
 	if key.penalty {
-		try(ops.Penalize(ch, r.logits, r.penIDs, r.penCounts, penaltyMax, key.pen))
+		try(ops.Penalize(ch, r.logits, r.penIDs, r.penCounts, MaxPenaltyTokens, key.pen))
 	}
 	if err != nil {
 		return fail(err)

@@ -14,9 +14,20 @@ type Runner interface {
 	Context() int
 	// Model is the model the runner evaluates.
 	Model() *Model
-	// Close frees the runner's memory (GPU buffers, the cache).
+	// Close frees the runner's memory (GPU buffers, the cache). Close
+	// runners before their Model: they read its memory-mapped file.
 	Close()
+
+	// owner and setOwner track the Session whose tokens the cache holds.
+	owner() *Session
+	setOwner(*Session)
 }
+
+// ownership implements Runner's owner bookkeeping for the runners here.
+type ownership struct{ s *Session }
+
+func (o *ownership) owner() *Session     { return o.s }
+func (o *ownership) setOwner(s *Session) { o.s = s }
 
 // Output says what a Forward returns.
 type Output struct {
@@ -45,7 +56,8 @@ type Result struct {
 	// Logits are Vocab floats per returned row: one row, or one per token
 	// with Output.All. Empty when TopK > 0.
 	Logits []float32
-	// IDs and Values are the top-k candidates when Output.TopK > 0.
+	// IDs and Values are the top-k candidates when Output.TopK > 0. With
+	// TopK 1 the GPU returns the argmax id alone and Values holds NaN.
 	IDs    []uint32
 	Values []float32
 }
@@ -55,7 +67,7 @@ func checkForward(m *Model, ctx int, tokens []int32, pos int, out Output) error 
 	if len(tokens) == 0 {
 		return fmt.Errorf("model: no tokens to evaluate (empty prompt)")
 	}
-	if pos < 0 || pos+len(tokens) > ctx {
+	if pos < 0 || pos > ctx-len(tokens) {
 		return fmt.Errorf("model: positions %d..%d do not fit the %d-token context", pos, pos+len(tokens)-1, ctx)
 	}
 	for i, t := range tokens {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -20,8 +21,9 @@ type Session struct {
 }
 
 // NewSession starts a session with an empty cache on r. One runner serves
-// one session at a time: another session's Generate overwrites the cache
-// (and the first session notices and starts over).
+// one session at a time: another session's Generate overwrites the cache,
+// and the first one, when it generates again, sees that the runner served
+// someone else and evaluates its whole prompt again.
 func NewSession(r Runner) *Session { return &Session{r: r} }
 
 // Runner is the runner the session evaluates on.
@@ -62,8 +64,16 @@ type Request struct {
 	Overflow    Overflow
 	// Keep is how many leading tokens (the system prompt) a shift keeps.
 	Keep int
-	// Decode turns a token into its text; nil emits no text.
-	Decode func(id int32) string
+	// Decoder turns tokens into text (a tokenizer.Decoder); nil emits no
+	// text. Its Flush is called when the reply ends.
+	Decoder Decoder
+}
+
+// Decoder is a streaming detokenizer, as tokenizer.Decoder is: Next
+// returns the text a token completes, Flush what is still held back.
+type Decoder interface {
+	Next(id int32) (string, error)
+	Flush() string
 }
 
 // Token is one generated token.
@@ -121,30 +131,54 @@ func (s *Session) Generate(ctx context.Context, req Request, emit func(Token) er
 		if req.Overflow != OverflowShift {
 			return st, fmt.Errorf("%w: %d tokens, context %d (choose a bigger context, or the shift overflow policy)", ErrContextFull, len(req.Prompt), n)
 		}
+		if n < 2 {
+			return st, fmt.Errorf("%w: a %d-token context cannot be shifted", ErrContextFull, n)
+		}
+	}
+	if s.r.owner() != s {
+		// Another session used the runner since: its cache holds their
+		// tokens, not ours.
+		s.cached = s.cached[:0]
+		s.r.setOwner(s)
 	}
 	history := append([]int32(nil), req.Prompt...)
 	if len(history) >= n {
-		history = s.shifted(history, req.Keep)
+		history = shifted(history, n, req.Keep)
 	}
 
 	k := req.Sampling.CandidateCount(ops.MaxTopK)
 	exact := req.Sampling.Temperature > 0 && req.Sampling.TopK == 0
+	// out is what the next Forward returns: the top-k candidates with the
+	// penalties applied on the GPU, or, when top-k is off or the penalty
+	// list outgrows the GPU's (a repeat window beyond MaxPenaltyTokens
+	// distinct tokens), every logit for the host's sampler.
 	out := func() Output {
-		o := Output{TopK: k}
 		if exact {
-			o.TopK = 0
+			return Output{}
 		}
-		if ids, counts := sampler.Penalties(history); len(ids) > 0 && !exact {
+		o := Output{TopK: k}
+		if ids, counts := sampler.Penalties(history); len(ids) > MaxPenaltyTokens {
+			return Output{}
+		} else if len(ids) > 0 {
 			o.Penalty = &Penalty{IDs: ids, Counts: counts, Repeat: req.Sampling.RepeatPenalty,
 				Frequency: req.Sampling.FrequencyPenalty, Presence: req.Sampling.PresencePenalty}
 		}
 		return o
 	}
 	pick := func(res Result) int32 {
-		if exact {
+		if res.Logits != nil {
 			return sampler.Sample(res.Logits, history)
 		}
 		return sampler.SampleCandidates(res.IDs, res.Values)
+	}
+	forward := func(tokens []int32, pos int) (Result, error) {
+		res, err := s.r.Forward(tokens, pos, out())
+		if err != nil {
+			s.cached = s.cached[:0]
+			return res, err
+		}
+		s.cached = append(s.cached[:pos], tokens...)
+		return res, nil
 	}
 
 	// Prefill: evaluate what the cache does not hold yet; at least the last
@@ -155,19 +189,32 @@ func (s *Session) Generate(ctx context.Context, req Request, emit func(Token) er
 		reuse--
 	}
 	st.CachedTokens = min(reuse, len(req.Prompt))
-	s.cached = s.cached[:reuse]
-	res, err := s.r.Forward(history[reuse:], reuse, out())
+	res, err := forward(history[reuse:], reuse)
 	if err != nil {
-		s.cached = s.cached[:0]
 		return st, err
 	}
-	s.cached = append(s.cached, history[reuse:]...)
 	st.Prefill = time.Since(start)
 
 	text := newStopFilter(req.StopStrings)
 	last := time.Now()
 	decodeStart := last
 	defer func() { st.Decode = time.Since(decodeStart) }()
+	// end finishes the reply: the text still held back is emitted, except
+	// after a stop string, which drops it.
+	end := func(why string, drop bool) error {
+		st.Stop = why
+		rest := ""
+		if req.Decoder != nil {
+			rest = req.Decoder.Flush()
+		}
+		if drop {
+			return nil
+		}
+		if rest, _ = text.push(rest); rest+text.pending != "" {
+			return emit(Token{ID: -1, Text: rest + text.flush()})
+		}
+		return nil
+	}
 	for {
 		id := pick(res)
 		if id < 0 {
@@ -177,62 +224,46 @@ func (s *Session) Generate(ctx context.Context, req Request, emit func(Token) er
 		history = append(history, id)
 		tok := Token{ID: id, Elapsed: time.Since(last)}
 		last = time.Now()
-		stop := isStop(req.StopIDs, id)
-		if !stop && req.Decode != nil {
-			var hit bool
-			tok.Text, hit = text.push(req.Decode(id))
-			stop = hit
+		stopID := slices.Contains(req.StopIDs, id)
+		hit := false
+		if !stopID && req.Decoder != nil {
+			piece, _ := req.Decoder.Next(id)
+			tok.Text, hit = text.push(piece)
 		}
 		if err := emit(tok); err != nil {
 			return st, err
 		}
 		switch {
-		case stop:
-			st.Stop = "stop"
-			return st, nil
+		case stopID || hit:
+			return st, end("stop", hit)
 		case req.MaxTokens > 0 && st.Generated >= req.MaxTokens:
-			st.Stop = "length"
-			return st, s.flush(text, emit)
+			return st, end("length", false)
 		case ctx.Err() != nil:
-			st.Stop = "canceled"
-			return st, s.flush(text, emit)
+			return st, end("canceled", false)
 		}
 		if len(s.cached) >= n {
 			if req.Overflow != OverflowShift {
-				st.Stop = "length"
-				return st, s.flush(text, emit)
+				return st, end("length", false)
 			}
-			history = s.shifted(history, req.Keep)
-			s.cached = s.cached[:0]
-			if res, err = s.r.Forward(history, 0, out()); err != nil {
+			history = shifted(history, n, req.Keep)
+			keep := commonPrefix(s.cached, history) // the kept prefix is still in the cache
+			if res, err = forward(history[keep:], keep); err != nil {
 				return st, err
 			}
-			s.cached = append(s.cached, history...)
 			continue
 		}
-		if res, err = s.r.Forward([]int32{id}, len(s.cached), out()); err != nil {
-			s.cached = s.cached[:0]
+		if res, err = forward([]int32{id}, len(s.cached)); err != nil {
 			return st, err
 		}
-		s.cached = append(s.cached, id)
 	}
 }
 
-// flush emits text a stop filter still holds back when the reply ends
-// without a stop.
-func (s *Session) flush(f *stopFilter, emit func(Token) error) error {
-	if rest := f.flush(); rest != "" {
-		return emit(Token{ID: -1, Text: rest})
-	}
-	return nil
-}
-
-// shifted keeps the first keep tokens and the most recent half of the
-// context after them.
-func (s *Session) shifted(history []int32, keep int) []int32 {
-	n := s.r.Context()
-	keep = max(0, min(keep, n/2))
-	tail := n/2 - keep
+// shifted keeps the first keep tokens (at most half the context, less one)
+// and the most recent ones after them, up to half of the n-token context,
+// the newest token always among them.
+func shifted(history []int32, n, keep int) []int32 {
+	keep = max(0, min(keep, n/2-1))
+	tail := min(len(history), max(1, n/2-keep))
 	out := append([]int32(nil), history[:keep]...)
 	return append(out, history[len(history)-tail:]...)
 }
@@ -245,15 +276,6 @@ func commonPrefix(a, b []int32) int {
 		}
 	}
 	return n
-}
-
-func isStop(ids []int32, id int32) bool {
-	for _, s := range ids {
-		if s == id {
-			return true
-		}
-	}
-	return false
 }
 
 // stopFilter holds back text that could be the start of a stop string, so
@@ -278,11 +300,15 @@ func newStopFilter(stops []string) *stopFilter {
 // dropped.
 func (f *stopFilter) push(text string) (emit string, hit bool) {
 	f.pending += text
+	first := -1
 	for _, s := range f.stops {
-		if i := strings.Index(f.pending, s); i >= 0 {
-			emit, f.pending = f.pending[:i], ""
-			return emit, true
+		if i := strings.Index(f.pending, s); i >= 0 && (first < 0 || i < first) {
+			first = i
 		}
+	}
+	if first >= 0 {
+		emit, f.pending = f.pending[:first], ""
+		return emit, true
 	}
 	hold := 0
 	for _, s := range f.stops {

@@ -2,7 +2,10 @@ package model
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/hearthstudio/hearth/engine/sample"
@@ -51,8 +54,15 @@ func TestSessionReusesCache(t *testing.T) {
 	if !slices.Equal(got, fresh) {
 		t.Errorf("with the cache %v, fresh %v", got, fresh)
 	}
-	// A prompt that diverges early drops the rest of the cache.
+	// A prompt that diverges early drops the rest of the cache (fresh is
+	// the session the runner served last).
 	other := []int32{2, 10, 99, 98}
+	_, st = collect(t, NewSession(g), greedyRequest(other, 2))
+	if st.CachedTokens != 0 {
+		t.Errorf("a new session reused %d tokens of another's cache", st.CachedTokens)
+	}
+	s = NewSession(g)
+	collect(t, s, greedyRequest(second, 1))
 	_, st = collect(t, s, greedyRequest(other, 2))
 	if st.CachedTokens != 2 {
 		t.Errorf("diverging prompt reused %d tokens, want 2", st.CachedTokens)
@@ -168,4 +178,127 @@ func TestStreamCancel(t *testing.T) {
 	if final == nil || final.Stop != "canceled" || final.Generated > 5 {
 		t.Errorf("stats %+v after cancelling at token 3", final)
 	}
+}
+
+// scripted is a Runner whose greedy answer after position p is next[p]
+// (the token the script wants there), so session logic is tested without a
+// model. It records the positions it was asked to evaluate.
+type scripted struct {
+	ownership
+	ctx   int
+	next  func(pos int) int32
+	calls [][2]int // (pos, tokens)
+}
+
+func (r *scripted) Forward(tokens []int32, pos int, out Output) (Result, error) {
+	r.calls = append(r.calls, [2]int{pos, len(tokens)})
+	if pos < 0 || pos+len(tokens) > r.ctx {
+		return Result{}, fmt.Errorf("positions %d+%d outside %d", pos, len(tokens), r.ctx)
+	}
+	return Result{IDs: []uint32{uint32(r.next(pos + len(tokens) - 1))}, Values: []float32{0}}, nil
+}
+func (r *scripted) Context() int  { return r.ctx }
+func (r *scripted) Model() *Model { return nil }
+func (r *scripted) Close()        {}
+
+// pieces decodes token i as texts[i].
+type pieces []string
+
+func (p pieces) Next(id int32) (string, error) { return p[id], nil }
+func (p pieces) Flush() string                 { return "" }
+
+func replyText(t *testing.T, s *Session, req Request) (string, Stats) {
+	t.Helper()
+	var b strings.Builder
+	st, err := s.Generate(context.Background(), req, func(tok Token) error {
+		b.WriteString(tok.Text)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.String(), st
+}
+
+func TestSessionStops(t *testing.T) {
+	texts := pieces{"", "Hi", "\n", "User:", "\n\n", "<eos>", "ok"}
+	cases := []struct {
+		name   string
+		script []int32 // tokens sampled in order
+		stops  []string
+		want   string
+		stop   string
+	}{
+		// A stop token releases what the stop filter held back.
+		{"stop id flushes held text", []int32{1, 2, 5}, []string{"\nUser:"}, "Hi\n", "stop"},
+		// The earliest stop string in the text wins, whatever the list order.
+		{"earliest stop string", []int32{6, 4, 3, 1}, []string{"User:", "\n\n"}, "ok", "stop"},
+		{"length flushes held text", []int32{1, 2, 2, 2}, []string{"\nUser:"}, "Hi\n\n\n", "length"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &scripted{ctx: 64, next: func(pos int) int32 { return tc.script[min(pos, len(tc.script)-1)] }}
+			req := greedyRequest([]int32{0}, len(tc.script))
+			req.StopIDs, req.StopStrings, req.Decoder = []int32{5}, tc.stops, texts
+			got, st := replyText(t, NewSession(r), req)
+			if got != tc.want || st.Stop != tc.stop {
+				t.Errorf("reply %q stop %q, want %q %q", got, st.Stop, tc.want, tc.stop)
+			}
+		})
+	}
+}
+
+// TestSessionShiftEdges: shifting never drops the newest token, keeps at
+// most half the context, and refuses a context too small to shift.
+func TestSessionShiftEdges(t *testing.T) {
+	for _, tc := range []struct{ ctx, keep int }{{8, 4}, {8, 100}, {2, 0}, {3, 1}} {
+		r := &scripted{ctx: tc.ctx, next: func(pos int) int32 { return int32(pos % 7) }}
+		req := greedyRequest([]int32{1, 2}, 20)
+		req.Overflow, req.Keep = OverflowShift, tc.keep
+		ids, _ := collect(t, NewSession(r), req)
+		if len(ids) != 20 {
+			t.Errorf("ctx %d keep %d: %d tokens, want 20", tc.ctx, tc.keep, len(ids))
+		}
+		for _, c := range r.calls {
+			if c[0]+c[1] > tc.ctx {
+				t.Errorf("ctx %d keep %d: evaluated %d+%d", tc.ctx, tc.keep, c[0], c[1])
+			}
+		}
+	}
+	r := &scripted{ctx: 1, next: func(int) int32 { return 0 }}
+	req := greedyRequest([]int32{1, 2, 3}, 2)
+	req.Overflow = OverflowShift
+	if _, err := NewSession(r).Generate(context.Background(), req, func(Token) error { return nil }); !errors.Is(err, ErrContextFull) {
+		t.Errorf("shifting a 1-token context: %v", err)
+	}
+}
+
+// TestSessionsShareARunner: a session whose runner served another session
+// since evaluates its whole prompt again instead of trusting the cache.
+func TestSessionsShareARunner(t *testing.T) {
+	r := &scripted{ctx: 64, next: func(pos int) int32 { return 9 }}
+	a, b := NewSession(r), NewSession(r)
+	collect(t, a, greedyRequest([]int32{1, 2, 3, 4}, 2))
+	collect(t, b, greedyRequest([]int32{5, 6}, 2))
+	_, st := collect(t, a, greedyRequest([]int32{1, 2, 3, 4, 9, 9, 7}, 1))
+	if st.CachedTokens != 0 {
+		t.Errorf("session a reused %d tokens after b used the runner", st.CachedTokens)
+	}
+	_, st = collect(t, a, greedyRequest([]int32{1, 2, 3, 4, 9, 9, 7, 9, 8}, 1))
+	if st.CachedTokens != 7 {
+		t.Errorf("session a's own next turn reused %d tokens, want its 7", st.CachedTokens)
+	}
+}
+
+func TestForwardAfterClose(t *testing.T) {
+	m := synthModel(t, "tiny-qwen2", "Q8_0")
+	g, err := NewGPU(dev, m, GPUOptions{Context: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Close()
+	if _, err := g.Forward([]int32{1}, 0, Output{TopK: 1}); err == nil || !strings.Contains(err.Error(), "closed") {
+		t.Errorf("Forward after Close: %v", err)
+	}
+	g.Close() // twice is harmless
 }
