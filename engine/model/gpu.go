@@ -94,6 +94,14 @@ func NewGPU(dev *gpu.Device, m *Model, o GPUOptions) (*GPU, error) {
 	}
 	batch = min(batch, ctx)
 	limit := dev.Limits.MaxStorageBufferBindingSize
+	// Every activation buffer must fit one storage binding; the widest row
+	// is gate and up fused (2·FF floats: 295 KB for Gemma 2 27B, so at most
+	// 455 tokens a batch under lavapipe's 128 MiB).
+	widest := uint64(max(2*c.FF, c.QDim(), c.Hidden)) * 4
+	if widest > limit {
+		return nil, fmt.Errorf("model: one token's activations (%d bytes) are over the device's %d-byte storage binding limit", widest, limit)
+	}
+	batch = min(batch, int(limit/widest))
 	r := &GPU{m: m, dev: dev, ctx: ctx, batch: batch}
 	r.logitRows = int(min(uint64(batch), limit/(4*uint64(c.Vocab))))
 	if r.logitRows < 1 {
