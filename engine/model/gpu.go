@@ -22,6 +22,9 @@ type GPUOptions struct {
 	// Budget, when nonzero, is the device memory the runner may use; a model
 	// whose estimate exceeds it is refused before anything is allocated.
 	Budget uint64
+	// Progress, when set, is told the weight bytes uploaded so far and the
+	// total, after each tensor.
+	Progress func(done, total int64)
 }
 
 // GPU is the forward pass on a WebGPU device: weights uploaded once as
@@ -57,6 +60,9 @@ type GPU struct {
 
 	next    *step // the decode step recorded ahead, if any
 	penUsed int   // penalty entries the last step wrote
+
+	progress         func(done, total int64)
+	uploaded, weight int64 // bytes uploaded and to upload, for progress
 }
 
 type gpuLayer struct {
@@ -102,7 +108,7 @@ func NewGPU(dev *gpu.Device, m *Model, o GPUOptions) (*GPU, error) {
 		return nil, fmt.Errorf("model: one token's activations (%d bytes) are over the device's %d-byte storage binding limit", widest, limit)
 	}
 	batch = min(batch, int(limit/widest))
-	r := &GPU{m: m, dev: dev, ctx: ctx, batch: batch}
+	r := &GPU{m: m, dev: dev, ctx: ctx, batch: batch, progress: o.Progress}
 	r.logitRows = int(min(uint64(batch), limit/(4*uint64(c.Vocab))))
 	if r.logitRows < 1 {
 		return nil, fmt.Errorf("model: one row of %d logits is over the device's %d-byte storage binding limit", c.Vocab, limit)
@@ -132,6 +138,13 @@ func NewGPU(dev *gpu.Device, m *Model, o GPUOptions) (*GPU, error) {
 
 func (r *GPU) upload() error {
 	m := r.m
+	r.weight = m.Memory(r.ctx, r.batch).Weights
+	done := func(n int64) {
+		r.uploaded += n
+		if r.progress != nil {
+			r.progress(r.uploaded, r.weight)
+		}
+	}
 	tensor := func(w *Weight) (*gpu.Tensor, error) {
 		if w == nil {
 			return nil, nil
@@ -141,6 +154,7 @@ func (r *GPU) upload() error {
 			return nil, err
 		}
 		r.tensors = append(r.tensors, t)
+		done(w.Bytes())
 		return t, nil
 	}
 	vector := func(w *Weight) (*gpu.Buffer, error) {
@@ -151,6 +165,7 @@ func (r *GPU) upload() error {
 		if err != nil {
 			return nil, err
 		}
+		defer done(int64(len(v)) * 4)
 		return r.buffer(w.Name, v)
 	}
 	var err error

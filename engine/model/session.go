@@ -67,7 +67,17 @@ type Request struct {
 	// Decoder turns tokens into text (a tokenizer.Decoder); nil emits no
 	// text. Its Flush is called when the reply ends.
 	Decoder Decoder
+	// Progress, when set, is told how many of the prompt's new tokens are
+	// evaluated: the prompt then goes through in chunks of PrefillChunk,
+	// between which a cancellation is seen, so a long prompt can be shown
+	// and stopped.
+	Progress func(done, total int)
 }
+
+// PrefillChunk is the most prompt tokens evaluated between two progress
+// reports: llama.cpp's default batch, so a GPU runner's chains are as full
+// as without reports.
+const PrefillChunk = 512
 
 // Decoder is a streaming detokenizer, as tokenizer.Decoder is: Next
 // returns the text a token completes, Flush what is still held back.
@@ -189,9 +199,26 @@ func (s *Session) Generate(ctx context.Context, req Request, emit func(Token) er
 		reuse--
 	}
 	st.CachedTokens = min(reuse, len(req.Prompt))
-	res, err := forward(history[reuse:], reuse)
-	if err != nil {
-		return st, err
+	var res Result
+	if req.Progress == nil {
+		if res, err = forward(history[reuse:], reuse); err != nil {
+			return st, err
+		}
+	} else {
+		total := len(history) - reuse
+		req.Progress(0, total)
+		for lo := reuse; lo < len(history); lo += PrefillChunk {
+			hi := min(lo+PrefillChunk, len(history))
+			if res, err = forward(history[lo:hi], lo); err != nil {
+				return st, err
+			}
+			req.Progress(hi-reuse, total)
+			if hi < len(history) && ctx.Err() != nil {
+				st.Prefill = time.Since(start)
+				st.Stop = "canceled"
+				return st, nil
+			}
+		}
 	}
 	st.Prefill = time.Since(start)
 

@@ -302,3 +302,42 @@ func TestForwardAfterClose(t *testing.T) {
 	}
 	g.Close() // twice is harmless
 }
+
+// TestSessionPrefillProgress: with Progress set, a long prompt goes through
+// in PrefillChunk pieces, each reported, covering exactly the new tokens;
+// a cancellation between chunks ends the prefill with Stop "canceled" and
+// a cache that holds the chunks evaluated.
+func TestSessionPrefillProgress(t *testing.T) {
+	r := &scripted{ctx: 4096, next: func(int) int32 { return 1 }}
+	s := NewSession(r)
+	prompt := make([]int32, 2*PrefillChunk+10)
+	var reports [][2]int
+	req := greedyRequest(prompt, 1)
+	req.Progress = func(done, total int) { reports = append(reports, [2]int{done, total}) }
+	collect(t, s, req)
+	n := len(prompt)
+	want := [][2]int{{0, n}, {PrefillChunk, n}, {2 * PrefillChunk, n}, {n, n}}
+	if !slices.Equal(reports, want) {
+		t.Errorf("progress %v, want %v", reports, want)
+	}
+	if !slices.Equal(r.calls, [][2]int{{0, PrefillChunk}, {PrefillChunk, PrefillChunk}, {2 * PrefillChunk, 10}}) {
+		t.Errorf("forward calls %v", r.calls)
+	}
+
+	// Cancel after the first chunk: the rest is not evaluated.
+	r = &scripted{ctx: 4096, next: func(int) int32 { return 1 }}
+	s = NewSession(r)
+	ctx, cancel := context.WithCancel(context.Background())
+	req.Progress = func(done, total int) {
+		if done > 0 {
+			cancel()
+		}
+	}
+	st, err := s.Generate(ctx, req, func(Token) error { t.Error("a token was emitted after cancelling the prefill"); return nil })
+	if err != nil || st.Stop != "canceled" {
+		t.Fatalf("stats %+v, error %v; want a canceled prefill", st, err)
+	}
+	if len(r.calls) != 1 || s.Cached() != PrefillChunk {
+		t.Errorf("%d forward calls, %d tokens cached; want 1 and %d", len(r.calls), s.Cached(), PrefillChunk)
+	}
+}

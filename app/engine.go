@@ -1,0 +1,533 @@
+// Package app is Hearth's core, free of any UI: the engine goroutine that
+// owns the GPU device and the resident model, and the jobs the studio, the
+// command line and the API server post to it. Sub-packages hold the model
+// library, downloads, chat histories, settings, the API server and the
+// command line.
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hearthstudio/hearth/engine/chat"
+	"github.com/hearthstudio/hearth/engine/gpu"
+	"github.com/hearthstudio/hearth/engine/model"
+	"github.com/hearthstudio/hearth/engine/sample"
+	"github.com/hearthstudio/hearth/engine/tokenizer"
+)
+
+// ErrBusy is returned when the engine's queue is full: the caller may try
+// again later (the API server answers 429).
+var ErrBusy = errors.New("app: the engine is busy: too many requests are waiting")
+
+// ErrClosed is returned by every call after Close.
+var ErrClosed = errors.New("app: the engine is closed")
+
+// ErrNoModel is returned by a request that names no model while none is
+// loaded.
+var ErrNoModel = errors.New("app: no model is loaded: choose one")
+
+// EngineOptions configure an Engine.
+type EngineOptions struct {
+	// Backend is "gpu", "cpu" or "auto" (the GPU when an adapter exists,
+	// else the CPU reference forward pass). "" is auto.
+	Backend string
+	// GPU picks and opens the adapter (gpu.OptionsFromEnv by default).
+	GPU gpu.Options
+	// Context is the KV cache's length; 0 is the model's, at most
+	// model.DefaultContext. Batch is the prompt tokens per submit (0: 512).
+	Context, Batch int
+	// GPUMemory, when nonzero, refuses a model whose estimate exceeds it
+	// before anything is allocated.
+	GPUMemory uint64
+	// Queue is how many jobs may wait behind the running one; a job past
+	// it fails at once with ErrBusy. 0 means 8.
+	Queue int
+	// IdleUnload frees the model after this long without a job; 0 keeps it.
+	IdleUnload time.Duration
+	// Resolve turns a model name into a .gguf path. nil takes names as
+	// paths. The API server passes a resolver that knows only the library's
+	// names, so no request can open an arbitrary file.
+	Resolve func(name string) (string, error)
+	// OnStatus, when set, is called after each change of Status. It runs on
+	// the engine's goroutine or the caller's, so it must return quickly and
+	// never call back into the engine (the studio hands it to fyne.Do).
+	OnStatus func(Status)
+}
+
+// Status is what the engine is doing, for status bars and /api/ps.
+type Status struct {
+	Model   *ModelInfo // the resident model; nil when none is loaded
+	Busy    bool       // a job is running
+	Waiting int        // jobs queued behind it
+	// Note says what happened last that a user should know: a lost GPU
+	// device, an idle unload.
+	Note string
+}
+
+// ModelInfo describes the resident model.
+type ModelInfo struct {
+	Name    string // as the caller named it
+	Path    string
+	Arch    string
+	Title   string // general.name, may be empty
+	Backend string // "gpu: ADAPTER" or "cpu"
+	Context int    // the KV cache's positions
+	Memory  model.Memory
+	Loaded  time.Time
+}
+
+// Progress reports a long step: loading ("load": bytes uploaded) or a
+// prompt's evaluation ("prefill": tokens).
+type Progress struct {
+	Stage       string
+	Done, Total int64
+}
+
+// Engine runs jobs on one goroutine that owns the GPU device and the one
+// resident model, one job at a time, in the order they came. Its methods
+// are safe for concurrent use; each blocks until its job has run.
+type Engine struct {
+	o    EngineOptions
+	jobs chan *job
+	quit chan struct{}
+	done chan struct{}
+
+	mu      sync.Mutex // guards status and closed
+	status  Status
+	closed  bool
+	waiting int
+
+	// Owned by the engine goroutine.
+	dev     *gpu.Device
+	noGPU   error // why the GPU could not be opened, under auto
+	cur     *resident
+	lastJob time.Time
+}
+
+// resident is the loaded model with its runner and the session whose KV
+// cache every request shares: a request whose prompt extends the previous
+// one (the next turn of a chat) evaluates only what is new.
+type resident struct {
+	info    ModelInfo
+	m       *model.Model
+	runner  model.Runner
+	session *model.Session
+}
+
+type job struct {
+	ctx  context.Context
+	run  func(ctx context.Context) error
+	done chan error
+}
+
+// NewEngine starts the engine goroutine. Close stops it.
+func NewEngine(o EngineOptions) *Engine {
+	if o.Queue <= 0 {
+		o.Queue = 8
+	}
+	if o.Backend == "" {
+		o.Backend = "auto"
+	}
+	e := &Engine{o: o, jobs: make(chan *job, o.Queue), quit: make(chan struct{}), done: make(chan struct{})}
+	go e.loop()
+	return e
+}
+
+// Close waits for the running job, fails the queued ones with ErrClosed,
+// frees the model and releases the device.
+func (e *Engine) Close() {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		<-e.done
+		return
+	}
+	e.closed = true
+	e.mu.Unlock()
+	close(e.quit)
+	<-e.done
+}
+
+// Status is a snapshot of what the engine is doing.
+func (e *Engine) Status() Status {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s := e.status
+	s.Waiting = e.waiting
+	if s.Model != nil {
+		m := *s.Model
+		s.Model = &m
+	}
+	return s
+}
+
+func (e *Engine) setStatus(change func(*Status)) {
+	e.mu.Lock()
+	change(&e.status)
+	s := e.status
+	s.Waiting = e.waiting
+	e.mu.Unlock()
+	if e.o.OnStatus != nil {
+		e.o.OnStatus(s)
+	}
+}
+
+// submit queues run and waits for it. It waits for the job even when ctx
+// ends first: run may be writing to the caller's memory (an HTTP response)
+// until it returns, and it sees ctx itself.
+func (e *Engine) submit(ctx context.Context, run func(ctx context.Context) error) error {
+	j := &job{ctx: ctx, run: run, done: make(chan error, 1)}
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return ErrClosed
+	}
+	select {
+	case e.jobs <- j:
+		e.waiting++
+	default:
+		e.mu.Unlock()
+		return ErrBusy
+	}
+	e.mu.Unlock()
+	e.setStatus(func(*Status) {})
+	return <-j.done
+}
+
+func (e *Engine) loop() {
+	defer close(e.done)
+	var idle <-chan time.Time
+	var timer *time.Timer
+	for {
+		if e.o.IdleUnload > 0 && e.cur != nil && timer == nil {
+			timer = time.NewTimer(e.o.IdleUnload)
+			idle = timer.C
+		}
+		select {
+		case <-e.quit:
+			e.drain()
+			e.unload()
+			if e.dev != nil {
+				e.dev.Release()
+				e.dev = nil
+			}
+			return
+		case <-idle:
+			timer, idle = nil, nil
+			if e.cur != nil && time.Since(e.lastJob) >= e.o.IdleUnload {
+				name := e.cur.info.Name
+				e.unload()
+				e.setStatus(func(s *Status) { s.Note = fmt.Sprintf("%s was unloaded after %s idle", name, e.o.IdleUnload) })
+			}
+		case j := <-e.jobs:
+			if timer != nil {
+				timer.Stop()
+				timer, idle = nil, nil
+			}
+			e.mu.Lock()
+			e.waiting--
+			e.mu.Unlock()
+			e.run(j)
+			e.lastJob = time.Now()
+		}
+	}
+}
+
+// drain fails every queued job once the engine is closing.
+func (e *Engine) drain() {
+	for {
+		select {
+		case j := <-e.jobs:
+			j.done <- ErrClosed
+		default:
+			return
+		}
+	}
+}
+
+func (e *Engine) run(j *job) {
+	if err := j.ctx.Err(); err != nil {
+		// The caller gave up while the job waited.
+		j.done <- err
+		return
+	}
+	e.setStatus(func(s *Status) { s.Busy = true })
+	err := j.run(j.ctx)
+	if errors.Is(err, gpu.ErrDeviceLost) {
+		// Nothing on a lost device can be used again: drop the model and the
+		// device, and open both afresh on the next request.
+		e.unload()
+		if e.dev != nil {
+			e.dev.Release()
+			e.dev = nil
+		}
+		e.setStatus(func(s *Status) {
+			s.Note = "the GPU device was lost; the model will be loaded again on the next request"
+		})
+		err = fmt.Errorf("%w; the model was unloaded and will be loaded again on the next request", err)
+	}
+	e.setStatus(func(s *Status) { s.Busy = false })
+	j.done <- err
+}
+
+// Load makes name the resident model, loading it unless it already is.
+func (e *Engine) Load(ctx context.Context, name string, progress func(Progress)) (ModelInfo, error) {
+	var info ModelInfo
+	err := e.submit(ctx, func(ctx context.Context) error {
+		r, err := e.ensure(name, progress)
+		if err == nil {
+			info = r.info
+		}
+		return err
+	})
+	return info, err
+}
+
+// Unload frees the resident model, if any.
+func (e *Engine) Unload(ctx context.Context) error {
+	return e.submit(ctx, func(context.Context) error {
+		e.unload()
+		return nil
+	})
+}
+
+func (e *Engine) unload() {
+	if e.cur == nil {
+		return
+	}
+	e.cur.runner.Close()
+	e.cur.m.Close()
+	e.cur = nil
+	e.setStatus(func(s *Status) { s.Model = nil })
+}
+
+// ensure loads name unless it is resident; "" means the resident model.
+func (e *Engine) ensure(name string, progress func(Progress)) (*resident, error) {
+	if name == "" {
+		if e.cur == nil {
+			return nil, ErrNoModel
+		}
+		return e.cur, nil
+	}
+	path := name
+	if e.o.Resolve != nil {
+		p, err := e.o.Resolve(name)
+		if err != nil {
+			return nil, err
+		}
+		path = p
+	}
+	if e.cur != nil && e.cur.info.Path == path {
+		e.cur.info.Name = name
+		return e.cur, nil
+	}
+	e.unload()
+	if progress == nil {
+		progress = func(Progress) {}
+	}
+	m, err := model.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	r, err := e.runner(m, progress)
+	if err != nil {
+		m.Close()
+		return nil, err
+	}
+	e.cur = &resident{m: m, runner: r, session: model.NewSession(r), info: ModelInfo{
+		Name: name, Path: path, Arch: m.Config.Arch, Title: m.Config.Name,
+		Context: r.Context(), Loaded: time.Now(),
+	}}
+	if g, ok := r.(*model.GPU); ok {
+		e.cur.info.Backend = "gpu: " + g.Device().Info.Label()
+		e.cur.info.Memory = m.Memory(r.Context(), e.batch())
+	} else {
+		e.cur.info.Backend = "cpu"
+	}
+	info := e.cur.info
+	e.setStatus(func(s *Status) { s.Model, s.Note = &info, "" })
+	return e.cur, nil
+}
+
+func (e *Engine) batch() int {
+	if e.o.Batch > 0 {
+		return e.o.Batch
+	}
+	return 512
+}
+
+// runner puts m on the GPU, or on the CPU when asked or, under auto, when
+// no adapter can be opened.
+func (e *Engine) runner(m *model.Model, progress func(Progress)) (model.Runner, error) {
+	ctx := e.o.Context
+	if ctx == 0 {
+		ctx = min(m.Config.Context, model.DefaultContext)
+	}
+	backend := strings.ToLower(e.o.Backend)
+	switch backend {
+	case "gpu", "auto":
+		if e.dev == nil && (backend == "gpu" || e.noGPU == nil) {
+			dev, err := gpu.Open(e.o.GPU)
+			if err != nil {
+				if backend == "gpu" {
+					return nil, err
+				}
+				e.noGPU = err
+			}
+			e.dev = dev
+		}
+		if e.dev != nil {
+			return model.NewGPU(e.dev, m, model.GPUOptions{Context: ctx, Batch: e.o.Batch, Budget: e.o.GPUMemory,
+				Progress: func(done, total int64) { progress(Progress{Stage: "load", Done: done, Total: total}) }})
+		}
+	case "cpu":
+	default:
+		return nil, fmt.Errorf("app: backend %q: want gpu, cpu or auto", e.o.Backend)
+	}
+	return model.NewCPU(m, ctx)
+}
+
+// GenerateOptions are what a chat turn and a completion share.
+type GenerateOptions struct {
+	// Model names the model to use, loading it first if it is not
+	// resident; "" is the resident one.
+	Model    string
+	Sampling sample.Options
+	// MaxTokens bounds the reply; 0 is until a stop or the context's end.
+	MaxTokens int
+	// Stop are extra strings that end the reply.
+	Stop []string
+	// Shift drops the oldest half of the context when it fills instead of
+	// stopping (a prompt longer than the context is refused otherwise).
+	Shift bool
+	// Progress is told about loading and prefill.
+	Progress func(Progress)
+}
+
+// ChatRequest is one assistant turn of a conversation.
+type ChatRequest struct {
+	GenerateOptions
+	Messages []chat.Message
+	// Tools are the function definitions the client sent, as JSON, for
+	// templates that render them.
+	Tools []json.RawMessage
+}
+
+// CompleteRequest continues raw text, with no template.
+type CompleteRequest struct {
+	GenerateOptions
+	Prompt string
+	// Special parses special tokens written in the prompt.
+	Special bool
+}
+
+// Reply is the end of a generation.
+type Reply struct {
+	Model string // the name the model was asked by
+	Text  string
+	Stats model.Stats
+	// Notice says why the model's own chat template was not used, if so.
+	Notice string
+}
+
+// Chat answers the conversation's last message, calling emit with each
+// token as it is sampled. Cancelling ctx stops at the next token (or the
+// next chunk of the prompt) with Stats.Stop "canceled".
+func (e *Engine) Chat(ctx context.Context, req ChatRequest, emit func(model.Token) error) (Reply, error) {
+	if len(req.Messages) == 0 {
+		return Reply{}, fmt.Errorf("app: a chat request needs at least one message")
+	}
+	return e.generate(ctx, req.GenerateOptions, emit, func(m *model.Model) (model.Request, string, error) {
+		p, err := m.Chat.Render(chat.Request{Messages: req.Messages, Tools: req.Tools, AddGenerationPrompt: true})
+		if err != nil {
+			return model.Request{}, "", err
+		}
+		mr := model.Request{Prompt: m.Chat.Tokenize(p.Text), StopIDs: m.Chat.StopIDs,
+			StopStrings: append(slices.Clone(m.Chat.StopStrings), req.Stop...)}
+		// A shift keeps the system prompt, as the template renders it.
+		if n := leadingSystem(req.Messages); n > 0 {
+			if sp, err := m.Chat.Render(chat.Request{Messages: req.Messages[:n]}); err == nil {
+				mr.Keep = len(m.Chat.Tokenize(sp.Text))
+			}
+		}
+		return mr, p.Notice, nil
+	})
+}
+
+func leadingSystem(msgs []chat.Message) int {
+	n := 0
+	for n < len(msgs) && msgs[n].Role == "system" {
+		n++
+	}
+	return n
+}
+
+// Complete continues req.Prompt as raw text.
+func (e *Engine) Complete(ctx context.Context, req CompleteRequest, emit func(model.Token) error) (Reply, error) {
+	return e.generate(ctx, req.GenerateOptions, emit, func(m *model.Model) (model.Request, string, error) {
+		tok := m.Tokenizer
+		mr := model.Request{Prompt: tok.Encode(req.Prompt, tokenizer.EncodeOptions{AddSpecial: true, ParseSpecial: req.Special}),
+			StopStrings: req.Stop}
+		for _, id := range []int32{tok.EOS(), tok.EOT()} {
+			if id != tokenizer.None {
+				mr.StopIDs = append(mr.StopIDs, id)
+			}
+		}
+		return mr, "", nil
+	})
+}
+
+// generate loads the model, builds its request with prepare, and runs it on
+// the resident session.
+func (e *Engine) generate(ctx context.Context, o GenerateOptions, emit func(model.Token) error,
+	prepare func(*model.Model) (model.Request, string, error)) (Reply, error) {
+	if o.MaxTokens < 0 {
+		return Reply{}, fmt.Errorf("app: max tokens %d must not be negative", o.MaxTokens)
+	}
+	if err := o.Sampling.Validate(); err != nil {
+		return Reply{}, err
+	}
+	progress := o.Progress
+	if progress == nil {
+		progress = func(Progress) {}
+	}
+	var reply Reply
+	err := e.submit(ctx, func(ctx context.Context) error {
+		r, err := e.ensure(o.Model, progress)
+		if err != nil {
+			return err
+		}
+		reply.Model = r.info.Name
+		req, notice, err := prepare(r.m)
+		if err != nil {
+			return err
+		}
+		reply.Notice = notice
+		req.MaxTokens, req.Sampling = o.MaxTokens, o.Sampling
+		if o.Shift {
+			req.Overflow = model.OverflowShift
+		}
+		req.Decoder = r.m.Tokenizer.NewDecoder(tokenizer.DecodeOptions{})
+		req.Progress = func(done, total int) {
+			progress(Progress{Stage: "prefill", Done: int64(done), Total: int64(total)})
+		}
+		var text strings.Builder
+		reply.Stats, err = r.session.Generate(ctx, req, func(t model.Token) error {
+			text.WriteString(t.Text)
+			if emit == nil {
+				return nil
+			}
+			return emit(t)
+		})
+		reply.Text = text.String()
+		return err
+	})
+	return reply, err
+}

@@ -1,0 +1,111 @@
+// Package settings keeps the studio's preferences in one JSON file in the
+// user's config folder, written atomically so a crash never leaves half a
+// file.
+package settings
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/hearthstudio/hearth/engine/sample"
+	"github.com/hearthstudio/hearth/internal/atomicfile"
+)
+
+// Settings are the studio's preferences.
+type Settings struct {
+	// Backend is "auto", "gpu" or "cpu"; Adapter a substring of the
+	// adapter's name to prefer ("" lets Hearth choose).
+	Backend string `json:"backend"`
+	Adapter string `json:"adapter,omitempty"`
+	// Context is the KV cache's length (0: the model's, at most 8192).
+	Context int `json:"context,omitempty"`
+	// GPUMemory bounds a model's estimate, as `--gpu-memory` takes it.
+	GPUMemory string `json:"gpu_memory,omitempty"`
+	// Folders are model folders the user added to the library.
+	Folders []string `json:"folders,omitempty"`
+	// LastModel is loaded again at start.
+	LastModel string `json:"last_model,omitempty"`
+	// System is the system prompt of new chats.
+	System   string   `json:"system,omitempty"`
+	Sampling Sampling `json:"sampling"`
+	// ServerAddr is where the studio starts the API server.
+	ServerAddr string `json:"server_addr,omitempty"`
+}
+
+// Sampling are the chat's sampler settings, as llama.cpp names them.
+type Sampling struct {
+	Temperature   float32 `json:"temperature"`
+	TopK          int     `json:"top_k"`
+	TopP          float32 `json:"top_p"`
+	MinP          float32 `json:"min_p"`
+	RepeatPenalty float32 `json:"repeat_penalty"`
+	// MaxTokens bounds a reply; 0 is until the end of the turn.
+	MaxTokens int `json:"max_tokens"`
+}
+
+// Options are the sampler options these settings give, with seed.
+func (s Sampling) Options(seed uint64) sample.Options {
+	o := sample.Defaults()
+	o.Temperature, o.TopK, o.TopP, o.MinP, o.RepeatPenalty = s.Temperature, s.TopK, s.TopP, s.MinP, s.RepeatPenalty
+	o.Seed = seed
+	return o
+}
+
+// Defaults are the settings of a first start: llama.cpp's sampler defaults.
+func Defaults() Settings {
+	d := sample.Defaults()
+	return Settings{
+		Backend:    "auto",
+		Sampling:   Sampling{Temperature: d.Temperature, TopK: d.TopK, TopP: d.TopP, MinP: d.MinP, RepeatPenalty: d.RepeatPenalty},
+		ServerAddr: "127.0.0.1:11435",
+	}
+}
+
+// Dir is Hearth's folder in the user's config folder (~/.config/hearth on
+// Linux), where settings and chat histories live.
+func Dir() (string, error) {
+	base, err := os.UserConfigDir()
+	if err != nil {
+		return "", fmt.Errorf("settings: %w", err)
+	}
+	return filepath.Join(base, "hearth"), nil
+}
+
+// Load reads the settings at path. A missing file gives the defaults. A
+// file that cannot be parsed also gives the defaults, with an error that
+// says so; the file is left as it is until the next Save, so nothing the
+// user wrote by hand is lost silently before they are told.
+func Load(path string) (Settings, error) {
+	s := Defaults()
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return s, nil
+	}
+	if err != nil {
+		return s, fmt.Errorf("settings: %w", err)
+	}
+	if err := json.Unmarshal(data, &s); err != nil {
+		return Defaults(), fmt.Errorf("settings: %s is not valid settings JSON (%v); using the defaults", path, err)
+	}
+	if err := s.Sampling.Options(0).Validate(); err != nil {
+		s.Sampling = Defaults().Sampling
+		return s, fmt.Errorf("settings: %s: sampling: %v; using the default sampling", path, err)
+	}
+	return s, nil
+}
+
+// Save writes s to path atomically, creating its folder.
+func Save(path string, s Settings) error {
+	data, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return fmt.Errorf("settings: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("settings: %w", err)
+	}
+	return atomicfile.Write(path, append(data, '\n'), 0o644)
+}

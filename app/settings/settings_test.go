@@ -1,0 +1,57 @@
+package settings
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestSaveLoadRoundTrip(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hearth", "settings.json")
+	s := Defaults()
+	s.Folders = []string{"/models", "/more models"}
+	s.LastModel = "gemma3:1b"
+	s.Sampling.Temperature = 0.2
+	if err := Save(path, s); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, s) {
+		t.Errorf("loaded %+v, saved %+v", got, s)
+	}
+}
+
+func TestLoadMissingGivesDefaults(t *testing.T) {
+	got, err := Load(filepath.Join(t.TempDir(), "none.json"))
+	if err != nil || !reflect.DeepEqual(got, Defaults()) {
+		t.Errorf("got %+v, %v; want the defaults and no error", got, err)
+	}
+}
+
+// A corrupt file or impossible sampling values give defaults and an error
+// naming the file, and the file itself is left for the user to see.
+func TestLoadBadFile(t *testing.T) {
+	dir := t.TempDir()
+	for name, body := range map[string]string{
+		"truncated": `{"backend": "gpu", "fold`,
+		"sampling":  `{"sampling": {"temperature": -3, "top_p": 1}}`,
+	} {
+		path := filepath.Join(dir, name+".json")
+		os.WriteFile(path, []byte(body), 0o644)
+		s, err := Load(path)
+		if err == nil || !strings.Contains(err.Error(), path) {
+			t.Errorf("%s: error %v, want one naming %s", name, err, path)
+		}
+		if s.Sampling != Defaults().Sampling {
+			t.Errorf("%s: sampling %+v, want the defaults", name, s.Sampling)
+		}
+		if b, _ := os.ReadFile(path); string(b) != body {
+			t.Errorf("%s: the bad file was changed by Load", name)
+		}
+	}
+}
