@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hearthstudio/hearth/app/library"
 	"github.com/hearthstudio/hearth/engine/gpu"
 	"github.com/hearthstudio/hearth/engine/model"
 	"github.com/hearthstudio/hearth/engine/sample"
@@ -25,7 +26,7 @@ type modelFlags struct {
 }
 
 func (f *modelFlags) register(cmd *cobra.Command) {
-	cmd.Flags().StringVarP(&f.path, "model", "m", "", "model file (.gguf)")
+	cmd.Flags().StringVarP(&f.path, "model", "m", "", "the model: a .gguf file, or a name hearth models lists (gemma3:1b, OWNER/REPO:FILE.gguf)")
 	cmd.Flags().StringVar(&f.backend, "backend", "auto", "gpu, cpu, or auto (the GPU when an adapter exists)")
 	cmd.Flags().IntVar(&f.ctx, "ctx", 0, fmt.Sprintf("context length in tokens (default: the model's, at most %d)", model.DefaultContext))
 	cmd.Flags().IntVar(&f.batch, "batch", 512, "prompt tokens evaluated per GPU submit")
@@ -76,9 +77,15 @@ func (l *loaded) Close() {
 // template notice) go to log.
 func (f *modelFlags) open(log io.Writer) (*loaded, error) {
 	if f.path == "" {
-		return nil, fmt.Errorf("no model: give -m MODEL.gguf")
+		return nil, fmt.Errorf("no model: give -m with a .gguf file or a name hearth models lists")
 	}
-	m, err := model.Load(f.path)
+	// A path that exists wins over a name; a name is looked up in the
+	// stores hearth models lists.
+	e, err := library.Resolve(library.DefaultRoots(), f.path)
+	if err != nil {
+		return nil, err
+	}
+	m, err := model.Load(e.Path)
 	if err != nil {
 		return nil, err
 	}

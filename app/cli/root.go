@@ -28,6 +28,7 @@ func NewRoot(studio func() error) *cobra.Command {
 		newSynthCmd(), newImportCmd(),
 		newGenerateCmd(), newChatCmd(), newLogitsCmd(), newBenchCmd(),
 		newPullCmd(),
+		newModelsCmd(),
 	)
 	return root
 }

@@ -1,0 +1,206 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hearthstudio/hearth/app/library"
+	"github.com/hearthstudio/hearth/engine/model"
+)
+
+func newModelsCmd() *cobra.Command {
+	var (
+		asJSON  bool
+		folders []string
+	)
+	cmd := &cobra.Command{
+		Use:   "models [--json] [--folder DIR]...",
+		Short: "List the GGUF models already on this machine",
+		Long: `List the GGUF models other tools have downloaded, where they keep them,
+without copying anything: the Ollama store ($OLLAMA_MODELS, else
+~/.ollama/models), the Hugging Face cache that hearth pull and huggingface_hub
+share ($HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub), LM
+Studio's models folders (~/.lmstudio/models, ~/.cache/lm-studio/models), and
+each --folder, searched four folders deep.
+
+NAME is what -m takes: NAME:TAG for Ollama (the tag defaults to latest),
+OWNER/REPO:FILE for the Hugging Face cache, PUBLISHER/REPO/FILE.gguf for LM
+Studio, the file's name without .gguf for a folder. MEMORY is the GPU memory
+the model would take with a context of CONTEXT tokens, at most 8192 (the
+--ctx default). Models that cannot be used (a download that did not finish,
+an architecture Hearth lacks, a split GGUF) are listed with the reason.
+Vision projectors (mmproj files) are not language models and are not listed.`,
+		Example: `  hearth models
+  hearth models --folder ~/models --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			roots := library.DefaultRoots()
+			roots.Folders = append(roots.Folders, folders...)
+			entries := library.Scan(roots)
+			out := cmd.OutOrStdout()
+			if asJSON {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(newModelsReport(roots, entries))
+			}
+			return printModels(out, roots, entries)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().StringArrayVar(&folders, "folder", nil, "also search `DIR` and the folders in it (repeatable)")
+	return cmd
+}
+
+// modelsReport is hearth models' --json shape: where it looked, and every
+// model found, usable or not ("error" says why not).
+type modelsReport struct {
+	Roots  modelsRoots   `json:"roots"`
+	Models []modelsEntry `json:"models"`
+}
+
+type modelsRoots struct {
+	Ollama      string   `json:"ollama"`
+	HuggingFace string   `json:"huggingface"`
+	LMStudio    []string `json:"lmstudio"`
+	Folders     []string `json:"folders"`
+}
+
+// modelsEntry is one model. The header fields are absent when the header
+// could not be read, memory when Hearth cannot run the model.
+type modelsEntry struct {
+	Name      string        `json:"name"`
+	Source    string        `json:"source"`
+	Path      string        `json:"path"`
+	Size      int64         `json:"size"`
+	Parts     int           `json:"parts,omitempty"`
+	Arch      string        `json:"arch,omitempty"`
+	ModelName string        `json:"model_name,omitempty"`
+	Params    int64         `json:"params,omitempty"`
+	Quant     string        `json:"quant,omitempty"`
+	Context   int           `json:"context,omitempty"`
+	Layers    int           `json:"layers,omitempty"`
+	Memory    *modelsMemory `json:"memory,omitempty"`
+	Error     string        `json:"error,omitempty"`
+}
+
+// modelsMemory is the GPU memory estimate, in bytes, at a context and batch.
+type modelsMemory struct {
+	Context     int   `json:"context"`
+	Batch       int   `json:"batch"`
+	Weights     int64 `json:"weights"`
+	KV          int64 `json:"kv"`
+	Activations int64 `json:"activations"`
+	Total       int64 `json:"total"`
+}
+
+func newModelsReport(r library.Roots, entries []library.Entry) modelsReport {
+	rep := modelsReport{
+		Roots: modelsRoots{
+			Ollama: r.Ollama, HuggingFace: r.HFCache,
+			LMStudio: nonNil(r.LMStudio), Folders: nonNil(r.Folders),
+		},
+		Models: []modelsEntry{},
+	}
+	for _, e := range entries {
+		m := modelsEntry{Name: e.Name, Source: e.Source, Path: e.Path, Size: e.Size, Parts: e.Parts, Error: e.Err}
+		if i := e.Info; i != nil {
+			m.Arch, m.ModelName, m.Params, m.Quant, m.Context, m.Layers = i.Arch, i.ModelName, i.Params, i.Quant, i.Context, i.Layers
+			if i.Memory.Total() > 0 {
+				m.Memory = &modelsMemory{
+					Context: i.MemoryContext, Batch: library.MemoryBatch,
+					Weights: i.Memory.Weights, KV: i.Memory.KV, Activations: i.Memory.Activations, Total: i.Memory.Total(),
+				}
+			}
+		}
+		rep.Models = append(rep.Models, m)
+	}
+	return rep
+}
+
+// nonNil makes an empty list JSON's [] rather than null, so scripts can
+// iterate without a check.
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func printModels(w io.Writer, r library.Roots, entries []library.Entry) error {
+	if len(entries) == 0 {
+		fmt.Fprintln(w, "no models found; searched:")
+		fmt.Fprintf(w, "  ollama       %s\n", orNone(r.Ollama))
+		fmt.Fprintf(w, "  huggingface  %s\n", orNone(r.HFCache))
+		for _, d := range r.LMStudio {
+			fmt.Fprintf(w, "  lmstudio     %s\n", d)
+		}
+		for _, d := range r.Folders {
+			fmt.Fprintf(w, "  folder       %s\n", d)
+		}
+		_, err := fmt.Fprintln(w, "hearth pull OWNER/REPO:FILE.gguf downloads one; --folder DIR searches a folder of your own.")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tSOURCE\tARCH\tPARAMS\tQUANT\tSIZE\tCONTEXT\tMEMORY")
+	var problems []library.Entry
+	for _, e := range entries {
+		arch, params, quant, ctx, mem := "-", "-", "-", "-", "-"
+		if i := e.Info; i != nil {
+			arch, params, quant = orDash(i.Arch), inspectCount(uint64(i.Params)), orDash(i.Quant)
+			if i.Context > 0 {
+				ctx = strconv.Itoa(i.Context)
+			}
+			if i.Memory.Total() > 0 {
+				mem = modelsGiB(i.Memory)
+			}
+		}
+		size := "-"
+		if e.Size > 0 {
+			size = inspectBytes(uint64(e.Size))
+		}
+		if e.Err != "" {
+			problems = append(problems, e)
+			mem = "(see below)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", inspectText(e.Name), e.Source, arch, params, quant, size, ctx, mem)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(problems) > 0 {
+		fmt.Fprintf(w, "\n%d cannot be used:\n", len(problems))
+		for _, e := range problems {
+			fmt.Fprintf(w, "  %s: %s\n", inspectText(e.Name), e.Err)
+		}
+	}
+	_, err := fmt.Fprintf(w, "\nMEMORY: GPU estimate at a context of min(CONTEXT, %d) tokens. Run one with -m NAME.\n", model.DefaultContext)
+	return err
+}
+
+// modelsGiB is an estimate's total in the unit GPU memory is sold in.
+func modelsGiB(m model.Memory) string {
+	n := m.Total()
+	if n >= 1<<30 {
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	}
+	return fmt.Sprintf("%.0f MiB", float64(n)/(1<<20))
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none: no home folder)"
+	}
+	return s
+}

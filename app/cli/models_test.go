@@ -1,0 +1,150 @@
+package cli
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// isolateStores points every store hearth models reads at folders under
+// home, so that no test reads the developer's own models.
+func isolateStores(t *testing.T, home string) {
+	t.Helper()
+	t.Setenv("HOME", home)
+	t.Setenv("USERPROFILE", home) // os.UserHomeDir on Windows
+	for _, v := range []string{"OLLAMA_MODELS", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME"} {
+		t.Setenv(v, "")
+	}
+}
+
+func copyFile(t *testing.T, src, dst string) {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestModelsCommand(t *testing.T) {
+	home := t.TempDir()
+	isolateStores(t, home)
+	tiny := tinyModel(t, "tiny-llama")
+	data, err := os.ReadFile(tiny)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// An Ollama store in $OLLAMA_MODELS with one model.
+	ollama := filepath.Join(home, "ollama")
+	t.Setenv("OLLAMA_MODELS", ollama)
+	digest := sha256.Sum256(data)
+	hexDigest := hex.EncodeToString(digest[:])
+	copyFile(t, tiny, filepath.Join(ollama, "blobs", "sha256-"+hexDigest))
+	manifest := fmt.Sprintf(`{"schemaVersion":2,"layers":[{"mediaType":"application/vnd.ollama.image.model","digest":"sha256:%s","size":%d}]}`, hexDigest, len(data))
+	manifestPath := filepath.Join(ollama, "manifests", "registry.ollama.ai", "library", "tiny", "latest")
+	if err := os.MkdirAll(filepath.Dir(manifestPath), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(manifestPath, []byte(manifest), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// LM Studio's folder in the home folder, and a folder of the user's with
+	// a model and a file that is not one.
+	copyFile(t, tiny, filepath.Join(home, ".lmstudio", "models", "pub", "repo", "tiny-q8_0.gguf"))
+	folder := filepath.Join(home, "mine")
+	copyFile(t, tiny, filepath.Join(folder, "mine.gguf"))
+	if err := os.WriteFile(filepath.Join(folder, "notes.gguf"), []byte("not weights"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	out, _, err := runModelCmd(t, "", "models", "--json", "--folder", folder)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep modelsReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("%v in:\n%s", err, out)
+	}
+	if rep.Roots.Ollama != ollama || !slices.Equal(rep.Roots.Folders, []string{folder}) ||
+		rep.Roots.HuggingFace != filepath.Join(home, ".cache", "huggingface", "hub") {
+		t.Errorf("roots %+v", rep.Roots)
+	}
+	var names []string
+	byName := map[string]modelsEntry{}
+	for _, m := range rep.Models {
+		names = append(names, m.Name)
+		byName[m.Name] = m
+	}
+	if want := []string{"mine", "notes", "pub/repo/tiny-q8_0.gguf", "tiny:latest"}; !slices.Equal(names, want) {
+		t.Fatalf("models %v, want %v", names, want)
+	}
+	for _, name := range []string{"mine", "pub/repo/tiny-q8_0.gguf", "tiny:latest"} {
+		m := byName[name]
+		if m.Error != "" || m.Arch != "llama" || m.Quant != "Q8_0" || m.Params <= 0 || m.Context != 2048 || m.Layers != 2 ||
+			m.Size != int64(len(data)) || m.Memory == nil || m.Memory.Context != 2048 || m.Memory.Batch != 512 ||
+			m.Memory.Total != m.Memory.Weights+m.Memory.KV+m.Memory.Activations || m.Memory.Weights <= 0 {
+			t.Errorf("%s: %+v (memory %+v)", name, m, m.Memory)
+		}
+	}
+	if m := byName["tiny:latest"]; m.Source != "ollama" || m.Path != filepath.Join(ollama, "blobs", "sha256-"+hexDigest) {
+		t.Errorf("tiny:latest: source %s, path %s", m.Source, m.Path)
+	}
+	if m := byName["notes"]; !strings.Contains(m.Error, "not a GGUF file") || m.Arch != "" || m.Memory != nil {
+		t.Errorf("notes: %+v", m)
+	}
+
+	out, _, err = runModelCmd(t, "", "models", "--folder", folder)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"NAME", "MEMORY", "tiny:latest", "ollama", "lmstudio", "Q8_0", "2048", "1 cannot be used", "notes: ", "not a GGUF file"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("output lacks %q:\n%s", s, out)
+		}
+	}
+
+	// -m takes a name from the list, with Ollama's implicit tag.
+	out, log, err := runModelCmd(t, "", "logits", "-m", "tiny", "--tokens", "1,2", "--backend", "cpu")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log)
+	}
+	if !strings.Contains(out, `"n_vocab"`) {
+		t.Errorf("logits by name: %s", out)
+	}
+	_, _, err = runModelCmd(t, "", "logits", "-m", "tiny:7b", "--tokens", "1", "--backend", "cpu")
+	if err == nil || !strings.Contains(err.Error(), "unknown model") || !strings.Contains(err.Error(), "tiny:latest") {
+		t.Errorf("unknown name: %v", err)
+	}
+}
+
+func TestModelsCommandFindsNothing(t *testing.T) {
+	home := t.TempDir()
+	isolateStores(t, home)
+	out, _, err := runModelCmd(t, "", "models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "no models found") || !strings.Contains(out, filepath.Join(home, ".ollama", "models")) {
+		t.Errorf("output:\n%s", out)
+	}
+	out, _, err = runModelCmd(t, "", "models", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || string(rep["models"]) != "[]" {
+		t.Errorf("--json with nothing found: %v\n%s", err, out)
+	}
+}
