@@ -4,19 +4,32 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/hearthstudio/hearth/app/library"
 	"github.com/hearthstudio/hearth/engine/tokenizer"
 	"github.com/hearthstudio/hearth/gguf"
 )
 
-// loadTokenizer builds the tokenizer of the model at path, a .gguf file.
-func loadTokenizer(path string) (*tokenizer.Tokenizer, error) {
-	if path == "" {
-		return nil, fmt.Errorf("no model: give -m MODEL.gguf")
+// loadTokenizer builds the tokenizer of the model name: a .gguf file, or a
+// name hearth models lists.
+func loadTokenizer(name string) (*tokenizer.Tokenizer, error) {
+	if name == "" {
+		return nil, fmt.Errorf("no model: give -m with a .gguf file or a name hearth models lists")
+	}
+	// A file is read as it is, even one that holds only a vocabulary
+	// (llama.cpp's ggml-vocab-*.gguf), which the library would not list.
+	path := name
+	if _, err := os.Stat(name); err != nil {
+		e, err := library.Resolve(library.DefaultRoots(), name)
+		if err != nil {
+			return nil, err
+		}
+		path = e.Path
 	}
 	f, err := gguf.Open(path)
 	if err != nil {
@@ -92,7 +105,7 @@ for them.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&model, "model", "m", "", "the model, a .gguf file")
+	cmd.Flags().StringVarP(&model, "model", "m", "", "the model: a .gguf file, or a name hearth models lists")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().BoolVar(&special, "special", false, "read special tokens written in the text as tokens")
 	cmd.Flags().BoolVar(&addSpecial, "add-special", false, "add BOS/EOS as the model's tokenizer asks")
@@ -144,7 +157,7 @@ nothing unless --special is given. Bytes that do not form UTF-8 print as U+FFFD.
 			return err
 		},
 	}
-	cmd.Flags().StringVarP(&model, "model", "m", "", "the model, a .gguf file")
+	cmd.Flags().StringVarP(&model, "model", "m", "", "the model: a .gguf file, or a name hearth models lists")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().BoolVar(&special, "special", false, "print control tokens as their text")
 	return cmd
