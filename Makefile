@@ -10,8 +10,8 @@ FUZZTIME  ?= 20s
 
 # cgo headers for Fyne (GL, X11), ALSA for audio out, lavapipe (Mesa's software
 # Vulkan) so the WGSL kernels run without a GPU, Xvfb for headless GUI tests,
-# espeak-ng for phonemes.
-APT_PACKAGES := gcc libc6-dev pkg-config git ca-certificates \
+# espeak-ng for phonemes, curl for the API server's client tests.
+APT_PACKAGES := gcc libc6-dev pkg-config git ca-certificates curl \
 	libgl1-mesa-dev libx11-dev libxcursor-dev libxrandr-dev libxinerama-dev libxi-dev libxxf86vm-dev \
 	libasound2-dev \
 	mesa-vulkan-drivers libvulkan1 \
@@ -33,6 +33,15 @@ deps:
 		$$sudo apt-get update -q && \
 		DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -q --no-install-recommends $$missing || exit 1; \
 	fi
+	@# The API server's tests drive it with the official openai npm package:
+	@# Node.js and npm from Debian unless some Node.js is already installed
+	@# (NodeSource's nodejs carries its own npm and conflicts with Debian's).
+	@if ! command -v node >/dev/null || ! command -v npm >/dev/null; then \
+		echo "Installing: nodejs npm"; \
+		if [ "$$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi; \
+		$$sudo apt-get update -q && \
+		DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -q --no-install-recommends nodejs npm || exit 1; \
+	fi
 	@v=$$($(GO) env GOVERSION 2>/dev/null | sed 's/^go//'); \
 	if [ -z "$$v" ] || [ "$$(printf '%s\n' 1.26 "$$v" | sort -V | head -n1)" != 1.26 ]; then \
 		echo "Go 1.26 or newer is needed (found: $${v:-none}); Debian 12's golang package is too old, see https://go.dev/doc/install"; exit 1; \
@@ -50,9 +59,11 @@ vet:
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 
 # test runs every test on lavapipe (or the GPU, if the machine has one) under
-# a virtual X server, then a short fuzz of the GGUF reader.
+# a virtual X server, then a short fuzz of the GGUF reader. The API server's
+# real-client tests (node's openai package, curl) run only when
+# HEARTH_CLIENT_TESTS is set, so a plain `go test` works without Node.js.
 test: deps vet
-	xvfb-run -a $(GO) test -timeout 20m ./...
+	HEARTH_CLIENT_TESTS=1 xvfb-run -a $(GO) test -timeout 20m ./...
 	@# The quantizers must match ggml bit for bit even where Go may fuse
 	@# multiply-adds (GOAMD64=v3); run them so where the CPU can.
 	@if [ "$$($(GO) env GOARCH)" = amd64 ] && grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then \
