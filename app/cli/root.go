@@ -27,6 +27,7 @@ func NewRoot(studio func() error) *cobra.Command {
 		newQuantizeCmd(),
 		newSynthCmd(), newImportCmd(),
 		newGenerateCmd(), newChatCmd(), newLogitsCmd(), newBenchCmd(),
+		newServeCmd(),
 		newPullCmd(),
 		newModelsCmd(),
 	)

@@ -1,0 +1,168 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hearthstudio/hearth/app"
+)
+
+// clientTestsVar turns on the tests that drive the server with real client
+// programs (node with the openai package, curl). make test sets it.
+const clientTestsVar = "HEARTH_CLIENT_TESTS"
+
+// clientTool is the path of a client program. The tests that need one are
+// skipped without clientTestsVar; with it a missing program fails them, so
+// a machine that should run them cannot pass without.
+func clientTool(t *testing.T, name string) string {
+	t.Helper()
+	if os.Getenv(clientTestsVar) != "1" {
+		t.Skipf("set %s=1 to run the tests with real clients (node and npm, curl)", clientTestsVar)
+	}
+	path, err := exec.LookPath(name)
+	if err != nil {
+		t.Fatalf("%s=1 but %s is missing: %v", clientTestsVar, name, err)
+	}
+	return path
+}
+
+// run runs a client program and returns its standard output.
+func runClient(t *testing.T, dir string, env []string, name string, args ...string) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s\n%s", filepath.Base(name), strings.Join(args, " "), err, out, stderr.String())
+	}
+	return out
+}
+
+// TestOpenAINodeClient runs testdata/clients/openai_client.mjs, which uses
+// the official openai package (the version package-lock.json pins, from
+// the npm registry), against the server with an API key.
+func TestOpenAINodeClient(t *testing.T) {
+	node := clientTool(t, "node")
+	npm := clientTool(t, "npm")
+
+	// npm ci writes node_modules; a copy keeps the source tree clean.
+	dir := t.TempDir()
+	for _, f := range []string{"package.json", "package-lock.json", ".npmrc", "openai_client.mjs"} {
+		b, err := os.ReadFile(filepath.Join("testdata", "clients", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runClient(t, dir, nil, npm, "ci", "--registry=https://registry.npmjs.org/", "--ignore-scripts", "--no-audit", "--no-fund")
+
+	const key = "node-client-key"
+	ts := newTestServer(t, app.EngineOptions{}, Options{APIKey: key})
+	// The greedy reply, as Go gets it.
+	_, data := ts.do(t, "POST", "/v1/chat/completions", chatBody(llama, 8, nil), "Authorization", "Bearer "+key)
+	var want chatCompletion
+	if err := json.Unmarshal(data, &want); err != nil || len(want.Choices) != 1 {
+		t.Fatalf("%v: %s", err, data)
+	}
+	out := runClient(t, dir, []string{"HEARTH_BASE_URL=" + ts.URL + "/v1", "HEARTH_MODEL=" + llama, "HEARTH_API_KEY=" + key}, node, "openai_client.mjs")
+
+	var got struct {
+		Models []struct{ ID, Object string } `json:"models"`
+		Chat   struct {
+			ID, Object, Model, Role, Content string
+			FinishReason                     string `json:"finish_reason"`
+			Usage                            usage
+		} `json:"chat"`
+		ChatStream struct {
+			Chunks       int
+			Role         string
+			Content      string
+			FinishReason string `json:"finish_reason"`
+			Usage        *usage
+		} `json:"chat_stream"`
+		Completion struct {
+			Object, Text string
+			FinishReason string `json:"finish_reason"`
+			Usage        usage
+		} `json:"completion"`
+		NotFound struct {
+			Status     int
+			Code, Type string
+		} `json:"not_found"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	t.Logf("%s", out)
+
+	var ids []string
+	for _, m := range got.Models {
+		ids = append(ids, m.ID)
+	}
+	if !slices.Contains(ids, llama) || !slices.Contains(ids, qwen) {
+		t.Errorf("models.list: %v", ids)
+	}
+	c := got.Chat
+	if !strings.HasPrefix(c.ID, "chatcmpl-") || c.Object != "chat.completion" || c.Model != llama || c.Role != "assistant" ||
+		c.Content != *want.Choices[0].Message.Content || c.FinishReason != "length" || c.Usage.CompletionTokens != 8 || c.Usage.TotalTokens != c.Usage.PromptTokens+8 {
+		t.Errorf("chat: %+v", c)
+	}
+	s := got.ChatStream
+	if s.Content != c.Content || s.Role != "assistant" || s.FinishReason != "length" || s.Usage == nil || *s.Usage != c.Usage || s.Chunks < 3 {
+		t.Errorf("streamed chat: %+v, whole: %q", s, c.Content)
+	}
+	if p := got.Completion; p.Object != "text_completion" || p.Text == "" || p.FinishReason != "length" || p.Usage.CompletionTokens != 6 {
+		t.Errorf("completion: %+v", p)
+	}
+	if nf := got.NotFound; nf.Status != 404 || nf.Code != "model_not_found" || nf.Type != "invalid_request_error" {
+		t.Errorf("unknown model: %+v", nf)
+	}
+}
+
+// TestCurl streams both APIs through curl -N, as a shell user would, and
+// checks that the stream carries the same reply as the whole response.
+func TestCurl(t *testing.T) {
+	curl := clientTool(t, "curl")
+	ts := newTestServer(t, app.EngineOptions{}, Options{})
+	var whole chatCompletion
+	ts.post(t, "/v1/chat/completions", chatBody(llama, 8, nil), &whole)
+	want := *whole.Choices[0].Message.Content
+
+	body, _ := json.Marshal(chatBody(llama, 8, map[string]any{"stream": true}))
+	out := runClient(t, "", nil, curl, "-sS", "-N", "--fail-with-body", "-H", "Content-Type: application/json",
+		"-d", string(body), ts.URL+"/v1/chat/completions")
+	if text, finish, _ := streamedChat(t, out); text != want || finish != "length" {
+		t.Errorf("curl /v1/chat/completions: %q (%s), want %q", text, finish, want)
+	}
+
+	body, _ = json.Marshal(map[string]any{"model": llama, "messages": conversation, "options": map[string]any{"temperature": 0, "num_predict": 8}})
+	out = runClient(t, "", nil, curl, "-sS", "-N", "--fail-with-body", "-d", string(body), ts.URL+"/api/chat")
+	objs := ndjson(t, out)
+	var text string
+	for _, o := range objs {
+		text += o["message"].(map[string]any)["content"].(string)
+	}
+	if final := objs[len(objs)-1]; text != want || final["done"] != true || final["eval_count"] != 8.0 {
+		t.Errorf("curl /api/chat: %q %v, want %q", text, final, want)
+	}
+
+	// The probe Ollama clients send.
+	out = runClient(t, "", nil, curl, "-sS", "-I", "--fail", ts.URL+"/")
+	if !strings.HasPrefix(string(out), "HTTP/1.1 200") {
+		t.Errorf("curl -I /: %s", out)
+	}
+}

@@ -1,0 +1,48 @@
+package server
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/hearthstudio/hearth/app/library"
+)
+
+// Library is the catalogue of a model library: the models its scans find
+// that Hearth can run. Names resolve through library.ResolveName, which
+// matches only the scanned names and never opens a path built from one.
+// Pass Resolve to the engine too (app.EngineOptions.Resolve).
+func Library(lib *library.Library) Models { return libraryModels{lib} }
+
+type libraryModels struct{ lib *library.Library }
+
+// List scans again on each call, so a model pulled while the server runs
+// is there on the next request; the library re-reads only the headers of
+// files that changed.
+func (l libraryModels) List() []Model {
+	var out []Model
+	for _, e := range l.lib.Scan() {
+		if e.Err != "" || e.Info == nil {
+			continue // a broken or unsupported model cannot be served
+		}
+		m := Model{Name: e.Name, Size: e.Size, Family: e.Info.Arch, Params: uint64(max(e.Info.Params, 0)),
+			Quant: e.Info.Quant, Context: e.Info.Context}
+		if st, err := os.Stat(e.Path); err == nil {
+			m.Modified = st.ModTime()
+		}
+		// Ollama names its blobs by their content's SHA-256.
+		if hex, ok := strings.CutPrefix(filepath.Base(e.Path), "sha256-"); ok && e.Source == library.SourceOllama {
+			m.Digest = hex
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func (l libraryModels) Resolve(name string) (string, error) {
+	e, err := l.lib.ResolveName(name)
+	if err != nil {
+		return "", err
+	}
+	return e.Path, nil
+}

@@ -1,0 +1,154 @@
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hearthstudio/hearth/app"
+)
+
+// settle waits for the goroutine count to come back within slack of base:
+// connections and handlers end a little after their clients return.
+func settle(t *testing.T, base, slack int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > base+slack {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%d goroutines, %d before:\n%s", runtime.NumGoroutine(), base, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func heapInUse() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapInuse
+}
+
+// TestConcurrentStreams sends 50 streaming requests at once to a server
+// whose queue holds 2: each one completes or is refused with 429 at once,
+// none hangs, and goroutines and memory come back afterwards.
+func TestConcurrentStreams(t *testing.T) {
+	const clients, queue = 50, 2
+	ts := newTestServer(t, app.EngineOptions{Queue: queue}, Options{})
+	// Load the model first, so the burst measures the queue, not a load.
+	ts.post(t, "/v1/chat/completions", chatBody(llama, 1, nil), nil)
+	ts.Client().CloseIdleConnections()
+	baseG, baseHeap := runtime.NumGoroutine(), heapInUse()
+
+	// Every request is done in well under a second; 30 s means hung.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	body, _ := json.Marshal(chatBody(llama, 16, map[string]any{"stream": true}))
+	var ok, busy atomic.Int32
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for range clients {
+		wg.Go(func() {
+			<-start
+			req, _ := http.NewRequestWithContext(ctx, "POST", ts.URL+"/v1/chat/completions", bytes.NewReader(body))
+			resp, err := ts.Client().Do(req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer resp.Body.Close()
+			data, err := io.ReadAll(resp.Body)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			switch resp.StatusCode {
+			case http.StatusOK:
+				if _, finish, _ := streamedChat(t, data); finish != "length" {
+					t.Errorf("finish %q", finish)
+				}
+				ok.Add(1)
+			case http.StatusTooManyRequests:
+				if resp.Header.Get("Retry-After") == "" || deref(openAIErr(t, data).Code) != "rate_limit_exceeded" {
+					t.Errorf("429 %v: %s", resp.Header, data)
+				}
+				busy.Add(1)
+			default:
+				t.Errorf("%s: %s", resp.Status, data)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if ctx.Err() != nil {
+		t.Fatal("requests hung")
+	}
+	t.Logf("%d completed, %d refused", ok.Load(), busy.Load())
+	if ok.Load() < 1 || busy.Load() < 1 || ok.Load()+busy.Load() != clients {
+		t.Errorf("%d completed, %d refused, of %d", ok.Load(), busy.Load(), clients)
+	}
+	if st := ts.engine.Status(); st.Busy || st.Waiting != 0 {
+		t.Errorf("the engine after the burst: %+v", st)
+	}
+
+	ts.Client().CloseIdleConnections()
+	// A handful over the baseline: the server's side of connections the
+	// client just closed may take a moment to notice.
+	settle(t, baseG, 4)
+	// 50 requests held nothing: the tiny model's own buffers are a few MiB,
+	// so 16 MiB of growth would mean responses or requests were kept.
+	if now := heapInUse(); now > baseHeap+16<<20 {
+		t.Errorf("heap in use grew from %d to %d bytes", baseHeap, now)
+	}
+}
+
+// TestDisconnectFreesTheEngine: a client that goes away mid-stream stops
+// its generation at the next token, so the request behind it runs at once
+// instead of waiting for a reply nobody reads.
+func TestDisconnectFreesTheEngine(t *testing.T) {
+	ts := newTestServer(t, app.EngineOptions{Queue: 1}, Options{})
+	ts.post(t, "/v1/chat/completions", chatBody(llama, 1, nil), nil)
+	baseG := runtime.NumGoroutine()
+
+	// No max_tokens: the reply would run to the 2048-token context's end,
+	// several seconds on the CPU.
+	ctx, cancel := context.WithCancel(context.Background())
+	body, _ := json.Marshal(map[string]any{"model": llama, "messages": conversation, "temperature": 0, "stream": true})
+	req, _ := http.NewRequestWithContext(ctx, "POST", ts.URL+"/v1/chat/completions", bytes.NewReader(body))
+	resp, err := ts.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(resp.Body)
+	for chunks := 0; chunks < 3; {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(line, "data: ") {
+			chunks++
+		}
+	}
+	cancel()
+	resp.Body.Close()
+
+	start := time.Now()
+	var got chatCompletion
+	ts.post(t, "/v1/chat/completions", chatBody(llama, 4, nil), &got)
+	// 4 tokens take a few milliseconds; the abandoned reply would have
+	// taken seconds.
+	if took := time.Since(start); took > 2*time.Second || got.Usage.CompletionTokens != 4 {
+		t.Errorf("the next request took %v (%+v)", took, got.Usage)
+	}
+	ts.Client().CloseIdleConnections()
+	settle(t, baseG, 4)
+}

@@ -1,0 +1,392 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"time"
+
+	"github.com/hearthstudio/hearth/app"
+	"github.com/hearthstudio/hearth/engine/chat"
+	"github.com/hearthstudio/hearth/engine/model"
+	"github.com/hearthstudio/hearth/engine/sample"
+)
+
+// ollamaDefaults are the sampling options of an Ollama request that sets
+// none: Hearth's (llama.cpp's) defaults, the ones its command line and
+// studio use, so a model answers a prompt alike everywhere in Hearth.
+// Ollama's own differ in top_p (0.9), min_p (0) and repeat_penalty (1.1);
+// sample.Defaults says why Hearth keeps llama.cpp's, and a client that
+// wants Ollama's sends them in options.
+func ollamaDefaults() sample.Options { return sample.Defaults() }
+
+// ollamaOptions are the options Hearth honours, by Ollama's names. The
+// others Ollama documents are accepted and ignored: the ones about memory
+// and threads (num_gpu, num_thread, use_mmap …) have no meaning here, and
+// num_ctx cannot resize a loaded model's context (the server's --ctx sets
+// it). Unknown keys are ignored, as Ollama ignores them.
+type ollamaOptions struct {
+	Temperature      *float64 `json:"temperature"`
+	TopK             *int     `json:"top_k"`
+	TopP             *float64 `json:"top_p"`
+	MinP             *float64 `json:"min_p"`
+	RepeatPenalty    *float64 `json:"repeat_penalty"`
+	RepeatLastN      *int     `json:"repeat_last_n"`
+	FrequencyPenalty *float64 `json:"frequency_penalty"`
+	PresencePenalty  *float64 `json:"presence_penalty"`
+	Seed             *int64   `json:"seed"`
+	NumPredict       *int     `json:"num_predict"`
+	Stop             []string `json:"stop"`
+	NumCtx           *int     `json:"num_ctx"`
+}
+
+// generateOptions checks the options and builds the engine's.
+func (o ollamaOptions) generateOptions(name string) (app.GenerateOptions, error) {
+	g := app.GenerateOptions{Model: name}
+	for _, c := range []struct {
+		param  string
+		v      *float64
+		lo, hi float64
+	}{
+		{"temperature", o.Temperature, 0, math.Inf(1)},
+		{"top_p", o.TopP, 0, 1},
+		{"min_p", o.MinP, 0, 1},
+		{"repeat_penalty", o.RepeatPenalty, 0, math.Inf(1)},
+		{"frequency_penalty", o.FrequencyPenalty, -2, 2},
+		{"presence_penalty", o.PresencePenalty, -2, 2},
+	} {
+		if err := inRange(c.param, c.v, c.lo, c.hi); err != nil {
+			return g, err
+		}
+	}
+	if o.TopK != nil && *o.TopK < 0 {
+		return g, badRequest("top_k", "top_k must be at least 0 (0 keeps every token), got %d", *o.TopK)
+	}
+	if o.RepeatLastN != nil && *o.RepeatLastN < -1 {
+		return g, badRequest("repeat_last_n", "repeat_last_n must be at least -1 (-1 is the whole context), got %d", *o.RepeatLastN)
+	}
+	if o.NumCtx != nil && *o.NumCtx < 0 {
+		return g, badRequest("num_ctx", "num_ctx must not be negative, got %d", *o.NumCtx)
+	}
+	f := samplingFields{Temperature: o.Temperature, TopP: o.TopP, MinP: o.MinP, RepeatPenalty: o.RepeatPenalty,
+		FrequencyPenalty: o.FrequencyPenalty, PresencePenalty: o.PresencePenalty, TopK: o.TopK, RepeatLastN: o.RepeatLastN}
+	if o.Seed != nil && *o.Seed >= 0 {
+		// A negative seed is Ollama's (and llama.cpp's) "pick one at random".
+		seed := uint64(*o.Seed)
+		f.Seed = &seed
+	}
+	g.Sampling = f.apply(ollamaDefaults())
+	if err := checkSampling(g.Sampling); err != nil {
+		return g, err
+	}
+	// num_predict -1 is Ollama's "no limit" and -2 "until the context is
+	// full"; the engine stops at the context's end either way.
+	if o.NumPredict != nil && *o.NumPredict > 0 {
+		g.MaxTokens = *o.NumPredict
+	}
+	var err error
+	g.Stop, err = checkStops(o.Stop)
+	return g, err
+}
+
+// ollamaRequest are the fields /api/chat and /api/generate share.
+type ollamaRequest struct {
+	Model     string          `json:"model"`
+	Format    json.RawMessage `json:"format"`
+	Options   ollamaOptions   `json:"options"`
+	Stream    *bool           `json:"stream"`
+	KeepAlive json.RawMessage `json:"keep_alive"`
+	Think     json.RawMessage `json:"think"`
+}
+
+// check refuses what Hearth cannot do yet: structured output and thinking.
+func (r ollamaRequest) check() error {
+	if f := bytes.TrimSpace(r.Format); len(f) > 0 && string(f) != "null" && string(f) != `""` {
+		return unsupported("format", "format "+string(f))
+	}
+	if t := bytes.TrimSpace(r.Think); len(t) > 0 && string(t) != "null" && string(t) != "false" {
+		return unsupported("think", "think")
+	}
+	_, err := r.keepAliveZero()
+	return err
+}
+
+// streaming is Ollama's default: a stream unless "stream": false.
+func (r ollamaRequest) streaming() bool { return r.Stream == nil || *r.Stream }
+
+// keepAliveZero reports whether keep_alive asks to unload the model after
+// the request (0). Ollama takes a duration ("5m") or a number of seconds;
+// other values are checked but the server's --idle governs, since the
+// engine has one idle timer for the one resident model.
+func (r ollamaRequest) keepAliveZero() (bool, error) {
+	raw := bytes.TrimSpace(r.KeepAlive)
+	if len(raw) == 0 || string(raw) == "null" {
+		return false, nil
+	}
+	var secs float64
+	if err := json.Unmarshal(raw, &secs); err == nil {
+		return secs == 0, nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		if d, err := time.ParseDuration(s); err == nil {
+			return d == 0, nil
+		}
+	}
+	return false, badRequest("keep_alive", "keep_alive %s: want a duration such as \"5m\" or a number of seconds", raw)
+}
+
+// ollamaMessage is a message as Ollama's clients send it.
+type ollamaMessage struct {
+	Role      string            `json:"role"`
+	Content   string            `json:"content"`
+	Thinking  string            `json:"thinking"`
+	Images    []json.RawMessage `json:"images"`
+	ToolCalls []struct {
+		Function struct {
+			Name      string          `json:"name"`
+			Arguments json.RawMessage `json:"arguments"`
+		} `json:"function"`
+	} `json:"tool_calls"`
+	ToolName string `json:"tool_name"`
+}
+
+// ollamaMessageOut is the assistant's message in a response.
+type ollamaMessageOut struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// ollamaMetrics are the statistics of a final response, in nanoseconds.
+type ollamaMetrics struct {
+	TotalDuration      int64 `json:"total_duration"`
+	LoadDuration       int64 `json:"load_duration"`
+	PromptEvalCount    int   `json:"prompt_eval_count"`
+	PromptEvalDuration int64 `json:"prompt_eval_duration"`
+	EvalCount          int   `json:"eval_count"`
+	EvalDuration       int64 `json:"eval_duration"`
+}
+
+func metricsOf(run *run, st model.Stats) *ollamaMetrics {
+	return &ollamaMetrics{
+		TotalDuration:      int64(time.Since(run.arrived)),
+		LoadDuration:       int64(run.loadDuration()),
+		PromptEvalCount:    st.PromptTokens,
+		PromptEvalDuration: int64(st.Prefill),
+		EvalCount:          st.Generated,
+		EvalDuration:       int64(st.Decode),
+	}
+}
+
+// ollamaResponse is one object of /api/chat's (Message) or /api/generate's
+// (Response) answer; the last has Done and the metrics.
+type ollamaResponse struct {
+	Model      string            `json:"model"`
+	CreatedAt  time.Time         `json:"created_at"`
+	Message    *ollamaMessageOut `json:"message,omitempty"`
+	Response   *string           `json:"response,omitempty"`
+	Done       bool              `json:"done"`
+	DoneReason string            `json:"done_reason,omitempty"`
+	*ollamaMetrics
+}
+
+// ndjsonLine is v as one line of a newline-delimited JSON stream.
+func ndjsonLine(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("server: marshal %T: %v", v, err))
+	}
+	return append(b, '\n')
+}
+
+type ollamaChatRequest struct {
+	ollamaRequest
+	Messages []ollamaMessage   `json:"messages"`
+	Tools    []json.RawMessage `json:"tools"`
+}
+
+func (r ollamaChatRequest) messages() ([]chat.Message, error) {
+	out := make([]chat.Message, len(r.Messages))
+	for i, m := range r.Messages {
+		switch m.Role {
+		case "system", "user", "assistant", "tool":
+		default:
+			return nil, badRequest("messages", "messages[%d].role %q: want system, user, assistant or tool", i, m.Role)
+		}
+		if len(m.Images) > 0 {
+			return nil, unsupported("images", "image input")
+		}
+		msg := chat.Message{Role: m.Role, Content: m.Content, ReasoningContent: m.Thinking, Name: m.ToolName}
+		for _, tc := range m.ToolCalls {
+			msg.ToolCalls = append(msg.ToolCalls, chat.ToolCall{Type: "function",
+				Function: chat.FunctionCall{Name: tc.Function.Name, Arguments: tc.Function.Arguments}})
+		}
+		out[i] = msg
+	}
+	return out, nil
+}
+
+func (s *server) ollamaChat(w http.ResponseWriter, r *http.Request) error {
+	var req ollamaChatRequest
+	if err := decode(w, r, s.o.MaxBody, &req); err != nil {
+		return err
+	}
+	m, err := s.find(ollamaAPI, req.Model)
+	if err != nil {
+		return err
+	}
+	if err := req.check(); err != nil {
+		return err
+	}
+	opts, err := req.Options.generateOptions(m.Name)
+	if err != nil {
+		return err
+	}
+	msgs, err := req.messages()
+	if err != nil {
+		return err
+	}
+	unload, _ := req.keepAliveZero()
+	if len(msgs) == 0 {
+		// No messages: load the model, or unload it with keep_alive 0.
+		return s.loadOrUnload(w, r, m.Name, unload, &ollamaMessageOut{Role: "assistant"}, nil)
+	}
+	if unload {
+		defer s.unloadAfter(m.Name)
+	}
+
+	run := newRun(w, "application/x-ndjson", req.streaming())
+	opts.Progress = run.progress
+	var emit func(model.Token) error
+	if run.s != nil {
+		emit = func(t model.Token) error {
+			if t.Text == "" {
+				return nil
+			}
+			return run.s.write(ndjsonLine(ollamaResponse{Model: m.Name, CreatedAt: time.Now().UTC(),
+				Message: &ollamaMessageOut{Role: "assistant", Content: t.Text}}))
+		}
+	}
+	reply, err := s.engine.Chat(r.Context(), app.ChatRequest{GenerateOptions: opts, Messages: msgs, Tools: req.Tools}, emit)
+	s.touch()
+	if done, err := s.finishStream(run, err, reply, ollamaAPI); done {
+		return err
+	}
+	final := ollamaResponse{Model: m.Name, CreatedAt: time.Now().UTC(), Message: &ollamaMessageOut{Role: "assistant"},
+		Done: true, DoneReason: finishReason(reply.Stats), ollamaMetrics: metricsOf(run, reply.Stats)}
+	if run.s == nil {
+		final.Message.Content = reply.Text
+		return writeJSON(w, http.StatusOK, final)
+	}
+	run.s.write(ndjsonLine(final))
+	return nil
+}
+
+type ollamaGenerateRequest struct {
+	ollamaRequest
+	Prompt   string            `json:"prompt"`
+	System   string            `json:"system"`
+	Raw      bool              `json:"raw"`
+	Suffix   string            `json:"suffix"`
+	Template string            `json:"template"`
+	Context  []int             `json:"context"`
+	Images   []json.RawMessage `json:"images"`
+}
+
+// ollamaGenerate answers /api/generate: the prompt as the user's message
+// through the model's chat template, or with "raw" as text to continue
+// (special tokens in it parsed, since a raw prompt is one the client
+// templated itself).
+func (s *server) ollamaGenerate(w http.ResponseWriter, r *http.Request) error {
+	var req ollamaGenerateRequest
+	if err := decode(w, r, s.o.MaxBody, &req); err != nil {
+		return err
+	}
+	m, err := s.find(ollamaAPI, req.Model)
+	if err != nil {
+		return err
+	}
+	if err := req.check(); err != nil {
+		return err
+	}
+	switch {
+	case req.Suffix != "":
+		return unsupported("suffix", "suffix (fill-in-the-middle)")
+	case req.Template != "":
+		return unsupported("template", "a template override")
+	case len(req.Context) > 0:
+		return unsupported("context", "context (send the conversation to /api/chat instead)")
+	case len(req.Images) > 0:
+		return unsupported("images", "image input")
+	}
+	opts, err := req.Options.generateOptions(m.Name)
+	if err != nil {
+		return err
+	}
+	unload, _ := req.keepAliveZero()
+	if req.Prompt == "" && req.System == "" {
+		empty := ""
+		return s.loadOrUnload(w, r, m.Name, unload, nil, &empty)
+	}
+	if unload {
+		defer s.unloadAfter(m.Name)
+	}
+
+	run := newRun(w, "application/x-ndjson", req.streaming())
+	opts.Progress = run.progress
+	var emit func(model.Token) error
+	if run.s != nil {
+		emit = func(t model.Token) error {
+			if t.Text == "" {
+				return nil
+			}
+			return run.s.write(ndjsonLine(ollamaResponse{Model: m.Name, CreatedAt: time.Now().UTC(), Response: &t.Text}))
+		}
+	}
+	var reply app.Reply
+	if req.Raw {
+		reply, err = s.engine.Complete(r.Context(), app.CompleteRequest{GenerateOptions: opts, Prompt: req.Prompt, Special: true}, emit)
+	} else {
+		var msgs []chat.Message
+		if req.System != "" {
+			msgs = append(msgs, chat.Message{Role: "system", Content: req.System})
+		}
+		msgs = append(msgs, chat.Message{Role: "user", Content: req.Prompt})
+		reply, err = s.engine.Chat(r.Context(), app.ChatRequest{GenerateOptions: opts, Messages: msgs}, emit)
+	}
+	s.touch()
+	if done, err := s.finishStream(run, err, reply, ollamaAPI); done {
+		return err
+	}
+	text := ""
+	if run.s == nil {
+		text = reply.Text
+	}
+	final := ollamaResponse{Model: m.Name, CreatedAt: time.Now().UTC(), Response: &text,
+		Done: true, DoneReason: finishReason(reply.Stats), ollamaMetrics: metricsOf(run, reply.Stats)}
+	if run.s == nil {
+		return writeJSON(w, http.StatusOK, final)
+	}
+	run.s.write(ndjsonLine(final))
+	return nil
+}
+
+// loadOrUnload answers a request with nothing to generate, which Ollama's
+// clients send to load a model ahead of use or, with keep_alive 0, to free
+// it: one object with done_reason "load" or "unload".
+func (s *server) loadOrUnload(w http.ResponseWriter, r *http.Request, name string, unload bool, msg *ollamaMessageOut, response *string) error {
+	reason := "load"
+	if unload {
+		reason = "unload"
+		s.unloadAfter(name)
+	} else {
+		if _, err := s.engine.Load(r.Context(), name, nil); err != nil {
+			return err
+		}
+		s.touch()
+	}
+	return writeJSON(w, http.StatusOK, ollamaResponse{Model: name, CreatedAt: time.Now().UTC(), Message: msg, Response: response,
+		Done: true, DoneReason: reason})
+}

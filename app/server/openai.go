@@ -1,0 +1,508 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/hearthstudio/hearth/app"
+	"github.com/hearthstudio/hearth/engine/chat"
+	"github.com/hearthstudio/hearth/engine/model"
+	"github.com/hearthstudio/hearth/engine/sample"
+)
+
+// openAIDefaults are the sampling options of an OpenAI request that sets
+// none. OpenAI's API defines temperature 1 and top_p 1, and Ollama's OpenAI
+// layer sends exactly those two when a client omits them, leaving every
+// other knob at the model runner's defaults; Hearth does the same, so the
+// rest are its llama.cpp defaults (top-k 40, min-p 0.05, repeat penalty
+// off). Top-k and min-p at temperature 1 only cut the long tail of
+// near-impossible tokens, which a small quantized model otherwise samples
+// now and then.
+func openAIDefaults() sample.Options {
+	o := sample.Defaults()
+	o.Temperature, o.TopP = 1, 1
+	return o
+}
+
+// openAISampling are the sampling fields chat and completions share. TopK,
+// MinP and RepeatPenalty are not OpenAI's: llama.cpp's and vLLM's servers
+// take them in the same body, and clients written for those send them.
+type openAISampling struct {
+	Temperature      *float64 `json:"temperature"`
+	TopP             *float64 `json:"top_p"`
+	FrequencyPenalty *float64 `json:"frequency_penalty"`
+	PresencePenalty  *float64 `json:"presence_penalty"`
+	Seed             *int64   `json:"seed"`
+	TopK             *int     `json:"top_k"`
+	MinP             *float64 `json:"min_p"`
+	RepeatPenalty    *float64 `json:"repeat_penalty"`
+}
+
+// options checks the fields against OpenAI's ranges and builds the sampler's
+// options.
+func (r openAISampling) options() (sample.Options, error) {
+	for _, c := range []struct {
+		param  string
+		v      *float64
+		lo, hi float64
+	}{
+		{"temperature", r.Temperature, 0, 2},
+		{"top_p", r.TopP, 0, 1},
+		{"frequency_penalty", r.FrequencyPenalty, -2, 2},
+		{"presence_penalty", r.PresencePenalty, -2, 2},
+		{"min_p", r.MinP, 0, 1},
+		{"repeat_penalty", r.RepeatPenalty, 0, math.Inf(1)},
+	} {
+		if err := inRange(c.param, c.v, c.lo, c.hi); err != nil {
+			return sample.Options{}, err
+		}
+	}
+	if r.TopK != nil && *r.TopK < 0 {
+		return sample.Options{}, badRequest("top_k", "top_k must be at least 0 (0 keeps every token), got %d", *r.TopK)
+	}
+	f := samplingFields{Temperature: r.Temperature, TopP: r.TopP, FrequencyPenalty: r.FrequencyPenalty, PresencePenalty: r.PresencePenalty,
+		TopK: r.TopK, MinP: r.MinP, RepeatPenalty: r.RepeatPenalty}
+	if r.Seed != nil {
+		// OpenAI's seed is any 64-bit integer; its bits are the seed.
+		seed := uint64(*r.Seed)
+		f.Seed = &seed
+	}
+	o := f.apply(openAIDefaults())
+	return o, checkSampling(o)
+}
+
+// openAIRequest are the fields chat and completions share.
+type openAIRequest struct {
+	Model string `json:"model"`
+	openAISampling
+	MaxTokens     *int            `json:"max_tokens"`
+	Stop          json.RawMessage `json:"stop"`
+	N             *int            `json:"n"`
+	Stream        bool            `json:"stream"`
+	StreamOptions *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+	LogitBias map[string]float64 `json:"logit_bias"`
+}
+
+// generateOptions checks the shared fields and builds the engine's options.
+// limitParam and limit are the field that bounds the reply and its value.
+//
+// A bound of 10^9 is accepted, not refused: no reply outgrows the context,
+// where the engine ends it with finish_reason "length", so a bound past the
+// context means "until the end", as llama.cpp's server takes it. A bound
+// below 1 is refused, as OpenAI refuses it.
+func (r openAIRequest) generateOptions(name, limitParam string, limit *int) (app.GenerateOptions, error) {
+	o := app.GenerateOptions{Model: name}
+	if r.N != nil && *r.N != 1 {
+		return o, badRequest("n", "n = %d: only one choice per request is supported; send n = 1 or leave it out", *r.N)
+	}
+	if len(r.LogitBias) > 0 {
+		return o, unsupported("logit_bias", "logit_bias")
+	}
+	if r.StreamOptions != nil && !r.Stream {
+		return o, badRequest("stream_options", "stream_options is only allowed when stream is true")
+	}
+	if limit != nil {
+		if *limit < 1 {
+			return o, badRequest(limitParam, "%s must be at least 1, got %d", limitParam, *limit)
+		}
+		o.MaxTokens = *limit
+	}
+	var err error
+	if o.Stop, err = parseStop(r.Stop); err != nil {
+		return o, err
+	}
+	o.Sampling, err = r.options()
+	return o, err
+}
+
+// includeUsage reports whether a stream ends with a usage chunk.
+func (r openAIRequest) includeUsage() bool {
+	return r.StreamOptions != nil && r.StreamOptions.IncludeUsage
+}
+
+// usage is OpenAI's token count, straight from the engine's statistics.
+type usage struct {
+	PromptTokens        int `json:"prompt_tokens"`
+	CompletionTokens    int `json:"completion_tokens"`
+	TotalTokens         int `json:"total_tokens"`
+	PromptTokensDetails struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+}
+
+func usageOf(st model.Stats) *usage {
+	u := &usage{PromptTokens: st.PromptTokens, CompletionTokens: st.Generated, TotalTokens: st.PromptTokens + st.Generated}
+	u.PromptTokensDetails.CachedTokens = st.CachedTokens
+	return u
+}
+
+// chatRequest is OpenAI's chat completion request.
+type chatRequest struct {
+	openAIRequest
+	Messages            []openAIMessage   `json:"messages"`
+	MaxCompletionTokens *int              `json:"max_completion_tokens"`
+	Tools               []json.RawMessage `json:"tools"`
+	ToolChoice          json.RawMessage   `json:"tool_choice"`
+	ResponseFormat      *struct {
+		Type string `json:"type"`
+	} `json:"response_format"`
+	Logprobs    *bool `json:"logprobs"`
+	TopLogprobs *int  `json:"top_logprobs"`
+}
+
+// openAIMessage is a message as OpenAI's clients send it.
+type openAIMessage struct {
+	Role       string          `json:"role"`
+	Content    json.RawMessage `json:"content"`
+	Name       string          `json:"name"`
+	ToolCalls  []openAIToolUse `json:"tool_calls"`
+	ToolCallID string          `json:"tool_call_id"`
+	// ReasoningContent is llama.cpp's and DeepSeek's field for an
+	// assistant's thinking, which some templates render.
+	ReasoningContent string `json:"reasoning_content"`
+}
+
+type openAIToolUse struct {
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+// messages converts the conversation, refusing what the models cannot
+// read (images, audio) instead of dropping it.
+func (r chatRequest) messages() ([]chat.Message, error) {
+	if len(r.Messages) == 0 {
+		return nil, badRequest("messages", "messages must hold at least one message")
+	}
+	out := make([]chat.Message, len(r.Messages))
+	for i, m := range r.Messages {
+		param := fmt.Sprintf("messages[%d]", i)
+		role := m.Role
+		switch role {
+		case "developer":
+			role = "system" // OpenAI's newer name for the system message
+		case "system", "user", "assistant", "tool":
+		default:
+			return nil, badRequest(param+".role", "%s.role %q: want system, developer, user, assistant or tool", param, m.Role)
+		}
+		text, err := contentText(param, m.Content)
+		if err != nil {
+			return nil, err
+		}
+		msg := chat.Message{Role: role, Content: text, Name: m.Name, ToolCallID: m.ToolCallID, ReasoningContent: m.ReasoningContent}
+		for j, tc := range m.ToolCalls {
+			call := chat.ToolCall{ID: tc.ID, Type: tc.Type, Function: chat.FunctionCall{Name: tc.Function.Name}}
+			// OpenAI sends the arguments as a string holding JSON; the
+			// templates want the object.
+			if args := strings.TrimSpace(tc.Function.Arguments); args != "" {
+				if !json.Valid([]byte(args)) {
+					return nil, badRequest(fmt.Sprintf("%s.tool_calls[%d].function.arguments", param, j), "%s.tool_calls[%d].function.arguments is not JSON", param, j)
+				}
+				call.Function.Arguments = json.RawMessage(args)
+			}
+			msg.ToolCalls = append(msg.ToolCalls, call)
+		}
+		out[i] = msg
+	}
+	return out, nil
+}
+
+// contentText reads a message's content: a string, null, or an array of
+// parts whose text parts are joined by newlines, as llama.cpp's server
+// joins them.
+func contentText(param string, raw json.RawMessage) (string, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", nil
+	}
+	var s string
+	if raw[0] == '"' {
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return "", badRequest(param+".content", "%s.content: %v", param, err)
+		}
+		return s, nil
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return "", badRequest(param+".content", "%s.content must be a string or an array of content parts", param)
+	}
+	texts := make([]string, 0, len(parts))
+	for j, p := range parts {
+		if p.Type != "text" {
+			return "", unsupported(fmt.Sprintf("%s.content[%d]", param, j), fmt.Sprintf("content of type %q (only text)", p.Type))
+		}
+		texts = append(texts, p.Text)
+	}
+	return strings.Join(texts, "\n"), nil
+}
+
+// chatCompletion is OpenAI's reply in one piece.
+type chatCompletion struct {
+	ID      string       `json:"id"`
+	Object  string       `json:"object"` // "chat.completion"
+	Created int64        `json:"created"`
+	Model   string       `json:"model"`
+	Choices []chatChoice `json:"choices"`
+	Usage   *usage       `json:"usage"`
+}
+
+type chatChoice struct {
+	Index        int             `json:"index"`
+	Message      *chatMessageOut `json:"message,omitempty"`
+	Delta        *chatMessageOut `json:"delta,omitempty"`
+	Logprobs     *struct{}       `json:"logprobs"`
+	FinishReason *string         `json:"finish_reason"`
+}
+
+type chatMessageOut struct {
+	Role    string  `json:"role,omitempty"`
+	Content *string `json:"content,omitempty"`
+}
+
+// chatChunk is one server-sent event of a streamed chat reply.
+type chatChunk struct {
+	ID      string       `json:"id"`
+	Object  string       `json:"object"` // "chat.completion.chunk"
+	Created int64        `json:"created"`
+	Model   string       `json:"model"`
+	Choices []chatChoice `json:"choices"`
+	Usage   *usage       `json:"usage,omitempty"`
+}
+
+func (s *server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
+	var req chatRequest
+	if err := decode(w, r, s.o.MaxBody, &req); err != nil {
+		return err
+	}
+	m, err := s.find(openAIAPI, req.Model)
+	if err != nil {
+		return err
+	}
+	limitParam, limit := "max_completion_tokens", req.MaxCompletionTokens
+	if limit == nil {
+		limitParam, limit = "max_tokens", req.MaxTokens
+	}
+	opts, err := req.generateOptions(m.Name, limitParam, limit)
+	if err != nil {
+		return err
+	}
+	if req.ResponseFormat != nil {
+		switch t := req.ResponseFormat.Type; t {
+		case "", "text":
+		case "json_object", "json_schema":
+			return unsupported("response_format", "response_format "+t)
+		default:
+			return badRequest("response_format", "response_format type %q: want text, json_object or json_schema", t)
+		}
+	}
+	if req.Logprobs != nil && *req.Logprobs || req.TopLogprobs != nil {
+		return unsupported("logprobs", "logprobs")
+	}
+	if err := checkToolChoice(req.ToolChoice); err != nil {
+		return err
+	}
+	msgs, err := req.messages()
+	if err != nil {
+		return err
+	}
+
+	id, created := newID("chatcmpl-"), time.Now().Unix()
+	run := newRun(w, "text/event-stream", req.Stream)
+	opts.Progress = run.progress
+	creq := app.ChatRequest{GenerateOptions: opts, Messages: msgs, Tools: req.Tools}
+	chunk := func(delta chatMessageOut, finish *string) []byte {
+		return sseEvent(chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: m.Name,
+			Choices: []chatChoice{{Delta: &delta, FinishReason: finish}}})
+	}
+	var emit func(model.Token) error
+	if req.Stream {
+		empty := ""
+		run.s.opening = func() []byte { return chunk(chatMessageOut{Role: "assistant", Content: &empty}, nil) }
+		emit = func(t model.Token) error {
+			if t.Text == "" {
+				return nil // the decoder holds back part of a character or a stop string
+			}
+			return run.s.write(chunk(chatMessageOut{Content: &t.Text}, nil))
+		}
+	}
+	reply, err := s.engine.Chat(r.Context(), creq, emit)
+	s.touch()
+	if done, err := s.finishStream(run, err, reply, openAIAPI); done {
+		return err
+	}
+	finish := finishReason(reply.Stats)
+	if !req.Stream {
+		return writeJSON(w, http.StatusOK, chatCompletion{ID: id, Object: "chat.completion", Created: created, Model: m.Name,
+			Choices: []chatChoice{{Message: &chatMessageOut{Role: "assistant", Content: &reply.Text}, FinishReason: &finish}},
+			Usage:   usageOf(reply.Stats)})
+	}
+	run.s.write(chunk(chatMessageOut{}, &finish))
+	if req.includeUsage() {
+		run.s.write(sseEvent(chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: m.Name,
+			Choices: []chatChoice{}, Usage: usageOf(reply.Stats)}))
+	}
+	run.s.write([]byte("data: [DONE]\n\n"))
+	return nil
+}
+
+// checkToolChoice accepts what a template can honour: the tools are in the
+// prompt and the model decides ("auto"), or the client says "none". Forcing
+// a call ("required", a named function) needs constrained decoding.
+func checkToolChoice(raw json.RawMessage) error {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil && (s == "auto" || s == "none") {
+		return nil
+	}
+	return unsupported("tool_choice", "tool_choice "+string(raw)+" (only \"auto\" and \"none\")")
+}
+
+// sseEvent is v as one server-sent event.
+func sseEvent(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Every value streamed is a struct of strings and numbers.
+		panic(fmt.Sprintf("server: marshal %T: %v", v, err))
+	}
+	return append(append([]byte("data: "), b...), "\n\n"...)
+}
+
+// completionRequest is OpenAI's (legacy) completion request: raw text in,
+// no chat template.
+type completionRequest struct {
+	openAIRequest
+	Prompt   json.RawMessage `json:"prompt"`
+	Echo     bool            `json:"echo"`
+	Suffix   *string         `json:"suffix"`
+	Logprobs *int            `json:"logprobs"`
+	BestOf   *int            `json:"best_of"`
+}
+
+// prompt reads the prompt: a string, or an array of one string. Token
+// arrays and batches of prompts are refused.
+func (r completionRequest) prompt() (string, error) {
+	raw := bytes.TrimSpace(r.Prompt)
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", badRequest("prompt", "prompt is required")
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return s, nil
+	}
+	var many []string
+	if err := json.Unmarshal(raw, &many); err == nil {
+		if len(many) != 1 {
+			return "", badRequest("prompt", "prompt holds %d strings: one prompt per request is supported", len(many))
+		}
+		return many[0], nil
+	}
+	return "", unsupported("prompt", "a prompt of token ids")
+}
+
+type completionChoice struct {
+	Text         string    `json:"text"`
+	Index        int       `json:"index"`
+	Logprobs     *struct{} `json:"logprobs"`
+	FinishReason *string   `json:"finish_reason"`
+}
+
+// completion is OpenAI's completion, whole or as a streamed chunk (both
+// have object "text_completion").
+type completion struct {
+	ID      string             `json:"id"`
+	Object  string             `json:"object"`
+	Created int64              `json:"created"`
+	Model   string             `json:"model"`
+	Choices []completionChoice `json:"choices"`
+	Usage   *usage             `json:"usage,omitempty"`
+}
+
+// completions continues the prompt as raw text. Special tokens written in
+// the prompt are parsed, as llama.cpp's server parses them, so a client can
+// send a conversation it templated itself.
+func (s *server) completions(w http.ResponseWriter, r *http.Request) error {
+	var req completionRequest
+	if err := decode(w, r, s.o.MaxBody, &req); err != nil {
+		return err
+	}
+	m, err := s.find(openAIAPI, req.Model)
+	if err != nil {
+		return err
+	}
+	opts, err := req.generateOptions(m.Name, "max_tokens", req.MaxTokens)
+	if err != nil {
+		return err
+	}
+	switch {
+	case req.Echo:
+		return unsupported("echo", "echo")
+	case req.Suffix != nil && *req.Suffix != "":
+		return unsupported("suffix", "suffix (fill-in-the-middle)")
+	case req.Logprobs != nil:
+		return unsupported("logprobs", "logprobs")
+	case req.BestOf != nil && *req.BestOf != 1:
+		return badRequest("best_of", "best_of = %d: only 1 is supported", *req.BestOf)
+	}
+	prompt, err := req.prompt()
+	if err != nil {
+		return err
+	}
+
+	id, created := newID("cmpl-"), time.Now().Unix()
+	run := newRun(w, "text/event-stream", req.Stream)
+	opts.Progress = run.progress
+	chunk := func(text string, finish *string, u *usage) []byte {
+		choices := []completionChoice{{Text: text, FinishReason: finish}}
+		if u != nil {
+			choices = []completionChoice{}
+		}
+		return sseEvent(completion{ID: id, Object: "text_completion", Created: created, Model: m.Name, Choices: choices, Usage: u})
+	}
+	var emit func(model.Token) error
+	if req.Stream {
+		emit = func(t model.Token) error {
+			if t.Text == "" {
+				return nil
+			}
+			return run.s.write(chunk(t.Text, nil, nil))
+		}
+	}
+	reply, err := s.engine.Complete(r.Context(), app.CompleteRequest{GenerateOptions: opts, Prompt: prompt, Special: true}, emit)
+	s.touch()
+	if done, err := s.finishStream(run, err, reply, openAIAPI); done {
+		return err
+	}
+	finish := finishReason(reply.Stats)
+	if !req.Stream {
+		return writeJSON(w, http.StatusOK, completion{ID: id, Object: "text_completion", Created: created, Model: m.Name,
+			Choices: []completionChoice{{Text: reply.Text, FinishReason: &finish}}, Usage: usageOf(reply.Stats)})
+	}
+	run.s.write(chunk("", &finish, nil))
+	if req.includeUsage() {
+		run.s.write(chunk("", nil, usageOf(reply.Stats)))
+	}
+	run.s.write([]byte("data: [DONE]\n\n"))
+	return nil
+}
+
+// speech is OpenAI's text to speech, which Hearth's voices will answer; until
+// they land the endpoint says so plainly.
+func (s *server) speech(w http.ResponseWriter, r *http.Request) error {
+	return &apiError{status: http.StatusNotImplemented, code: "not_implemented",
+		msg: "text to speech is not available yet in this Hearth version"}
+}
