@@ -1,18 +1,29 @@
-// Package ui is Hearth's Fyne front end. It talks only to package app and
-// engine-level descriptions; it never touches a GPU object itself.
+// Package ui is Hearth's Fyne front end. It talks only to package app (the
+// engine goroutine, the model library, settings, histories) and never
+// touches a GPU object itself; the engine's reports reach the widgets
+// through fyne.Do, so the UI goroutine never waits on the GPU.
 package ui
 
 import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"fyne.io/fyne/v2"
 	fyneapp "fyne.io/fyne/v2/app"
 	"fyne.io/fyne/v2/container"
+	"fyne.io/fyne/v2/dialog"
+	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
 
+	"github.com/hearthstudio/hearth/app"
+	"github.com/hearthstudio/hearth/app/library"
+	"github.com/hearthstudio/hearth/app/settings"
 	"github.com/hearthstudio/hearth/assets"
 	"github.com/hearthstudio/hearth/engine/gpu"
 )
@@ -32,47 +43,318 @@ func hasDisplay() bool {
 	return os.Getenv("DISPLAY") != "" || os.Getenv("WAYLAND_DISPLAY") != ""
 }
 
+// ScreenshotsEnv names the environment variable that makes Run capture
+// every tab into a folder and quit: how the README's screenshots are made,
+// and how a test drives the real binary.
+const ScreenshotsEnv = "HEARTH_SCREENSHOTS"
+
 // Run opens the studio window and returns when it is closed.
 func Run() error {
 	if !hasDisplay() {
 		return ErrNoDisplay
 	}
+	dir, err := settings.Dir()
+	if err != nil {
+		return err
+	}
 	a := fyneapp.NewWithID("studio.hearth")
 	a.SetIcon(fyne.NewStaticResource("icon.png", assets.Icon))
 	w := a.NewWindow("Hearth")
-	w.SetContent(Studio(adapterStatus()))
+	st := newStudio(a, w, dir)
+	defer st.close()
+	st.baseRoots = library.DefaultRoots()
+	w.SetContent(st.content())
+	w.SetOnDropped(func(_ fyne.Position, uris []fyne.URI) { st.dropped(uris) })
 	w.Resize(fyne.NewSize(1100, 720))
+
+	var shotErr error
+	if out := os.Getenv(ScreenshotsEnv); out != "" {
+		go func() {
+			shotErr = st.screenshots(out)
+			if shotErr != nil {
+				fmt.Fprintln(os.Stderr, "hearth:", shotErr)
+			}
+			fyne.Do(a.Quit)
+		}()
+	}
 	w.ShowAndRun()
-	return nil
+	return shotErr
+}
+
+// studio is what the panels share: the window, the engine, the settings,
+// the model library and the status bar. Panels are small functions of it
+// that return a fyne.CanvasObject. Every field below is read and written
+// on the UI goroutine only, except where a comment says otherwise.
+type studio struct {
+	app fyne.App
+	win fyne.Window
+	// post runs f on the UI goroutine without waiting: fyne.Do. Fyne's
+	// test driver runs fyne.Do inline on the caller's goroutine, so tests
+	// give the studio a serial loop of their own instead.
+	post func(f func())
+	// dir holds settings.json, the chat histories and the models the
+	// studio makes itself (dir/models).
+	dir      string
+	settings settings.Settings
+	engine   *app.Engine
+	adapter  string // the status bar's compute line
+
+	status *widget.Label
+	tabs   *container.AppTabs
+	// statusListeners are told of every engine status change, on the UI
+	// goroutine.
+	statusListeners []func(app.Status)
+
+	// baseRoots are the other tools' stores; the user's folders and files
+	// from the settings are added to them (roots). Tests point them at
+	// temporary folders.
+	baseRoots library.Roots
+	// lib is read by the engine's Resolve on the engine goroutine, so it
+	// is guarded by libMu.
+	libMu sync.Mutex
+	lib   *library.Library
+
+	entries    []library.Entry // the last scan, sorted by name
+	entriesGen int             // counts the scans whose entries were shown
+	scanned    bool            // the first scan has finished
+	scanning   int             // scans under way
+	scanGen    int             // the newest scan; older ones' results are dropped
+	// libraryListeners are told when entries or the load state change.
+	libraryListeners []func()
+
+	// loading is the model being loaded ("" when none), with the bytes
+	// uploaded so far; loadErrs the last failure of each model, by path.
+	loading             string
+	loadDone, loadTotal int64
+	loadErrs            map[string]string
+
+	// started is closed once the first scan, and the loading of the last
+	// model it may start, are over: what the screenshots wait for.
+	started   chan struct{}
+	startOnce sync.Once
+	// closed is set once the window has closed; the engine goroutine
+	// reads it.
+	closed atomic.Bool
+}
+
+// newStudio loads the settings from dir and starts the engine. A settings
+// file that cannot be read is reported in the status bar, and the defaults
+// are used.
+func newStudio(a fyne.App, w fyne.Window, dir string) *studio {
+	st := &studio{app: a, win: w, post: fyne.Do, dir: dir, status: widget.NewLabel(""),
+		loadErrs: map[string]string{}, started: make(chan struct{})}
+	st.status.Truncation = fyne.TextTruncateEllipsis
+	s, err := settings.Load(st.settingsPath())
+	st.settings = s
+	st.adapter = computeLine(st.settings, st.gpuOptions())
+	st.status.SetText(statusText(st.adapter, app.Status{}))
+	if err != nil {
+		st.status.SetText(err.Error())
+	}
+	st.engine = app.NewEngine(st.engineOptions())
+	return st
+}
+
+func (st *studio) settingsPath() string { return filepath.Join(st.dir, "settings.json") }
+
+// saveSettings writes the settings; a failure (a full disk) is shown, and
+// the settings stay as they are in memory.
+func (st *studio) saveSettings() {
+	if err := settings.Save(st.settingsPath(), st.settings); err != nil {
+		st.showError(err)
+	}
+}
+
+func (st *studio) gpuOptions() gpu.Options {
+	o := gpu.OptionsFromEnv()
+	if st.settings.Adapter != "" {
+		o.Adapter = st.settings.Adapter
+	}
+	return o
+}
+
+func (st *studio) engineOptions() app.EngineOptions {
+	// A limit that does not parse is reported where it is typed (the
+	// Models tab) and ignored here, so a typo never stops the studio.
+	budget, _ := parseMemory(st.settings.GPUMemory)
+	return app.EngineOptions{
+		Backend:   st.settings.Backend,
+		GPU:       st.gpuOptions(),
+		Context:   st.settings.Context,
+		GPUMemory: budget,
+		Resolve:   st.resolve,
+		OnStatus: func(s app.Status) {
+			if st.closed.Load() {
+				// The window is gone and with it the UI goroutine's
+				// loop: nothing is left to tell.
+				return
+			}
+			st.post(func() {
+				for _, f := range st.statusListeners {
+					f(s)
+				}
+			})
+		},
+	}
+}
+
+// resolve turns a library name (or a path) into the file the engine
+// loads. It runs on the engine goroutine.
+func (st *studio) resolve(name string) (string, error) {
+	st.libMu.Lock()
+	lib := st.lib
+	st.libMu.Unlock()
+	if lib == nil {
+		lib = library.New(st.baseRoots)
+	}
+	e, err := lib.Resolve(name)
+	if err != nil {
+		return "", err
+	}
+	return e.Path, nil
+}
+
+// restartEngine replaces the engine after a change of adapter or backend.
+// The new engine takes requests at once; the old one finishes what it is
+// running and what waits behind it, then closes and frees its model, and
+// only then is the resident model loaded again on the new one, so the two
+// never hold it in GPU memory together.
+func (st *studio) restartEngine() {
+	old := st.engine
+	resident := old.Status().Model
+	st.engine = app.NewEngine(st.engineOptions())
+	st.adapter = computeLine(st.settings, st.gpuOptions())
+	st.status.SetText(statusText(st.adapter, app.Status{}))
+	go func() {
+		for s := old.Status(); s.Busy || s.Waiting > 0; s = old.Status() {
+			time.Sleep(50 * time.Millisecond)
+		}
+		old.Close()
+		st.post(func() {
+			st.status.SetText(statusText(st.adapter, st.engine.Status()))
+			if resident == nil {
+				return
+			}
+			if e, ok := st.entryByPath(resident.Path); ok {
+				st.loadModel(e)
+			}
+		})
+	}()
+}
+
+// onStatus registers f for engine status changes; f runs on the UI
+// goroutine.
+func (st *studio) onStatus(f func(app.Status)) { st.statusListeners = append(st.statusListeners, f) }
+
+// showError shows err in a dialog over the window.
+func (st *studio) showError(err error) {
+	if err == nil {
+		return
+	}
+	st.post(func() { errorDialog(err, st.win) })
+}
+
+func (st *studio) close() {
+	st.closed.Store(true)
+	st.engine.Close()
+}
+
+// content is the main window's content: the four tabs and a status bar. It
+// starts the first scan of the library, which loads the last model used.
+func (st *studio) content() fyne.CanvasObject {
+	st.tabs = container.NewAppTabs(
+		container.NewTabItem("Chat", chatPanel(st)),
+		container.NewTabItem("Voice", comingPanel(theme.VolumeUpIcon(), "Voice", "Read text aloud with Kokoro voices, on your GPU.")),
+		container.NewTabItem("Tune", comingPanel(theme.DocumentCreateIcon(), "Tune", "Fine-tune a model on your own data with LoRA.")),
+		container.NewTabItem("Models", modelsPanel(st)),
+	)
+	bar := statusBar(st)
+	st.rescan(st.loadLastModel)
+	return container.NewBorder(nil, bar, nil, nil, st.tabs)
+}
+
+// computeLine is the status bar's first part: where models run.
+func computeLine(s settings.Settings, o gpu.Options) string {
+	if s.Backend == "cpu" {
+		return "CPU (no GPU used)"
+	}
+	return adapterStatus(o)
 }
 
 // adapterStatus is the status bar's GPU line.
-func adapterStatus() string {
-	adapters, err := gpu.Adapters(gpu.OptionsFromEnv())
+func adapterStatus(o gpu.Options) string {
+	adapters, err := gpu.Adapters(o)
 	if err != nil {
 		return "GPU: " + err.Error()
 	}
-	chosen, err := gpu.Choose(adapters, gpu.OptionsFromEnv())
+	chosen, err := gpu.Choose(adapters, o)
 	if err != nil {
 		return "GPU: " + err.Error()
 	}
 	return fmt.Sprintf("GPU: %s (%s, %s)", chosen.Label(), chosen.Type, chosen.Backend)
 }
 
-// Studio is the main window's content: the four tabs and a status bar.
-func Studio(status string) fyne.CanvasObject {
-	tabs := container.NewAppTabs(
-		container.NewTabItem("Chat", comingPanel("Chat", "Chat with GGUF models on your GPU. Text generation lands with the model engine.")),
-		container.NewTabItem("Voice", comingPanel("Voice", "Read text aloud with Kokoro voices.")),
-		container.NewTabItem("Tune", comingPanel("Tune", "Fine-tune a model on your own data with LoRA.")),
-		container.NewTabItem("Models", comingPanel("Models", "Models found on this machine, and `hearth inspect` for any GGUF file.")),
-	)
-	return container.NewBorder(nil, widget.NewLabel(status), nil, nil, tabs)
+// comingPanel is the empty state of a tab whose panel is not written yet:
+// what it will do, centred, as an app shows an empty page.
+func comingPanel(icon fyne.Resource, title, text string) fyne.CanvasObject {
+	image := widget.NewIcon(icon)
+	heading := widget.NewLabelWithStyle(title, fyne.TextAlignCenter, fyne.TextStyle{Bold: true})
+	heading.SizeName = theme.SizeNameHeadingText
+	body := widget.NewLabelWithStyle(text, fyne.TextAlignCenter, fyne.TextStyle{})
+	later := widget.NewLabelWithStyle("Coming in a later release of Hearth.", fyne.TextAlignCenter, fyne.TextStyle{})
+	later.Importance = widget.LowImportance
+	return container.NewCenter(container.NewVBox(
+		container.NewCenter(container.NewGridWrap(fyne.NewSquareSize(64), image)),
+		heading, body, later))
 }
 
-func comingPanel(title, text string) fyne.CanvasObject {
-	heading := widget.NewLabelWithStyle(title, fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
-	body := widget.NewLabel(text + "\n\nThis panel is coming in a later release of Hearth.")
-	body.Wrapping = fyne.TextWrapWord
-	return container.NewVBox(heading, body)
+// statusBar shows the GPU, the resident model with its memory estimate,
+// and what the engine is doing.
+func statusBar(st *studio) fyne.CanvasObject {
+	var last app.Status
+	update := func() {
+		text := statusText(st.adapter, last)
+		if st.loading != "" {
+			text += " · loading " + st.loading
+			if st.loadTotal > 0 {
+				text += fmt.Sprintf(" (%d%%)", 100*st.loadDone/st.loadTotal)
+			}
+		}
+		st.status.SetText(text)
+	}
+	st.onStatus(func(s app.Status) { last = s; update() })
+	st.onLibrary(update)
+	return st.status
+}
+
+// statusText is the status bar's line for s.
+func statusText(adapter string, s app.Status) string {
+	text := adapter
+	if m := s.Model; m != nil {
+		text += " · " + m.Name
+		if m.Memory.Total() > 0 {
+			text += " (" + formatMemory(m.Memory.Total()) + ")"
+		}
+		if m.Backend == "cpu" {
+			text += " on the CPU"
+		}
+	} else {
+		text += " · no model loaded"
+	}
+	switch {
+	case s.Busy && s.Waiting > 0:
+		text += fmt.Sprintf(" · working, %d waiting", s.Waiting)
+	case s.Busy:
+		text += " · working"
+	}
+	if s.Note != "" {
+		text += " · " + s.Note
+	}
+	return text
+}
+
+// errorDialog shows err; a separate function so tests can see what the
+// user would.
+func errorDialog(err error, w fyne.Window) {
+	dialog.ShowError(err, w)
 }

@@ -8,6 +8,9 @@ import (
 	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/test"
 	"fyne.io/fyne/v2/widget"
+
+	"github.com/hearthstudio/hearth/app"
+	"github.com/hearthstudio/hearth/app/library"
 )
 
 func TestRunWithoutDisplaySaysSo(t *testing.T) {
@@ -20,11 +23,39 @@ func TestRunWithoutDisplaySaysSo(t *testing.T) {
 	}
 }
 
+// newTestStudio is a studio on a test app with its settings in a temp
+// folder, the engine on the CPU and no model store to scan, so tests never
+// read the developer's own settings or models or need an adapter.
+func newTestStudio(t *testing.T) (*studio, fyne.Window) {
+	t.Helper()
+	return newTestStudioWith(t, nil, func(f func()) { f() })
+}
+
+// newTestStudioWith is newTestStudio with setup run on the studio before
+// its engine starts (to point it at stores, change settings or give it a
+// UI loop), and the window's content built through onUI.
+func newTestStudioWith(t *testing.T, setup func(*studio), onUI func(func())) (*studio, fyne.Window) {
+	t.Helper()
+	a := test.NewTempApp(t)
+	w := test.NewWindow(nil)
+	dir := t.TempDir()
+	st := newStudio(a, w, dir)
+	st.engine.Close()
+	st.settings.Backend = "cpu"
+	st.baseRoots = library.Roots{}
+	if setup != nil {
+		setup(st)
+	}
+	st.engine = app.NewEngine(st.engineOptions())
+	st.adapter = "GPU: test adapter"
+	t.Cleanup(func() { st.close(); w.Close() })
+	onUI(func() { w.SetContent(st.content()) })
+	return st, w
+}
+
 func TestStudioHasTheFourTabsAndStatus(t *testing.T) {
-	test.NewTempApp(t)
-	content := Studio("GPU: test adapter")
-	w := test.NewWindow(content)
-	defer w.Close()
+	st, w := newTestStudio(t)
+	content := w.Content()
 
 	border, ok := content.(*fyne.Container)
 	if !ok {
@@ -50,7 +81,7 @@ func TestStudioHasTheFourTabsAndStatus(t *testing.T) {
 	if len(names) != 4 || names[0] != "Chat" || names[1] != "Voice" || names[2] != "Tune" || names[3] != "Models" {
 		t.Errorf("tabs %v, want Chat, Voice, Tune, Models", names)
 	}
-	if status != "GPU: test adapter" {
-		t.Errorf("status bar %q", status)
+	if status != st.status.Text {
+		t.Errorf("status bar %q, want the studio's status label", status)
 	}
 }

@@ -27,6 +27,9 @@ type Settings struct {
 	GPUMemory string `json:"gpu_memory,omitempty"`
 	// Folders are model folders the user added to the library.
 	Folders []string `json:"folders,omitempty"`
+	// Files are single models the user dropped on the window, listed
+	// beside the folders' models.
+	Files []string `json:"files,omitempty"`
 	// LastModel is loaded again at start.
 	LastModel string `json:"last_model,omitempty"`
 	// System is the system prompt of new chats.

@@ -1,0 +1,677 @@
+package ui
+
+import (
+	"fmt"
+	"math"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/container"
+	"fyne.io/fyne/v2/dialog"
+	"fyne.io/fyne/v2/layout"
+	"fyne.io/fyne/v2/theme"
+	"fyne.io/fyne/v2/widget"
+
+	"github.com/hearthstudio/hearth/app"
+	"github.com/hearthstudio/hearth/app/library"
+	"github.com/hearthstudio/hearth/engine/gpu"
+)
+
+// modelsPanel is the Models tab: the library, or the first-run screen
+// while the library is empty.
+func modelsPanel(st *studio) fyne.CanvasObject {
+	lib := libraryView(st)
+	first := firstRunView(st)
+	show := func() {
+		empty := st.scanned && len(st.entries) == 0
+		lib.Hidden, first.Hidden = empty, !empty
+		lib.Refresh()
+		first.Refresh()
+	}
+	st.onLibrary(show)
+	show()
+	return container.NewStack(lib, first)
+}
+
+// modelColumns are the library's columns after the name, which takes the
+// width left.
+var modelColumns = []struct {
+	title string
+	width float32
+	cell  func(st *studio, e library.Entry) string
+}{
+	{"Source", 110, func(st *studio, e library.Entry) string { return st.sourceTitle(e) }},
+	{"Architecture", 110, func(_ *studio, e library.Entry) string {
+		return infoField(e, func(i *library.Info) string { return i.Arch })
+	}},
+	{"Parameters", 95, func(_ *studio, e library.Entry) string {
+		return infoField(e, func(i *library.Info) string { return formatCount(i.Params) })
+	}},
+	{"Quant", 85, func(_ *studio, e library.Entry) string {
+		return infoField(e, func(i *library.Info) string { return i.Quant })
+	}},
+	{"Size", 90, func(_ *studio, e library.Entry) string { return formatMemory(e.Size) }},
+	{"Context", 80, func(_ *studio, e library.Entry) string {
+		return infoField(e, func(i *library.Info) string { return formatContext(i.Context) })
+	}},
+	{"GPU memory", 150, func(st *studio, e library.Entry) string { return memoryCell(st, e) }},
+}
+
+// minNameWidth keeps the name column readable: the tab's minimum width,
+// and so the window's, leaves it at least this much.
+const minNameWidth = 200
+
+func libraryView(st *studio) *fyne.Container {
+	var view []library.Entry // the entries the search matches
+	selected := ""           // the selected entry's path
+	search := widget.NewEntry()
+	search.SetPlaceHolder("Search by name, source, architecture or quantization")
+	search.ActionItem = widget.NewIcon(theme.SearchIcon())
+
+	list := widget.NewList(
+		func() int { return len(view) },
+		newModelRow,
+		func(id widget.ListItemID, o fyne.CanvasObject) {
+			if id < len(view) {
+				updateModelRow(st, o.(*fyne.Container), view[id])
+			}
+		},
+	)
+	details := modelDetails(st, func() (library.Entry, bool) {
+		for _, e := range st.entries {
+			if e.Path == selected {
+				return e, true
+			}
+		}
+		return library.Entry{}, false
+	})
+	list.OnSelected = func(id widget.ListItemID) {
+		if id < len(view) {
+			selected = view[id].Path
+			details.refresh()
+		}
+	}
+
+	summary := widget.NewLabel("")
+	// The library's listeners are told of every step of a load too; the
+	// list is filtered again only when the entries or the search changed.
+	shownGen, shownQuery := -1, ""
+	filter := func() {
+		q := strings.ToLower(strings.TrimSpace(search.Text))
+		if shownGen == st.entriesGen && shownQuery == q && st.scanned {
+			details.refresh()
+			return
+		}
+		shownGen, shownQuery = st.entriesGen, q
+		view = view[:0]
+		for _, e := range st.entries {
+			if q == "" || matches(e, q) {
+				view = append(view, e)
+			}
+		}
+		switch {
+		case !st.scanned:
+			summary.SetText("Looking for models…")
+		case q != "":
+			summary.SetText(fmt.Sprintf("%d of %s match “%s”", len(view), plural(len(st.entries), "model"), search.Text))
+		default:
+			text := fmt.Sprintf("%s on this machine", plural(len(st.entries), "model"))
+			if n := unusable(st.entries); n > 0 {
+				text += fmt.Sprintf(" · %d cannot be used (select one to see why)", n)
+			}
+			summary.SetText(text)
+		}
+		if selected == "" {
+			// Show what is loaded until the user picks something else.
+			selected = st.resident()
+		}
+		list.UnselectAll()
+		if i := slices.IndexFunc(view, func(e library.Entry) bool { return e.Path == selected }); i >= 0 {
+			list.Select(i)
+		}
+		list.Refresh()
+		details.refresh()
+	}
+	search.OnChanged = func(string) { filter() }
+	st.onLibrary(filter)
+	st.onStatus(func(app.Status) { list.Refresh(); details.refresh() })
+
+	heading := widget.NewLabelWithStyle("Models", fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
+	heading.SizeName = theme.SizeNameHeadingText
+	addFolder := widget.NewButtonWithIcon("Add folder…", theme.FolderOpenIcon(), func() { addFolderDialog(st) })
+	rescan := widget.NewButtonWithIcon("Rescan", theme.ViewRefreshIcon(), func() { st.rescan(nil) })
+	download := widget.NewButtonWithIcon("Download…", theme.DownloadIcon(), func() { downloadDialog(st) })
+	top := container.NewVBox(
+		container.NewBorder(nil, nil, heading, computeControls(st)),
+		container.NewBorder(nil, nil, nil, container.NewHBox(addFolder, rescan, download), search),
+	)
+	table := container.NewBorder(modelHeader(), summary, nil, nil, list)
+	return container.NewPadded(container.NewBorder(top, details.card, nil, nil, table))
+}
+
+func unusable(entries []library.Entry) int {
+	n := 0
+	for _, e := range entries {
+		if e.Err != "" {
+			n++
+		}
+	}
+	return n
+}
+
+func matches(e library.Entry, q string) bool {
+	fields := []string{e.Name, e.Source, sourceTitle(e.Source)}
+	if e.Info != nil {
+		fields = append(fields, e.Info.Arch, e.Info.Quant, e.Info.ModelName)
+	}
+	for _, f := range fields {
+		if strings.Contains(strings.ToLower(f), q) {
+			return true
+		}
+	}
+	return false
+}
+
+// columnsLayout places its objects side by side: the first takes the width
+// the fixed widths of the others leave, at least minNameWidth.
+type columnsLayout struct{ widths []float32 }
+
+func (c columnsLayout) fixed() float32 {
+	w := float32(0)
+	for _, x := range c.widths {
+		w += x + theme.Padding()
+	}
+	return w
+}
+
+func (c columnsLayout) Layout(objs []fyne.CanvasObject, size fyne.Size) {
+	x := float32(0)
+	for i, o := range objs {
+		w := max(size.Width-c.fixed(), minNameWidth)
+		if i > 0 {
+			w = c.widths[i-1]
+		}
+		o.Move(fyne.NewPos(x, 0))
+		o.Resize(fyne.NewSize(w, size.Height))
+		x += w + theme.Padding()
+	}
+}
+
+func (c columnsLayout) MinSize(objs []fyne.CanvasObject) fyne.Size {
+	h := float32(0)
+	for _, o := range objs {
+		h = max(h, o.MinSize().Height)
+	}
+	return fyne.NewSize(minNameWidth+c.fixed(), h)
+}
+
+func columnWidths() []float32 {
+	w := make([]float32, len(modelColumns))
+	for i, c := range modelColumns {
+		w[i] = c.width
+	}
+	return w
+}
+
+func modelHeader() fyne.CanvasObject {
+	cells := []fyne.CanvasObject{widget.NewLabelWithStyle("Name", fyne.TextAlignLeading, fyne.TextStyle{Bold: true})}
+	for _, c := range modelColumns {
+		cells = append(cells, widget.NewLabelWithStyle(c.title, fyne.TextAlignLeading, fyne.TextStyle{Bold: true}))
+	}
+	return container.NewVBox(container.New(columnsLayout{columnWidths()}, cells...), widget.NewSeparator())
+}
+
+// newModelRow is a list row: the columns of a usable model, or the name
+// and the reason it cannot be used across the rest of the row.
+func newModelRow() fyne.CanvasObject {
+	truncated := func() *widget.Label {
+		l := widget.NewLabel("")
+		l.Truncation = fyne.TextTruncateEllipsis
+		return l
+	}
+	cells := []fyne.CanvasObject{truncated()}
+	for range modelColumns {
+		cells = append(cells, truncated())
+	}
+	columns := container.New(columnsLayout{columnWidths()}, cells...)
+	problem := truncated()
+	problem.Importance = widget.DangerImportance
+	rest := columnsLayout{columnWidths()}.fixed() - modelColumns[0].width - 2*theme.Padding()
+	broken := container.New(columnsLayout{[]float32{modelColumns[0].width, rest}}, truncated(), truncated(), problem)
+	return container.NewStack(columns, broken)
+}
+
+func updateModelRow(st *studio, row *fyne.Container, e library.Entry) {
+	columns, broken := row.Objects[0].(*fyne.Container), row.Objects[1].(*fyne.Container)
+	columns.Hidden, broken.Hidden = e.Err != "", e.Err == ""
+	name := e.Name
+	loaded := e.Path == st.resident()
+	if loaded {
+		name += "  · loaded"
+	}
+	if e.Err != "" {
+		setLabel(broken.Objects[0], name, false, widget.MediumImportance)
+		setLabel(broken.Objects[1], st.sourceTitle(e), false, widget.MediumImportance)
+		setLabel(broken.Objects[2], shortProblem(e.Err), false, widget.DangerImportance)
+		return
+	}
+	imp := widget.MediumImportance
+	if loaded {
+		imp = widget.SuccessImportance
+	}
+	setLabel(columns.Objects[0], name, loaded, imp)
+	for i, c := range modelColumns {
+		imp := widget.MediumImportance
+		if c.title == "GPU memory" && st.overBudget(e) != nil {
+			imp = widget.WarningImportance
+		}
+		setLabel(columns.Objects[i+1], c.cell(st, e), false, imp)
+	}
+}
+
+func setLabel(o fyne.CanvasObject, text string, bold bool, imp widget.Importance) {
+	l := o.(*widget.Label)
+	if l.Text == text && l.TextStyle.Bold == bold && l.Importance == imp {
+		return
+	}
+	l.Text, l.TextStyle.Bold, l.Importance = text, bold, imp
+	l.Refresh()
+}
+
+// detailsCard is the panel under the list: the selected model with its
+// Load and Unload buttons and the progress of a load.
+type detailsCard struct {
+	card    *widget.Card
+	refresh func()
+}
+
+func modelDetails(st *studio, selected func() (library.Entry, bool)) *detailsCard {
+	about := widget.NewLabel("")
+	about.Wrapping = fyne.TextWrapWord
+	memory := widget.NewLabel("")
+	memory.Wrapping = fyne.TextWrapWord
+	problem := widget.NewLabel("")
+	problem.Wrapping = fyne.TextWrapWord
+	problem.Importance = widget.DangerImportance
+	progress := widget.NewProgressBar()
+	progressText := widget.NewLabel("")
+	var current library.Entry
+	load := widget.NewButtonWithIcon("Load", theme.MediaPlayIcon(), func() { st.loadModel(current) })
+	load.Importance = widget.HighImportance
+	unload := widget.NewButtonWithIcon("Unload", theme.MediaStopIcon(), st.unloadModel)
+	buttons := container.NewHBox(load, unload)
+	loading := container.NewBorder(nil, nil, progressText, nil, progress)
+	body := container.NewVBox(about, memory, problem, container.NewBorder(nil, nil, buttons, nil, loading))
+	card := widget.NewCard("", "", body)
+
+	d := &detailsCard{card: card}
+	d.refresh = func() {
+		// What shows changes with the model: lay the card out again.
+		defer body.Refresh()
+		e, ok := selected()
+		current = e
+		resident := st.resident()
+		loading.Hidden = st.loading == ""
+		if st.loading != "" {
+			progressText.SetText("Loading " + st.loading + "…")
+			if st.loadTotal > 0 {
+				progress.SetValue(float64(st.loadDone) / float64(st.loadTotal))
+				progressText.SetText(fmt.Sprintf("Loading %s: %s of %s", st.loading, formatMemory(st.loadDone), formatMemory(st.loadTotal)))
+			} else {
+				progress.SetValue(0)
+			}
+		}
+		unload.Hidden = resident == ""
+		if !ok {
+			card.SetTitle("No model selected")
+			card.SetSubTitle("")
+			about.SetText("Select a model in the list to see what it is and load it. Drop a .gguf file on the window to add one.")
+			memory.SetText("")
+			memory.Hidden, problem.Hidden, load.Hidden = true, true, true
+			return
+		}
+		card.SetTitle(e.Name)
+		card.SetSubTitle(tildePath(e.Path))
+		about.SetText(describeEntry(st, e))
+		memory.SetText(memoryLine(st, e))
+		memory.Hidden = memory.Text == ""
+		if err := st.overBudget(e); err != nil {
+			memory.Importance = widget.WarningImportance
+		} else {
+			memory.Importance = widget.MediumImportance
+		}
+		memory.Refresh()
+		msg := e.Err
+		if msg == "" {
+			msg = st.loadErrs[e.Path]
+		}
+		problem.SetText(msg)
+		problem.Hidden = msg == ""
+		load.Hidden = false
+		switch {
+		case e.Path == resident:
+			load.SetText("Loaded")
+			load.Disable()
+		case e.Err != "" || st.loading != "":
+			load.SetText("Load")
+			load.Disable()
+		default:
+			load.SetText("Load")
+			load.Enable()
+		}
+	}
+	d.refresh()
+	return d
+}
+
+// describeEntry is the details' first line: what the model is.
+func describeEntry(st *studio, e library.Entry) string {
+	parts := []string{st.sourceTitle(e)}
+	if i := e.Info; i != nil {
+		if i.ModelName != "" {
+			parts = append(parts, i.ModelName)
+		}
+		if i.Arch != "" {
+			parts = append(parts, i.Arch+" architecture")
+		}
+		if i.Params > 0 {
+			parts = append(parts, formatCount(i.Params)+" parameters")
+		}
+		if i.Quant != "" {
+			parts = append(parts, i.Quant)
+		}
+		if i.Context > 0 {
+			parts = append(parts, "trained for "+formatContext(i.Context)+" tokens of context")
+		}
+	}
+	if e.Size > 0 {
+		parts = append(parts, formatMemory(e.Size)+" on disk")
+	}
+	return strings.Join(parts, " · ")
+}
+
+// memoryLine is the details' estimate of GPU memory, against the limit.
+func memoryLine(st *studio, e library.Entry) string {
+	if e.Info == nil || e.Info.Memory.Total() == 0 {
+		return ""
+	}
+	m := e.Info.Memory
+	s := fmt.Sprintf("Needs about %s of GPU memory at %s tokens of context: weights %s, KV cache %s, activations %s.",
+		formatMemory(m.Total()), formatContext(e.Info.MemoryContext), formatMemory(m.Weights), formatMemory(m.KV), formatMemory(m.Activations))
+	if err := st.overBudget(e); err != nil {
+		return s + " That is over the limit of " + formatMemory(int64(st.budget())) + "."
+	}
+	if b := st.budget(); b > 0 {
+		return s + " The limit is " + formatMemory(int64(b)) + "."
+	}
+	return s
+}
+
+func memoryCell(st *studio, e library.Entry) string {
+	if e.Info == nil || e.Info.Memory.Total() == 0 {
+		return "–"
+	}
+	s := formatMemory(e.Info.Memory.Total())
+	if st.overBudget(e) != nil {
+		s += " · over limit"
+	}
+	return s
+}
+
+func infoField(e library.Entry, f func(*library.Info) string) string {
+	if e.Info == nil {
+		return "–"
+	}
+	if s := f(e.Info); s != "" {
+		return s
+	}
+	return "–"
+}
+
+// sourceTitle names where e comes from. The library lists a dropped file
+// as a folder of one (the settings give it as a root), so the studio
+// names it a file.
+func (st *studio) sourceTitle(e library.Entry) string {
+	if e.Source == library.SourceFolder && slices.Contains(st.settings.Files, e.Path) {
+		return "File"
+	}
+	return sourceTitle(e.Source)
+}
+
+func sourceTitle(source string) string {
+	switch source {
+	case library.SourceOllama:
+		return "Ollama"
+	case library.SourceHuggingFace:
+		return "Hugging Face"
+	case library.SourceLMStudio:
+		return "LM Studio"
+	case library.SourceFolder:
+		return "Folder"
+	case library.SourceFile:
+		return "File"
+	}
+	return source
+}
+
+// computeControls choose where models run (an adapter, or the CPU) and the
+// GPU memory limit. Either change restarts the engine.
+func computeControls(st *studio) fyne.CanvasObject {
+	const (
+		automatic = "Automatic (the best GPU)"
+		cpuOnly   = "CPU only"
+	)
+	choose := widget.NewSelect([]string{automatic, cpuOnly}, nil)
+	current := func() string {
+		switch {
+		case st.settings.Backend == "cpu":
+			return cpuOnly
+		case st.settings.Adapter == "":
+			return automatic
+		}
+		return st.settings.Adapter
+	}
+	choose.SetSelected(current())
+	choose.OnChanged = func(v string) {
+		if v == current() {
+			return
+		}
+		switch v {
+		case automatic:
+			st.settings.Backend, st.settings.Adapter = "auto", ""
+		case cpuOnly:
+			st.settings.Backend, st.settings.Adapter = "cpu", ""
+		default:
+			st.settings.Backend, st.settings.Adapter = "gpu", v
+		}
+		st.saveSettings()
+		st.restartEngine()
+		st.libraryChanged() // the memory limit applies to the GPU only
+	}
+	// Listing adapters opens the Vulkan (Metal, DX12) instance: a blocking
+	// call that can take a second on some drivers.
+	go func() {
+		list, err := gpu.Adapters(gpu.Options{Backend: gpu.OptionsFromEnv().Backend})
+		st.post(func() {
+			if err != nil {
+				st.showError(fmt.Errorf("the GPU adapters could not be listed: %w", err))
+			}
+			opts := []string{automatic}
+			for _, a := range list {
+				opts = append(opts, a.Label())
+			}
+			// OnChanged ignores the choice it is told of here: it is the
+			// current one.
+			choose.Options = append(opts, cpuOnly)
+			choose.SetSelected(current())
+			choose.Refresh()
+		})
+	}()
+
+	limit := widget.NewEntry()
+	limit.SetPlaceHolder("no limit")
+	limit.SetText(st.settings.GPUMemory)
+	limit.Validator = func(s string) error {
+		_, err := parseMemory(s)
+		return err
+	}
+	limit.OnSubmitted = func(s string) {
+		s = strings.TrimSpace(s)
+		if _, err := parseMemory(s); err != nil {
+			st.showError(fmt.Errorf("GPU memory limit: %w", err))
+			return
+		}
+		if s == st.settings.GPUMemory {
+			return
+		}
+		st.settings.GPUMemory = s
+		st.saveSettings()
+		st.restartEngine()
+		st.libraryChanged()
+	}
+	limitBox := container.NewGridWrap(fyne.NewSize(110, limit.MinSize().Height), limit)
+	chooseBox := container.NewGridWrap(fyne.NewSize(270, choose.MinSize().Height), choose)
+	return container.NewHBox(widget.NewLabel("Run on"), chooseBox, widget.NewLabel("GPU memory limit"), limitBox)
+}
+
+// addFolderDialog asks for a folder of models, adds it to the settings and
+// scans it.
+func addFolderDialog(st *studio) {
+	d := dialog.NewFolderOpen(func(uri fyne.ListableURI, err error) {
+		if err != nil {
+			st.showError(err)
+			return
+		}
+		if uri == nil {
+			return // canceled
+		}
+		st.addFolder(uri.Path())
+	}, st.win)
+	d.Resize(fyne.NewSize(800, 560))
+	d.Show()
+}
+
+// addFolder adds dir to the library's folders, saves it and rescans.
+func (st *studio) addFolder(dir string) {
+	if !slices.Contains(st.settings.Folders, dir) {
+		st.settings.Folders = append(st.settings.Folders, dir)
+		st.saveSettings()
+	}
+	st.rescan(nil)
+}
+
+// parseMemory reads a GPU memory limit as --gpu-memory takes it: a number
+// of bytes with an optional unit (KiB, MiB, GiB, TiB, KB, MB, GB, TB, B).
+// "" is no limit.
+func parseMemory(s string) (uint64, error) {
+	t := strings.TrimSpace(s)
+	if t == "" {
+		return 0, nil
+	}
+	units := []struct {
+		suffix string
+		scale  float64
+	}{{"KIB", 1 << 10}, {"MIB", 1 << 20}, {"GIB", 1 << 30}, {"TIB", 1 << 40}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1}}
+	scale := 1.0
+	for _, u := range units {
+		// Longer suffixes come first, so "GiB" never matches as "B".
+		if strings.HasSuffix(strings.ToUpper(t), u.suffix) {
+			t, scale = strings.TrimSpace(t[:len(t)-len(u.suffix)]), u.scale
+			break
+		}
+	}
+	v, err := strconv.ParseFloat(t, 64)
+	if err != nil || v <= 0 || v*scale >= math.MaxUint64 {
+		return 0, fmt.Errorf("%q: want a size such as 6 GiB or 8000 MB", s)
+	}
+	return uint64(v * scale), nil
+}
+
+// formatMemory is a byte count in binary units, as the estimates are made.
+func formatMemory(n int64) string {
+	switch {
+	case n <= 0:
+		return "–"
+	case n < 1<<10:
+		return fmt.Sprintf("%d B", n)
+	case n < 1<<20:
+		return fmt.Sprintf("%.0f KiB", float64(n)/(1<<10))
+	case n < 1<<30:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
+}
+
+// formatCount is a parameter count as model cards write it: 1.2B, 494M,
+// 591K.
+func formatCount(n int64) string {
+	f := float64(n)
+	for _, u := range []struct {
+		scale float64
+		unit  string
+	}{{1e12, "T"}, {1e9, "B"}, {1e6, "M"}, {1e3, "K"}} {
+		if f >= u.scale {
+			v := f / u.scale
+			if v < 10 {
+				return fmt.Sprintf("%.1f%s", v, u.unit)
+			}
+			return fmt.Sprintf("%.0f%s", v, u.unit)
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+// formatContext is a context length: 8192 as 8K, 131072 as 128K.
+func formatContext(n int) string {
+	switch {
+	case n <= 0:
+		return "–"
+	case n%1024 == 0:
+		return fmt.Sprintf("%dK", n/1024)
+	}
+	return strconv.Itoa(n)
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// shortProblem is a model's problem in a line of the list: the library's
+// messages lead with the file and name every path in full, which the
+// details under the list show; here the paths shrink to their base names.
+func shortProblem(msg string) string {
+	if i := strings.IndexByte(msg, '\n'); i >= 0 {
+		msg = msg[:i]
+	}
+	for {
+		i := strings.Index(msg, ": ")
+		if i <= 0 || !filepath.IsAbs(msg[:i]) {
+			break
+		}
+		msg = msg[i+2:]
+	}
+	words := strings.Fields(msg)
+	for i, w := range words {
+		if filepath.IsAbs(strings.TrimRight(w, ":,;")) {
+			w = filepath.Base(w)
+		}
+		words[i] = longDigest.ReplaceAllString(w, "$1…")
+	}
+	return strings.Join(words, " ")
+}
+
+// longDigest is a content hash as stores name blobs (sha256-<64 hex>),
+// of which the list shows the first 12 digits, as Ollama's own list does.
+var longDigest = regexp.MustCompile(`((?:sha256[-:])?[0-9a-f]{12})[0-9a-f]{52}`)
+
+// spacer is a fixed gap, for the first-run screen's sections.
+func spacer(h float32) fyne.CanvasObject {
+	return container.New(layout.NewGridWrapLayout(fyne.NewSize(1, h)))
+}
