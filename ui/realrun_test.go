@@ -1,0 +1,210 @@
+package ui
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"image"
+	"image/png"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hearthstudio/hearth/app/settings"
+	"github.com/hearthstudio/hearth/engine/synth"
+)
+
+// realRunTimeout bounds one run of the binary: start, scan, load a tiny
+// model on lavapipe, four screenshots, quit. It takes about 5 s.
+const realRunTimeout = 90 * time.Second
+
+// TestStudioRealRunScreenshots builds the hearth binary and runs the
+// studio for real (GLFW, OpenGL, the engine on the machine's adapter)
+// twice, with a home folder of its own: once with a tiny model in a folder
+// the settings list and name as the last model, once with nothing, which
+// shows the first-run screen. Each run captures every tab and quits; the
+// test checks the exit status and that every picture shows something.
+//
+// With HEARTH_UPDATE_SCREENSHOTS=1 it also sends a chat message in the
+// first run and copies the pictures to docs/screenshots, which is how the
+// README's screenshots are made.
+//
+// It needs a display: make test runs the suite under xvfb-run, which
+// provides one, so there it always runs.
+func TestStudioRealRunScreenshots(t *testing.T) {
+	if !hasDisplay() {
+		t.Skip("no display (DISPLAY is unset): this test runs the real studio; make test runs it under xvfb-run -a, as does `xvfb-run -a go test ./ui`")
+	}
+	root := repoRoot(t)
+	bin := filepath.Join(t.TempDir(), "hearth")
+	ctx, cancel := context.WithTimeout(t.Context(), 3*realRunTimeout)
+	defer cancel()
+	build := exec.CommandContext(ctx, goTool(), "build", "-o", bin, ".")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	update := os.Getenv("HEARTH_UPDATE_SCREENSHOTS") == "1"
+
+	// A library of one tiny model, loaded at start.
+	home := t.TempDir()
+	models := filepath.Join(home, "models")
+	writeModel(t, filepath.Join(models, "tiny-llama.gguf"), "tiny-llama")
+	s := settings.Defaults()
+	s.Folders = []string{models}
+	s.LastModel = "tiny-llama"
+	s.Sampling.MaxTokens = 40
+	if err := settings.Save(filepath.Join(home, ".config", "hearth", "settings.json"), s); err != nil {
+		t.Fatal(err)
+	}
+	prompt := ""
+	if update {
+		prompt = "Write a haiku about a warm hearth."
+		richLibrary(t, home)
+	}
+	library := runStudio(t, bin, home, prompt)
+	if got, err := settings.Load(filepath.Join(home, ".config", "hearth", "settings.json")); err != nil || got.LastModel != "tiny-llama" {
+		t.Errorf("after the run the last model is %q (%v), want tiny-llama", got.LastModel, err)
+	}
+
+	// Nothing at all: the first-run screen.
+	first := runStudio(t, bin, t.TempDir(), "")
+	a, _ := os.ReadFile(filepath.Join(library, "models.png"))
+	b, _ := os.ReadFile(filepath.Join(first, "models.png"))
+	if bytes.Equal(a, b) {
+		t.Error("the Models tab looks the same with a model and with none")
+	}
+
+	if update {
+		out := filepath.Join(root, "docs", "screenshots")
+		if err := os.MkdirAll(out, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, tab := range []string{"chat", "voice", "tune", "models"} {
+			copyFile(t, filepath.Join(library, tab+".png"), filepath.Join(out, tab+".png"))
+		}
+		copyFile(t, filepath.Join(first, "models.png"), filepath.Join(out, "first-run.png"))
+	}
+}
+
+// richLibrary adds to home what the README's screenshot of the Models tab
+// shows: more models, one with a real model's shapes, and an Ollama model
+// whose blob is missing.
+func richLibrary(t *testing.T, home string) {
+	t.Helper()
+	models := filepath.Join(home, "models")
+	for _, p := range []string{"tiny-gemma3", "tiny-qwen3", "tiny-phi3"} {
+		writeModel(t, filepath.Join(models, p+".gguf"), p)
+	}
+	qwen, _ := synth.PresetByName("qwen2.5-0.5b")
+	if err := synth.WriteFile(filepath.Join(models, "Qwen2.5-0.5B-Q4_K_M.gguf"), qwen, synth.Options{Quant: "Q4_K_M"}); err != nil {
+		t.Fatal(err)
+	}
+	manifest := filepath.Join(home, ".ollama", "models", "manifests", "registry.ollama.ai", "library", "gemma3", "1b")
+	os.MkdirAll(filepath.Dir(manifest), 0o755)
+	layer := `{"mediaType":"application/vnd.ollama.image.model","digest":"sha256:` + strings.Repeat("7c", 32) + `","size":815310432}`
+	if err := os.WriteFile(manifest, []byte(`{"schemaVersion":2,"layers":[`+layer+`]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runStudio runs the studio with home as its home folder (and every store
+// and cache inside it), captures the tabs into a folder and returns it.
+func runStudio(t *testing.T, bin, home, prompt string) string {
+	t.Helper()
+	shots := t.TempDir()
+	ctx, cancel := context.WithTimeout(t.Context(), realRunTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin)
+	cmd.Env = append(os.Environ(),
+		"HOME="+home,
+		"XDG_CONFIG_HOME="+filepath.Join(home, ".config"),
+		"XDG_CACHE_HOME="+filepath.Join(home, ".cache"),
+		"XDG_DATA_HOME="+filepath.Join(home, ".local", "share"),
+		"OLLAMA_MODELS=",
+		"HF_HUB_CACHE=", "HUGGINGFACE_HUB_CACHE=", "HF_HOME=",
+		ScreenshotsEnv+"="+shots,
+		ScreenshotPromptEnv+"="+prompt,
+	)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("the studio did not quit within %s:\n%s", realRunTimeout, out.String())
+	}
+	if err != nil {
+		t.Fatalf("the studio exited with %v:\n%s", err, out.String())
+	}
+	for _, bad := range []string{"panic:", "Error in Fyne call thread"} {
+		if strings.Contains(out.String(), bad) {
+			t.Errorf("the studio's output has %q:\n%s", bad, out.String())
+		}
+	}
+	for _, tab := range []string{"chat", "voice", "tune", "models"} {
+		img := readPNG(t, filepath.Join(shots, tab+".png"))
+		if b := img.Bounds(); b.Dx() < 800 || b.Dy() < 600 {
+			t.Errorf("%s.png is %dx%d, smaller than the window", tab, b.Dx(), b.Dy())
+		}
+		if flat(img) {
+			t.Errorf("%s.png is one flat colour", tab)
+		}
+	}
+	return shots
+}
+
+func readPNG(t *testing.T, path string) image.Image {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return img
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	data, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// repoRoot is the folder of the module's go.mod, found from the test's
+// working folder (ui/) upwards.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command(goTool(), "env", "GOMOD").Output()
+	if err != nil {
+		t.Fatalf("go env GOMOD: %v", err)
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" || mod == os.DevNull {
+		t.Fatal("go env GOMOD names no go.mod: the test must run inside the repository")
+	}
+	var m struct{ Module struct{ Path string } }
+	if out, err := exec.Command(goTool(), "mod", "edit", "-json", mod).Output(); err != nil || json.Unmarshal(out, &m) != nil || m.Module.Path != "github.com/hearthstudio/hearth" {
+		t.Fatalf("%s is not Hearth's go.mod (%v)", mod, err)
+	}
+	return filepath.Dir(mod)
+}
+
+// goTool is the go command: the one on PATH, else the one of the toolchain
+// that built this test (make test may call go by its full path).
+func goTool() string {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	return filepath.Join(runtime.GOROOT(), "bin", "go")
+}
