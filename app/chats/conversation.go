@@ -1,0 +1,188 @@
+// Package chats keeps the studio's conversations: one JSON file per
+// conversation in a folder, each replaced atomically after every change, so
+// a crash or a full disk leaves every file either as it was or as it is
+// now, never half written. A file that cannot be parsed is set aside and
+// reported; the others still load.
+package chats
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/hearthstudio/hearth/engine/chat"
+)
+
+// Roles of a conversation's messages. The system prompt is a field of the
+// conversation, not a message, so that editing it never shifts indexes.
+const (
+	User      = "user"
+	Assistant = "assistant"
+)
+
+// Conversation is one chat: its settings and its messages, oldest first.
+type Conversation struct {
+	// ID names the conversation's file; New makes one that sorts by
+	// creation time.
+	ID string `json:"id"`
+	// Title is what the conversation list shows: the user's own, or the
+	// start of the first user message.
+	Title   string    `json:"title"`
+	Created time.Time `json:"created"`
+	Updated time.Time `json:"updated"`
+	// System is the system prompt sent before the messages; "" sends none.
+	System   string    `json:"system,omitempty"`
+	Messages []Message `json:"messages"`
+	// Titled records that the user chose Title, so that editing the first
+	// message does not replace it.
+	Titled bool `json:"titled,omitempty"`
+}
+
+// Message is one turn.
+type Message struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+	// Reply describes how an assistant message was written; zero for a
+	// user message.
+	Reply Reply `json:"reply,omitzero"`
+}
+
+// Reply is what the studio knows about a generated message.
+type Reply struct {
+	Model string `json:"model,omitempty"`
+	// PromptTokens is the whole rendered conversation the reply answered;
+	// with Tokens, it is the context the turn used.
+	PromptTokens    int     `json:"prompt_tokens,omitempty"`
+	Tokens          int     `json:"tokens"`
+	TokensPerSecond float64 `json:"tokens_per_second,omitempty"`
+	// Stop is why the reply ended: "stop" (the model ended its turn),
+	// "length" (the token limit or the context's end), "canceled" (the
+	// user stopped it) or "error". It is "" while the reply is being
+	// written, so a file that still says so after a restart holds a reply
+	// cut short by a crash.
+	Stop  string `json:"stop,omitempty"`
+	Error string `json:"error,omitempty"`
+}
+
+// New starts a conversation with the given system prompt.
+func New(system string, now time.Time) *Conversation {
+	return &Conversation{ID: newID(now), Created: now, Updated: now, System: system}
+}
+
+// newID is the creation time and a random suffix, so that IDs sort by age,
+// two chats made in the same second still differ, and the ID is safe as a
+// file name on every platform.
+func newID(now time.Time) string {
+	var b [4]byte
+	rand.Read(b[:])
+	return now.UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b[:])
+}
+
+// validID reports whether id can name a file in the folder: it must not
+// reach outside it nor hide itself.
+func validID(id string) bool {
+	if id == "" || id[0] == '.' || len(id) > 128 {
+		return false
+	}
+	for _, r := range id {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.'
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// Add appends m. The first user message gives an untitled conversation
+// its title.
+func (c *Conversation) Add(m Message, now time.Time) {
+	c.Messages = append(c.Messages, m)
+	if !c.Titled && c.Title == "" {
+		c.Title = c.firstTitle()
+	}
+	c.Updated = now
+}
+
+// Cut drops message i and every one after it: the start of editing a
+// message and sending it again, or of writing a reply again.
+func (c *Conversation) Cut(i int, now time.Time) {
+	if i < 0 || i > len(c.Messages) {
+		return
+	}
+	c.Messages = c.Messages[:i]
+	if !c.Titled {
+		c.Title = c.firstTitle()
+	}
+	c.Updated = now
+}
+
+// Rename sets the title; "" goes back to the first user message's start.
+func (c *Conversation) Rename(title string, now time.Time) {
+	title = strings.TrimSpace(title)
+	c.Titled = title != ""
+	c.Title = title
+	if !c.Titled {
+		c.Title = c.firstTitle()
+	}
+	c.Updated = now
+}
+
+// firstTitle is the title the first user message gives, "" if none.
+func (c *Conversation) firstTitle() string {
+	for _, m := range c.Messages {
+		if m.Role == User {
+			return TitleFrom(m.Content)
+		}
+	}
+	return ""
+}
+
+// Clone is a copy that shares nothing mutable with c, for writing on
+// another goroutine while c changes.
+func (c *Conversation) Clone() *Conversation {
+	d := *c
+	d.Messages = slices.Clone(c.Messages)
+	return &d
+}
+
+// Chat is the conversation as the engine takes it: the system prompt, if
+// any, then the messages.
+func (c *Conversation) Chat() []chat.Message {
+	out := make([]chat.Message, 0, len(c.Messages)+1)
+	if c.System != "" {
+		out = append(out, chat.Message{Role: "system", Content: c.System})
+	}
+	for _, m := range c.Messages {
+		out = append(out, chat.Message{Role: m.Role, Content: m.Content})
+	}
+	return out
+}
+
+// titleRunes bounds a title taken from a message: about what a
+// conversation list shows in one line.
+const titleRunes = 48
+
+// TitleFrom is a title made from the start of text: its first non-blank
+// line, cut at a word boundary near titleRunes.
+func TitleFrom(text string) string {
+	line := ""
+	for l := range strings.Lines(text) {
+		if l = strings.TrimSpace(l); l != "" {
+			line = l
+			break
+		}
+	}
+	line = strings.Join(strings.Fields(line), " ")
+	if utf8.RuneCountInString(line) <= titleRunes {
+		return line
+	}
+	r := []rune(line)[:titleRunes]
+	cut := string(r)
+	if i := strings.LastIndexByte(cut, ' '); i > titleRunes/2 {
+		cut = cut[:i]
+	}
+	return strings.TrimRight(cut, " .,;:") + "…"
+}
