@@ -206,18 +206,16 @@ func (d *Device) stagingBuffer(size uint64) (*wgpu.Buffer, error) {
 }
 
 func (d *Device) mapRead(st *wgpu.Buffer, size uint64, label string) ([]byte, error) {
-	var status wgpu.BufferMapAsyncStatus
-	done := false
-	if err := st.MapAsync(wgpu.MapModeRead, 0, size, func(s wgpu.BufferMapAsyncStatus) {
-		status, done = s, true
-	}); err != nil {
+	if err := d.startMap(st, size); err != nil {
 		return nil, fmt.Errorf("gpu: read %q: %w", label, err)
 	}
+	done, status := d.mapDone()
 	for start := time.Now(); !done; {
 		if err := d.check(); err != nil {
 			return nil, err
 		}
-		if !d.dev.Poll(false, nil) && !done {
+		polled := d.dev.Poll(false, nil)
+		if done, status = d.mapDone(); !polled && !done {
 			d.pollPause(start)
 		}
 	}

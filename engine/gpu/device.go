@@ -93,7 +93,10 @@ type Device struct {
 	bindsOf map[uint64][]bindKey // buffer id → cached bind groups that use it
 	arena   uniformArena
 	staging map[uint64]*wgpu.Buffer // readback buffers by size
-	open    *Chain                  // the chain being recorded, if any
+	// mapState receives map callbacks; in C memory (startMap says why),
+	// freed after the device, which may still call back as it goes.
+	mapState *mapState
+	open     *Chain // the chain being recorded, if any
 	// plainParams caches, per params type, whether its memory is its
 	// uniform encoding (params.go).
 	plainParams map[reflect.Type]bool
@@ -348,6 +351,7 @@ func Open(opts Options) (*Device, error) {
 		return nil, fmt.Errorf("gpu: %s: request device: %w", chosen.Label(), err)
 	}
 	d.dev = dev
+	d.mapState = newMapState()
 	d.queue = dev.GetQueue()
 	d.Limits = limitsOf(dev.GetLimits().Limits)
 	d.arena.init(d)
@@ -398,6 +402,8 @@ func (d *Device) Release() {
 	d.dev.Release()
 	d.adapter.Release()
 	d.instance.Release()
+	freeMapState(d.mapState)
+	d.mapState = nil
 	d.released = true
 }
 

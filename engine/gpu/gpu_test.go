@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/hearthstudio/hearth/gguf"
@@ -477,5 +479,48 @@ func TestSpeculativeChainGivesWay(t *testing.T) {
 	}
 	if err := spec.Submit(); err == nil {
 		t.Error("submitting a discarded chain succeeded")
+	}
+}
+
+// TestReadBackSurvivesGarbageCollection: reads while the collector runs
+// without pause. The binding's MapAsync left the callback's cgo.Handle in a
+// Go variable nothing kept alive, and a collection between the map and the
+// poll that runs the callback crashed the process ("misuse of an invalid
+// Handle"); the map callback now reports into C memory.
+func TestReadBackSurvivesGarbageCollection(t *testing.T) {
+	want := []float32{1, 2, 3, 4, 5}
+	b := newF32(t, "gc", want)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		// Small words of all ones, the size of a handle, so freed handles
+		// are soon overwritten.
+		keep := make([]*uint64, 0, 4096)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			for range 4096 {
+				w := new(uint64)
+				*w = ^uint64(0)
+				keep = append(keep, w)
+			}
+			keep = keep[:0]
+			runtime.GC()
+		}
+	}()
+	defer func() { close(stop); wg.Wait() }()
+	for i := range 300 {
+		got, err := b.ReadF32(0, len(want))
+		if err != nil {
+			t.Fatalf("read %d: %v", i, err)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("read %d: %v, want %v", i, got, want)
+		}
 	}
 }

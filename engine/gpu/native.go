@@ -57,6 +57,31 @@ static void hearthScopeCallback(uint32_t type, char const *message, void *userda
 // WGPUErrorFilter_OutOfMemory in webgpu.h.
 static void hearthPushOOM(WGPUDeviceRef device) { wgpuDevicePushErrorScope(device, 1); }
 static void hearthPop(WGPUDeviceRef device, hearthScopeResult *r) { wgpuDevicePopErrorScope(device, hearthScopeCallback, r); }
+
+typedef void *WGPUBufferRef;
+typedef void (*hearthMapCallback)(uint32_t status, void *userdata);
+void wgpuBufferMapAsync(WGPUBufferRef buffer, uint32_t mode, size_t offset, size_t size, hearthMapCallback callback, void *userdata);
+
+// hearthMapState is where a map callback reports: C memory, so it stays put
+// until the callback, which runs inside a later poll.
+typedef struct { uint32_t status; uint32_t done; } hearthMapState;
+
+static void hearthMapDone(uint32_t status, void *userdata) {
+	hearthMapState *s = (hearthMapState *)userdata;
+	s->status = status;
+	s->done = 1;
+}
+
+// hearthMapRead starts mapping size bytes of buffer for reading
+// (WGPUMapMode_Read = 1) inside a validation error scope
+// (WGPUErrorFilter_Validation = 0); the callback fills *state.
+static void hearthMapRead(WGPUDeviceRef device, WGPUBufferRef buffer, size_t size, hearthMapState *state, hearthScopeResult *r) {
+	state->status = 0;
+	state->done = 0;
+	wgpuDevicePushErrorScope(device, 0);
+	wgpuBufferMapAsync(buffer, 1, 0, size, hearthMapDone, state);
+	wgpuDevicePopErrorScope(device, hearthScopeCallback, r);
+}
 */
 import "C"
 
@@ -87,6 +112,44 @@ func newInstance(backends wgpu.InstanceBackend) *wgpu.Instance {
 // first field; this pins github.com/cogentcore/webgpu v0.23.0's layout.
 func deviceHandle(d *wgpu.Device) C.WGPUDeviceRef {
 	return C.WGPUDeviceRef(*(*unsafe.Pointer)(unsafe.Pointer(d)))
+}
+
+// bufferHandle reads the C WGPUBuffer that wgpu.Buffer wraps in its second
+// unexported field (after the device); this pins github.com/cogentcore/webgpu
+// v0.23.0's layout, as deviceHandle does.
+func bufferHandle(b *wgpu.Buffer) C.WGPUBufferRef {
+	return C.WGPUBufferRef(*(*unsafe.Pointer)(unsafe.Add(unsafe.Pointer(b), unsafe.Sizeof(uintptr(0)))))
+}
+
+// mapState is a device's map callback report, in C memory (see startMap).
+type mapState = C.hearthMapState
+
+func newMapState() *mapState { return (*mapState)(C.calloc(1, C.size_t(unsafe.Sizeof(mapState{})))) }
+
+func freeMapState(s *mapState) { C.free(unsafe.Pointer(s)) }
+
+// startMap starts mapping a staging buffer for reading; the map is done when
+// the device's map state says so, after a poll. The binding's
+// Buffer.MapAsync hands wgpu-native a pointer to a Go variable that nothing
+// keeps alive, so a garbage collection before the callback frees it and the
+// callback then finds an invalid cgo.Handle ("misuse of an invalid Handle",
+// seen about once in three studio chats); here the callback writes to C
+// memory the device owns and no Go value crosses.
+func (d *Device) startMap(st *wgpu.Buffer, size uint64) error {
+	var r C.hearthScopeResult
+	C.hearthMapRead(deviceHandle(d.dev), bufferHandle(st), C.size_t(size), d.mapState, &r)
+	if r._type == errorTypeDeviceLost {
+		d.markLost(C.GoString(&r.message[0]))
+	}
+	if r._type != 0 {
+		return fmt.Errorf("map for reading: %s", C.GoString(&r.message[0]))
+	}
+	return nil
+}
+
+// mapDone reports whether the last startMap finished, and its status.
+func (d *Device) mapDone() (bool, wgpu.BufferMapAsyncStatus) {
+	return d.mapState.done != 0, wgpu.BufferMapAsyncStatus(d.mapState.status)
 }
 
 // errorTypeDeviceLost is WGPUErrorType_DeviceLost in webgpu.h.
