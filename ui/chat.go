@@ -37,7 +37,13 @@ const (
 
 // chatPanel is the Chat tab: the conversations on the left, the chosen one
 // on the right, its replies streamed from the engine as they are written.
-func chatPanel(st *studio) fyne.CanvasObject { return newChatView(st) }
+func chatPanel(st *studio) fyne.CanvasObject {
+	cv := newChatView(st)
+	// Quitting mid-reply stops the reply at its next token instead of
+	// waiting for the engine to finish it, and flushes the history.
+	st.onClose(cv.close)
+	return cv
+}
 
 // chatView is the Chat tab's state and widgets. Everything in it belongs to
 // the UI goroutine, except a generation's stream (see generation).

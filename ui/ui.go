@@ -135,6 +135,9 @@ type studio struct {
 	// closed is set once the window has closed; the engine goroutine
 	// reads it.
 	closed atomic.Bool
+	// closers run when the studio closes, before the engine: a panel stops
+	// its work there (the chat cancels a reply and flushes its history).
+	closers []func()
 }
 
 // newStudio loads the settings from dir and starts the engine. A settings
@@ -256,8 +259,14 @@ func (st *studio) showError(err error) {
 
 func (st *studio) close() {
 	st.closed.Store(true)
+	for _, f := range st.closers {
+		f()
+	}
 	st.engine.Close()
 }
+
+// onClose registers f to run when the studio closes.
+func (st *studio) onClose(f func()) { st.closers = append(st.closers, f) }
 
 // content is the main window's content: the four tabs and a status bar. It
 // starts the first scan of the library, which loads the last model used.
