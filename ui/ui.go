@@ -135,6 +135,8 @@ type studio struct {
 	// closed is set once the window has closed; the engine goroutine
 	// reads it.
 	closed atomic.Bool
+	// api is the studio's API server (serve.go).
+	api *apiServer
 	// closers run when the studio closes, before the engine: a panel stops
 	// its work there (the chat cancels a reply and flushes its history).
 	closers []func()
@@ -226,6 +228,9 @@ func (st *studio) restartEngine() {
 	old := st.engine
 	resident := old.Status().Model
 	st.engine = app.NewEngine(st.engineOptions())
+	if st.api != nil && st.api.srv != nil {
+		st.api.rebind()
+	}
 	st.adapter = computeLine(st.settings, st.gpuOptions())
 	st.status.SetText(statusText(st.adapter, app.Status{}))
 	go func() {
@@ -333,7 +338,7 @@ func statusBar(st *studio) fyne.CanvasObject {
 	}
 	st.onStatus(func(s app.Status) { last = s; update() })
 	st.onLibrary(update)
-	return st.status
+	return container.NewBorder(nil, nil, nil, serverControl(st), st.status)
 }
 
 // statusText is the status bar's line for s.

@@ -35,7 +35,8 @@ type Settings struct {
 	// System is the system prompt of new chats.
 	System   string   `json:"system,omitempty"`
 	Sampling Sampling `json:"sampling"`
-	// ServerAddr is where the studio starts the API server.
+	// Serve starts the API server with the studio, on ServerAddr.
+	Serve      bool   `json:"serve,omitempty"`
 	ServerAddr string `json:"server_addr,omitempty"`
 }
 

@@ -1,0 +1,133 @@
+package ui
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/container"
+	"fyne.io/fyne/v2/widget"
+
+	"github.com/hearthstudio/hearth/app/library"
+	"github.com/hearthstudio/hearth/app/server"
+)
+
+// apiServer is `hearth serve` inside the studio: the same OpenAI- and
+// Ollama-compatible API, on the studio's own engine, so an editor plugin
+// and the Chat tab share the loaded model and take turns on the GPU.
+type apiServer struct {
+	st *studio
+	// handler is the API on the current engine; the Models tab's adapter
+	// choice replaces the engine, and rebind swaps the handler under the
+	// running listener.
+	handler atomic.Pointer[http.Handler]
+	srv     *http.Server
+	url     string
+}
+
+// studioModels is the server's catalogue: the names the studio's library
+// lists now, resolved by name only, so a request can never name a path.
+type studioModels struct{ st *studio }
+
+func (m studioModels) current() server.Models {
+	m.st.libMu.Lock()
+	lib := m.st.lib
+	m.st.libMu.Unlock()
+	if lib == nil {
+		lib = library.New(m.st.baseRoots)
+	}
+	return server.Library(lib)
+}
+
+func (m studioModels) List() []server.Model                { return m.current().List() }
+func (m studioModels) Resolve(name string) (string, error) { return m.current().Resolve(name) }
+
+func (a *apiServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	(*a.handler.Load()).ServeHTTP(w, r)
+}
+
+// rebind points the API at the studio's current engine.
+func (a *apiServer) rebind() {
+	h := server.New(a.st.engine, server.Options{Models: studioModels{a.st}})
+	a.handler.Store(&h)
+}
+
+// start listens on addr, which must be a loopback address: the studio has
+// no API key setting, and `hearth serve --api-key` is the way to serve a
+// network.
+func (a *apiServer) start(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("API server address %q: %w", addr, err)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return fmt.Errorf("API server address %q: the studio serves only this computer (127.0.0.1); use `hearth serve --addr %s --api-key KEY` to serve a network", addr, addr)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("API server: %w", err)
+	}
+	a.rebind()
+	a.srv = server.HTTPServer(a)
+	a.url = "http://" + ln.Addr().String()
+	go func() {
+		if err := a.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			a.st.showError(fmt.Errorf("API server stopped: %w", err))
+		}
+	}()
+	return nil
+}
+
+// stop closes the listener and lets replies in progress finish for a few
+// seconds; past that their clients are cut off.
+func (a *apiServer) stop() {
+	if a.srv == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if err := a.srv.Shutdown(ctx); err != nil {
+		a.srv.Close()
+	}
+	a.srv, a.url = nil, ""
+}
+
+// serverControl is the status bar's switch for the API server, with the
+// address it listens on; the choice is kept in the settings and the
+// server starts with the studio when it was on.
+func serverControl(st *studio) fyne.CanvasObject {
+	a := &apiServer{st: st}
+	st.api = a
+	st.onClose(a.stop)
+	label := widget.NewLabel("")
+	var check *widget.Check
+	check = widget.NewCheck("API server", func(on bool) {
+		if on == (a.srv != nil) {
+			return
+		}
+		if on {
+			if err := a.start(st.settings.ServerAddr); err != nil {
+				st.showError(err)
+				check.SetChecked(false)
+				return
+			}
+			label.SetText(a.url + "/v1 · /api")
+		} else {
+			a.stop()
+			label.SetText("")
+		}
+		if st.settings.Serve != on {
+			st.settings.Serve = on
+			st.saveSettings()
+		}
+	})
+	if st.settings.Serve {
+		check.SetChecked(true)
+	}
+	return container.NewHBox(check, label)
+}
