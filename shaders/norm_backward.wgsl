@@ -1,0 +1,143 @@
+// Backward of RMSNorm (norm.wgsl), y = x * r * gain with
+// r = 1 / sqrt(mean(x^2) + eps), gain = w, 1 + w (Gemma) or 1, per row of
+// dim floats (a residual-stream row, or one head of a per-head QK-norm).
+// With x^ = x * r:
+//
+//   dx = r * (gain * dy - x^ * mean(gain * dy * x^))
+//   dw = sum over rows of dy * x^        (the same for w and for 1 + w)
+//
+// rmsnorm_backward: one workgroup per row, as the forward: the two row sums
+// (x^2 and gain * dy * x) are reduced together through shared memory,
+// pairwise, then each invocation writes its strided floats. The grid may wrap
+// into y past 65535 rows (gpu.Grid with one "thread" per row).
+//
+// rmsnorm_rstd + rmsnorm_weight_grad: the first writes each row's r to rstd
+// (one workgroup per row), the second gives each column j its own invocation,
+// which sums dy * x * r down the rows in order: deterministic, with no
+// atomics, and coalesced since neighbouring invocations read neighbouring
+// columns. Its parallelism is only dim invocations, which is plenty for a
+// residual norm of 2048+ columns and slow for a 128-column QK-norm over
+// thousands of rows; LoRA freezes the norms, so this path is rarely run.
+//
+// Every storage binding is read_write so one buffer may fill several slots
+// (see norm.wgsl): dx may be x or dy, since an invocation reads the row's
+// x[j], dy[j] (and dx[j] when accumulating) for the sums, which finish
+// behind a barrier, and again right before it writes dx[j] itself.
+//
+// Constants: WG, the workgroup size, a power of two.
+
+struct Params {
+    rows: u32,
+    dim: u32,
+    eps: f32,
+    flags: u32, // FLAG_* below
+}
+
+const FLAG_WEIGHT: u32 = 1u;
+const FLAG_ONE_PLUS: u32 = 2u;
+const FLAG_ACCUMULATE: u32 = 4u; // out += gradient instead of out = gradient
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read_write> x: array<f32>;
+@group(0) @binding(2) var<storage, read_write> w: array<f32>;
+@group(0) @binding(3) var<storage, read_write> dy: array<f32>;
+@group(0) @binding(4) var<storage, read_write> rstd: array<f32>;
+@group(0) @binding(5) var<storage, read_write> out: array<f32>; // dx, or dw
+
+var<workgroup> red: array<vec2<f32>, WG>;
+
+// workgroup_sum2 adds every invocation's v, two sums at once. It ends with a
+// barrier so that a next call may reuse red.
+fn workgroup_sum2(v: vec2<f32>, lid: u32) -> vec2<f32> {
+    red[lid] = v;
+    workgroupBarrier();
+    for (var half = WG / 2u; half > 0u; half >>= 1u) {
+        if (lid < half) {
+            red[lid] += red[lid + half];
+        }
+        workgroupBarrier();
+    }
+    let total = red[0];
+    workgroupBarrier();
+    return total;
+}
+
+fn gain(j: u32) -> f32 {
+    if ((p.flags & FLAG_WEIGHT) == 0u) {
+        return 1.0;
+    }
+    if ((p.flags & FLAG_ONE_PLUS) != 0u) {
+        return 1.0 + w[j];
+    }
+    return w[j];
+}
+
+// store writes v to out[i], or adds it when accumulating.
+fn store(i: u32, v: f32) {
+    if ((p.flags & FLAG_ACCUMULATE) != 0u) {
+        out[i] += v;
+    } else {
+        out[i] = v;
+    }
+}
+
+@compute @workgroup_size(WG)
+fn rmsnorm_backward(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let row = wid.x + wid.y * nwg.x;
+    if (row >= p.rows) {
+        return; // uniform: the whole workgroup leaves together
+    }
+    let base = row * p.dim;
+    var s = vec2<f32>(0.0);
+    for (var j = lid; j < p.dim; j += WG) {
+        let v = x[base + j];
+        s += vec2<f32>(v * v, gain(j) * dy[base + j] * v);
+    }
+    let sums = workgroup_sum2(s, lid);
+    let r = inverseSqrt(sums.x / f32(p.dim) + p.eps);
+    // x^ * mean(gain dy x^) = x * k, k = r^2 * sum(gain dy x) / dim.
+    let k = r * r * sums.y / f32(p.dim);
+    for (var j = lid; j < p.dim; j += WG) {
+        store(base + j, r * (gain(j) * dy[base + j] - x[base + j] * k));
+    }
+}
+
+@compute @workgroup_size(WG)
+fn rmsnorm_rstd(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let row = wid.x + wid.y * nwg.x;
+    if (row >= p.rows) {
+        return;
+    }
+    let base = row * p.dim;
+    var ss = 0.0;
+    for (var j = lid; j < p.dim; j += WG) {
+        let v = x[base + j];
+        ss += v * v;
+    }
+    let total = workgroup_sum2(vec2<f32>(ss, 0.0), lid).x;
+    if (lid == 0u) {
+        rstd[row] = inverseSqrt(total / f32(p.dim) + p.eps);
+    }
+}
+
+@compute @workgroup_size(WG)
+fn rmsnorm_weight_grad(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let j = gid.x;
+    if (j >= p.dim) {
+        return;
+    }
+    var s = 0.0;
+    for (var row = 0u; row < p.rows; row++) {
+        let i = row * p.dim + j;
+        s += dy[i] * x[i] * rstd[row];
+    }
+    store(j, s);
+}
