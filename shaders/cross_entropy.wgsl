@@ -1,0 +1,197 @@
+// Cross-entropy of next-token logits over the vocabulary, with prompt
+// masking: the loss of LoRA fine-tuning and its gradient, for one row tile of
+// the batch (the caller loops over tiles: a T×V f32 logits buffer passes
+// lavapipe's 128 MiB binding limit at T = 128 rows of a 262144-token
+// vocabulary, so the head's logits are produced and consumed a tile at a
+// time).
+//
+// Row r of the tile has target t = targets[p.target_offset + r]:
+//   loss[p.loss_offset + r] = logsumexp(z) − z[t]   (0 when t < 0: masked)
+// and the `backward` entry overwrites the row with
+//   dL/dlogit_i = (softmax(z)_i − [i = t]) · p.scale · dz_i/dlogit_i
+// (all zeros when masked), where z = logits, or with a final soft-cap c > 0
+// (Gemma 2), z = c·tanh(logit/c) and dz/dlogit = 1 − tanh². p.scale is
+// 1/(unmasked tokens in the whole batch), so summing loss·scale over all
+// tiles gives the mean loss whose gradient this is. A target past the
+// vocabulary is a caller's bug: its loss is NaN (so it shows) and its
+// gradient zero.
+//
+// One workgroup per row; the grid may wrap into y past 65535 rows
+// (gpu.Grid with one "thread" per row). Pass 1 keeps an online (max, sum of
+// exp) per lane, so the row is read once for the loss; the lanes combine in
+// shared memory. The backward pass reads the row a second time and writes
+// it. Nothing is sized by the row length.
+//
+// Constants: WG, the workgroup size, a power of two.
+
+struct Params {
+    rows: u32,          // rows in this tile
+    n: u32,             // vocabulary size: floats per row
+    target_offset: u32, // index in targets of the tile's first row
+    loss_offset: u32,   // index in loss of the tile's first row
+    scale: f32,         // gradient scale
+    cap: f32,           // final soft-cap; 0: none
+    _p0: u32,
+    _p1: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read_write> logits: array<f32>;
+@group(0) @binding(2) var<storage, read> targets: array<i32>;
+@group(0) @binding(3) var<storage, read_write> loss: array<f32>;
+
+// The lowest finite f32: the running max of a lane that has seen nothing
+// yet. exp(LOWEST - m) underflows to 0 for any real m, and no inf - inf =
+// NaN arises when two empty lanes combine.
+const LOWEST: f32 = -3.40282347e38;
+
+var<workgroup> red_m: array<f32, WG>;
+var<workgroup> red_s: array<f32, WG>;
+
+// tanh for any finite argument (shaders/elementwise.wgsl's tanh_safe, which
+// a family file cannot include, explains the form): the exponential only
+// sees -2|z| <= 0, and the odd series covers |z| < 0.25 where 1 - e would
+// cancel. Lavapipe's built-in tanh loses 1.3e-5 relative there.
+fn tanh_safe(z: f32) -> f32 {
+    let z2 = z * z;
+    let series = z * (1.0 + z2 * (-1.0 / 3.0 + z2 * (2.0 / 15.0 + z2 * (-17.0 / 315.0 + z2 * (62.0 / 2835.0)))));
+    let e = exp(-2.0 * abs(z));
+    let tail = sign(z) * (1.0 - e) / (1.0 + e);
+    return select(tail, series, abs(z) < 0.25);
+}
+
+// sech2 is 1 − tanh²(z), the soft-cap's derivative. Past |z| = 0.25 it is
+// 4e/(1+e)² with e = exp(−2|z|): 1 − tanh² would cancel to a few ulp of 1 as
+// tanh nears ±1 (a logit of 80 under Gemma 2's cap of 30 keeps only 0.02).
+fn sech2(z: f32) -> f32 {
+    let e = exp(-2.0 * abs(z));
+    let th = tanh_safe(z);
+    return select(4.0 * e / ((1.0 + e) * (1.0 + e)), 1.0 - th * th, abs(z) < 0.25);
+}
+
+// capped is the logit the softmax sees.
+fn capped(v: f32) -> f32 {
+    if (p.cap > 0.0) {
+        return p.cap * tanh_safe(v / p.cap);
+    }
+    return v;
+}
+
+// row_stats walks row `base` and returns (max, Σ exp(z − max)) over the
+// whole workgroup; every invocation gets the same values.
+fn row_stats(lid: u32, base: u32) -> vec2<f32> {
+    var m = LOWEST;
+    var s = 0.0;
+    for (var i = lid; i < p.n; i += WG) {
+        let v = capped(logits[base + i]);
+        if (v > m) {
+            s = s * exp(m - v) + 1.0;
+            m = v;
+        } else {
+            s += exp(v - m);
+        }
+    }
+    red_m[lid] = m;
+    red_s[lid] = s;
+    workgroupBarrier();
+    for (var half = WG / 2u; half > 0u; half >>= 1u) {
+        if (lid < half) {
+            let ma = red_m[lid];
+            let mb = red_m[lid + half];
+            let mm = max(ma, mb);
+            red_s[lid] = red_s[lid] * exp(ma - mm) + red_s[lid + half] * exp(mb - mm);
+            red_m[lid] = mm;
+        }
+        workgroupBarrier();
+    }
+    return vec2<f32>(red_m[0], red_s[0]);
+}
+
+// The row of this workgroup, or p.rows when past the tile.
+fn row_of(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
+    return min(wid.x + wid.y * nwg.x, p.rows);
+}
+
+// store_loss writes the row's loss from its stats (thread 0 only).
+fn store_loss(row: u32, base: u32, t: i32, st: vec2<f32>) {
+    var l = 0.0;
+    if (u32(t) >= p.n) {
+        l = bitcast<f32>(0x7fc00000u); // NaN: a target past the vocabulary
+    } else {
+        l = st.x + log(st.y) - capped(logits[base + u32(t)]);
+    }
+    loss[p.loss_offset + row] = l;
+}
+
+@compute @workgroup_size(WG)
+fn forward(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let row = row_of(wid, nwg);
+    if (row >= p.rows) {
+        return; // uniform: the whole workgroup leaves together
+    }
+    let t = targets[p.target_offset + row];
+    if (t < 0) {
+        if (lid == 0u) {
+            loss[p.loss_offset + row] = 0.0;
+        }
+        return;
+    }
+    let base = row * p.n;
+    let st = row_stats(lid, base);
+    if (lid == 0u) {
+        store_loss(row, base, t, st);
+    }
+}
+
+@compute @workgroup_size(WG)
+fn backward(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let row = row_of(wid, nwg);
+    if (row >= p.rows) {
+        return;
+    }
+    let base = row * p.n;
+    let t = targets[p.target_offset + row];
+    if (t < 0 || u32(t) >= p.n) {
+        if (lid == 0u) {
+            loss[p.loss_offset + row] = select(bitcast<f32>(0x7fc00000u), 0.0, t < 0);
+        }
+        for (var i = lid; i < p.n; i += WG) {
+            logits[base + i] = 0.0;
+        }
+        return;
+    }
+    let st = row_stats(lid, base);
+    if (lid == 0u) {
+        store_loss(row, base, t, st);
+    }
+    // Lane 0 has just read the target logit; no lane overwrites the row
+    // before that read is done.
+    workgroupBarrier();
+    let inv = p.scale / st.y;
+    for (var i = lid; i < p.n; i += WG) {
+        let v = logits[base + i];
+        var g = 0.0;
+        if (p.cap > 0.0) {
+            let u = v / p.cap;
+            g = exp(p.cap * tanh_safe(u) - st.x) * inv;
+            if (i == u32(t)) {
+                g -= p.scale;
+            }
+            g *= sech2(u);
+        } else {
+            g = exp(v - st.x) * inv;
+            if (i == u32(t)) {
+                g -= p.scale;
+            }
+        }
+        logits[base + i] = g;
+    }
+}
