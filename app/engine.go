@@ -55,9 +55,10 @@ type EngineOptions struct {
 	// paths. The API server passes a resolver that knows only the library's
 	// names, so no request can open an arbitrary file.
 	Resolve func(name string) (string, error)
-	// OnStatus, when set, is called after each change of Status. It runs on
-	// the engine's goroutine or the caller's, so it must return quickly and
-	// never call back into the engine (the studio hands it to fyne.Do).
+	// OnStatus, when set, is called after each change of Status, one call
+	// at a time and in the order of the changes. It runs on the engine's
+	// goroutine or the caller's, so it must return quickly and never call
+	// back into the engine (the studio hands it to fyne.Do).
 	OnStatus func(Status)
 }
 
@@ -99,10 +100,16 @@ type Engine struct {
 	quit chan struct{}
 	done chan struct{}
 
-	mu      sync.Mutex // guards status and closed
+	mu      sync.Mutex // guards status, closed and waiting
 	status  Status
 	closed  bool
 	waiting int
+	// notify is held from a status snapshot to the end of its OnStatus
+	// call, so the listener hears snapshots in the order they were taken
+	// and the last one it hears is the engine's state: a caller's enqueue
+	// and the engine goroutine's start of that job race otherwise, and the
+	// stale "idle, one waiting" can arrive after "busy".
+	notify sync.Mutex
 
 	// Owned by the engine goroutine.
 	dev     *gpu.Device
@@ -168,7 +175,10 @@ func (e *Engine) Status() Status {
 	return s
 }
 
+// setStatus applies change under the lock and tells OnStatus.
 func (e *Engine) setStatus(change func(*Status)) {
+	e.notify.Lock()
+	defer e.notify.Unlock()
 	e.mu.Lock()
 	change(&e.status)
 	s := e.status
@@ -231,9 +241,7 @@ func (e *Engine) loop() {
 				timer.Stop()
 				timer, idle = nil, nil
 			}
-			e.mu.Lock()
-			e.waiting--
-			e.mu.Unlock()
+			e.setStatus(func(*Status) { e.waiting-- })
 			e.run(j)
 			e.lastJob = time.Now()
 		}

@@ -356,3 +356,33 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 func tokenizerOpts() tokenizer.EncodeOptions { return tokenizer.EncodeOptions{AddSpecial: true} }
 func decodeOpts() tokenizer.DecodeOptions    { return tokenizer.DecodeOptions{} }
+
+// TestOnStatusEndsOnTheEngineState: the last status OnStatus is told is
+// the engine's state once it is idle. Reported outside any lock, the
+// caller's "one waiting" raced the engine goroutine's "idle" and could
+// arrive last, and a status bar showed a job waiting that had finished.
+func TestOnStatusEndsOnTheEngineState(t *testing.T) {
+	var mu sync.Mutex
+	var last Status
+	e := cpuEngine(t, EngineOptions{OnStatus: func(s Status) {
+		if s.Waiting > 0 {
+			// A listener slow on this call: the engine runs the job and
+			// reports the end meanwhile.
+			time.Sleep(20 * time.Millisecond)
+		}
+		mu.Lock()
+		last = s
+		mu.Unlock()
+	}})
+	for round := range 3 {
+		if err := e.Unload(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		got := last
+		mu.Unlock()
+		if got.Busy || got.Waiting != 0 {
+			t.Fatalf("round %d: the last status told is %+v; the engine is idle: %+v", round, got, e.Status())
+		}
+	}
+}
