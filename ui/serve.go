@@ -27,6 +27,7 @@ type apiServer struct {
 	// running listener.
 	handler atomic.Pointer[http.Handler]
 	srv     *http.Server
+	ln      net.Listener
 	url     string
 }
 
@@ -73,28 +74,46 @@ func (a *apiServer) start(addr string) error {
 		return fmt.Errorf("API server: %w", err)
 	}
 	a.rebind()
-	a.srv = server.HTTPServer(a)
+	srv := server.HTTPServer(a)
+	a.srv, a.ln = srv, ln
 	a.url = "http://" + ln.Addr().String()
 	go func() {
-		if err := a.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		// stop closes the listener itself before Shutdown may begin, so
+		// Serve can end with net.ErrClosed as well as ErrServerClosed.
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
 			a.st.showError(fmt.Errorf("API server stopped: %w", err))
 		}
 	}()
 	return nil
 }
 
-// stop closes the listener and lets replies in progress finish for a few
-// seconds; past that their clients are cut off.
-func (a *apiServer) stop() {
+// stop closes the listener at once, so no new request is taken and the
+// port is free again, and lets replies in progress finish for a few
+// seconds; past that their clients are cut off. wait says whether stop
+// waits for those replies (the studio closing) or leaves them to finish in
+// the background (the switch, on the UI goroutine, which must not freeze
+// while a long reply streams).
+func (a *apiServer) stop(wait bool) {
 	if a.srv == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	if err := a.srv.Shutdown(ctx); err != nil {
-		a.srv.Close()
+	srv, ln := a.srv, a.ln
+	a.srv, a.ln, a.url = nil, nil, ""
+	ln.Close()
+	shutdown := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		// Shutdown also reports the listener closed above; only a reply
+		// still running at the deadline calls for Close.
+		if err := srv.Shutdown(ctx); errors.Is(err, context.DeadlineExceeded) {
+			srv.Close()
+		}
 	}
-	a.srv, a.url = nil, ""
+	if wait {
+		shutdown()
+	} else {
+		go shutdown()
+	}
 }
 
 // serverControl is the status bar's switch for the API server, with the
@@ -103,7 +122,7 @@ func (a *apiServer) stop() {
 func serverControl(st *studio) fyne.CanvasObject {
 	a := &apiServer{st: st}
 	st.api = a
-	st.onClose(a.stop)
+	st.onClose(func() { a.stop(true) })
 	label := widget.NewLabel("")
 	var check *widget.Check
 	check = widget.NewCheck("API server", func(on bool) {
@@ -118,7 +137,7 @@ func serverControl(st *studio) fyne.CanvasObject {
 			}
 			label.SetText(a.url + "/v1 · /api")
 		} else {
-			a.stop()
+			a.stop(false)
 			label.SetText("")
 		}
 		if st.settings.Serve != on {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"fyne.io/fyne/v2/widget"
 )
@@ -74,4 +75,53 @@ func TestStudioServesTheAPI(t *testing.T) {
 			t.Error("the server started on a network address")
 		}
 	})
+}
+
+// TestTurningTheServerOffDoesNotWaitForAReply: the switch stops taking
+// requests at once and leaves a reply in progress to finish in the
+// background. Waiting for it on the UI goroutine froze the window for up
+// to the 3 s grace period.
+func TestTurningTheServerOffDoesNotWaitForAReply(t *testing.T) {
+	st, w, l := modelsStudio(t, func(st *studio) { st.settings.ServerAddr = "127.0.0.1:0" })
+	var check *widget.Check
+	var url string
+	l.wait(func() {
+		check = find(w.Content(), func(c *widget.Check) bool { return c.Text == "API server" })
+		check.SetChecked(true)
+		url = st.api.url
+	})
+	if url == "" {
+		t.Fatalf("the API server did not start; dialogs: %s", dialogs(w))
+	}
+	entered, release := make(chan struct{}), make(chan struct{})
+	var slow http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(entered)
+		<-release
+		io.WriteString(w, "done")
+	})
+	st.api.handler.Store(&slow)
+	got := make(chan string, 1)
+	go func() {
+		resp, err := http.Get(url + "/slow")
+		if err != nil {
+			got <- err.Error()
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		got <- string(b)
+	}()
+	<-entered
+	start := time.Now()
+	l.wait(func() { check.SetChecked(false) })
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("turning the server off took %v on the UI goroutine", d)
+	}
+	if _, err := http.Get(url + "/api/tags"); err == nil {
+		t.Error("the API still takes requests after the switch is off")
+	}
+	close(release)
+	if s := <-got; s != "done" {
+		t.Errorf("the reply in progress got %q, want it finished", s)
+	}
 }
