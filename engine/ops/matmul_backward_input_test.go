@@ -42,7 +42,8 @@ func matmulBackwardOracle(w []float32, rows, cols int, dy []float32, m int) (dx,
 // worst on lavapipe, logged by -v: 0.33 of the bound, with n = 8 rows.)
 func matmulBackwardTol(n int) float64 { return float64(n+4) * 0x1p-24 }
 
-// assertMatmulBackward compares got with want within matmulBackwardTol(n)·bound.
+// assertMatmulBackward compares got with want within matmulBackwardTol(n)·bound,
+// bound being Σ|products| of each output (MatMulTN uses it too).
 func assertMatmulBackward(t testing.TB, what string, got, want, bound []float32, n int) {
 	t.Helper()
 	if len(got) != len(want) {
@@ -63,10 +64,10 @@ func assertMatmulBackward(t testing.TB, what string, got, want, bound []float32,
 		}
 	}
 	if at >= 0 {
-		t.Fatalf("%s: [%d] = %v, want %v (|diff| %.3g is %.3g× the tolerance %.3g·Σ|dy·w|)",
+		t.Fatalf("%s: [%d] = %v, want %v (|diff| %.3g is %.3g× the tolerance %.3g·Σ|products|)",
 			what, at, got[at], want[at], math.Abs(float64(got[at]-want[at])), worst, rtol)
 	}
-	t.Logf("%s: worst error %.3g of the tolerance (%.3g·Σ|dy·w|)", what, seen, rtol)
+	t.Logf("%s: worst error %.3g of the tolerance (%.3g·Σ|products|)", what, seen, rtol)
 }
 
 // matmulBackwardCase is one shape of the backward parity tests: W rows×cols, m
