@@ -492,6 +492,8 @@ func TestChoosingWhereModelsRunRestartsTheEngine(t *testing.T) {
 	if err := old.Unload(t.Context()); err == nil {
 		t.Error("the old engine still takes jobs")
 	}
+	// The compute line, made off the UI goroutine, follows the choice.
+	eventually(t, l, "the status bar naming the GPU", func() bool { return strings.HasPrefix(st.status.Text, "GPU") })
 }
 
 // fakeHub serves one file as the Hugging Face hub does: a HEAD answer with

@@ -98,6 +98,9 @@ type studio struct {
 	settings settings.Settings
 	engine   *app.Engine
 	adapter  string // the status bar's compute line
+	// restarts counts restartEngine's calls, so that only the newest
+	// one's compute line is shown.
+	restarts int
 
 	status *widget.Label
 	tabs   *container.AppTabs
@@ -231,9 +234,19 @@ func (st *studio) restartEngine() {
 	if st.api != nil && st.api.srv != nil {
 		st.api.rebind()
 	}
-	st.adapter = computeLine(st.settings, st.gpuOptions())
-	st.status.SetText(statusText(st.adapter, app.Status{}))
+	st.restarts++
+	restart, s, gpuOptions := st.restarts, st.settings, st.gpuOptions()
 	go func() {
+		// The compute line lists the adapters, which opens the Vulkan
+		// (Metal, DX12) instance: up to a second on some drivers, too long
+		// for the UI goroutine.
+		line := computeLine(s, gpuOptions)
+		st.post(func() {
+			if restart == st.restarts { // a later choice's line wins
+				st.adapter = line
+				st.status.SetText(statusText(st.adapter, st.engine.Status()))
+			}
+		})
 		for s := old.Status(); s.Busy || s.Waiting > 0; s = old.Status() {
 			time.Sleep(50 * time.Millisecond)
 		}
