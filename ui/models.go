@@ -2,7 +2,6 @@ package ui
 
 import (
 	"fmt"
-	"math"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/hearthstudio/hearth/app"
 	"github.com/hearthstudio/hearth/app/library"
+	"github.com/hearthstudio/hearth/app/settings"
 	"github.com/hearthstudio/hearth/engine/gpu"
 )
 
@@ -564,31 +564,13 @@ func (st *studio) addFolder(dir string) {
 	st.rescan(nil)
 }
 
-// parseMemory reads a GPU memory limit as --gpu-memory takes it: a number
-// of bytes with an optional unit (KiB, MiB, GiB, TiB, KB, MB, GB, TB, B).
-// "" is no limit.
+// parseMemory reads the GPU memory limit as it is typed: blank is no
+// limit, anything else a size as --gpu-memory takes it.
 func parseMemory(s string) (uint64, error) {
-	t := strings.TrimSpace(s)
-	if t == "" {
+	if strings.TrimSpace(s) == "" {
 		return 0, nil
 	}
-	units := []struct {
-		suffix string
-		scale  float64
-	}{{"KIB", 1 << 10}, {"MIB", 1 << 20}, {"GIB", 1 << 30}, {"TIB", 1 << 40}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1}}
-	scale := 1.0
-	for _, u := range units {
-		// Longer suffixes come first, so "GiB" never matches as "B".
-		if strings.HasSuffix(strings.ToUpper(t), u.suffix) {
-			t, scale = strings.TrimSpace(t[:len(t)-len(u.suffix)]), u.scale
-			break
-		}
-	}
-	v, err := strconv.ParseFloat(t, 64)
-	if err != nil || v <= 0 || v*scale >= math.MaxUint64 {
-		return 0, fmt.Errorf("%q: want a size such as 6 GiB or 8000 MB", s)
-	}
-	return uint64(v * scale), nil
+	return settings.ParseSize(s)
 }
 
 // formatMemory is a byte count in binary units, as the estimates are made.

@@ -147,19 +147,6 @@ func TestChatCommand(t *testing.T) {
 	}
 }
 
-func TestParseBytes(t *testing.T) {
-	for in, want := range map[string]uint64{"8GiB": 8 << 30, "7.5 GB": 7.5e9, "512mib": 512 << 20, "1048576": 1 << 20, "10B": 10, "2KB": 2000} {
-		if got, err := parseBytes(in); err != nil || got != want {
-			t.Errorf("parseBytes(%q) = %d, %v; want %d", in, got, err, want)
-		}
-	}
-	for _, bad := range []string{"", "GiB", "-1GiB", "lots", "1e400"} {
-		if _, err := parseBytes(bad); err == nil {
-			t.Errorf("parseBytes(%q): no error", bad)
-		}
-	}
-}
-
 // TestGPUMemoryFlag: a model over --gpu-memory is refused before it loads,
 // with its estimate.
 func TestGPUMemoryFlag(t *testing.T) {

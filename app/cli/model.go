@@ -3,14 +3,13 @@ package cli
 import (
 	"fmt"
 	"io"
-	"math"
 	"os"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/hearthstudio/hearth/app/library"
+	"github.com/hearthstudio/hearth/app/settings"
 	"github.com/hearthstudio/hearth/engine/gpu"
 	"github.com/hearthstudio/hearth/engine/model"
 	"github.com/hearthstudio/hearth/engine/sample"
@@ -32,28 +31,6 @@ func (f *modelFlags) register(cmd *cobra.Command) {
 	cmd.Flags().IntVar(&f.batch, "batch", 512, "prompt tokens evaluated per GPU submit")
 	cmd.Flags().StringVar(&f.gpuMemory, "gpu-memory", os.Getenv("HEARTH_GPU_MEMORY"),
 		"GPU memory the model may use, e.g. 8GiB (default $HEARTH_GPU_MEMORY); a model whose estimate exceeds it is refused before loading")
-}
-
-// parseBytes reads a size such as 8GiB, 7.5GB, 512MiB or 1048576.
-func parseBytes(s string) (uint64, error) {
-	t := strings.TrimSpace(s)
-	units := []struct {
-		suffix string
-		scale  float64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1}}
-	scale := 1.0
-	for _, u := range units {
-		// Longer suffixes come first, so "GiB" never matches as "B".
-		if strings.HasSuffix(strings.ToUpper(t), strings.ToUpper(u.suffix)) {
-			t, scale = strings.TrimSpace(t[:len(t)-len(u.suffix)]), u.scale
-			break
-		}
-	}
-	v, err := strconv.ParseFloat(t, 64)
-	if err != nil || v <= 0 || v*scale >= math.MaxUint64 {
-		return 0, fmt.Errorf("size %q: want a positive number of bytes, optionally with KiB, MiB, GiB, KB, MB or GB", s)
-	}
-	return uint64(v * scale), nil
 }
 
 // loaded is an open model and the runner evaluating it.
@@ -108,7 +85,7 @@ func (f *modelFlags) open(log io.Writer) (*loaded, error) {
 		}
 		var budget uint64
 		if f.gpuMemory != "" {
-			if budget, err = parseBytes(f.gpuMemory); err != nil {
+			if budget, err = settings.ParseSize(f.gpuMemory); err != nil {
 				dev.Release()
 				m.Close()
 				return nil, fmt.Errorf("--gpu-memory: %w", err)

@@ -20,6 +20,7 @@ import (
 	"github.com/hearthstudio/hearth/app"
 	"github.com/hearthstudio/hearth/app/library"
 	"github.com/hearthstudio/hearth/app/server"
+	"github.com/hearthstudio/hearth/app/settings"
 	"github.com/hearthstudio/hearth/engine/gpu"
 )
 
@@ -80,13 +81,13 @@ func serve(ctx context.Context, mf *modelFlags, sf *serveFlags, out, log io.Writ
 	if sf.idle < 0 {
 		return fmt.Errorf("--idle %s: want a positive duration, or 0 to keep the model", sf.idle)
 	}
-	maxBody, err := parseBytes(sf.maxBody)
+	maxBody, err := settings.ParseSize(sf.maxBody)
 	if err != nil {
 		return fmt.Errorf("--max-body: %w", err)
 	}
 	var budget uint64
 	if mf.gpuMemory != "" {
-		if budget, err = parseBytes(mf.gpuMemory); err != nil {
+		if budget, err = settings.ParseSize(mf.gpuMemory); err != nil {
 			return fmt.Errorf("--gpu-memory: %w", err)
 		}
 	}

@@ -8,8 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 
 	"github.com/hearthstudio/hearth/engine/sample"
 	"github.com/hearthstudio/hearth/internal/atomicfile"
@@ -112,4 +115,29 @@ func Save(path string, s Settings) error {
 		return fmt.Errorf("settings: %w", err)
 	}
 	return atomicfile.Write(path, append(data, '\n'), 0o644)
+}
+
+// ParseSize reads a size in bytes as --gpu-memory, --max-body and the
+// studio's memory limit take it: a positive number with an optional unit,
+// binary (KiB, MiB, GiB, TiB) or decimal (KB, MB, GB, TB, B), in any case
+// and with or without a space: "8GiB", "7.5 GB", "512mib", "1048576".
+func ParseSize(s string) (uint64, error) {
+	t := strings.TrimSpace(s)
+	units := []struct {
+		suffix string
+		scale  float64
+	}{{"KIB", 1 << 10}, {"MIB", 1 << 20}, {"GIB", 1 << 30}, {"TIB", 1 << 40}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1}}
+	scale := 1.0
+	for _, u := range units {
+		// Longer suffixes come first, so "GiB" never matches as "B".
+		if strings.HasSuffix(strings.ToUpper(t), u.suffix) {
+			t, scale = strings.TrimSpace(t[:len(t)-len(u.suffix)]), u.scale
+			break
+		}
+	}
+	v, err := strconv.ParseFloat(t, 64)
+	if err != nil || v <= 0 || v*scale >= math.MaxUint64 {
+		return 0, fmt.Errorf("size %q: want a positive number of bytes, optionally with a unit, such as 6GiB, 8000 MB or 1048576", s)
+	}
+	return uint64(v * scale), nil
 }

@@ -55,3 +55,17 @@ func TestLoadBadFile(t *testing.T) {
 		}
 	}
 }
+
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]uint64{"8GiB": 8 << 30, "7.5 GB": 7.5e9, "512mib": 512 << 20, "1048576": 1 << 20,
+		"10B": 10, "2KB": 2000, "64KiB": 64 << 10, "6 GiB": 6 << 30, "8000 MB": 8e9, "1.5gib": 3 << 29, " 1 TiB ": 1 << 40} {
+		if got, err := ParseSize(in); err != nil || got != want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "GiB", "-1GiB", "-1 GiB", "0", "lots", "1e400"} {
+		if _, err := ParseSize(bad); err == nil {
+			t.Errorf("ParseSize(%q): no error", bad)
+		}
+	}
+}
