@@ -67,7 +67,7 @@ func jsonPath(field string) string {
 	var out []string
 	for _, part := range strings.Split(field, ".") {
 		switch part {
-		case "openAIRequest", "openAISampling", "ollamaRequest":
+		case "openAIRequest", "samplingParams", "ollamaRequest":
 		default:
 			out = append(out, part)
 		}

@@ -170,37 +170,67 @@ func (s *stream) write(b []byte) error {
 	return s.err
 }
 
-// samplingFields are the sampling values a request set, nil where it set
-// none.
-type samplingFields struct {
-	Temperature, TopP, MinP, RepeatPenalty, FrequencyPenalty, PresencePenalty *float64
-	TopK, RepeatLastN                                                         *int
-	Seed                                                                      *uint64
+// samplingParams are the sampling fields OpenAI's and Ollama's requests
+// share, by the same JSON names; nil where a request set none. TopK, MinP
+// and RepeatPenalty are not OpenAI's: llama.cpp's and vLLM's servers take
+// them in the same body, and clients written for those send them.
+type samplingParams struct {
+	Temperature      *float64 `json:"temperature"`
+	TopP             *float64 `json:"top_p"`
+	MinP             *float64 `json:"min_p"`
+	RepeatPenalty    *float64 `json:"repeat_penalty"`
+	FrequencyPenalty *float64 `json:"frequency_penalty"`
+	PresencePenalty  *float64 `json:"presence_penalty"`
+	TopK             *int     `json:"top_k"`
+	// Seed means what each API says it means; the caller reads it.
+	Seed *int64 `json:"seed"`
 }
 
-// apply sets the fields a request gave on o; ranges are checked by the
-// caller, with the API's parameter names.
-func (f samplingFields) apply(o sample.Options) sample.Options {
+// check refuses a value outside its range, by the API's parameter names.
+// maxTemperature is the API's bound: OpenAI's 2, none for Ollama.
+func (p samplingParams) check(maxTemperature float64) error {
+	for _, c := range []struct {
+		param  string
+		v      *float64
+		lo, hi float64
+	}{
+		{"temperature", p.Temperature, 0, maxTemperature},
+		{"top_p", p.TopP, 0, 1},
+		{"min_p", p.MinP, 0, 1},
+		{"repeat_penalty", p.RepeatPenalty, 0, math.Inf(1)},
+		{"frequency_penalty", p.FrequencyPenalty, -2, 2},
+		{"presence_penalty", p.PresencePenalty, -2, 2},
+	} {
+		if err := inRange(c.param, c.v, c.lo, c.hi); err != nil {
+			return err
+		}
+	}
+	if p.TopK != nil && *p.TopK < 0 {
+		return badRequest("top_k", "top_k must be at least 0 (0 keeps every token), got %d", *p.TopK)
+	}
+	return nil
+}
+
+// apply sets the values p gives on o, which check has passed, and the seed:
+// seed, or a random one when it is nil.
+func (p samplingParams) apply(o sample.Options, seed *uint64) sample.Options {
 	set := func(dst *float32, v *float64) {
 		if v != nil {
 			*dst = float32(*v)
 		}
 	}
-	set(&o.Temperature, f.Temperature)
-	set(&o.TopP, f.TopP)
-	set(&o.MinP, f.MinP)
-	set(&o.RepeatPenalty, f.RepeatPenalty)
-	set(&o.FrequencyPenalty, f.FrequencyPenalty)
-	set(&o.PresencePenalty, f.PresencePenalty)
-	if f.TopK != nil {
-		o.TopK = *f.TopK
-	}
-	if f.RepeatLastN != nil {
-		o.RepeatLastN = *f.RepeatLastN
+	set(&o.Temperature, p.Temperature)
+	set(&o.TopP, p.TopP)
+	set(&o.MinP, p.MinP)
+	set(&o.RepeatPenalty, p.RepeatPenalty)
+	set(&o.FrequencyPenalty, p.FrequencyPenalty)
+	set(&o.PresencePenalty, p.PresencePenalty)
+	if p.TopK != nil {
+		o.TopK = *p.TopK
 	}
 	o.Seed = randomSeed()
-	if f.Seed != nil {
-		o.Seed = *f.Seed
+	if seed != nil {
+		o.Seed = *seed
 	}
 	return o
 }

@@ -28,41 +28,18 @@ func ollamaDefaults() sample.Options { return sample.Defaults() }
 // num_ctx cannot resize a loaded model's context (the server's --ctx sets
 // it). Unknown keys are ignored, as Ollama ignores them.
 type ollamaOptions struct {
-	Temperature      *float64 `json:"temperature"`
-	TopK             *int     `json:"top_k"`
-	TopP             *float64 `json:"top_p"`
-	MinP             *float64 `json:"min_p"`
-	RepeatPenalty    *float64 `json:"repeat_penalty"`
-	RepeatLastN      *int     `json:"repeat_last_n"`
-	FrequencyPenalty *float64 `json:"frequency_penalty"`
-	PresencePenalty  *float64 `json:"presence_penalty"`
-	Seed             *int64   `json:"seed"`
-	NumPredict       *int     `json:"num_predict"`
-	Stop             []string `json:"stop"`
-	NumCtx           *int     `json:"num_ctx"`
+	samplingParams
+	RepeatLastN *int     `json:"repeat_last_n"`
+	NumPredict  *int     `json:"num_predict"`
+	Stop        []string `json:"stop"`
+	NumCtx      *int     `json:"num_ctx"`
 }
 
 // generateOptions checks the options and builds the engine's.
 func (o ollamaOptions) generateOptions(name string) (app.GenerateOptions, error) {
 	g := app.GenerateOptions{Model: name}
-	for _, c := range []struct {
-		param  string
-		v      *float64
-		lo, hi float64
-	}{
-		{"temperature", o.Temperature, 0, math.Inf(1)},
-		{"top_p", o.TopP, 0, 1},
-		{"min_p", o.MinP, 0, 1},
-		{"repeat_penalty", o.RepeatPenalty, 0, math.Inf(1)},
-		{"frequency_penalty", o.FrequencyPenalty, -2, 2},
-		{"presence_penalty", o.PresencePenalty, -2, 2},
-	} {
-		if err := inRange(c.param, c.v, c.lo, c.hi); err != nil {
-			return g, err
-		}
-	}
-	if o.TopK != nil && *o.TopK < 0 {
-		return g, badRequest("top_k", "top_k must be at least 0 (0 keeps every token), got %d", *o.TopK)
+	if err := o.check(math.Inf(1)); err != nil {
+		return g, err
 	}
 	if o.RepeatLastN != nil && *o.RepeatLastN < -1 {
 		return g, badRequest("repeat_last_n", "repeat_last_n must be at least -1 (-1 is the whole context), got %d", *o.RepeatLastN)
@@ -70,14 +47,16 @@ func (o ollamaOptions) generateOptions(name string) (app.GenerateOptions, error)
 	if o.NumCtx != nil && *o.NumCtx < 0 {
 		return g, badRequest("num_ctx", "num_ctx must not be negative, got %d", *o.NumCtx)
 	}
-	f := samplingFields{Temperature: o.Temperature, TopP: o.TopP, MinP: o.MinP, RepeatPenalty: o.RepeatPenalty,
-		FrequencyPenalty: o.FrequencyPenalty, PresencePenalty: o.PresencePenalty, TopK: o.TopK, RepeatLastN: o.RepeatLastN}
+	var seed *uint64
 	if o.Seed != nil && *o.Seed >= 0 {
 		// A negative seed is Ollama's (and llama.cpp's) "pick one at random".
-		seed := uint64(*o.Seed)
-		f.Seed = &seed
+		s := uint64(*o.Seed)
+		seed = &s
 	}
-	g.Sampling = f.apply(ollamaDefaults())
+	g.Sampling = o.apply(ollamaDefaults(), seed)
+	if o.RepeatLastN != nil {
+		g.Sampling.RepeatLastN = *o.RepeatLastN
+	}
 	if err := checkSampling(g.Sampling); err != nil {
 		return g, err
 	}
@@ -228,19 +207,57 @@ func (r ollamaChatRequest) messages() ([]chat.Message, error) {
 	return out, nil
 }
 
+// ollamaBody is an /api/chat or /api/generate request: readOllama reads
+// what they share.
+type ollamaBody interface{ common() *ollamaRequest }
+
+func (r *ollamaRequest) common() *ollamaRequest { return r }
+
+// readOllama decodes the body into req, finds the model it names, refuses
+// what Hearth cannot do and builds the engine's options.
+func (s *server) readOllama(w http.ResponseWriter, r *http.Request, req ollamaBody) (Model, app.GenerateOptions, error) {
+	if err := decode(w, r, s.o.MaxBody, req); err != nil {
+		return Model{}, app.GenerateOptions{}, err
+	}
+	c := req.common()
+	m, err := s.find(ollamaAPI, c.Model)
+	if err != nil {
+		return Model{}, app.GenerateOptions{}, err
+	}
+	if err := c.check(); err != nil {
+		return Model{}, app.GenerateOptions{}, err
+	}
+	opts, err := c.Options.generateOptions(m.Name)
+	return m, opts, err
+}
+
+// ollamaEmit streams each token's text as one NDJSON line, the object chunk
+// makes of it; nil when the answer is not streamed.
+func ollamaEmit(run *run, chunk func(text string) ollamaResponse) func(model.Token) error {
+	if run.s == nil {
+		return nil
+	}
+	return func(t model.Token) error {
+		if t.Text == "" {
+			return nil
+		}
+		return run.s.write(ndjsonLine(chunk(t.Text)))
+	}
+}
+
+// ollamaFinish sends the final object: the whole answer, or the stream's
+// last line.
+func ollamaFinish(w http.ResponseWriter, run *run, final ollamaResponse) error {
+	if run.s == nil {
+		return writeJSON(w, http.StatusOK, final)
+	}
+	run.s.write(ndjsonLine(final))
+	return nil
+}
+
 func (s *server) ollamaChat(w http.ResponseWriter, r *http.Request) error {
 	var req ollamaChatRequest
-	if err := decode(w, r, s.o.MaxBody, &req); err != nil {
-		return err
-	}
-	m, err := s.find(ollamaAPI, req.Model)
-	if err != nil {
-		return err
-	}
-	if err := req.check(); err != nil {
-		return err
-	}
-	opts, err := req.Options.generateOptions(m.Name)
+	m, opts, err := s.readOllama(w, r, &req)
 	if err != nil {
 		return err
 	}
@@ -259,16 +276,9 @@ func (s *server) ollamaChat(w http.ResponseWriter, r *http.Request) error {
 
 	run := newRun(w, "application/x-ndjson", req.streaming())
 	opts.Progress = run.progress
-	var emit func(model.Token) error
-	if run.s != nil {
-		emit = func(t model.Token) error {
-			if t.Text == "" {
-				return nil
-			}
-			return run.s.write(ndjsonLine(ollamaResponse{Model: m.Name, CreatedAt: time.Now().UTC(),
-				Message: &ollamaMessageOut{Role: "assistant", Content: t.Text}}))
-		}
-	}
+	emit := ollamaEmit(run, func(text string) ollamaResponse {
+		return ollamaResponse{Model: m.Name, CreatedAt: time.Now().UTC(), Message: &ollamaMessageOut{Role: "assistant", Content: text}}
+	})
 	reply, err := s.engine.Chat(r.Context(), app.ChatRequest{GenerateOptions: opts, Messages: msgs, Tools: req.Tools}, emit)
 	s.touch()
 	if done, err := s.finishStream(run, err, reply, ollamaAPI); done {
@@ -278,10 +288,8 @@ func (s *server) ollamaChat(w http.ResponseWriter, r *http.Request) error {
 		Done: true, DoneReason: finishReason(reply.Stats), ollamaMetrics: metricsOf(run, reply.Stats)}
 	if run.s == nil {
 		final.Message.Content = reply.Text
-		return writeJSON(w, http.StatusOK, final)
 	}
-	run.s.write(ndjsonLine(final))
-	return nil
+	return ollamaFinish(w, run, final)
 }
 
 type ollamaGenerateRequest struct {
@@ -301,14 +309,8 @@ type ollamaGenerateRequest struct {
 // templated itself).
 func (s *server) ollamaGenerate(w http.ResponseWriter, r *http.Request) error {
 	var req ollamaGenerateRequest
-	if err := decode(w, r, s.o.MaxBody, &req); err != nil {
-		return err
-	}
-	m, err := s.find(ollamaAPI, req.Model)
+	m, opts, err := s.readOllama(w, r, &req)
 	if err != nil {
-		return err
-	}
-	if err := req.check(); err != nil {
 		return err
 	}
 	switch {
@@ -321,10 +323,6 @@ func (s *server) ollamaGenerate(w http.ResponseWriter, r *http.Request) error {
 	case len(req.Images) > 0:
 		return unsupported("images", "image input")
 	}
-	opts, err := req.Options.generateOptions(m.Name)
-	if err != nil {
-		return err
-	}
 	unload, _ := req.keepAliveZero()
 	if req.Prompt == "" && req.System == "" {
 		empty := ""
@@ -336,15 +334,9 @@ func (s *server) ollamaGenerate(w http.ResponseWriter, r *http.Request) error {
 
 	run := newRun(w, "application/x-ndjson", req.streaming())
 	opts.Progress = run.progress
-	var emit func(model.Token) error
-	if run.s != nil {
-		emit = func(t model.Token) error {
-			if t.Text == "" {
-				return nil
-			}
-			return run.s.write(ndjsonLine(ollamaResponse{Model: m.Name, CreatedAt: time.Now().UTC(), Response: &t.Text}))
-		}
-	}
+	emit := ollamaEmit(run, func(text string) ollamaResponse {
+		return ollamaResponse{Model: m.Name, CreatedAt: time.Now().UTC(), Response: &text}
+	})
 	var reply app.Reply
 	if req.Raw {
 		reply, err = s.engine.Complete(r.Context(), app.CompleteRequest{GenerateOptions: opts, Prompt: req.Prompt, Special: true}, emit)
@@ -366,11 +358,7 @@ func (s *server) ollamaGenerate(w http.ResponseWriter, r *http.Request) error {
 	}
 	final := ollamaResponse{Model: m.Name, CreatedAt: time.Now().UTC(), Response: &text,
 		Done: true, DoneReason: finishReason(reply.Stats), ollamaMetrics: metricsOf(run, reply.Stats)}
-	if run.s == nil {
-		return writeJSON(w, http.StatusOK, final)
-	}
-	run.s.write(ndjsonLine(final))
-	return nil
+	return ollamaFinish(w, run, final)
 }
 
 // loadOrUnload answers a request with nothing to generate, which Ollama's

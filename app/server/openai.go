@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"math"
 	"net/http"
 	"strings"
 	"time"
@@ -29,57 +28,26 @@ func openAIDefaults() sample.Options {
 	return o
 }
 
-// openAISampling are the sampling fields chat and completions share. TopK,
-// MinP and RepeatPenalty are not OpenAI's: llama.cpp's and vLLM's servers
-// take them in the same body, and clients written for those send them.
-type openAISampling struct {
-	Temperature      *float64 `json:"temperature"`
-	TopP             *float64 `json:"top_p"`
-	FrequencyPenalty *float64 `json:"frequency_penalty"`
-	PresencePenalty  *float64 `json:"presence_penalty"`
-	Seed             *int64   `json:"seed"`
-	TopK             *int     `json:"top_k"`
-	MinP             *float64 `json:"min_p"`
-	RepeatPenalty    *float64 `json:"repeat_penalty"`
-}
-
-// options checks the fields against OpenAI's ranges and builds the sampler's
-// options.
-func (r openAISampling) options() (sample.Options, error) {
-	for _, c := range []struct {
-		param  string
-		v      *float64
-		lo, hi float64
-	}{
-		{"temperature", r.Temperature, 0, 2},
-		{"top_p", r.TopP, 0, 1},
-		{"frequency_penalty", r.FrequencyPenalty, -2, 2},
-		{"presence_penalty", r.PresencePenalty, -2, 2},
-		{"min_p", r.MinP, 0, 1},
-		{"repeat_penalty", r.RepeatPenalty, 0, math.Inf(1)},
-	} {
-		if err := inRange(c.param, c.v, c.lo, c.hi); err != nil {
-			return sample.Options{}, err
-		}
+// sampling checks the request's sampling fields against OpenAI's ranges
+// and builds the sampler's options.
+func (r openAIRequest) sampling() (sample.Options, error) {
+	if err := r.check(2); err != nil {
+		return sample.Options{}, err
 	}
-	if r.TopK != nil && *r.TopK < 0 {
-		return sample.Options{}, badRequest("top_k", "top_k must be at least 0 (0 keeps every token), got %d", *r.TopK)
-	}
-	f := samplingFields{Temperature: r.Temperature, TopP: r.TopP, FrequencyPenalty: r.FrequencyPenalty, PresencePenalty: r.PresencePenalty,
-		TopK: r.TopK, MinP: r.MinP, RepeatPenalty: r.RepeatPenalty}
+	var seed *uint64
 	if r.Seed != nil {
 		// OpenAI's seed is any 64-bit integer; its bits are the seed.
-		seed := uint64(*r.Seed)
-		f.Seed = &seed
+		s := uint64(*r.Seed)
+		seed = &s
 	}
-	o := f.apply(openAIDefaults())
+	o := r.apply(openAIDefaults(), seed)
 	return o, checkSampling(o)
 }
 
 // openAIRequest are the fields chat and completions share.
 type openAIRequest struct {
 	Model string `json:"model"`
-	openAISampling
+	samplingParams
 	MaxTokens     *int            `json:"max_tokens"`
 	Stop          json.RawMessage `json:"stop"`
 	N             *int            `json:"n"`
@@ -118,7 +86,7 @@ func (r openAIRequest) generateOptions(name, limitParam string, limit *int) (app
 	if o.Stop, err = parseStop(r.Stop); err != nil {
 		return o, err
 	}
-	o.Sampling, err = r.options()
+	o.Sampling, err = r.sampling()
 	return o, err
 }
 
