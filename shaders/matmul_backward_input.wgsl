@@ -10,11 +10,21 @@
 // dispatch per chunk and every chunk after the first adds to dX.
 //
 // Work split: thread t of workgroup x owns the 8 consecutive columns
-// 8·(x·WG + t) .. +7 of dX for the TM activation rows of tile z. The
-// workgroup walks the chunk's rows NS at a time: it stages dY's TM×NS values
-// of those rows in shared memory (every thread needs all of them), then each
-// thread decodes its 8 weights of each row once and reuses them for all TM
-// activation rows. Neighbouring threads read neighbouring bytes of a row.
+// 8·(x·WG + t) .. +7 of dX for the TM activation rows of tile z % tiles. The
+// workgroup walks its rows of the chunk NS at a time: it stages dY's TM×NS
+// values of those rows in shared memory (every thread needs all of them),
+// then each thread decodes its 8 weights of each row once and reuses them
+// for all TM activation rows. Neighbouring threads read neighbouring bytes
+// of a row.
+//
+// Row splits: dX alone can give too few workgroups to fill a GPU (the LM
+// head sums 262144 rows into 64×2304 outputs: 40 workgroups, each walking
+// every row). With p.splits > 1, z also walks splits of p.split_rows rows
+// (z / tiles); each split writes its partial dX, scaled, to `partial`
+// (dense m×k per split), and the `backward_reduce` entry then sums the
+// splits into dX. With one split the kernel writes dX directly and
+// `partial` is dX bound a second time (WebGPU allows one buffer in two
+// writable bindings), untouched.
 //
 // Why not the forward families' decoders: those are fused into their own
 // work split (8-weight parts at strided offsets of a 32-block, two runs of
@@ -26,7 +36,8 @@
 //
 // Constants prepended by gpu.Spec: WG (invocations per workgroup), TM
 // (activation rows per workgroup), NS (rows of W per staging step).
-// Grid: x walks groups of 8·WG columns, z walks tiles of TM activation rows.
+// Grid: x walks groups of 8·WG columns, z walks tiles of TM activation rows
+// and, past them, the row splits (z = split·tiles + tile).
 
 struct Params {
     k: u32,         // columns of W and of dX
@@ -39,14 +50,15 @@ struct Params {
     dx_offset: u32, // float index of dX's element (0, 0)
     flags: u32,     // bit 0: add to dX
     scale: f32,     // multiplies the product
-    _p0: u32,
-    _p1: u32,
+    split_rows: u32, // rows of W per split
+    splits: u32,     // splits of the chunk's rows; 1: write dX directly
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> w: array<u32>;
 @group(0) @binding(2) var<storage, read> dy: array<f32>;
 @group(0) @binding(3) var<storage, read_write> dx: array<f32>;
+@group(0) @binding(4) var<storage, read_write> partial: array<f32>;
 
 // The staged dY tile, TM rows × NS values (naga wants a plain identifier as
 // an array size).
@@ -365,27 +377,32 @@ const NACC: u32 = 2u * TM;
 
 fn backward_input(qt: u32, lid: u32, wid: vec3<u32>) {
     let c = 8u * (wid.x * WG + lid);
-    let j0 = wid.z * TM;
+    let tiles = (p.m + TM - 1u) / TM;
+    let j0 = (wid.z % tiles) * TM;
+    let split = wid.z / tiles;
+    let first = split * p.split_rows;
+    let end = min(first + p.split_rows, p.n);
 
     var acc: array<vec4<f32>, NACC>;
     // Every invocation runs every step and reaches every barrier (the loop
-    // bound depends only on p); threads past k skip the arithmetic.
-    for (var n0 = 0u; n0 < p.n; n0 += NS) {
-        if (n0 > 0u) {
+    // bounds depend only on p and the workgroup id); threads past k skip the
+    // arithmetic.
+    for (var n0 = first; n0 < end; n0 += NS) {
+        if (n0 > first) {
             workgroupBarrier(); // the previous step's reads of sh are done
         }
         for (var q = lid; q < SH; q += WG) {
             let j = q / NS;
             let i = q % NS;
             var g = 0.0;
-            if (j0 + j < p.m && n0 + i < p.n) {
+            if (j0 + j < p.m && n0 + i < end) {
                 g = dy[p.dy_offset + (j0 + j) * p.dy_stride + p.row0 + n0 + i];
             }
             sh[q] = g;
         }
         workgroupBarrier();
         if (c < p.k) {
-            let rows = min(NS, p.n - n0);
+            let rows = min(NS, end - n0);
             for (var i = 0u; i < rows; i++) {
                 let u = unit(qt, n0 + i, c);
                 for (var j = 0u; j < TM; j++) {
@@ -404,6 +421,13 @@ fn backward_input(qt: u32, lid: u32, wid: vec3<u32>) {
         if (j0 + j >= p.m) {
             break;
         }
+        if (p.splits > 1u) {
+            let base = (split * p.m + j0 + j) * p.k + c;
+            for (var t = 0u; t < 8u && c + t < p.k; t++) {
+                partial[base + t] = p.scale * acc[2u * j + t / 4u][t % 4u];
+            }
+            continue;
+        }
         let base = p.dx_offset + (j0 + j) * p.dx_stride + c;
         for (var t = 0u; t < 8u && c + t < p.k; t++) {
             var v = p.scale * acc[2u * j + t / 4u][t % 4u];
@@ -413,6 +437,26 @@ fn backward_input(qt: u32, lid: u32, wid: vec3<u32>) {
             dx[base + t] = v;
         }
     }
+}
+
+// backward_reduce sums the p.splits partial results into dX, one element
+// per invocation (grid from gpu.Grid over m·k elements, wrapping into y).
+@compute @workgroup_size(WG)
+fn backward_reduce(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let e = gid.x + gid.y * nwg.x * WG;
+    let size = p.m * p.k;
+    if (e >= size) {
+        return;
+    }
+    var v = 0.0;
+    for (var s = 0u; s < p.splits; s++) {
+        v += partial[s * size + e];
+    }
+    let i = p.dx_offset + (e / p.k) * p.dx_stride + e % p.k;
+    if ((p.flags & 1u) != 0u) {
+        v += dx[i];
+    }
+    dx[i] = v;
 }
 
 @compute @workgroup_size(WG)

@@ -15,7 +15,7 @@ type matmulBackwardParams struct {
 	DYOffset, DXOffset uint32
 	Flags              uint32
 	Scale              float32
-	_, _               uint32
+	SplitRows, Splits  uint32
 }
 
 // The backward launch: 64 threads own 8 columns each (512 columns of dX per
@@ -66,6 +66,32 @@ type MatmulBackwardOptions struct {
 	DYStride int
 	// DXStride is the float distance between rows of dX; 0 means W.Cols.
 	DXStride int
+	// Partials, when not nil, is scratch space that lets the kernel split
+	// W's rows among workgroups when dX alone gives too few of them: the LM
+	// head sums 262144 rows into m×2304 outputs, 40 workgroups at m = 64,
+	// each walking every row. Each split writes its partial dX (m·k floats)
+	// there and one more dispatch sums them. It must not be dY or dX; room
+	// for fewer than two partials means no split. nil: no split.
+	Partials *gpu.Buffer
+}
+
+// matmulBackwardGroups is how many workgroups a split dispatch aims for:
+// 16 per SM of a 132-SM H200 (1024 threads of 64-thread workgroups each),
+// so each SM has other workgroups to run while one waits on memory.
+const matmulBackwardGroups = 2048
+
+// matmulBackwardSplits chooses how many row splits a chunk of n rows gets:
+// enough to reach matmulBackwardGroups workgroups with groups·tiles of them
+// per split, no split shorter than one staging step of rows, no more than
+// room holds (partials of m·k floats) or the 65535 z limit allows.
+func matmulBackwardSplits(n, groups, tiles, room int) (splits, rows int) {
+	s := (matmulBackwardGroups + groups*tiles - 1) / (groups * tiles)
+	s = min(s, (n+matmulBackwardNS-1)/matmulBackwardNS, room, 65535/tiles)
+	if s < 2 {
+		return 1, n
+	}
+	rows = (n + s - 1) / s
+	return (n + rows - 1) / rows, rows
 }
 
 // MatMulBackwardInput appends dX[m×k] = dY[m×n]·W for the n-row, k-column
@@ -116,6 +142,13 @@ func MatMulBackwardInputWith(c *gpu.Chain, w *gpu.Tensor, dy, dx *gpu.Buffer, m 
 	if dy == dx {
 		return fmt.Errorf("ops: %s: dy and dx are the same buffer %q", kernel, dy.Label())
 	}
+	room := 0
+	if o.Partials != nil {
+		if o.Partials == dy || o.Partials == dx {
+			return fmt.Errorf("ops: %s: the partials buffer %q is dy or dx", kernel, o.Partials.Label())
+		}
+		room = int(o.Partials.Size() / 4 / (uint64(m) * uint64(k)))
+	}
 	if err := checkChunks("matmul backward", w); err != nil {
 		return err
 	}
@@ -138,12 +171,28 @@ func MatMulBackwardInputWith(c *gpu.Chain, w *gpu.Tensor, dy, dx *gpu.Buffer, m 
 		if o.Accumulate || i > 0 {
 			flags = matmulAccumulate
 		}
+		splits, rows := matmulBackwardSplits(ch.Rows, groups, tiles, room)
 		params := matmulBackwardParams{
 			K: uint32(k), N: uint32(ch.Rows), M: uint32(m), Row0: uint32(ch.FirstRow),
 			DYStride: uint32(dys), DXStride: uint32(dxs), DYOffset: uint32(o.DYOffset), DXOffset: uint32(o.DXOffset),
-			Flags: flags, Scale: scale,
+			Flags: flags, Scale: scale, SplitRows: uint32(rows), Splits: uint32(splits),
 		}
-		if err := c.Dispatch(gk, params, [3]uint32{uint32(groups), 1, uint32(tiles)}, ch.Buf, dy, dx); err != nil {
+		partials := dx
+		if splits > 1 {
+			partials = o.Partials
+		}
+		grid := [3]uint32{uint32(groups), 1, uint32(tiles * splits)}
+		if err := c.Dispatch(gk, params, grid, ch.Buf, dy, dx, partials); err != nil {
+			return err
+		}
+		if splits == 1 {
+			continue
+		}
+		rk, err := c.Device().Kernel(gpu.Spec("matmul_backward_input", "backward_reduce", "WG", wg, "TM", matmulBackwardTM, "NS", matmulBackwardNS))
+		if err != nil {
+			return err
+		}
+		if err := c.Dispatch(rk, params, gpu.Grid(m*k, wg), ch.Buf, dy, dx, partials); err != nil {
 			return err
 		}
 	}

@@ -2,6 +2,7 @@ package ops
 
 import (
 	"fmt"
+	"os"
 	"testing"
 
 	"github.com/hearthstudio/hearth/engine/gpu"
@@ -11,27 +12,54 @@ import (
 // BenchmarkMatMulBackwardInput measures dX = dY·W at the square sizes of a
 // 2B and a 7B model's projections, 2048² and 4096², for m =
 // HEARTH_BENCH_M activation rows (default 128, a training micro-batch), as
-// GFLOP/s (2·m·n·k per op) and GB/s of weight bytes read. The lavapipe
-// numbers only compare kernels with each other; the H200 gives the real
-// ones.
+// GFLOP/s (2·m·n·k per op) and GB/s of weight bytes read, each without row
+// splits ("direct") and with room for them ("split", see
+// MatmulBackwardOptions.Partials). The lavapipe numbers only compare
+// kernels with each other; the H200 gives the real ones.
 func BenchmarkMatMulBackwardInput(b *testing.B) {
 	m := benchSize(b, "HEARTH_BENCH_M", 128)
 	for _, n := range []int{2048, 4096} {
 		for _, typ := range []gguf.Type{gguf.TypeF16, gguf.TypeBF16, gguf.TypeQ8_0, gguf.TypeQ4_0, gguf.TypeQ4_K, gguf.TypeQ6_K} {
-			b.Run(fmt.Sprintf("%dx%d/%v", n, n, typ), func(b *testing.B) {
-				w := benchWeight(b, typ, n, n)
-				dy, dx := upload(b, "dy", randVec(2, m*n, 1)), scratch(b, "dx", m*n)
-				op := func(c *gpu.Chain) error { return MatMulBackwardInput(c, w, dy, dx, m) }
+			benchMatMulBackward(b, fmt.Sprintf("%dx%d/%v", n, n, typ), typ, n, n, m)
+		}
+	}
+}
+
+// BenchmarkMatMulBackwardInputHead is the LM head's backward, the largest
+// sum of a training step: Gemma's 262144-token vocabulary × 2304 hidden in
+// Q6_K (496 MB, chunked on lavapipe), one 64-row tile of dLogits. Skipped on
+// a software adapter, where one op takes minutes, unless HEARTH_BENCH_HEAD
+// is set.
+func BenchmarkMatMulBackwardInputHead(b *testing.B) {
+	if dev.Info.Type == "cpu" && os.Getenv("HEARTH_BENCH_HEAD") == "" {
+		b.Skip("a software adapter; set HEARTH_BENCH_HEAD=1 to run it anyway")
+	}
+	benchMatMulBackward(b, "262144x2304/Q6_K", gguf.TypeQ6_K, 262144, 2304, 64)
+}
+
+func benchMatMulBackward(b *testing.B, name string, typ gguf.Type, n, k, m int) {
+	b.Run(name, func(b *testing.B) {
+		w := benchWeight(b, typ, n, k)
+		dy, dx := upload(b, "dy", randVec(2, m*n, 1)), scratch(b, "dx", m*k)
+		parts := scratch(b, "partials", min(64*m*k, int(dev.Limits.MaxStorageBufferBindingSize/4)))
+		for _, split := range []bool{false, true} {
+			o := MatmulBackwardOptions{}
+			mode := "direct"
+			if split {
+				o.Partials, mode = parts, "split"
+			}
+			b.Run(mode, func(b *testing.B) {
+				op := func(c *gpu.Chain) error { return MatMulBackwardInputWith(c, w, dy, dx, m, o) }
 				benchChain(b, 1, op) // compile the pipeline outside the timing
 				b.ResetTimer()
 				benchChain(b, b.N, op)
 				b.StopTimer()
 				s := b.Elapsed().Seconds()
-				b.ReportMetric(2*float64(m)*float64(n)*float64(n)*float64(b.N)/s/1e9, "GFLOP/s")
+				b.ReportMetric(2*float64(m)*float64(n)*float64(k)*float64(b.N)/s/1e9, "GFLOP/s")
 				b.ReportMetric(float64(w.Bytes())*float64(b.N)/s/1e9, "GB/s")
 			})
 		}
-	}
+	})
 }
 
 // BenchmarkMatMulTN measures the LoRA weight gradients at a 7B model's

@@ -113,6 +113,16 @@ func runMatmulBackwardCase(t *testing.T, typ gguf.Type, c matmulBackwardCase) {
 	bdy, bdx := upload(t, "dy", dy), upload(t, "dx", randVec(5, c.m*c.cols, 100))
 	run(t, "matmul backward", func(ch *gpu.Chain) error { return MatMulBackwardInput(ch, w, bdy, bdx, c.m) })
 	assertMatmulBackward(t, "gpu", download(t, bdx, c.m*c.cols), want, bound, c.rows)
+
+	// Again with room for 4 partials: a chunk of 65..128 rows splits in 2,
+	// of 129.. in 3 or 4 (one 64-row staging step at least per split), and
+	// the partials start as garbage too.
+	parts := upload(t, "partials", randVec(6, 4*c.m*c.cols, 100))
+	bdx = upload(t, "dx split", randVec(5, c.m*c.cols, 100))
+	run(t, "matmul backward split", func(ch *gpu.Chain) error {
+		return MatMulBackwardInputWith(ch, w, bdy, bdx, c.m, MatmulBackwardOptions{Partials: parts})
+	})
+	assertMatmulBackward(t, "gpu split", download(t, bdx, c.m*c.cols), want, bound, c.rows)
 }
 
 func TestMatMulBackwardInputMatchesReference(t *testing.T) {
@@ -142,10 +152,13 @@ func TestMatMulBackwardInputMatchesReference(t *testing.T) {
 func TestMatMulBackwardInputChunkedTensor(t *testing.T) {
 	// 37 rows in chunks of 15 (15 + 15 + 7): dX sums over W's rows, so every
 	// chunk after the first must add to what the previous ones wrote, and
-	// each reads its own columns of dY (row0).
+	// each reads its own columns of dY (row0). 150 rows in chunks of 70
+	// (70 + 70 + 10): with partials the first two split in 2 and the last
+	// does not, so split and direct chunks mix.
 	for _, typ := range []gguf.Type{gguf.TypeF16, gguf.TypeQ8_0, gguf.TypeQ4_K} {
-		c := matmulBackwardCase{37, 256, 10, 1, 15}
-		t.Run(typ.String()+"/"+c.String(), func(t *testing.T) { runMatmulBackwardCase(t, typ, c) })
+		for _, c := range []matmulBackwardCase{{37, 256, 10, 1, 15}, {150, 256, 3, 1, 70}} {
+			t.Run(typ.String()+"/"+c.String(), func(t *testing.T) { runMatmulBackwardCase(t, typ, c) })
+		}
 	}
 }
 
@@ -260,5 +273,24 @@ func TestMatMulBackwardInputRejectsBadShapes(t *testing.T) {
 				t.Fatalf("got error %v, want one mentioning %q", err, c.wantErr)
 			}
 		})
+	}
+}
+
+func TestMatMulBackwardSplits(t *testing.T) {
+	// How the rows of a chunk are split: never below one 64-row staging
+	// step, never beyond the partials' room, aiming at 2048 workgroups.
+	for _, c := range []struct{ n, groups, tiles, room, splits, rows int }{
+		{37, 1, 1, 4, 1, 37},              // under two staging steps: no split
+		{70, 1, 1, 4, 2, 35},              // two
+		{130, 1, 1, 4, 3, 44},             // three, the last shorter
+		{1000, 1, 1, 4, 4, 250},           // as many as the room holds
+		{1000, 1, 1, 1, 1, 1000},          // room for one partial: no split
+		{4096, 8, 16, 1 << 20, 16, 256},   // 4096², m = 128: 128 groups × 16
+		{262144, 5, 8, 1 << 20, 52, 5042}, // the Gemma head at m = 64
+	} {
+		s, r := matmulBackwardSplits(c.n, c.groups, c.tiles, c.room)
+		if s != c.splits || r != c.rows {
+			t.Errorf("n=%d groups=%d tiles=%d room=%d: %d splits of %d rows, want %d of %d", c.n, c.groups, c.tiles, c.room, s, r, c.splits, c.rows)
+		}
 	}
 }
