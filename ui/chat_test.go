@@ -470,26 +470,7 @@ func overlayText(w fyne.Window) string {
 	if top == nil {
 		return ""
 	}
-	var b strings.Builder
-	var walk func(o fyne.CanvasObject)
-	walk = func(o fyne.CanvasObject) {
-		switch v := o.(type) {
-		case *widget.Label:
-			b.WriteString(v.Text + "\n")
-		case *widget.RichText:
-			b.WriteString(v.String() + "\n")
-		case *fyne.Container:
-			for _, c := range v.Objects {
-				walk(c)
-			}
-		case fyne.Widget:
-			for _, c := range test.WidgetRenderer(v).Objects() {
-				walk(c)
-			}
-		}
-	}
-	walk(top)
-	return b.String()
+	return shown(top)
 }
 
 // With no model loaded the chat says so, keeps the message, and offers the
@@ -900,13 +881,7 @@ func TestChatContextFull(t *testing.T) {
 	greedy(cv, 0)
 	send(cv, "Hello there")
 	waitReply(t, cv)
-	notice := func() string {
-		var b strings.Builder
-		for _, o := range cv.notice.Objects {
-			b.WriteString(shownText(o))
-		}
-		return b.String()
-	}
+	notice := func() string { return shown(cv.notice) }
 	on(cv, func() {
 		r := cv.cur.Messages[1].Reply
 		if r.Stop != "length" || r.PromptTokens+r.Tokens < 48 {
@@ -926,21 +901,6 @@ func TestChatContextFull(t *testing.T) {
 			t.Errorf("a prompt beyond the context: %d messages, notice %q", len(cv.cur.Messages), notice())
 		}
 	})
-}
-
-// shownText is the text of the labels under o.
-func shownText(o fyne.CanvasObject) string {
-	switch v := o.(type) {
-	case *widget.Label:
-		return v.Text + "\n"
-	case *fyne.Container:
-		var b strings.Builder
-		for _, c := range v.Objects {
-			b.WriteString(shownText(c))
-		}
-		return b.String()
-	}
-	return ""
 }
 
 // Deleting the chat whose reply is being written stops the reply, shows

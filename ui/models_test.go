@@ -66,33 +66,28 @@ func eventually(t *testing.T, l *uiLoop, what string, cond func() bool) {
 // o, joined by newlines: what a user could read.
 func shown(o fyne.CanvasObject) string {
 	var b strings.Builder
-	var walk func(fyne.CanvasObject)
-	walk = func(o fyne.CanvasObject) {
-		if o == nil || !o.Visible() {
-			return
-		}
+	walkShown(o, func(o fyne.CanvasObject) bool {
 		switch v := o.(type) {
 		case *widget.Label:
 			b.WriteString(v.Text + "\n")
-			return
 		case *widget.RichText:
 			b.WriteString(v.String() + "\n")
-			return
 		case *canvas.Text:
 			b.WriteString(v.Text + "\n")
-			return
-		case *fyne.Container:
-			for _, c := range v.Objects {
-				walk(c)
-			}
-		case fyne.Widget:
-			for _, c := range test.WidgetRenderer(v).Objects() {
-				walk(c)
-			}
+		default:
+			return true
 		}
-	}
-	walk(o)
+		return false
+	})
 	return b.String()
+}
+
+// walkShown is walkObjects over what is visible: hidden objects, and what
+// they hold, are skipped.
+func walkShown(o fyne.CanvasObject, f func(fyne.CanvasObject) bool) {
+	walkObjects(o, func(o fyne.CanvasObject) bool {
+		return o != nil && o.Visible() && f(o)
+	})
 }
 
 // dialogs is the text of the dialogs over w.
@@ -110,27 +105,15 @@ func modelsTab(st *studio) fyne.CanvasObject { return st.tabs.Items[3].Content }
 func find[T fyne.CanvasObject](o fyne.CanvasObject, ok func(T) bool) T {
 	var found T
 	done := false
-	var walk func(fyne.CanvasObject)
-	walk = func(o fyne.CanvasObject) {
-		if done || o == nil || !o.Visible() {
-			return
+	walkShown(o, func(o fyne.CanvasObject) bool {
+		if done {
+			return false
 		}
 		if v, is := o.(T); is && (ok == nil || ok(v)) {
 			found, done = v, true
-			return
 		}
-		switch v := o.(type) {
-		case *fyne.Container:
-			for _, c := range v.Objects {
-				walk(c)
-			}
-		case fyne.Widget:
-			for _, c := range test.WidgetRenderer(v).Objects() {
-				walk(c)
-			}
-		}
-	}
-	walk(o)
+		return !done
+	})
 	return found
 }
 

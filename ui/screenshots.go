@@ -73,10 +73,11 @@ func (st *studio) screenshotChat(prompt string) {
 	fyne.DoAndWait(func() {
 		eng = st.engine
 		var box *promptEntry
-		walkObjects(st.tabs.Selected().Content, func(o fyne.CanvasObject) {
+		walkObjects(st.tabs.Selected().Content, func(o fyne.CanvasObject) bool {
 			if e, ok := o.(*promptEntry); ok && box == nil {
 				box = e
 			}
+			return box == nil
 		})
 		if box == nil || box.onSend == nil {
 			fmt.Fprintln(os.Stderr, "hearth: screenshots: no message box in the Chat tab; captured without a chat")
@@ -106,10 +107,12 @@ func (st *studio) screenshotChat(prompt string) {
 	}
 }
 
-// walkObjects calls f with o and everything drawn inside it: the objects
-// of containers and of widgets' renderers.
-func walkObjects(o fyne.CanvasObject, f func(fyne.CanvasObject)) {
-	f(o)
+// walkObjects calls f with o and, when f returns true, with everything
+// drawn inside it: the objects of containers and of widgets' renderers.
+func walkObjects(o fyne.CanvasObject, f func(fyne.CanvasObject) bool) {
+	if !f(o) {
+		return
+	}
 	switch v := o.(type) {
 	case *fyne.Container:
 		for _, c := range v.Objects {
