@@ -47,6 +47,18 @@ const LOWEST: f32 = -3.40282347e38;
 
 var<workgroup> red_m: array<f32, WG>;
 var<workgroup> red_s: array<f32, WG>;
+var<workgroup> tgt: i32;
+
+// target_of reads the row's target through workgroup memory: every lane
+// would read the same word, but WGSL counts a storage read as non-uniform,
+// and the branches on the target precede barriers, which must be reached in
+// uniform control flow.
+fn target_of(lid: u32, row: u32) -> i32 {
+    if (lid == 0u) {
+        tgt = targets[p.target_offset + row];
+    }
+    return workgroupUniformLoad(&tgt);
+}
 
 // tanh for any finite argument (shaders/elementwise.wgsl's tanh_safe, which
 // a family file cannot include, explains the form): the exponential only
@@ -133,7 +145,7 @@ fn forward(
     if (row >= p.rows) {
         return; // uniform: the whole workgroup leaves together
     }
-    let t = targets[p.target_offset + row];
+    let t = target_of(lid, row);
     if (t < 0) {
         if (lid == 0u) {
             loss[p.loss_offset + row] = 0.0;
@@ -158,7 +170,7 @@ fn backward(
         return;
     }
     let base = row * p.n;
-    let t = targets[p.target_offset + row];
+    let t = target_of(lid, row);
     if (t < 0 || u32(t) >= p.n) {
         if (lid == 0u) {
             loss[p.loss_offset + row] = select(bitcast<f32>(0x7fc00000u), 0.0, t < 0);
