@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"math"
@@ -87,22 +86,11 @@ func writeHFQwen2(t *testing.T) string {
 	return dir
 }
 
-func runImport(t *testing.T, args ...string) (string, string, error) {
-	t.Helper()
-	cmd := newImportCmd()
-	var out, errOut bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(&errOut)
-	cmd.SetArgs(args)
-	err := cmd.Execute()
-	return out.String(), errOut.String(), err
-}
-
 func TestImportCommand(t *testing.T) {
 	dir := writeHFQwen2(t)
 	out := filepath.Join(t.TempDir(), "qwen2.gguf")
 
-	stdout, _, err := runImport(t, dir, out)
+	stdout, _, err := execute(newImportCmd(), dir, out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +100,7 @@ func TestImportCommand(t *testing.T) {
 		}
 	}
 
-	stdout, _, err = runImport(t, dir, out, "--type", "f16", "--json", "--name", "Tiny Qwen")
+	stdout, _, err = execute(newImportCmd(), dir, out, "--type", "f16", "--json", "--name", "Tiny Qwen")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +145,7 @@ func TestImportCommandErrors(t *testing.T) {
 		{[]string{filepath.Join(dir, "nope"), "x.gguf"}, "config.json"},
 		{[]string{dir}, "accepts 2 arg(s)"},
 	} {
-		_, _, err := runImport(t, c.args...)
+		_, _, err := execute(newImportCmd(), c.args...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: err = %v, want %q", c.args, err, c.want)
 		}
@@ -165,7 +153,7 @@ func TestImportCommandErrors(t *testing.T) {
 	// A folder the importer refuses leaves no output behind.
 	os.Remove(filepath.Join(dir, "tokenizer.json"))
 	out := filepath.Join(t.TempDir(), "x.gguf")
-	if _, _, err := runImport(t, dir, out); err == nil {
+	if _, _, err := execute(newImportCmd(), dir, out); err == nil {
 		t.Fatal("import without a tokenizer succeeded")
 	}
 	if _, err := os.Stat(out); !os.IsNotExist(err) {

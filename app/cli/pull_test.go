@@ -46,24 +46,13 @@ func pullHub(t *testing.T, data []byte) *httptest.Server {
 
 const pullCommit = "89abcdef0123456789abcdef0123456789abcdef"
 
-func runPull(t *testing.T, args ...string) (string, string, error) {
-	t.Helper()
-	cmd := newPullCmd()
-	var out, errOut bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(&errOut)
-	cmd.SetArgs(args)
-	err := cmd.Execute()
-	return out.String(), errOut.String(), err
-}
-
 func TestPullCommand(t *testing.T) {
 	data := bytes.Repeat([]byte("GGUF pull test "), 40000)
 	srv := pullHub(t, data)
 	sum := sha256.Sum256(data)
 	want := filepath.Join(os.Getenv("HF_HUB_CACHE"), "models--owner--repo", "snapshots", pullCommit, "sub", "m.gguf")
 
-	stdout, _, err := runPull(t, "owner/repo:sub/m.gguf", "--json")
+	stdout, _, err := execute(newPullCmd(), "owner/repo:sub/m.gguf", "--json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +69,7 @@ func TestPullCommand(t *testing.T) {
 	}
 
 	// Again, by URL and without --json: the path alone, nothing fetched.
-	stdout, _, err = runPull(t, srv.URL+"/owner/repo/blob/main/sub/m.gguf?download=true")
+	stdout, _, err = execute(newPullCmd(), srv.URL+"/owner/repo/blob/main/sub/m.gguf?download=true")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +89,7 @@ func TestPullErrors(t *testing.T) {
 		{"https://example.com/owner/repo/resolve/main/m.gguf", "is not the Hugging Face hub"},
 	}
 	for _, c := range cases {
-		_, _, err := runPull(t, c.spec)
+		_, _, err := execute(newPullCmd(), c.spec)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("hearth pull %s: %v, want an error containing %q", c.spec, err, c.want)
 		}

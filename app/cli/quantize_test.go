@@ -83,17 +83,6 @@ func writeQuantizeModel(t *testing.T, dir string) string {
 	return path
 }
 
-func runQuantize(t *testing.T, args ...string) (stdout, stderr string, err error) {
-	t.Helper()
-	cmd := newQuantizeCmd()
-	var out, errOut bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(&errOut)
-	cmd.SetArgs(args)
-	err = cmd.Execute()
-	return out.String(), errOut.String(), err
-}
-
 func tensorTypes(t *testing.T, path string) map[string]gguf.Type {
 	t.Helper()
 	f, err := gguf.Open(path)
@@ -112,7 +101,7 @@ func TestQuantizeCommand(t *testing.T) {
 	dir := t.TempDir()
 	in := writeQuantizeModel(t, dir)
 	out := filepath.Join(dir, "q4km.gguf")
-	stdout, stderr, err := runQuantize(t, in, out, "q4_k_m")
+	stdout, stderr, err := execute(newQuantizeCmd(), in, out, "q4_k_m")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +142,7 @@ func TestQuantizeJSONAndKeep(t *testing.T) {
 	dir := t.TempDir()
 	in := writeQuantizeModel(t, dir)
 	out := filepath.Join(dir, "q8.gguf")
-	stdout, _, err := runQuantize(t, in, out, "Q8_0", "--json", "--keep", `attn_q\.`, "--keep", "^output\\.weight$")
+	stdout, _, err := execute(newQuantizeCmd(), in, out, "Q8_0", "--json", "--keep", `attn_q\.`, "--keep", "^output\\.weight$")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +182,7 @@ func TestQuantizeDryRun(t *testing.T) {
 	dir := t.TempDir()
 	in := writeQuantizeModel(t, dir)
 	out := filepath.Join(dir, "never.gguf")
-	stdout, _, err := runQuantize(t, in, out, "Q4_0", "--dry-run")
+	stdout, _, err := execute(newQuantizeCmd(), in, out, "Q4_0", "--dry-run")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +224,7 @@ func TestQuantizeErrors(t *testing.T) {
 		{"no such dir", []string{in, filepath.Join(dir, "nodir", "out.gguf"), "Q4_0"}, []string{filepath.Join(dir, "nodir", "out.gguf.tmp")}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, _, err := runQuantize(t, c.args...)
+			_, _, err := execute(newQuantizeCmd(), c.args...)
 			if err == nil {
 				t.Fatal("no error")
 			}
