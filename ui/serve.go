@@ -13,7 +13,6 @@ import (
 	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/widget"
 
-	"github.com/hearthstudio/hearth/app/library"
 	"github.com/hearthstudio/hearth/app/server"
 )
 
@@ -35,18 +34,8 @@ type apiServer struct {
 // lists now, resolved by name only, so a request can never name a path.
 type studioModels struct{ st *studio }
 
-func (m studioModels) current() server.Models {
-	m.st.libMu.Lock()
-	lib := m.st.lib
-	m.st.libMu.Unlock()
-	if lib == nil {
-		lib = library.New(m.st.baseRoots)
-	}
-	return server.Library(lib)
-}
-
-func (m studioModels) List() []server.Model                { return m.current().List() }
-func (m studioModels) Resolve(name string) (string, error) { return m.current().Resolve(name) }
+func (m studioModels) List() []server.Model                { return m.st.models().List() }
+func (m studioModels) Resolve(name string) (string, error) { return m.st.resolve(name) }
 
 func (a *apiServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	(*a.handler.Load()).ServeHTTP(w, r)

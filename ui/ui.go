@@ -23,6 +23,7 @@ import (
 
 	"github.com/hearthstudio/hearth/app"
 	"github.com/hearthstudio/hearth/app/library"
+	"github.com/hearthstudio/hearth/app/server"
 	"github.com/hearthstudio/hearth/app/settings"
 	"github.com/hearthstudio/hearth/assets"
 	"github.com/hearthstudio/hearth/engine/gpu"
@@ -206,20 +207,27 @@ func (st *studio) engineOptions() app.EngineOptions {
 	}
 }
 
-// resolve turns a library name (or a path) into the file the engine
-// loads. It runs on the engine goroutine.
+// resolve turns a library name into the file the engine loads. It runs
+// on the engine goroutine. Names only, never paths: the studio loads only
+// entries of its library, by name, and the API server shares this engine,
+// whose requests must not reach a file the library does not list. (The
+// command line's library.Resolve lets a path win, so a folder named like a
+// model in the working directory would have shadowed the model.)
 func (st *studio) resolve(name string) (string, error) {
+	return st.models().Resolve(name)
+}
+
+// models is the catalogue of the library's last scan, or of a first scan
+// of the other tools' stores before it is done. It is read on the engine
+// goroutine and the API server's.
+func (st *studio) models() server.Models {
 	st.libMu.Lock()
 	lib := st.lib
 	st.libMu.Unlock()
 	if lib == nil {
 		lib = library.New(st.baseRoots)
 	}
-	e, err := lib.Resolve(name)
-	if err != nil {
-		return "", err
-	}
-	return e.Path, nil
+	return server.Library(lib)
 }
 
 // restartEngine replaces the engine after a change of adapter or backend.
