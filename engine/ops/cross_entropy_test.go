@@ -55,8 +55,8 @@ func ceStats(logits []float32, rows, vocab int, softcap float32) (rowMax, prob, 
 			z[i] = float64(logits[r*vocab+i])
 			dcap[r*vocab+i] = 1
 			if c > 0 {
-				th := math.Tanh(z[i] / c)
-				z[i], dcap[r*vocab+i] = c*th, 1-th*th
+				s := 1 / math.Cosh(z[i]/c)
+				z[i], dcap[r*vocab+i] = c*math.Tanh(z[i]/c), s*s
 			}
 			m = math.Max(m, z[i])
 		}

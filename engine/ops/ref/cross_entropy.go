@@ -64,8 +64,11 @@ func crossEntropy64(x []float64, t int, c float64) (loss float64, grad []float64
 			g--
 		}
 		if c > 0 {
-			th := math.Tanh(x[i] / c)
-			g *= 1 - th*th
+			// 1 − tanh² as 1/cosh²: tanh rounds to exactly 1 past |x/c| ≈ 19,
+			// where 1 − tanh² would give 0 for a derivative still ~1e-16
+			// (the kernel keeps it, down to f32's range).
+			s := 1 / math.Cosh(x[i]/c)
+			g *= s * s
 		}
 		grad[i] = g
 	}
