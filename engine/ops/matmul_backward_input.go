@@ -30,8 +30,8 @@ const (
 	matmulBackwardNS = 64
 )
 
-// matmulBackwardTypes are the weight types MatMulBackwardInput decodes, with their
-// entry point suffix.
+// matmulBackwardTypes are the weight types MatMulBackwardInput decodes,
+// with their entry point suffix.
 var matmulBackwardTypes = map[gguf.Type]string{
 	gguf.TypeF32: "f32", gguf.TypeF16: "f16", gguf.TypeBF16: "bf16",
 	gguf.TypeQ4_0: "q4_0", gguf.TypeQ4_1: "q4_1", gguf.TypeQ5_0: "q5_0", gguf.TypeQ5_1: "q5_1", gguf.TypeQ8_0: "q8_0",
