@@ -11,13 +11,13 @@
 // pairwise, then each invocation writes its strided floats. The grid may wrap
 // into y past 65535 rows (gpu.Grid with one "thread" per row).
 //
-// rmsnorm_rstd + rmsnorm_weight_grad: the first writes each row's r to rstd
-// (one workgroup per row), the second gives each column j its own invocation,
-// which sums dy * x * r down the rows in order: deterministic, with no
-// atomics, and coalesced since neighbouring invocations read neighbouring
-// columns. Its parallelism is only dim invocations, which is plenty for a
-// residual norm of 2048+ columns and slow for a 128-column QK-norm over
-// thousands of rows; LoRA freezes the norms, so this path is rarely run.
+// rmsnorm_rstd + rmsnorm_weight_partial + rmsnorm_weight_grad: the first
+// writes each row's r to the scratch buffer rstd (one workgroup per row),
+// the second sums dy * x * r down blocks of ROW_BLOCK rows per column (an
+// invocation per column and block, neighbours on neighbouring columns, so
+// reads coalesce), the third adds each column's blocks in order: the same
+// bits every run, with no atomics. scratch: rows floats of r, then
+// ceil(rows / ROW_BLOCK) x dim partials.
 //
 // Every storage binding is read_write so one buffer may fill several slots
 // (see norm.wgsl): dx may be x or dy, since an invocation reads the row's
@@ -45,6 +45,14 @@ const FLAG_ACCUMULATE: u32 = 4u; // out += gradient instead of out = gradient
 @group(0) @binding(5) var<storage, read_write> out: array<f32>; // dx, or dw
 
 var<workgroup> red: array<vec2<f32>, WG>;
+
+// ROW_BLOCK is the rows one invocation of rmsnorm_weight_partial sums.
+// Lavapipe (Mesa's gallivm) ends an invocation's loops after 65535
+// iterations in all (its loop limiter, LP_MAX_TGSI_LOOP_ITERATIONS, is one
+// counter per invocation), which silently dropped the rows past 65535 of a
+// single 70000-row loop; splitting the rows also gives a 128-column QK-norm
+// over thousands of rows more than 128 invocations.
+const ROW_BLOCK: u32 = 4096u;
 
 // workgroup_sum2 adds every invocation's v, two sums at once. It ends with a
 // barrier so that a next call may reuse red.
@@ -128,16 +136,40 @@ fn rmsnorm_rstd(
     }
 }
 
+// rmsnorm_weight_partial: invocation (j, c) sums dy * x * r down rows
+// [c * ROW_BLOCK, (c + 1) * ROW_BLOCK) of column j into
+// scratch[rows + c * dim + j]; grid x covers the columns (gid.x), grid y the
+// row blocks (wid.y).
+@compute @workgroup_size(WG)
+fn rmsnorm_weight_partial(
+    @builtin(global_invocation_id) gid: vec3<u32>,
+    @builtin(workgroup_id) wid: vec3<u32>,
+) {
+    let j = gid.x;
+    if (j >= p.dim) {
+        return;
+    }
+    let r0 = wid.y * ROW_BLOCK;
+    let r1 = min(r0 + ROW_BLOCK, p.rows);
+    var s = 0.0;
+    for (var row = r0; row < r1; row++) {
+        let i = row * p.dim + j;
+        s += dy[i] * x[i] * rstd[row];
+    }
+    rstd[p.rows + wid.y * p.dim + j] = s;
+}
+
+// rmsnorm_weight_grad: column j adds its row blocks' partials in order.
 @compute @workgroup_size(WG)
 fn rmsnorm_weight_grad(@builtin(global_invocation_id) gid: vec3<u32>) {
     let j = gid.x;
     if (j >= p.dim) {
         return;
     }
+    let blocks = (p.rows + ROW_BLOCK - 1u) / ROW_BLOCK;
     var s = 0.0;
-    for (var row = 0u; row < p.rows; row++) {
-        let i = row * p.dim + j;
-        s += dy[i] * x[i] * rstd[row];
+    for (var c = 0u; c < blocks; c++) {
+        s += rstd[p.rows + c * p.dim + j];
     }
     store(j, s);
 }

@@ -82,31 +82,54 @@ func RMSNormBackward(c *gpu.Chain, x, w, dy, dx *gpu.Buffer, a NormBackwardArgs)
 		gpu.Grid(a.Rows, 1), x, w, dy, x, dx)
 }
 
+// normRowBlock is ROW_BLOCK in shaders/norm_backward.wgsl.
+const normRowBlock = 4096
+
+// RMSNormWeightGradScratch is the scratch, in floats, RMSNormWeightGrad
+// needs for a: each row's 1/rms, then a partial sum per column per block of
+// 4096 rows.
+func RMSNormWeightGradScratch(a NormArgs) int {
+	return a.Rows + (a.Rows+normRowBlock-1)/normRowBlock*a.Dim
+}
+
 // RMSNormWeightGrad appends dw = sum over rows of dy * x^, the gradient of
 // RMSNorm's weight (the same whether it is applied as w or as 1 + w), Dim
-// floats; with a.Accumulate, dw += it. rstd is scratch of at least Rows
-// floats that receives each row's 1/rms first. dw must be another buffer
-// than x, dy and rstd.
-func RMSNormWeightGrad(c *gpu.Chain, x, dy, rstd, dw *gpu.Buffer, a NormBackwardArgs) error {
+// floats; with a.Accumulate, dw += it. scratch holds
+// RMSNormWeightGradScratch(a.NormArgs) floats. dw must be another buffer
+// than x, dy and scratch. The sum runs in a fixed order (blocks of rows,
+// then the blocks in order): the same bits every run.
+func RMSNormWeightGrad(c *gpu.Chain, x, dy, scratch, dw *gpu.Buffer, a NormBackwardArgs) error {
 	const kernel = "rmsnorm_weight_grad"
 	if err := a.check(kernel); err != nil {
 		return err
 	}
 	n := a.Rows * a.Dim
-	for _, o := range []operand{{"x", x, n}, {"dy", dy, n}, {"rstd", rstd, a.Rows}, {"dw", dw, a.Dim}} {
+	need := RMSNormWeightGradScratch(a.NormArgs)
+	if int64(a.Rows)+int64((a.Rows+normRowBlock-1)/normRowBlock)*int64(a.Dim) > math.MaxUint32 {
+		return fmt.Errorf("ops: %s: scratch for %dx%d overflows the kernel's 32-bit index", kernel, a.Rows, a.Dim)
+	}
+	for _, o := range []operand{{"x", x, n}, {"dy", dy, n}, {"scratch", scratch, need}, {"dw", dw, a.Dim}} {
 		if err := needF32(kernel, o.what, o.buf, o.n); err != nil {
 			return err
 		}
 	}
-	if dw == x || dw == dy || dw == rstd || rstd == x || rstd == dy {
-		return fmt.Errorf("ops: %s: dw %q and rstd %q must be distinct from each other and the inputs", kernel, dw.Label(), rstd.Label())
+	if dw == x || dw == dy || dw == scratch || scratch == x || scratch == dy {
+		return fmt.Errorf("ops: %s: dw %q and scratch %q must be distinct from each other and the inputs", kernel, dw.Label(), scratch.Label())
 	}
 	params := a.params(false)
-	wgSize := normWG(a.Dim)
-	if err := dispatch(c, gpu.Spec("norm_backward", "rmsnorm_rstd", "WG", wgSize), params,
-		gpu.Grid(a.Rows, 1), x, x, dy, rstd, dw); err != nil {
+	if err := dispatch(c, gpu.Spec("norm_backward", "rmsnorm_rstd", "WG", normWG(a.Dim)), params,
+		gpu.Grid(a.Rows, 1), x, x, dy, scratch, dw); err != nil {
+		return err
+	}
+	cols := (a.Dim + wg - 1) / wg
+	blocks := (a.Rows + normRowBlock - 1) / normRowBlock
+	if cols > 65535 || blocks > 65535 {
+		return fmt.Errorf("ops: %s: %dx%d needs a %dx%d grid, over 65535", kernel, a.Rows, a.Dim, cols, blocks)
+	}
+	if err := dispatch(c, gpu.Spec("norm_backward", "rmsnorm_weight_partial", "WG", wg), params,
+		[3]uint32{uint32(cols), uint32(blocks), 1}, x, x, dy, scratch, dw); err != nil {
 		return err
 	}
 	return dispatch(c, gpu.Spec("norm_backward", "rmsnorm_weight_grad", "WG", wg), params,
-		gpu.Grid(a.Dim, wg), x, x, dy, rstd, dw)
+		gpu.Grid(a.Dim, wg), x, x, dy, scratch, dw)
 }

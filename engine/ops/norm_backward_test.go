@@ -11,21 +11,26 @@ import (
 )
 
 // rmsNormBackwardTol returns the tolerances of dx and dw against the float64
-// references, element by element, from the magnitude of the terms that make
-// each (so that a dx that cancels to near zero is held to the size of what
-// cancelled, not to its own):
+// references, element by element, from the magnitude of what the kernels
+// round (so that a dx that cancels to near zero is held to the size of what
+// cancelled, not to its own).
 //
-//	dx_j:  r (|g_j dy_j| + |x_j| r^2 sum_k |g_k dy_k x_k| / dim)
-//	dw_j:  sum_rows |dy_j x_j| r
+// dx_j: r (|g_j dy_j| + |x_j| r^2 sum_k |g_k dy_k x_k| / dim), times a count
+// of roundings: the kernel's two row sums are a run of ceil(dim/WG) terms per
+// invocation and a log2(WG)-level tree, each adding at most one rounding of
+// the partial sum; r carries half the sum of squares' error plus
+// inverseSqrt's 2 ulps, k = r^2 sum/dim a few more, and the final expression
+// 4: ceil(dim/WG) + log2(WG) + 8, doubled because the bound adds the two
+// sums' errors.
 //
-// times f32Eps times a count of roundings. The kernel's two row sums are a
-// run of ceil(dim/WG) terms per invocation and a log2(WG)-level tree, each
-// level or term adding at most one rounding of the partial sum; r carries
-// half the sum of squares' error plus inverseSqrt's 2 ulps, k = r^2 sum/dim
-// a few more, and the final expression 4: ceil(dim/WG) + log2(WG) + 8,
-// doubled because the bound adds the two sums' errors. dw adds a rounding
-// per row of its running sum down the column. These are worst-case sums of
-// roundings; the logged fractions show what the kernels use.
+// dw_j: each term dy x r carries r's error and two products (half the count
+// above + 4, of sum |terms|), and the running sums, down each block of 4096
+// rows and then over the blocks, a rounding of each partial sum's size: the
+// bound follows the kernel's order and adds those |partial sums| exactly,
+// which for terms of random sign (partial sums ~ sqrt(k)) is far tighter
+// than n eps sum |terms| and catches a dropped row (n eps sum |terms| did
+// not: it let lavapipe's 65535-iteration loop limit drop 4465 of 70000
+// rows).
 func rmsNormBackwardTol(x, w, dy []float32, a NormArgs) (tolX, tolW []float64) {
 	wgSize := normWG(a.Dim)
 	levels := float64((a.Dim+wgSize-1)/wgSize + bits.Len(uint(wgSize)) - 1 + 8)
@@ -40,7 +45,10 @@ func rmsNormBackwardTol(x, w, dy []float32, a NormArgs) (tolX, tolW []float64) {
 		return float64(w[j])
 	}
 	tolX, tolW = make([]float64, a.Rows*a.Dim), make([]float64, a.Dim)
-	colSum := make([]float64, a.Dim)
+	colAbs := make([]float64, a.Dim)   // sum |terms|
+	partials := make([]float64, a.Dim) // the running sum of the current block
+	blockSum := make([]float64, a.Dim) // the running sum of finished blocks
+	runAbs := make([]float64, a.Dim)   // sum of |running sums|
 	for r := range a.Rows {
 		ss, sa := 0.0, 0.0
 		for j := range a.Dim {
@@ -53,11 +61,19 @@ func rmsNormBackwardTol(x, w, dy []float32, a NormArgs) (tolX, tolW []float64) {
 			i := r*a.Dim + j
 			terms := inv * (math.Abs(gain(j)*float64(dy[i])) + math.Abs(float64(x[i]))*inv*inv*sa/float64(a.Dim))
 			tolX[i] = 2 * levels * f32Eps * terms
-			colSum[j] += math.Abs(float64(dy[i]) * float64(x[i]) * inv)
+			term := float64(dy[i]) * float64(x[i]) * inv
+			colAbs[j] += math.Abs(term)
+			partials[j] += term
+			runAbs[j] += math.Abs(partials[j])
+			if (r+1)%normRowBlock == 0 || r == a.Rows-1 {
+				blockSum[j] += partials[j]
+				runAbs[j] += math.Abs(blockSum[j])
+				partials[j] = 0
+			}
 		}
 	}
 	for j := range tolW {
-		tolW[j] = 2 * (levels + float64(a.Rows)) * f32Eps * colSum[j]
+		tolW[j] = 2 * f32Eps * ((levels/2+4)*colAbs[j] + runAbs[j])
 	}
 	return tolX, tolW
 }
@@ -99,7 +115,7 @@ func checkRMSNormBackward(t *testing.T, seed uint64, a NormArgs, weight bool, xS
 	run(t, "rmsnorm backward accumulate", func(c *gpu.Chain) error { return RMSNormBackward(c, bx, bw, bdy, acc, ba) })
 	assertWithin(t, "rmsnorm backward accumulate", download(t, acc, n), accWant, accTol)
 
-	rstd, dw := scratch(t, "rstd", a.Rows), scratch(t, "dw", a.Dim)
+	rstd, dw := scratch(t, "scratch", RMSNormWeightGradScratch(a)), scratch(t, "dw", a.Dim)
 	ba.Accumulate = false
 	run(t, "rmsnorm weight grad", func(c *gpu.Chain) error { return RMSNormWeightGrad(c, bx, bdy, rstd, dw, ba) })
 	assertWithin(t, "rmsnorm weight grad", download(t, dw, a.Dim), wantW, tolW)
@@ -163,7 +179,8 @@ func TestRMSNormBackwardWideMagnitude(t *testing.T) {
 
 func TestRMSNormBackwardGridWrap(t *testing.T) {
 	// 70000 rows: past 65535 workgroups, so the grid wraps into y; the
-	// weight gradient sums 70000 rows down each column.
+	// weight gradient sums 70000 rows down each column, 18 blocks of 4096
+	// (a single loop over them lost the rows past 65535 on lavapipe).
 	checkRMSNormBackward(t, 53, NormArgs{Rows: 70000, Dim: 3, Eps: 1e-6}, true, 2, 1.5, 1)
 }
 
@@ -193,13 +210,13 @@ func TestRMSNormBackwardReferenceMatchesFiniteDifferences(t *testing.T) {
 
 func TestRMSNormBackwardRejectsBadShapes(t *testing.T) {
 	x, w, dy, short := scratch(t, "x", 40), scratch(t, "w", 8), scratch(t, "dy", 40), scratch(t, "short", 7)
-	rstd, dw := scratch(t, "rstd", 5), scratch(t, "dw", 8)
+	ok := NormBackwardArgs{NormArgs: NormArgs{Rows: 5, Dim: 8, Eps: 1e-6}}
+	rstd, dw := scratch(t, "scratch", RMSNormWeightGradScratch(ok.NormArgs)), scratch(t, "dw", 8)
 	c, err := dev.NewChain("bad rmsnorm backward")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Discard()
-	ok := NormBackwardArgs{NormArgs: NormArgs{Rows: 5, Dim: 8, Eps: 1e-6}}
 	with := func(f func(a *NormBackwardArgs)) NormBackwardArgs { a := ok; f(&a); return a }
 	for _, tc := range []struct {
 		what string
@@ -215,7 +232,7 @@ func TestRMSNormBackwardRejectsBadShapes(t *testing.T) {
 		{"one-plus without weight", RMSNormBackward(c, x, nil, dy, x, with(func(a *NormBackwardArgs) { a.OnePlus = true }))},
 		{"nil dy", RMSNormBackward(c, x, w, nil, x, ok)},
 		{"weight grad nil rstd", RMSNormWeightGrad(c, x, dy, nil, dw, ok)},
-		{"weight grad rstd too short", RMSNormWeightGrad(c, x, dy, scratch(t, "r4", 4), dw, ok)},
+		{"weight grad scratch too short", RMSNormWeightGrad(c, x, dy, scratch(t, "s12", 12), dw, ok)},
 		{"weight grad short dw", RMSNormWeightGrad(c, x, dy, rstd, short, ok)},
 		{"weight grad dw is dy", RMSNormWeightGrad(c, x, dy, rstd, dy, ok)},
 		{"weight grad rstd is x", RMSNormWeightGrad(c, x, dy, x, dw, ok)},
