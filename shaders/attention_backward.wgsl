@@ -41,6 +41,14 @@
 // into private accumulators summed through shared memory at the end. Shared
 // memory is about 9 KB at WG 256, within WebGPU's 16 KB default.
 //
+// Lavapipe ends an invocation's loops after 65535 iterations in all (Mesa
+// gallivm's loop limiter, one counter per invocation; a 70000-row loop lost
+// its last 4465 rows). A tile here costs an invocation about 200 loop
+// iterations (the dims of its dot products, the tile scans, the
+// accumulation), so on lavapipe a row may stream up to ~20000 keys (or a key
+// ~20000 query rows of its group) before results go wrong; GPUs have no such
+// limit. Training sequences of 512 to 4096 stay far inside it.
+//
 // Constants: WG, the workgroup size: 64, 128 or 256.
 
 struct Params {

@@ -18,6 +18,10 @@
 // norm, not the squares, so that 1/accumulation-steps factors never
 // underflow a square.
 //
+// The finishing pass loops partials / WG times per invocation: a billion
+// gradient floats make 244141 partials, 954 iterations, far inside the
+// 65535 loop iterations lavapipe lets an invocation run.
+//
 // Constants: WG, the workgroup size, a power of two; PER, floats per
 // invocation in the first pass.
 

@@ -287,3 +287,41 @@ func TestAdamWRejectsBadArgs(t *testing.T) {
 		t.Errorf("a rejected shape reached the chain: %v", c.Err())
 	}
 }
+
+func TestAdamWGridWrap(t *testing.T) {
+	// 70000 elements at a workgroup of one wrap the grid into y; the
+	// index code is the dispatcher's.
+	const n = 70000
+	a := AdamWArgs{N: n, LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, Step: 7}
+	s := newAdamWState(73, n, 1, 0.1, false)
+	want := copyState(s)
+	ref.AdamW(want.p, want.g, want.m, want.v, 1, ref.AdamWArgs{LR: a.LR, Beta1: a.Beta1, Beta2: a.Beta2, Eps: a.Eps, WeightDecay: a.WeightDecay, Step: a.Step})
+	tp, tm, tv := adamWTol(s, want, 1, a)
+	bp, bg, bm, bv := upload(t, "p", s.p), upload(t, "g", s.g), upload(t, "m", s.m), upload(t, "v", s.v)
+	run(t, "adamw wrap", func(c *gpu.Chain) error {
+		return dispatch(c, gpu.Spec("adamw", "adamw", "WG", 1), a.params(false), gpu.Grid(n, 1), bp, bg, bm, bv, bg)
+	})
+	assertWithin(t, "adamw wrap m", download(t, bm, n), want.m, tm)
+	assertWithin(t, "adamw wrap v", download(t, bv, n), want.v, tv)
+	assertWithin(t, "adamw wrap p", download(t, bp, n), want.p, tp)
+}
+
+func TestGradNormGridWrap(t *testing.T) {
+	// The first pass at a workgroup of one float (WG 1, PER 1): 70000
+	// partials, past 65535 workgroups, so the grid wraps into y; the
+	// finishing pass, at the dispatcher's 256, folds 274 partials per
+	// invocation and 8 tree levels: 300 roundings of the sum of positive
+	// terms at most. (A finishing pass at WG 1 would loop 70000 times, past
+	// the 65535 loop iterations lavapipe lets an invocation run.)
+	const n = 70000
+	g := randVec(74, n, 1)
+	bg, partials, out := upload(t, "grad", g), scratch(t, "partials", n), scratch(t, "out", 2)
+	run(t, "grad norm wrap", func(c *gpu.Chain) error {
+		if err := dispatch(c, gpu.Spec("grad_norm", "sumsq_partial", "WG", 1, "PER", 1), gradNormParams{N: n}, gpu.Grid(n, 1), bg, partials, out); err != nil {
+			return err
+		}
+		return dispatch(c, gpu.Spec("grad_norm", "grad_norm_finish", "WG", wg, "PER", 1), gradNormParams{N: n, Scale: 1}, [3]uint32{1, 1, 1}, partials, partials, out)
+	})
+	norm, _ := ref.GradNorm([][]float32{g}, 1, 0)
+	assertWithin(t, "grad norm wrap", download(t, out, 1), []float32{float32(norm)}, []float64{300 * f32Eps * norm})
+}

@@ -218,3 +218,24 @@ func TestElementwiseBackwardRejectsBadShapes(t *testing.T) {
 		t.Errorf("a rejected shape reached the chain: %v", c.Err())
 	}
 }
+
+func TestElementwiseBackwardGridWrap(t *testing.T) {
+	// 70000 elements at a workgroup of one wrap the grid into y (at the
+	// dispatchers' 256 it would take 16.8M); the index code is the same.
+	const n = 70000
+	grid := gpu.Grid(n, 1)
+	if grid[1] < 2 {
+		t.Fatalf("grid %v does not wrap", grid)
+	}
+	gate, up, dy := randVec(45, n, 4), randVec(46, n, 2), randVec(47, n, 1)
+	wantG, wantU := ref.GeGLUBackward(gate, up, dy)
+	tolG, tolU := gluBackwardTol(actGELU, gate, up, dy)
+	bg, bu, bd := upload(t, "gate", gate), upload(t, "up", up), upload(t, "dy", dy)
+	dg, du := scratch(t, "d_gate", n), scratch(t, "d_up", n)
+	run(t, "geglu backward wrap", func(c *gpu.Chain) error {
+		spec := gpu.Spec("elementwise_backward", "glu_backward", "WG", 1, "ACT", actGELU)
+		return dispatch(c, spec, elementwiseBackwardParams{N: n}, grid, bg, bu, bd, dg, du)
+	})
+	assertWithin(t, "geglu backward wrap d_gate", download(t, dg, n), wantG, tolG)
+	assertWithin(t, "geglu backward wrap d_up", download(t, du, n), wantU, tolU)
+}
