@@ -89,6 +89,9 @@ func (a *apiServer) stop(wait bool) {
 	srv, ln := a.srv, a.ln
 	a.srv, a.ln, a.url = nil, nil, ""
 	ln.Close()
+	// Idle keep-alive connections close now too, so no client is answered
+	// once the switch is off; Shutdown would close them, but later.
+	srv.SetKeepAlivesEnabled(false)
 	shutdown := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
