@@ -17,6 +17,7 @@ import (
 	"fyne.io/fyne/v2/widget"
 
 	"github.com/hearthstudio/hearth/app/chats"
+	"github.com/hearthstudio/hearth/app/library"
 	"github.com/hearthstudio/hearth/app/settings"
 	"github.com/hearthstudio/hearth/engine/synth"
 )
@@ -146,9 +147,14 @@ func on(cv *chatView, f func()) { loopOf(cv).wait(f) }
 // goes through the same code as a user's, and answers in milliseconds.
 func loadTiny(t *testing.T, st *studio) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "tiny-llama.gguf")
-	writeTiny(t, path)
-	if _, err := st.engine.Load(context.Background(), path, nil); err != nil {
+	dir := t.TempDir()
+	writeTiny(t, filepath.Join(dir, "tiny-llama.gguf"))
+	// The studio's engine loads library names only, so the model goes
+	// through a library that lists it, as a model the user chose does.
+	st.libMu.Lock()
+	st.lib = library.New(library.Roots{Folders: []string{dir}})
+	st.libMu.Unlock()
+	if _, err := st.engine.Load(context.Background(), "tiny-llama", nil); err != nil {
 		t.Fatal(err)
 	}
 }
