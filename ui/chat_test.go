@@ -436,6 +436,7 @@ func TestChatHistorySurvivesARestart(t *testing.T) {
 		id, reply = cv.cur.ID, cv.cur.Messages[1].Content
 		cv.close()
 	})
+	st.settingsOut.flush() // as closing the studio does
 	dir := filepath.Join(st.dir, "chats")
 	good, err := os.ReadFile(filepath.Join(dir, id+".json"))
 	if err != nil {
@@ -631,9 +632,8 @@ func TestSamplingForm(t *testing.T) {
 			}
 		}
 	})
-	saved, err := settings.Load(st.settingsPath())
-	if err != nil || saved.Sampling.TopK != 20 || saved.Sampling.MaxTokens != 256 {
-		t.Errorf("settings file: %+v, %v", saved.Sampling, err)
+	if saved := savedSettings(t, st); saved.Sampling.TopK != 20 || saved.Sampling.MaxTokens != 256 {
+		t.Errorf("settings file: %+v", saved.Sampling)
 	}
 }
 

@@ -151,6 +151,7 @@ func withFolder(dir string) func(*studio) {
 
 func savedSettings(t *testing.T, st *studio) settings.Settings {
 	t.Helper()
+	st.settingsOut.flush()
 	s, err := settings.Load(st.settingsPath())
 	if err != nil {
 		t.Fatal(err)

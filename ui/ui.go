@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -97,8 +98,10 @@ type studio struct {
 	// studio makes itself (dir/models).
 	dir      string
 	settings settings.Settings
-	engine   *app.Engine
-	adapter  string // the status bar's compute line
+	// settingsOut writes settings off the UI goroutine; close flushes it.
+	settingsOut *settingsWriter
+	engine      *app.Engine
+	adapter     string // the status bar's compute line
 	// restarts counts restartEngine's calls, so that only the newest
 	// one's compute line is shown.
 	restarts int
@@ -155,6 +158,7 @@ func newStudio(a fyne.App, w fyne.Window, dir string) *studio {
 	st.status.Truncation = fyne.TextTruncateEllipsis
 	s, err := settings.Load(st.settingsPath())
 	st.settings = s
+	st.settingsOut = newSettingsWriter(st.showError)
 	st.adapter = computeLine(st.settings, st.gpuOptions())
 	st.status.SetText(statusText(st.adapter, app.Status{}))
 	if err != nil {
@@ -166,11 +170,73 @@ func newStudio(a fyne.App, w fyne.Window, dir string) *studio {
 
 func (st *studio) settingsPath() string { return filepath.Join(st.dir, "settings.json") }
 
-// saveSettings writes the settings; a failure (a full disk) is shown, and
-// the settings stay as they are in memory.
+// saveSettings writes the settings in the background; a failure (a full
+// disk) is shown, and the settings stay as they are in memory.
 func (st *studio) saveSettings() {
-	if err := settings.Save(st.settingsPath(), st.settings); err != nil {
-		st.showError(err)
+	s := st.settings
+	// The writer's goroutine reads the copy while the UI goroutine goes on
+	// appending to these.
+	s.Folders, s.Files = slices.Clone(s.Folders), slices.Clone(s.Files)
+	st.settingsOut.save(st.settingsPath(), s)
+}
+
+// settingsWriter writes the settings on a goroutine of its own: the write
+// is synced (internal/atomicfile), which can take tens of milliseconds on
+// a busy disk, too long for the UI goroutine. Only the newest settings
+// matter, so settings still waiting are replaced by newer ones.
+type settingsWriter struct {
+	onError func(error)
+
+	mu      sync.Mutex
+	idle    *sync.Cond // signalled when the goroutine ends
+	pending *pendingSettings
+	running bool // a goroutine is writing; it writes pending before it ends
+}
+
+type pendingSettings struct {
+	path string
+	s    settings.Settings
+}
+
+func newSettingsWriter(onError func(error)) *settingsWriter {
+	w := &settingsWriter{onError: onError}
+	w.idle = sync.NewCond(&w.mu)
+	return w
+}
+
+// save queues s for path and returns at once.
+func (w *settingsWriter) save(path string, s settings.Settings) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.pending = &pendingSettings{path, s}
+	if !w.running {
+		w.running = true
+		go w.run()
+	}
+}
+
+func (w *settingsWriter) run() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for w.pending != nil {
+		p := w.pending
+		w.pending = nil
+		w.mu.Unlock()
+		if err := settings.Save(p.path, p.s); err != nil {
+			w.onError(err)
+		}
+		w.mu.Lock()
+	}
+	w.running = false
+	w.idle.Broadcast()
+}
+
+// flush waits until the settings saved so far are on disk.
+func (w *settingsWriter) flush() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for w.running {
+		w.idle.Wait()
 	}
 }
 
@@ -289,6 +355,7 @@ func (st *studio) close() {
 		f()
 	}
 	st.engine.Close()
+	st.settingsOut.flush()
 }
 
 // onClose registers f to run when the studio closes.

@@ -2,6 +2,9 @@ package ui
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
+	"sync"
 	"testing"
 
 	"fyne.io/fyne/v2"
@@ -11,6 +14,7 @@ import (
 
 	"github.com/hearthstudio/hearth/app"
 	"github.com/hearthstudio/hearth/app/library"
+	"github.com/hearthstudio/hearth/app/settings"
 )
 
 func TestRunWithoutDisplaySaysSo(t *testing.T) {
@@ -80,5 +84,37 @@ func TestStudioHasTheFourTabsAndStatus(t *testing.T) {
 	}
 	if status == nil {
 		t.Error("the status label is not in the window")
+	}
+}
+
+// The settings writer leaves the newest settings on disk, reports a failed
+// write, and its flush waits for the write under way.
+func TestSettingsWriter(t *testing.T) {
+	var mu sync.Mutex
+	var errs []error
+	w := newSettingsWriter(func(err error) {
+		mu.Lock()
+		errs = append(errs, err)
+		mu.Unlock()
+	})
+	path := filepath.Join(t.TempDir(), "settings.json")
+	for i := range 20 {
+		s := settings.Defaults()
+		s.Context = i + 1
+		w.save(path, s)
+	}
+	w.flush()
+	if s, err := settings.Load(path); err != nil || s.Context != 20 {
+		t.Errorf("on disk after flush: context %d, %v; want the last, 20", s.Context, err)
+	}
+	// A file where the folder should be: the write fails and says so.
+	blocked := filepath.Join(t.TempDir(), "file")
+	os.WriteFile(blocked, nil, 0o644)
+	w.save(filepath.Join(blocked, "settings.json"), settings.Defaults())
+	w.flush()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(errs) != 1 {
+		t.Errorf("errors reported: %v, want the failed write's", errs)
 	}
 }
