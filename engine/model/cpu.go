@@ -20,6 +20,8 @@ type CPU struct {
 	ctx  int
 	k, v [][]float32 // per layer: [ctx, KVHeads, HeadDim]
 	vec  map[*Weight][]float32
+	// loras are the adapters SetAdapters set; nil runs the base alone.
+	loras []LoRA
 }
 
 // NewCPU allocates a ctx-position KV cache for m on the host.
@@ -87,6 +89,7 @@ func (r *CPU) Forward(tokens []int32, pos int, out Output) (Result, error) {
 		if err := gguf.Dequantize(m.Embed.Type, m.Embed.Data[int(id)*rb:(int(id)+1)*rb], row); err != nil {
 			return Result{}, fmt.Errorf("model: %s row %d: %w", m.Embed.Name, id, err)
 		}
+		loraEmbed(loraParts(r.loras, m.Embed), int(id), row)
 		if c.EmbedScale != 0 {
 			for j := range row {
 				row[j] *= c.EmbedScale
@@ -104,6 +107,9 @@ func (r *CPU) Forward(tokens []int32, pos int, out Output) (Result, error) {
 		}
 		var y []float32
 		y, err = matmul(w, x, len(x)/w.Cols)
+		if err == nil {
+			applyLoRA(loraParts(r.loras, w), x, y, len(x)/w.Cols)
+		}
 		return y
 	}
 
@@ -277,4 +283,14 @@ func dot(a, b []float32) float32 {
 		s0 += a[i] * b[i]
 	}
 	return (s0 + s1) + (s2 + s3)
+}
+
+// SetAdapters implements Runner.
+func (r *CPU) SetAdapters(loras []LoRA) error {
+	if err := r.m.CheckLoRA(loras); err != nil {
+		return err
+	}
+	r.loras = append([]LoRA(nil), loras...)
+	r.setOwner(nil)
+	return nil
 }

@@ -61,6 +61,13 @@ type GPU struct {
 	next    *step // the decode step recorded ahead, if any
 	penUsed int   // penalty entries the last step wrote
 
+	// LoRA adapters (SetAdapters): the host copies for the embedding rows,
+	// the head's pair, the device tensors and the rank-sized scratch.
+	loras       []LoRA
+	loraOutput  *gpuLoRA
+	loraTensors []*gpu.Tensor
+	loraT       *gpu.Buffer
+
 	progress         func(done, total int64)
 	uploaded, weight int64 // bytes uploaded and to upload, for progress
 }
@@ -72,6 +79,19 @@ type gpuLayer struct {
 	// gateUp is gate and up as one tensor, gate rows first, when they share
 	// a type: one matmul instead of two, and the fused GLU after it.
 	gateUp *gpu.Tensor
+	// The LoRA pairs of each projection; nil without adapters, and then
+	// the chain has no dispatch for them.
+	lq, lk, lv, lo, lgate, lup, ldown *gpuLoRA
+}
+
+// gpuLoRA is one projection's adapters on the device: every adapter's A
+// stacked (Σrank × cols) and every B side by side, each scaled by its
+// adapter's scale (rows × Σrank), so that any number of adapters costs two
+// f32 matmuls, x·Aᵀ into the scratch and its product with Bᵀ added to the
+// projection's output.
+type gpuLoRA struct {
+	a, b *gpu.Tensor
+	rank int
 }
 
 // DefaultContext caps the KV cache when the caller does not choose: the
@@ -327,6 +347,7 @@ func (r *GPU) Close() {
 		b.Release()
 	}
 	r.tensors, r.owned = nil, nil
+	r.releaseLoRA()
 	r.x = nil // Forward reports the runner closed
 }
 
@@ -467,6 +488,7 @@ func (r *GPU) inputs(tokens []int32, key stepKey, pen *Penalty) error {
 		if err := gguf.Dequantize(m.Embed.Type, m.Embed.Data[int(id)*erb:(int(id)+1)*erb], row); err != nil {
 			return fmt.Errorf("model: %s row %d: %w", m.Embed.Name, id, err)
 		}
+		loraEmbed(loraParts(r.loras, m.Embed), int(id), row)
 		if c.EmbedScale != 0 {
 			for j := range row {
 				row[j] *= c.EmbedScale
@@ -527,12 +549,16 @@ func (r *GPU) record(key stepKey) (*step, error) {
 		// projections of norm(x); k and v go to the cache at pos.
 		try(norm(r.x, l.attnNorm, r.xn, n, d))
 		try(mm(l.q, r.xn, r.q))
+		try(r.lora(ch, l.lq, r.xn, r.q, n, ops.MatmulOptions{}))
 		try(mm(l.k, r.xn, r.k))
+		try(r.lora(ch, l.lk, r.xn, r.k, n, ops.MatmulOptions{}))
 		if l.vBias == nil {
 			// v needs no bias, norm or rotation: straight into the cache.
 			try(ops.MatMulWith(ch, l.v, r.xn, r.vc[i], n, ops.MatmulOptions{YOffset: pos * kvd}))
+			try(r.lora(ch, l.lv, r.xn, r.vc[i], n, ops.MatmulOptions{YOffset: pos * kvd}))
 		} else {
 			try(mm(l.v, r.xn, r.v))
+			try(r.lora(ch, l.lv, r.xn, r.v, n, ops.MatmulOptions{}))
 		}
 		if l.qBias != nil {
 			try(ops.AddBias(ch, r.q, l.qBias, n, c.QDim()))
@@ -553,12 +579,15 @@ func (r *GPU) record(key stepKey) (*step, error) {
 		try(ops.Attention(ch, r.q, r.kc[i], r.vc[i], r.attScratch, r.att, ops.AttentionArgs{
 			HeadDim: c.HeadDim, Heads: c.Heads, KVHeads: c.KVHeads, Tokens: n, Pos0: pos, KVLen: pos + n,
 			Scale: c.AttnScale, Window: c.Window(i), Softcap: c.AttnSoftcap}))
-		try(r.residual(ch, l.o, r.att, l.postAttnNorm, n))
+		try(r.residual(ch, l.o, l.lo, r.att, l.postAttnNorm, n))
 
 		// Feed-forward: x += Down · (act(Gate · norm(x)) * (Up · norm(x))).
 		try(norm(r.x, l.ffnNorm, r.xn, n, d))
 		if l.gateUp != nil {
 			try(mm(l.gateUp, r.xn, r.gate))
+			// gate and up rows alternate per token: 2·FF floats a row.
+			try(r.lora(ch, l.lgate, r.xn, r.gate, n, ops.MatmulOptions{YStride: 2 * c.FF}))
+			try(r.lora(ch, l.lup, r.xn, r.gate, n, ops.MatmulOptions{YOffset: c.FF, YStride: 2 * c.FF}))
 			if c.GELU {
 				try(ops.GeGLUFused(ch, r.gate, r.up, n, c.FF))
 			} else {
@@ -566,14 +595,16 @@ func (r *GPU) record(key stepKey) (*step, error) {
 			}
 		} else {
 			try(mm(l.gate, r.xn, r.gate))
+			try(r.lora(ch, l.lgate, r.xn, r.gate, n, ops.MatmulOptions{}))
 			try(mm(l.up, r.xn, r.up))
+			try(r.lora(ch, l.lup, r.xn, r.up, n, ops.MatmulOptions{}))
 			if c.GELU {
 				try(ops.GeGLU(ch, r.gate, r.up, r.up, n*c.FF))
 			} else {
 				try(ops.SwiGLU(ch, r.gate, r.up, r.up, n*c.FF))
 			}
 		}
-		try(r.residual(ch, l.down, r.up, l.postFFNNorm, n))
+		try(r.residual(ch, l.down, l.ldown, r.up, l.postFFNNorm, n))
 		if err != nil {
 			return fail(fmt.Errorf("model: layer %d: %w", i, err))
 		}
@@ -591,6 +622,7 @@ func (r *GPU) record(key stepKey) (*step, error) {
 	}
 	try(norm(src, r.outNorm, r.xn, rows, d))
 	try(ops.MatMul(ch, r.output, r.xn, r.logits, rows))
+	try(r.lora(ch, r.loraOutput, r.xn, r.logits, rows, ops.MatmulOptions{}))
 	nl := rows * c.Vocab
 	if c.FinalSoftcap > 0 {
 		try(ops.Softcap(ch, r.logits, r.logits, nl, c.FinalSoftcap))
@@ -621,13 +653,20 @@ func (r *GPU) record(key stepKey) (*step, error) {
 
 // residual appends x += post(W · in): the output projection of attention or
 // of the feed-forward, straight into the residual stream, or through tmp and
-// a norm first (Gemma 2/3's post-norms).
-func (r *GPU) residual(ch *gpu.Chain, w *gpu.Tensor, in, post *gpu.Buffer, n int) error {
+// a norm first (Gemma 2/3's post-norms); l, when set, adds its LoRA
+// correction to W · in before the norm.
+func (r *GPU) residual(ch *gpu.Chain, w *gpu.Tensor, l *gpuLoRA, in, post *gpu.Buffer, n int) error {
 	c := &r.m.Config
 	if post == nil {
-		return ops.MatMulWith(ch, w, in, r.x, n, ops.MatmulOptions{Accumulate: true})
+		if err := ops.MatMulWith(ch, w, in, r.x, n, ops.MatmulOptions{Accumulate: true}); err != nil {
+			return err
+		}
+		return r.lora(ch, l, in, r.x, n, ops.MatmulOptions{})
 	}
 	if err := ops.MatMul(ch, w, in, r.tmp, n); err != nil {
+		return err
+	}
+	if err := r.lora(ch, l, in, r.tmp, n, ops.MatmulOptions{}); err != nil {
 		return err
 	}
 	if err := ops.RMSNorm(ch, r.tmp, post, r.tmp, ops.NormArgs{Rows: n, Dim: c.Hidden, Eps: c.Eps}); err != nil {

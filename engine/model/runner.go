@@ -10,6 +10,12 @@ type Runner interface {
 	// positions below pos must hold this sequence's earlier keys and values
 	// (positions from pos on are overwritten), and returns what out asks for.
 	Forward(tokens []int32, pos int, out Output) (Result, error)
+	// SetAdapters replaces the LoRA adapters applied from the next Forward
+	// on, each with its own scale (none: the base model alone), without
+	// reloading the base. The cache's contents were computed with the old
+	// ones, so a Session evaluates its prompt again. The pairs are read, not
+	// copied: do not modify them while the runner holds them.
+	SetAdapters(loras []LoRA) error
 	// Context is the number of positions the cache holds.
 	Context() int
 	// Model is the model the runner evaluates.

@@ -197,9 +197,10 @@ func (r *scripted) Forward(tokens []int32, pos int, out Output) (Result, error) 
 	}
 	return Result{IDs: []uint32{uint32(r.next(pos + len(tokens) - 1))}, Values: []float32{0}}, nil
 }
-func (r *scripted) Context() int  { return r.ctx }
-func (r *scripted) Model() *Model { return nil }
-func (r *scripted) Close()        {}
+func (r *scripted) Context() int             { return r.ctx }
+func (r *scripted) SetAdapters([]LoRA) error { return nil }
+func (r *scripted) Model() *Model            { return nil }
+func (r *scripted) Close()                   {}
 
 // pieces decodes token i as texts[i].
 type pieces []string

@@ -16,6 +16,12 @@ type Weight struct {
 	Type       gguf.Type
 	Rows, Cols int
 	Data       []byte
+
+	// fused and row0 name the file tensor a slice was cut from (Phi-3's
+	// attn_qkv, ffn_up) and its first row there, so that a LoRA pair for
+	// the fused tensor finds its rows.
+	fused string
+	row0  int
 }
 
 // Bytes is the stored size.
@@ -29,7 +35,7 @@ func (w *Weight) RowBytes() int { return len(w.Data) / w.Rows }
 // without copying.
 func (w *Weight) slice(name string, lo, hi int) *Weight {
 	rb := w.RowBytes()
-	return &Weight{Name: name, Type: w.Type, Rows: hi - lo, Cols: w.Cols, Data: w.Data[lo*rb : hi*rb]}
+	return &Weight{Name: name, Type: w.Type, Rows: hi - lo, Cols: w.Cols, Data: w.Data[lo*rb : hi*rb], fused: w.Name, row0: lo}
 }
 
 // F32 dequantizes the whole weight (norm gains, biases, factors).

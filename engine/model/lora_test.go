@@ -1,0 +1,168 @@
+package model
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// randomLoRA is an adapter on every target of m: A drawn from N(0, 1/cols)
+// and B from N(0, 1/rank), so that x·Aᵀ·Bᵀ has the size of W·x and the
+// correction moves the logits by about as much as the base does.
+func randomLoRA(m *Model, rank int, scale float32, seed uint64) LoRA {
+	rng := rand.New(rand.NewPCG(seed, 1))
+	l := LoRA{Scale: scale, Weights: map[string]LoRAWeight{}}
+	for name, s := range m.LoRATargets() {
+		a := make([]float32, rank*s[1])
+		b := make([]float32, s[0]*rank)
+		for i := range a {
+			a[i] = float32(rng.NormFloat64() / math.Sqrt(float64(s[1])))
+		}
+		for i := range b {
+			b[i] = float32(rng.NormFloat64() / math.Sqrt(float64(rank)))
+		}
+		l.Weights[name] = LoRAWeight{Rank: rank, A: a, B: b}
+	}
+	return l
+}
+
+// TestLoRAGPUMatchesCPU runs two adapters on every target through both
+// backends: a prefill in two batches, then decode steps (the matvec kernels
+// and v's LoRA written into the cache at its position). The corrections are
+// f32 matmuls like the projections, so the tolerance is tolF32's: the GPU
+// also folds each adapter's scale into B (one more rounding, 6e-8 relative)
+// and sums the two adapters in one product, where the CPU adds them one
+// after the other.
+func TestLoRAGPUMatchesCPU(t *testing.T) {
+	for _, name := range []string{"tiny-llama", "tiny-gemma2", "tiny-qwen2", "tiny-phi3"} {
+		t.Run(name, func(t *testing.T) {
+			m := synthModel(t, name, "F32")
+			cpu, g, prompt := backends(t, m, 48, 16, 23, 7919)
+			base := allLogits(t, cpu, prompt)
+			loras := []LoRA{randomLoRA(m, 4, 0.7, 1), randomLoRA(m, 3, -0.4, 2)}
+			for _, r := range []Runner{cpu, g} {
+				if err := r.SetAdapters(loras); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, want := allLogits(t, g, prompt), allLogits(t, cpu, prompt)
+			if d, _ := maxRelDiff(want, base); d < 0.05 {
+				t.Fatalf("the adapters moved the logits by only %.3g of their range", d)
+			}
+			moved, _ := maxRelDiff(want, base)
+			diff, _ := maxRelDiff(got, want)
+			t.Logf("the adapters move the logits by %.3g of their range; GPU vs CPU %.3g", moved, diff)
+			if d, at := maxRelDiff(got, want); d > tolF32 {
+				t.Errorf("prefill logits differ by %.3g of the range at position %d", d, at/m.Config.Vocab)
+			}
+			for step := range 3 {
+				tok := []int32{int32(step*31+5) % int32(m.Config.Vocab)}
+				pos := len(prompt) + step
+				w, err := cpu.Forward(tok, pos, Output{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				g1, err := g.Forward(tok, pos, Output{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d, at := maxRelDiff(g1.Logits, w.Logits); d > tolF32 {
+					t.Errorf("decode step %d: logits differ by %.3g of the range at token %d", step, d, at)
+				}
+			}
+
+			// Removing the adapters gives the base model back, bit for bit
+			// on the CPU (the same code path with nothing added).
+			for _, r := range []Runner{cpu, g} {
+				if err := r.SetAdapters(nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if again := allLogits(t, cpu, prompt); !slices.Equal(again, base) {
+				t.Error("CPU logits without adapters differ from the base model's")
+			}
+			if d, _ := maxRelDiff(allLogits(t, g, prompt), base); d > tolF32 {
+				t.Errorf("GPU logits without adapters differ from the base by %.3g", d)
+			}
+		})
+	}
+}
+
+// TestLoRAScaleIsLinear: two adapters that are the same pair at scales s
+// and t act as one at s+t, on both backends (hot-swapping between them on
+// a loaded runner).
+func TestLoRAScaleIsLinear(t *testing.T) {
+	m := synthModel(t, "tiny-qwen3", "F32")
+	cpu, g, prompt := backends(t, m, 32, 32, 11, 104729)
+	l := randomLoRA(m, 2, 0.25, 3)
+	l2 := l
+	l2.Scale = 0.5
+	l3 := l
+	l3.Scale = 0.75
+	for _, r := range []Runner{cpu, g} {
+		if err := r.SetAdapters([]LoRA{l, l2}); err != nil {
+			t.Fatal(err)
+		}
+		two := allLogits(t, r, prompt)
+		if err := r.SetAdapters([]LoRA{l3}); err != nil {
+			t.Fatal(err)
+		}
+		one := allLogits(t, r, prompt)
+		if d, _ := maxRelDiff(two, one); d > tolF32 {
+			t.Errorf("%T: scales 0.25+0.5 differ from 0.75 by %.3g of the range", r, d)
+		}
+	}
+}
+
+// TestSetAdaptersRejects: adapters that do not fit the model are refused,
+// naming the tensor, and leave the runner as it was.
+func TestSetAdaptersRejects(t *testing.T) {
+	m := synthModel(t, "tiny-llama", "F32")
+	cpu, g, prompt := backends(t, m, 16, 16, 5, 7)
+	base := allLogits(t, cpu, prompt)
+	good := randomLoRA(m, 2, 1, 4)
+	const q = "blk.0.attn_q.weight"
+	with := func(f func(*LoRA)) []LoRA {
+		l := LoRA{Scale: good.Scale, Weights: map[string]LoRAWeight{}}
+		for k, v := range good.Weights {
+			l.Weights[k] = v
+		}
+		f(&l)
+		return []LoRA{l}
+	}
+	cases := []struct {
+		name  string
+		loras []LoRA
+		want  string
+	}{
+		{"NaN scale", with(func(l *LoRA) { l.Scale = float32(math.NaN()) }), "scale NaN"},
+		{"infinite scale", with(func(l *LoRA) { l.Scale = float32(math.Inf(1)) }), "scale +Inf"},
+		{"unknown tensor", with(func(l *LoRA) { l.Weights["blk.99.attn_q.weight"] = l.Weights[q] }), `"blk.99.attn_q.weight" is not a projection`},
+		{"a norm", with(func(l *LoRA) { l.Weights["blk.0.attn_norm.weight"] = l.Weights[q] }), `"blk.0.attn_norm.weight"`},
+		{"short A", with(func(l *LoRA) { w := l.Weights[q]; w.A = w.A[1:]; l.Weights[q] = w }), q + `": A has`},
+		{"rank mismatch", with(func(l *LoRA) { w := l.Weights[q]; w.Rank = 3; l.Weights[q] = w }), q + `": A has`},
+		{"zero rank", with(func(l *LoRA) { w := l.Weights[q]; w.Rank = 0; l.Weights[q] = w }), "rank 0"},
+		{"NaN in B", with(func(l *LoRA) {
+			w := l.Weights[q]
+			w.B = slices.Clone(w.B)
+			w.B[3] = float32(math.NaN())
+			l.Weights[q] = w
+		}), q + `" holds NaN`},
+	}
+	for _, c := range cases {
+		for _, r := range []Runner{cpu, g} {
+			err := r.SetAdapters(c.loras)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%s on %T: error %v, want one containing %q", c.name, r, err, c.want)
+			}
+		}
+	}
+	if again := allLogits(t, cpu, prompt); !slices.Equal(again, base) {
+		t.Error("a refused adapter changed the CPU runner")
+	}
+	if d, _ := maxRelDiff(allLogits(t, g, prompt), base); d > tolF32 {
+		t.Errorf("a refused adapter changed the GPU runner: %.3g", d)
+	}
+}
