@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"fmt"
 	"math"
 	"testing"
 
@@ -267,5 +268,35 @@ func TestAttentionBackwardRejectsBadShapes(t *testing.T) {
 	}
 	if c.Err() != nil {
 		t.Errorf("a rejected shape reached the chain: %v", c.Err())
+	}
+}
+
+// BenchmarkAttentionBackward times the three dispatches of
+// AttentionBackward at training shapes (a 512-token sequence) next to the
+// forward over the same shape, so that the ratio shows what the backward
+// costs; on lavapipe the shapes shrink to 128 tokens.
+func BenchmarkAttentionBackward(b *testing.B) {
+	tokens := 512
+	if dev.Info.Type == "cpu" {
+		tokens = 128
+	}
+	for _, bc := range []struct {
+		name string
+		a    AttentionArgs
+	}{
+		{"llama8b", AttentionArgs{HeadDim: 128, Heads: 32, KVHeads: 8, Tokens: tokens, KVLen: tokens}},
+		{"gemma2-2b softcap", AttentionArgs{HeadDim: 256, Heads: 8, KVHeads: 4, Tokens: tokens, KVLen: tokens, Softcap: 50}},
+	} {
+		a := bc.a
+		qn, kvn := a.Tokens*a.Heads*a.HeadDim, a.KVLen*a.KVHeads*a.HeadDim
+		q, k, v, d := upload(b, "q", randVec(1, qn, 1)), upload(b, "k", randVec(2, kvn, 1)), upload(b, "v", randVec(3, kvn, 1)), upload(b, "dout", randVec(4, qn, 1))
+		st, dq, dk, dv := scratch(b, "stats", AttentionStatsFloats(a)), scratch(b, "dq", qn), scratch(b, "dk", kvn), scratch(b, "dv", kvn)
+		out, sc := scratch(b, "out", qn), scratch(b, "scratch", 1)
+		b.Run(fmt.Sprintf("%s T%d/forward", bc.name, tokens), func(b *testing.B) {
+			benchDispatches(b, 5, 0, out, func(c *gpu.Chain) error { return Attention(c, q, k, v, sc, out, a) })
+		})
+		b.Run(fmt.Sprintf("%s T%d/backward", bc.name, tokens), func(b *testing.B) {
+			benchDispatches(b, 5, 0, dv, func(c *gpu.Chain) error { return AttentionBackward(c, q, k, v, d, st, dq, dk, dv, a) })
+		})
 	}
 }
