@@ -16,7 +16,9 @@ type NormBackwardArgs struct {
 	Accumulate bool
 }
 
-// normBackwardFlags are the FLAG_* of shaders/norm_backward.wgsl.
+// normAccumulate is FLAG_ACCUMULATE of shaders/norm_backward.wgsl; its
+// FLAG_WEIGHT and FLAG_ONE_PLUS are the forward's normWeight and normOnePlus,
+// and its uniform is the forward's normParams.
 const normAccumulate = 4
 
 func (a NormBackwardArgs) check(kernel string) error {
