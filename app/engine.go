@@ -333,7 +333,14 @@ func (e *Engine) ensure(name string, progress func(Progress)) (*resident, error)
 		path = p
 	}
 	if e.cur != nil && e.cur.info.Path == path {
-		e.cur.info.Name = name
+		// Another name of the same file (Ollama's tags often share a
+		// blob): the resident model answers to it now, in Status too,
+		// which /api/ps and keep_alive 0 go by.
+		if e.cur.info.Name != name {
+			e.cur.info.Name = name
+			info := e.cur.info
+			e.setStatus(func(s *Status) { s.Model = &info })
+		}
 		return e.cur, nil
 	}
 	e.unload()

@@ -386,3 +386,26 @@ func TestOnStatusEndsOnTheEngineState(t *testing.T) {
 		}
 	}
 }
+
+// TestAnotherNameOfTheResidentModel: a second name of the resident file
+// (two Ollama tags of one blob) reuses the model, and Status reports the
+// name it was last asked by, as the reply does.
+func TestAnotherNameOfTheResidentModel(t *testing.T) {
+	path := tinyModel(t)
+	e := cpuEngine(t, EngineOptions{Resolve: func(string) (string, error) { return path, nil }})
+	ctx := context.Background()
+	first, err := e.Load(ctx, "tiny:latest", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := e.Load(ctx, "tiny:1b", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !again.Loaded.Equal(first.Loaded) {
+		t.Error("the second name loaded the file again")
+	}
+	if m := e.Status().Model; m == nil || m.Name != "tiny:1b" {
+		t.Errorf("Status names %+v, want tiny:1b", m)
+	}
+}
