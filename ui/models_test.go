@@ -216,22 +216,11 @@ func TestLoadAndUnloadFromTheModelsTab(t *testing.T) {
 	}
 }
 
+// The model of the last session loads at start, by its library name: a
+// folder in the working directory named like it does not shadow it (the
+// command line's resolver lets a path win, and the studio's load failed
+// with "is a folder").
 func TestTheLastModelLoadsAtStart(t *testing.T) {
-	dir := modelFolder(t)
-	st, _, l := modelsStudio(t, func(st *studio) {
-		st.settings.Folders = []string{dir}
-		st.settings.LastModel = "tiny-qwen3"
-	})
-	eventually(t, l, "tiny-qwen3 loaded at start", func() bool {
-		m := st.engine.Status().Model
-		return m != nil && m.Name == "tiny-qwen3"
-	})
-}
-
-// The studio's engine loads library entries by name only: a folder in the
-// working directory named like the model does not shadow it (the command
-// line's resolver lets a path win, and the load failed with "is a folder").
-func TestAFolderNamedLikeAModelDoesNotShadowIt(t *testing.T) {
 	dir := modelFolder(t)
 	cwd := t.TempDir()
 	if err := os.Mkdir(filepath.Join(cwd, "tiny-qwen3"), 0o755); err != nil {

@@ -8,18 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/widget"
 )
 
-// TestStudioServesTheAPI: the status bar's switch starts the API on the
-// studio's engine with the library's models, stops it, and remembers the
-// choice; an address off this computer is refused with a message.
-func TestStudioServesTheAPI(t *testing.T) {
-	st, w, l := modelsStudio(t, func(st *studio) {
-		withFolder(modelFolder(t))(st)
-		st.settings.ServerAddr = "127.0.0.1:0" // any free port
-	})
-	eventually(t, l, "the library", func() bool { return len(st.entries) == 2 })
+// switchAPIOn ticks the status bar's API server switch and returns it with
+// the server's URL.
+func switchAPIOn(t *testing.T, st *studio, w fyne.Window, l *uiLoop) (*widget.Check, string) {
+	t.Helper()
 	var check *widget.Check
 	var url string
 	l.wait(func() {
@@ -30,6 +26,19 @@ func TestStudioServesTheAPI(t *testing.T) {
 	if url == "" {
 		t.Fatalf("the API server did not start; dialogs: %s", dialogs(w))
 	}
+	return check, url
+}
+
+// TestStudioServesTheAPI: the status bar's switch starts the API on the
+// studio's engine with the library's models, stops it, and remembers the
+// choice; an address off this computer is refused with a message.
+func TestStudioServesTheAPI(t *testing.T) {
+	st, w, l := modelsStudio(t, func(st *studio) {
+		withFolder(modelFolder(t))(st)
+		st.settings.ServerAddr = "127.0.0.1:0" // any free port
+	})
+	eventually(t, l, "the library", func() bool { return len(st.entries) == 2 })
+	check, url := switchAPIOn(t, st, w, l)
 	resp, err := http.Get(url + "/api/tags")
 	if err != nil {
 		t.Fatal(err)
@@ -83,16 +92,7 @@ func TestStudioServesTheAPI(t *testing.T) {
 // to the 3 s grace period.
 func TestTurningTheServerOffDoesNotWaitForAReply(t *testing.T) {
 	st, w, l := modelsStudio(t, func(st *studio) { st.settings.ServerAddr = "127.0.0.1:0" })
-	var check *widget.Check
-	var url string
-	l.wait(func() {
-		check = find(w.Content(), func(c *widget.Check) bool { return c.Text == "API server" })
-		check.SetChecked(true)
-		url = st.api.url
-	})
-	if url == "" {
-		t.Fatalf("the API server did not start; dialogs: %s", dialogs(w))
-	}
+	check, url := switchAPIOn(t, st, w, l)
 	entered, release := make(chan struct{}), make(chan struct{})
 	var slow http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		close(entered)
