@@ -25,9 +25,11 @@ type apiServer struct {
 	// choice replaces the engine, and rebind swaps the handler under the
 	// running listener.
 	handler atomic.Pointer[http.Handler]
-	srv     *http.Server
-	ln      net.Listener
-	url     string
+	// The running server, its listener and its URL; nil and "" while it
+	// is off. The UI goroutine's.
+	srv *http.Server
+	ln  net.Listener
+	url string
 }
 
 // studioModels is the server's catalogue: the names the studio's library
