@@ -91,12 +91,20 @@ type run struct {
 	s       *stream // nil for a reply in one piece
 }
 
+// newRun starts a generation's response; the handler defers the run's end.
 func newRun(w http.ResponseWriter, contentType string, streaming bool) *run {
 	r := &run{arrived: time.Now()}
 	if streaming {
 		r.s = &stream{w: w, rc: http.NewResponseController(w), contentType: contentType}
 	}
 	return r
+}
+
+// end is the end of the handler: a stream's write deadline is cleared.
+func (r *run) end() {
+	if r.s != nil {
+		r.s.end()
+	}
 }
 
 // progress is the GenerateOptions.Progress of the request. It runs on the
@@ -124,6 +132,13 @@ func (r *run) loadDuration() time.Duration {
 	}
 	return r.prefill.Sub(r.arrived)
 }
+
+// streamWriteTimeout bounds each write of a stream. The engine goroutine
+// writes the tokens itself (emit), so a client that stops reading without
+// closing the connection would hold the engine, and every job queued
+// behind it, from the moment the socket buffers fill. A reader that is
+// merely slow takes a line of a hundred bytes in far less.
+const streamWriteTimeout = 30 * time.Second
 
 // stream is a streamed response: server-sent events or NDJSON lines, each
 // flushed to the client as it is written.
@@ -154,6 +169,7 @@ func (s *stream) begin() {
 		s.write(s.opening())
 		return
 	}
+	_ = s.rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
 	s.err = s.rc.Flush()
 }
 
@@ -164,10 +180,20 @@ func (s *stream) write(b []byte) error {
 	if s.err != nil {
 		return s.err
 	}
+	// Not every ResponseWriter supports deadlines (httptest's recorder).
+	_ = s.rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
 	if _, s.err = s.w.Write(b); s.err == nil {
 		s.err = s.rc.Flush()
 	}
 	return s.err
+}
+
+// end clears the write deadline, so that it does not outlive the
+// response on a keep-alive connection and fail the next one's writes.
+func (s *stream) end() {
+	if s.started {
+		_ = s.rc.SetWriteDeadline(time.Time{})
+	}
 }
 
 // samplingParams are the sampling fields OpenAI's and Ollama's requests

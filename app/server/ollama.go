@@ -275,6 +275,7 @@ func (s *server) ollamaChat(w http.ResponseWriter, r *http.Request) error {
 	}
 
 	run := newRun(w, "application/x-ndjson", req.streaming())
+	defer run.end()
 	opts.Progress = run.progress
 	emit := ollamaEmit(run, func(text string) ollamaResponse {
 		return ollamaResponse{Model: m.Name, CreatedAt: time.Now().UTC(), Message: &ollamaMessageOut{Role: "assistant", Content: text}}
@@ -333,6 +334,7 @@ func (s *server) ollamaGenerate(w http.ResponseWriter, r *http.Request) error {
 	}
 
 	run := newRun(w, "application/x-ndjson", req.streaming())
+	defer run.end()
 	opts.Progress = run.progress
 	emit := ollamaEmit(run, func(text string) ollamaResponse {
 		return ollamaResponse{Model: m.Name, CreatedAt: time.Now().UTC(), Response: &text}

@@ -289,6 +289,7 @@ func (s *server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 
 	id, created := newID("chatcmpl-"), time.Now().Unix()
 	run := newRun(w, "text/event-stream", req.Stream)
+	defer run.end()
 	opts.Progress = run.progress
 	creq := app.ChatRequest{GenerateOptions: opts, Messages: msgs, Tools: req.Tools}
 	chunk := func(delta chatMessageOut, finish *string) []byte {
@@ -433,6 +434,7 @@ func (s *server) completions(w http.ResponseWriter, r *http.Request) error {
 
 	id, created := newID("cmpl-"), time.Now().Unix()
 	run := newRun(w, "text/event-stream", req.Stream)
+	defer run.end()
 	opts.Progress = run.progress
 	chunk := func(text string, finish *string, u *usage) []byte {
 		choices := []completionChoice{{Text: text, FinishReason: finish}}
