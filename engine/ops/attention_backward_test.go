@@ -275,6 +275,15 @@ func TestAttentionBackwardRejectsBadShapes(t *testing.T) {
 // AttentionBackward at training shapes (a 512-token sequence) next to the
 // forward over the same shape, so that the ratio shows what the backward
 // costs; on lavapipe the shapes shrink to 128 tokens.
+//
+// On the H200 through Vulkan (20 runs of 5 calls each): Llama 3 8B shapes
+// forward 1274 µs, backward 4602 µs (stats 1469, dq 1683, dk/dv 1689);
+// Gemma 2 2B with its cap forward 506 µs, backward 2390 µs (744, 742, 761).
+// Each pass streams rows like the forward and costs about as much: the K and
+// V rows are re-read by every query head of a GQA group and the q and dout
+// rows by every key. Sharing those loads (a workgroup per KV head and token
+// for stats and dq, several keys per workgroup for dk/dv) is the next step;
+// at these shapes the projections' matmuls still cost far more.
 func BenchmarkAttentionBackward(b *testing.B) {
 	tokens := 512
 	if dev.Info.Type == "cpu" {
