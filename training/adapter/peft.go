@@ -54,8 +54,7 @@ func hfModules(arch string) map[string]string {
 		}
 	}
 	return map[string]string{
-		"attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
-		"attn_output": "self_attn.o_proj",
+		"attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj", "attn_output": "self_attn.o_proj",
 		"ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj",
 	}
 }
