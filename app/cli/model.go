@@ -22,6 +22,7 @@ type modelFlags struct {
 	ctx       int
 	batch     int
 	gpuMemory string
+	loras     []string
 }
 
 func (f *modelFlags) register(cmd *cobra.Command) {
@@ -31,6 +32,10 @@ func (f *modelFlags) register(cmd *cobra.Command) {
 	cmd.Flags().IntVar(&f.batch, "batch", 512, "prompt tokens evaluated per GPU submit")
 	cmd.Flags().StringVar(&f.gpuMemory, "gpu-memory", os.Getenv("HEARTH_GPU_MEMORY"),
 		"GPU memory the model may use, e.g. 8GiB (default $HEARTH_GPU_MEMORY); a model whose estimate exceeds it is refused before loading")
+	// serve loads its models through the app engine, which takes no adapters yet.
+	if cmd.Name() != "serve" {
+		cmd.Flags().StringArrayVar(&f.loras, "lora", nil, "apply the LoRA adapter `FILE[:SCALE]`, a GGUF LoRA file or a PEFT folder (repeatable)")
+	}
 }
 
 // loaded is an open model and the runner evaluating it.
@@ -110,6 +115,16 @@ func (f *modelFlags) open(log io.Writer) (*loaded, error) {
 			return nil, err
 		}
 		l.runner = r
+	}
+	if len(f.loras) > 0 {
+		loras, err := loadLoRAs(m, f.loras)
+		if err == nil {
+			err = l.runner.SetAdapters(loras)
+		}
+		if err != nil {
+			l.Close()
+			return nil, err
+		}
 	}
 	return l, nil
 }
