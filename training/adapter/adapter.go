@@ -117,6 +117,9 @@ func (a *Adapter) Check(m *model.Model) error {
 	for _, n := range a.Names() {
 		p := a.Pairs[n]
 		s, ok := targets[n]
+		if !ok && n == "output.weight" && m.Output == m.Embed {
+			return fmt.Errorf("adapter: tensor %q: the base ties its LM head to token_embd.weight (convert_lora_to_gguf.py refuses such an lm_head pair too)", n)
+		}
 		if !ok {
 			return fmt.Errorf("adapter: tensor %q is not a weight of the base model that LoRA can target", n)
 		}

@@ -30,8 +30,10 @@ import (
 //     llama.cpp checks model ne[0] == a ne[0], model ne[1] == b ne[1] and
 //     a ne[1] == b ne[0], and takes the rank from b ne[0];
 //   - token_embd.weight is the exception: the lookup takes rows of lora_a
-//     (llm_build_inp_embd: ggml_get_rows(lora_a, tokens), then lora_b times
-//     them), so lora_a is [rank, vocab] and lora_b [rank, n_embd]; the
+//     (llm_graph_context::build_inp_embd in src/llama-graph.cpp:
+//     ggml_mul_mat(lora_b, ggml_get_rows(lora_a, tokens)), scaled, added
+//     before any architecture's embedding scale), so lora_a is [rank,
+//     vocab] and lora_b [rank, n_embd]; the
 //     converter transposes lora_a for it ("here we only need to transpose
 //     token_embd.lora_a"), and llama.cpp checks model ne[0] == b ne[1],
 //     model ne[1] == a ne[1].

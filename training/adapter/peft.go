@@ -37,6 +37,13 @@ import (
 // LoRA tensor, which moves B's rows (LoraTorchTensor reshapes B, A being
 // rank × in): so lora_B of q_proj/k_proj is permuted on the way to GGUF and
 // back on the way to PEFT, with the model's head counts.
+//
+// One difference is not bridged: transformers' Gemma 3 scales the embedding
+// inside its embed_tokens module (Gemma3TextScaledWordEmbedding), so peft
+// adds an embed_tokens delta after the √hidden scale, where llama.cpp (and
+// a merge) add it before. An embed_tokens pair of a Gemma 3 PEFT adapter
+// therefore acts √hidden times stronger here than in transformers; LoRA on
+// embeddings is rare, and the projections are unaffected.
 
 const (
 	peftConfig  = "adapter_config.json"
