@@ -38,12 +38,12 @@ import (
 // rank × in): so lora_B of q_proj/k_proj is permuted on the way to GGUF and
 // back on the way to PEFT, with the model's head counts.
 //
-// One difference is not bridged: transformers' Gemma 3 scales the embedding
-// inside its embed_tokens module (Gemma3TextScaledWordEmbedding), so peft
-// adds an embed_tokens delta after the √hidden scale, where llama.cpp (and
-// a merge) add it before. An embed_tokens pair of a Gemma 3 PEFT adapter
-// therefore acts √hidden times stronger here than in transformers; LoRA on
-// embeddings is rare, and the projections are unaffected.
+// Gemma 3's embedding: transformers scales it inside the embed_tokens
+// module (Gemma3TextScaledWordEmbedding). peft since huggingface/peft#2825
+// (October 2025) scales the LoRA delta of such a module too, which is what
+// llama.cpp (and a merge) do by adding the delta before the √hidden scale;
+// an embed_tokens pair trained with an older peft was meant unscaled and
+// acts √hidden times stronger here. The projections are unaffected.
 
 const (
 	peftConfig  = "adapter_config.json"
