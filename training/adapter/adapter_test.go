@@ -354,3 +354,35 @@ func writeHF(t *testing.T, dir string, ts []hfTensor, config string) {
 		t.Fatal(err)
 	}
 }
+
+// TestLoRAFactor: the runner's factor is scale·alpha/rank per pair, as
+// llama.cpp's get_scale has it (scale alone when alpha is 0); with mixed
+// ranks each B carries its own factor.
+func TestLoRAFactor(t *testing.T) {
+	pair := func(rank int) *Pair {
+		return &Pair{Rank: rank, Rows: 2, Cols: 3, A: make([]float32, rank*3), B: []float32{1, 2, 3, 4, 5, 6, 7, 8}[:2*rank]}
+	}
+	a := &Adapter{Arch: "llama", Alpha: 8, Pairs: map[string]*Pair{"blk.0.attn_q.weight": pair(4), "blk.0.attn_k.weight": pair(4)}}
+	l, err := a.LoRA(0.5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Scale != 1 || &l.Weights["blk.0.attn_q.weight"].B[0] != &a.Pairs["blk.0.attn_q.weight"].B[0] {
+		t.Errorf("one rank: scale %v (want 0.5·8/4 = 1), B shared: the adapter's memory", l.Scale)
+	}
+	a.Pairs["blk.0.attn_k.weight"] = pair(2)
+	if l, err = a.LoRA(0.5); err != nil {
+		t.Fatal(err)
+	}
+	for n, f := range map[string]float32{"blk.0.attn_q.weight": 1, "blk.0.attn_k.weight": 2} {
+		for i, b := range l.Weights[n].B {
+			if got, want := l.Scale*b, f*a.Pairs[n].B[i]; got != want {
+				t.Errorf("%s: B[%d] acts as %v, want %v", n, i, got, want)
+			}
+		}
+	}
+	a.Alpha = 0
+	if l, err = a.LoRA(0.25); err != nil || l.Weights["blk.0.attn_k.weight"].B[1]*l.Scale != 0.25*2 {
+		t.Errorf("alpha 0: the factor is the scale alone; got %v", err)
+	}
+}
