@@ -1,0 +1,237 @@
+package training
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+
+	"github.com/hearthstudio/hearth/engine/model"
+	"github.com/hearthstudio/hearth/training/adapter"
+)
+
+// Targets are the projections LoRA may adapt, in the order a layer's
+// forward pass reaches them; LoRAConfig.Targets names a subset.
+var Targets = []string{"q", "k", "v", "o", "gate", "up", "down"}
+
+// targetTensor is each target's GGUF tensor in block N: blk.N.<name>.weight.
+var targetTensor = [...]string{"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"}
+
+// The targets as indices into a layer's projections.
+const (
+	tQ = iota
+	tK
+	tV
+	tO
+	tGate
+	tUp
+	tDown
+	numTargets
+)
+
+// LoRAConfig chooses the adapter: y = W·x + Alpha/Rank·B·(A·x) on each
+// targeted projection W of every layer, PEFT's lora_alpha/r scaling.
+type LoRAConfig struct {
+	Rank  int
+	Alpha float32
+	// Dropout is PEFT's lora_dropout, dropout on the input of A·x only.
+	// It must be 0 for now: the steps here are deterministic, so that the
+	// finite-difference and PyTorch checks see one function; a dropout
+	// mask is a later addition to the forward and backward.
+	Dropout float32
+	// Targets are names from Targets; empty means all of them.
+	Targets []string
+}
+
+// Scale is the factor on B·A: Alpha/Rank.
+func (c LoRAConfig) Scale() float32 { return c.Alpha / float32(c.Rank) }
+
+// targets returns the chosen targets as a set of indices.
+func (c LoRAConfig) targets() ([numTargets]bool, error) {
+	var on [numTargets]bool
+	if len(c.Targets) == 0 {
+		for i := range on {
+			on[i] = true
+		}
+		return on, nil
+	}
+	for _, name := range c.Targets {
+		i := slices.Index(Targets, name)
+		if i < 0 {
+			return on, fmt.Errorf("training: LoRA target %q is not one of %s", name, strings.Join(Targets, ", "))
+		}
+		on[i] = true
+	}
+	return on, nil
+}
+
+func (c LoRAConfig) validate() error {
+	if c.Rank <= 0 {
+		return fmt.Errorf("training: LoRA rank %d must be positive", c.Rank)
+	}
+	if !(c.Alpha > 0) || math.IsInf(float64(c.Alpha), 0) {
+		return fmt.Errorf("training: LoRA alpha %v must be a positive number", c.Alpha)
+	}
+	if c.Dropout != 0 {
+		return fmt.Errorf("training: LoRA dropout %v: only 0 is supported yet", c.Dropout)
+	}
+	_, err := c.targets()
+	return err
+}
+
+// Pair is the trainable pair of one targeted projection W (Rows × Cols,
+// output × input): A (Rank × Cols) and B (Rows × Rank), row-major, in the
+// shapes PEFT and llama.cpp's GGUF LoRA use.
+type Pair struct {
+	Name       string // the base tensor: blk.N.attn_q.weight
+	Layer      int
+	Target     string // "q", …, "down"
+	Rank       int
+	Rows, Cols int
+	A, B       []float32
+}
+
+// LoRA is an adapter being trained: its configuration and one pair per
+// layer and target, layer by layer in the order of Targets.
+type LoRA struct {
+	Config LoRAConfig
+	Pairs  []*Pair
+	// index[layer][target] is the pair's position in Pairs, -1 for none.
+	index [][numTargets]int
+}
+
+// NewLoRA makes an adapter for m as PEFT initializes one
+// (LoraLayer.reset_lora_parameters with init_lora_weights=True): A by
+// kaiming_uniform_(a=sqrt(5)), which for fan_in = Cols is U(−1/√Cols,
+// 1/√Cols) (gain √(2/(1+5)) times √3/√fan_in), and B zeros, so the adapted
+// model starts as the base. The draw is seeded and goes pair by pair in
+// Pairs' order.
+func NewLoRA(m *model.Model, c LoRAConfig, seed uint64) (*LoRA, error) {
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	if err := supported(&m.Config); err != nil {
+		return nil, err
+	}
+	on, _ := c.targets()
+	l := &LoRA{Config: c, index: make([][numTargets]int, len(m.Layers))}
+	rng := rand.New(rand.NewPCG(seed, 0x4c6f5241)) // "LoRA"
+	for i := range m.Layers {
+		ws := projections(&m.Layers[i])
+		for t := range numTargets {
+			l.index[i][t] = -1
+			if !on[t] {
+				continue
+			}
+			w := ws[t]
+			p := &Pair{
+				Name: fmt.Sprintf("blk.%d.%s.weight", i, targetTensor[t]), Layer: i, Target: Targets[t],
+				Rank: c.Rank, Rows: w.Rows, Cols: w.Cols,
+				A: make([]float32, c.Rank*w.Cols), B: make([]float32, w.Rows*c.Rank),
+			}
+			bound := 1 / math.Sqrt(float64(w.Cols))
+			for j := range p.A {
+				p.A[j] = float32((2*rng.Float64() - 1) * bound)
+			}
+			l.index[i][t] = len(l.Pairs)
+			l.Pairs = append(l.Pairs, p)
+		}
+	}
+	return l, nil
+}
+
+// projections are a layer's weights in target order.
+func projections(l *model.Layer) [numTargets]*model.Weight {
+	return [numTargets]*model.Weight{l.Q, l.K, l.V, l.O, l.Gate, l.Up, l.Down}
+}
+
+// pair returns layer i's pair for target t, nil when it is not adapted.
+func (l *LoRA) pair(i, t int) (*Pair, int) {
+	k := l.index[i][t]
+	if k < 0 {
+		return nil, -1
+	}
+	return l.Pairs[k], k
+}
+
+// Runtime is the adapter as a runner applies it (model.CPU, model.GPU
+// SetAdapters). It shares A and B with l.
+func (l *LoRA) Runtime() model.LoRA {
+	r := model.LoRA{Scale: l.Config.Scale(), Weights: map[string]model.LoRAWeight{}}
+	for _, p := range l.Pairs {
+		r.Weights[p.Name] = model.LoRAWeight{Rank: p.Rank, A: p.A, B: p.B}
+	}
+	return r
+}
+
+// Adapter is the adapter for export (training/adapter writes GGUF LoRA
+// files and PEFT folders) for a base of architecture arch. It copies A and
+// B.
+func (l *LoRA) Adapter(arch string) *adapter.Adapter {
+	a := &adapter.Adapter{Arch: arch, Alpha: l.Config.Alpha, Dropout: l.Config.Dropout, Pairs: map[string]*adapter.Pair{}}
+	for _, p := range l.Pairs {
+		a.Pairs[p.Name] = &adapter.Pair{Rank: p.Rank, Rows: p.Rows, Cols: p.Cols, A: slices.Clone(p.A), B: slices.Clone(p.B)}
+	}
+	return a
+}
+
+// Grads holds a gradient for every pair of a LoRA, in Pairs' order: A[k]
+// and B[k] have the shapes of Pairs[k].A and .B.
+type Grads struct {
+	A, B [][]float32
+}
+
+// NewGrads returns zero gradients shaped as l's pairs.
+func NewGrads(l *LoRA) *Grads {
+	g := &Grads{}
+	for _, p := range l.Pairs {
+		g.A = append(g.A, make([]float32, len(p.A)))
+		g.B = append(g.B, make([]float32, len(p.B)))
+	}
+	return g
+}
+
+// Zero clears g for the next accumulation.
+func (g *Grads) Zero() {
+	for k := range g.A {
+		clear(g.A[k])
+		clear(g.B[k])
+	}
+}
+
+// Add adds h to g: accumulation over micro-batches.
+func (g *Grads) Add(h *Grads) {
+	for k := range g.A {
+		for j, v := range h.A[k] {
+			g.A[k][j] += v
+		}
+		for j, v := range h.B[k] {
+			g.B[k][j] += v
+		}
+	}
+}
+
+// tensors lists every gradient tensor, A then B of each pair.
+func (g *Grads) tensors() [][]float32 {
+	out := make([][]float32, 0, 2*len(g.A))
+	for k := range g.A {
+		out = append(out, g.A[k], g.B[k])
+	}
+	return out
+}
+
+// supported refuses the architectures the training step does not cover
+// yet, by name.
+func supported(c *model.Config) error {
+	switch c.Arch {
+	case "llama", "qwen2", "qwen3", "gemma", "gemma2", "gemma3":
+		return nil
+	case "phi3":
+		// Phi-3's q/k/v and gate/up are slices of fused tensors, which PEFT
+		// and llama.cpp adapt whole (one B for qkv_proj): the pairs here
+		// are per projection.
+		return fmt.Errorf("training: LoRA training of %q (fused qkv and gate_up) is not supported yet", c.Arch)
+	}
+	return fmt.Errorf("training: LoRA training of architecture %q is not supported (llama, qwen2, qwen3, gemma, gemma2, gemma3 are)", c.Arch)
+}

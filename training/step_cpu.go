@@ -1,0 +1,481 @@
+package training
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+	"sync"
+
+	"github.com/hearthstudio/hearth/engine/model"
+	"github.com/hearthstudio/hearth/engine/ops/ref"
+	"github.com/hearthstudio/hearth/gguf"
+	"github.com/hearthstudio/hearth/training/data"
+)
+
+// Example is one independent run of tokens: Targets[t] is the token to
+// predict after Tokens[0..t], or -1 for no loss. Its positions are 0, 1, …
+// and its attention stays within it.
+type Example struct {
+	Tokens, Targets []int32
+}
+
+// Examples cuts sequences into the examples a step trains on: each packed
+// sample on its own (its attention within it and its positions from 0, as
+// data.Sequence.Positions describes), the padding after the last dropped
+// (its targets are all -1 and, attention being causal, it changes nothing
+// before it).
+func Examples(seqs []*data.Sequence) []Example {
+	var out []Example
+	for _, s := range seqs {
+		for i := 0; i+1 < len(s.Bounds); i++ {
+			lo, hi := s.Bounds[i], s.Bounds[i+1]
+			if hi > lo {
+				out = append(out, Example{Tokens: s.Tokens[lo:hi], Targets: s.Targets[lo:hi]})
+			}
+		}
+	}
+	return out
+}
+
+// Trained counts the positions of examples that have a loss.
+func Trained(examples []Example) int {
+	n := 0
+	for _, e := range examples {
+		for _, t := range e.Targets {
+			if t >= 0 {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// CPU is the reference training step: the frozen base dequantized to f32
+// once, activations in f32 between ops, every op from engine/ops/ref (which
+// sum in float64 and round each output to f32) and matrix products summed
+// in float64. It follows model.CPU's Forward op for op and is the oracle of
+// the GPU step. Activations are checkpointed per layer: the forward keeps
+// each layer's input only, the backward runs the layer forward again to
+// get what its backward needs, so memory grows with layers × tokens ×
+// width, not with the intermediate widths.
+type CPU struct {
+	m       *model.Model
+	c       *model.Config
+	layers  []frozenLayer
+	outNorm []float32
+	output  linear // the LM head (token_embd when tied)
+}
+
+// frozenLayer is one block's base weights in f32.
+type frozenLayer struct {
+	attnNorm, postAttnNorm, ffnNorm, postFFNNorm []float32
+	qBias, kBias, vBias, qNorm, kNorm            []float32
+	proj                                         [numTargets]linear
+}
+
+// linear is a frozen rows × cols weight in f32.
+type linear struct {
+	name       string
+	w          []float32
+	rows, cols int
+}
+
+// NewCPU dequantizes m's weights for the reference step; an architecture
+// the step does not cover is refused by name.
+func NewCPU(m *model.Model) (*CPU, error) {
+	if err := supported(&m.Config); err != nil {
+		return nil, err
+	}
+	r := &CPU{m: m, c: &m.Config, layers: make([]frozenLayer, len(m.Layers))}
+	var err error
+	vec := func(w *model.Weight) []float32 {
+		if w == nil || err != nil {
+			return nil
+		}
+		var v []float32
+		v, err = w.F32()
+		return v
+	}
+	lin := func(w *model.Weight) linear {
+		return linear{name: w.Name, w: vec(w), rows: w.Rows, cols: w.Cols}
+	}
+	for i := range m.Layers {
+		l, f := &m.Layers[i], &r.layers[i]
+		f.attnNorm, f.postAttnNorm, f.ffnNorm, f.postFFNNorm = vec(l.AttnNorm), vec(l.PostAttnNorm), vec(l.FFNNorm), vec(l.PostFFNNorm)
+		f.qBias, f.kBias, f.vBias = vec(l.QBias), vec(l.KBias), vec(l.VBias)
+		f.qNorm, f.kNorm = vec(l.QNorm), vec(l.KNorm)
+		for t, w := range projections(l) {
+			f.proj[t] = lin(w)
+		}
+	}
+	r.outNorm = vec(m.OutNorm)
+	r.output = lin(m.Output)
+	if err != nil {
+		return nil, fmt.Errorf("training: %w", err)
+	}
+	return r, nil
+}
+
+// checkExamples validates token ids, targets and lengths against the model.
+func (r *CPU) checkExamples(examples []Example) error {
+	for i, e := range examples {
+		if len(e.Tokens) == 0 || len(e.Targets) != len(e.Tokens) {
+			return fmt.Errorf("training: example %d: %d tokens and %d targets", i, len(e.Tokens), len(e.Targets))
+		}
+		if len(e.Tokens) > r.c.Context {
+			return fmt.Errorf("training: example %d: %d tokens exceed the model's context of %d", i, len(e.Tokens), r.c.Context)
+		}
+		for t := range e.Tokens {
+			if id := e.Tokens[t]; id < 0 || int(id) >= r.c.Vocab {
+				return fmt.Errorf("training: example %d: token %d at %d is outside the vocabulary of %d", i, id, t, r.c.Vocab)
+			}
+			if id := e.Targets[t]; int(id) >= r.c.Vocab {
+				return fmt.Errorf("training: example %d: target %d at %d is outside the vocabulary of %d", i, id, t, r.c.Vocab)
+			}
+		}
+	}
+	return nil
+}
+
+// Loss returns the summed cross-entropy of examples under the base with
+// lora applied, and the number of positions with a target; the mean loss
+// is sum/count.
+func (r *CPU) Loss(lora *LoRA, examples []Example) (sum float64, count int, err error) {
+	return r.run(lora, examples, nil)
+}
+
+// Backward returns Loss's sum and count and adds the gradient of the sum
+// with respect to every A and B of lora to g. The gradient of the mean is
+// g/count; leaving the division to the optimizer (GradScale) lets
+// micro-batches accumulate sums: over several calls g holds the gradient
+// of the whole batch's summed loss.
+func (r *CPU) Backward(lora *LoRA, examples []Example, g *Grads) (sum float64, count int, err error) {
+	if g == nil {
+		return 0, 0, fmt.Errorf("training: Backward needs gradients to add to")
+	}
+	return r.run(lora, examples, g)
+}
+
+func (r *CPU) run(lora *LoRA, examples []Example, g *Grads) (sum float64, count int, err error) {
+	if len(lora.index) != len(r.layers) {
+		return 0, 0, fmt.Errorf("training: the adapter has %d layers, the model %d", len(lora.index), len(r.layers))
+	}
+	if err := r.checkExamples(examples); err != nil {
+		return 0, 0, err
+	}
+	for _, e := range examples {
+		s, n, err := r.example(lora, e, g)
+		if err != nil {
+			return 0, 0, err
+		}
+		sum += s
+		count += n
+	}
+	return sum, count, nil
+}
+
+// example runs one example forward, and backward when g is not nil.
+func (r *CPU) example(lora *LoRA, e Example, g *Grads) (float64, int, error) {
+	c, m := r.c, r.m
+	n, d := len(e.Tokens), c.Hidden
+
+	// x = embedding rows, scaled (Gemma: sqrt(d_model)), as model.CPU.
+	x := make([]float32, n*d)
+	rb := m.Embed.RowBytes()
+	for t, id := range e.Tokens {
+		row := x[t*d : (t+1)*d]
+		if err := gguf.Dequantize(m.Embed.Type, m.Embed.Data[int(id)*rb:(int(id)+1)*rb], row); err != nil {
+			return 0, 0, fmt.Errorf("training: %s row %d: %w", m.Embed.Name, id, err)
+		}
+		if c.EmbedScale != 0 {
+			for j := range row {
+				row[j] *= c.EmbedScale
+			}
+		}
+	}
+
+	// The layers, keeping each one's input (the checkpoint).
+	inputs := make([][]float32, len(r.layers))
+	for i := range r.layers {
+		inputs[i] = x
+		x = r.layer(i, lora, x, n).out
+	}
+
+	// Logits = Output · norm(x); the loss is the cross-entropy of the
+	// soft-capped logits (Gemma 2), the cap applied inside CrossEntropy.
+	normArgs := ref.NormArgs{Rows: n, Dim: d, Eps: c.Eps}
+	xn := ref.RMSNorm(x, r.outNorm, normArgs)
+	logits := matmul(r.output, xn, n)
+	targets := e.Targets
+	count := 0
+	for _, t := range targets {
+		if t >= 0 {
+			count++
+		}
+	}
+	loss, dlogits := ref.CrossEntropyBackward(logits, targets, n, c.Vocab, 1, c.FinalSoftcap)
+	sum := 0.0
+	for _, v := range loss {
+		sum += float64(v)
+	}
+	if g == nil || count == 0 {
+		return sum, count, nil
+	}
+
+	// Backward: head, final norm, then the layers in reverse, each run
+	// forward again from its checkpoint.
+	dxn := matmulBackward(r.output, dlogits, n)
+	dx := ref.RMSNormBackward(x, r.outNorm, dxn, normArgs)
+	for i := len(r.layers) - 1; i >= 0; i-- {
+		a := r.layer(i, lora, inputs[i], n)
+		dx = r.layerBackward(i, lora, a, dx, g)
+	}
+	return sum, count, nil
+}
+
+// activations are what one layer's backward needs of its forward.
+type activations struct {
+	n            int
+	x, xn        []float32             // input, attention-norm output
+	qIn, kIn     []float32             // q and k before QK-norm (after bias)
+	q, k, v      []float32             // what attention saw (q, k rotated)
+	att          []float32             // attention output, O's input
+	o            []float32             // O's output, before the post-norm
+	x2, xn2      []float32             // after the attention residual; FFN-norm output
+	gate, up, h  []float32             // gate and up projections; GLU output, Down's input
+	f            []float32             // Down's output, before the post-norm
+	out          []float32             // the layer's output
+	ha           [numTargets][]float32 // A·x of each adapted projection
+	attention    ref.AttentionArgs
+	ropeQ, ropeK ref.RoPEArgs
+}
+
+// layer is block i's forward over n tokens, as model.CPU.Forward's loop
+// body: norm, q/k/v (+ LoRA, + bias), QK-norm, RoPE, attention, O (+ LoRA),
+// post-norm, residual, norm, gate/up (+ LoRA), GLU, down (+ LoRA),
+// post-norm, residual.
+func (r *CPU) layer(i int, lora *LoRA, x []float32, n int) *activations {
+	c, l := r.c, &r.layers[i]
+	d := c.Hidden
+	a := &activations{n: n, x: x}
+	norm := func(x, w []float32, rows, dim int) []float32 {
+		return ref.RMSNorm(x, w, ref.NormArgs{Rows: rows, Dim: dim, Eps: c.Eps})
+	}
+	// mul is W·x plus the LoRA correction scale·B·(A·x), keeping A·x.
+	mul := func(t int, x []float32) []float32 {
+		y := matmul(l.proj[t], x, n)
+		if p, _ := lora.pair(i, t); p != nil {
+			a.ha[t] = loraForward(p, lora.Config.Scale(), x, y, n)
+		}
+		return y
+	}
+
+	// Attention: x += O · attention(rope(q), rope(k), v).
+	a.xn = norm(x, l.attnNorm, n, d)
+	q, k, v := mul(tQ, a.xn), mul(tK, a.xn), mul(tV, a.xn)
+	if l.qBias != nil {
+		ref.AddBias(q, l.qBias)
+		ref.AddBias(k, l.kBias)
+		ref.AddBias(v, l.vBias)
+	}
+	a.qIn, a.kIn = q, k
+	if l.qNorm != nil {
+		q = norm(q, l.qNorm, n*c.Heads, c.HeadDim)
+		k = norm(k, l.kNorm, n*c.KVHeads, c.HeadDim)
+	}
+	base, scale := c.Rope(i)
+	a.ropeQ = ref.RoPEArgs{Tokens: n, Heads: c.Heads, HeadDim: c.HeadDim, RopeDims: c.RopeDims, NeoX: c.NeoX, Base: base, FreqScale: scale}
+	a.ropeK = a.ropeQ
+	a.ropeK.Heads = c.KVHeads
+	a.q = ref.RoPE(q, r.m.RopeFactors, nil, a.ropeQ)
+	a.k = ref.RoPE(k, r.m.RopeFactors, nil, a.ropeK)
+	a.v = v
+	a.attention = ref.AttentionArgs{
+		HeadDim: c.HeadDim, Heads: c.Heads, KVHeads: c.KVHeads, Tokens: n, KVLen: n,
+		Scale: c.AttnScale, Window: c.Window(i), Softcap: c.AttnSoftcap,
+	}
+	a.att = ref.Attention(a.q, a.k, a.v, a.attention)
+	a.o = mul(tO, a.att)
+	o := a.o
+	if l.postAttnNorm != nil {
+		o = norm(o, l.postAttnNorm, n, d)
+	}
+	a.x2 = ref.Add(x, o)
+
+	// Feed-forward: x += Down · (act(Gate · norm(x)) * (Up · norm(x))).
+	a.xn2 = norm(a.x2, l.ffnNorm, n, d)
+	a.gate, a.up = mul(tGate, a.xn2), mul(tUp, a.xn2)
+	if c.GELU {
+		a.h = ref.GeGLU(a.gate, a.up)
+	} else {
+		a.h = ref.SwiGLU(a.gate, a.up)
+	}
+	a.f = mul(tDown, a.h)
+	f := a.f
+	if l.postFFNNorm != nil {
+		f = norm(f, l.postFFNNorm, n, d)
+	}
+	a.out = ref.Add(a.x2, f)
+	return a
+}
+
+// layerBackward takes the gradient of block i's output to that of its
+// input, adding the gradients of its LoRA pairs to g. The frozen weights,
+// norms and biases get none.
+func (r *CPU) layerBackward(i int, lora *LoRA, a *activations, dout []float32, g *Grads) []float32 {
+	c, l := r.c, &r.layers[i]
+	n, d := a.n, c.Hidden
+	normBack := func(x, w, dy []float32, rows, dim int) []float32 {
+		return ref.RMSNormBackward(x, w, dy, ref.NormArgs{Rows: rows, Dim: dim, Eps: c.Eps})
+	}
+	// mulBack is the gradient of mul's input for the gradient dy of its
+	// output: dy·W, plus the LoRA pair's Aᵀ·dh, its own gradients added to
+	// g.
+	mulBack := func(t int, x, dy []float32) []float32 {
+		dx := matmulBackward(l.proj[t], dy, n)
+		if p, k := lora.pair(i, t); p != nil {
+			loraBackward(p, lora.Config.Scale(), x, a.ha[t], dy, dx, g.A[k], g.B[k], n)
+		}
+		return dx
+	}
+
+	// Feed-forward: out = x2 + post(f).
+	dx2 := append([]float32(nil), dout...)
+	df := dout
+	if l.postFFNNorm != nil {
+		df = normBack(a.f, l.postFFNNorm, df, n, d)
+	}
+	dh := mulBack(tDown, a.h, df)
+	var dgate, dup []float32
+	if c.GELU {
+		dgate, dup = ref.GeGLUBackward(a.gate, a.up, dh)
+	} else {
+		dgate, dup = ref.SwiGLUBackward(a.gate, a.up, dh)
+	}
+	dxn2 := mulBack(tGate, a.xn2, dgate)
+	ref.AddInPlace(dxn2, mulBack(tUp, a.xn2, dup))
+	ref.AddInPlace(dx2, normBack(a.x2, l.ffnNorm, dxn2, n, d))
+
+	// Attention: x2 = x + post(O·att).
+	do := dx2
+	if l.postAttnNorm != nil {
+		do = normBack(a.o, l.postAttnNorm, do, n, d)
+	}
+	datt := mulBack(tO, a.att, do)
+	dq, dk, dv := ref.AttentionBackward(a.q, a.k, a.v, datt, a.attention)
+	dq = ref.RoPEBackward(dq, r.m.RopeFactors, nil, a.ropeQ)
+	dk = ref.RoPEBackward(dk, r.m.RopeFactors, nil, a.ropeK)
+	if l.qNorm != nil {
+		dq = normBack(a.qIn, l.qNorm, dq, n*c.Heads, c.HeadDim)
+		dk = normBack(a.kIn, l.kNorm, dk, n*c.KVHeads, c.HeadDim)
+	}
+	dxn := mulBack(tQ, a.xn, dq)
+	ref.AddInPlace(dxn, mulBack(tK, a.xn, dk))
+	ref.AddInPlace(dxn, mulBack(tV, a.xn, dv))
+	dx := normBack(a.x, l.attnNorm, dxn, n, d)
+	ref.AddInPlace(dx, dx2)
+	return dx
+}
+
+// loraForward adds scale·B·(A·x) to y for m rows and returns A·x (m ×
+// rank), rounded to f32 as model.CPU's applyLoRA rounds it.
+func loraForward(p *Pair, scale float32, x, y []float32, m int) []float32 {
+	h := matmul(linear{w: p.A, rows: p.Rank, cols: p.Cols}, x, m)
+	by := matmul(linear{w: p.B, rows: p.Rows, cols: p.Rank}, h, m)
+	for j, v := range by {
+		y[j] += scale * v
+	}
+	return h
+}
+
+// loraBackward is the pair's part of the backward of y = W·x + s·B·(A·x)
+// over m rows, for the gradient dy of y, with h = A·x:
+//
+//	dh = s·dy·B        (m × rank)
+//	dB += s·dyᵀ·h      (rows × rank)
+//	dA += dhᵀ·x        (rank × cols)
+//	dx += dh·A         (m × cols)
+func loraBackward(p *Pair, scale float32, x, h, dy, dx, dA, dB []float32, m int) {
+	dh := matmulBackward(linear{w: p.B, rows: p.Rows, cols: p.Rank}, dy, m)
+	for j := range dh {
+		dh[j] *= scale
+	}
+	addTo(dB, ref.MatMulTN(dy, h, m, p.Rows, p.Rank, scale))
+	addTo(dA, ref.MatMulTN(dh, x, m, p.Rank, p.Cols, 1))
+	ref.AddInPlace(dx, matmulBackward(linear{w: p.A, rows: p.Rank, cols: p.Cols}, dh, m))
+}
+
+func addTo(dst, src []float32) {
+	for j, v := range src {
+		dst[j] += v
+	}
+}
+
+// matmul returns Y[m × rows] = X[m × cols]·Wᵀ, each product summed in
+// float64 and rounded once; W's rows are spread over the cores.
+func matmul(w linear, x []float32, m int) []float32 {
+	y := make([]float32, m*w.rows)
+	parallel(w.rows, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			wr := w.w[r*w.cols : (r+1)*w.cols]
+			for t := range m {
+				xt := x[t*w.cols : (t+1)*w.cols]
+				s := 0.0
+				for j, v := range wr {
+					s += float64(v) * float64(xt[j])
+				}
+				y[t*w.rows+r] = float32(s)
+			}
+		}
+	})
+	return y
+}
+
+// matmulBackward returns dX[m × cols] = dY[m × rows]·W, the gradient of
+// matmul's input, summed in float64; the m rows are spread over the cores.
+func matmulBackward(w linear, dy []float32, m int) []float32 {
+	dx := make([]float32, m*w.cols)
+	parallel(m, func(lo, hi int) {
+		acc := make([]float64, w.cols)
+		for t := lo; t < hi; t++ {
+			clear(acc)
+			for r, g := range dy[t*w.rows : (t+1)*w.rows] {
+				if g == 0 {
+					continue
+				}
+				gf := float64(g)
+				for j, v := range w.w[r*w.cols : (r+1)*w.cols] {
+					acc[j] += gf * float64(v)
+				}
+			}
+			for j, v := range acc {
+				dx[t*w.cols+j] = float32(v)
+			}
+		}
+	})
+	return dx
+}
+
+// parallel runs f over [0, n) in one contiguous range per core.
+func parallel(n int, f func(lo, hi int)) {
+	workers := min(runtime.GOMAXPROCS(0), n)
+	if workers <= 1 || n < 16 {
+		f(0, n)
+		return
+	}
+	per := (n + workers - 1) / workers
+	var wg sync.WaitGroup
+	for lo := 0; lo < n; lo += per {
+		hi := min(lo+per, n)
+		wg.Go(func() { f(lo, hi) })
+	}
+	wg.Wait()
+}
+
+// meanLoss is sum/count, NaN when nothing is trained.
+func meanLoss(sum float64, count int) float64 {
+	if count == 0 {
+		return math.NaN()
+	}
+	return sum / float64(count)
+}

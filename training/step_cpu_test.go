@@ -1,0 +1,174 @@
+package training
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/hearthstudio/hearth/engine/model"
+	"github.com/hearthstudio/hearth/engine/ops/ref"
+)
+
+// families are the tiny synth models the CPU step is checked on, with a
+// length that crosses the sliding windows (16) of Gemma 2 and 3.
+// Gemma 2's caps (50 on scores, 30 on logits) barely bend the small
+// values of a random tiny model, so a variant lowers them until tanh is far
+// from linear and their backward matters.
+var families = []struct {
+	name, preset string
+	tokens       int
+	edit         func(*model.Config)
+}{
+	{"tiny-llama", "tiny-llama", 12, nil},
+	{"tiny-qwen2", "tiny-qwen2", 12, nil},
+	{"tiny-qwen3", "tiny-qwen3", 12, nil},
+	{"tiny-gemma", "tiny-gemma", 12, nil},
+	{"tiny-gemma2", "tiny-gemma2", 20, nil},
+	{"tiny-gemma2-low-caps", "tiny-gemma2", 20, func(c *model.Config) { c.AttnSoftcap, c.FinalSoftcap = 0.5, 1 }},
+	{"tiny-gemma3", "tiny-gemma3", 20, nil},
+}
+
+// loadFamily loads a family's model with its edit applied.
+func loadFamily(t *testing.T, preset string, edit func(*model.Config)) *model.Model {
+	m := loadSynth(t, preset, "F32")
+	if edit != nil {
+		edit(&m.Config)
+	}
+	return m
+}
+
+// TestLossMatchesRunner: the step's forward gives the loss that model.CPU's
+// forward (the inference oracle, adapters applied through SetAdapters)
+// gives, computed from its logits.
+func TestLossMatchesRunner(t *testing.T) {
+	for _, f := range families {
+		t.Run(f.name, func(t *testing.T) {
+			m := loadFamily(t, f.preset, f.edit)
+			lora := newTestLoRA(t, m, 0.05, 1)
+			step, err := NewCPU(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ex := randomExamples(m, 2, f.tokens, 3, 2)
+			sum, count, err := step.Loss(lora, ex)
+			if err != nil {
+				t.Fatal(err)
+			}
+			run, err := model.NewCPU(m, f.tokens)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := run.SetAdapters([]model.LoRA{lora.Runtime()}); err != nil {
+				t.Fatal(err)
+			}
+			want, wantCount := 0.0, 0
+			for _, e := range ex {
+				res, err := run.Forward(e.Tokens, 0, model.Output{All: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				// The runner's logits are already soft-capped.
+				for _, l := range ref.CrossEntropy(res.Logits, e.Targets, len(e.Tokens), m.Config.Vocab, 0) {
+					want += float64(l)
+				}
+				wantCount += Trained([]Example{e})
+			}
+			// Both are f32 forwards of a few layers; they differ in the
+			// order of their sums (the runner's f32 dots, the step's f64),
+			// which moves a loss of ~6.5 by ~1e-6.
+			got, wantMean := sum/float64(count), want/float64(wantCount)
+			if count != wantCount || math.Abs(got-wantMean) > 1e-5*math.Abs(wantMean) {
+				t.Fatalf("loss %v over %d targets, runner %v over %d", got, count, wantMean, wantCount)
+			}
+			t.Logf("loss %.6f (runner %.6f)", got, wantMean)
+		})
+	}
+}
+
+// TestGradientMatchesFiniteDifference checks the whole backward: for
+// entries of A and B across the layers and targets, the analytic gradient
+// of the mean loss against the central difference (L(θ+h) − L(θ−h))/2h.
+func TestGradientMatchesFiniteDifference(t *testing.T) {
+	for _, f := range families {
+		t.Run(f.name, func(t *testing.T) {
+			m := loadFamily(t, f.preset, f.edit)
+			checkFiniteDifference(t, m, randomExamples(m, 2, f.tokens, 3, 3))
+		})
+	}
+}
+
+// checkFiniteDifference compares the gradient of examples' mean loss at
+// a few entries of every target's pairs.
+func checkFiniteDifference(t *testing.T, m *model.Model, ex []Example) {
+	t.Helper()
+	lora := newTestLoRA(t, m, 0.05, 4)
+	step, err := NewCPU(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := NewGrads(lora)
+	sum, count, err := step.Backward(lora, ex, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loss := func() float64 {
+		s, n, err := step.Loss(lora, ex)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s / float64(n)
+	}
+	if l0 := loss(); l0 != sum/float64(count) {
+		t.Fatalf("Loss %v and Backward %v differ", l0, sum/float64(count))
+	}
+	// h: the loss is an f32 forward pass, so L(θ±h) carry rounding noise
+	// of a fraction of an f32 ulp of L (~6.5 here, ulp 4.8e-7); divided
+	// by 2h that noise dominates below h ≈ 1e-2 (at 1e-3 it was ~4e-5 on
+	// gradients of ~3e-3), while the central difference's truncation
+	// error, h²/6·L''', stays near 1e-4 of the gradient at 1e-2 (the
+	// entries of A and B are ~0.05).
+	const h = 1e-2
+	l0 := sum / float64(count)
+	ulp := float64(math.Nextafter32(float32(l0), float32(math.Inf(1))) - float32(l0))
+	// atol: one ulp of the loss (6× the noise seen) over 2h, doubled;
+	// rtol: 10× the truncation error seen on the largest entries.
+	atol, rtol := ulp/h, 1e-3
+	rng := rand.New(rand.NewPCG(8, 8))
+	worst := 0.0
+	// One pair per target, each in a random layer; the largest-gradient
+	// entry of A and of B and one random entry of each.
+	for tgt := range numTargets {
+		p, k := lora.pair(rng.IntN(len(lora.index)), tgt)
+		for _, which := range []struct {
+			name  string
+			param []float32
+			grad  []float32
+		}{{"A", p.A, g.A[k]}, {"B", p.B, g.B[k]}} {
+			big := 0
+			for j, v := range which.grad {
+				if math.Abs(float64(v)) > math.Abs(float64(which.grad[big])) {
+					big = j
+				}
+			}
+			for _, j := range []int{big, rng.IntN(len(which.param))} {
+				orig := which.param[j]
+				which.param[j] = orig + h
+				up := loss()
+				which.param[j] = orig - h
+				down := loss()
+				which.param[j] = orig
+				fd := (up - down) / (2 * h)
+				an := float64(which.grad[j]) / float64(count)
+				rel := math.Abs(fd-an) / math.Max(math.Max(math.Abs(fd), math.Abs(an)), 1e-12)
+				t.Logf("%s %s[%d]: analytic %.6e, difference %.6e, rel %.2e", p.Name, which.name, j, an, fd, rel)
+				if math.Abs(fd-an) > rtol*math.Abs(an)+atol {
+					t.Errorf("%s %s[%d]: analytic gradient %.6e, finite difference %.6e", p.Name, which.name, j, an, fd)
+				}
+				if j == big {
+					worst = math.Max(worst, rel)
+				}
+			}
+		}
+	}
+	t.Logf("max relative error over the largest entries: %.2e", worst)
+}
