@@ -1,0 +1,101 @@
+package training
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/hearthstudio/hearth/engine/model"
+	"github.com/hearthstudio/hearth/training/data"
+)
+
+// TestNewLoRAInitializesAsPEFT: A uniform within ±1/√cols (kaiming_uniform_
+// with a = √5), B zero, the same draw for the same seed, names as the GGUF
+// file names the weights.
+func TestNewLoRAInitializesAsPEFT(t *testing.T) {
+	m := loadSynth(t, "tiny-qwen3", "F32")
+	l, err := NewLoRA(m, LoRAConfig{Rank: 8, Alpha: 16, Targets: []string{"q", "down"}}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Pairs) != 2*m.Config.Layers || l.Pairs[1].Name != "blk.0.ffn_down.weight" || l.Config.Scale() != 2 {
+		t.Fatalf("%d pairs, second %q, scale %v", len(l.Pairs), l.Pairs[1].Name, l.Config.Scale())
+	}
+	again, _ := NewLoRA(m, l.Config, 3)
+	for k, p := range l.Pairs {
+		bound := 1 / math.Sqrt(float64(p.Cols))
+		lo, hi := 0.0, 0.0
+		for j, v := range p.A {
+			lo, hi = math.Min(lo, float64(v)), math.Max(hi, float64(v))
+			if v != again.Pairs[k].A[j] {
+				t.Fatalf("%s: the same seed drew another A", p.Name)
+			}
+		}
+		// The draw spans nearly all of ±bound (thousands of values).
+		if lo < -bound || hi > bound || lo > -0.95*bound || hi < 0.95*bound {
+			t.Errorf("%s: A in [%v, %v], want U(±%v)", p.Name, lo, hi, bound)
+		}
+		for _, v := range p.B {
+			if v != 0 {
+				t.Fatalf("%s: B is not zero", p.Name)
+			}
+		}
+	}
+	// The runner accepts the pairs: names and shapes are its targets'.
+	if err := m.CheckLoRA([]model.LoRA{l.Runtime()}); err != nil {
+		t.Fatal(err)
+	}
+	if a := l.Adapter(m.Config.Arch); len(a.Pairs) != len(l.Pairs) || a.Alpha != 16 {
+		t.Fatalf("adapter: %d pairs, alpha %v", len(a.Pairs), a.Alpha)
+	}
+}
+
+func TestBadConfigsAreRefused(t *testing.T) {
+	m := loadSynth(t, "tiny-llama", "F32")
+	for _, c := range []struct {
+		cfg  LoRAConfig
+		want string
+	}{
+		{LoRAConfig{Rank: 0, Alpha: 1}, "rank 0"},
+		{LoRAConfig{Rank: 4, Alpha: float32(math.NaN())}, "alpha NaN"},
+		{LoRAConfig{Rank: 4, Alpha: 8, Dropout: 0.1}, "dropout 0.1"},
+		{LoRAConfig{Rank: 4, Alpha: 8, Targets: []string{"qkv"}}, `target "qkv"`},
+	} {
+		if _, err := NewLoRA(m, c.cfg, 1); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: error %v, want one saying %q", c.cfg, err, c.want)
+		}
+	}
+	phi := loadSynth(t, "tiny-phi3", "F32")
+	if _, err := NewCPU(phi); err == nil || !strings.Contains(err.Error(), `"phi3"`) {
+		t.Errorf("phi3: %v", err)
+	}
+	step, err := NewCPU(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, _ := NewLoRA(m, LoRAConfig{Rank: 2, Alpha: 2}, 1)
+	for _, e := range []Example{
+		{Tokens: []int32{1, 2}, Targets: []int32{2}},
+		{Tokens: []int32{1, 9999}, Targets: []int32{2, 3}},
+		{Tokens: []int32{1, 2}, Targets: []int32{2, 9999}},
+		{},
+	} {
+		if _, _, err := step.Loss(l, []Example{e}); err == nil {
+			t.Errorf("%+v: no error", e)
+		}
+	}
+}
+
+// TestExamplesSplitPackedSequences: each packed sample becomes its own
+// example and the padding is dropped.
+func TestExamplesSplitPackedSequences(t *testing.T) {
+	s := &data.Sequence{
+		Tokens:  []int32{1, 2, 3, 4, 5, 0, 0},
+		Targets: []int32{-1, 3, -1, -1, 6, -1, -1},
+		Bounds:  []int32{0, 2, 5},
+	}
+	ex := Examples([]*data.Sequence{s})
+	if len(ex) != 2 || len(ex[0].Tokens) != 2 || len(ex[1].Tokens) != 3 || ex[1].Tokens[0] != 3 || Trained(ex) != 2 {
+		t.Fatalf("%+v", ex)
+	}
+}
