@@ -1,0 +1,698 @@
+package training
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/hearthstudio/hearth/engine/gpu"
+	"github.com/hearthstudio/hearth/engine/model"
+	"github.com/hearthstudio/hearth/engine/ops"
+	"github.com/hearthstudio/hearth/gguf"
+)
+
+// GPU is the training step on the device, the CPU step's graph through
+// engine/ops kernels: the frozen weights uploaded as stored (quantized
+// blocks, read by the matmul and matmul-backward kernels), the LoRA pairs,
+// their gradients and AdamW moments in device buffers. One chain (one
+// submit) runs a micro-batch: per example the forward, keeping each
+// layer's input, the LM head tiled under the binding limit with the
+// cross-entropy backward, then per layer, last first, the layer's forward
+// again from its checkpoint and its backward; the pairs' gradients
+// accumulate in place, and only the per-token losses come back. Another
+// chain runs the optimizer step (global norm, clip, AdamW) with no
+// readback but the norm.
+type GPU struct {
+	dev  *gpu.Device
+	m    *model.Model
+	c    *model.Config
+	lora *LoRA
+
+	maxTokens, batchTokens int // the longest example; tokens of a micro-batch
+	tile                   int // logit rows per head tile
+
+	layers  []gpuLayer
+	outNorm *gpu.Buffer
+	output  *gpu.Tensor
+	factors *gpu.Buffer
+	pairs   []gpuPair
+
+	// Inputs of a micro-batch: embedding rows, targets, per-token losses.
+	emb, targets, loss *gpu.Buffer
+	// ck[i] is layer i's input (ck[Layers] the last output).
+	ck []*gpu.Buffer
+	// The activations of one layer, and the gradients of its backward.
+	xn, q, k, v, qIn, kIn, att, o, o2, x2, xn2, gate, up, h, f, f2 *gpu.Buffer
+	ha                                                             [numTargets]*gpu.Buffer
+	hs, dh                                                         *gpu.Buffer // scaled A·x; a pair's dH
+	dres, dtmp, dff, dgate, dup, dxn, datt, dq, dk, dv, stats      *gpu.Buffer
+	attScratch, htile, logits, partials, norm                      *gpu.Buffer
+	partials2                                                      *gpu.Buffer // GradNorm's
+
+	tensors []*gpu.Tensor
+	buffers []*gpu.Buffer
+}
+
+type gpuLayer struct {
+	attnNorm, postAttnNorm, ffnNorm, postFFNNorm *gpu.Buffer
+	qBias, kBias, vBias, qNorm, kNorm            *gpu.Buffer
+	proj                                         [numTargets]*gpu.Tensor
+}
+
+// gpuPair is one LoRA pair on the device: A and B as F32 tensors (what
+// ops.MatMul multiplies by), their gradients and AdamW moments.
+type gpuPair struct {
+	a, b           *gpu.Tensor
+	dA, dB         *gpu.Buffer
+	mA, vA, mB, vB *gpu.Buffer
+}
+
+// NewGPU uploads m's weights as stored and lora's pairs to dev, and sizes
+// the buffers for examples of at most maxTokens tokens and micro-batches
+// of at most batchTokens.
+func NewGPU(dev *gpu.Device, m *model.Model, lora *LoRA, maxTokens, batchTokens int) (*GPU, error) {
+	c := &m.Config
+	if err := supported(c); err != nil {
+		return nil, err
+	}
+	if maxTokens <= 0 || batchTokens < maxTokens || maxTokens > c.Context {
+		return nil, fmt.Errorf("training: GPU step for examples of %d tokens in batches of %d (context %d)", maxTokens, batchTokens, c.Context)
+	}
+	if len(lora.index) != len(m.Layers) {
+		return nil, fmt.Errorf("training: the adapter has %d layers, the model %d", len(lora.index), len(m.Layers))
+	}
+	limit := dev.Limits.MaxStorageBufferBindingSize
+	if w := uint64(maxTokens) * uint64(max(c.FF, c.QDim(), c.Hidden)) * 4; w > limit {
+		return nil, fmt.Errorf("training: %d tokens of activations (%d bytes) are over the device's %d-byte storage binding limit", maxTokens, w, limit)
+	}
+	g := &GPU{dev: dev, m: m, c: c, lora: lora, maxTokens: maxTokens, batchTokens: batchTokens}
+	// The LM head's T×V logits pass the binding limit for a big vocabulary
+	// (262144 × 4 bytes a row: 128 rows under lavapipe's 128 MiB), so the
+	// head runs in tiles of rows.
+	g.tile = int(min(uint64(maxTokens), limit/(4*uint64(c.Vocab))))
+	if g.tile < 1 {
+		return nil, fmt.Errorf("training: one row of %d logits is over the device's %d-byte storage binding limit", c.Vocab, limit)
+	}
+	if err := g.upload(); err != nil {
+		g.Close()
+		return nil, err
+	}
+	if err := g.allocate(); err != nil {
+		g.Close()
+		return nil, err
+	}
+	return g, nil
+}
+
+func (g *GPU) buffer(label string, floats int) (*gpu.Buffer, error) {
+	b, err := g.dev.NewBuffer(label, uint64(max(floats, 1))*4)
+	if err == nil {
+		g.buffers = append(g.buffers, b)
+	}
+	return b, err
+}
+
+func (g *GPU) bufferF32(label string, v []float32) (*gpu.Buffer, error) {
+	b, err := g.dev.NewBufferF32(label, v)
+	if err == nil {
+		g.buffers = append(g.buffers, b)
+	}
+	return b, err
+}
+
+func (g *GPU) tensor(name string, typ gguf.Type, rows, cols int, data []byte) (*gpu.Tensor, error) {
+	t, err := g.dev.NewTensor(name, typ, rows, cols, data, 0)
+	if err == nil {
+		g.tensors = append(g.tensors, t)
+	}
+	return t, err
+}
+
+func (g *GPU) upload() error {
+	m := g.m
+	var err error
+	vector := func(w *model.Weight) *gpu.Buffer {
+		if w == nil || err != nil {
+			return nil
+		}
+		var v []float32
+		if v, err = w.F32(); err != nil {
+			return nil
+		}
+		var b *gpu.Buffer
+		b, err = g.bufferF32(w.Name, v)
+		return b
+	}
+	weight := func(w *model.Weight) *gpu.Tensor {
+		if err != nil {
+			return nil
+		}
+		var t *gpu.Tensor
+		t, err = g.tensor(w.Name, w.Type, w.Rows, w.Cols, w.Data)
+		return t
+	}
+	g.layers = make([]gpuLayer, len(m.Layers))
+	for i := range m.Layers {
+		l, gl := &m.Layers[i], &g.layers[i]
+		gl.attnNorm, gl.postAttnNorm, gl.ffnNorm, gl.postFFNNorm = vector(l.AttnNorm), vector(l.PostAttnNorm), vector(l.FFNNorm), vector(l.PostFFNNorm)
+		gl.qBias, gl.kBias, gl.vBias, gl.qNorm, gl.kNorm = vector(l.QBias), vector(l.KBias), vector(l.VBias), vector(l.QNorm), vector(l.KNorm)
+		for t, w := range projections(l) {
+			gl.proj[t] = weight(w)
+		}
+	}
+	g.outNorm = vector(m.OutNorm)
+	g.output = weight(m.Output)
+	if err == nil && m.RopeFactors != nil {
+		g.factors, err = g.bufferF32("rope_freqs", m.RopeFactors)
+	}
+	if err != nil {
+		return fmt.Errorf("training: %w", err)
+	}
+	for _, p := range g.lora.Pairs {
+		var gp gpuPair
+		if gp.a, err = g.tensor(p.Name+".lora_a", gguf.TypeF32, p.Rank, p.Cols, gpu.F32Bytes(p.A)); err != nil {
+			return err
+		}
+		if gp.b, err = g.tensor(p.Name+".lora_b", gguf.TypeF32, p.Rows, p.Rank, gpu.F32Bytes(p.B)); err != nil {
+			return err
+		}
+		for _, b := range []struct {
+			dst **gpu.Buffer
+			n   int
+		}{{&gp.dA, len(p.A)}, {&gp.dB, len(p.B)}, {&gp.mA, len(p.A)}, {&gp.vA, len(p.A)}, {&gp.mB, len(p.B)}, {&gp.vB, len(p.B)}} {
+			if *b.dst, err = g.buffer(p.Name+" state", b.n); err != nil {
+				return err
+			}
+		}
+		g.pairs = append(g.pairs, gp)
+	}
+	return nil
+}
+
+func (g *GPU) allocate() error {
+	c := g.c
+	T, d, qd, kvd, ff := g.maxTokens, c.Hidden, c.QDim(), c.KVDim(), c.FF
+	var err error
+	alloc := func(label string, floats int) *gpu.Buffer {
+		if err != nil {
+			return nil
+		}
+		var b *gpu.Buffer
+		b, err = g.buffer(label, floats)
+		return b
+	}
+	g.emb = alloc("embeddings", g.batchTokens*d)
+	g.targets = alloc("targets", g.batchTokens)
+	g.loss = alloc("loss", g.batchTokens)
+	for i := range c.Layers + 1 {
+		g.ck = append(g.ck, alloc(fmt.Sprintf("checkpoint %d", i), T*d))
+	}
+	for _, b := range []struct {
+		dst   **gpu.Buffer
+		label string
+		n     int
+	}{
+		{&g.xn, "xn", T * d}, {&g.q, "q", T * qd}, {&g.k, "k", T * kvd}, {&g.v, "v", T * kvd},
+		{&g.qIn, "q in", T * qd}, {&g.kIn, "k in", T * kvd}, {&g.att, "att", T * qd},
+		{&g.o, "o", T * d}, {&g.o2, "o post", T * d}, {&g.x2, "x2", T * d}, {&g.xn2, "xn2", T * d},
+		{&g.gate, "gate", T * ff}, {&g.up, "up", T * ff}, {&g.h, "h", T * ff}, {&g.f, "f", T * d}, {&g.f2, "f post", T * d},
+		{&g.hs, "lora h scaled", T * g.lora.Config.Rank}, {&g.dh, "lora dh", T * g.lora.Config.Rank},
+		{&g.dres, "d residual", T * d}, {&g.dtmp, "d tmp", T * d}, {&g.dff, "d ff", T * ff},
+		{&g.dgate, "d gate", T * ff}, {&g.dup, "d up", T * ff}, {&g.dxn, "d xn", T * d},
+		{&g.datt, "d att", T * qd}, {&g.dq, "d q", T * qd}, {&g.dk, "d k", T * kvd}, {&g.dv, "d v", T * kvd},
+		{&g.stats, "attention stats", ops.AttentionStatsFloats(ops.AttentionArgs{Tokens: T, Heads: c.Heads})},
+		// A 4-byte scratch selects attention's single-pass kernel: training
+		// has every query of the sequence, no split is needed.
+		{&g.attScratch, "attention scratch", 1},
+		{&g.htile, "head tile", g.tile * d}, {&g.logits, "logits", g.tile * c.Vocab},
+		{&g.partials, "head partials", 4 * g.tile * d},
+		{&g.norm, "grad norm", 2},
+	} {
+		*b.dst = alloc(b.label, b.n)
+	}
+	for t := range numTargets {
+		g.ha[t] = alloc("lora h "+Targets[t], T*g.lora.Config.Rank)
+	}
+	if err != nil {
+		return err
+	}
+	var lengths []int
+	for _, p := range g.lora.Pairs {
+		lengths = append(lengths, len(p.A), len(p.B))
+	}
+	g.partials2, err = g.buffer("grad norm partials", ops.GradNormPartials(lengths...))
+	return err
+}
+
+// Close releases the device buffers.
+func (g *GPU) Close() {
+	for _, t := range g.tensors {
+		t.Release()
+	}
+	for _, b := range g.buffers {
+		b.Release()
+	}
+	g.tensors, g.buffers = nil, nil
+}
+
+// ZeroGrads clears the accumulated gradients.
+func (g *GPU) ZeroGrads() error {
+	ch, err := g.dev.NewChain("zero grads")
+	if err != nil {
+		return err
+	}
+	for _, p := range g.pairs {
+		for _, b := range []*gpu.Buffer{p.dA, p.dB} {
+			if err := ch.Clear(b, 0, b.Size()); err != nil {
+				ch.Discard()
+				return err
+			}
+		}
+	}
+	return ch.Submit()
+}
+
+// Backward runs examples (one micro-batch) forward and backward in one
+// chain, adds the gradient of their summed loss to the device gradients,
+// and returns the summed loss and the number of trained positions, as
+// CPU.Backward.
+func (g *GPU) Backward(examples []Example) (sum float64, count int, err error) {
+	c := g.c
+	d := c.Hidden
+	total := 0
+	for i, e := range examples {
+		if len(e.Tokens) == 0 || len(e.Targets) != len(e.Tokens) {
+			return 0, 0, fmt.Errorf("training: example %d: %d tokens and %d targets", i, len(e.Tokens), len(e.Targets))
+		}
+		if len(e.Tokens) > g.maxTokens {
+			return 0, 0, fmt.Errorf("training: example %d: %d tokens, the GPU step was sized for %d", i, len(e.Tokens), g.maxTokens)
+		}
+		total += len(e.Tokens)
+	}
+	if total > g.batchTokens {
+		return 0, 0, fmt.Errorf("training: a micro-batch of %d tokens, the GPU step was sized for %d", total, g.batchTokens)
+	}
+	cpu := CPU{m: g.m, c: c}
+	if err := cpu.checkExamples(examples); err != nil {
+		return 0, 0, err
+	}
+
+	// Inputs: the embedding rows on the host (as model.GPU does: a few rows
+	// of any storage type, no table on the device), and the targets.
+	emb := make([]float32, total*d)
+	targets := make([]int32, 0, total)
+	rb := g.m.Embed.RowBytes()
+	off := 0
+	for _, e := range examples {
+		for _, id := range e.Tokens {
+			row := emb[off*d : (off+1)*d]
+			if err := gguf.Dequantize(g.m.Embed.Type, g.m.Embed.Data[int(id)*rb:(int(id)+1)*rb], row); err != nil {
+				return 0, 0, fmt.Errorf("training: %s row %d: %w", g.m.Embed.Name, id, err)
+			}
+			if c.EmbedScale != 0 {
+				for j := range row {
+					row[j] *= c.EmbedScale
+				}
+			}
+			off++
+		}
+		targets = append(targets, e.Targets...)
+	}
+	if err := g.emb.WriteF32(0, emb); err != nil {
+		return 0, 0, err
+	}
+	if err := g.targets.Write(0, gpu.U32Bytes(int32s(targets))); err != nil {
+		return 0, 0, err
+	}
+
+	ch, err := g.dev.NewChain("training step")
+	if err != nil {
+		return 0, 0, err
+	}
+	off = 0
+	for _, e := range examples {
+		if err := g.example(ch, len(e.Tokens), off); err != nil {
+			ch.Discard()
+			return 0, 0, err
+		}
+		off += len(e.Tokens)
+	}
+	rbk, err := ch.ReadBack(g.loss, 0, uint64(total)*4)
+	if err != nil {
+		ch.Discard()
+		return 0, 0, err
+	}
+	if err := ch.Submit(); err != nil {
+		return 0, 0, err
+	}
+	raw, err := rbk.Bytes()
+	if err != nil {
+		return 0, 0, err
+	}
+	for i, l := range gpu.F32From(raw) {
+		if targets[i] >= 0 {
+			sum += float64(l)
+			count++
+		}
+	}
+	return sum, count, nil
+}
+
+func int32s(v []int32) []uint32 {
+	out := make([]uint32, len(v))
+	for i, x := range v {
+		out[i] = uint32(x)
+	}
+	return out
+}
+
+// example records one example of n tokens whose embedding rows, targets
+// and losses sit at token offset off of the micro-batch.
+func (g *GPU) example(ch *gpu.Chain, n, off int) error {
+	c := g.c
+	d, V := c.Hidden, c.Vocab
+	if err := ops.CopyF32(ch, g.emb, off*d, g.ck[0], 0, n*d); err != nil {
+		return err
+	}
+	for i := range g.layers {
+		if err := g.layer(ch, i, n, g.ck[i], g.ck[i+1]); err != nil {
+			return fmt.Errorf("training: layer %d: %w", i, err)
+		}
+	}
+
+	// The head, in row tiles: logits = Output · norm(x); the cross-entropy
+	// backward leaves dLoss/dlogits in place (the soft-cap's derivative
+	// included), and dxn[tile] = dlogits · Output.
+	last := g.ck[len(g.layers)]
+	norm := ops.NormArgs{Rows: n, Dim: d, Eps: c.Eps}
+	if err := ops.RMSNorm(ch, last, g.outNorm, g.xn, norm); err != nil {
+		return err
+	}
+	for r0 := 0; r0 < n; r0 += g.tile {
+		tn := min(g.tile, n-r0)
+		src := g.xn
+		if r0 > 0 {
+			// ops.MatMul reads x from its start: copy the tile out.
+			if err := ops.CopyF32(ch, g.xn, r0*d, g.htile, 0, tn*d); err != nil {
+				return err
+			}
+			src = g.htile
+		}
+		if err := ops.MatMul(ch, g.output, src, g.logits, tn); err != nil {
+			return err
+		}
+		o := ops.CrossEntropyOptions{Scale: 1, Softcap: c.FinalSoftcap, TargetOffset: off + r0, LossOffset: off + r0}
+		if err := ops.CrossEntropyBackward(ch, g.logits, g.targets, g.loss, tn, V, o); err != nil {
+			return err
+		}
+		if err := ops.MatMulBackwardInputWith(ch, g.output, g.logits, g.dxn, tn, ops.MatmulBackwardOptions{DXOffset: r0 * d, Partials: g.partials}); err != nil {
+			return err
+		}
+	}
+	if err := ops.RMSNormBackward(ch, last, g.outNorm, g.dxn, g.dres, ops.NormBackwardArgs{NormArgs: norm}); err != nil {
+		return err
+	}
+	for i := len(g.layers) - 1; i >= 0; i-- {
+		if err := g.layer(ch, i, n, g.ck[i], nil); err != nil {
+			return fmt.Errorf("training: layer %d (recomputed): %w", i, err)
+		}
+		if err := g.layerBackward(ch, i, n, g.ck[i]); err != nil {
+			return fmt.Errorf("training: layer %d backward: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// layer records block i's forward from x, as CPU.layer, keeping its
+// activations in g's buffers; out, when not nil, gets the output (the
+// recomputation before the backward needs none).
+func (g *GPU) layer(ch *gpu.Chain, i, n int, x, out *gpu.Buffer) error {
+	c, l := g.c, &g.layers[i]
+	d, qd, kvd, ff := c.Hidden, c.QDim(), c.KVDim(), c.FF
+	var err error
+	try := func(e error) {
+		if err == nil {
+			err = e
+		}
+	}
+	norm := func(x, w, y *gpu.Buffer, rows, dim int) {
+		try(ops.RMSNorm(ch, x, w, y, ops.NormArgs{Rows: rows, Dim: dim, Eps: c.Eps}))
+	}
+	mul := func(t int, x, y *gpu.Buffer) {
+		try(ops.MatMul(ch, l.proj[t], x, y, n))
+		try(g.loraForward(ch, i, t, x, y, n))
+	}
+
+	// Attention: x2 = x + post(O · attention(rope(q), rope(k), v)).
+	norm(x, l.attnNorm, g.xn, n, d)
+	mul(tQ, g.xn, g.q)
+	mul(tK, g.xn, g.k)
+	mul(tV, g.xn, g.v)
+	if l.qBias != nil {
+		try(ops.AddBias(ch, g.q, l.qBias, n, qd))
+		try(ops.AddBias(ch, g.k, l.kBias, n, kvd))
+		try(ops.AddBias(ch, g.v, l.vBias, n, kvd))
+	}
+	if l.qNorm != nil {
+		// The norms' inputs, for their backward.
+		try(ops.CopyF32(ch, g.q, 0, g.qIn, 0, n*qd))
+		try(ops.CopyF32(ch, g.k, 0, g.kIn, 0, n*kvd))
+		norm(g.q, l.qNorm, g.q, n*c.Heads, c.HeadDim)
+		norm(g.k, l.kNorm, g.k, n*c.KVHeads, c.HeadDim)
+	}
+	rq, rk := g.rope(i, n)
+	try(ops.RoPE(ch, g.q, g.factors, nil, rq))
+	try(ops.RoPE(ch, g.k, g.factors, nil, rk))
+	try(ops.Attention(ch, g.q, g.k, g.v, g.attScratch, g.att, g.attention(i, n)))
+	mul(tO, g.att, g.o)
+	o := g.o
+	if l.postAttnNorm != nil {
+		norm(g.o, l.postAttnNorm, g.o2, n, d)
+		o = g.o2
+	}
+	try(ops.Add(ch, x, o, g.x2, n*d))
+
+	// Feed-forward: out = x2 + post(Down · act(Gate · norm(x2)) * (Up · norm(x2))).
+	norm(g.x2, l.ffnNorm, g.xn2, n, d)
+	mul(tGate, g.xn2, g.gate)
+	mul(tUp, g.xn2, g.up)
+	if c.GELU {
+		try(ops.GeGLU(ch, g.gate, g.up, g.h, n*ff))
+	} else {
+		try(ops.SwiGLU(ch, g.gate, g.up, g.h, n*ff))
+	}
+	mul(tDown, g.h, g.f)
+	if out == nil {
+		return err
+	}
+	f := g.f
+	if l.postFFNNorm != nil {
+		norm(g.f, l.postFFNNorm, g.f2, n, d)
+		f = g.f2
+	}
+	try(ops.Add(ch, g.x2, f, out, n*d))
+	return err
+}
+
+func (g *GPU) rope(i, n int) (q, k ops.RoPEArgs) {
+	c := g.c
+	base, scale := c.Rope(i)
+	q = ops.RoPEArgs{Tokens: n, Heads: c.Heads, HeadDim: c.HeadDim, RopeDims: c.RopeDims, NeoX: c.NeoX, Base: base, FreqScale: scale}
+	k = q
+	k.Heads = c.KVHeads
+	return q, k
+}
+
+func (g *GPU) attention(i, n int) ops.AttentionArgs {
+	c := g.c
+	return ops.AttentionArgs{
+		HeadDim: c.HeadDim, Heads: c.Heads, KVHeads: c.KVHeads, Tokens: n, KVLen: n,
+		Scale: c.AttnScale, Window: c.Window(i), Softcap: c.AttnSoftcap,
+	}
+}
+
+// loraForward appends y += s·B·(A·x) for layer i's pair of target t, A·x
+// kept in g.ha[t] for the backward.
+func (g *GPU) loraForward(ch *gpu.Chain, i, t int, x, y *gpu.Buffer, n int) error {
+	_, k := g.lora.pair(i, t)
+	if k < 0 {
+		return nil
+	}
+	p, r, s := &g.pairs[k], g.lora.Config.Rank, g.lora.Config.Scale()
+	if err := ops.MatMul(ch, p.a, x, g.ha[t], n); err != nil {
+		return err
+	}
+	if err := ops.Scale(ch, g.ha[t], g.hs, n*r, s); err != nil {
+		return err
+	}
+	return ops.MatMulWith(ch, p.b, g.hs, y, n, ops.MatmulOptions{Accumulate: true})
+}
+
+// mulBackward appends dx (= or +=, acc) dy·W for layer i's projection of
+// target t, and its pair's part: dB += s·dyᵀ·h, dH = s·dy·B, dA += dHᵀ·x,
+// dx += dH·A (see loraBackward).
+func (g *GPU) mulBackward(ch *gpu.Chain, i, t int, x, dy, dx *gpu.Buffer, n int, acc bool) error {
+	if err := ops.MatMulBackwardInputWith(ch, g.layers[i].proj[t], dy, dx, n, ops.MatmulBackwardOptions{Accumulate: acc}); err != nil {
+		return err
+	}
+	pp, k := g.lora.pair(i, t)
+	if k < 0 {
+		return nil
+	}
+	p, r, s := &g.pairs[k], pp.Rank, g.lora.Config.Scale()
+	if err := ops.MatMulTN(ch, dy, g.ha[t], p.dB, n, pp.Rows, r, ops.MatMulTNOptions{Accumulate: true, Alpha: s}); err != nil {
+		return err
+	}
+	if err := ops.MatMulBackwardInputWith(ch, p.b, dy, g.dh, n, ops.MatmulBackwardOptions{Scale: s}); err != nil {
+		return err
+	}
+	if err := ops.MatMulTN(ch, g.dh, x, p.dA, n, r, pp.Cols, ops.MatMulTNOptions{Accumulate: true}); err != nil {
+		return err
+	}
+	return ops.MatMulBackwardInputWith(ch, p.a, g.dh, dx, n, ops.MatmulBackwardOptions{Accumulate: true})
+}
+
+// layerBackward records block i's backward, as CPU.layerBackward: g.dres
+// holds the gradient of the layer's output and gets that of its input x.
+func (g *GPU) layerBackward(ch *gpu.Chain, i, n int, x *gpu.Buffer) error {
+	c, l := g.c, &g.layers[i]
+	d, ff := c.Hidden, c.FF
+	var err error
+	try := func(e error) {
+		if err == nil {
+			err = e
+		}
+	}
+	normBack := func(x, w, dy, dx *gpu.Buffer, rows, dim int, acc bool) {
+		try(ops.RMSNormBackward(ch, x, w, dy, dx, ops.NormBackwardArgs{NormArgs: ops.NormArgs{Rows: rows, Dim: dim, Eps: c.Eps}, Accumulate: acc}))
+	}
+
+	// Feed-forward: out = x2 + post(f).
+	df := g.dres
+	if l.postFFNNorm != nil {
+		normBack(g.f, l.postFFNNorm, g.dres, g.dtmp, n, d, false)
+		df = g.dtmp
+	}
+	try(g.mulBackward(ch, i, tDown, g.h, df, g.dff, n, false))
+	if c.GELU {
+		try(ops.GeGLUBackward(ch, g.gate, g.up, g.dff, g.dgate, g.dup, n*ff))
+	} else {
+		try(ops.SwiGLUBackward(ch, g.gate, g.up, g.dff, g.dgate, g.dup, n*ff))
+	}
+	try(g.mulBackward(ch, i, tGate, g.xn2, g.dgate, g.dxn, n, false))
+	try(g.mulBackward(ch, i, tUp, g.xn2, g.dup, g.dxn, n, true))
+	normBack(g.x2, l.ffnNorm, g.dxn, g.dres, n, d, true) // dres = dx2
+
+	// Attention: x2 = x + post(O·att).
+	do := g.dres
+	if l.postAttnNorm != nil {
+		normBack(g.o, l.postAttnNorm, g.dres, g.dtmp, n, d, false)
+		do = g.dtmp
+	}
+	try(g.mulBackward(ch, i, tO, g.att, do, g.datt, n, false))
+	try(ops.AttentionBackward(ch, g.q, g.k, g.v, g.datt, g.stats, g.dq, g.dk, g.dv, g.attention(i, n)))
+	rq, rk := g.rope(i, n)
+	try(ops.RoPEBackward(ch, g.dq, g.factors, nil, rq))
+	try(ops.RoPEBackward(ch, g.dk, g.factors, nil, rk))
+	if l.qNorm != nil {
+		normBack(g.qIn, l.qNorm, g.dq, g.dq, n*c.Heads, c.HeadDim, false)
+		normBack(g.kIn, l.kNorm, g.dk, g.dk, n*c.KVHeads, c.HeadDim, false)
+	}
+	try(g.mulBackward(ch, i, tQ, g.xn, g.dq, g.dxn, n, false))
+	try(g.mulBackward(ch, i, tK, g.xn, g.dk, g.dxn, n, true))
+	try(g.mulBackward(ch, i, tV, g.xn, g.dv, g.dxn, n, true))
+	normBack(x, l.attnNorm, g.dxn, g.dres, n, d, true) // dres = dx
+	return err
+}
+
+// Grads reads the accumulated gradients back.
+func (g *GPU) Grads() (*Grads, error) {
+	out := NewGrads(g.lora)
+	for k, p := range g.pairs {
+		a, err := p.dA.ReadF32(0, len(out.A[k]))
+		if err != nil {
+			return nil, err
+		}
+		b, err := p.dB.ReadF32(0, len(out.B[k]))
+		if err != nil {
+			return nil, err
+		}
+		out.A[k], out.B[k] = a, b
+	}
+	return out, nil
+}
+
+// Step runs one optimizer step on the device from the accumulated
+// gradients of count trained positions, as Optimizer.Step: the mean
+// gradient's global norm and clip factor (ops.GradNorm), then ops.AdamW on
+// every A and B with the clip applied in the same chain. step counts from
+// 1. It returns the norm before clipping. Unlike Optimizer.Step, which
+// checks the norm first, the device has already stepped when a NaN or
+// infinite norm comes back as an error: the caller resumes from its last
+// checkpoint.
+func (g *GPU) Step(c AdamWConfig, step, count int, lr float64) (float64, error) {
+	if count <= 0 {
+		return 0, fmt.Errorf("training: optimizer step over %d trained positions", count)
+	}
+	ch, err := g.dev.NewChain("optimizer step")
+	if err != nil {
+		return 0, err
+	}
+	fail := func(err error) (float64, error) {
+		ch.Discard()
+		return 0, err
+	}
+	scale := 1 / float64(count)
+	var grads []ops.GradBuffer
+	for k, p := range g.lora.Pairs {
+		grads = append(grads, ops.GradBuffer{Buf: g.pairs[k].dA, N: len(p.A)}, ops.GradBuffer{Buf: g.pairs[k].dB, N: len(p.B)})
+	}
+	if err := ops.GradNorm(ch, grads, g.partials2, g.norm, ops.GradNormArgs{Scale: float32(scale), MaxNorm: c.MaxGradNorm}); err != nil {
+		return fail(err)
+	}
+	for k, p := range g.lora.Pairs {
+		gp := &g.pairs[k]
+		args := ops.AdamWArgs{LR: lr, Beta1: c.Beta1, Beta2: c.Beta2, Eps: c.Eps, WeightDecay: c.WeightDecay, Step: step, GradScale: scale}
+		args.N = len(p.A)
+		if err := ops.AdamW(ch, gp.a.Chunks[0].Buf, gp.dA, gp.mA, gp.vA, g.norm, args); err != nil {
+			return fail(err)
+		}
+		args.N = len(p.B)
+		if err := ops.AdamW(ch, gp.b.Chunks[0].Buf, gp.dB, gp.mB, gp.vB, g.norm, args); err != nil {
+			return fail(err)
+		}
+	}
+	rb, err := ch.ReadBack(g.norm, 0, 8)
+	if err != nil {
+		return fail(err)
+	}
+	if err := ch.Submit(); err != nil {
+		return 0, err
+	}
+	raw, err := rb.Bytes()
+	if err != nil {
+		return 0, err
+	}
+	norm := float64(gpu.F32From(raw)[0])
+	if math.IsNaN(norm) || math.IsInf(norm, 0) {
+		return norm, fmt.Errorf("training: the gradient norm is %v", norm)
+	}
+	return norm, nil
+}
+
+// Download copies the device's A and B into the LoRA's pairs (after
+// optimizer steps, for a checkpoint or an export).
+func (g *GPU) Download() error {
+	for k, p := range g.lora.Pairs {
+		a, err := g.pairs[k].a.Chunks[0].Buf.ReadF32(0, len(p.A))
+		if err != nil {
+			return err
+		}
+		b, err := g.pairs[k].b.Chunks[0].Buf.ReadF32(0, len(p.B))
+		if err != nil {
+			return err
+		}
+		copy(p.A, a)
+		copy(p.B, b)
+	}
+	return nil
+}

@@ -1,0 +1,191 @@
+package training
+
+import (
+	"math"
+	"os"
+	"sync"
+	"testing"
+
+	"github.com/hearthstudio/hearth/engine/gpu"
+	"github.com/hearthstudio/hearth/engine/model"
+)
+
+// device is opened by the first GPU test and released by TestMain.
+var device struct {
+	once sync.Once
+	d    *gpu.Device
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if device.d != nil {
+		device.d.Release()
+	}
+	os.Exit(code)
+}
+
+func openDevice(t *testing.T) *gpu.Device {
+	t.Helper()
+	device.once.Do(func() { device.d, device.err = gpu.Open(gpu.OptionsFromEnv()) })
+	if device.err != nil {
+		t.Fatalf("the GPU step's tests need a WebGPU adapter (make test installs lavapipe): %v", device.err)
+	}
+	return device.d
+}
+
+// maxRel is max|got − want| over max|want|: the error of a tensor relative
+// to its own scale.
+func maxRel(got, want []float32) float64 {
+	e, s := 0.0, 0.0
+	for i := range want {
+		e = math.Max(e, math.Abs(float64(got[i])-float64(want[i])))
+		s = math.Max(s, math.Abs(float64(want[i])))
+	}
+	if s == 0 {
+		return e
+	}
+	return e / s
+}
+
+// TestGPUStepMatchesCPU: the GPU step's loss and every pair's dA and dB
+// against the CPU reference step on the same weights (the quantized
+// blocks dequantized on the CPU side), then the adapter after two AdamW
+// steps. One case walks the LM head in tiles of 5 rows (a big
+// vocabulary's path), one accumulates two micro-batches.
+func TestGPUStepMatchesCPU(t *testing.T) {
+	dev := openDevice(t)
+	for _, c := range []struct {
+		preset, quant string
+		tokens        int
+		edit          func(*model.Config)
+		tile          int  // head tile rows, 0 for NewGPU's choice
+		split         bool // two micro-batches
+	}{
+		{"tiny-qwen3", "Q8_0", 12, nil, 5, false},
+		{"tiny-llama", "Q4_K", 12, nil, 0, true},
+		{"tiny-gemma2", "F16", 20, func(c *model.Config) { c.AttnSoftcap, c.FinalSoftcap = 0.5, 1 }, 0, false},
+	} {
+		t.Run(c.preset+"-"+c.quant, func(t *testing.T) {
+			m := loadSynth(t, c.preset, c.quant)
+			if c.edit != nil {
+				c.edit(&m.Config)
+			}
+			ex := randomExamples(m, 2, c.tokens, 3, 51)
+			cpuLoRA, gpuLoRA := newTestLoRA(t, m, 0.05, 9), newTestLoRA(t, m, 0.05, 9)
+			cpu, err := NewCPU(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := NewGrads(cpuLoRA)
+			wantSum, wantCount, err := cpu.Backward(cpuLoRA, ex, want)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g, err := NewGPU(dev, m, gpuLoRA, c.tokens, 2*c.tokens)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.Close()
+			if c.tile > 0 {
+				g.tile = c.tile // smaller than the buffers sized for NewGPU's
+			}
+			backward := func() (float64, int, error) {
+				if err := g.ZeroGrads(); err != nil {
+					return 0, 0, err
+				}
+				if !c.split {
+					return g.Backward(ex)
+				}
+				s1, n1, err := g.Backward(ex[:1])
+				if err != nil {
+					return 0, 0, err
+				}
+				s2, n2, err := g.Backward(ex[1:])
+				return s1 + s2, n1 + n2, err
+			}
+			sum, count, err := backward()
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := g.Grads()
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The losses come from logits that agree to ~1e-6 of their
+			// size (one f32 sum of Hidden terms on top of the layers'),
+			// through a logsumexp that does not amplify relative error.
+			lossErr := math.Abs(sum-wantSum) / wantSum
+			t.Logf("loss %.6f, CPU %.6f (rel %.2e)", sum/float64(count), wantSum/float64(wantCount), lossErr)
+			if count != wantCount || lossErr > 1e-5 {
+				t.Fatalf("loss %v over %d, CPU %v over %d", sum, count, wantSum, wantCount)
+			}
+			// Tolerance: the GPU sums in f32 what the CPU sums in float64.
+			// One f32 sum of k ≤ 512 terms is off by at most
+			// (k+4)·2⁻²⁴ ≈ 3e-5 of Σ|terms|, typically √k·2⁻²⁴ ≈ 1.3e-6;
+			// a gradient passes a few dozen such sums (forward, head,
+			// and each layer's backward), whose typical errors add as a
+			// random walk to the ~1.3e-6 seen. 1e-4 is three worst-case
+			// sums, and 75× what is seen.
+			const tol = 1e-4
+			worst := 0.0
+			for k, p := range cpuLoRA.Pairs {
+				ea, eb := maxRel(got.A[k], want.A[k]), maxRel(got.B[k], want.B[k])
+				worst = math.Max(worst, math.Max(ea, eb))
+				if ea > tol || eb > tol {
+					t.Errorf("%s: dA off by %.2e, dB by %.2e of their largest entry", p.Name, ea, eb)
+				}
+			}
+			t.Logf("gradients: worst error %.2e of the tensor's largest entry", worst)
+
+			// Two AdamW steps on each side. Adam's first update is
+			// lr·sign(g) as eps → 0, a jump at g = 0 that rounding noise
+			// in a near-zero gradient would flip; an eps of the order of
+			// the gradients makes the update a smooth function of g, so
+			// the comparison measures the kernels: a gradient error of
+			// 1e-4 of the largest entry moves a parameter by at most
+			// ~lr·1e-4·max|g|/eps ≲ 1e-3·lr here; 1e-2·lr is allowed.
+			const lr = 1e-3
+			opt := DefaultAdamW
+			opt.Eps = 1e-4
+			cpuOpt := NewOptimizer(cpuLoRA, opt)
+			for step := 1; step <= 2; step++ {
+				if step == 2 {
+					want = NewGrads(cpuLoRA)
+					if wantSum, wantCount, err = cpu.Backward(cpuLoRA, ex, want); err != nil {
+						t.Fatal(err)
+					}
+					if sum, count, err = backward(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				wantNorm, err := cpuOpt.Step(cpuLoRA, want, wantCount, lr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				norm, err := g.Step(opt, step, count, lr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if math.Abs(norm-wantNorm) > tol*wantNorm {
+					t.Fatalf("step %d: gradient norm %v, CPU %v", step, norm, wantNorm)
+				}
+			}
+			if err := g.Download(); err != nil {
+				t.Fatal(err)
+			}
+			worst = 0
+			for k, p := range cpuLoRA.Pairs {
+				for _, pr := range [][2][]float32{{gpuLoRA.Pairs[k].A, p.A}, {gpuLoRA.Pairs[k].B, p.B}} {
+					for j := range pr[1] {
+						worst = math.Max(worst, math.Abs(float64(pr[0][j])-float64(pr[1][j])))
+					}
+				}
+			}
+			t.Logf("after two AdamW steps: parameters within %.2e (%.2e of lr)", worst, worst/lr)
+			if worst > 1e-2*lr {
+				t.Fatalf("parameters differ by %v after two steps", worst)
+			}
+		})
+	}
+}
