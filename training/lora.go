@@ -86,20 +86,31 @@ func (c LoRAConfig) validate() error {
 type Pair struct {
 	Name       string // the base tensor: blk.N.attn_q.weight
 	Layer      int
-	Target     string // "q", …, "down"
+	Target     string // "q", …, "down"; a fused pair's joined: "q+k+v", "gate+up"
 	Rank       int
 	Rows, Cols int
 	A, B       []float32
 }
 
 // LoRA is an adapter being trained: its configuration and one pair per
-// layer and target, layer by layer in the order of Targets.
+// layer and targeted weight, layer by layer in the order of Targets.
+//
+// A projection cut from a fused tensor (Phi-3's q, k and v from attn_qkv,
+// its gate and up from ffn_up) is adapted as PEFT and llama.cpp adapt it:
+// one pair for the whole fused tensor (qkv_proj, gate_up_proj), whose B
+// rows split among the projections. Naming any of them in Targets adapts
+// the whole fused tensor.
 type LoRA struct {
 	Config LoRAConfig
 	Pairs  []*Pair
-	// index[layer][target] is the pair's position in Pairs, -1 for none.
-	index [][numTargets]int
+	// index[layer][target] is where that projection's correction comes
+	// from; k is -1 for none.
+	index [][numTargets]slot
 }
+
+// slot places one projection in a pair: B's rows [row0, row0+rows) give
+// its output (all of B unless the pair's weight is fused).
+type slot struct{ k, row0, rows int }
 
 // NewLoRA makes an adapter for m as PEFT initializes one
 // (LoraLayer.reset_lora_parameters with init_lora_weights=True): A by
@@ -115,30 +126,62 @@ func NewLoRA(m *model.Model, c LoRAConfig, seed uint64) (*LoRA, error) {
 		return nil, err
 	}
 	on, _ := c.targets()
-	l := &LoRA{Config: c, index: make([][numTargets]int, len(m.Layers))}
+	l := &LoRA{Config: c, index: make([][numTargets]slot, len(m.Layers))}
 	rng := rand.New(rand.NewPCG(seed, 0x4c6f5241)) // "LoRA"
 	for i := range m.Layers {
 		ws := projections(&m.Layers[i])
+		// A fused tensor is adapted when any of its projections is
+		// named.
+		fusedOn := map[string]bool{}
+		for t, w := range ws {
+			if f := fusedName(w); f != "" && on[t] {
+				fusedOn[f] = true
+			}
+		}
+		rows := map[string]int{} // a fused tensor's rows so far
 		for t := range numTargets {
-			l.index[i][t] = -1
-			if !on[t] {
+			l.index[i][t] = slot{k: -1}
+			w := ws[t]
+			name, fused := fmt.Sprintf("blk.%d.%s.weight", i, targetTensor[t]), fusedName(w)
+			if fused != "" {
+				name = fused
+			}
+			if !on[t] && !fusedOn[fused] {
 				continue
 			}
-			w := ws[t]
-			p := &Pair{
-				Name: fmt.Sprintf("blk.%d.%s.weight", i, targetTensor[t]), Layer: i, Target: Targets[t],
-				Rank: c.Rank, Rows: w.Rows, Cols: w.Cols,
-				A: make([]float32, c.Rank*w.Cols), B: make([]float32, w.Rows*c.Rank),
+			if fused != "" && rows[fused] > 0 {
+				// A later slice of a pair made at the first.
+				k := len(l.Pairs) - 1
+				p := l.Pairs[k]
+				l.index[i][t] = slot{k: k, row0: rows[fused], rows: w.Rows}
+				rows[fused] += w.Rows
+				p.Rows, p.Target = rows[fused], p.Target+"+"+Targets[t]
+				continue
 			}
-			bound := 1 / math.Sqrt(float64(w.Cols))
-			for j := range p.A {
-				p.A[j] = float32((2*rng.Float64() - 1) * bound)
-			}
-			l.index[i][t] = len(l.Pairs)
+			p := &Pair{Name: name, Layer: i, Target: Targets[t], Rank: c.Rank, Rows: w.Rows, Cols: w.Cols}
+			l.index[i][t] = slot{k: len(l.Pairs), rows: w.Rows}
+			rows[fused] = w.Rows
 			l.Pairs = append(l.Pairs, p)
 		}
 	}
+	for _, p := range l.Pairs {
+		p.A, p.B = make([]float32, p.Rank*p.Cols), make([]float32, p.Rows*p.Rank)
+		bound := 1 / math.Sqrt(float64(p.Cols))
+		for j := range p.A {
+			p.A[j] = float32((2*rng.Float64() - 1) * bound)
+		}
+	}
 	return l, nil
+}
+
+// fusedName is the file tensor a projection was cut from
+// ("blk.0.attn_qkv.weight" for "blk.0.attn_qkv.weight[q]"), "" when it is
+// a tensor of its own.
+func fusedName(w *model.Weight) string {
+	if i := strings.LastIndexByte(w.Name, '['); i > 0 && strings.HasSuffix(w.Name, "]") {
+		return w.Name[:i]
+	}
+	return ""
 }
 
 // projections are a layer's weights in target order.
@@ -146,13 +189,33 @@ func projections(l *model.Layer) [numTargets]*model.Weight {
 	return [numTargets]*model.Weight{l.Q, l.K, l.V, l.O, l.Gate, l.Up, l.Down}
 }
 
-// pair returns layer i's pair for target t, nil when it is not adapted.
-func (l *LoRA) pair(i, t int) (*Pair, int) {
-	k := l.index[i][t]
-	if k < 0 {
-		return nil, -1
+// pair returns layer i's pair for target t with its slot, nil when the
+// projection is not adapted.
+func (l *LoRA) pair(i, t int) (*Pair, slot) {
+	s := l.index[i][t]
+	if s.k < 0 {
+		return nil, s
 	}
-	return l.Pairs[k], k
+	return l.Pairs[s.k], s
+}
+
+// slots lists pair k's projections in row order: one, or a fused
+// tensor's slices.
+func (l *LoRA) slots(k int) []slot {
+	p := l.Pairs[k]
+	var out []slot
+	for t := range numTargets {
+		if s := l.index[p.Layer][t]; s.k == k {
+			out = append(out, s)
+		}
+	}
+	slices.SortFunc(out, func(a, b slot) int { return a.row0 - b.row0 })
+	return out
+}
+
+// rowsB is B's rows for slot s: the projection's part of a fused pair.
+func (p *Pair) rowsB(b []float32, s slot) []float32 {
+	return b[s.row0*p.Rank : (s.row0+s.rows)*p.Rank]
 }
 
 // Runtime is the adapter as a runner applies it (model.CPU, model.GPU
@@ -225,13 +288,8 @@ func (g *Grads) tensors() [][]float32 {
 // yet, by name.
 func supported(c *model.Config) error {
 	switch c.Arch {
-	case "llama", "qwen2", "qwen3", "gemma", "gemma2", "gemma3":
+	case "llama", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3":
 		return nil
-	case "phi3":
-		// Phi-3's q/k/v and gate/up are slices of fused tensors, which PEFT
-		// and llama.cpp adapt whole (one B for qkv_proj): the pairs here
-		// are per projection.
-		return fmt.Errorf("training: LoRA training of %q (fused qkv and gate_up) is not supported yet", c.Arch)
 	}
-	return fmt.Errorf("training: LoRA training of architecture %q is not supported (llama, qwen2, qwen3, gemma, gemma2, gemma3 are)", c.Arch)
+	return fmt.Errorf("training: LoRA training of architecture %q is not supported (llama, qwen2, qwen3, gemma, gemma2, gemma3, phi3 are)", c.Arch)
 }

@@ -50,6 +50,34 @@ func TestNewLoRAInitializesAsPEFT(t *testing.T) {
 	}
 }
 
+// TestFusedTensorsAreAdaptedWhole: Phi-3's q, k, v (one attn_qkv) and
+// gate, up (one ffn_up) get one pair each, as PEFT's qkv_proj and
+// gate_up_proj, whichever of their projections are named.
+func TestFusedTensorsAreAdaptedWhole(t *testing.T) {
+	m := loadSynth(t, "tiny-phi3", "F32")
+	c := &m.Config
+	l, err := NewLoRA(m, LoRAConfig{Rank: 4, Alpha: 4, Targets: []string{"k", "up"}}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Pairs) != 2*c.Layers {
+		t.Fatalf("%d pairs, want 2 a layer", len(l.Pairs))
+	}
+	qkv, gateUp := l.Pairs[0], l.Pairs[1]
+	if qkv.Name != "blk.0.attn_qkv.weight" || qkv.Target != "q+k+v" || qkv.Rows != c.QDim()+2*c.KVDim() || len(qkv.B) != qkv.Rows*4 {
+		t.Errorf("qkv pair %q (%s) of %d rows", qkv.Name, qkv.Target, qkv.Rows)
+	}
+	if gateUp.Name != "blk.0.ffn_up.weight" || gateUp.Target != "gate+up" || gateUp.Rows != 2*c.FF {
+		t.Errorf("gate-up pair %q (%s) of %d rows", gateUp.Name, gateUp.Target, gateUp.Rows)
+	}
+	if _, s := l.pair(0, tV); s.k != 0 || s.row0 != c.QDim()+c.KVDim() || s.rows != c.KVDim() {
+		t.Errorf("v slot %+v", s)
+	}
+	if err := m.CheckLoRA([]model.LoRA{l.Runtime()}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestBadConfigsAreRefused(t *testing.T) {
 	m := loadSynth(t, "tiny-llama", "F32")
 	for _, c := range []struct {
@@ -65,9 +93,10 @@ func TestBadConfigsAreRefused(t *testing.T) {
 			t.Errorf("%+v: error %v, want one saying %q", c.cfg, err, c.want)
 		}
 	}
-	phi := loadSynth(t, "tiny-phi3", "F32")
-	if _, err := NewCPU(phi); err == nil || !strings.Contains(err.Error(), `"phi3"`) {
-		t.Errorf("phi3: %v", err)
+	other := loadSynth(t, "tiny-llama", "F32")
+	other.Config.Arch = "mamba"
+	if _, err := NewCPU(other); err == nil || !strings.Contains(err.Error(), `"mamba"`) {
+		t.Errorf("mamba: %v", err)
 	}
 	step, err := NewCPU(m)
 	if err != nil {

@@ -264,8 +264,8 @@ func (r *CPU) layer(i int, lora *LoRA, x []float32, n int) *activations {
 	// mul is W·x plus the LoRA correction scale·B·(A·x), keeping A·x.
 	mul := func(t int, x []float32) []float32 {
 		y := matmul(l.proj[t], x, n)
-		if p, _ := lora.pair(i, t); p != nil {
-			a.ha[t] = loraForward(p, lora.Config.Scale(), x, y, n)
+		if p, s := lora.pair(i, t); p != nil {
+			a.ha[t] = loraForward(p, s, lora.Config.Scale(), x, y, n)
 		}
 		return y
 	}
@@ -333,8 +333,8 @@ func (r *CPU) layerBackward(i int, lora *LoRA, a *activations, dout []float32, g
 	// g.
 	mulBack := func(t int, x, dy []float32) []float32 {
 		dx := matmulBackward(l.proj[t], dy, n)
-		if p, k := lora.pair(i, t); p != nil {
-			loraBackward(p, lora.Config.Scale(), x, a.ha[t], dy, dx, g.A[k], g.B[k], n)
+		if p, s := lora.pair(i, t); p != nil {
+			loraBackward(p, s, lora.Config.Scale(), x, a.ha[t], dy, dx, g.A[s.k], p.rowsB(g.B[s.k], s), n)
 		}
 		return dx
 	}
@@ -377,11 +377,13 @@ func (r *CPU) layerBackward(i int, lora *LoRA, a *activations, dout []float32, g
 	return dx
 }
 
-// loraForward adds scale·B·(A·x) to y for m rows and returns A·x (m ×
-// rank), rounded to f32 as model.CPU's applyLoRA rounds it.
-func loraForward(p *Pair, scale float32, x, y []float32, m int) []float32 {
+// loraForward adds scale·B·(A·x) to y for m rows, B cut to slot s's rows,
+// and returns A·x (m × rank), rounded to f32 as model.CPU's applyLoRA
+// rounds it. The slices of a fused pair each compute A·x again: a rank-wide
+// product, cheap next to W·x.
+func loraForward(p *Pair, s slot, scale float32, x, y []float32, m int) []float32 {
 	h := matmul(linear{w: p.A, rows: p.Rank, cols: p.Cols}, x, m)
-	by := matmul(linear{w: p.B, rows: p.Rows, cols: p.Rank}, h, m)
+	by := matmul(linear{w: p.rowsB(p.B, s), rows: s.rows, cols: p.Rank}, h, m)
 	for j, v := range by {
 		y[j] += scale * v
 	}
@@ -395,12 +397,15 @@ func loraForward(p *Pair, scale float32, x, y []float32, m int) []float32 {
 //	dB += s·dyᵀ·h      (rows × rank)
 //	dA += dhᵀ·x        (rank × cols)
 //	dx += dh·A         (m × cols)
-func loraBackward(p *Pair, scale float32, x, h, dy, dx, dA, dB []float32, m int) {
-	dh := matmulBackward(linear{w: p.B, rows: p.Rows, cols: p.Rank}, dy, m)
+//
+// For a slice of a fused pair, B and dB are the slice's rows; the slices'
+// terms of dA sum to the fused tensor's, the map being linear in each.
+func loraBackward(p *Pair, s slot, scale float32, x, h, dy, dx, dA, dB []float32, m int) {
+	dh := matmulBackward(linear{w: p.rowsB(p.B, s), rows: s.rows, cols: p.Rank}, dy, m)
 	for j := range dh {
 		dh[j] *= scale
 	}
-	addTo(dB, ref.MatMulTN(dy, h, m, p.Rows, p.Rank, scale))
+	addTo(dB, ref.MatMulTN(dy, h, m, s.rows, p.Rank, scale))
 	addTo(dA, ref.MatMulTN(dh, x, m, p.Rank, p.Cols, 1))
 	ref.AddInPlace(dx, matmulBackward(linear{w: p.A, rows: p.Rank, cols: p.Cols}, dh, m))
 }

@@ -26,6 +26,7 @@ var families = []struct {
 	{"tiny-gemma2", "tiny-gemma2", 20, nil},
 	{"tiny-gemma2-low-caps", "tiny-gemma2", 20, func(c *model.Config) { c.AttnSoftcap, c.FinalSoftcap = 0.5, 1 }},
 	{"tiny-gemma3", "tiny-gemma3", 20, nil},
+	{"tiny-phi3", "tiny-phi3", 20, nil},
 }
 
 // loadFamily loads a family's model with its edit applied.
@@ -138,7 +139,8 @@ func checkFiniteDifference(t *testing.T, m *model.Model, ex []Example) {
 	// One pair per target, each in a random layer; the largest-gradient
 	// entry of A and of B and one random entry of each.
 	for tgt := range numTargets {
-		p, k := lora.pair(rng.IntN(len(lora.index)), tgt)
+		p, s := lora.pair(rng.IntN(len(lora.index)), tgt)
+		k := s.k
 		for _, which := range []struct {
 			name  string
 			param []float32

@@ -59,11 +59,33 @@ type gpuLayer struct {
 }
 
 // gpuPair is one LoRA pair on the device: A and B as F32 tensors (what
-// ops.MatMul multiplies by), their gradients and AdamW moments.
+// ops.MatMul multiplies by), their gradients and AdamW moments. B is held
+// in pieces, one per projection it feeds: the whole of B, or each slice of
+// a fused tensor's (Phi-3's q, k, v rows of attn_qkv) as a tensor of its
+// own, so that ops.MatMul writes each projection's output. AdamW is
+// elementwise and the clipping norm global, so stepping the pieces is
+// stepping B.
 type gpuPair struct {
-	a, b           *gpu.Tensor
-	dA, dB         *gpu.Buffer
-	mA, vA, mB, vB *gpu.Buffer
+	a          *gpu.Tensor
+	dA, mA, vA *gpu.Buffer
+	pieces     []gpuPiece
+}
+
+type gpuPiece struct {
+	row0, rows int
+	b          *gpu.Tensor
+	dB, mB, vB *gpu.Buffer
+}
+
+// piece returns the piece of pair k that slot s reads.
+func (g *GPU) piece(s slot) *gpuPiece {
+	p := &g.pairs[s.k]
+	for i := range p.pieces {
+		if p.pieces[i].row0 == s.row0 {
+			return &p.pieces[i]
+		}
+	}
+	panic(fmt.Sprintf("training: pair %d has no piece at row %d", s.k, s.row0))
 }
 
 // NewGPU uploads m's weights as stored and lora's pairs to dev, and sizes
@@ -167,21 +189,33 @@ func (g *GPU) upload() error {
 	if err != nil {
 		return fmt.Errorf("training: %w", err)
 	}
-	for _, p := range g.lora.Pairs {
+	state := func(label string, n int, dst ...**gpu.Buffer) error {
+		for _, d := range dst {
+			var err error
+			if *d, err = g.buffer(label, n); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for k, p := range g.lora.Pairs {
 		var gp gpuPair
 		if gp.a, err = g.tensor(p.Name+".lora_a", gguf.TypeF32, p.Rank, p.Cols, gpu.F32Bytes(p.A)); err != nil {
 			return err
 		}
-		if gp.b, err = g.tensor(p.Name+".lora_b", gguf.TypeF32, p.Rows, p.Rank, gpu.F32Bytes(p.B)); err != nil {
+		if err := state(p.Name+".lora_a state", len(p.A), &gp.dA, &gp.mA, &gp.vA); err != nil {
 			return err
 		}
-		for _, b := range []struct {
-			dst **gpu.Buffer
-			n   int
-		}{{&gp.dA, len(p.A)}, {&gp.dB, len(p.B)}, {&gp.mA, len(p.A)}, {&gp.vA, len(p.A)}, {&gp.mB, len(p.B)}, {&gp.vB, len(p.B)}} {
-			if *b.dst, err = g.buffer(p.Name+" state", b.n); err != nil {
+		for _, s := range g.lora.slots(k) {
+			pc := gpuPiece{row0: s.row0, rows: s.rows}
+			name := fmt.Sprintf("%s.lora_b[%d:%d]", p.Name, s.row0, s.row0+s.rows)
+			if pc.b, err = g.tensor(name, gguf.TypeF32, s.rows, p.Rank, gpu.F32Bytes(p.rowsB(p.B, s))); err != nil {
 				return err
 			}
+			if err := state(name+" state", s.rows*p.Rank, &pc.dB, &pc.mB, &pc.vB); err != nil {
+				return err
+			}
+			gp.pieces = append(gp.pieces, pc)
 		}
 		g.pairs = append(g.pairs, gp)
 	}
@@ -236,11 +270,24 @@ func (g *GPU) allocate() error {
 		return err
 	}
 	var lengths []int
-	for _, p := range g.lora.Pairs {
-		lengths = append(lengths, len(p.A), len(p.B))
+	for _, gb := range g.gradBuffers() {
+		lengths = append(lengths, gb.N)
 	}
 	g.partials2, err = g.buffer("grad norm partials", ops.GradNormPartials(lengths...))
 	return err
+}
+
+// gradBuffers lists every gradient buffer: each pair's dA, then its dB
+// pieces.
+func (g *GPU) gradBuffers() []ops.GradBuffer {
+	var out []ops.GradBuffer
+	for k, p := range g.lora.Pairs {
+		out = append(out, ops.GradBuffer{Buf: g.pairs[k].dA, N: len(p.A)})
+		for _, pc := range g.pairs[k].pieces {
+			out = append(out, ops.GradBuffer{Buf: pc.dB, N: pc.rows * p.Rank})
+		}
+	}
+	return out
 }
 
 // Close releases the device buffers.
@@ -260,12 +307,10 @@ func (g *GPU) ZeroGrads() error {
 	if err != nil {
 		return err
 	}
-	for _, p := range g.pairs {
-		for _, b := range []*gpu.Buffer{p.dA, p.dB} {
-			if err := ch.Clear(b, 0, b.Size()); err != nil {
-				ch.Discard()
-				return err
-			}
+	for _, gb := range g.gradBuffers() {
+		if err := ch.Clear(gb.Buf, 0, gb.Buf.Size()); err != nil {
+			ch.Discard()
+			return err
 		}
 	}
 	return ch.Submit()
@@ -510,21 +555,21 @@ func (g *GPU) attention(i, n int) ops.AttentionArgs {
 	}
 }
 
-// loraForward appends y += s·B·(A·x) for layer i's pair of target t, A·x
-// kept in g.ha[t] for the backward.
+// loraForward appends y += s·B·(A·x) for layer i's pair of target t (B
+// the projection's piece), A·x kept in g.ha[t] for the backward.
 func (g *GPU) loraForward(ch *gpu.Chain, i, t int, x, y *gpu.Buffer, n int) error {
-	_, k := g.lora.pair(i, t)
-	if k < 0 {
+	pp, sl := g.lora.pair(i, t)
+	if pp == nil {
 		return nil
 	}
-	p, r, s := &g.pairs[k], g.lora.Config.Rank, g.lora.Config.Scale()
-	if err := ops.MatMul(ch, p.a, x, g.ha[t], n); err != nil {
+	r, s := pp.Rank, g.lora.Config.Scale()
+	if err := ops.MatMul(ch, g.pairs[sl.k].a, x, g.ha[t], n); err != nil {
 		return err
 	}
 	if err := ops.Scale(ch, g.ha[t], g.hs, n*r, s); err != nil {
 		return err
 	}
-	return ops.MatMulWith(ch, p.b, g.hs, y, n, ops.MatmulOptions{Accumulate: true})
+	return ops.MatMulWith(ch, g.piece(sl).b, g.hs, y, n, ops.MatmulOptions{Accumulate: true})
 }
 
 // mulBackward appends dx (= or +=, acc) dy·W for layer i's projection of
@@ -534,15 +579,15 @@ func (g *GPU) mulBackward(ch *gpu.Chain, i, t int, x, dy, dx *gpu.Buffer, n int,
 	if err := ops.MatMulBackwardInputWith(ch, g.layers[i].proj[t], dy, dx, n, ops.MatmulBackwardOptions{Accumulate: acc}); err != nil {
 		return err
 	}
-	pp, k := g.lora.pair(i, t)
-	if k < 0 {
+	pp, sl := g.lora.pair(i, t)
+	if pp == nil {
 		return nil
 	}
-	p, r, s := &g.pairs[k], pp.Rank, g.lora.Config.Scale()
-	if err := ops.MatMulTN(ch, dy, g.ha[t], p.dB, n, pp.Rows, r, ops.MatMulTNOptions{Accumulate: true, Alpha: s}); err != nil {
+	p, pc, r, s := &g.pairs[sl.k], g.piece(sl), pp.Rank, g.lora.Config.Scale()
+	if err := ops.MatMulTN(ch, dy, g.ha[t], pc.dB, n, sl.rows, r, ops.MatMulTNOptions{Accumulate: true, Alpha: s}); err != nil {
 		return err
 	}
-	if err := ops.MatMulBackwardInputWith(ch, p.b, dy, g.dh, n, ops.MatmulBackwardOptions{Scale: s}); err != nil {
+	if err := ops.MatMulBackwardInputWith(ch, pc.b, dy, g.dh, n, ops.MatmulBackwardOptions{Scale: s}); err != nil {
 		return err
 	}
 	if err := ops.MatMulTN(ch, g.dh, x, p.dA, n, r, pp.Cols, ops.MatMulTNOptions{Accumulate: true}); err != nil {
@@ -608,17 +653,34 @@ func (g *GPU) layerBackward(ch *gpu.Chain, i, n int, x *gpu.Buffer) error {
 func (g *GPU) Grads() (*Grads, error) {
 	out := NewGrads(g.lora)
 	for k, p := range g.pairs {
-		a, err := p.dA.ReadF32(0, len(out.A[k]))
-		if err != nil {
+		if err := read(p.dA, out.A[k]); err != nil {
 			return nil, err
 		}
-		b, err := p.dB.ReadF32(0, len(out.B[k]))
-		if err != nil {
+		if err := g.readB(k, func(pc *gpuPiece) *gpu.Buffer { return pc.dB }, out.B[k]); err != nil {
 			return nil, err
 		}
-		out.A[k], out.B[k] = a, b
 	}
 	return out, nil
+}
+
+// read fills dst from b.
+func read(b *gpu.Buffer, dst []float32) error {
+	v, err := b.ReadF32(0, len(dst))
+	copy(dst, v)
+	return err
+}
+
+// readB fills dst, a B-shaped tensor of pair k, from the buffer which
+// picks of each piece.
+func (g *GPU) readB(k int, which func(*gpuPiece) *gpu.Buffer, dst []float32) error {
+	r := g.lora.Pairs[k].Rank
+	for i := range g.pairs[k].pieces {
+		pc := &g.pairs[k].pieces[i]
+		if err := read(which(pc), dst[pc.row0*r:(pc.row0+pc.rows)*r]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Step runs one optimizer step on the device from the accumulated
@@ -642,23 +704,21 @@ func (g *GPU) Step(c AdamWConfig, step, count int, lr float64) (float64, error) 
 		return 0, err
 	}
 	scale := 1 / float64(count)
-	var grads []ops.GradBuffer
-	for k, p := range g.lora.Pairs {
-		grads = append(grads, ops.GradBuffer{Buf: g.pairs[k].dA, N: len(p.A)}, ops.GradBuffer{Buf: g.pairs[k].dB, N: len(p.B)})
-	}
-	if err := ops.GradNorm(ch, grads, g.partials2, g.norm, ops.GradNormArgs{Scale: float32(scale), MaxNorm: c.MaxGradNorm}); err != nil {
+	if err := ops.GradNorm(ch, g.gradBuffers(), g.partials2, g.norm, ops.GradNormArgs{Scale: float32(scale), MaxNorm: c.MaxGradNorm}); err != nil {
 		return fail(err)
 	}
+	args := ops.AdamWArgs{LR: lr, Beta1: c.Beta1, Beta2: c.Beta2, Eps: c.Eps, WeightDecay: c.WeightDecay, Step: step, GradScale: scale}
 	for k, p := range g.lora.Pairs {
 		gp := &g.pairs[k]
-		args := ops.AdamWArgs{LR: lr, Beta1: c.Beta1, Beta2: c.Beta2, Eps: c.Eps, WeightDecay: c.WeightDecay, Step: step, GradScale: scale}
 		args.N = len(p.A)
 		if err := ops.AdamW(ch, gp.a.Chunks[0].Buf, gp.dA, gp.mA, gp.vA, g.norm, args); err != nil {
 			return fail(err)
 		}
-		args.N = len(p.B)
-		if err := ops.AdamW(ch, gp.b.Chunks[0].Buf, gp.dB, gp.mB, gp.vB, g.norm, args); err != nil {
-			return fail(err)
+		for _, pc := range gp.pieces {
+			args.N = pc.rows * p.Rank
+			if err := ops.AdamW(ch, pc.b.Chunks[0].Buf, pc.dB, pc.mB, pc.vB, g.norm, args); err != nil {
+				return fail(err)
+			}
 		}
 	}
 	rb, err := ch.ReadBack(g.norm, 0, 8)
@@ -683,16 +743,12 @@ func (g *GPU) Step(c AdamWConfig, step, count int, lr float64) (float64, error) 
 // optimizer steps, for a checkpoint or an export).
 func (g *GPU) Download() error {
 	for k, p := range g.lora.Pairs {
-		a, err := g.pairs[k].a.Chunks[0].Buf.ReadF32(0, len(p.A))
-		if err != nil {
+		if err := read(g.pairs[k].a.Chunks[0].Buf, p.A); err != nil {
 			return err
 		}
-		b, err := g.pairs[k].b.Chunks[0].Buf.ReadF32(0, len(p.B))
-		if err != nil {
+		if err := g.readB(k, func(pc *gpuPiece) *gpu.Buffer { return pc.b.Chunks[0].Buf }, p.B); err != nil {
 			return err
 		}
-		copy(p.A, a)
-		copy(p.B, b)
 	}
 	return nil
 }

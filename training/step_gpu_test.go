@@ -65,6 +65,9 @@ func TestGPUStepMatchesCPU(t *testing.T) {
 		{"tiny-qwen3", "Q8_0", 12, nil, 5, false},
 		{"tiny-llama", "Q4_K", 12, nil, 0, true},
 		{"tiny-gemma2", "F16", 20, func(c *model.Config) { c.AttnSoftcap, c.FinalSoftcap = 0.5, 1 }, 0, false},
+		{"tiny-gemma3", "Q4_0", 20, nil, 0, false},
+		{"tiny-qwen2", "Q4_0", 12, nil, 0, false},
+		{"tiny-phi3", "Q8_0", 20, nil, 0, false},
 	} {
 		t.Run(c.preset+"-"+c.quant, func(t *testing.T) {
 			m := loadSynth(t, c.preset, c.quant)
