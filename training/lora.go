@@ -174,6 +174,64 @@ func NewLoRA(m *model.Model, c LoRAConfig, seed uint64) (*LoRA, error) {
 	return l, nil
 }
 
+// tensorTargets maps a pair's tensor in block N to the targets that adapt
+// it: a fused tensor (Phi-3's attn_qkv, its gate-and-up ffn_up) to its
+// projections.
+var tensorTargets = map[string][]string{
+	"attn_q": {"q"}, "attn_k": {"k"}, "attn_v": {"v"}, "attn_qkv": {"q", "k", "v"}, "attn_output": {"o"},
+	"ffn_gate": {"gate"}, "ffn_up": {"up"}, "ffn_down": {"down"},
+}
+
+// FromAdapter makes a LoRA that continues training a (a PEFT folder or a
+// GGUF LoRA read by training/adapter, a checkpoint): the same targets on
+// every layer of m, one rank, A and B copied. An adapter that NewLoRA
+// could not have made for m (a pair on the LM head or the embeddings, a
+// target on some layers only, ranks that differ) is refused, naming the
+// tensor.
+func FromAdapter(m *model.Model, a *adapter.Adapter) (*LoRA, error) {
+	if err := a.Check(m); err != nil {
+		return nil, err
+	}
+	rank, err := a.Rank()
+	if err != nil {
+		return nil, err
+	}
+	c := LoRAConfig{Rank: rank, Alpha: a.Alpha}
+	if c.Alpha == 0 {
+		c.Alpha = float32(rank) // llama.cpp's alpha 0: factor 1
+	}
+	seen := map[string]bool{}
+	for _, name := range a.Names() {
+		var layer int
+		var tensor string
+		if _, err := fmt.Sscanf(strings.ReplaceAll(name, ".", " "), "blk %d %s weight", &layer, &tensor); err != nil || tensorTargets[tensor] == nil {
+			return nil, fmt.Errorf("training: adapter tensor %q is not a layer projection training adapts", name)
+		}
+		for _, t := range tensorTargets[tensor] {
+			if !seen[t] {
+				seen[t] = true
+				c.Targets = append(c.Targets, t)
+			}
+		}
+	}
+	l, err := NewLoRA(m, c, 0)
+	if err != nil {
+		return nil, err
+	}
+	if len(l.Pairs) != len(a.Pairs) {
+		return nil, fmt.Errorf("training: the adapter has %d pairs; its targets (%s) on every layer make %d", len(a.Pairs), strings.Join(c.Targets, ", "), len(l.Pairs))
+	}
+	for _, p := range l.Pairs {
+		q, ok := a.Pairs[p.Name]
+		if !ok {
+			return nil, fmt.Errorf("training: the adapter has no pair for %q: its targets must cover every layer", p.Name)
+		}
+		copy(p.A, q.A)
+		copy(p.B, q.B)
+	}
+	return l, nil
+}
+
 // fusedName is the file tensor a projection was cut from
 // ("blk.0.attn_qkv.weight" for "blk.0.attn_qkv.weight[q]"), "" when it is
 // a tensor of its own.

@@ -2,10 +2,12 @@ package training
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/hearthstudio/hearth/engine/model"
+	"github.com/hearthstudio/hearth/training/adapter"
 	"github.com/hearthstudio/hearth/training/data"
 )
 
@@ -126,5 +128,44 @@ func TestExamplesSplitPackedSequences(t *testing.T) {
 	ex := Examples([]*data.Sequence{s})
 	if len(ex) != 2 || len(ex[0].Tokens) != 2 || len(ex[1].Tokens) != 3 || ex[1].Tokens[0] != 3 || Trained(ex) != 2 {
 		t.Fatalf("%+v", ex)
+	}
+}
+
+// TestFromAdapterRoundTrip: an adapter exported with Adapter comes back
+// as the same LoRA (targets, alpha, A and B), on separate and fused
+// tensors; a pair training does not adapt is refused.
+func TestFromAdapterRoundTrip(t *testing.T) {
+	for _, c := range []struct {
+		preset  string
+		targets []string
+	}{{"tiny-qwen2", []string{"v", "o", "down"}}, {"tiny-phi3", []string{"q", "gate", "down"}}} {
+		m := loadSynth(t, c.preset, "F32")
+		l := newTestLoRA(t, m, 0.1, 3)
+		l2, err := NewLoRA(m, LoRAConfig{Rank: 4, Alpha: 8, Targets: c.targets}, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range []*LoRA{l, l2} {
+			back, err := FromAdapter(m, l.Adapter(m.Config.Arch))
+			if err != nil {
+				t.Fatalf("%s: %v", c.preset, err)
+			}
+			if back.Config.Scale() != l.Config.Scale() || len(back.Pairs) != len(l.Pairs) {
+				t.Fatalf("%s: %+v, %d pairs; want %+v, %d", c.preset, back.Config, len(back.Pairs), l.Config, len(l.Pairs))
+			}
+			for k, p := range l.Pairs {
+				q := back.Pairs[k]
+				if q.Name != p.Name || !slices.Equal(q.A, p.A) || !slices.Equal(q.B, p.B) {
+					t.Fatalf("%s: pair %d %q came back as %q or with other values", c.preset, k, p.Name, q.Name)
+				}
+			}
+		}
+	}
+	m := loadSynth(t, "tiny-llama", "F32")
+	a := newTestLoRA(t, m, 0.1, 3).Adapter("llama")
+	a.Pairs["output.weight"] = &adapter.Pair{Rank: 4, Rows: m.Config.Vocab, Cols: m.Config.Hidden,
+		A: make([]float32, 4*m.Config.Hidden), B: make([]float32, m.Config.Vocab*4)}
+	if _, err := FromAdapter(m, a); err == nil || !strings.Contains(err.Error(), `"output.weight"`) {
+		t.Errorf("a pair on the head: %v", err)
 	}
 }
