@@ -117,20 +117,20 @@ func NewCPU(m *model.Model) (*CPU, error) {
 }
 
 // checkExamples validates token ids, targets and lengths against the model.
-func (r *CPU) checkExamples(examples []Example) error {
+func checkExamples(c *model.Config, examples []Example) error {
 	for i, e := range examples {
 		if len(e.Tokens) == 0 || len(e.Targets) != len(e.Tokens) {
 			return fmt.Errorf("training: example %d: %d tokens and %d targets", i, len(e.Tokens), len(e.Targets))
 		}
-		if len(e.Tokens) > r.c.Context {
-			return fmt.Errorf("training: example %d: %d tokens exceed the model's context of %d", i, len(e.Tokens), r.c.Context)
+		if len(e.Tokens) > c.Context {
+			return fmt.Errorf("training: example %d: %d tokens exceed the model's context of %d", i, len(e.Tokens), c.Context)
 		}
 		for t := range e.Tokens {
-			if id := e.Tokens[t]; id < 0 || int(id) >= r.c.Vocab {
-				return fmt.Errorf("training: example %d: token %d at %d is outside the vocabulary of %d", i, id, t, r.c.Vocab)
+			if id := e.Tokens[t]; id < 0 || int(id) >= c.Vocab {
+				return fmt.Errorf("training: example %d: token %d at %d is outside the vocabulary of %d", i, id, t, c.Vocab)
 			}
-			if id := e.Targets[t]; int(id) >= r.c.Vocab {
-				return fmt.Errorf("training: example %d: target %d at %d is outside the vocabulary of %d", i, id, t, r.c.Vocab)
+			if id := e.Targets[t]; int(id) >= c.Vocab {
+				return fmt.Errorf("training: example %d: target %d at %d is outside the vocabulary of %d", i, id, t, c.Vocab)
 			}
 		}
 	}
@@ -160,7 +160,7 @@ func (r *CPU) run(lora *LoRA, examples []Example, g *Grads) (sum float64, count 
 	if len(lora.index) != len(r.layers) {
 		return 0, 0, fmt.Errorf("training: the adapter has %d layers, the model %d", len(lora.index), len(r.layers))
 	}
-	if err := r.checkExamples(examples); err != nil {
+	if err := checkExamples(r.c, examples); err != nil {
 		return 0, 0, err
 	}
 	for _, e := range examples {

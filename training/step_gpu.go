@@ -336,8 +336,7 @@ func (g *GPU) Backward(examples []Example) (sum float64, count int, err error) {
 	if total > g.batchTokens {
 		return 0, 0, fmt.Errorf("training: a micro-batch of %d tokens, the GPU step was sized for %d", total, g.batchTokens)
 	}
-	cpu := CPU{m: g.m, c: c}
-	if err := cpu.checkExamples(examples); err != nil {
+	if err := checkExamples(c, examples); err != nil {
 		return 0, 0, err
 	}
 

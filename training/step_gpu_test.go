@@ -192,3 +192,33 @@ func TestGPUStepMatchesCPU(t *testing.T) {
 		})
 	}
 }
+
+// TestGPUStepRefusesWhatItWasNotSizedFor: examples longer, or micro-batches
+// bigger, than NewGPU sized the buffers for, and bad ids, are errors
+// before anything is recorded.
+func TestGPUStepRefusesWhatItWasNotSizedFor(t *testing.T) {
+	dev := openDevice(t)
+	m := loadSynth(t, "tiny-qwen2", "Q8_0")
+	lora := newTestLoRA(t, m, 0.05, 1)
+	if _, err := NewGPU(dev, m, lora, 16, 8); err == nil {
+		t.Error("a batch smaller than one example: no error")
+	}
+	g, err := NewGPU(dev, m, lora, 8, 12)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	for _, ex := range [][]Example{
+		randomExamples(m, 1, 9, 0, 1),
+		randomExamples(m, 2, 8, 0, 1),
+		{{Tokens: []int32{1, int32(m.Config.Vocab)}, Targets: []int32{1, 2}}},
+		{{Tokens: []int32{1, 2}, Targets: []int32{1}}},
+	} {
+		if _, _, err := g.Backward(ex); err == nil {
+			t.Errorf("%d examples of %d tokens: no error", len(ex), len(ex[0].Tokens))
+		}
+	}
+	if _, _, err := g.Backward(randomExamples(m, 1, 8, 2, 1)); err != nil {
+		t.Errorf("after the refusals: %v", err)
+	}
+}
