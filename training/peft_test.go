@@ -32,7 +32,7 @@ type peftExpected struct {
 // the CPU step's loss, the gradient of every LoRA A and B, the gradient
 // norm and the adapter after two AdamW steps with clipping match what
 // PyTorch and peft computed (testdata/peft/make_fixtures.py) for the same
-// adapter and batch.
+// adapter and batch; so do the GPU step's loss and gradients.
 //
 // Tolerances: PyTorch runs in f32 with its own summation orders (BLAS
 // blocks) where the CPU step sums in float64, so they differ as the GPU
@@ -100,15 +100,15 @@ func TestMatchesPEFT(t *testing.T) {
 			}
 			want := read("grads")
 			worst := 0.0
+			mean := func(v []float32) []float32 {
+				out := make([]float32, len(v))
+				for j, x := range v {
+					out[j] = x / float32(count)
+				}
+				return out
+			}
 			for k, p := range lora.Pairs {
 				w := want.Pairs[p.Name]
-				mean := func(v []float32) []float32 {
-					out := make([]float32, len(v))
-					for j, x := range v {
-						out[j] = x / float32(count)
-					}
-					return out
-				}
 				ea, eb := maxRel(mean(g.A[k]), w.A), maxRel(mean(g.B[k]), w.B)
 				worst = math.Max(worst, math.Max(ea, eb))
 				if ea > 1e-4 || eb > 1e-4 {
@@ -116,6 +116,42 @@ func TestMatchesPEFT(t *testing.T) {
 				}
 			}
 			t.Logf("gradients within %.2e of each tensor's largest entry", worst)
+
+			// The GPU step on the same adapter and batch, against PyTorch
+			// directly, with the same tolerances.
+			gl, err := FromAdapter(m, read("adapter"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			gs, err := NewGPU(openDevice(t), m, gl, len(ex[0].Tokens), 2*len(ex[0].Tokens))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer gs.Close()
+			if err := gs.ZeroGrads(); err != nil {
+				t.Fatal(err)
+			}
+			gsum, gcount, err := gs.Backward(ex)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if gl := gsum / float64(gcount); math.Abs(gl-e.RawLosses[0]) > 1e-5*e.RawLosses[0] {
+				t.Fatalf("GPU loss %v, PyTorch %v", gl, e.RawLosses[0])
+			}
+			gg, err := gs.Grads()
+			if err != nil {
+				t.Fatal(err)
+			}
+			gworst := 0.0
+			for k, p := range gl.Pairs {
+				w := want.Pairs[p.Name]
+				ea, eb := maxRel(mean(gg.A[k]), w.A), maxRel(mean(gg.B[k]), w.B)
+				gworst = math.Max(gworst, math.Max(ea, eb))
+				if ea > 1e-4 || eb > 1e-4 {
+					t.Errorf("GPU %s: dA off by %.2e, dB by %.2e of the largest entry", p.Name, ea, eb)
+				}
+			}
+			t.Logf("GPU gradients within %.2e of each tensor's largest entry", gworst)
 
 			opt := NewOptimizer(lora, AdamWConfig{Beta1: e.Betas[0], Beta2: e.Betas[1], Eps: e.Eps, WeightDecay: e.WeightDecay, MaxGradNorm: e.MaxGradNorm})
 			for s := range 2 {
