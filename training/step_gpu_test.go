@@ -25,7 +25,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func openDevice(t *testing.T) *gpu.Device {
+func openDevice(t testing.TB) *gpu.Device {
 	t.Helper()
 	device.once.Do(func() { device.d, device.err = gpu.Open(gpu.OptionsFromEnv()) })
 	if device.err != nil {
