@@ -13,19 +13,18 @@ import (
 )
 
 // TestMatchesPEFT is the external oracle: for each adapter that
-// testdata/peft/make_fixtures.py saved in peft's save_pretrained layout on
-// a base of engine/model/testdata/hf, the base imported by hearth with the
-// adapter read by ReadPEFT gives transformers' float32 logits with peft's
-// LoRA forward applied (hooks, as the script says) on both backends, and
-// so does the model merged with it; WritePEFT writes the tensors back bit
-// for bit. The bases hold f16-exact weights, the adapters
+// testdata/peft/make_fixtures.py saved with peft's own save_pretrained on a
+// base of engine/model/testdata/hf, the base imported by hearth with the
+// adapter read by ReadPEFT gives transformers+peft's float32 logits on both
+// backends, and so does the model merged with it; WritePEFT writes peft's
+// tensors back bit for bit. The bases hold f16-exact weights, the adapters
 // f32, and every side computes in f32, so the tolerance is engine/model's
 // hfTol for transformers' logits, 1e-5 of the range (the merge adds one
 // f32 rounding of W + ΔW).
 func TestMatchesPEFT(t *testing.T) {
 	exps, _ := filepath.Glob(filepath.Join("testdata", "peft", "*", "expected.json"))
 	if len(exps) == 0 {
-		t.Skip("no fixtures in testdata/peft (make_fixtures.py, which needs torch and transformers, has not been run)")
+		t.Skip("no fixtures in testdata/peft (make_fixtures.py, which needs torch, transformers and peft, has not been run)")
 	}
 	dev, err := gpu.Open(gpu.OptionsFromEnv())
 	if err != nil {

@@ -1,45 +1,33 @@
 #!/usr/bin/env python3
-"""PEFT-layout LoRA fixtures for training/adapter, with transformers' float32
-logits of each tiny base model of engine/model/testdata/hf (made by that
-folder's make_fixtures.py) with the adapter applied.
+"""PEFT reference fixtures for training/adapter: peft's own save_pretrained
+output of a LoRA adapter on each tiny base model of
+engine/model/testdata/hf (made by that folder's make_fixtures.py), and
+transformers' float32 logits of the base's prompt with the adapter applied.
 
-The oracle machine has torch and transformers but not the peft package, and
-nothing can be installed there, so this script does by hand the two things
-of peft's that the Go side depends on, each small and documented by peft:
+For each family it loads the base folder in float32 with eager attention,
+wraps it with peft's get_peft_model(LoraConfig(r=4, lora_alpha=8, every
+attention and MLP projection: q/k/v/o_proj, gate/up/down_proj, or Phi-3's
+qkv_proj, o_proj, gate_up_proj, down_proj)), and overwrites every lora_A
+with N(0, 1/in) and every lora_B with N(0, 1/r) from a fixed seed, so that
+B.A.x is about as large as W.x and the adapter moves the logits by a good
+part of their range. It saves the adapter with save_pretrained (float32
+safetensors and adapter_config.json, peft's own names and layout) and
+writes the logits of every prompt position with the adapter (logits.bin),
+then after merge_and_unload (merged_logits.bin), and the base's logits
+with the adapter disabled, to report how far the adapter moves them.
 
-- the file layout of PeftModel.save_pretrained for a LoRA adapter:
-  adapter_model.safetensors with, for every targeted nn.Linear named
-  MODULE in the transformers model, "base_model.model.MODULE.lora_A.weight"
-  of shape [r, in_features] and "base_model.model.MODULE.lora_B.weight" of
-  shape [out_features, r], float32; and adapter_config.json with peft_type
-  LORA, r, lora_alpha, target_modules, lora_dropout, bias "none",
-  task_type CAUSAL_LM (peft/utils/save_and_load.py get_peft_model_state_dict
-  removes the adapter name "default" from the keys);
-- the LoRA forward of peft/tuners/lora/layer.py Linear.forward:
-  result = base_layer(x) + lora_B(lora_A(dropout(x))) * scaling, with
-  scaling = lora_alpha / r and dropout 0; applied here as a forward hook on
-  each targeted module.
-
-The logits are transformers' own forward of the base (float32, eager
-attention, on the CPU) with those hooks: every position of the base
-fixture's prompt (logits.bin); then with the adapter merged into the
-weights, W + scaling * B @ A (merged_logits.bin), as peft's merge_and_unload
-does. A is N(0, 1/in) and B is N(0, 1/r) from a fixed seed, so B.A.x is
-about as large as W.x and the adapter moves the logits by a good part of
-their range.
-
-Sanity checks that fail the family loudly: the merged model agrees with
-the hooked one to 1e-4 of the logit range; the adapter moves the logits by
-at least 5% of their range; every target module was hooked exactly once a
-layer.
+Sanity checks that fail the family loudly: a fresh base with the saved
+adapter loaded by PeftModel.from_pretrained gives the same logits; the
+merged model agrees with the adapter to 1e-4 of the logit range; the
+adapter moves the logits by at least 5% of their range.
 
 The Go side (TestMatchesPEFT) imports the base with hearth's importer,
 reads the folder with ReadPEFT (mapping the names, permuting Llama's q/k
 lora_B rows as llama.cpp's converter does), and compares both runners and
 a merge with these logits; it also writes the adapter back with WritePEFT
-and checks every tensor against the file here.
+and checks every tensor against peft's file.
 
-Written for transformers 5.x and torch 2.x.
+Written for transformers 5.x, peft 0.17+ and torch 2.x.
 
 Usage: python3 make_fixtures.py [OUTDIR [FAMILY...]]
 OUTDIR defaults to this script's folder; writes OUTDIR/FAMILY/
@@ -54,9 +42,10 @@ import struct
 import sys
 import traceback
 
+import peft
 import torch
 import transformers
-from safetensors.torch import save_file
+from peft import LoraConfig, PeftModel, get_peft_model
 from transformers import AutoModelForCausalLM
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -71,7 +60,10 @@ def targets(family):
 
 
 def load(path):
-    m = AutoModelForCausalLM.from_pretrained(path, attn_implementation="eager", dtype=torch.float32)
+    try:
+        m = AutoModelForCausalLM.from_pretrained(path, attn_implementation="eager", dtype=torch.float32)
+    except TypeError:
+        m = AutoModelForCausalLM.from_pretrained(path, attn_implementation="eager", torch_dtype=torch.float32)
     return m.float().eval()
 
 
@@ -94,53 +86,29 @@ def make(family, outdir):
     with open(os.path.join(base, "expected.json")) as f:
         ids = json.load(f)["prompt_ids"]
     model = load(base)
-    scaling = ALPHA / RANK
-    names = targets(family)
+    cfg = LoraConfig(r=RANK, lora_alpha=ALPHA, target_modules=targets(family), lora_dropout=0.0,
+                     bias="none", task_type="CAUSAL_LM", init_lora_weights=False)
+    pm = get_peft_model(model, cfg).eval()
     g = torch.Generator().manual_seed(SEED)
-    lora = {}  # module name -> (A [r, in], B [out, r])
-    for name, mod in sorted(model.named_modules()):
-        if isinstance(mod, torch.nn.Linear) and name.split(".")[-1] in names:
-            a = torch.randn((RANK, mod.in_features), generator=g) / math.sqrt(mod.in_features)
-            b = torch.randn((mod.out_features, RANK), generator=g) / math.sqrt(RANK)
-            lora[name] = (a, b)
-    layers = model.config.num_hidden_layers
-    if len(lora) != layers * len(names):
-        raise RuntimeError(f"{family}: {len(lora)} target modules, want {layers} layers x {len(names)}")
-
-    base_logits = logits_of(model, ids)
-    hooks = []
-    for name, mod in model.named_modules():
-        if name in lora:
-            a, b = lora[name]
-            hooks.append(mod.register_forward_hook(
-                lambda m, inp, out, a=a, b=b: out + (inp[0] @ a.T) @ b.T * scaling))
-    logits = logits_of(model, ids)
-    for h in hooks:
-        h.remove()
-    moved = rel(logits, base_logits)
-
     with torch.no_grad():
-        for name, mod in model.named_modules():
-            if name in lora:
-                a, b = lora[name]
-                mod.weight += scaling * (b @ a)
-    merged_logits = logits_of(model, ids)
+        for name, p in sorted(pm.named_parameters()):
+            if ".lora_A." in name:  # [r, in]
+                p.copy_(torch.randn(p.shape, generator=g) / math.sqrt(p.shape[1]))
+            elif ".lora_B." in name:  # [out, r]
+                p.copy_(torch.randn(p.shape, generator=g) / math.sqrt(p.shape[1]))
+    logits = logits_of(pm, ids)
+    with pm.disable_adapter():
+        base_logits = logits_of(pm, ids)
+    moved = rel(logits, base_logits)
+    os.makedirs(outdir, exist_ok=True)
+    pm.save_pretrained(outdir)
+
+    reloaded = PeftModel.from_pretrained(load(base), outdir).eval()
+    reload_diff = rel(logits_of(reloaded, ids), logits)
+    merged = pm.merge_and_unload()
+    merged_logits = logits_of(merged, ids)
     merge_diff = rel(merged_logits, logits)
 
-    os.makedirs(outdir, exist_ok=True)
-    tensors = {}
-    for name, (a, b) in lora.items():
-        tensors[f"base_model.model.{name}.lora_A.weight"] = a.contiguous()
-        tensors[f"base_model.model.{name}.lora_B.weight"] = b.contiguous()
-    save_file(tensors, os.path.join(outdir, "adapter_model.safetensors"), metadata={"format": "pt"})
-    config = {
-        "peft_type": "LORA", "task_type": "CAUSAL_LM", "r": RANK, "lora_alpha": ALPHA,
-        "lora_dropout": 0.0, "bias": "none", "target_modules": names, "fan_in_fan_out": False,
-        "use_rslora": False, "use_dora": False, "inference_mode": True,
-        "base_model_name_or_path": f"engine/model/testdata/hf/{family}",
-    }
-    with open(os.path.join(outdir, "adapter_config.json"), "w") as f:
-        json.dump(config, f, indent=1)
     write_f32(os.path.join(outdir, "logits.bin"), logits)
     write_f32(os.path.join(outdir, "merged_logits.bin"), merged_logits)
     expected = {
@@ -150,22 +118,23 @@ def make(family, outdir):
         "rank": RANK,
         "alpha": ALPHA,
         "moved": moved,
+        "reload_diff": reload_diff,
         "merge_diff": merge_diff,
-        "oracle": "transformers forward with peft's LoRA Linear forward as hooks (peft not installed)",
+        "peft_version": peft.__version__,
         "transformers_version": transformers.__version__,
         "torch_version": torch.__version__,
     }
     with open(os.path.join(outdir, "expected.json"), "w") as f:
         json.dump(expected, f, indent=1)
-    print(f"{family:8s} moved={moved:.3f} merge_diff={merge_diff:.3g}")
-    if merge_diff > 1e-4 or moved < 0.05:
+    print(f"{family:8s} moved={moved:.3f} reload_diff={reload_diff:.3g} merge_diff={merge_diff:.3g}")
+    if reload_diff != 0 or merge_diff > 1e-4 or moved < 0.05:
         raise RuntimeError(f"{family}: sanity check failed")
 
 
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else HERE
     fams = sys.argv[2:] or sorted(d for d in os.listdir(BASES) if os.path.isfile(os.path.join(BASES, d, "expected.json")))
-    print(f"transformers {transformers.__version__}, torch {torch.__version__}")
+    print(f"peft {peft.__version__}, transformers {transformers.__version__}, torch {torch.__version__}")
     failed = False
     for fam in fams:
         try:
