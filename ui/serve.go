@@ -53,11 +53,10 @@ func (a *apiServer) rebind() {
 // no API key setting, and `hearth serve --api-key` is the way to serve a
 // network.
 func (a *apiServer) start(addr string) error {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return fmt.Errorf("API server address %q: %w", addr, err)
 	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+	if !server.LoopbackAddr(addr) {
 		return fmt.Errorf("API server address %q: the studio serves only this computer (127.0.0.1); use `hearth serve --addr %s --api-key KEY` to serve a network", addr, addr)
 	}
 	ln, err := net.Listen("tcp", addr)

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -108,7 +107,7 @@ func serve(ctx context.Context, mf *modelFlags, sf *serveFlags, out, log io.Writ
 	})
 	defer engine.Close()
 
-	loopback := isLoopbackAddr(sf.addr)
+	loopback := server.LoopbackAddr(sf.addr)
 	if !loopback {
 		fmt.Fprintf(log, "warning: %s is reachable from other machines: whoever reaches it can run models on this one\n", sf.addr)
 		if sf.apiKey == "" {
@@ -158,20 +157,6 @@ func serve(ctx context.Context, mf *modelFlags, sf *serveFlags, out, log io.Writ
 		return err
 	}
 	return nil
-}
-
-// isLoopbackAddr reports whether a listen address stays on this machine:
-// localhost or a loopback IP. An empty host listens on every interface.
-func isLoopbackAddr(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // catalogueName is the name requests use for the model -m names: a file's

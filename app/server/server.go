@@ -283,6 +283,21 @@ func loopbackHost(hostport string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// LoopbackAddr reports whether a listen address (host:port) stays on this
+// machine: localhost or a loopback IP (an empty host listens on every
+// interface). `hearth serve` warns past it; the studio refuses the rest.
+func LoopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
 // loopbackOrigin reports whether an Origin header is a page served from
 // this machine's loopback interface.
 func loopbackOrigin(origin string) bool {
