@@ -7,8 +7,8 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/hearthstudio/hearth/engine/gpu"
 	"github.com/hearthstudio/hearth/engine/hfimport"
+	"github.com/hearthstudio/hearth/internal/logitstest"
 )
 
 // hfExpected is a fixture's expected.json, written by
@@ -28,17 +28,7 @@ type hfExpected struct {
 // logit range; see TestMatchesTransformers.
 const hfTol = 1e-5
 
-func readF32File(t *testing.T, path string, n int) []float32 {
-	t.Helper()
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(raw) != 4*n {
-		t.Fatalf("%s: %d bytes, want %d floats", path, len(raw), n)
-	}
-	return gpu.F32From(raw)
-}
+var readF32File = logitstest.ReadF32
 
 // TestMatchesTransformers imports each tiny Hugging Face model (f16 weights,
 // saved by transformers) with Hearth's importer and checks both backends

@@ -2,7 +2,6 @@ package model
 
 import (
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,6 +12,7 @@ import (
 	"github.com/hearthstudio/hearth/engine/ops/ref"
 	"github.com/hearthstudio/hearth/engine/synth"
 	"github.com/hearthstudio/hearth/gguf"
+	"github.com/hearthstudio/hearth/internal/logitstest"
 )
 
 var dev *gpu.Device
@@ -48,23 +48,8 @@ func synthModel(t testing.TB, preset, quant string) *Model {
 	return m
 }
 
-// maxRelDiff is max|a-b| over the range of b (max - min of the reference):
-// logits are compared relative to their spread, since the softmax only sees
-// differences.
-func maxRelDiff(a, b []float32) (float64, int) {
-	lo, hi := math.Inf(1), math.Inf(-1)
-	for _, v := range b {
-		lo, hi = math.Min(lo, float64(v)), math.Max(hi, float64(v))
-	}
-	worst, at := 0.0, -1
-	for i := range a {
-		d := math.Abs(float64(a[i]) - float64(b[i]))
-		if !(d <= worst) {
-			worst, at = d, i
-		}
-	}
-	return worst / (hi - lo), at
-}
+// maxRelDiff is max|a-b| over the range of b, and where it is largest.
+var maxRelDiff = logitstest.MaxRelDiff
 
 // tolF32 bounds GPU-vs-CPU logit differences relative to the logit range.
 // Both run f32 math on the same weights; the GPU sums in another order (tree

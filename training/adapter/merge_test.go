@@ -1,7 +1,6 @@
 package adapter
 
 import (
-	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -9,22 +8,14 @@ import (
 	"github.com/hearthstudio/hearth/engine/gpu"
 	"github.com/hearthstudio/hearth/engine/model"
 	"github.com/hearthstudio/hearth/gguf"
+	"github.com/hearthstudio/hearth/internal/logitstest"
 )
 
 // maxRelDiff is max|a-b| over the range of b: logits compared relative to
 // their spread, as engine/model's tests compare them.
 func maxRelDiff(a, b []float32) float64 {
-	lo, hi := math.Inf(1), math.Inf(-1)
-	for _, v := range b {
-		lo, hi = math.Min(lo, float64(v)), math.Max(hi, float64(v))
-	}
-	worst := 0.0
-	for i := range a {
-		if d := math.Abs(float64(a[i]) - float64(b[i])); !(d <= worst) {
-			worst = d
-		}
-	}
-	return worst / (hi - lo)
+	d, _ := logitstest.MaxRelDiff(a, b)
+	return d
 }
 
 var prompt = []int32{1, 17, 42, 5, 99, 23, 64, 7, 150, 3, 88, 11}

@@ -10,6 +10,7 @@ import (
 	"github.com/hearthstudio/hearth/engine/gpu"
 	"github.com/hearthstudio/hearth/engine/hfimport"
 	"github.com/hearthstudio/hearth/engine/model"
+	"github.com/hearthstudio/hearth/internal/logitstest"
 )
 
 // TestMatchesPEFT is the external oracle: for each adapter that
@@ -118,17 +119,7 @@ func TestMatchesPEFT(t *testing.T) {
 	}
 }
 
-func readF32(t *testing.T, path string, n int) []float32 {
-	t.Helper()
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(raw) != 4*n {
-		t.Fatalf("%s: %d bytes, want %d floats", path, len(raw), n)
-	}
-	return gpu.F32From(raw)
-}
+var readF32 = logitstest.ReadF32
 
 func safetensorsF32(t *testing.T, path string) map[string][]float32 {
 	t.Helper()
