@@ -100,15 +100,7 @@ func runMatmulBackwardCase(t *testing.T, typ gguf.Type, c matmulBackwardCase) {
 	// Bit-identical weights, both summed in float64 in the same order.
 	assertClose(t, "ref vs ggml dequant", want, oracle, 0, 1e-6)
 
-	var maxChunk uint64
-	if c.chunkRows > 0 {
-		rb, _ := typ.RowSize(int64(c.cols))
-		maxChunk = uint64(c.chunkRows) * uint64(rb)
-	}
-	w := newTensor(t, "w", typ, c.rows, c.cols, q, maxChunk)
-	if c.chunkRows > 0 && len(w.Chunks) < 2 {
-		t.Fatalf("wanted a chunked tensor, got %d chunk(s)", len(w.Chunks))
-	}
+	w := newChunkedTensor(t, typ, c.rows, c.cols, q, c.chunkRows)
 	// dx starts as garbage: the first chunk must overwrite it.
 	bdy, bdx := upload(t, "dy", dy), upload(t, "dx", randVec(5, c.m*c.cols, 100))
 	run(t, "matmul backward", func(ch *gpu.Chain) error { return MatMulBackwardInput(ch, w, bdy, bdx, c.m) })

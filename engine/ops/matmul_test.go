@@ -137,6 +137,23 @@ func (c matmulCase) String() string {
 }
 
 // runMatmulCase checks ref.MatMul against ggml's dequantization, then the
+// newChunkedTensor uploads q as the weight "w", split into chunks of
+// chunkRows rows (0: as few chunks as the binding limit allows), and fails
+// unless a split was asked for and made.
+func newChunkedTensor(t *testing.T, typ gguf.Type, rows, cols int, q []byte, chunkRows int) *gpu.Tensor {
+	t.Helper()
+	var maxChunk uint64
+	if chunkRows > 0 {
+		rb, _ := typ.RowSize(int64(cols))
+		maxChunk = uint64(chunkRows) * uint64(rb)
+	}
+	w := newTensor(t, "w", typ, rows, cols, q, maxChunk)
+	if chunkRows > 0 && len(w.Chunks) < 2 {
+		t.Fatalf("wanted a chunked tensor, got %d chunk(s)", len(w.Chunks))
+	}
+	return w
+}
+
 // GPU against ref.MatMul, for one type and shape.
 func runMatmulCase(t *testing.T, typ gguf.Type, c matmulCase) {
 	t.Helper()
@@ -151,15 +168,7 @@ func runMatmulCase(t *testing.T, typ gguf.Type, c matmulCase) {
 	// sum in float64: they agree to float32 rounding.
 	assertClose(t, "ref.MatMul vs ggml dequant", want, oracle, 0, 1e-6)
 
-	var maxChunk uint64
-	if c.maxChunkRows > 0 {
-		rb, _ := typ.RowSize(int64(c.cols))
-		maxChunk = uint64(c.maxChunkRows) * uint64(rb)
-	}
-	w := newTensor(t, "w", typ, c.rows, c.cols, q, maxChunk)
-	if c.maxChunkRows > 0 && len(w.Chunks) < 2 {
-		t.Fatalf("wanted a chunked tensor, got %d chunk(s)", len(w.Chunks))
-	}
+	w := newChunkedTensor(t, typ, c.rows, c.cols, q, c.maxChunkRows)
 	bx, by := upload(t, "x", x), scratch(t, "y", c.m*c.rows)
 	run(t, "matmul", func(ch *gpu.Chain) error {
 		if c.m == 1 {
