@@ -321,6 +321,17 @@ func (g *GPU) ZeroGrads() error {
 // and returns the summed loss and the number of trained positions, as
 // CPU.Backward.
 func (g *GPU) Backward(examples []Example) (sum float64, count int, err error) {
+	return g.run(examples, true)
+}
+
+// Loss runs examples forward only, in one chain, and returns their summed
+// loss and trained positions, as CPU.Loss: the validation loss. The
+// gradients are left as they are.
+func (g *GPU) Loss(examples []Example) (sum float64, count int, err error) {
+	return g.run(examples, false)
+}
+
+func (g *GPU) run(examples []Example, backward bool) (sum float64, count int, err error) {
 	c := g.c
 	d := c.Hidden
 	total := 0
@@ -368,13 +379,17 @@ func (g *GPU) Backward(examples []Example) (sum float64, count int, err error) {
 		return 0, 0, err
 	}
 
-	ch, err := g.dev.NewChain("training step")
+	label := "training step"
+	if !backward {
+		label = "training loss"
+	}
+	ch, err := g.dev.NewChain(label)
 	if err != nil {
 		return 0, 0, err
 	}
 	off = 0
 	for _, e := range examples {
-		if err := g.example(ch, len(e.Tokens), off); err != nil {
+		if err := g.example(ch, len(e.Tokens), off, backward); err != nil {
 			ch.Discard()
 			return 0, 0, err
 		}
@@ -410,8 +425,9 @@ func int32s(v []int32) []uint32 {
 }
 
 // example records one example of n tokens whose embedding rows, targets
-// and losses sit at token offset off of the micro-batch.
-func (g *GPU) example(ch *gpu.Chain, n, off int) error {
+// and losses sit at token offset off of the micro-batch: its forward and
+// loss, and with backward its gradients.
+func (g *GPU) example(ch *gpu.Chain, n, off int, backward bool) error {
 	c := g.c
 	d, V := c.Hidden, c.Vocab
 	if err := ops.CopyF32(ch, g.emb, off*d, g.ck[0], 0, n*d); err != nil {
@@ -445,12 +461,21 @@ func (g *GPU) example(ch *gpu.Chain, n, off int) error {
 			return err
 		}
 		o := ops.CrossEntropyOptions{Scale: 1, Softcap: c.FinalSoftcap, TargetOffset: off + r0, LossOffset: off + r0}
+		if !backward {
+			if err := ops.CrossEntropy(ch, g.logits, g.targets, g.loss, tn, V, o); err != nil {
+				return err
+			}
+			continue
+		}
 		if err := ops.CrossEntropyBackward(ch, g.logits, g.targets, g.loss, tn, V, o); err != nil {
 			return err
 		}
 		if err := ops.MatMulBackwardInputWith(ch, g.output, g.logits, g.dxn, tn, ops.MatmulBackwardOptions{DXOffset: r0 * d, Partials: g.partials}); err != nil {
 			return err
 		}
+	}
+	if !backward {
+		return nil
 	}
 	if err := ops.RMSNormBackward(ch, last, g.outNorm, g.dxn, g.dres, ops.NormBackwardArgs{NormArgs: norm}); err != nil {
 		return err
@@ -750,4 +775,65 @@ func (g *GPU) Download() error {
 		}
 	}
 	return nil
+}
+
+// Moments reads the device's AdamW moments into o, for a checkpoint.
+func (g *GPU) Moments(o *Optimizer) error {
+	return g.moments(o, false)
+}
+
+// SetMoments writes o's moments to the device, for a resumed run.
+func (g *GPU) SetMoments(o *Optimizer) error {
+	return g.moments(o, true)
+}
+
+// moments copies the moments between o, in Grads' order (A then B of each
+// pair), and the device, whose B moments are held in pieces.
+func (g *GPU) moments(o *Optimizer, upload bool) error {
+	if len(o.M) != 2*len(g.lora.Pairs) || len(o.V) != len(o.M) {
+		return fmt.Errorf("training: an optimizer of %d tensors for %d pairs", len(o.M), len(g.lora.Pairs))
+	}
+	copyF32 := func(b *gpu.Buffer, v []float32) error {
+		if upload {
+			return b.WriteF32(0, v)
+		}
+		return read(b, v)
+	}
+	for k, p := range g.lora.Pairs {
+		gp := &g.pairs[k]
+		mA, vA, mB, vB := o.M[2*k], o.V[2*k], o.M[2*k+1], o.V[2*k+1]
+		if len(mA) != len(p.A) || len(vA) != len(p.A) || len(mB) != len(p.B) || len(vB) != len(p.B) {
+			return fmt.Errorf("training: optimizer moments of pair %s do not match its shape", p.Name)
+		}
+		if err := copyF32(gp.mA, mA); err != nil {
+			return err
+		}
+		if err := copyF32(gp.vA, vA); err != nil {
+			return err
+		}
+		for i := range gp.pieces {
+			pc := &gp.pieces[i]
+			lo, hi := pc.row0*p.Rank, (pc.row0+pc.rows)*p.Rank
+			if err := copyF32(pc.mB, mB[lo:hi]); err != nil {
+				return err
+			}
+			if err := copyF32(pc.vB, vB[lo:hi]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Memory is the bytes the step holds on the device: the frozen weights,
+// the pairs with their gradients and moments, and the activations.
+func (g *GPU) Memory() uint64 {
+	var n uint64
+	for _, t := range g.tensors {
+		n += uint64(t.Bytes())
+	}
+	for _, b := range g.buffers {
+		n += b.Size()
+	}
+	return n
 }

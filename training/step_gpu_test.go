@@ -3,6 +3,7 @@ package training
 import (
 	"math"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 
@@ -174,8 +175,45 @@ func TestGPUStepMatchesCPU(t *testing.T) {
 					t.Fatalf("step %d: gradient norm %v, CPU %v", step, norm, wantNorm)
 				}
 			}
+			// The moments a checkpoint saves: m is a sum of gradients and
+			// v of their squares, so their error is the gradients' (tol)
+			// and twice it.
+			gotOpt := NewOptimizer(gpuLoRA, opt)
+			if err := g.Moments(gotOpt); err != nil {
+				t.Fatal(err)
+			}
+			for k := range cpuOpt.M {
+				if em, ev := maxRel(gotOpt.M[k], cpuOpt.M[k]), maxRel(gotOpt.V[k], cpuOpt.V[k]); em > tol || ev > 2*tol {
+					t.Errorf("moments of tensor %d: m off by %.2e, v by %.2e", k, em, ev)
+				}
+			}
+			// A resumed run writes them back: they must read back as written.
+			if err := g.SetMoments(cpuOpt); err != nil {
+				t.Fatal(err)
+			}
+			if err := g.Moments(gotOpt); err != nil {
+				t.Fatal(err)
+			}
+			for k := range cpuOpt.M {
+				if !slices.Equal(gotOpt.M[k], cpuOpt.M[k]) || !slices.Equal(gotOpt.V[k], cpuOpt.V[k]) {
+					t.Fatalf("tensor %d: the moments written do not read back", k)
+				}
+			}
+
 			if err := g.Download(); err != nil {
 				t.Fatal(err)
+			}
+			// The forward-only loss (validation) of the stepped adapter,
+			// with the loss tolerance above.
+			wantSum, wantCount, err = cpu.Loss(cpuLoRA, ex)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sum, count, err = g.Loss(ex); err != nil {
+				t.Fatal(err)
+			}
+			if count != wantCount || math.Abs(sum-wantSum) > 1e-5*wantSum {
+				t.Fatalf("forward-only loss %v over %d, CPU %v over %d", sum, count, wantSum, wantCount)
 			}
 			worst = 0
 			for k, p := range cpuLoRA.Pairs {
