@@ -12,8 +12,22 @@ import (
 )
 
 // Targets are the projections LoRA may adapt, in the order a layer's
-// forward pass reaches them; LoRAConfig.Targets names a subset.
+// forward pass reaches them; LoRAConfig.Targets names a subset, and no
+// names means all of them.
 var Targets = []string{"q", "k", "v", "o", "gate", "up", "down"}
+
+// ModelTargets are the targets outside the layers, adapted only when
+// LoRAConfig.Targets names them: "embed", the token embeddings
+// (token_embd.weight, PEFT's lora.Embedding on embed_tokens), and
+// "output", the LM head (output.weight, PEFT's lora.Linear on lm_head).
+//
+// A model that ties its head to its embeddings has one tensor for both,
+// token_embd.weight, and so one pair: naming either target adapts both
+// uses, the lookup and the head, as llama.cpp and engine/model run a
+// token_embd.weight pair on such a model and as merging it into the file
+// would. (PEFT would give a tied lm_head a pair of its own; llama.cpp has
+// no tensor to hang it on, and convert_lora_to_gguf.py refuses one.)
+var ModelTargets = []string{"embed", "output"}
 
 // targetTensor is each target's GGUF tensor in block N: blk.N.<name>.weight.
 var targetTensor = [...]string{"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"}
@@ -35,12 +49,20 @@ const (
 type LoRAConfig struct {
 	Rank  int
 	Alpha float32
-	// Dropout is PEFT's lora_dropout, dropout on the input of A·x only.
-	// It must be 0 for now: the steps here are deterministic, so that the
-	// finite-difference and PyTorch checks see one function; a dropout
-	// mask is a later addition to the forward and backward.
+	// Dropout is PEFT's lora_dropout, 0 ≤ Dropout < 1: in a training
+	// step (Backward), the input x of each pair's A·x is multiplied by a
+	// dropout mask scaled by 1/(1−Dropout) (torch.nn.Dropout's training
+	// mode), W·x and the embedding pair (PEFT's lora.Embedding has none)
+	// untouched; never in Loss or at inference. The mask is a hash of
+	// (DropoutSeed, the step's dropout counter, the pair, the token's
+	// place in its micro-batch, the column) — ref.DropoutMask — so the
+	// recomputation before a layer's backward, the CPU and the GPU steps
+	// all draw the same one; see CPU.SetDropoutStep and GPU.SetDropoutStep.
 	Dropout float32
-	// Targets are names from Targets; empty means all of them.
+	// DropoutSeed seeds the dropout masks of a run.
+	DropoutSeed uint64
+	// Targets are names from Targets and ModelTargets; empty means all of
+	// Targets.
 	Targets []string
 }
 
@@ -58,12 +80,19 @@ func (c LoRAConfig) targets() ([numTargets]bool, error) {
 	}
 	for _, name := range c.Targets {
 		i := slices.Index(Targets, name)
-		if i < 0 {
-			return on, fmt.Errorf("training: LoRA target %q is not one of %s", name, strings.Join(Targets, ", "))
+		if i < 0 && !slices.Contains(ModelTargets, name) {
+			return on, fmt.Errorf("training: LoRA target %q is not one of %s", name, strings.Join(append(slices.Clone(Targets), ModelTargets...), ", "))
 		}
-		on[i] = true
+		if i >= 0 {
+			on[i] = true
+		}
 	}
 	return on, nil
+}
+
+// modelTargets reports whether the embeddings and the head are named.
+func (c LoRAConfig) modelTargets() (embed, output bool) {
+	return slices.Contains(c.Targets, "embed"), slices.Contains(c.Targets, "output")
 }
 
 func (c LoRAConfig) validate() error {
@@ -73,8 +102,8 @@ func (c LoRAConfig) validate() error {
 	if !(c.Alpha > 0) || math.IsInf(float64(c.Alpha), 0) {
 		return fmt.Errorf("training: LoRA alpha %v must be a positive number", c.Alpha)
 	}
-	if c.Dropout != 0 {
-		return fmt.Errorf("training: LoRA dropout %v: only 0 is supported yet", c.Dropout)
+	if !(c.Dropout >= 0 && c.Dropout < 1) {
+		return fmt.Errorf("training: LoRA dropout %v must be in [0, 1)", c.Dropout)
 	}
 	_, err := c.targets()
 	return err
@@ -106,6 +135,9 @@ type LoRA struct {
 	// index[layer][target] is where that projection's correction comes
 	// from; k is -1 for none.
 	index [][numTargets]slot
+	// embed and head are the pairs of the token embeddings and the LM
+	// head, -1 for none; one pair when the head is tied (token_embd).
+	embed, head int
 }
 
 // slot places one projection in a pair: B's rows [row0, row0+rows) give
@@ -126,7 +158,7 @@ func NewLoRA(m *model.Model, c LoRAConfig, seed uint64) (*LoRA, error) {
 		return nil, err
 	}
 	on, _ := c.targets()
-	l := &LoRA{Config: c, index: make([][numTargets]slot, len(m.Layers))}
+	l := &LoRA{Config: c, index: make([][numTargets]slot, len(m.Layers)), embed: -1, head: -1}
 	rng := rand.New(rand.NewPCG(seed, 0x4c6f5241)) // "LoRA"
 	for i := range m.Layers {
 		ws := projections(&m.Layers[i])
@@ -164,8 +196,32 @@ func NewLoRA(m *model.Model, c LoRAConfig, seed uint64) (*LoRA, error) {
 			l.Pairs = append(l.Pairs, p)
 		}
 	}
-	for _, p := range l.Pairs {
+	// The embeddings and the head, after the layers (so that the layers'
+	// draws do not depend on them).
+	embed, output := c.modelTargets()
+	tied := m.Output == m.Embed
+	if embed || output && tied {
+		l.embed = len(l.Pairs)
+		target := "embed"
+		if tied {
+			l.head, target = l.embed, "embed+output"
+		}
+		l.Pairs = append(l.Pairs, &Pair{Name: m.Embed.Name, Layer: -1, Target: target, Rank: c.Rank, Rows: m.Embed.Rows, Cols: m.Embed.Cols})
+	}
+	if output && !tied {
+		l.head = len(l.Pairs)
+		l.Pairs = append(l.Pairs, &Pair{Name: m.Output.Name, Layer: -1, Target: "output", Rank: c.Rank, Rows: m.Output.Rows, Cols: m.Output.Cols})
+	}
+	for k, p := range l.Pairs {
 		p.A, p.B = make([]float32, p.Rank*p.Cols), make([]float32, p.Rows*p.Rank)
+		if k == l.embed && embed {
+			// PEFT's Embedding: lora_embedding_A (r × vocab, our Bᵀ)
+			// zeros, lora_embedding_B (hidden × r, our Aᵀ) N(0, 1).
+			for j := range p.A {
+				p.A[j] = float32(rng.NormFloat64())
+			}
+			continue
+		}
 		bound := 1 / math.Sqrt(float64(p.Cols))
 		for j := range p.A {
 			p.A[j] = float32((2*rng.Float64() - 1) * bound)
@@ -184,10 +240,10 @@ var tensorTargets = map[string][]string{
 
 // FromAdapter makes a LoRA that continues training a (a PEFT folder or a
 // GGUF LoRA read by training/adapter, a checkpoint): the same targets on
-// every layer of m, one rank, A and B copied. An adapter that NewLoRA
-// could not have made for m (a pair on the LM head or the embeddings, a
-// target on some layers only, ranks that differ) is refused, naming the
-// tensor.
+// every layer of m (and the embeddings or the head when a has their
+// pairs), one rank, A and B copied. An adapter that NewLoRA could not have
+// made for m (a target on some layers only, ranks that differ) is refused,
+// naming the tensor.
 func FromAdapter(m *model.Model, a *adapter.Adapter) (*LoRA, error) {
 	if err := a.Check(m); err != nil {
 		return nil, err
@@ -202,6 +258,10 @@ func FromAdapter(m *model.Model, a *adapter.Adapter) (*LoRA, error) {
 	}
 	seen := map[string]bool{}
 	for _, name := range a.Names() {
+		if t, ok := map[string]string{m.Embed.Name: "embed", m.Output.Name: "output"}[name]; ok {
+			c.Targets = append(c.Targets, t)
+			continue
+		}
 		var layer int
 		var tensor string
 		if _, err := fmt.Sscanf(strings.ReplaceAll(name, ".", " "), "blk %d %s weight", &layer, &tensor); err != nil || tensorTargets[tensor] == nil {
@@ -261,6 +321,9 @@ func (l *LoRA) pair(i, t int) (*Pair, slot) {
 // tensor's slices.
 func (l *LoRA) slots(k int) []slot {
 	p := l.Pairs[k]
+	if p.Layer < 0 {
+		return []slot{{k: k, rows: p.Rows}} // the embeddings' or the head's
+	}
 	var out []slot
 	for t := range numTargets {
 		if s := l.index[p.Layer][t]; s.k == k {

@@ -64,6 +64,48 @@ type CPU struct {
 	layers  []frozenLayer
 	outNorm []float32
 	output  linear // the LM head (token_embd when tied)
+	// dropoutStep is the dropout counter of the next Backward.
+	dropoutStep uint64
+}
+
+// SetDropoutStep sets the dropout counter the next Backward draws its
+// masks with (LoRAConfig.Dropout); each Backward then counts it up by one,
+// so successive micro-batches get new masks. A resumed run sets it to
+// where it stopped; a comparison of two steps sets both alike.
+func (r *CPU) SetDropoutStep(step uint64) { r.dropoutStep = step }
+
+// DropoutStep is the dropout counter the next Backward will use.
+func (r *CPU) DropoutStep() uint64 { return r.dropoutStep }
+
+// dropouts chooses the dropout masks of one pass: in a training step with
+// a rate above 0, each pair's mask at the pass's counter, token0 the place
+// of the example's first token in its micro-batch.
+type dropouts struct {
+	on         bool
+	seed, step uint64
+	p          float32
+	token0     int
+}
+
+// dropout is one pair's input mask in one pass; nil applies none.
+type dropout struct {
+	mask   ref.DropoutMask
+	token0 int
+}
+
+func (d dropouts) of(k int) *dropout {
+	if !d.on {
+		return nil
+	}
+	return &dropout{ref.NewDropoutMask(ref.DropoutKey(d.seed, d.step, uint32(k)), d.p), d.token0}
+}
+
+// apply returns x (m rows of cols) masked; x itself when d is nil.
+func (d *dropout) apply(x []float32, m, cols int) []float32 {
+	if d == nil {
+		return x
+	}
+	return ref.Dropout(x, m, cols, d.token0, d.mask)
 }
 
 // frozenLayer is one block's base weights in f32.
@@ -163,29 +205,46 @@ func (r *CPU) run(lora *LoRA, examples []Example, g *Grads) (sum float64, count 
 	if err := checkExamples(r.c, examples); err != nil {
 		return 0, 0, err
 	}
+	drop := dropouts{on: g != nil && lora.Config.Dropout > 0, seed: lora.Config.DropoutSeed, step: r.dropoutStep, p: lora.Config.Dropout}
 	for _, e := range examples {
-		s, n, err := r.example(lora, e, g)
+		s, n, err := r.example(lora, e, g, drop)
 		if err != nil {
 			return 0, 0, err
 		}
 		sum += s
 		count += n
+		drop.token0 += len(e.Tokens)
+	}
+	if g != nil {
+		r.dropoutStep++
 	}
 	return sum, count, nil
 }
 
 // example runs one example forward, and backward when g is not nil.
-func (r *CPU) example(lora *LoRA, e Example, g *Grads) (float64, int, error) {
+func (r *CPU) example(lora *LoRA, e Example, g *Grads, drop dropouts) (float64, int, error) {
 	c, m := r.c, r.m
 	n, d := len(e.Tokens), c.Hidden
 
-	// x = embedding rows, scaled (Gemma: sqrt(d_model)), as model.CPU.
+	// x = embedding rows plus the embedding pair's scale·B[id]·A, then
+	// scaled (Gemma: sqrt(d_model)), as model.CPU. The pair adapts the
+	// embedding module's output and Gemma scales after it
+	// (transformers' GemmaModel: inputs_embeds = embed_tokens(ids), then
+	// hidden_states = inputs_embeds * normalizer), which is also where
+	// llama.cpp adds it (build_inp_embd).
 	x := make([]float32, n*d)
 	rb := m.Embed.RowBytes()
+	var ep *Pair
+	if lora.embed >= 0 {
+		ep = lora.Pairs[lora.embed]
+	}
 	for t, id := range e.Tokens {
 		row := x[t*d : (t+1)*d]
 		if err := gguf.Dequantize(m.Embed.Type, m.Embed.Data[int(id)*rb:(int(id)+1)*rb], row); err != nil {
 			return 0, 0, fmt.Errorf("training: %s row %d: %w", m.Embed.Name, id, err)
+		}
+		if ep != nil {
+			loraEmbedRow(ep, lora.Config.Scale(), int(id), row)
 		}
 		if c.EmbedScale != 0 {
 			for j := range row {
@@ -198,7 +257,7 @@ func (r *CPU) example(lora *LoRA, e Example, g *Grads) (float64, int, error) {
 	inputs := make([][]float32, len(r.layers))
 	for i := range r.layers {
 		inputs[i] = x
-		x = r.layer(i, lora, x, n).out
+		x = r.layer(i, lora, x, n, drop).out
 	}
 
 	// Logits = Output · norm(x); the loss is the cross-entropy of the
@@ -206,6 +265,15 @@ func (r *CPU) example(lora *LoRA, e Example, g *Grads) (float64, int, error) {
 	normArgs := ref.NormArgs{Rows: n, Dim: d, Eps: c.Eps}
 	xn := ref.RMSNorm(x, r.outNorm, normArgs)
 	logits := matmul(r.output, xn, n)
+	// The head's pair, its input dropped out as a layer pair's.
+	var hp *Pair
+	var hd *dropout
+	var xnd, hh []float32
+	if lora.head >= 0 {
+		hp, hd = lora.Pairs[lora.head], drop.of(lora.head)
+		xnd = hd.apply(xn, n, d)
+		hh = loraForward(hp, slot{k: lora.head, rows: hp.Rows}, lora.Config.Scale(), xnd, logits, n)
+	}
 	targets := e.Targets
 	count := 0
 	for _, t := range targets {
@@ -225,12 +293,61 @@ func (r *CPU) example(lora *LoRA, e Example, g *Grads) (float64, int, error) {
 	// Backward: head, final norm, then the layers in reverse, each run
 	// forward again from its checkpoint.
 	dxn := matmulBackward(r.output, dlogits, n)
+	if hp != nil {
+		k := lora.head
+		dl := make([]float32, n*d)
+		loraBackward(hp, slot{k: k, rows: hp.Rows}, lora.Config.Scale(), xnd, hh, dlogits, dl, g.A[k], g.B[k], n)
+		ref.AddInPlace(dxn, hd.apply(dl, n, d))
+	}
 	dx := ref.RMSNormBackward(x, r.outNorm, dxn, normArgs)
 	for i := len(r.layers) - 1; i >= 0; i-- {
-		a := r.layer(i, lora, inputs[i], n)
+		a := r.layer(i, lora, inputs[i], n, drop)
 		dx = r.layerBackward(i, lora, a, dx, g)
 	}
+	if ep != nil {
+		embedBackward(ep, lora.Config.Scale()*embedScale(c), e.Tokens, dx, g.A[lora.embed], g.B[lora.embed])
+	}
 	return sum, count, nil
+}
+
+// embedScale is the factor on the embedding rows: EmbedScale, or 1.
+func embedScale(c *model.Config) float32 {
+	if c.EmbedScale != 0 {
+		return c.EmbedScale
+	}
+	return 1
+}
+
+// loraEmbedRow adds scale·B[id]·A to row: the embedding pair's correction
+// of token id (A rank × hidden, B vocab × rank; PEFT's lora_embedding_A is
+// Bᵀ, lora_embedding_B Aᵀ), summed in float64.
+func loraEmbedRow(p *Pair, scale float32, id int, row []float32) {
+	b := p.B[id*p.Rank : (id+1)*p.Rank]
+	for j := range row {
+		s := 0.0
+		for k, v := range b {
+			s += float64(v) * float64(p.A[k*p.Cols+j])
+		}
+		row[j] += scale * float32(s)
+	}
+}
+
+// embedBackward adds the embedding pair's gradients for dx, the gradient
+// of the rows e = f·(W[id] + s·B[id]·A) of ids, with fs = f·s:
+//
+//	dA += fs·Hᵀ·dx      H[t] = B[id_t] (n × rank)
+//	dB[id_t] += fs·dx[t]·Aᵀ, summed over the t of each id
+//
+// only the rows of B of the ids in the batch get a gradient.
+func embedBackward(p *Pair, fs float32, ids []int32, dx, dA, dB []float32) {
+	n := len(ids)
+	h := make([]float32, n*p.Rank)
+	for t, id := range ids {
+		copy(h[t*p.Rank:(t+1)*p.Rank], p.B[int(id)*p.Rank:(int(id)+1)*p.Rank])
+	}
+	addTo(dA, ref.MatMulTN(h, dx, n, p.Rank, p.Cols, fs))
+	dh := matmul(linear{w: p.A, rows: p.Rank, cols: p.Cols}, dx, n)
+	ref.ScatterAddRows(dB, dh, ids, p.Rank, fs)
 }
 
 // activations are what one layer's backward needs of its forward.
@@ -245,7 +362,9 @@ type activations struct {
 	gate, up, h  []float32             // gate and up projections; GLU output, Down's input
 	f            []float32             // Down's output, before the post-norm
 	out          []float32             // the layer's output
-	ha           [numTargets][]float32 // A·x of each adapted projection
+	ha           [numTargets][]float32 // A·drop(x) of each adapted projection
+	xd           [numTargets][]float32 // drop(x), its input after dropout
+	drop         [numTargets]*dropout  // its mask, nil for none
 	attention    ref.AttentionArgs
 	ropeQ, ropeK ref.RoPEArgs
 }
@@ -254,18 +373,22 @@ type activations struct {
 // body: norm, q/k/v (+ LoRA, + bias), QK-norm, RoPE, attention, O (+ LoRA),
 // post-norm, residual, norm, gate/up (+ LoRA), GLU, down (+ LoRA),
 // post-norm, residual.
-func (r *CPU) layer(i int, lora *LoRA, x []float32, n int) *activations {
+func (r *CPU) layer(i int, lora *LoRA, x []float32, n int, drop dropouts) *activations {
 	c, l := r.c, &r.layers[i]
 	d := c.Hidden
 	a := &activations{n: n, x: x}
 	norm := func(x, w []float32, rows, dim int) []float32 {
 		return ref.RMSNorm(x, w, ref.NormArgs{Rows: rows, Dim: dim, Eps: c.Eps})
 	}
-	// mul is W·x plus the LoRA correction scale·B·(A·x), keeping A·x.
+	// mul is W·x plus the LoRA correction scale·B·(A·drop(x)), keeping
+	// A·drop(x) and drop(x) (x itself without dropout; a fused pair's
+	// slices share one mask, that of their pair).
 	mul := func(t int, x []float32) []float32 {
 		y := matmul(l.proj[t], x, n)
 		if p, s := lora.pair(i, t); p != nil {
-			a.ha[t] = loraForward(p, s, lora.Config.Scale(), x, y, n)
+			a.drop[t] = drop.of(s.k)
+			a.xd[t] = a.drop[t].apply(x, n, p.Cols)
+			a.ha[t] = loraForward(p, s, lora.Config.Scale(), a.xd[t], y, n)
 		}
 		return y
 	}
@@ -334,7 +457,15 @@ func (r *CPU) layerBackward(i int, lora *LoRA, a *activations, dout []float32, g
 	mulBack := func(t int, x, dy []float32) []float32 {
 		dx := matmulBackward(l.proj[t], dy, n)
 		if p, s := lora.pair(i, t); p != nil {
-			loraBackward(p, s, lora.Config.Scale(), x, a.ha[t], dy, dx, g.A[s.k], p.rowsB(g.B[s.k], s), n)
+			dl := dx
+			if a.drop[t] != nil {
+				dl = make([]float32, len(dx))
+			}
+			loraBackward(p, s, lora.Config.Scale(), a.xd[t], a.ha[t], dy, dl, g.A[s.k], p.rowsB(g.B[s.k], s), n)
+			if a.drop[t] != nil {
+				// The mask's backward is the mask.
+				ref.AddInPlace(dx, a.drop[t].apply(dl, n, p.Cols))
+			}
 		}
 		return dx
 	}
