@@ -18,14 +18,14 @@ import (
 // [-pi, pi]; a driver that far off fails these on purpose, since Kokoro's
 // Snake would then differ from PyTorch's audibly.
 const (
-	sinATol   = 2e-7
-	tanhATol  = 3e-7
+	sinATol  = 2e-7
+	tanhATol = 3e-7
 	// exp: WGSL allows 3 + 2|x| ulps, since exp(x) = exp2(x log2 e) rounds
 	// the product; lavapipe measured 15 ulps at x = 85. expRTol is per unit
 	// of |x| (plus 3 ulps at x = 0).
 	expRTol = 2 * 0x1p-23
 	// expATol: GPUs flush subnormal results (below 2^-126) to zero.
-	expATol = 0x1p-126
+	expATol   = 0x1p-126
 	snakeRTol = 4e-7 // of |y|, the final rounding at the output's scale
 	snakeATol = 2e-7 // per unit of 1/alpha
 )
