@@ -74,7 +74,9 @@ func checkAudioNorm(t *testing.T, instance bool, tc audioNormCase, seed uint64, 
 		op = func(c *gpu.Chain, x, style, w, b, y *gpu.Buffer) error { return AdaIN1D(c, x, style, w, b, y, a) }
 	} else {
 		want = ref.ChannelLayerNorm(x, w, b, style, ra)
-		op = func(c *gpu.Chain, x, style, w, b, y *gpu.Buffer) error { return ChannelLayerNorm(c, x, w, b, style, y, a) }
+		op = func(c *gpu.Chain, x, style, w, b, y *gpu.Buffer) error {
+			return ChannelLayerNorm(c, x, w, b, style, y, a)
+		}
 	}
 	n := len(x)
 	bx, y := upload(t, "x", x), scratch(t, "y", n)
@@ -115,7 +117,9 @@ func TestAudioNormWideMagnitude(t *testing.T) {
 	// Rows offset 3e4 with a spread of 1: the shifted two-pass variance
 	// keeps them exact (mean(x^2) - mean^2 would return garbage).
 	t.Run("adain offset", func(t *testing.T) { checkAudioNorm(t, true, tc, 54, 1, 3e4, 1.5) })
-	t.Run("layernorm offset", func(t *testing.T) { checkAudioNorm(t, false, audioNormCase{512, 20, true, true, true}, 55, 1, 3e4, 1.5) })
+	t.Run("layernorm offset", func(t *testing.T) {
+		checkAudioNorm(t, false, audioNormCase{512, 20, true, true, true}, 55, 1, 3e4, 1.5)
+	})
 	// Decoder-scale activations of +-3e3 with gammas of +-8.
 	t.Run("adain wide", func(t *testing.T) { checkAudioNorm(t, true, tc, 56, 3e3, 0, 8) })
 	t.Run("layernorm wide", func(t *testing.T) { checkAudioNorm(t, false, audioNormCase{256, 33, true, true, true}, 57, 3e3, 0, 8) })
