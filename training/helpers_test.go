@@ -33,7 +33,17 @@ func loadSynth(t testing.TB, preset, quant string) *model.Model {
 // it is) and the adapter changes the output.
 func newTestLoRA(t testing.TB, m *model.Model, sigma float64, seed uint64) *LoRA {
 	t.Helper()
-	l, err := NewLoRA(m, LoRAConfig{Rank: 4, Alpha: 8}, seed)
+	return newTestLoRAWith(t, m, LoRAConfig{Rank: 4, Alpha: 8}, sigma, seed)
+}
+
+// allTargets names every target, the embeddings and the head included.
+var allTargets = append(append([]string(nil), Targets...), ModelTargets...)
+
+// newTestLoRAWith is newTestLoRA with the configuration c (its targets,
+// dropout).
+func newTestLoRAWith(t testing.TB, m *model.Model, c LoRAConfig, sigma float64, seed uint64) *LoRA {
+	t.Helper()
+	l, err := NewLoRA(m, c, seed)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/hearthstudio/hearth/engine/gpu"
 	"github.com/hearthstudio/hearth/engine/model"
 	"github.com/hearthstudio/hearth/engine/ops"
+	"github.com/hearthstudio/hearth/engine/ops/ref"
 	"github.com/hearthstudio/hearth/gguf"
 )
 
@@ -47,6 +48,18 @@ type GPU struct {
 	dres, dtmp, dff, dgate, dup, dxn, datt, dq, dk, dv, stats      *gpu.Buffer
 	attScratch, htile, logits, partials, norm                      *gpu.Buffer
 	partials2                                                      *gpu.Buffer // GradNorm's
+	// The embedding pair's: token ids, B's rows of them (H), dL/dH, and
+	// the plan of dB's scatter-add. The head pair's A·x of a tile.
+	ids, hEmb, dhEmb, plan, hHead *gpu.Buffer
+	// Dropout's: a pair's input after the mask, and dH·A before it.
+	xd, dl *gpu.Buffer
+
+	// dropoutStep is the dropout counter of the next Backward; drop and
+	// token0 are the pass being recorded's: dropout on, and the place of
+	// its example's first token in the micro-batch.
+	dropoutStep uint64
+	drop        bool
+	token0      int
 
 	tensors []*gpu.Tensor
 	buffers []*gpu.Buffer
@@ -266,6 +279,20 @@ func (g *GPU) allocate() error {
 	for t := range numTargets {
 		g.ha[t] = alloc("lora h "+Targets[t], T*g.lora.Config.Rank)
 	}
+	r, B := g.lora.Config.Rank, g.batchTokens
+	if g.lora.embed >= 0 {
+		g.ids = alloc("token ids", B)
+		g.hEmb = alloc("lora embed h", B*r)
+		g.dhEmb = alloc("lora embed dh", B*r)
+		g.plan = alloc("lora embed scatter plan", 3*B+1)
+	}
+	if g.lora.head >= 0 {
+		g.hHead = alloc("lora head h", g.tile*r)
+	}
+	if g.lora.Config.Dropout > 0 {
+		g.xd = alloc("lora dropout x", T*max(d, qd, ff))
+		g.dl = alloc("lora dropout dx", T*max(d, qd, ff))
+	}
 	if err != nil {
 		return err
 	}
@@ -319,9 +346,38 @@ func (g *GPU) ZeroGrads() error {
 // Backward runs examples (one micro-batch) forward and backward in one
 // chain, adds the gradient of their summed loss to the device gradients,
 // and returns the summed loss and the number of trained positions, as
-// CPU.Backward.
+// CPU.Backward. With LoRAConfig.Dropout above 0 it draws its masks at the
+// dropout counter (SetDropoutStep), then counts it up.
 func (g *GPU) Backward(examples []Example) (sum float64, count int, err error) {
-	return g.run(examples, true)
+	sum, count, err = g.run(examples, true)
+	if err == nil {
+		g.dropoutStep++
+	}
+	return sum, count, err
+}
+
+// SetDropoutStep sets the dropout counter of the next Backward, as
+// CPU.SetDropoutStep: the same counter on both draws the same masks.
+func (g *GPU) SetDropoutStep(step uint64) { g.dropoutStep = step }
+
+// DropoutStep is the dropout counter the next Backward will use (for a
+// checkpoint).
+func (g *GPU) DropoutStep() uint64 { return g.dropoutStep }
+
+// mask is pair k's dropout mask in the pass being recorded.
+func (g *GPU) mask(k int) ref.DropoutMask {
+	c := g.lora.Config
+	return ref.NewDropoutMask(ref.DropoutKey(c.DropoutSeed, g.dropoutStep, uint32(k)), c.Dropout)
+}
+
+// dropout appends y (+)= mask_k(x) for rows × cols, x's row 0 at token
+// g.token0+row0 of the micro-batch, y's at float yOff.
+func (g *GPU) dropout(ch *gpu.Chain, k int, x, y *gpu.Buffer, rows, cols, row0, yOff int, acc bool) error {
+	m := g.mask(k)
+	return ops.Dropout(ch, x, y, ops.DropoutArgs{
+		Rows: rows, Cols: cols, Token0: g.token0 + row0, Key: m.Key, Threshold: m.Threshold, Scale: m.Scale,
+		YOffset: yOff, Accumulate: acc,
+	})
 }
 
 // Loss runs examples forward only, in one chain, and returns their summed
@@ -378,6 +434,24 @@ func (g *GPU) run(examples []Example, backward bool) (sum float64, count int, er
 	if err := g.targets.Write(0, gpu.U32Bytes(int32s(targets))); err != nil {
 		return 0, 0, err
 	}
+	g.drop = backward && g.lora.Config.Dropout > 0
+	var ids []int32
+	segments := 0
+	if g.lora.embed >= 0 {
+		for _, e := range examples {
+			ids = append(ids, e.Tokens...)
+		}
+		if err := g.ids.Write(0, gpu.U32Bytes(int32s(ids))); err != nil {
+			return 0, 0, err
+		}
+		if backward {
+			var plan []uint32
+			plan, segments = ops.ScatterPlan(ids)
+			if err := g.plan.Write(0, gpu.U32Bytes(plan)); err != nil {
+				return 0, 0, err
+			}
+		}
+	}
 
 	label := "training step"
 	if !backward {
@@ -387,6 +461,10 @@ func (g *GPU) run(examples []Example, backward bool) (sum float64, count int, er
 	if err != nil {
 		return 0, 0, err
 	}
+	if err := g.embedForward(ch, total); err != nil {
+		ch.Discard()
+		return 0, 0, err
+	}
 	off = 0
 	for _, e := range examples {
 		if err := g.example(ch, len(e.Tokens), off, backward); err != nil {
@@ -394,6 +472,15 @@ func (g *GPU) run(examples []Example, backward bool) (sum float64, count int, er
 			return 0, 0, err
 		}
 		off += len(e.Tokens)
+	}
+	if backward && g.lora.embed >= 0 {
+		// dB[id] += f·s·Σ dH[t] over the tokens t of each id.
+		pc := &g.pairs[g.lora.embed].pieces[0]
+		fs := g.lora.Config.Scale() * embedScale(c)
+		if err := ops.ScatterAddRows(ch, g.dhEmb, g.plan, pc.dB, total, c.Vocab, g.lora.Config.Rank, segments, fs); err != nil {
+			ch.Discard()
+			return 0, 0, err
+		}
 	}
 	rbk, err := ch.ReadBack(g.loss, 0, uint64(total)*4)
 	if err != nil {
@@ -416,6 +503,90 @@ func (g *GPU) run(examples []Example, backward bool) (sum float64, count int, er
 	return sum, count, nil
 }
 
+// embedForward appends the embedding pair's correction to the micro-batch's
+// total embedding rows: H = B's rows of the ids (ops.Embed gathers them
+// from the f32 B), then emb += f·s·H·A, f the embedding scale the host
+// has already applied to the base rows (see CPU.example).
+func (g *GPU) embedForward(ch *gpu.Chain, total int) error {
+	if g.lora.embed < 0 {
+		return nil
+	}
+	gp := &g.pairs[g.lora.embed]
+	if err := ops.Embed(ch, gp.pieces[0].b, g.ids, total, g.hEmb); err != nil {
+		return err
+	}
+	fs := g.lora.Config.Scale() * embedScale(g.c)
+	return ops.MatMulBackwardInputWith(ch, gp.a, g.hEmb, g.emb, total, ops.MatmulBackwardOptions{Scale: fs, Accumulate: true})
+}
+
+// embedBackward appends the embedding pair's gradients for one example of
+// n tokens at offset off, g.dres holding dL/d(its embedding rows), as
+// embedBackward on the CPU: dA += f·s·Hᵀ·dres, and dL/dH = dres·Aᵀ kept
+// in g.dhEmb for the micro-batch's scatter-add into dB.
+func (g *GPU) embedBackward(ch *gpu.Chain, n, off int) error {
+	if g.lora.embed < 0 {
+		return nil
+	}
+	gp, p := &g.pairs[g.lora.embed], g.lora.Pairs[g.lora.embed]
+	fs := g.lora.Config.Scale() * embedScale(g.c)
+	if err := ops.MatMulTN(ch, g.hEmb, g.dres, gp.dA, n, p.Rank, p.Cols, ops.MatMulTNOptions{AOffset: off * p.Rank, Accumulate: true, Alpha: fs}); err != nil {
+		return err
+	}
+	return ops.MatMulWith(ch, gp.a, g.dres, g.dhEmb, n, ops.MatmulOptions{YOffset: off * p.Rank})
+}
+
+// headForward appends the head pair's correction to a tile of tn logit
+// rows from x (the tile's normed rows, at row r0 of the example): logits
+// += s·B·(A·drop(x)), A·drop(x) kept in g.hHead. It returns what A saw:
+// x, or g.xd with dropout.
+func (g *GPU) headForward(ch *gpu.Chain, x *gpu.Buffer, tn, r0 int) (*gpu.Buffer, error) {
+	k := g.lora.head
+	if k < 0 {
+		return nil, nil
+	}
+	gp, r := &g.pairs[k], g.lora.Config.Rank
+	if g.drop {
+		if err := g.dropout(ch, k, x, g.xd, tn, g.c.Hidden, r0, 0, false); err != nil {
+			return nil, err
+		}
+		x = g.xd
+	}
+	if err := ops.MatMul(ch, gp.a, x, g.hHead, tn); err != nil {
+		return nil, err
+	}
+	if err := ops.Scale(ch, g.hHead, g.hs, tn*r, g.lora.Config.Scale()); err != nil {
+		return nil, err
+	}
+	return x, ops.MatMulWith(ch, gp.pieces[0].b, g.hs, g.logits, tn, ops.MatmulOptions{Accumulate: true})
+}
+
+// headBackward appends the head pair's part of a tile's backward, g.logits
+// holding dL/dlogits and x what A saw: dB += s·dlogitsᵀ·h, dH =
+// s·dlogits·B, dA += dHᵀ·x, dxn[tile] += mask(dH·A).
+func (g *GPU) headBackward(ch *gpu.Chain, x *gpu.Buffer, tn, r0 int) error {
+	k := g.lora.head
+	if k < 0 {
+		return nil
+	}
+	gp, pc, r, d, s := &g.pairs[k], &g.pairs[k].pieces[0], g.lora.Config.Rank, g.c.Hidden, g.lora.Config.Scale()
+	if err := ops.MatMulTN(ch, g.logits, g.hHead, pc.dB, tn, g.c.Vocab, r, ops.MatMulTNOptions{Accumulate: true, Alpha: s}); err != nil {
+		return err
+	}
+	if err := ops.MatMulBackwardInputWith(ch, pc.b, g.logits, g.dh, tn, ops.MatmulBackwardOptions{Scale: s}); err != nil {
+		return err
+	}
+	if err := ops.MatMulTN(ch, g.dh, x, gp.dA, tn, r, d, ops.MatMulTNOptions{Accumulate: true}); err != nil {
+		return err
+	}
+	if !g.drop {
+		return ops.MatMulBackwardInputWith(ch, gp.a, g.dh, g.dxn, tn, ops.MatmulBackwardOptions{DXOffset: r0 * d, Accumulate: true})
+	}
+	if err := ops.MatMulBackwardInput(ch, gp.a, g.dh, g.dl, tn); err != nil {
+		return err
+	}
+	return g.dropout(ch, k, g.dl, g.dxn, tn, d, r0, r0*d, true)
+}
+
 func int32s(v []int32) []uint32 {
 	out := make([]uint32, len(v))
 	for i, x := range v {
@@ -430,6 +601,7 @@ func int32s(v []int32) []uint32 {
 func (g *GPU) example(ch *gpu.Chain, n, off int, backward bool) error {
 	c := g.c
 	d, V := c.Hidden, c.Vocab
+	g.token0 = off
 	if err := ops.CopyF32(ch, g.emb, off*d, g.ck[0], 0, n*d); err != nil {
 		return err
 	}
@@ -460,6 +632,10 @@ func (g *GPU) example(ch *gpu.Chain, n, off int, backward bool) error {
 		if err := ops.MatMul(ch, g.output, src, g.logits, tn); err != nil {
 			return err
 		}
+		hx, err := g.headForward(ch, src, tn, r0)
+		if err != nil {
+			return err
+		}
 		o := ops.CrossEntropyOptions{Scale: 1, Softcap: c.FinalSoftcap, TargetOffset: off + r0, LossOffset: off + r0}
 		if !backward {
 			if err := ops.CrossEntropy(ch, g.logits, g.targets, g.loss, tn, V, o); err != nil {
@@ -471,6 +647,9 @@ func (g *GPU) example(ch *gpu.Chain, n, off int, backward bool) error {
 			return err
 		}
 		if err := ops.MatMulBackwardInputWith(ch, g.output, g.logits, g.dxn, tn, ops.MatmulBackwardOptions{DXOffset: r0 * d, Partials: g.partials}); err != nil {
+			return err
+		}
+		if err := g.headBackward(ch, hx, tn, r0); err != nil {
 			return err
 		}
 	}
@@ -488,7 +667,7 @@ func (g *GPU) example(ch *gpu.Chain, n, off int, backward bool) error {
 			return fmt.Errorf("training: layer %d backward: %w", i, err)
 		}
 	}
-	return nil
+	return g.embedBackward(ch, n, off)
 }
 
 // layer records block i's forward from x, as CPU.layer, keeping its
@@ -579,14 +758,21 @@ func (g *GPU) attention(i, n int) ops.AttentionArgs {
 	}
 }
 
-// loraForward appends y += s·B·(A·x) for layer i's pair of target t (B
-// the projection's piece), A·x kept in g.ha[t] for the backward.
+// loraForward appends y += s·B·(A·drop(x)) for layer i's pair of target t
+// (B the projection's piece), A·drop(x) kept in g.ha[t] for the backward;
+// without dropout drop(x) is x, with it g.xd.
 func (g *GPU) loraForward(ch *gpu.Chain, i, t int, x, y *gpu.Buffer, n int) error {
 	pp, sl := g.lora.pair(i, t)
 	if pp == nil {
 		return nil
 	}
 	r, s := pp.Rank, g.lora.Config.Scale()
+	if g.drop {
+		if err := g.dropout(ch, sl.k, x, g.xd, n, pp.Cols, 0, 0, false); err != nil {
+			return err
+		}
+		x = g.xd
+	}
 	if err := ops.MatMul(ch, g.pairs[sl.k].a, x, g.ha[t], n); err != nil {
 		return err
 	}
@@ -614,10 +800,25 @@ func (g *GPU) mulBackward(ch *gpu.Chain, i, t int, x, dy, dx *gpu.Buffer, n int,
 	if err := ops.MatMulBackwardInputWith(ch, pc.b, dy, g.dh, n, ops.MatmulBackwardOptions{Scale: s}); err != nil {
 		return err
 	}
-	if err := ops.MatMulTN(ch, g.dh, x, p.dA, n, r, pp.Cols, ops.MatMulTNOptions{Accumulate: true}); err != nil {
+	xa := x
+	if g.drop {
+		// The forward's drop(x) again: same key, same mask.
+		if err := g.dropout(ch, sl.k, x, g.xd, n, pp.Cols, 0, 0, false); err != nil {
+			return err
+		}
+		xa = g.xd
+	}
+	if err := ops.MatMulTN(ch, g.dh, xa, p.dA, n, r, pp.Cols, ops.MatMulTNOptions{Accumulate: true}); err != nil {
 		return err
 	}
-	return ops.MatMulBackwardInputWith(ch, p.a, g.dh, dx, n, ops.MatmulBackwardOptions{Accumulate: true})
+	if !g.drop {
+		return ops.MatMulBackwardInputWith(ch, p.a, g.dh, dx, n, ops.MatmulBackwardOptions{Accumulate: true})
+	}
+	// dx += mask(dH·A): the mask's backward is the mask.
+	if err := ops.MatMulBackwardInput(ch, p.a, g.dh, g.dl, n); err != nil {
+		return err
+	}
+	return g.dropout(ch, sl.k, g.dl, dx, n, pp.Cols, 0, 0, true)
 }
 
 // layerBackward records block i's backward, as CPU.layerBackward: g.dres

@@ -1,6 +1,7 @@
 package training
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"slices"
@@ -54,6 +55,16 @@ func maxRel(got, want []float32) float64 {
 // blocks dequantized on the CPU side), then the adapter after two AdamW
 // steps. One case walks the LM head in tiles of 5 rows (a big
 // vocabulary's path), one accumulates two micro-batches.
+//
+// Cases with dropout draw the same masks on both sides (one counter, one
+// seed; ops' TestDropoutMatchesReference shows the WGSL and Go hashes
+// agree bit for bit), so the masked inputs are equal and only the sums'
+// rounding differs, as without dropout; the kept values are multiplied by
+// 1/(1−p) on both, which scales the terms and the error alike. So do the
+// cases with the embeddings' and the head's pairs (the head's in tiles of
+// 5, an untied head and tied ones, Gemma's embedding scale): their sums
+// are of at most Vocab ≤ 704 terms (dH of the head), the (k+4)·2⁻²⁴
+// bound below still under 5e-5.
 func TestGPUStepMatchesCPU(t *testing.T) {
 	dev := openDevice(t)
 	for _, c := range []struct {
@@ -62,26 +73,39 @@ func TestGPUStepMatchesCPU(t *testing.T) {
 		edit          func(*model.Config)
 		tile          int  // head tile rows, 0 for NewGPU's choice
 		split         bool // two micro-batches
+		dropout       float32
+		targets       []string
 	}{
-		{"tiny-qwen3", "Q8_0", 12, nil, 5, false},
-		{"tiny-llama", "Q4_K", 12, nil, 0, true},
-		{"tiny-gemma2", "F16", 20, func(c *model.Config) { c.AttnSoftcap, c.FinalSoftcap = 0.5, 1 }, 0, false},
-		{"tiny-gemma3", "Q4_0", 20, nil, 0, false},
-		{"tiny-qwen2", "Q4_0", 12, nil, 0, false},
-		{"tiny-phi3", "Q8_0", 20, nil, 0, false},
+		{"tiny-qwen3", "Q8_0", 12, nil, 5, false, 0, nil},
+		{"tiny-llama", "Q4_K", 12, nil, 0, true, 0, nil},
+		{"tiny-gemma2", "F16", 20, func(c *model.Config) { c.AttnSoftcap, c.FinalSoftcap = 0.5, 1 }, 0, false, 0, nil},
+		{"tiny-gemma3", "Q4_0", 20, nil, 0, false, 0, allTargets}, // tied head, embeddings scaled
+		{"tiny-qwen2", "Q4_0", 12, nil, 0, false, 0, nil},
+		{"tiny-phi3", "Q8_0", 20, nil, 0, false, 0.5, nil}, // one mask per fused pair
+		{"tiny-llama", "Q8_0", 12, nil, 5, false, 0.1, allTargets},
+		{"tiny-qwen2", "Q8_0", 12, nil, 0, false, 0.5, allTargets},
 	} {
-		t.Run(c.preset+"-"+c.quant, func(t *testing.T) {
+		name := c.preset + "-" + c.quant
+		if c.dropout > 0 {
+			name += fmt.Sprintf("-dropout%v", c.dropout)
+		}
+		if c.targets != nil {
+			name += "-embed-output"
+		}
+		t.Run(name, func(t *testing.T) {
 			m := loadSynth(t, c.preset, c.quant)
 			if c.edit != nil {
 				c.edit(&m.Config)
 			}
 			ex := randomExamples(m, 2, c.tokens, 3, 51)
-			cpuLoRA, gpuLoRA := newTestLoRA(t, m, 0.05, 9), newTestLoRA(t, m, 0.05, 9)
+			cfg := LoRAConfig{Rank: 4, Alpha: 8, Dropout: c.dropout, DropoutSeed: 77, Targets: c.targets}
+			cpuLoRA, gpuLoRA := newTestLoRAWith(t, m, cfg, 0.05, 9), newTestLoRAWith(t, m, cfg, 0.05, 9)
 			cpu, err := NewCPU(m)
 			if err != nil {
 				t.Fatal(err)
 			}
 			want := NewGrads(cpuLoRA)
+			cpu.SetDropoutStep(5)
 			wantSum, wantCount, err := cpu.Backward(cpuLoRA, ex, want)
 			if err != nil {
 				t.Fatal(err)
@@ -94,6 +118,9 @@ func TestGPUStepMatchesCPU(t *testing.T) {
 			if c.tile > 0 {
 				g.tile = c.tile // smaller than the buffers sized for NewGPU's
 			}
+			// Both steps' counters run in step: 5, then 6 for the second
+			// step (the split case has no dropout).
+			g.SetDropoutStep(5)
 			backward := func() (float64, int, error) {
 				if err := g.ZeroGrads(); err != nil {
 					return 0, 0, err
