@@ -186,6 +186,50 @@ func pickleInts(v interface{}) ([]int64, error) {
 // dicts, {module: {name: tensor}}, into f32, keyed "module.name" with a
 // DataParallel "module." prefix of name dropped.
 func readPTH(r io.ReaderAt, size int64) (map[string]*Tensor, error) {
+	obj, err := loadTorchZip(r, size)
+	if err != nil {
+		return nil, err
+	}
+	modules, err := dictItems(obj)
+	if err != nil {
+		return nil, fmt.Errorf("the checkpoint is %T, want a dict of module state dicts", obj)
+	}
+	out := map[string]*Tensor{}
+	for _, m := range modules {
+		mod, ok := m.key.(string)
+		if !ok {
+			return nil, fmt.Errorf("module key %v is not a string", m.key)
+		}
+		entries, err := dictItems(m.value)
+		if err != nil {
+			return nil, fmt.Errorf("module %q is %T, want a state dict", mod, m.value)
+		}
+		for _, e := range entries {
+			name, ok := e.key.(string)
+			if !ok {
+				return nil, fmt.Errorf("module %q: key %v is not a string", mod, e.key)
+			}
+			pt, ok := e.value.(*pthTensor)
+			if !ok {
+				return nil, fmt.Errorf("module %q: %q is %T, not a tensor", mod, name, e.value)
+			}
+			full := mod + "." + strings.TrimPrefix(name, "module.")
+			if _, dup := out[full]; dup {
+				return nil, fmt.Errorf("tensor %q appears twice (with and without the module. prefix?)", full)
+			}
+			t, err := pt.materialize(full)
+			if err != nil {
+				return nil, fmt.Errorf("tensor %q: %w", full, err)
+			}
+			out[full] = t
+		}
+	}
+	return out, nil
+}
+
+// loadTorchZip unpickles a torch.save archive: tensors come back as
+// *pthTensor views whose storages are read on materialize.
+func loadTorchZip(r io.ReaderAt, size int64) (interface{}, error) {
 	zr, err := zip.NewReader(r, size)
 	if err != nil {
 		return nil, fmt.Errorf("not a PyTorch zip checkpoint (torch.save of PyTorch ≥ 1.6): %w", err)
@@ -267,42 +311,7 @@ func readPTH(r io.ReaderAt, size int64) (map[string]*Tensor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", pkl.Name, err)
 	}
-
-	modules, err := dictItems(obj)
-	if err != nil {
-		return nil, fmt.Errorf("the checkpoint is %T, want a dict of module state dicts", obj)
-	}
-	out := map[string]*Tensor{}
-	for _, m := range modules {
-		mod, ok := m.key.(string)
-		if !ok {
-			return nil, fmt.Errorf("module key %v is not a string", m.key)
-		}
-		entries, err := dictItems(m.value)
-		if err != nil {
-			return nil, fmt.Errorf("module %q is %T, want a state dict", mod, m.value)
-		}
-		for _, e := range entries {
-			name, ok := e.key.(string)
-			if !ok {
-				return nil, fmt.Errorf("module %q: key %v is not a string", mod, e.key)
-			}
-			pt, ok := e.value.(*pthTensor)
-			if !ok {
-				return nil, fmt.Errorf("module %q: %q is %T, not a tensor", mod, name, e.value)
-			}
-			full := mod + "." + strings.TrimPrefix(name, "module.")
-			if _, dup := out[full]; dup {
-				return nil, fmt.Errorf("tensor %q appears twice (with and without the module. prefix?)", full)
-			}
-			t, err := pt.materialize(full)
-			if err != nil {
-				return nil, fmt.Errorf("tensor %q: %w", full, err)
-			}
-			out[full] = t
-		}
-	}
-	return out, nil
+	return obj, nil
 }
 
 func readRecord(f *zip.File, limit int64) ([]byte, error) {

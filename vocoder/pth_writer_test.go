@@ -50,6 +50,7 @@ type ptFile struct {
 	archive  string
 	storages map[string]ptStorage
 	modules  []ptModule
+	top      *ptTensor // set: the file is torch.save of this one tensor (a voice .pt)
 }
 
 // pickleWriter emits protocol-2 opcodes.
@@ -107,7 +108,12 @@ func contiguousStride(size []int) []int {
 func (f *ptFile) pickle() []byte {
 	var p pickleWriter
 	p.Write([]byte{0x80, 2}) // PROTO 2
-	p.WriteByte('}')         // EMPTY_DICT
+	if f.top != nil {
+		f.tensor(&p, *f.top)
+		p.WriteByte('.')
+		return p.Bytes()
+	}
+	p.WriteByte('}') // EMPTY_DICT
 	p.WriteByte('(')
 	for _, m := range f.modules {
 		p.str(m.name)
@@ -115,46 +121,52 @@ func (f *ptFile) pickle() []byte {
 		p.WriteByte('(')
 		for _, t := range m.tensors {
 			p.str(t.name)
-			st := f.storages[t.storage]
-			stride := t.stride
-			if stride == nil {
-				stride = contiguousStride(t.size)
-			}
-			if t.param {
-				p.global("torch._utils", "_rebuild_parameter")
-				p.WriteByte('(')
-			}
-			p.global("torch._utils", "_rebuild_tensor_v2")
-			p.tuple(
-				func() {
-					p.tuple(
-						func() { p.str("storage") },
-						func() { p.global("torch", storageClassNames[st.dtype]) },
-						func() { p.str(t.storage) },
-						func() { p.str("cpu") },
-						func() { p.int(len(st.data)) },
-					)
-					p.WriteByte('Q') // BINPERSID
-				},
-				func() { p.int(t.offset) },
-				func() { p.ints(t.size) },
-				func() { p.ints(stride) },
-				func() { p.WriteByte(0x89) }, // NEWFALSE
-				func() { p.orderedDict() },
-			)
-			p.WriteByte('R')
-			if t.param {
-				p.WriteByte(0x89)
-				p.orderedDict()
-				p.WriteByte('t')
-				p.WriteByte('R')
-			}
+			f.tensor(&p, t)
 		}
 		p.WriteByte('u') // SETITEMS
 	}
 	p.WriteByte('u')
 	p.WriteByte('.') // STOP
 	return p.Bytes()
+}
+
+// tensor emits one _rebuild_tensor_v2 call (wrapped in _rebuild_parameter
+// for t.param).
+func (f *ptFile) tensor(p *pickleWriter, t ptTensor) {
+	st := f.storages[t.storage]
+	stride := t.stride
+	if stride == nil {
+		stride = contiguousStride(t.size)
+	}
+	if t.param {
+		p.global("torch._utils", "_rebuild_parameter")
+		p.WriteByte('(')
+	}
+	p.global("torch._utils", "_rebuild_tensor_v2")
+	p.tuple(
+		func() {
+			p.tuple(
+				func() { p.str("storage") },
+				func() { p.global("torch", storageClassNames[st.dtype]) },
+				func() { p.str(t.storage) },
+				func() { p.str("cpu") },
+				func() { p.int(len(st.data)) },
+			)
+			p.WriteByte('Q') // BINPERSID
+		},
+		func() { p.int(t.offset) },
+		func() { p.ints(t.size) },
+		func() { p.ints(stride) },
+		func() { p.WriteByte(0x89) }, // NEWFALSE
+		func() { p.orderedDict() },
+	)
+	p.WriteByte('R')
+	if t.param {
+		p.WriteByte(0x89)
+		p.orderedDict()
+		p.WriteByte('t')
+		p.WriteByte('R')
+	}
 }
 
 func encodeStorage(st ptStorage) []byte {
