@@ -1,0 +1,177 @@
+// The harmonic source of Kokoro's iSTFTNet generator: nn.Upsample(nearest)
+// of the frame-rate F0 by U = prod(upsample_rates) * hop, then SineGen:
+//
+//   rad   = (f0 * h / sr) % 1 per sample and harmonic h = 1..H, plus the
+//           initial phase rand_ini on sample 0;
+//   rad_d = F.interpolate(rad, scale_factor=1/U, mode='linear');
+//   phase = F.interpolate(cumsum(rad_d) * 2pi * U, scale_factor=U,
+//           mode='linear');
+//   out   = sine_amp * sin(phase) * uv + noise_amp * noise,
+//           uv = f0 > threshold, noise_amp = uv ? noise_std : sine_amp / 3.
+//
+// The phase reaches 2pi * 9 * 500 Hz * seconds: 3e5 rad after ten seconds,
+// where an f32 has 0.03 rad of ulp. Only the phase modulo 2pi matters, so
+// it is carried in cycles modulo 1: with P[i] = U * cumsum(rad_d)[i], the
+// interpolated phase (1 - l) P[i0] + l P[i1] equals P[i0] + l * U * rad_d[i1]
+// (i1 = i0 + 1), and frac(P[i]) is a prefix scan of frac(U * rad_d[k])
+// modulo 1. frac(U * r) is exact for U <= 4096: r is split into a 12-bit
+// head and the rest, each of whose products with U fits f32's 24 bits.
+// The scan's error is then at most 1.2e-7 cycles per frame.
+//
+// The index arithmetic of the two interpolations copies PyTorch's CPU
+// kernel in f32 (source index = ratio * (i + 0.5) - 0.5, clamped at 0;
+// lambda = src - floor(src)), because at frame 1000 an ulp of the source
+// index is 6e-5 of a frame, which is 1.4e-3 cycles of a 9th harmonic's
+// phase: that rounding is torch's, and this kernel reproduces it.
+//
+// Two entries: sine_phase (one workgroup per harmonic scans the frames)
+// writes [H][Td][2] = (frac(P), rad_d) to the scratch buffer; sine_gen
+// (one invocation per output sample and harmonic) interpolates and writes
+// [H][L].
+//
+// Constants: WG, the workgroup size (a power of two).
+
+struct Params {
+    frames: u32,     // f0 frames
+    up: u32,         // U
+    harmonics: u32,  // H = harmonic_num + 1
+    td: u32,         // downsampled length, floor(L / U)
+    samples: u32,    // L = frames * U
+    flags: u32,      // FLAG_*
+    sr: f32,
+    sine_amp: f32,
+    noise_std: f32,
+    threshold: f32,
+    ratio_down: f32, // f32(1 / (1/U)): the downsampling interpolation's scale
+    ratio_up: f32,   // f32(1 / U)
+}
+
+const FLAG_INIT: u32 = 1u;  // an initial phase per harmonic is bound
+const FLAG_NOISE: u32 = 2u; // standard-normal noise [H][L] is bound
+
+const TWO_PI: f32 = 6.283185307179586;
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read_write> f0: array<f32>;
+@group(0) @binding(2) var<storage, read_write> init: array<f32>;
+@group(0) @binding(3) var<storage, read_write> noise: array<f32>;
+@group(0) @binding(4) var<storage, read_write> scratch: array<f32>;
+@group(0) @binding(5) var<storage, read_write> y: array<f32>;
+
+var<workgroup> tot: array<f32, WG>;
+
+// div_rn is x / y rounded to nearest, as torch's f32 division: WGSL's
+// division may be off by 2.5 ulps, which over a thousand frames of the same
+// f0 would add up coherently. q's error is recovered exactly with Dekker's
+// product (Veltkamp split, no fma needed) and one correction applied.
+fn split(a: f32) -> vec2<f32> {
+    let c = 4097.0 * a;
+    let hi = c - (c - a);
+    return vec2<f32>(hi, a - hi);
+}
+
+fn div_rn(x: f32, y: f32) -> f32 {
+    let q = x / y;
+    let prod = q * y;
+    let qs = split(q);
+    let ys = split(y);
+    let err = ((qs.x * ys.x - prod) + qs.x * ys.y + qs.y * ys.x) + qs.y * ys.y;
+    let rem = (x - prod) - err; // x - q*y, exactly
+    return q + rem / y;
+}
+
+// rad is SineGen's rad_values at upsampled sample j of harmonic h (0-based).
+fn rad(j: u32, h: u32) -> f32 {
+    let fn_ = f0[j / p.up] * f32(h + 1u);
+    var r = fract(div_rn(fn_, p.sr));
+    if (j == 0u && (p.flags & FLAG_INIT) != 0u) {
+        r += init[h];
+    }
+    return r;
+}
+
+// Linear interpolation's source index as torch computes it (not aligned
+// corners): index i0, its neighbour i1 (i0 at the end), and lambda1.
+struct Lerp {
+    i0: u32,
+    i1: u32,
+    l1: f32,
+}
+
+fn lerp_index(i: u32, ratio: f32, in_size: u32) -> Lerp {
+    let src = max(ratio * (f32(i) + 0.5) - 0.5, 0.0);
+    let i0 = min(u32(floor(src)), in_size - 1u);
+    let l1 = clamp(src - f32(i0), 0.0, 1.0);
+    return Lerp(i0, select(i0, i0 + 1u, i0 + 1u < in_size), l1);
+}
+
+// rad_d[i] of harmonic h: the downsampling interpolation, in torch's order.
+fn rad_down(i: u32, h: u32) -> f32 {
+    let l = lerp_index(i, p.ratio_down, p.samples);
+    return (1.0 - l.l1) * rad(l.i0, h) + l.l1 * rad(l.i1, h);
+}
+
+// frac(U * r), exact for U <= 4096 and r in [0, 2).
+fn frac_times_up(r: f32) -> f32 {
+    let head = bitcast<f32>(bitcast<u32>(r) & 0xFFFFF000u);
+    let u = f32(p.up);
+    return fract(fract(u * head) + u * (r - head));
+}
+
+@compute @workgroup_size(WG)
+fn sine_phase(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let h = wid.x;
+    let chunk = (p.td + WG - 1u) / WG;
+    let first = min(lid * chunk, p.td);
+    let last = min(first + chunk, p.td);
+    var s = 0.0;
+    for (var i = first; i < last; i++) {
+        s = fract(s + frac_times_up(rad_down(i, h)));
+    }
+    // Inclusive scan of the chunk sums, modulo 1 (Hillis-Steele).
+    tot[lid] = s;
+    workgroupBarrier();
+    for (var off = 1u; off < WG; off <<= 1u) {
+        var v = tot[lid];
+        if (lid >= off) {
+            v = fract(v + tot[lid - off]);
+        }
+        workgroupBarrier();
+        tot[lid] = v;
+        workgroupBarrier();
+    }
+    var run = 0.0;
+    if (lid > 0u) {
+        run = tot[lid - 1u];
+    }
+    let base = h * p.td * 2u;
+    for (var i = first; i < last; i++) {
+        let r = rad_down(i, h);
+        run = fract(run + frac_times_up(r));
+        scratch[base + 2u * i] = run;
+        scratch[base + 2u * i + 1u] = r;
+    }
+}
+
+@compute @workgroup_size(WG)
+fn sine_gen(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let idx = gid.x + gid.y * nwg.x * WG;
+    if (idx >= p.harmonics * p.samples) {
+        return;
+    }
+    let h = idx / p.samples;
+    let j = idx % p.samples;
+    let l = lerp_index(j, p.ratio_up, p.td);
+    let base = h * p.td * 2u;
+    var cyc = scratch[base + 2u * l.i0];
+    if (l.i1 != l.i0) {
+        cyc = fract(cyc + l.l1 * (f32(p.up) * scratch[base + 2u * l.i1 + 1u]));
+    }
+    let sine = p.sine_amp * sin(TWO_PI * (cyc - round(cyc)));
+    let voiced = f0[j / p.up] > p.threshold;
+    var out = select(0.0, sine, voiced);
+    if ((p.flags & FLAG_NOISE) != 0u) {
+        out += select(p.sine_amp / 3.0, p.noise_std, voiced) * noise[idx];
+    }
+    y[idx] = out;
+}
