@@ -1,8 +1,10 @@
 package training
 
 import (
+	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/hearthstudio/hearth/engine/model"
@@ -49,6 +51,14 @@ func newTestLoRAWith(t testing.TB, m *model.Model, c LoRAConfig, sigma float64, 
 	}
 	rng := rand.New(rand.NewPCG(seed, 99))
 	for _, p := range l.Pairs {
+		if p.Layer < 0 && strings.HasPrefix(p.Target, "embed") {
+			// PEFT's N(0, 1) A for an embedding, shrunk to the layers'
+			// U(±1/√Cols): with B ~ N(0, σ²) too, A at 1 moves the
+			// embedding rows by far more than their own size.
+			for j := range p.A {
+				p.A[j] /= float32(math.Sqrt(float64(p.Cols)))
+			}
+		}
 		for j := range p.B {
 			p.B[j] = float32(rng.NormFloat64() * sigma)
 		}
