@@ -81,7 +81,7 @@ func TestGPUStepMatchesCPU(t *testing.T) {
 		{"tiny-gemma2", "F16", 20, func(c *model.Config) { c.AttnSoftcap, c.FinalSoftcap = 0.5, 1 }, 0, false, 0, nil},
 		{"tiny-gemma3", "Q4_0", 20, nil, 0, false, 0, allTargets}, // tied head, embeddings scaled
 		{"tiny-qwen2", "Q4_0", 12, nil, 0, false, 0, nil},
-		{"tiny-phi3", "Q8_0", 20, nil, 0, false, 0.5, allTargets}, // an untied head; one mask per fused pair
+		{"tiny-phi3", "Q8_0", 20, nil, 0, false, 0.5, allTargets},  // an untied head; one mask per fused pair
 		{"tiny-qwen2", "Q8_0", 12, nil, 5, false, 0.1, allTargets}, // the tied head's pair in tiles of 5
 	} {
 		name := c.preset + "-" + c.quant
