@@ -43,6 +43,14 @@ type peftExpected struct {
 // has moved by about 2·lr; the gradients' 1e-4 changes the update by at
 // most lr·1e-4·max|g|/eps, ≲ 1e-2·lr with eps = 1e-6 (see the script), so
 // 2e-2·lr is allowed.
+//
+// The fixtures are made at lora_dropout 0: PyTorch's dropout draws from
+// its own generator (Philox on CUDA, mt19937 on the CPU, consumed in an
+// order that depends on the kernels run), which the step cannot replay;
+// our masks are a hash of their indices instead (ref.DropoutMask). Dropout
+// is checked against finite differences at a fixed mask and GPU against
+// CPU (TestGradientMatchesFiniteDifferenceWithDropoutAndTargets,
+// TestGPUStepMatchesCPU).
 func TestMatchesPEFT(t *testing.T) {
 	dirs, _ := filepath.Glob(filepath.Join("testdata", "peft", "*", "expected.json"))
 	if len(dirs) == 0 {
