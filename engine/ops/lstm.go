@@ -1,0 +1,105 @@
+package ops
+
+import (
+	"fmt"
+
+	"github.com/hearthstudio/hearth/engine/gpu"
+)
+
+// LSTMWeights are one direction of a single-layer nn.LSTM, as torch names
+// them: weight_ih_l0 [4H][Input], weight_hh_l0 [4H][H], bias_ih_l0 and
+// bias_hh_l0 [4H] (the _reverse tensors for the reverse direction), rows in
+// gate order i, f, g, o.
+type LSTMWeights struct {
+	WIH, WHH, BIH, BHH *gpu.Buffer
+}
+
+// LSTMArgs shapes an LSTM over Length steps of Input features.
+type LSTMArgs struct {
+	Input, Hidden, Length int
+}
+
+// lstmMaxSteps keeps the recurrence's time loop under lavapipe's silent
+// 65535-iteration cap per shader loop.
+const lstmMaxSteps = 65535
+
+// lstmMaxHidden bounds H by the workgroup memory the recurrence keeps h in
+// (4 KiB) and the registers of UNITS = H/256 cell states per invocation.
+const lstmMaxHidden = 1024
+
+// ScratchFloats is the size of the gates buffer LSTM needs: 4H per step and
+// direction.
+func (a LSTMArgs) ScratchFloats(bidirectional bool) int {
+	d := 1
+	if bidirectional {
+		d = 2
+	}
+	return d * a.Length * 4 * a.Hidden
+}
+
+// lstmParams mirrors Params in shaders/lstm.wgsl and lstm_recur.wgsl.
+type lstmParams struct {
+	Input, T, Dirs, _ uint32
+}
+
+// LSTM appends nn.LSTM(Input, Hidden, batch_first=True,
+// bidirectional=bwd != nil) over x laid out [Input][Length] (Kokoro's
+// channels-first activations, which it transposes before the LSTM), with
+// zero initial states: y is [D*Hidden][Length] with y[j][t] = h_t[j] of the
+// forward direction and y[Hidden+j][t] that of the reverse one, the layout
+// of the LSTM output transposed back to channels-first. scratch holds
+// a.ScratchFloats(bwd != nil) floats. Two dispatches: every step's input
+// projection at once, then one workgroup per direction running the
+// recurrence (a sequential loop over the steps; Kokoro's sequences are a
+// few hundred tokens).
+func LSTM(c *gpu.Chain, x *gpu.Buffer, fwd LSTMWeights, bwd *LSTMWeights, scratch, y *gpu.Buffer, a LSTMArgs) error {
+	const kernel = "lstm"
+	if a.Input <= 0 || a.Hidden <= 0 || a.Length <= 0 {
+		return fmt.Errorf("ops: %s: input %d, hidden %d, length %d must be positive", kernel, a.Input, a.Hidden, a.Length)
+	}
+	if a.Hidden > lstmMaxHidden {
+		return fmt.Errorf("ops: %s: hidden size %d over the recurrence's %d", kernel, a.Hidden, lstmMaxHidden)
+	}
+	if a.Length > lstmMaxSteps {
+		return fmt.Errorf("ops: %s: %d steps over the %d a shader loop may take on lavapipe", kernel, a.Length, lstmMaxSteps)
+	}
+	dirs := 1
+	if bwd != nil {
+		dirs = 2
+	}
+	h4 := 4 * a.Hidden
+	if err := checkSizes(kernel, operand{"x", x, a.Input * a.Length}, operand{"scratch", scratch, a.ScratchFloats(bwd != nil)},
+		operand{"y", y, dirs * a.Hidden * a.Length}); err != nil {
+		return err
+	}
+	check := func(dir string, w LSTMWeights) error {
+		return checkSizes(kernel, operand{dir + " weight_ih", w.WIH, h4 * a.Input}, operand{dir + " weight_hh", w.WHH, h4 * a.Hidden},
+			operand{dir + " bias_ih", w.BIH, h4}, operand{dir + " bias_hh", w.BHH, h4})
+	}
+	if err := check("forward", fwd); err != nil {
+		return err
+	}
+	back := fwd // fills the reverse slots of a unidirectional LSTM; not read
+	if bwd != nil {
+		if err := check("reverse", *bwd); err != nil {
+			return err
+		}
+		back = *bwd
+	}
+	for _, b := range []*gpu.Buffer{x, fwd.WIH, fwd.WHH, fwd.BIH, fwd.BHH, back.WIH, back.WHH, back.BIH, back.BHH} {
+		if b == scratch || b == y {
+			return fmt.Errorf("ops: %s: scratch and y must be other buffers than x and the weights", kernel)
+		}
+	}
+	if scratch == y {
+		return fmt.Errorf("ops: %s: scratch must be another buffer than y", kernel)
+	}
+	units := (a.Hidden + wg - 1) / wg
+	p := lstmParams{Input: uint32(a.Input), T: uint32(a.Length), Dirs: uint32(dirs)}
+	in := gpu.Spec("lstm", "lstm_input", "WG", wg, "H", a.Hidden)
+	if err := dispatch(c, in, p, gpu.Grid(dirs*h4*a.Length, wg), x, fwd.WIH, back.WIH, fwd.BIH, fwd.BHH, back.BIH, back.BHH, scratch); err != nil {
+		return err
+	}
+	rec := gpu.Spec("lstm_recur", "lstm_recur", "WG", wg, "H", a.Hidden, "UNITS", units)
+	return dispatch(c, rec, p, [3]uint32{uint32(dirs), 1, 1}, scratch, fwd.WHH, back.WHH, y)
+}
