@@ -150,9 +150,3 @@ func TestAudioNormRejectsBadShapes(t *testing.T) {
 		t.Errorf("a rejected shape reached the chain: %v", c.Err())
 	}
 }
-
-func TestAdaIN1DGridWrap(t *testing.T) {
-	// 70000 channels: one workgroup each, past 65535, so the grid wraps
-	// into y.
-	checkAudioNorm(t, true, audioNormCase{70000, 3, true, true, true}, 58, 2, 0, 1.5)
-}
