@@ -49,7 +49,7 @@ func findEspeak() (espeakBackend, error) {
 			backend = lib
 			return
 		}
-		path, err := exec.LookPath("espeak-ng")
+		path, err := findEspeakCommand()
 		if err == nil {
 			backend = &espeakCLI{path: path}
 			return
@@ -85,3 +85,5 @@ func (c *espeakCLI) phonemes(voice string, lines []string) ([]string, error) {
 	}
 	return out, nil
 }
+
+func findEspeakCommand() (string, error) { return exec.LookPath("espeak-ng") }

@@ -12,7 +12,7 @@ import (
 // counted in symbols (one token each): the word's tokens are
 // Chunk.Tokens[Start+1 : End+1], after the leading pad. A word espeak-ng
 // could not read (another script) has no phonemes and Start == End: like
-// kokoro's pipeline (misaki with unk=”), it is skipped, not spelled.
+// kokoro's pipeline (misaki with an empty unk), it is skipped, not spelled.
 type Word struct {
 	Text     string // as written: "$5", "Dr.", ","
 	Phonemes string
