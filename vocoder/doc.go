@@ -1,4 +1,25 @@
-// Package vocoder will hold Kokoro/StyleTTS2 text to speech: weights,
-// phonemes (espeak-ng), the text encoder, prosody, the iSTFTNet decoder and
-// audio out (the voice issue). It calls engine/ops, never wgpu.
+// Package vocoder is Kokoro-82M (StyleTTS2 with an iSTFTNet decoder) text to
+// speech. What is here now is the input side, all on the CPU:
+//
+//   - Weights: OpenWeights reads the released kokoro-v1_0.pth (a torch.save
+//     zip of the bert, bert_encoder, predictor, text_encoder and decoder
+//     state dicts) or the same weights as safetensors, into f32, with weight
+//     norm folded; Weights.Tensor looks a tensor up with a shape check.
+//     LoadConfig reads and validates config.json (Config).
+//   - Voices: LoadVoice reads a voice pack (.bin or .pt), OpenVoice a voice
+//     or a blend ("af_heart:0.6,am_adam:0.4") from a directory, and
+//     Voice.Style picks the style row for an utterance's phoneme count.
+//   - Phonemes: a Phonemizer normalises English text (Normalize), phonemizes
+//     it with espeak-ng (libespeak-ng loaded at run time, or the espeak-ng
+//     command), maps the IPA to Kokoro's symbols as misaki does, and splits
+//     it into Chunks of at most 510 symbols with token ids and per-word
+//     phoneme spans for timestamps.
+//   - WAV: WriteWAV and the streaming WAVWriter (16-bit PCM or 32-bit
+//     float, 24 kHz mono), ReadWAV for tests.
+//
+// Still to come: the model forward (PL-BERT, prosody predictor, text
+// encoder, decoder and iSTFT) on engine/ops kernels with a CPU reference,
+// word timestamps from the predicted durations (Config.FrameSamples),
+// streaming playback through oto, `hearth speak`, and the studio's Voice
+// tab. The package calls engine/ops, never wgpu.
 package vocoder
