@@ -20,11 +20,17 @@ import (
 	"github.com/hearthstudio/hearth/engine/model"
 	"github.com/hearthstudio/hearth/engine/sample"
 	"github.com/hearthstudio/hearth/engine/tokenizer"
+	"github.com/hearthstudio/hearth/training"
+	"github.com/hearthstudio/hearth/training/adapter"
 )
 
 // ErrBusy is returned when the engine's queue is full: the caller may try
 // again later (the API server answers 429).
 var ErrBusy = errors.New("app: the engine is busy: too many requests are waiting")
+
+// ErrTraining is returned by every request while a fine-tuning job holds
+// the device: a run takes minutes to hours, too long to queue behind.
+var ErrTraining = errors.New("app: the GPU is busy fine-tuning")
 
 // ErrClosed is returned by every call after Close.
 var ErrClosed = errors.New("app: the engine is closed")
@@ -66,6 +72,9 @@ type EngineOptions struct {
 type Status struct {
 	Model   *ModelInfo // the resident model; nil when none is loaded
 	Busy    bool       // a job is running
+	// Training names the model a fine-tuning job is training, "" when
+	// none runs.
+	Training string
 	Waiting int        // jobs queued behind it
 	// Note says what happened last that a user should know: a lost GPU
 	// device, an idle unload.
@@ -122,10 +131,11 @@ type Engine struct {
 // cache every request shares: a request whose prompt extends the previous
 // one (the next turn of a chat) evaluates only what is new.
 type resident struct {
-	info    ModelInfo
-	m       *model.Model
-	runner  model.Runner
-	session *model.Session
+	info     ModelInfo
+	m        *model.Model
+	runner   model.Runner
+	session  *model.Session
+	adapters []AdapterSpec // applied to runner
 }
 
 type job struct {
@@ -198,6 +208,10 @@ func (e *Engine) submit(ctx context.Context, run func(ctx context.Context) error
 	if e.closed {
 		e.mu.Unlock()
 		return ErrClosed
+	}
+	if name := e.status.Training; name != "" {
+		e.mu.Unlock()
+		return fmt.Errorf("%w %s; requests are taken again when the run ends or is stopped", ErrTraining, name)
 	}
 	select {
 	case e.jobs <- j:
@@ -424,6 +438,16 @@ type GenerateOptions struct {
 	Shift bool
 	// Progress is told about loading and prefill.
 	Progress func(Progress)
+	// Adapters are LoRA adapters applied to the model for this request
+	// (hot-swapped: the weights stay resident); none runs the base.
+	Adapters []AdapterSpec
+}
+
+// AdapterSpec is a LoRA adapter file (a llama.cpp GGUF LoRA or a PEFT
+// folder) and the scale of its correction (1 is as trained).
+type AdapterSpec struct {
+	Path  string
+	Scale float32
 }
 
 // ChatRequest is one assistant turn of a conversation.
@@ -520,6 +544,9 @@ func (e *Engine) generate(ctx context.Context, o GenerateOptions, emit func(mode
 			return err
 		}
 		reply.Model = r.info.Name
+		if err := e.applyAdapters(r, o.Adapters); err != nil {
+			return err
+		}
 		req, notice, err := prepare(r.m)
 		if err != nil {
 			return err
@@ -545,4 +572,81 @@ func (e *Engine) generate(ctx context.Context, o GenerateOptions, emit func(mode
 		return err
 	})
 	return reply, err
+}
+
+// applyAdapters sets the resident runner's LoRA adapters to specs unless
+// they already are. The KV cache was computed with the old ones, so the
+// session starts afresh.
+func (e *Engine) applyAdapters(r *resident, specs []AdapterSpec) error {
+	if slices.Equal(r.adapters, specs) {
+		return nil
+	}
+	var loras []model.LoRA
+	for _, s := range specs {
+		a, err := adapter.Load(s.Path, r.m)
+		if err != nil {
+			return err
+		}
+		l, err := a.LoRA(s.Scale)
+		if err != nil {
+			return fmt.Errorf("%s: %w", s.Path, err)
+		}
+		loras = append(loras, l)
+	}
+	if err := r.runner.SetAdapters(loras); err != nil {
+		return err
+	}
+	r.adapters = slices.Clone(specs)
+	r.session.Reset()
+	return nil
+}
+
+// TrainRequest is a LoRA fine-tuning run (training.Run) of a model by name.
+type TrainRequest struct {
+	Model string
+	training.RunConfig
+	// Progress hears the run's reports; Pause, if not nil, holds it
+	// between steps.
+	Progress func(training.Progress)
+	Pause    *training.Pause
+}
+
+// Train runs a fine-tuning job on the engine's device. The resident model
+// is unloaded first: training needs the device's memory, and chat
+// requests wait behind the job (or get ErrBusy) until it ends. Cancelling
+// ctx stops the run after its current step with a checkpoint and the
+// adapter written (Result.Stopped).
+func (e *Engine) Train(ctx context.Context, req TrainRequest) (*training.Result, error) {
+	var res *training.Result
+	err := e.submit(ctx, func(ctx context.Context) error {
+		path := req.Model
+		if e.o.Resolve != nil {
+			p, err := e.o.Resolve(req.Model)
+			if err != nil {
+				return err
+			}
+			path = p
+		}
+		if strings.EqualFold(e.o.Backend, "cpu") {
+			return errors.New("app: training runs on the GPU and the engine is set to the CPU; choose a GPU adapter")
+		}
+		e.unload()
+		if e.dev == nil {
+			dev, err := gpu.Open(e.o.GPU)
+			if err != nil {
+				return fmt.Errorf("app: training needs a GPU adapter: %w", err)
+			}
+			e.dev = dev
+		}
+		m, err := model.Load(path)
+		if err != nil {
+			return err
+		}
+		defer m.Close()
+		e.setStatus(func(s *Status) { s.Training = req.Model })
+		defer e.setStatus(func(s *Status) { s.Training = "" })
+		res, err = training.Run(ctx, e.dev, m, req.RunConfig, req.Progress, req.Pause)
+		return err
+	})
+	return res, err
 }

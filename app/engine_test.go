@@ -17,6 +17,7 @@ import (
 	"github.com/hearthstudio/hearth/engine/sample"
 	"github.com/hearthstudio/hearth/engine/synth"
 	"github.com/hearthstudio/hearth/engine/tokenizer"
+	"github.com/hearthstudio/hearth/training"
 )
 
 var (
@@ -407,5 +408,68 @@ func TestAnotherNameOfTheResidentModel(t *testing.T) {
 	}
 	if m := e.Status().Model; m == nil || m.Name != "tiny:1b" {
 		t.Errorf("Status names %+v, want tiny:1b", m)
+	}
+}
+
+// TestTrainThenChatWithTheAdapter: a fine-tuning job on the engine's
+// device unloads the resident model, refuses other requests while it runs
+// (ErrTraining), and writes an adapter; a chat with that adapter differs
+// from the base's reply, and one without it is the base's again (the
+// adapters are swapped per request, the KV cache dropped with them).
+func TestTrainThenChatWithTheAdapter(t *testing.T) {
+	path := tinyModel(t)
+	e := NewEngine(EngineOptions{Backend: "gpu"})
+	defer e.Close()
+	ctx := context.Background()
+	base := hello(8)
+	base.Model = path
+	want, err := e.Chat(ctx, base, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	dir := t.TempDir()
+	out := filepath.Join(dir, "tuned.gguf")
+	var refused error
+	res, err := e.Train(ctx, TrainRequest{Model: path, RunConfig: training.RunConfig{
+		Settings: training.Settings{LoRA: training.LoRAConfig{Rank: 4, Alpha: 8}, AdamW: training.DefaultAdamW,
+			LR: 5e-2, Steps: 3, SeqLen: 48, Batch: 2, Valid: -1, Seed: 1},
+		Data: filepath.Join("..", "assets", "datasets", "answer-format.jsonl"), Out: out,
+	}, Progress: func(p training.Progress) {
+		if p.Phase == training.PhaseTrain && p.Step == 1 {
+			// Called on the engine's goroutine, mid-job: another request
+			// must be refused at once, not queued behind the run.
+			_, refused = e.Chat(ctx, base, nil)
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(refused, ErrTraining) {
+		t.Errorf("a chat during training: %v, want ErrTraining", refused)
+	}
+	if res.Step != 3 || e.Status().Model != nil || e.Status().Training != "" {
+		t.Fatalf("result %+v, status %+v", res, e.Status())
+	}
+
+	tuned := base
+	tuned.Adapters = []AdapterSpec{{Path: out, Scale: 1}}
+	got, err := e.Chat(ctx, tuned, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Text == want.Text {
+		t.Errorf("the adapter did not change the reply %q", got.Text)
+	}
+	again, err := e.Chat(ctx, base, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Text != want.Text {
+		t.Errorf("without the adapter: %q, the base said %q", again.Text, want.Text)
+	}
+	tuned.Adapters = []AdapterSpec{{Path: filepath.Join(dir, "none.gguf"), Scale: 1}}
+	if _, err := e.Chat(ctx, tuned, nil); err == nil || !strings.Contains(err.Error(), "none.gguf") {
+		t.Errorf("a missing adapter: %v", err)
 	}
 }

@@ -62,6 +62,8 @@ func classify(err error) *apiError {
 	case errors.Is(err, app.ErrBusy):
 		return &apiError{status: http.StatusTooManyRequests, code: "rate_limit_exceeded",
 			msg: "the server is busy: too many requests are waiting for the model; try again shortly"}
+	case errors.Is(err, app.ErrTraining):
+		return &apiError{status: http.StatusServiceUnavailable, code: "training", msg: err.Error()}
 	case errors.Is(err, app.ErrClosed):
 		return &apiError{status: http.StatusServiceUnavailable, code: "server_shutting_down", msg: "the server is shutting down"}
 	case errors.Is(err, gpu.ErrDeviceLost):
