@@ -70,12 +70,12 @@ type EngineOptions struct {
 
 // Status is what the engine is doing, for status bars and /api/ps.
 type Status struct {
-	Model   *ModelInfo // the resident model; nil when none is loaded
-	Busy    bool       // a job is running
+	Model *ModelInfo // the resident model; nil when none is loaded
+	Busy  bool       // a job is running
 	// Training names the model a fine-tuning job is training, "" when
 	// none runs.
 	Training string
-	Waiting int        // jobs queued behind it
+	Waiting  int // jobs queued behind it
 	// Note says what happened last that a user should know: a lost GPU
 	// device, an idle unload.
 	Note string
