@@ -41,11 +41,13 @@ type State struct {
 	// the adapter and the data (see RunConfig.compatible).
 	Settings Settings `json:"settings"`
 	// Step is the optimizer steps taken; Steps the run's total.
-	Step, Steps int
+	Step  int `json:"step"`
+	Steps int `json:"steps"`
 	// Position is where the data iterator is: the next batch is the one
 	// after it.
 	Position data.Position `json:"position"`
-	// Tokens are the positions trained on so far (padding excluded).
+	// Tokens are the tokens run through the model so far (padding
+	// excluded).
 	Tokens int64 `json:"tokens"`
 	// Seconds is the training time so far, for the throughput across
 	// resumes.
@@ -151,20 +153,43 @@ func ReadCheckpoint(path string, m *model.Model) (*Checkpoint, error) {
 	return ck, nil
 }
 
-func decodeCheckpoint(f *gguf.File, m *model.Model) (*Checkpoint, error) {
+// ReadState reads only the state of the checkpoint at path: its settings,
+// step and history, without a model (a resume starts from its settings).
+func ReadState(path string) (State, error) {
+	f, err := gguf.Open(path)
+	if err != nil {
+		return State{}, fmt.Errorf("training: checkpoint: %w", err)
+	}
+	defer f.Close()
+	st, err := decodeState(f)
+	if err != nil {
+		return State{}, fmt.Errorf("training: checkpoint %s: %w", path, err)
+	}
+	return st, nil
+}
+
+func decodeState(f *gguf.File) (State, error) {
+	var st State
 	if typ, _ := f.StringOr("general.type", ""); typ != checkpointType {
-		return nil, fmt.Errorf("not a Hearth training checkpoint (general.type %q)", typ)
+		return st, fmt.Errorf("not a Hearth training checkpoint (general.type %q)", typ)
 	}
 	js, err := f.String(checkpointStateKey)
 	if err != nil {
-		return nil, err
+		return st, err
 	}
-	var st State
 	if err := json.Unmarshal([]byte(js), &st); err != nil {
-		return nil, fmt.Errorf("%s: %w", checkpointStateKey, err)
+		return st, fmt.Errorf("%s: %w", checkpointStateKey, err)
 	}
 	if st.Version != checkpointVersion {
-		return nil, fmt.Errorf("version %d; this Hearth reads version %d", st.Version, checkpointVersion)
+		return st, fmt.Errorf("version %d; this Hearth reads version %d", st.Version, checkpointVersion)
+	}
+	return st, nil
+}
+
+func decodeCheckpoint(f *gguf.File, m *model.Model) (*Checkpoint, error) {
+	st, err := decodeState(f)
+	if err != nil {
+		return nil, err
 	}
 	if base := baseInfo(m); st.Base != base {
 		return nil, fmt.Errorf("it was made on %s, not on %s", st.Base, base)

@@ -23,8 +23,9 @@ type Settings struct {
 	LoRA  LoRAConfig  `json:"lora"`
 	AdamW AdamWConfig `json:"adamw"`
 	// LR is the peak learning rate; Warmup the optimizer steps of its
-	// linear warmup, after which it decays on a cosine to zero at the
-	// last step (Schedule).
+	// linear warmup (negative: 3% of the steps, at least one, the common
+	// warmup_ratio 0.03), after which it decays on a cosine to zero at
+	// the last step (Schedule).
 	LR     float64 `json:"lr"`
 	Warmup int     `json:"warmup"`
 	// Epochs are passes over the training sequences; Steps, when
@@ -58,15 +59,15 @@ type Preset struct {
 // recipes (2e-4 at rank 16 is QLoRA's and Unsloth's default).
 var Presets = []Preset{
 	{"balanced", "rank 16, 3 epochs: most fine-tunes", Settings{
-		LoRA: LoRAConfig{Rank: 16, Alpha: 32}, AdamW: DefaultAdamW, LR: 2e-4, Epochs: 3,
+		LoRA: LoRAConfig{Rank: 16, Alpha: 32}, AdamW: DefaultAdamW, LR: 2e-4, Warmup: -1, Epochs: 3,
 		SeqLen: 512, Batch: 4, Accum: 1, Seed: 1,
 	}},
 	{"quick", "rank 8, 1 epoch: a first look at what the data does", Settings{
-		LoRA: LoRAConfig{Rank: 8, Alpha: 16}, AdamW: DefaultAdamW, LR: 3e-4, Epochs: 1,
+		LoRA: LoRAConfig{Rank: 8, Alpha: 16}, AdamW: DefaultAdamW, LR: 3e-4, Warmup: -1, Epochs: 1,
 		SeqLen: 512, Batch: 4, Accum: 1, Seed: 1,
 	}},
 	{"thorough", "rank 32, 5 epochs at a lower rate: more capacity, slower", Settings{
-		LoRA: LoRAConfig{Rank: 32, Alpha: 64}, AdamW: DefaultAdamW, LR: 1e-4, Epochs: 5,
+		LoRA: LoRAConfig{Rank: 32, Alpha: 64}, AdamW: DefaultAdamW, LR: 1e-4, Warmup: -1, Epochs: 5,
 		SeqLen: 1024, Batch: 2, Accum: 4, Seed: 1,
 	}},
 }
@@ -137,8 +138,6 @@ func (c *RunConfig) validate(m *model.Model) error {
 		return fmt.Errorf("training: a batch of %d sequences; it must be at least 1", c.Batch)
 	case !(c.LR > 0) || math.IsInf(c.LR, 0):
 		return fmt.Errorf("training: learning rate %v must be a positive number", c.LR)
-	case c.Warmup < 0:
-		return fmt.Errorf("training: %d warmup steps", c.Warmup)
 	case c.Steps < 0 || c.Steps == 0 && (!(c.Epochs > 0) || math.IsInf(c.Epochs, 0)):
 		return fmt.Errorf("training: %v epochs, %d steps: one must be positive", c.Epochs, c.Steps)
 	}
@@ -214,8 +213,9 @@ type Progress struct {
 	Loss, ValidLoss float64
 	HasValid        bool
 	LR, GradNorm    float64
-	// TokensPerSec are the positions trained per second of this session
-	// (padding excluded); ETA the time the remaining steps will take at
+	// TokensPerSec are the tokens run through forward and backward per
+	// second of this session (padding excluded, prompts included: the
+	// throughput training benchmarks count); ETA the time the remaining steps will take at
 	// the recent pace.
 	TokensPerSec float64
 	Elapsed, ETA time.Duration
@@ -377,7 +377,11 @@ func Run(ctx context.Context, dev *gpu.Device, m *model.Model, c RunConfig, prog
 	if st.Step > st.Steps {
 		return nil, fmt.Errorf("training: the checkpoint is at step %d, past the %d steps asked for", st.Step, st.Steps)
 	}
-	sched := Schedule{Peak: c.LR, Warmup: c.Warmup, Total: st.Steps}
+	warmup := c.Warmup
+	if warmup < 0 {
+		warmup = max(1, int(math.Round(0.03*float64(st.Steps))))
+	}
+	sched := Schedule{Peak: c.LR, Warmup: warmup, Total: st.Steps}
 
 	// The device.
 	progress(Progress{Phase: PhaseLoad, Step: st.Step, Steps: st.Steps})
@@ -421,7 +425,7 @@ type runner struct {
 	progress  func(Progress)
 
 	start     time.Time
-	tokens    int64     // trained positions this session
+	tokens    int64     // tokens trained on this session
 	stepTimes []float64 // seconds of the recent steps, for the ETA
 	last      Progress
 }
@@ -463,7 +467,7 @@ func (r *runner) step(sched Schedule) error {
 	if err := r.g.ZeroGrads(); err != nil {
 		return err
 	}
-	sum, count := 0.0, 0
+	sum, count, tokens := 0.0, 0, 0
 	for range r.c.Accum {
 		ex := Examples(r.it.Batch(r.c.Batch))
 		s, n, err := r.g.Backward(ex)
@@ -471,6 +475,9 @@ func (r *runner) step(sched Schedule) error {
 			return err
 		}
 		sum, count = sum+s, count+n
+		for _, e := range ex {
+			tokens += len(e.Tokens)
+		}
 	}
 	loss := meanLoss(sum, count)
 	step := r.st.Step + 1
@@ -491,8 +498,8 @@ func (r *runner) step(sched Schedule) error {
 	r.opt.Steps++
 	r.st.Step = step
 	r.st.Position = r.it.Position()
-	r.st.Tokens += int64(count)
-	r.tokens += int64(count)
+	r.st.Tokens += int64(tokens)
+	r.tokens += int64(tokens)
 	r.st.History = append(r.st.History, Point{Step: step, Loss: loss})
 	secs := time.Since(t0).Seconds()
 	r.st.Seconds += secs

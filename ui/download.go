@@ -12,6 +12,7 @@ import (
 	"fyne.io/fyne/v2/widget"
 
 	"github.com/hearthstudio/hearth/app/download"
+	"github.com/hearthstudio/hearth/app/settings"
 )
 
 // downloadDialog asks for a Hugging Face file (owner/repo:file.gguf or a
@@ -66,9 +67,9 @@ func downloadDialog(st *studio) {
 				st.post(func() {
 					if total > 0 {
 						progress.SetValue(float64(done) / float64(total))
-						say(fmt.Sprintf("%s of %s", formatMemory(done), formatMemory(total)), widget.MediumImportance)
+						say(fmt.Sprintf("%s of %s", settings.FormatSize(done), settings.FormatSize(total)), widget.MediumImportance)
 					} else {
-						say(formatMemory(done)+" so far", widget.MediumImportance)
+						say(settings.FormatSize(done)+" so far", widget.MediumImportance)
 					}
 				})
 			}})

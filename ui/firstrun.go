@@ -16,6 +16,7 @@ import (
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
 
+	"github.com/hearthstudio/hearth/app/settings"
 	"github.com/hearthstudio/hearth/engine/synth"
 )
 
@@ -200,7 +201,7 @@ func sampleMaker(st *studio) fyne.CanvasObject {
 		for i, p := range presets {
 			texts[i] = p.Name
 			if l, err := synth.Plan(p, synth.Options{Quant: sampleQuant}); err == nil {
-				texts[i] = fmt.Sprintf("%s · %s parameters · %s", p.Name, formatCount(int64(l.Params)), formatMemory(l.FileSize))
+				texts[i] = fmt.Sprintf("%s · %s parameters · %s", p.Name, formatCount(int64(l.Params)), settings.FormatSize(l.FileSize))
 			}
 		}
 		st.post(func() {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hearthstudio/hearth/app"
 	"github.com/hearthstudio/hearth/app/library"
+	"github.com/hearthstudio/hearth/app/settings"
 )
 
 // This file holds what the Models tab, the first-run screen and a drop on
@@ -125,7 +126,7 @@ func (st *studio) overBudget(e library.Entry) error {
 		return nil
 	}
 	return fmt.Errorf("the model %s needs about %s of GPU memory, more than the %s limit set in the Models tab. Choose a smaller model or quantization, or raise the limit",
-		e.Name, formatMemory(e.Info.Memory.Total()), formatMemory(int64(b)))
+		e.Name, settings.FormatSize(e.Info.Memory.Total()), settings.FormatSize(int64(b)))
 }
 
 // loadModel makes e the resident model in the background, showing the

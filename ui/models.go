@@ -54,7 +54,7 @@ var modelColumns = []struct {
 	{"Quant", 85, func(_ *studio, e library.Entry) string {
 		return infoField(e, func(i *library.Info) string { return i.Quant })
 	}},
-	{"Size", 90, func(_ *studio, e library.Entry) string { return formatMemory(e.Size) }},
+	{"Size", 90, func(_ *studio, e library.Entry) string { return settings.FormatSize(e.Size) }},
 	{"Context", 80, func(_ *studio, e library.Entry) string {
 		return infoField(e, func(i *library.Info) string { return formatContext(i.Context) })
 	}},
@@ -320,7 +320,7 @@ func modelDetails(st *studio, selected func() (library.Entry, bool)) *detailsCar
 			progressText.SetText("Loading " + st.loading + "…")
 			if st.loadTotal > 0 {
 				progress.SetValue(float64(st.loadDone) / float64(st.loadTotal))
-				progressText.SetText(fmt.Sprintf("Loading %s: %s of %s", st.loading, formatMemory(st.loadDone), formatMemory(st.loadTotal)))
+				progressText.SetText(fmt.Sprintf("Loading %s: %s of %s", st.loading, settings.FormatSize(st.loadDone), settings.FormatSize(st.loadTotal)))
 			} else {
 				progress.SetValue(0)
 			}
@@ -389,7 +389,7 @@ func describeEntry(st *studio, e library.Entry) string {
 		}
 	}
 	if e.Size > 0 {
-		parts = append(parts, formatMemory(e.Size)+" on disk")
+		parts = append(parts, settings.FormatSize(e.Size)+" on disk")
 	}
 	return strings.Join(parts, " · ")
 }
@@ -401,12 +401,12 @@ func memoryLine(st *studio, e library.Entry) string {
 	}
 	m := e.Info.Memory
 	s := fmt.Sprintf("Needs about %s of GPU memory at %s tokens of context: weights %s, KV cache %s, activations %s.",
-		formatMemory(m.Total()), formatContext(e.Info.MemoryContext), formatMemory(m.Weights), formatMemory(m.KV), formatMemory(m.Activations))
+		settings.FormatSize(m.Total()), formatContext(e.Info.MemoryContext), settings.FormatSize(m.Weights), settings.FormatSize(m.KV), settings.FormatSize(m.Activations))
 	if err := st.overBudget(e); err != nil {
-		return s + " That is over the limit of " + formatMemory(int64(st.budget())) + "."
+		return s + " That is over the limit of " + settings.FormatSize(int64(st.budget())) + "."
 	}
 	if b := st.budget(); b > 0 {
-		return s + " The limit is " + formatMemory(int64(b)) + "."
+		return s + " The limit is " + settings.FormatSize(int64(b)) + "."
 	}
 	return s
 }
@@ -415,7 +415,7 @@ func memoryCell(st *studio, e library.Entry) string {
 	if e.Info == nil || e.Info.Memory.Total() == 0 {
 		return "–"
 	}
-	s := formatMemory(e.Info.Memory.Total())
+	s := settings.FormatSize(e.Info.Memory.Total())
 	if st.overBudget(e) != nil {
 		s += " · over limit"
 	}
@@ -571,21 +571,6 @@ func parseMemory(s string) (uint64, error) {
 		return 0, nil
 	}
 	return settings.ParseSize(s)
-}
-
-// formatMemory is a byte count in binary units, as the estimates are made.
-func formatMemory(n int64) string {
-	switch {
-	case n <= 0:
-		return "–"
-	case n < 1<<10:
-		return fmt.Sprintf("%d B", n)
-	case n < 1<<20:
-		return fmt.Sprintf("%.0f KiB", float64(n)/(1<<10))
-	case n < 1<<30:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	}
-	return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
 }
 
 // formatCount is a parameter count as model cards write it: 1.2B, 494M,

@@ -24,7 +24,7 @@ func NewRoot(studio func() error) *cobra.Command {
 		newInfoCmd(),
 		newTokenizeCmd(), newDetokenizeCmd(),
 		newInspectCmd(),
-		newQuantizeCmd(), newMergeCmd(),
+		newQuantizeCmd(), newMergeCmd(), newTrainCmd(),
 		newSynthCmd(), newImportCmd(),
 		newGenerateCmd(), newChatCmd(), newLogitsCmd(), newBenchCmd(),
 		newServeCmd(),

@@ -117,6 +117,23 @@ func Save(path string, s Settings) error {
 	return atomicfile.Write(path, append(data, '\n'), 0o644)
 }
 
+// FormatSize is a byte count in binary units, as GPU memory is sold and
+// the estimates are made: "512 B", "3 KiB", "1.5 MiB", "2.25 GiB"; "–" for
+// none.
+func FormatSize(n int64) string {
+	switch {
+	case n <= 0:
+		return "–"
+	case n < 1<<10:
+		return fmt.Sprintf("%d B", n)
+	case n < 1<<20:
+		return fmt.Sprintf("%.0f KiB", float64(n)/(1<<10))
+	case n < 1<<30:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
+}
+
 // ParseSize reads a size in bytes as --gpu-memory, --max-body and the
 // studio's memory limit take it: a positive number with an optional unit,
 // binary (KiB, MiB, GiB, TiB) or decimal (KB, MB, GB, TB, B), in any case

@@ -1,0 +1,102 @@
+package cli
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hearthstudio/hearth/engine/synth"
+	"github.com/hearthstudio/hearth/training"
+)
+
+// TestTrainCommand: hearth train on the sample dataset writes a GGUF
+// adapter and its checkpoint and prints a JSON line per report; --resume
+// with more steps continues from the checkpoint's step with its settings
+// (no --rank given, the checkpoint's rank 4 is kept), and the adapter
+// loads with --lora.
+func TestTrainCommand(t *testing.T) {
+	dir := t.TempDir()
+	p, _ := synth.PresetByName("tiny-qwen2")
+	base := filepath.Join(dir, "base.gguf")
+	if err := synth.WriteFile(base, p, synth.Options{Quant: "Q8_0", Seed: 3}); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join("..", "..", "assets", "datasets", "answer-format.jsonl")
+	out := filepath.Join(dir, "tuned.gguf")
+	args := []string{"train", "-m", base, "-d", data, "-o", out, "--rank", "4", "--alpha", "8",
+		"--seq-len", "48", "--batch", "2", "--steps", "2", "--lr", "1e-2", "--json"}
+	stdout, _, err := execute(NewRoot(nil), args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var phases []string
+	var res trainResult
+	sc := bufio.NewScanner(strings.NewReader(stdout))
+	for sc.Scan() {
+		var line map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
+			t.Fatalf("not a JSON line: %q", sc.Text())
+		}
+		if ph, ok := line["phase"].(string); ok {
+			phases = append(phases, ph)
+		} else if err := json.Unmarshal(sc.Bytes(), &res); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if res.Step != 2 || res.Adapter != out || res.Loss <= 0 {
+		t.Fatalf("result %+v; phases %v", res, phases)
+	}
+	if !strings.Contains(strings.Join(phases, " "), "train train valid checkpoint done") {
+		t.Errorf("phases %v", phases)
+	}
+	st, err := training.ReadState(out + ".checkpoint")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Step != 2 || st.Settings.LoRA.Rank != 4 {
+		t.Errorf("checkpoint state %+v", st)
+	}
+
+	// Running again without --resume would overwrite the checkpoint.
+	if _, _, err := execute(NewRoot(nil), args...); err == nil || !strings.Contains(err.Error(), "resume it") {
+		t.Errorf("a second run onto the checkpoint: %v", err)
+	}
+	stdout, _, err = execute(NewRoot(nil), "train", "-m", base, "-d", data, "-o", out, "--resume", "--steps", "3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stdout, "trained 3 steps") {
+		t.Errorf("resumed run printed %q", stdout)
+	}
+	if st, err = training.ReadState(out + ".checkpoint"); err != nil || st.Step != 3 || st.Settings.LoRA.Rank != 4 {
+		t.Errorf("after the resume: %+v, %v", st, err)
+	}
+	if _, _, err := execute(NewRoot(nil), "generate", "-m", base, "--lora", out, "-p", "hi", "-n", "2", "--backend", "cpu"); err != nil {
+		t.Errorf("generating with the adapter: %v", err)
+	}
+}
+
+// TestTrainCommandRefuses: missing flags, an unknown preset and a missing
+// dataset are errors that say what to do.
+func TestTrainCommandRefuses(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty.jsonl")
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args  []string
+		wants string
+	}{
+		{[]string{"train", "-d", empty, "-o", "x.gguf"}, "needs -m MODEL"},
+		{[]string{"train", "-m", "x.gguf", "-d", empty, "-o", "x.gguf", "--preset", "fast"}, "quick"},
+		{[]string{"train", "-m", "x.gguf", "-d", empty, "-o", filepath.Join(dir, "y.gguf"), "--resume"}, "y.gguf.checkpoint"},
+	} {
+		if _, _, err := execute(NewRoot(nil), c.args...); err == nil || !strings.Contains(err.Error(), c.wants) {
+			t.Errorf("%v: %v, want an error saying %q", c.args, err, c.wants)
+		}
+	}
+}
