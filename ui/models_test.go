@@ -577,8 +577,8 @@ func TestFormats(t *testing.T) {
 		n    int64
 		want string
 	}{{0, "–"}, {512, "512 B"}, {906 << 10, "906 KiB"}, {378 << 20, "378.0 MiB"}, {3 << 29, "1.50 GiB"}} {
-		if got := formatMemory(c.n); got != c.want {
-			t.Errorf("formatMemory(%d) = %q, want %q", c.n, got, c.want)
+		if got := settings.FormatSize(c.n); got != c.want {
+			t.Errorf("settings.FormatSize(%d) = %q, want %q", c.n, got, c.want)
 		}
 	}
 	for _, c := range []struct {

@@ -435,7 +435,7 @@ func statusText(adapter string, s app.Status) string {
 	if m := s.Model; m != nil {
 		text += " · " + m.Name
 		if m.Memory.Total() > 0 {
-			text += " (" + formatMemory(m.Memory.Total()) + ")"
+			text += " (" + settings.FormatSize(m.Memory.Total()) + ")"
 		}
 		if m.Backend == "cpu" {
 			text += " on the CPU"
