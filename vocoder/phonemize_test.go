@@ -292,3 +292,56 @@ func TestEspeakCLI(t *testing.T) {
 		t.Errorf("got %q", out)
 	}
 }
+
+// Phonemizers share libespeak-ng's one global state behind a mutex; run
+// them concurrently (go test -race checks the rest).
+func TestPhonemizeConcurrent(t *testing.T) {
+	us, gb := newTestPhonemizer(t, "en-us", 510), newTestPhonemizer(t, "en-gb", 510)
+	want := map[*Phonemizer]string{}
+	for _, p := range []*Phonemizer{us, gb} {
+		cs, err := p.Phonemize("Go to the store over there.")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[p] = cs[0].Phonemes
+	}
+	errs := make(chan error, 16)
+	for i := 0; i < 16; i++ {
+		p := us
+		if i%2 == 1 {
+			p = gb
+		}
+		go func() {
+			cs, err := p.Phonemize("Go to the store over there.")
+			if err == nil && cs[0].Phonemes != want[p] {
+				err = fmt.Errorf("%s: %q, want %q", p.voice, cs[0].Phonemes, want[p])
+			}
+			errs <- err
+		}()
+	}
+	for i := 0; i < 16; i++ {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// The command-line fallback phonemizes like the library for plain text.
+func TestPhonemizeWithCommand(t *testing.T) {
+	path, err := findEspeakCommand()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lib := newTestPhonemizer(t, "en-us", 510)
+	cmd := *lib
+	cmd.espeak = &espeakCLI{path: path}
+	text := "In the middle of the night, I went to the store and bought an apple."
+	a, err1 := lib.Phonemize(text)
+	b, err2 := cmd.Phonemize(text)
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
+	}
+	if a[0].Phonemes != b[0].Phonemes {
+		t.Errorf("library %q, command %q", a[0].Phonemes, b[0].Phonemes)
+	}
+}

@@ -79,9 +79,16 @@ func (s *pthStorage) bytes() ([]byte, error) {
 		return nil, fmt.Errorf("storage %s: %w", s.key, err)
 	}
 	defer rc.Close()
-	b := make([]byte, s.numel*int64(s.class.elemSize))
-	if _, err := io.ReadFull(rc, b); err != nil {
-		return nil, fmt.Errorf("storage %s: reading %d bytes: %w (truncated or corrupt)", s.key, len(b), err)
+	// Read as the bytes arrive rather than allocating the size the
+	// archive's directory claims: a corrupt directory must not be able to
+	// ask for gigabytes.
+	need := s.numel * int64(s.class.elemSize)
+	b, err := io.ReadAll(io.LimitReader(rc, need))
+	if err == nil && int64(len(b)) < need {
+		err = io.ErrUnexpectedEOF
+	}
+	if err != nil {
+		return nil, fmt.Errorf("storage %s: reading %d bytes: %w (truncated or corrupt)", s.key, need, err)
 	}
 	s.data = b
 	return b, nil
@@ -301,7 +308,13 @@ func loadTorchZip(r io.ReaderAt, size int64) (interface{}, error) {
 		if !ok {
 			return nil, fmt.Errorf("storage %s: no record %sdata/%s in the archive (truncated?)", key, prefix, key)
 		}
-		if need := uint64(numel) * uint64(class.elemSize); rec.UncompressedSize64 < need {
+		// torch.save stores records uncompressed, so a stored record's
+		// size in the file bounds what it can hold.
+		need := uint64(numel) * uint64(class.elemSize)
+		if rec.Method == zip.Store && rec.CompressedSize64 < need {
+			return nil, fmt.Errorf("storage %s: %d bytes in the archive, want %d for %d %s values (truncated or corrupt)", key, rec.CompressedSize64, need, numel, class.dtype)
+		}
+		if rec.UncompressedSize64 < need {
 			return nil, fmt.Errorf("storage %s: %d bytes in the archive, want %d for %d %s values (truncated or corrupt)", key, rec.UncompressedSize64, need, numel, class.dtype)
 		}
 		s := &pthStorage{class: class, key: key, numel: numel, rec: rec}
@@ -388,7 +401,6 @@ func dictItems(v interface{}) ([]dictItem, error) {
 func (pt *pthTensor) materialize(name string) (*Tensor, error) {
 	st := pt.storage
 	n := int64(1)
-	last := pt.offset // the highest storage index the view reads
 	for i, d := range pt.size {
 		if d < 0 || pt.stride[i] < 0 {
 			return nil, fmt.Errorf("size %v / stride %v: negative", pt.size, pt.stride)
@@ -401,13 +413,33 @@ func (pt *pthTensor) materialize(name string) (*Tensor, error) {
 			return nil, fmt.Errorf("shape %v: over %d elements", pt.size, int64(maxTensorElements))
 		}
 		n *= d
-		if pt.stride[i] > maxTensorElements {
-			return nil, fmt.Errorf("stride %v out of range", pt.stride)
-		}
-		last += (d - 1) * pt.stride[i]
 	}
-	if pt.offset < 0 || (n > 0 && last >= st.numel) {
-		return nil, fmt.Errorf("view (offset %d, size %v, stride %v) reads past its %s storage of %d elements", pt.offset, pt.size, pt.stride, st.class.dtype, st.numel)
+	// A view of more elements than its storage repeats some (a stride of
+	// 0, from expand()): state dicts hold none, and allowing it would let
+	// a few bytes of file claim gigabytes of memory.
+	if n > st.numel {
+		return nil, fmt.Errorf("view of shape %v has more elements than its storage (%d): an expanded tensor is not a weight", pt.size, st.numel)
+	}
+	if n > 0 {
+		// The highest storage index the view reads, checked term by term
+		// so that no sum can overflow.
+		last := pt.offset
+		if last < 0 || last >= st.numel {
+			last = st.numel
+		}
+		for i, d := range pt.size {
+			if last >= st.numel {
+				break
+			}
+			if pt.stride[i] >= st.numel && d > 1 {
+				last = st.numel
+				break
+			}
+			last += (d - 1) * pt.stride[i]
+		}
+		if pt.offset < 0 || last >= st.numel {
+			return nil, fmt.Errorf("view (offset %d, size %v, stride %v) reads past its %s storage of %d elements", pt.offset, pt.size, pt.stride, st.class.dtype, st.numel)
+		}
 	}
 	raw, err := st.bytes()
 	if err != nil {

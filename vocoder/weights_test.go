@@ -265,6 +265,10 @@ func TestOpenWeightsBadFiles(t *testing.T) {
 	extra.modules = append(extra.modules, ptModule{"vocoder2", []ptTensor{{name: "w", storage: "4", size: []int{2}}}})
 	pastEnd := fixturePTH()
 	pastEnd.modules[3].tensors[0].offset = 5 // 5 + 6 elements > 8
+	bigStride := fixturePTH()
+	bigStride.modules[3].tensors[0].stride = []int{1 << 30, 1 << 30}
+	expanded := fixturePTH()
+	expanded.modules[3].tensors[0] = ptTensor{name: "embedding.weight", storage: "3", size: []int{100, 2}, stride: []int{0, 1}}
 	loneG := fixturePTH()
 	loneG.modules[4].tensors = loneG.modules[4].tensors[:1]
 	badG := fixturePTH()
@@ -287,6 +291,8 @@ func TestOpenWeightsBadFiles(t *testing.T) {
 		{"missing decoder", without("decoder").bytes(t), "module(s) decoder missing"},
 		{"extra module", extra.bytes(t), `"vocoder2.w" belongs to no Kokoro module`},
 		{"view past storage", pastEnd.bytes(t), `"text_encoder.embedding.weight": view (offset 5, size [3 2], stride [2 1]) reads past its BF16 storage of 8 elements`},
+		{"huge strides", bigStride.bytes(t), "reads past its BF16 storage of 8 elements"},
+		{"expanded view", expanded.bytes(t), "view of shape [100 2] has more elements than its storage (8)"},
 		{"weight_g alone", loneG.bytes(t), `"decoder.generator.conv_post.weight_g" has no "decoder.generator.conv_post.weight_v"`},
 		{"g shape", badG.bytes(t), "g shape [1 1 2] does not match v shape [2 2 3]"},
 		{"storage too short", shortenStorage(t, shortStorage), "storage 5: 40 bytes in the archive, want 48"},
@@ -393,7 +399,9 @@ func TestOpenWeightsTruncatedAndCorrupt(t *testing.T) {
 }
 
 // FuzzReadPTH feeds arbitrary data.pkl contents and archives to the reader:
-// go test ./vocoder -run '^$' -fuzz FuzzReadPTH.
+// go test ./vocoder -run '^$' -fuzz FuzzReadPTH -fuzzminimizetime 1s (the
+// default minimisation, 60 s per new input on these 3 KB archives, looks
+// like a stall).
 func FuzzReadPTH(f *testing.F) {
 	f.Add(fixturePTH().bytes(f))
 	f.Add(fixturePTH().pickle())
