@@ -231,7 +231,10 @@ func (r *CPU) example(lora *LoRA, e Example, g *Grads, drop dropouts) (float64, 
 	// embedding module's output and Gemma scales after it
 	// (transformers' GemmaModel: inputs_embeds = embed_tokens(ids), then
 	// hidden_states = inputs_embeds * normalizer), which is also where
-	// llama.cpp adds it (build_inp_embd).
+	// llama.cpp adds it (build_inp_embd). Gemma 3 scales inside the
+	// module (Gemma3TextScaledWordEmbedding), and peft since
+	// huggingface/peft#2825 scales the pair's delta with it: the same
+	// function (see training/adapter's PEFT notes).
 	x := make([]float32, n*d)
 	rb := m.Embed.RowBytes()
 	var ep *Pair
