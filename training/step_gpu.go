@@ -572,7 +572,9 @@ func (g *GPU) headBackward(ch *gpu.Chain, x *gpu.Buffer, tn, r0 int) error {
 	if err := ops.MatMulTN(ch, g.logits, g.hHead, pc.dB, tn, g.c.Vocab, r, ops.MatMulTNOptions{Accumulate: true, Alpha: s}); err != nil {
 		return err
 	}
-	if err := ops.MatMulBackwardInputWith(ch, pc.b, g.logits, g.dh, tn, ops.MatmulBackwardOptions{Scale: s}); err != nil {
+	// dH sums over the vocabulary into tn × rank values: the row split
+	// keeps a 262144-row B from running on a handful of workgroups.
+	if err := ops.MatMulBackwardInputWith(ch, pc.b, g.logits, g.dh, tn, ops.MatmulBackwardOptions{Scale: s, Partials: g.partials}); err != nil {
 		return err
 	}
 	if err := ops.MatMulTN(ch, g.dh, x, gp.dA, tn, r, d, ops.MatMulTNOptions{Accumulate: true}); err != nil {
