@@ -52,6 +52,26 @@ func TestSaveLoadRoundTrip(t *testing.T) {
 	}
 }
 
+// A conversation's adapter is kept, and Clone copies it: the writer's
+// goroutine reads the copy while the studio changes the scale.
+func TestAdapterRoundTripAndClone(t *testing.T) {
+	s := openStore(t)
+	c := sample("", t0, "Hi")
+	c.Adapter = &Adapter{Path: "/adapters/answers.gguf", Scale: 0.75, Model: "tiny-qwen2"}
+	if err := s.Save(c); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := s.Load()
+	if err != nil || len(got) != 1 || !reflect.DeepEqual(got[0].Adapter, c.Adapter) {
+		t.Fatalf("loaded %+v, %v; want the adapter %+v", got, err, c.Adapter)
+	}
+	d := c.Clone()
+	c.Adapter.Scale = 2
+	if d.Adapter.Scale != 0.75 {
+		t.Errorf("the clone's adapter changed with the original's")
+	}
+}
+
 func TestLoadSortsNewestChangeFirst(t *testing.T) {
 	s := openStore(t)
 	old := sample("", t0, "old")

@@ -39,6 +39,21 @@ type Conversation struct {
 	// Titled records that the user chose Title, so that editing the first
 	// message does not replace it.
 	Titled bool `json:"titled,omitempty"`
+	// Adapter is the LoRA adapter the conversation's replies are written
+	// with; nil runs the base model. Files written before adapters have
+	// none.
+	Adapter *Adapter `json:"adapter,omitempty"`
+}
+
+// Adapter is a LoRA adapter applied to a conversation's model: a GGUF LoRA
+// file or a PEFT folder, and the scale of its correction (1 is as
+// trained).
+type Adapter struct {
+	Path  string  `json:"path"`
+	Scale float32 `json:"scale"`
+	// Model is the base model it was trained for, by library name, when
+	// known ("Chat with this adapter" in the Tune tab sets it).
+	Model string `json:"model,omitempty"`
 }
 
 // Message is one turn.
@@ -145,6 +160,10 @@ func (c *Conversation) firstTitle() string {
 func (c *Conversation) Clone() *Conversation {
 	d := *c
 	d.Messages = slices.Clone(c.Messages)
+	if c.Adapter != nil {
+		a := *c.Adapter
+		d.Adapter = &a
+	}
 	return &d
 }
 

@@ -41,6 +41,35 @@ type Settings struct {
 	// Serve starts the API server with the studio, on ServerAddr.
 	Serve      bool   `json:"serve,omitempty"`
 	ServerAddr string `json:"server_addr,omitempty"`
+	// Tune are the Tune tab's last choices. Settings files written before
+	// the tab existed have none, which leaves the tab at its defaults.
+	Tune Tune `json:"tune,omitzero"`
+}
+
+// Tune are the Tune tab's choices: what to train, from what, into where,
+// and how. A zero number means "the preset's".
+type Tune struct {
+	// Model is the base model's library name; Data the dataset file.
+	Model string `json:"model,omitempty"`
+	Data  string `json:"data,omitempty"`
+	// OutDir is the folder adapters are written to ("": the studio's
+	// adapters folder); Out the adapter's file name in it, when the user
+	// chose one ("": <dataset>-<model>.gguf).
+	OutDir string `json:"out_dir,omitempty"`
+	Out    string `json:"out,omitempty"`
+	// Preset names one of training.Presets.
+	Preset string `json:"preset,omitempty"`
+	// The advanced values, as the Tune tab's fields and hearth train's
+	// flags name them.
+	Rank   int     `json:"rank,omitempty"`
+	Alpha  float32 `json:"alpha,omitempty"`
+	LR     float64 `json:"lr,omitempty"`
+	Epochs float64 `json:"epochs,omitempty"`
+	SeqLen int     `json:"seq_len,omitempty"`
+	Batch  int     `json:"batch,omitempty"`
+	Accum  int     `json:"accum,omitempty"`
+	// Valid is the validation share; 0 is the default (5%), negative none.
+	Valid float64 `json:"valid,omitempty"`
 }
 
 // Sampling are the chat's sampler settings, as llama.cpp names them.

@@ -1,6 +1,7 @@
 package settings
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -14,6 +15,8 @@ func TestSaveLoadRoundTrip(t *testing.T) {
 	s.Folders = []string{"/models", "/more models"}
 	s.LastModel = "gemma3:1b"
 	s.Sampling.Temperature = 0.2
+	s.Tune = Tune{Model: "gemma3:1b", Data: "/data/chats.jsonl", OutDir: "/adapters", Preset: "quick",
+		Rank: 8, Alpha: 16, LR: 3e-4, Epochs: 1.5, SeqLen: 256, Batch: 2, Accum: 4, Valid: 0.1}
 	if err := Save(path, s); err != nil {
 		t.Fatal(err)
 	}
@@ -23,6 +26,20 @@ func TestSaveLoadRoundTrip(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, s) {
 		t.Errorf("loaded %+v, saved %+v", got, s)
+	}
+}
+
+// A settings file from before the Tune tab loads, with the tab's choices
+// left empty.
+func TestLoadBeforeTune(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "settings.json")
+	os.WriteFile(path, []byte(`{"backend": "gpu", "last_model": "gemma3:1b", "sampling": {"temperature": 0.7, "top_k": 40, "top_p": 0.95, "min_p": 0.05, "repeat_penalty": 1}}`), 0o644)
+	s, err := Load(path)
+	if err != nil || s.Backend != "gpu" || s.LastModel != "gemma3:1b" || s.Tune != (Tune{}) {
+		t.Errorf("got %+v, %v", s, err)
+	}
+	if data, _ := json.Marshal(Defaults()); strings.Contains(string(data), `"tune"`) {
+		t.Errorf("the defaults write a tune object: %s", data)
 	}
 }
 
