@@ -77,127 +77,136 @@ func TestMatchesPEFT(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer m.Close()
-			read := func(name string) *adapter.Adapter {
-				a, err := adapter.ReadPEFT(filepath.Join(dir, name), &m.Config)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return a
-			}
-			lora, err := FromAdapter(m, read("adapter"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var ex []Example
-			for i := range e.RawTokens {
-				ex = append(ex, Example{Tokens: e.RawTokens[i], Targets: e.RawTargets[i]})
-			}
-			step, err := NewCPU(m)
-			if err != nil {
-				t.Fatal(err)
-			}
-			g := NewGrads(lora)
-			sum, count, err := step.Backward(lora, ex, g)
-			if err != nil {
-				t.Fatal(err)
-			}
-			loss := sum / float64(count)
-			t.Logf("%s: loss %.6f, PyTorch %.6f", e.Oracle, loss, e.RawLosses[0])
-			if count != e.Count || math.Abs(loss-e.RawLosses[0]) > 1e-5*e.RawLosses[0] {
-				t.Fatalf("loss %v over %d targets, PyTorch %v over %d", loss, count, e.RawLosses[0], e.Count)
-			}
-			want := read("grads")
-			worst := 0.0
-			mean := func(v []float32) []float32 {
-				out := make([]float32, len(v))
-				for j, x := range v {
-					out[j] = x / float32(count)
-				}
-				return out
-			}
-			for k, p := range lora.Pairs {
-				w := want.Pairs[p.Name]
-				ea, eb := maxRel(mean(g.A[k]), w.A), maxRel(mean(g.B[k]), w.B)
-				worst = math.Max(worst, math.Max(ea, eb))
-				if ea > 1e-4 || eb > 1e-4 {
-					t.Errorf("%s: dA off by %.2e, dB by %.2e of the largest entry", p.Name, ea, eb)
-				}
-			}
-			t.Logf("gradients within %.2e of each tensor's largest entry", worst)
-
-			// The GPU step on the same adapter and batch, against PyTorch
-			// directly, with the same tolerances.
-			gl, err := FromAdapter(m, read("adapter"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			gs, err := NewGPU(openDevice(t), m, gl, len(ex[0].Tokens), 2*len(ex[0].Tokens))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer gs.Close()
-			if err := gs.ZeroGrads(); err != nil {
-				t.Fatal(err)
-			}
-			gsum, gcount, err := gs.Backward(ex)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if gl := gsum / float64(gcount); math.Abs(gl-e.RawLosses[0]) > 1e-5*e.RawLosses[0] {
-				t.Fatalf("GPU loss %v, PyTorch %v", gl, e.RawLosses[0])
-			}
-			gg, err := gs.Grads()
-			if err != nil {
-				t.Fatal(err)
-			}
-			gworst := 0.0
-			for k, p := range gl.Pairs {
-				w := want.Pairs[p.Name]
-				ea, eb := maxRel(mean(gg.A[k]), w.A), maxRel(mean(gg.B[k]), w.B)
-				gworst = math.Max(gworst, math.Max(ea, eb))
-				if ea > 1e-4 || eb > 1e-4 {
-					t.Errorf("GPU %s: dA off by %.2e, dB by %.2e of the largest entry", p.Name, ea, eb)
-				}
-			}
-			t.Logf("GPU gradients within %.2e of each tensor's largest entry", gworst)
-
-			opt := NewOptimizer(lora, AdamWConfig{Beta1: e.Betas[0], Beta2: e.Betas[1], Eps: e.Eps, WeightDecay: e.WeightDecay, MaxGradNorm: e.MaxGradNorm})
-			for s := range 2 {
-				if s > 0 {
-					g.Zero()
-					if _, count, err = step.Backward(lora, ex, g); err != nil {
-						t.Fatal(err)
-					}
-				}
-				norm, err := opt.Step(lora, g, count, e.LR)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if math.Abs(norm-e.RawNorms[s]) > 1e-4*e.RawNorms[s] {
-					t.Fatalf("step %d: gradient norm %v, PyTorch %v", s+1, norm, e.RawNorms[s])
-				}
-			}
-			stepped := read("stepped")
-			worst = 0
-			for _, p := range lora.Pairs {
-				w := stepped.Pairs[p.Name]
-				for _, pr := range [][2][]float32{{p.A, w.A}, {p.B, w.B}} {
-					for j := range pr[1] {
-						worst = math.Max(worst, math.Abs(float64(pr[0][j])-float64(pr[1][j])))
-					}
-				}
-			}
-			t.Logf("after two AdamW steps: within %.2e (%.2e of lr)", worst, worst/e.LR)
-			if worst > 2e-2*e.LR {
-				t.Fatalf("parameters differ from PyTorch's by %v after two steps", worst)
-			}
-			sum, count, err = step.Loss(lora, ex)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if l := sum / float64(count); math.Abs(l-e.RawLosses[2]) > 1e-5*e.RawLosses[2] {
-				t.Fatalf("loss after two steps %v, PyTorch %v", l, e.RawLosses[2])
-			}
+			matchPEFT(t, dir, m, &e)
 		})
+	}
+}
+
+// matchPEFT checks the CPU and GPU steps on m against the fixture in dir
+// (expected.json read into e): the loss, every dA and dB, the gradient
+// norms and the adapter after two AdamW steps, with TestMatchesPEFT's
+// tolerances.
+func matchPEFT(t *testing.T, dir string, m *model.Model, e *peftExpected) {
+	t.Helper()
+	read := func(name string) *adapter.Adapter {
+		a, err := adapter.ReadPEFT(filepath.Join(dir, name), &m.Config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	lora, err := FromAdapter(m, read("adapter"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ex []Example
+	for i := range e.RawTokens {
+		ex = append(ex, Example{Tokens: e.RawTokens[i], Targets: e.RawTargets[i]})
+	}
+	step, err := NewCPU(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := NewGrads(lora)
+	sum, count, err := step.Backward(lora, ex, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loss := sum / float64(count)
+	t.Logf("%s: loss %.6f, PyTorch %.6f", e.Oracle, loss, e.RawLosses[0])
+	if count != e.Count || math.Abs(loss-e.RawLosses[0]) > 1e-5*e.RawLosses[0] {
+		t.Fatalf("loss %v over %d targets, PyTorch %v over %d", loss, count, e.RawLosses[0], e.Count)
+	}
+	want := read("grads")
+	worst := 0.0
+	mean := func(v []float32) []float32 {
+		out := make([]float32, len(v))
+		for j, x := range v {
+			out[j] = x / float32(count)
+		}
+		return out
+	}
+	for k, p := range lora.Pairs {
+		w := want.Pairs[p.Name]
+		ea, eb := maxRel(mean(g.A[k]), w.A), maxRel(mean(g.B[k]), w.B)
+		worst = math.Max(worst, math.Max(ea, eb))
+		if ea > 1e-4 || eb > 1e-4 {
+			t.Errorf("%s: dA off by %.2e, dB by %.2e of the largest entry", p.Name, ea, eb)
+		}
+	}
+	t.Logf("gradients within %.2e of each tensor's largest entry", worst)
+
+	// The GPU step on the same adapter and batch, against PyTorch
+	// directly, with the same tolerances.
+	gl, err := FromAdapter(m, read("adapter"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs, err := NewGPU(openDevice(t), m, gl, len(ex[0].Tokens), 2*len(ex[0].Tokens))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gs.Close()
+	if err := gs.ZeroGrads(); err != nil {
+		t.Fatal(err)
+	}
+	gsum, gcount, err := gs.Backward(ex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gl := gsum / float64(gcount); math.Abs(gl-e.RawLosses[0]) > 1e-5*e.RawLosses[0] {
+		t.Fatalf("GPU loss %v, PyTorch %v", gl, e.RawLosses[0])
+	}
+	gg, err := gs.Grads()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gworst := 0.0
+	for k, p := range gl.Pairs {
+		w := want.Pairs[p.Name]
+		ea, eb := maxRel(mean(gg.A[k]), w.A), maxRel(mean(gg.B[k]), w.B)
+		gworst = math.Max(gworst, math.Max(ea, eb))
+		if ea > 1e-4 || eb > 1e-4 {
+			t.Errorf("GPU %s: dA off by %.2e, dB by %.2e of the largest entry", p.Name, ea, eb)
+		}
+	}
+	t.Logf("GPU gradients within %.2e of each tensor's largest entry", gworst)
+
+	opt := NewOptimizer(lora, AdamWConfig{Beta1: e.Betas[0], Beta2: e.Betas[1], Eps: e.Eps, WeightDecay: e.WeightDecay, MaxGradNorm: e.MaxGradNorm})
+	for s := range 2 {
+		if s > 0 {
+			g.Zero()
+			if _, count, err = step.Backward(lora, ex, g); err != nil {
+				t.Fatal(err)
+			}
+		}
+		norm, err := opt.Step(lora, g, count, e.LR)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if math.Abs(norm-e.RawNorms[s]) > 1e-4*e.RawNorms[s] {
+			t.Fatalf("step %d: gradient norm %v, PyTorch %v", s+1, norm, e.RawNorms[s])
+		}
+	}
+	stepped := read("stepped")
+	worst = 0
+	for _, p := range lora.Pairs {
+		w := stepped.Pairs[p.Name]
+		for _, pr := range [][2][]float32{{p.A, w.A}, {p.B, w.B}} {
+			for j := range pr[1] {
+				worst = math.Max(worst, math.Abs(float64(pr[0][j])-float64(pr[1][j])))
+			}
+		}
+	}
+	t.Logf("after two AdamW steps: within %.2e (%.2e of lr)", worst, worst/e.LR)
+	if worst > 2e-2*e.LR {
+		t.Fatalf("parameters differ from PyTorch's by %v after two steps", worst)
+	}
+	sum, count, err = step.Loss(lora, ex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := sum / float64(count); math.Abs(l-e.RawLosses[2]) > 1e-5*e.RawLosses[2] {
+		t.Fatalf("loss after two steps %v, PyTorch %v", l, e.RawLosses[2])
 	}
 }

@@ -45,7 +45,15 @@ Writes, per family, OUTDIR/FAMILY/:
 Written for transformers 5.x, torch 2.x and peft 0.x.
 
 Usage: python3 make_fixtures.py [OUTDIR [FAMILY...]]
-OUTDIR defaults to this script's folder.
+       python3 make_fixtures.py --base DIR NAME [OUTDIR]
+OUTDIR defaults to this script's folder. The second form trains on the
+model folder DIR instead of a base of engine/model/testdata/hf and writes
+OUTDIR/NAME (OUTDIR defaults to this script's quant/): the quantized bases,
+whose blocks training/peft_quant_test.go dequantizes into an f32 folder
+(config, tokenizer, model.safetensors, expected.json with prompt_ids), so
+that PyTorch computes on exactly the weights the step reads. The LoRA
+targets follow DIR's config.json model_type; expected.json also names the
+base ("base": NAME), and the adapters' base_model_name_or_path is NAME.
 """
 import json
 import math
@@ -123,7 +131,7 @@ class Peft:
         return self.model(input_ids=tokens, use_cache=False).logits
 
 
-def save(dir, family, names, tensors):
+def save(dir, base_name, names, tensors):
     os.makedirs(dir, exist_ok=True)
     out = {}
     for name, (a, b) in tensors.items():
@@ -134,19 +142,28 @@ def save(dir, family, names, tensors):
         "peft_type": "LORA", "task_type": "CAUSAL_LM", "r": RANK, "lora_alpha": ALPHA,
         "lora_dropout": 0.0, "bias": "none", "target_modules": names, "fan_in_fan_out": False,
         "use_rslora": False, "use_dora": False, "inference_mode": False,
-        "base_model_name_or_path": f"engine/model/testdata/hf/{family}",
+        "base_model_name_or_path": base_name,
     }
     with open(os.path.join(dir, "adapter_config.json"), "w") as f:
         json.dump(config, f, indent=1)
 
 
-def make(family, outdir):
-    base = os.path.join(BASES, family)
+def make(family, outdir, base=None):
+    """family names the output; base is the model folder, by default the
+    family's in engine/model/testdata/hf."""
+    base_name = f"engine/model/testdata/hf/{family}"
+    kind = family
+    if base is not None:
+        base_name = family
+        with open(os.path.join(base, "config.json")) as f:
+            kind = json.load(f)["model_type"]
+    else:
+        base = os.path.join(BASES, family)
     with open(os.path.join(base, "expected.json")) as f:
         ids = json.load(f)["prompt_ids"]
     model = AutoModelForCausalLM.from_pretrained(base, attn_implementation="eager", dtype=torch.float32)
     model = model.float().eval()  # eval: no dropout anywhere
-    names = targets(family)
+    names = targets(kind)
     lora = Peft(model, names) if peft is not None else Hooked(model, names)
     layers = model.config.num_hidden_layers
     if len(lora.pairs) != layers * len(names):
@@ -161,7 +178,7 @@ def make(family, outdir):
             a.copy_((torch.rand(a.shape, generator=g, dtype=torch.float64) * 2 - 1) * bound)
             b.copy_(torch.randn(b.shape, generator=g, dtype=torch.float64) * 0.05)
             params += [a, b]
-    save(os.path.join(outdir, "adapter"), family, names, lora.pairs)
+    save(os.path.join(outdir, "adapter"), base_name, names, lora.pairs)
 
     tokens, labels = batch(ids)
     tok = torch.tensor(tokens, dtype=torch.long)
@@ -181,11 +198,11 @@ def make(family, outdir):
         loss = loss_fn()
         loss.backward()
         if step == 0:
-            save(os.path.join(outdir, "grads"), family, names, {n: (a.grad, b.grad) for n, (a, b) in lora.pairs.items()})
+            save(os.path.join(outdir, "grads"), base_name, names, {n: (a.grad, b.grad) for n, (a, b) in lora.pairs.items()})
         norms.append(float(torch.nn.utils.clip_grad_norm_(params, MAX_NORM)))
         losses.append(float(loss))
         opt.step()
-    save(os.path.join(outdir, "stepped"), family, names, lora.pairs)
+    save(os.path.join(outdir, "stepped"), base_name, names, lora.pairs)
     with torch.no_grad():
         losses.append(float(loss_fn()))
 
@@ -202,6 +219,8 @@ def make(family, outdir):
         "transformers_version": transformers.__version__,
         "torch_version": torch.__version__,
     }
+    if base_name == family:
+        expected["base"] = family
     with open(os.path.join(outdir, "expected.json"), "w") as f:
         json.dump(expected, f, indent=1)
     print(f"{family:8s} loss {losses[0]:.6f} -> {losses[1]:.6f} -> {losses[2]:.6f}  grad norms {norms[0]:.4f} {norms[1]:.4f}  count {count}")
@@ -210,14 +229,22 @@ def make(family, outdir):
 
 
 def main():
-    out = sys.argv[1] if len(sys.argv) > 1 else HERE
-    fams = sys.argv[2:] or sorted(d for d in os.listdir(BASES) if os.path.isfile(os.path.join(BASES, d, "expected.json")))
+    args = sys.argv[1:]
+    base = None
+    if args[:1] == ["--base"]:
+        if len(args) not in (3, 4):
+            sys.exit("usage: make_fixtures.py --base DIR NAME [OUTDIR]")
+        base, fams = args[1], [args[2]]
+        out = args[3] if len(args) == 4 else os.path.join(HERE, "quant")
+    else:
+        out = args[0] if args else HERE
+        fams = args[1:] or sorted(d for d in os.listdir(BASES) if os.path.isfile(os.path.join(BASES, d, "expected.json")))
     print(f"transformers {transformers.__version__}, torch {torch.__version__}, peft {peft.__version__ if peft else 'missing'}")
     torch.manual_seed(0)
     failed = False
     for fam in fams:
         try:
-            make(fam, os.path.join(out, fam))
+            make(fam, os.path.join(out, fam), base)
         except Exception:
             traceback.print_exc()
             failed = True
