@@ -46,6 +46,10 @@ type State struct {
 	// Position is where the data iterator is: the next batch is the one
 	// after it.
 	Position data.Position `json:"position"`
+	// Dropout is the dropout counter of the next micro-batch
+	// (GPU.DropoutStep), so a resumed run draws the masks the
+	// uninterrupted one would.
+	Dropout uint64 `json:"dropout_step,omitempty"`
 	// Tokens are the tokens run through the model so far (padding
 	// excluded).
 	Tokens int64 `json:"tokens"`

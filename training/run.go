@@ -42,8 +42,9 @@ type Settings struct {
 	// validation loss (data.Options.Valid: 0 is data.DefaultValid, a
 	// negative value none).
 	Valid float64 `json:"valid"`
-	// Seed draws the adapter's initial A, the validation split and the
-	// order of the sequences.
+	// Seed draws the adapter's initial A, the validation split, the order
+	// of the sequences and, unless LoRA.DropoutSeed is set, the dropout
+	// masks.
 	Seed uint64 `json:"seed"`
 }
 
@@ -158,7 +159,7 @@ func (c *RunConfig) compatible(old Settings) error {
 	if old.LoRA.Alpha != c.LoRA.Alpha {
 		add("alpha", old.LoRA.Alpha, c.LoRA.Alpha)
 	}
-	if old.LoRA.Dropout != c.LoRA.Dropout {
+	if old.LoRA.Dropout != c.LoRA.Dropout || old.LoRA.DropoutSeed != c.LoRA.DropoutSeed {
 		add("dropout", old.LoRA.Dropout, c.LoRA.Dropout)
 	}
 	if a, b := strings.Join(old.LoRA.Targets, ","), strings.Join(c.LoRA.Targets, ","); a != b {
@@ -310,6 +311,9 @@ var ErrDiverged = errors.New("training diverged")
 // names the last good checkpoint, which is left as it was.
 func Run(ctx context.Context, dev *gpu.Device, m *model.Model, c RunConfig, progress func(Progress), pause *Pause) (*Result, error) {
 	c.defaults()
+	if c.LoRA.DropoutSeed == 0 {
+		c.LoRA.DropoutSeed = c.Seed
+	}
 	if err := c.validate(m); err != nil {
 		return nil, err
 	}
@@ -394,6 +398,7 @@ func Run(ctx context.Context, dev *gpu.Device, m *model.Model, c RunConfig, prog
 		if err := g.SetMoments(opt); err != nil {
 			return nil, err
 		}
+		g.SetDropoutStep(st.Dropout)
 	}
 
 	r := &runner{c: c, m: m, g: g, lora: lora, opt: opt, st: st, it: it, ds: ds, ckPath: ckPath, progress: progress}
@@ -498,6 +503,7 @@ func (r *runner) step(sched Schedule) error {
 	r.opt.Steps++
 	r.st.Step = step
 	r.st.Position = r.it.Position()
+	r.st.Dropout = r.g.DropoutStep()
 	r.st.Tokens += int64(tokens)
 	r.tokens += int64(tokens)
 	r.st.History = append(r.st.History, Point{Step: step, Loss: loss})

@@ -27,7 +27,7 @@ var answerFormat = filepath.Join("..", "assets", "datasets", "answer-format.json
 func testRun(dir string) RunConfig {
 	return RunConfig{
 		Settings: Settings{
-			LoRA: LoRAConfig{Rank: 4, Alpha: 8}, AdamW: DefaultAdamW, LR: 1e-2, Warmup: 1,
+			LoRA: LoRAConfig{Rank: 4, Alpha: 8, Dropout: 0.1}, AdamW: DefaultAdamW, LR: 1e-2, Warmup: 1,
 			Steps: 6, SeqLen: 48, Batch: 2, Accum: 1, Valid: 0.2, Seed: 3,
 		},
 		Data:      answerFormat,
@@ -40,7 +40,7 @@ func testRun(dir string) RunConfig {
 // context ends; a checkpoint and the adapter are written) and resumed
 // makes the same adapter, bit for bit, as the run that was never stopped:
 // the checkpoint holds everything the steps depend on (the pairs, the
-// moments, the step count, the data position). The loss falls, and the
+// moments, the step count, the data position, the dropout counter). The loss falls, and the
 // reports come in order.
 func TestRunStopResumeEqualsUninterrupted(t *testing.T) {
 	dev := openDevice(t)
