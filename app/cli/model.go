@@ -32,10 +32,7 @@ func (f *modelFlags) register(cmd *cobra.Command) {
 	cmd.Flags().IntVar(&f.batch, "batch", 512, "prompt tokens evaluated per GPU submit")
 	cmd.Flags().StringVar(&f.gpuMemory, "gpu-memory", os.Getenv("HEARTH_GPU_MEMORY"),
 		"GPU memory the model may use, e.g. 8GiB (default $HEARTH_GPU_MEMORY); a model whose estimate exceeds it is refused before loading")
-	// serve loads its models through the app engine, which takes no adapters yet.
-	if cmd.Name() != "serve" {
-		cmd.Flags().StringArrayVar(&f.loras, "lora", nil, "apply the LoRA adapter `FILE[:SCALE]`, a GGUF LoRA file or a PEFT folder (repeatable)")
-	}
+	cmd.Flags().StringArrayVar(&f.loras, "lora", nil, "apply the LoRA adapter `FILE[:SCALE]`, a GGUF LoRA file or a PEFT folder (repeatable)")
 }
 
 // loaded is an open model and the runner evaluating it.

@@ -99,6 +99,17 @@ func serve(ctx context.Context, mf *modelFlags, sf *serveFlags, out, log io.Writ
 	}
 	lib := library.New(roots)
 	models := server.Library(lib)
+	var adapters []app.AdapterSpec
+	for _, spec := range mf.loras {
+		path, scale, err := parseLoRASpec(spec)
+		if err != nil {
+			return err
+		}
+		if _, err := os.Stat(path); err != nil {
+			return fmt.Errorf("--lora: %w", err)
+		}
+		adapters = append(adapters, app.AdapterSpec{Path: path, Scale: scale})
+	}
 
 	logger := slog.New(slog.NewTextHandler(log, nil))
 	engine := app.NewEngine(app.EngineOptions{
@@ -134,7 +145,7 @@ func serve(ctx context.Context, mf *modelFlags, sf *serveFlags, out, log io.Writ
 	}
 
 	srv := server.HTTPServer(server.New(engine, server.Options{Models: models, APIKey: sf.apiKey, MaxBody: int64(maxBody),
-		IdleUnload: sf.idle, AnyHost: !loopback, Logger: logger}))
+		IdleUnload: sf.idle, AnyHost: !loopback, Logger: logger, Adapters: adapters}))
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	fmt.Fprintf(out, "Hearth API listening on http://%s (OpenAI: /v1, Ollama: /api)\n", ln.Addr())

@@ -228,6 +228,7 @@ func (s *server) readOllama(w http.ResponseWriter, r *http.Request, req ollamaBo
 		return Model{}, app.GenerateOptions{}, err
 	}
 	opts, err := c.Options.generateOptions(m.Name)
+	opts.Adapters = s.o.Adapters
 	return m, opts, err
 }
 

@@ -267,6 +267,7 @@ func (s *server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	opts.Adapters = s.o.Adapters
 	if req.ResponseFormat != nil {
 		switch t := req.ResponseFormat.Type; t {
 		case "", "text":
@@ -417,6 +418,7 @@ func (s *server) completions(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	opts.Adapters = s.o.Adapters
 	switch {
 	case req.Echo:
 		return unsupported("echo", "echo")

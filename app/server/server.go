@@ -80,6 +80,9 @@ type Options struct {
 	// own domain resolve to 127.0.0.1 (DNS rebinding) then cannot reach the
 	// API. A server listening on a network address needs it set.
 	AnyHost bool
+	// Adapters are LoRA adapters applied to every generation (hearth serve
+	// --lora).
+	Adapters []app.AdapterSpec
 	// Logger receives one line per request and the engine's notices; nil
 	// discards them.
 	Logger *slog.Logger
