@@ -140,7 +140,7 @@ Presets: ` + strings.Join(names, "; ") + `. Flags override the preset.`,
 	f.IntVar(&c.LoRA.Rank, "rank", def.LoRA.Rank, "LoRA rank")
 	f.Float32Var(&c.LoRA.Alpha, "alpha", def.LoRA.Alpha, "LoRA alpha (the correction is scaled by alpha/rank)")
 	f.Float32Var(&c.LoRA.Dropout, "dropout", 0, "LoRA dropout on the adapter's input")
-	f.StringVar(&targets, "targets", "", "the projections to adapt, comma-separated (default all of "+strings.Join(training.Targets, ",")+")")
+	f.StringVar(&targets, "targets", "", "the weights to adapt, comma-separated: "+strings.Join(training.Targets, ",")+" (the default: all of them), and "+strings.Join(training.ModelTargets, ",")+" (the embeddings and the LM head)")
 	f.Float64Var(&c.LR, "lr", def.LR, "peak learning rate")
 	f.IntVar(&c.Warmup, "warmup", def.Warmup, "warmup steps; negative is 3% of the steps")
 	f.Float64Var(&c.Epochs, "epochs", def.Epochs, "passes over the training data")
