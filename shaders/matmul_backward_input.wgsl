@@ -9,34 +9,53 @@
 // words); the chunk's rows are the sum axis, so the dispatcher runs one
 // dispatch per chunk and every chunk after the first adds to dX.
 //
-// Work split: thread t of workgroup x owns the 8 consecutive columns
-// 8·(x·WG + t) .. +7 of dX for the TM activation rows of tile z % tiles. The
-// workgroup walks its rows of the chunk NS at a time: it stages dY's TM×NS
-// values of those rows in shared memory (every thread needs all of them),
-// then each thread decodes its 8 weights of each row once and reuses them
-// for all TM activation rows. Neighbouring threads read neighbouring bytes
-// of a row.
+// This is an NN matrix product whose B operand is quantized along its
+// output axis: W's blocks run along dX's columns and the sum runs down W's
+// rows, so (unlike the forward, whose blocks run along the sum) a decoded
+// weight is needed by every activation row of dX. The kernel is a
+// register-blocked tile:
+//
+//   - A workgroup owns a BM×BK tile of dX (BM = 4·RT activation rows,
+//     BK = 8·CT columns) and walks its rows of the chunk BN at a time. Each
+//     stage decodes the BN×BK weights of those rows into workgroup memory
+//     once (one 8-weight unit per invocation at the main shape) and stages
+//     dY's BM×BN values there too, so a weight is decoded m/BM times in all
+//     rather than once per 8 activation rows in registers of every thread.
+//   - The workgroup's KS slices of CT·RT invocations take BN/KS rows of the
+//     stage each; an invocation keeps a 4×8 block of dX in 8 vec4
+//     registers and, per row, reads one vec4 of dY and two of W (three
+//     shared loads for 32 FMAs). The slices multiply the invocations per
+//     output tile without shrinking the register block: a 2048-wide dX of
+//     512 rows is 512 tiles, too few workgroups for a 132-SM GPU if each
+//     held only one slice. At the end the slices add their blocks in
+//     workgroup memory, in slice order, and the whole workgroup writes the
+//     tile with coalesced stores.
+//
+// Summation order: each slice sums its rows one after another (one FMA per
+// row), then the KS slice sums are added, so an output's f32 rounding is
+// bounded by (rows per slice + KS) roundings of Σ|dy·w| — no more than the
+// one-after-another sum over all n rows the parity tests allow.
 //
 // Row splits: dX alone can give too few workgroups to fill a GPU (the LM
-// head sums 262144 rows into 64×2304 outputs: 40 workgroups, each walking
-// every row). With p.splits > 1, z also walks splits of p.split_rows rows
-// (z / tiles); each split writes its partial dX, scaled, to `partial`
-// (dense m×k per split), and the `backward_reduce` entry then sums the
-// splits into dX. With one split the kernel writes dX directly and
-// `partial` is dX bound a second time (WebGPU allows one buffer in two
-// writable bindings), untouched.
+// head sums 128256-262144 rows into m×2048-2304 outputs). With
+// p.splits > 1, z also walks splits of p.split_rows rows (z / tiles); each
+// split writes its partial dX, scaled, to `partial` (dense m×k per split),
+// and the `backward_reduce` entry then sums the splits into dX. With one
+// split the kernel writes dX directly and `partial` is dX bound a second
+// time (WebGPU allows one buffer in two writable bindings), untouched.
 //
 // Why not the forward families' decoders: those are fused into their own
 // work split (8-weight parts at strided offsets of a 32-block, two runs of
 // 16 for K-quants) and their files declare the forward bindings, so they
 // cannot be included here. The decoders below return 8 *consecutive*
-// weights, the unit a column-owning thread needs; they mirror ggml's
+// weights, the unit a column block needs; they mirror ggml's
 // dequantize_row_* (named per type) and are checked against gguf.Dequantize
 // by the parity tests.
 //
-// Constants prepended by gpu.Spec: WG (invocations per workgroup), TM
-// (activation rows per workgroup), NS (rows of W per staging step).
-// Grid: x walks groups of 8·WG columns, z walks tiles of TM activation rows
+// Constants prepended by gpu.Spec: CT (column threads of a slice, 8
+// columns each), RT (row threads of a slice, 4 activation rows each), KS
+// (slices), BN (rows of W per stage, a multiple of KS).
+// Grid: x walks tiles of BK columns, z walks tiles of BM activation rows
 // and, past them, the row splits (z = split·tiles + tile).
 
 struct Params {
@@ -60,10 +79,28 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> dx: array<f32>;
 @group(0) @binding(4) var<storage, read_write> partial: array<f32>;
 
-// The staged dY tile, TM rows × NS values (naga wants a plain identifier as
-// an array size).
-const SH: u32 = TM * NS;
-var<workgroup> sh: array<f32, SH>;
+// The launch shape (see the top of the file).
+const WG: u32 = CT * RT * KS;
+const SLICE: u32 = CT * RT;
+const BM: u32 = 4u * RT;
+const BK: u32 = 8u * CT;
+// Rows of a stage each slice multiplies.
+const RS: u32 = BN / KS;
+// 8-weight units of W per stage.
+const UNITS: u32 = BN * CT;
+// vec4s of W per staged row: the first halves of the row's CT units, then
+// their second halves, so the CT column threads read consecutive vec4s.
+const WROW: u32 = 2u * CT;
+// vec4s of dY per staged row: BM/4 and one pad, so the stage's writes
+// (neighbouring invocations, neighbouring rows) fall in different banks.
+const DROW: u32 = RT + 1u;
+// vec4s of a row of the dX tile.
+const TR: u32 = BK / 4u;
+// W's BN×BK stage at 0, dY's at WSN; at the end the BM×BK tile of dX
+// (the dispatcher checks that it fits in SHN).
+const WSN: u32 = BN * WROW;
+const SHN: u32 = WSN + BN * DROW;
+var<workgroup> sh: array<vec4<f32>, SHN>;
 
 // ggml type ids: each entry point passes a literal, so after inlining only
 // one decoder survives per pipeline.
@@ -373,68 +410,131 @@ fn unit(qt: u32, r: u32, c: u32) -> Unit {
 
 // ---- the product ---------------------------------------------------------------
 
-const NACC: u32 = 2u * TM;
-
 fn backward_input(qt: u32, lid: u32, wid: vec3<u32>) {
-    let c = 8u * (wid.x * WG + lid);
-    let tiles = (p.m + TM - 1u) / TM;
-    let j0 = (wid.z % tiles) * TM;
+    let slice = lid / SLICE;
+    let ct = (lid % SLICE) % CT;
+    let rt = (lid % SLICE) / CT;
+    let c0 = wid.x * BK;
+    let tiles = (p.m + BM - 1u) / BM;
+    let j0 = (wid.z % tiles) * BM;
     let split = wid.z / tiles;
     let first = split * p.split_rows;
     let end = min(first + p.split_rows, p.n);
 
-    var acc: array<vec4<f32>, NACC>;
-    // Every invocation runs every step and reaches every barrier (the loop
-    // bounds depend only on p and the workgroup id); threads past k skip the
-    // arithmetic.
-    for (var n0 = first; n0 < end; n0 += NS) {
+    // dX rows j0 + 4·rt + 0..3 (a0..a3: columns 8·ct..+3, b0..b3: +4..+7).
+    var a0 = vec4<f32>(0.0);
+    var a1 = vec4<f32>(0.0);
+    var a2 = vec4<f32>(0.0);
+    var a3 = vec4<f32>(0.0);
+    var b0 = vec4<f32>(0.0);
+    var b1 = vec4<f32>(0.0);
+    var b2 = vec4<f32>(0.0);
+    var b3 = vec4<f32>(0.0);
+    // Every invocation runs every stage and reaches every barrier (the loop
+    // bounds depend only on p and the workgroup id). Rows past the split,
+    // columns past k and activation rows past m are staged as zeros, so the
+    // multiply needs no bounds: they add exact zeros.
+    for (var n0 = first; n0 < end; n0 += BN) {
         if (n0 > first) {
-            workgroupBarrier(); // the previous step's reads of sh are done
+            workgroupBarrier(); // the previous stage's reads of sh are done
         }
-        for (var q = lid; q < SH; q += WG) {
-            let j = q / NS;
-            let i = q % NS;
-            var g = 0.0;
-            if (j0 + j < p.m && n0 + i < end) {
-                g = dy[p.dy_offset + (j0 + j) * p.dy_stride + p.row0 + n0 + i];
+        for (var q = lid; q < UNITS; q += WG) {
+            let i = q / CT;
+            let u = q % CT;
+            let c = c0 + 8u * u;
+            var v = Unit(vec4<f32>(0.0), vec4<f32>(0.0));
+            if (n0 + i < end && c < p.k) {
+                v = unit(qt, n0 + i, c);
             }
-            sh[q] = g;
+            sh[i * WROW + u] = v.a;
+            sh[i * WROW + CT + u] = v.b;
         }
-        workgroupBarrier();
-        if (c < p.k) {
-            let rows = min(NS, end - n0);
-            for (var i = 0u; i < rows; i++) {
-                let u = unit(qt, n0 + i, c);
-                for (var j = 0u; j < TM; j++) {
-                    let g = sh[j * NS + i];
-                    acc[2u * j] += g * u.a;
-                    acc[2u * j + 1u] += g * u.b;
+        // Neighbouring invocations read neighbouring floats of a dY row.
+        for (var q = lid; q < BN * RT; q += WG) {
+            let i = q % BN;
+            let jq = q / BN;
+            var g = vec4<f32>(0.0);
+            if (n0 + i < end) {
+                let j = j0 + 4u * jq;
+                let o = p.dy_offset + j * p.dy_stride + p.row0 + n0 + i;
+                if (j < p.m) {
+                    g.x = dy[o];
+                }
+                if (j + 1u < p.m) {
+                    g.y = dy[o + p.dy_stride];
+                }
+                if (j + 2u < p.m) {
+                    g.z = dy[o + 2u * p.dy_stride];
+                }
+                if (j + 3u < p.m) {
+                    g.w = dy[o + 3u * p.dy_stride];
                 }
             }
+            sh[WSN + i * DROW + jq] = g;
+        }
+        workgroupBarrier();
+        let i0 = slice * RS;
+        for (var t = 0u; t < RS; t++) {
+            let i = i0 + t;
+            let g = sh[WSN + i * DROW + rt];
+            let wa = sh[i * WROW + ct];
+            let wb = sh[i * WROW + CT + ct];
+            a0 += g.x * wa;
+            b0 += g.x * wb;
+            a1 += g.y * wa;
+            b1 += g.y * wb;
+            a2 += g.z * wa;
+            b2 += g.z * wb;
+            a3 += g.w * wa;
+            b3 += g.w * wb;
         }
     }
 
-    if (c >= p.k) {
-        return;
-    }
-    for (var j = 0u; j < TM; j++) {
-        if (j0 + j >= p.m) {
-            break;
-        }
-        if (p.splits > 1u) {
-            let base = (split * p.m + j0 + j) * p.k + c;
-            for (var t = 0u; t < 8u && c + t < p.k; t++) {
-                partial[base + t] = p.scale * acc[2u * j + t / 4u][t % 4u];
+    // The slices' sums, added in slice order into the tile at sh[0..]:
+    // row j of the tile is BK/4 vec4s.
+    let o = 4u * rt * TR + 2u * ct;
+    for (var s = 0u; s < KS; s++) {
+        workgroupBarrier();
+        if (slice == s) {
+            if (s > 0u) {
+                a0 += sh[o];
+                b0 += sh[o + 1u];
+                a1 += sh[o + TR];
+                b1 += sh[o + TR + 1u];
+                a2 += sh[o + 2u * TR];
+                b2 += sh[o + 2u * TR + 1u];
+                a3 += sh[o + 3u * TR];
+                b3 += sh[o + 3u * TR + 1u];
             }
+            sh[o] = a0;
+            sh[o + 1u] = b0;
+            sh[o + TR] = a1;
+            sh[o + TR + 1u] = b1;
+            sh[o + 2u * TR] = a2;
+            sh[o + 2u * TR + 1u] = b2;
+            sh[o + 3u * TR] = a3;
+            sh[o + 3u * TR + 1u] = b3;
+        }
+    }
+    workgroupBarrier();
+
+    // Neighbouring invocations write neighbouring columns.
+    for (var e = lid; e < BM * BK; e += WG) {
+        let j = j0 + e / BK;
+        let c = c0 + e % BK;
+        if (j >= p.m || c >= p.k) {
             continue;
         }
-        let base = p.dx_offset + (j0 + j) * p.dx_stride + c;
-        for (var t = 0u; t < 8u && c + t < p.k; t++) {
-            var v = p.scale * acc[2u * j + t / 4u][t % 4u];
-            if ((p.flags & 1u) != 0u) {
-                v += dx[base + t];
-            }
-            dx[base + t] = v;
+        let v = p.scale * sh[e / 4u][e % 4u];
+        if (p.splits > 1u) {
+            partial[(split * p.m + j) * p.k + c] = v;
+            continue;
+        }
+        let i = p.dx_offset + j * p.dx_stride + c;
+        if ((p.flags & 1u) != 0u) {
+            dx[i] = dx[i] + v;
+        } else {
+            dx[i] = v;
         }
     }
 }

@@ -18,17 +18,39 @@ type matmulBackwardParams struct {
 	SplitRows, Splits  uint32
 }
 
-// The backward launch: 64 threads own 8 columns each (512 columns of dX per
-// workgroup) for 8 activation rows, staging 64 rows of dY per step (8×64
-// floats, 2 KiB of shared memory). Each decoded unit of 8 weights is reused
-// for 8 activation rows, the same reuse as the forward prefill tiles; the 16
-// vec4 accumulators per thread stay in registers. Not yet tuned on a GPU
-// (BenchmarkMatMulBackwardInput is there for that).
-const (
-	matmulBackwardWG = 64
-	matmulBackwardTM = 8
-	matmulBackwardNS = 64
-)
+// backwardLaunch is a launch shape of the backward kernel (the constants of
+// shaders/matmul_backward_input.wgsl): a workgroup of ks slices of ct×rt
+// invocations owns a (4·rt)×(8·ct) tile of dX and stages bn rows of W at a
+// time.
+type backwardLaunch struct{ ct, rt, ks, bn int }
+
+func (l backwardLaunch) wg() int   { return l.ct * l.rt * l.ks }
+func (l backwardLaunch) rows() int { return 4 * l.rt } // activation rows of a tile
+func (l backwardLaunch) cols() int { return 8 * l.ct } // columns of a tile
+
+// sharedBytes is the workgroup memory the shape declares: bn rows of W
+// (8·ct floats) and of dY (4·rt floats and a 4-float pad).
+func (l backwardLaunch) sharedBytes() int { return 16 * l.bn * (2*l.ct + l.rt + 1) }
+
+// backwardLaunchFor picks the shape for a k-column weight. The main shape
+// is a 32×64 tile of dX over 256 invocations (4 slices of 8×8, each owning
+// a 4×8 block in registers), staging 32 rows of W (8 KiB decoded) and dY
+// (4.5 KiB) per step, under WebGPU's guaranteed 16 KiB of workgroup
+// memory. A narrow dX (a LoRA B of rank 8-32, k = r) keeps the 256
+// invocations by giving fewer of them columns and more of them rows of W:
+// at k = 16 two column threads and 16 slices, else 14 of every 16
+// invocations would idle while one walks all of a tall B's rows.
+func backwardLaunchFor(k int) backwardLaunch {
+	switch {
+	case k <= 8:
+		return backwardLaunch{ct: 1, rt: 8, ks: 32, bn: 64}
+	case k <= 16:
+		return backwardLaunch{ct: 2, rt: 8, ks: 16, bn: 64}
+	case k <= 32:
+		return backwardLaunch{ct: 4, rt: 8, ks: 8, bn: 64}
+	}
+	return backwardLaunch{ct: 8, rt: 8, ks: 4, bn: 32}
+}
 
 // matmulBackwardTypes are the weight types MatMulBackwardInput decodes,
 // with their entry point suffix.
@@ -76,17 +98,17 @@ type MatmulBackwardOptions struct {
 }
 
 // matmulBackwardGroups is how many workgroups a split dispatch aims for:
-// 16 per SM of a 132-SM H200 (1024 threads of 64-thread workgroups each),
+// 8 per SM of a 132-SM H200 (2048 threads of 256-thread workgroups each),
 // so each SM has other workgroups to run while one waits on memory.
-const matmulBackwardGroups = 2048
+const matmulBackwardGroups = 1024
 
 // matmulBackwardSplits chooses how many row splits a chunk of n rows gets:
 // enough to reach matmulBackwardGroups workgroups with groups·tiles of them
-// per split, no split shorter than one staging step of rows, no more than
-// room holds (partials of m·k floats) or the 65535 z limit allows.
-func matmulBackwardSplits(n, groups, tiles, room int) (splits, rows int) {
+// per split, no split shorter than one stage of bn rows, no more than room
+// holds (partials of m·k floats) or the 65535 z limit allows.
+func matmulBackwardSplits(n, groups, tiles, room, bn int) (splits, rows int) {
 	s := (matmulBackwardGroups + groups*tiles - 1) / (groups * tiles)
-	s = min(s, (n+matmulBackwardNS-1)/matmulBackwardNS, room, 65535/tiles)
+	s = min(s, (n+bn-1)/bn, room, 65535/tiles)
 	if s < 2 {
 		return 1, n
 	}
@@ -106,6 +128,15 @@ func MatMulBackwardInput(c *gpu.Chain, w *gpu.Tensor, dy, dx *gpu.Buffer, m int)
 // MatMulBackwardInputWith is MatMulBackwardInput with the placement and
 // scale of o. dy and dx must be different buffers.
 func MatMulBackwardInputWith(c *gpu.Chain, w *gpu.Tensor, dy, dx *gpu.Buffer, m int, o MatmulBackwardOptions) error {
+	if w == nil {
+		return fmt.Errorf("ops: matmul backward: weight tensor is nil")
+	}
+	return matmulBackwardWith(c, w, dy, dx, m, o, backwardLaunchFor(w.Cols))
+}
+
+// matmulBackwardWith dispatches with an explicit launch shape, so tuning
+// benchmarks can try others.
+func matmulBackwardWith(c *gpu.Chain, w *gpu.Tensor, dy, dx *gpu.Buffer, m int, o MatmulBackwardOptions, l backwardLaunch) error {
 	if w == nil {
 		return fmt.Errorf("ops: matmul backward: weight tensor is nil")
 	}
@@ -152,13 +183,17 @@ func MatMulBackwardInputWith(c *gpu.Chain, w *gpu.Tensor, dy, dx *gpu.Buffer, m 
 	if err := checkChunks("matmul backward", w); err != nil {
 		return err
 	}
-	groups := (k + 8*matmulBackwardWG - 1) / (8 * matmulBackwardWG)
-	tiles := (m + matmulBackwardTM - 1) / matmulBackwardTM
-	if tiles > 65535 {
-		return fmt.Errorf("ops: %s: m=%d needs %d activation tiles, over the 65535-workgroup grid limit", kernel, m, tiles)
+	lim := c.Device().Limits
+	if l.bn%l.ks != 0 || 4*l.rows()*l.cols() > l.sharedBytes() || l.sharedBytes() > int(lim.MaxComputeWorkgroupStorageSize) || l.wg() > int(lim.MaxComputeInvocationsPerWorkgroup) {
+		return fmt.Errorf("ops: %s: launch %+v does not fit the kernel or the device (%d bytes of workgroup memory, %d invocations)", kernel, l, l.sharedBytes(), l.wg())
 	}
-	spec := gpu.Spec("matmul_backward_input", "backward_input_"+name, "WG", matmulBackwardWG, "TM", matmulBackwardTM, "NS", matmulBackwardNS)
-	gk, err := c.Device().Kernel(spec)
+	groups := (k + l.cols() - 1) / l.cols()
+	tiles := (m + l.rows() - 1) / l.rows()
+	if tiles > 65535 || groups > 65535 {
+		return fmt.Errorf("ops: %s: m=%d, k=%d need %d×%d tiles, over the 65535-workgroup grid limit", kernel, m, k, tiles, groups)
+	}
+	consts := []any{"CT", l.ct, "RT", l.rt, "KS", l.ks, "BN", l.bn}
+	gk, err := c.Device().Kernel(gpu.Spec("matmul_backward_input", "backward_input_"+name, consts...))
 	if err != nil {
 		return err
 	}
@@ -171,7 +206,7 @@ func MatMulBackwardInputWith(c *gpu.Chain, w *gpu.Tensor, dy, dx *gpu.Buffer, m 
 		if o.Accumulate || i > 0 {
 			flags = matmulAccumulate
 		}
-		splits, rows := matmulBackwardSplits(ch.Rows, groups, tiles, room)
+		splits, rows := matmulBackwardSplits(ch.Rows, groups, tiles, room, l.bn)
 		params := matmulBackwardParams{
 			K: uint32(k), N: uint32(ch.Rows), M: uint32(m), Row0: uint32(ch.FirstRow),
 			DYStride: uint32(dys), DXStride: uint32(dxs), DYOffset: uint32(o.DYOffset), DXOffset: uint32(o.DXOffset),
@@ -188,11 +223,11 @@ func MatMulBackwardInputWith(c *gpu.Chain, w *gpu.Tensor, dy, dx *gpu.Buffer, m 
 		if splits == 1 {
 			continue
 		}
-		rk, err := c.Device().Kernel(gpu.Spec("matmul_backward_input", "backward_reduce", "WG", wg, "TM", matmulBackwardTM, "NS", matmulBackwardNS))
+		rk, err := c.Device().Kernel(gpu.Spec("matmul_backward_input", "backward_reduce", consts...))
 		if err != nil {
 			return err
 		}
-		if err := c.Dispatch(rk, params, gpu.Grid(m*k, wg), ch.Buf, dy, dx, partials); err != nil {
+		if err := c.Dispatch(rk, params, gpu.Grid(m*k, l.wg()), ch.Buf, dy, dx, partials); err != nil {
 			return err
 		}
 	}

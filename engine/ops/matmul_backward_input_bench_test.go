@@ -82,3 +82,61 @@ func BenchmarkMatMulTN(b *testing.B) {
 		})
 	}
 }
+
+// backwardTrainingShapes are the frozen projections a LoRA step of a
+// llama-3.2-1b-shaped model runs dX = dY·W through, n rows × k columns of
+// W: q and o, k and v (GQA: 8 heads of 64), gate and up, down.
+var backwardTrainingShapes = []struct {
+	name string
+	n, k int
+}{{"qo_2048x2048", 2048, 2048}, {"kv_512x2048", 512, 2048}, {"gateup_8192x2048", 8192, 2048}, {"down_2048x8192", 2048, 8192}}
+
+// BenchmarkMatMulBackwardInputTraining measures the backward of each of
+// those projections for m = HEARTH_BENCH_M token rows (default 512, the
+// training benchmark's sequence), dispatched as training/step_gpu.go does
+// (no partials), and a rank-16 LoRA B (F32, n × 16) of the tallest and the
+// commonest projection.
+func BenchmarkMatMulBackwardInputTraining(b *testing.B) {
+	m := benchSize(b, "HEARTH_BENCH_M", 512)
+	for _, s := range backwardTrainingShapes {
+		for _, typ := range []gguf.Type{gguf.TypeF16, gguf.TypeQ8_0, gguf.TypeQ4_0, gguf.TypeQ4_K, gguf.TypeQ6_K} {
+			benchBackwardOnce(b, fmt.Sprintf("%s/%v", s.name, typ), typ, s.n, s.k, m, nil)
+		}
+	}
+	for _, n := range []int{2048, 8192} {
+		benchBackwardOnce(b, fmt.Sprintf("loraB_%dx16/F32", n), gguf.TypeF32, n, 16, m, nil)
+	}
+}
+
+// BenchmarkMatMulBackwardInputLlamaHead is the Llama 3 head's backward in
+// the training step: 128256 × 2048 rows of W, one tile of 512 token rows,
+// with room for 4 partials as training/step_gpu.go gives it. Skipped on a
+// software adapter unless HEARTH_BENCH_HEAD is set.
+func BenchmarkMatMulBackwardInputLlamaHead(b *testing.B) {
+	if dev.Info.Type == "cpu" && os.Getenv("HEARTH_BENCH_HEAD") == "" {
+		b.Skip("a software adapter; set HEARTH_BENCH_HEAD=1 to run it anyway")
+	}
+	const n, k, m = 128256, 2048, 512
+	parts := scratch(b, "partials", 4*m*k)
+	for _, typ := range []gguf.Type{gguf.TypeQ4_K, gguf.TypeQ6_K} {
+		benchBackwardOnce(b, fmt.Sprintf("128256x2048/%v", typ), typ, n, k, m, parts)
+	}
+}
+
+// benchBackwardOnce times dX = dY·W for an n×k weight of type typ over m
+// rows, with partials (nil: none), as GFLOP/s and GB/s of weight bytes.
+func benchBackwardOnce(b *testing.B, name string, typ gguf.Type, n, k, m int, parts *gpu.Buffer) {
+	b.Run(name, func(b *testing.B) {
+		w := benchWeight(b, typ, n, k)
+		dy, dx := upload(b, "dy", randVec(2, m*n, 1)), scratch(b, "dx", m*k)
+		o := MatmulBackwardOptions{Partials: parts}
+		op := func(c *gpu.Chain) error { return MatMulBackwardInputWith(c, w, dy, dx, m, o) }
+		benchChain(b, 1, op) // compile the pipeline outside the timing
+		b.ResetTimer()
+		benchChain(b, b.N, op)
+		b.StopTimer()
+		s := b.Elapsed().Seconds()
+		b.ReportMetric(2*float64(m)*float64(n)*float64(k)*float64(b.N)/s/1e9, "GFLOP/s")
+		b.ReportMetric(float64(w.Bytes())*float64(b.N)/s/1e9, "GB/s")
+	})
+}

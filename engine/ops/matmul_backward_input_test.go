@@ -118,15 +118,18 @@ func runMatmulBackwardCase(t *testing.T, typ gguf.Type, c matmulBackwardCase) {
 }
 
 func TestMatMulBackwardInputMatchesReference(t *testing.T) {
-	// Shapes around the launch: 8-column units, 512 columns per workgroup,
-	// 8 activation rows per tile, 64 rows of W per staging step. Rows of W
-	// 1, 37, 70 and 130 (one, two and three staging steps, ragged), m 1, 9
-	// and 17 (ragged tiles), k past one workgroup's 512 columns.
-	legacy := []matmulBackwardCase{{8, 512, 1, 1, 0}, {37, 96, 9, 1, 0}, {70, 1056, 3, 1, 0}, {1, 32, 17, 1, 0}, {130, 64, 2, 1, 0}}
-	kquant := []matmulBackwardCase{{8, 512, 1, 1, 0}, {37, 256, 9, 1, 0}, {70, 1280, 3, 1, 0}, {1, 256, 17, 1, 0}, {130, 256, 2, 1, 0}}
+	// Shapes around the launch: 8-column units, 64-column tiles of 32
+	// activation rows, 32 rows of W per stage shared by 4 slices of 8. Rows
+	// of W 1, 8, 37, 70 and 130 (under one slice's share, one to five
+	// stages, ragged), m 1, 9, 17 and 40 (ragged tiles, a second tile), k
+	// past one tile's 64 columns and not a multiple of them.
+	legacy := []matmulBackwardCase{{8, 512, 1, 1, 0}, {37, 96, 9, 1, 0}, {70, 1056, 3, 1, 0}, {1, 32, 17, 1, 0}, {130, 64, 40, 1, 0}}
+	kquant := []matmulBackwardCase{{8, 512, 1, 1, 0}, {37, 256, 9, 1, 0}, {70, 1280, 3, 1, 0}, {1, 256, 17, 1, 0}, {130, 256, 40, 1, 0}}
 	// Float rows have any length: k below one unit, odd k (an F16 row then
-	// starts mid-word), a k%8 tail in the second workgroup.
-	float := append([]matmulBackwardCase{{1, 1, 1, 1, 0}, {3, 13, 2, 1, 0}, {37, 517, 9, 1, 0}, {70, 1023, 3, 1, 0}}, legacy...)
+	// starts mid-word), a k%8 tail in the second tile; k of 8 and 16 (a
+	// LoRA B's rank) take the narrow launches, 16 and 32 slices of 64-row
+	// stages, here over several stages and two activation tiles.
+	float := append([]matmulBackwardCase{{1, 1, 1, 1, 0}, {3, 13, 2, 1, 0}, {37, 517, 9, 1, 0}, {70, 1023, 3, 1, 0}, {300, 8, 40, 1, 0}, {200, 16, 33, 1, 0}}, legacy...)
 	for _, typ := range MatmulBackwardTypes() {
 		shapes := legacy
 		switch {
@@ -269,20 +272,22 @@ func TestMatMulBackwardInputRejectsBadShapes(t *testing.T) {
 }
 
 func TestMatMulBackwardSplits(t *testing.T) {
-	// How the rows of a chunk are split: never below one 64-row staging
-	// step, never beyond the partials' room, aiming at 2048 workgroups.
-	for _, c := range []struct{ n, groups, tiles, room, splits, rows int }{
-		{37, 1, 1, 4, 1, 37},              // under two staging steps: no split
-		{70, 1, 1, 4, 2, 35},              // two
-		{130, 1, 1, 4, 3, 44},             // three, the last shorter
-		{1000, 1, 1, 4, 4, 250},           // as many as the room holds
-		{1000, 1, 1, 1, 1, 1000},          // room for one partial: no split
-		{4096, 8, 16, 1 << 20, 16, 256},   // 4096², m = 128: 128 groups × 16
-		{262144, 5, 8, 1 << 20, 52, 5042}, // the Gemma head at m = 64
+	// How the rows of a chunk are split: never below one stage of bn rows,
+	// never beyond the partials' room, aiming at 1024 workgroups.
+	for _, c := range []struct{ n, groups, tiles, room, bn, splits, rows int }{
+		{37, 1, 1, 4, 32, 2, 19},                // two stages' rows: two splits
+		{32, 1, 1, 4, 32, 1, 32},                // one stage: no split
+		{70, 1, 1, 4, 64, 2, 35},                // two 64-row stages
+		{130, 1, 1, 4, 32, 4, 33},               // as many as the room holds
+		{1000, 1, 1, 1, 32, 1, 1000},            // room for one partial: no split
+		{4096, 64, 16, 1 << 20, 32, 1, 4096},    // 4096², m = 512: 1024 tiles already
+		{4096, 64, 4, 1 << 20, 32, 4, 1024},     // 4096², m = 128: 256 tiles × 4
+		{128256, 32, 16, 4, 32, 2, 64128},       // the Llama 3 head at m = 512
+		{262144, 36, 2, 1 << 20, 32, 15, 17477}, // the Gemma head at m = 64
 	} {
-		s, r := matmulBackwardSplits(c.n, c.groups, c.tiles, c.room)
+		s, r := matmulBackwardSplits(c.n, c.groups, c.tiles, c.room, c.bn)
 		if s != c.splits || r != c.rows {
-			t.Errorf("n=%d groups=%d tiles=%d room=%d: %d splits of %d rows, want %d of %d", c.n, c.groups, c.tiles, c.room, s, r, c.splits, c.rows)
+			t.Errorf("n=%d groups=%d tiles=%d room=%d bn=%d: %d splits of %d rows, want %d of %d", c.n, c.groups, c.tiles, c.room, c.bn, s, r, c.splits, c.rows)
 		}
 	}
 }
