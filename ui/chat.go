@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/dialog"
 	"fyne.io/fyne/v2/driver/desktop"
+	"fyne.io/fyne/v2/storage"
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
 
@@ -39,6 +41,7 @@ const (
 // on the right, its replies streamed from the engine as they are written.
 func chatPanel(st *studio) fyne.CanvasObject {
 	cv := newChatView(st)
+	st.chat = cv
 	// Quitting mid-reply stops the reply at its next token instead of
 	// waiting for the engine to finish it, and flushes the history.
 	st.onClose(cv.close)
@@ -72,7 +75,13 @@ type chatView struct {
 	input      *promptEntry
 	send       *widget.Button // Send, or Stop while a reply is written
 	regenerate *widget.Button
-	content    fyne.CanvasObject
+	// The current chat's LoRA adapter: its name (a button that chooses
+	// another), its scale, and a button that removes it.
+	adapterName  *widget.Button
+	adapterScale *widget.Slider
+	scaleLabel   *widget.Label
+	adapterClear *widget.Button
+	content      fyne.CanvasObject
 }
 
 func newChatView(st *studio) *chatView {
@@ -139,6 +148,7 @@ func (cv *chatView) build() {
 	systemItem := widget.NewAccordionItem("System prompt", container.NewBorder(nil, nil, nil, asDefault, cv.system))
 	header := container.NewVBox(
 		container.NewBorder(nil, nil, nil, container.NewHBox(rename, sampling), cv.title),
+		cv.adapterRow(),
 		widget.NewAccordion(systemItem),
 	)
 
@@ -281,6 +291,7 @@ func (cv *chatView) open(c *chats.Conversation) {
 	cv.system.OnChanged = nil
 	cv.system.SetText(c.System)
 	cv.system.OnChanged = cv.setSystem
+	cv.showAdapter()
 	cv.clearNotice()
 	cv.truncateRows(0)
 	cv.appendRows()
@@ -365,6 +376,153 @@ func (cv *chatView) goToModels() {
 	if cv.st.tabs != nil {
 		cv.st.tabs.SelectIndex(3)
 	}
+}
+
+func (cv *chatView) goToTune() {
+	if cv.st.tabs != nil && cv.st.tuneTab != nil {
+		cv.st.tabs.Select(cv.st.tuneTab)
+	}
+}
+
+// adapterRow is the current chat's LoRA adapter: "none", or its file with
+// a scale from 0 (the base model) through 1 (as trained) to 2.
+func (cv *chatView) adapterRow() fyne.CanvasObject {
+	label := widget.NewLabel("Adapter:")
+	cv.adapterName = widget.NewButtonWithIcon("none", theme.FileIcon(), cv.chooseAdapter)
+	cv.adapterName.Importance = widget.LowImportance
+	cv.adapterScale = widget.NewSlider(0, 2)
+	cv.adapterScale.Step = 0.05
+	cv.adapterScale.OnChanged = func(v float64) { cv.scaleLabel.SetText(scaleText(v)) }
+	cv.adapterScale.OnChangeEnded = cv.setAdapterScale
+	cv.scaleLabel = widget.NewLabel(scaleText(1))
+	cv.adapterClear = widget.NewButtonWithIcon("", theme.CancelIcon(), cv.clearAdapter)
+	cv.adapterClear.Importance = widget.LowImportance
+	return container.NewBorder(nil, nil, container.NewHBox(label, cv.adapterName),
+		container.NewHBox(cv.scaleLabel, cv.adapterClear), cv.adapterScale)
+}
+
+func scaleText(v float64) string { return fmt.Sprintf("scale %.2f", v) }
+
+// showAdapter shows the current chat's adapter.
+func (cv *chatView) showAdapter() {
+	a := (*chats.Adapter)(nil)
+	if cv.cur != nil {
+		a = cv.cur.Adapter
+	}
+	if a == nil {
+		cv.adapterName.SetText("none (choose…)")
+		cv.adapterScale.Hide()
+		cv.scaleLabel.Hide()
+		cv.adapterClear.Hide()
+		return
+	}
+	cv.adapterName.SetText(filepath.Base(a.Path))
+	cv.adapterScale.SetValue(float64(a.Scale))
+	cv.scaleLabel.SetText(scaleText(float64(a.Scale)))
+	cv.adapterScale.Show()
+	cv.scaleLabel.Show()
+	cv.adapterClear.Show()
+}
+
+// chooseAdapter offers the two kinds of adapter: a GGUF LoRA file (what
+// the Tune tab, hearth train and llama.cpp write) or a PEFT folder.
+func (cv *chatView) chooseAdapter() {
+	menu := fyne.NewMenu("",
+		fyne.NewMenuItem("Adapter file (.gguf)…", cv.chooseAdapterFile),
+		fyne.NewMenuItem("PEFT folder…", cv.chooseAdapterFolder),
+	)
+	widget.ShowPopUpMenuAtRelativePosition(menu, cv.st.win.Canvas(), fyne.NewPos(0, cv.adapterName.Size().Height), cv.adapterName)
+}
+
+func (cv *chatView) chooseAdapterFile() {
+	d := dialog.NewFileOpen(func(r fyne.URIReadCloser, err error) {
+		if err != nil {
+			cv.st.showError(err)
+			return
+		}
+		if r == nil {
+			return
+		}
+		r.Close()
+		cv.setAdapter(r.URI().Path(), "")
+	}, cv.st.win)
+	d.SetFilter(storage.NewExtensionFileFilter([]string{".gguf"}))
+	if dir, err := storage.ListerForURI(storage.NewFileURI(filepath.Join(cv.st.dir, "adapters"))); err == nil {
+		d.SetLocation(dir)
+	}
+	d.Resize(fyne.NewSize(800, 560))
+	d.Show()
+}
+
+func (cv *chatView) chooseAdapterFolder() {
+	d := dialog.NewFolderOpen(func(u fyne.ListableURI, err error) {
+		if err != nil {
+			cv.st.showError(err)
+			return
+		}
+		if u == nil {
+			return
+		}
+		// A PEFT folder holds adapter_config.json beside the weights; any
+		// other folder is refused here rather than at the next reply.
+		path := u.Path()
+		if _, err := os.Stat(filepath.Join(path, "adapter_config.json")); err != nil {
+			cv.st.showError(fmt.Errorf("%s is not a PEFT adapter folder: it has no adapter_config.json", path))
+			return
+		}
+		cv.setAdapter(path, "")
+	}, cv.st.win)
+	d.Resize(fyne.NewSize(800, 560))
+	d.Show()
+}
+
+// setAdapter applies the adapter at path to the current chat's replies
+// from the next one on, at the scale it had (1 for the first).
+func (cv *chatView) setAdapter(path, model string) {
+	c := cv.cur
+	if c == nil {
+		return
+	}
+	scale := float32(1)
+	if c.Adapter != nil {
+		scale = c.Adapter.Scale
+	}
+	c.Adapter = &chats.Adapter{Path: path, Scale: scale, Model: model}
+	cv.save(c)
+	cv.showAdapter()
+}
+
+func (cv *chatView) setAdapterScale(v float64) {
+	if c := cv.cur; c != nil && c.Adapter != nil {
+		// A copy: the writer's goroutine may hold the old one.
+		a := *c.Adapter
+		a.Scale = float32(v)
+		c.Adapter = &a
+		cv.save(c)
+	}
+}
+
+func (cv *chatView) clearAdapter() {
+	if c := cv.cur; c != nil && c.Adapter != nil {
+		c.Adapter = nil
+		cv.save(c)
+		cv.showAdapter()
+	}
+}
+
+// useAdapter opens a new chat that answers with the adapter at path on
+// its base model, loading that model unless it is the resident one.
+func (cv *chatView) useAdapter(model, path string) {
+	cv.newChat()
+	cv.cur.Adapter = &chats.Adapter{Path: path, Scale: 1, Model: model}
+	cv.showAdapter()
+	if e, ok := cv.st.entryByName(model); ok && cv.st.resident() != e.Path {
+		cv.st.loadModel(e)
+	}
+	if cv.st.tabs != nil {
+		cv.st.tabs.SelectIndex(0)
+	}
+	cv.st.win.Canvas().Focus(cv.input)
 }
 
 // libraryChanged offers the library's usable models in the picker and
@@ -502,6 +660,9 @@ func (cv *chatView) startReply() {
 	req := app.ChatRequest{Messages: c.Chat()}
 	req.Sampling = s.Options(rand.Uint64())
 	req.MaxTokens = s.MaxTokens
+	if a := c.Adapter; a != nil {
+		req.Adapters = []app.AdapterSpec{{Path: a.Path, Scale: a.Scale}}
+	}
 	base := contextUsed(c)
 	c.Add(chats.Message{Role: chats.Assistant}, time.Now())
 	ctx, cancel := context.WithCancel(context.Background())
@@ -625,6 +786,13 @@ func (cv *chatView) showFailure(c *chats.Conversation, err error) {
 		action = widget.NewButton("New chat", cv.newChat)
 	case errors.Is(err, app.ErrBusy):
 		text = "The engine is busy with other requests; press Regenerate to try again."
+	case errors.Is(err, app.ErrTraining):
+		name := cv.st.engine.Status().Training
+		if name == "" {
+			name = "a model"
+		}
+		text = fmt.Sprintf("The GPU is fine-tuning %s in the Tune tab, so it cannot answer now. Chat works again when the run ends or is stopped; then press Regenerate.", name)
+		action = widget.NewButton("Go to Tune", cv.goToTune)
 	default:
 		text = "The reply failed: " + err.Error()
 	}

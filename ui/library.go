@@ -220,6 +220,21 @@ func (st *studio) dropped(uris []fyne.URI) {
 		}
 		paths = append(paths, u.Path())
 	}
+	// Datasets go to the Tune tab; a model dropped while the Tune tab
+	// shows becomes its base model instead of being loaded.
+	tuning := st.tune != nil && st.tabs != nil && st.tabs.Selected() == st.tuneTab
+	if st.tune != nil {
+		models := paths[:0]
+		for _, p := range paths {
+			if isDataset(p) {
+				st.tune.setData(p)
+				st.tabs.Select(st.tuneTab)
+				continue
+			}
+			models = append(models, p)
+		}
+		paths = models
+	}
 	if len(paths) == 0 {
 		return
 	}
@@ -248,7 +263,12 @@ func (st *studio) dropped(uris []fyne.URI) {
 			st.saveSettings()
 			last := good[len(good)-1]
 			st.rescan(func() {
-				if e, ok := st.entryByPath(last); ok {
+				e, ok := st.entryByPath(last)
+				switch {
+				case !ok:
+				case tuning:
+					st.tune.pickModel(e.Name)
+				default:
 					st.loadModel(e)
 				}
 			})
@@ -268,7 +288,7 @@ func checkModelFile(path string) error {
 		return fmt.Errorf("%s is a folder: use \"Add folder…\" in the Models tab to add the models in it", path)
 	}
 	if !strings.EqualFold(filepath.Ext(name), ".gguf") {
-		return fmt.Errorf("the file %s is not a GGUF model: Hearth runs language models in .gguf files", name)
+		return fmt.Errorf("the file %s is not a GGUF model: Hearth runs language models in .gguf files, and trains them on .jsonl or .txt datasets in the Tune tab", name)
 	}
 	info, err := library.Describe(path)
 	switch {

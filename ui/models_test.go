@@ -381,7 +381,8 @@ func TestAHalfWrittenOllamaStoreShowsWhatIsMissing(t *testing.T) {
 
 func TestDroppedFiles(t *testing.T) {
 	dir := t.TempDir()
-	notes := filepath.Join(dir, "notes.txt")
+	// A .txt file is a dataset, which goes to the Tune tab (TestTuneDrops).
+	notes := filepath.Join(dir, "notes.md")
 	os.WriteFile(notes, []byte("not a model"), 0o644)
 	fake := filepath.Join(dir, "fake.gguf")
 	os.WriteFile(fake, []byte("GGUF but nothing else"), 0o644)
@@ -391,7 +392,7 @@ func TestDroppedFiles(t *testing.T) {
 	st, w, l := modelsStudio(t, nil)
 	eventually(t, l, "the first scan", func() bool { return st.scanned })
 	for _, c := range []struct{ path, want string }{
-		{notes, "The file notes.txt is not a GGUF model"},
+		{notes, "The file notes.md is not a GGUF model"},
 		{fake, "The file fake.gguf is not a readable GGUF model"},
 		{dir, "is a folder"},
 	} {

@@ -108,6 +108,12 @@ type studio struct {
 
 	status *widget.Label
 	tabs   *container.AppTabs
+	// chat and tune are the Chat and Tune tabs' views: a run in the Tune
+	// tab opens a chat with its adapter, and a dataset dropped on the
+	// window goes to the Tune tab.
+	chat    *chatView
+	tune    *tuneView
+	tuneTab *container.TabItem
 	// statusListeners are told of every engine status change, on the UI
 	// goroutine.
 	statusListeners []func(app.Status)
@@ -364,10 +370,11 @@ func (st *studio) onClose(f func()) { st.closers = append(st.closers, f) }
 // content is the main window's content: the four tabs and a status bar. It
 // starts the first scan of the library, which loads the last model used.
 func (st *studio) content() fyne.CanvasObject {
+	st.tuneTab = container.NewTabItem("Tune", tunePanel(st))
 	st.tabs = container.NewAppTabs(
 		container.NewTabItem("Chat", chatPanel(st)),
 		container.NewTabItem("Voice", comingPanel(theme.VolumeUpIcon(), "Voice", "Read text aloud with Kokoro voices, on your GPU.")),
-		container.NewTabItem("Tune", comingPanel(theme.DocumentCreateIcon(), "Tune", "Fine-tune a model on your own data with LoRA.")),
+		st.tuneTab,
 		container.NewTabItem("Models", modelsPanel(st)),
 	)
 	bar := statusBar(st)
@@ -444,6 +451,8 @@ func statusText(adapter string, s app.Status) string {
 		text += " · no model loaded"
 	}
 	switch {
+	case s.Training != "":
+		text += " · fine-tuning " + s.Training
 	case s.Busy && s.Waiting > 0:
 		text += fmt.Sprintf(" · working, %d waiting", s.Waiting)
 	case s.Busy:
