@@ -65,6 +65,10 @@ func TestStudioRealRunScreenshots(t *testing.T) {
 	if update {
 		prompt = "Write a haiku about a warm hearth."
 		richLibrary(t, home)
+		s.Tune = tunedRun(t, bin, home)
+		if err := settings.Save(filepath.Join(home, ".config", "hearth", "settings.json"), s); err != nil {
+			t.Fatal(err)
+		}
 	}
 	library := runStudio(t, bin, home, prompt)
 	if got, err := settings.Load(filepath.Join(home, ".config", "hearth", "settings.json")); err != nil || got.LastModel != "tiny-llama" {
@@ -110,6 +114,34 @@ func richLibrary(t *testing.T, home string) {
 	if err := os.WriteFile(manifest, []byte(`{"schemaVersion":2,"layers":[`+layer+`]}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// tunedRun fine-tunes tiny-qwen2 on the sample dataset with hearth train,
+// into the adapters folder of the studio in home, and returns the Tune
+// tab's choices that name that run: the README's screenshot of the Tune
+// tab shows its loss curve, read back from its checkpoint. About 20 s on
+// lavapipe.
+func tunedRun(t *testing.T, bin, home string) settings.Tune {
+	t.Helper()
+	model := filepath.Join(home, "models", "tiny-qwen2.gguf")
+	writeModel(t, model, "tiny-qwen2")
+	dataset := filepath.Join(repoRoot(t), "assets", "datasets", "answer-format.jsonl")
+	out := filepath.Join(home, ".config", "hearth", "adapters", "answer-format-tiny-qwen2.gguf")
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tune := settings.Tune{Model: "tiny-qwen2", Data: dataset, Preset: "quick",
+		Rank: 4, Alpha: 8, LR: 3e-3, Epochs: 3, SeqLen: 32, Batch: 1, Accum: 1, Valid: 0.2}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*realRunTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "train", "-m", model, "-d", dataset, "-o", out,
+		"--rank", "4", "--alpha", "8", "--lr", "3e-3", "--epochs", "3", "--seq-len", "32", "--batch", "1", "--accum", "1",
+		"--valid", "0.2", "--save-every", "10", "--valid-every", "4")
+	cmd.Env = append(os.Environ(), "HOME="+home)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("hearth train: %v\n%s", err, out)
+	}
+	return tune
 }
 
 // runStudio runs the studio with home as its home folder (and every store

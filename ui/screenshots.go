@@ -54,6 +54,9 @@ func (st *studio) screenshots(dir string) error {
 		if prompt := os.Getenv(ScreenshotPromptEnv); prompt != "" && name == "chat" {
 			st.screenshotChat(prompt)
 		}
+		if name == "tune" {
+			st.screenshotTune()
+		}
 		time.Sleep(screenshotSettle)
 		var img image.Image
 		fyne.DoAndWait(func() { img = st.capture() })
@@ -104,6 +107,19 @@ func (st *studio) screenshotChat(prompt string) {
 			return
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// screenshotTune waits (a few seconds at most) until the Tune tab has
+// read the checkpoint of the adapter it names, so the picture shows that
+// run's loss curve.
+func (st *studio) screenshotTune() {
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		looking := false
+		fyne.DoAndWait(func() { looking = st.tune != nil && st.tune.looking })
+		if !looking {
+			return
+		}
 	}
 }
 

@@ -72,6 +72,7 @@ type tuneView struct {
 	data      string // the dataset's path
 	dataName  *widget.Label
 	report    *widget.Label // the dataset's report, after a run read it
+	reportRow fyne.CanvasObject
 	outDir    string
 	outName   *widget.Entry
 	outFolder *widget.Label
@@ -92,7 +93,9 @@ type tuneView struct {
 	run  *tuneRun     // the run going on, nil when none
 	last *tunedResult // the adapter of the last run, for "Chat with this adapter"
 	// lookGen counts lookups of the output's checkpoint; a newer one wins.
+	// looking is set while one is under way (the screenshots wait for it).
 	lookGen int
+	looking bool
 	// offer is the dialog on screen that asks what to do with a checkpoint
 	// (resume, start over, or confirm the deletion); tests press its
 	// buttons.
@@ -146,7 +149,8 @@ func (tv *tuneView) build() {
 	tv.report = widget.NewLabel("")
 	tv.report.Wrapping = fyne.TextWrapWord
 	tv.report.Importance = widget.LowImportance
-	tv.report.Hide()
+	tv.reportRow = formRow("", tv.report)
+	tv.reportRow.Hide()
 
 	tv.outName = widget.NewEntry()
 	tv.outName.SetPlaceHolder("<dataset>-<model>.gguf")
@@ -174,7 +178,7 @@ func (tv *tuneView) build() {
 	form := container.NewVBox(
 		formRow("Base model", tv.model),
 		formRow("Dataset", container.NewBorder(nil, nil, nil, chooseData, tv.dataName)),
-		formRow("", tv.report),
+		tv.reportRow,
 		formRow("Adapter", container.NewBorder(nil, nil, nil, changeFolder, tv.outName)),
 		formRow("", tv.outFolder),
 		formRow("Preset", tv.preset),
@@ -270,7 +274,20 @@ func (tv *tuneView) showChoices() {
 		tv.outName.SetText(tv.defaultName())
 	}
 	tv.setting = false
-	tv.outFolder.SetText("in " + tv.folder())
+	tv.outFolder.SetText("in " + homeShort(tv.folder()))
+}
+
+// homeShort writes a path in the user's home folder as ~/…, which is
+// shorter and says the same.
+func homeShort(path string) string {
+	home, err := os.UserHomeDir()
+	if err != nil || home == "" {
+		return path
+	}
+	if rel, err := filepath.Rel(home, path); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return filepath.Join("~", rel)
+	}
+	return path
 }
 
 // folder is where adapters go: the user's choice, or the studio's
@@ -342,7 +359,7 @@ func (tv *tuneView) pickModel(name string) {
 // setData chooses the dataset at path.
 func (tv *tuneView) setData(path string) {
 	tv.data = path
-	tv.report.Hide()
+	tv.reportRow.Hide()
 	tv.choicesChanged()
 }
 
@@ -626,8 +643,9 @@ func (tv *tuneView) begin(model string, c training.RunConfig) {
 	r := &tuneRun{model: model, cfg: c, cancel: cancel, pause: &training.Pause{}, done: make(chan struct{})}
 	tv.run, tv.last = r, nil
 	tv.lookGen++ // a lookup under way must not show an older run now
+	tv.looking = false
 	tv.plot.Set(nil, 0)
-	tv.report.Hide()
+	tv.reportRow.Hide()
 	tv.hideNotice()
 	for _, l := range tv.stats {
 		l.SetText("–")
@@ -746,7 +764,7 @@ func (tv *tuneView) show(r *tuneRun) {
 	}
 	if rep != nil {
 		tv.report.SetText(reportText(*rep))
-		tv.report.Show()
+		tv.reportRow.Show()
 	}
 	if !have {
 		return
@@ -897,10 +915,12 @@ func (tv *tuneView) lookForRun() {
 	}
 	tv.lookGen++
 	gen, out, model := tv.lookGen, tv.outPath(), tv.modelName
+	tv.looking = false
 	if out == "" {
 		return
 	}
 	ck := training.RunConfig{Out: out}.CheckpointPath()
+	tv.looking = true
 	go func() {
 		state, err := training.ReadState(ck)
 		_, adapterErr := os.Stat(out)
@@ -908,6 +928,7 @@ func (tv *tuneView) lookForRun() {
 			if gen != tv.lookGen || tv.run != nil {
 				return
 			}
+			tv.looking = false
 			if err != nil {
 				if tv.plot.steps != 0 || tv.last != nil {
 					tv.clearRun()
@@ -915,6 +936,9 @@ func (tv *tuneView) lookForRun() {
 				return
 			}
 			tv.plot.Set(state.History, state.Steps)
+			for _, l := range tv.stats {
+				l.SetText("–")
+			}
 			tv.stats["Step"].SetText(fmt.Sprintf("%d / %d", state.Step, state.Steps))
 			tv.progress.Max = float64(max(state.Steps, 1))
 			tv.progress.SetValue(float64(state.Step))
@@ -924,6 +948,9 @@ func (tv *tuneView) lookForRun() {
 			}
 			if v := lastLoss(state.History, true); v != "" {
 				tv.stats["Validation loss"].SetText(v)
+			}
+			if state.Seconds > 0 {
+				tv.stats["Tokens/s"].SetText(strconv.FormatFloat(float64(state.Tokens)/state.Seconds, 'f', 0, 64))
 			}
 			if state.Step >= state.Steps {
 				tv.headline.SetText(fmt.Sprintf("Last run: done, %d steps", state.Steps))
