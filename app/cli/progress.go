@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"time"
@@ -37,4 +38,13 @@ func newBytesBar(w io.Writer, total int64, count bool) *progressbar.ProgressBar 
 		opts = append(opts, progressbar.OptionShowCount())
 	}
 	return progressbar.NewOptions64(total, opts...)
+}
+
+// lineAboveBar prints s on a line of its own above bar, or plainly where
+// there is no bar (nil).
+func lineAboveBar(w io.Writer, bar *progressbar.ProgressBar, s string) {
+	if bar != nil {
+		bar.Clear()
+	}
+	fmt.Fprintln(w, s)
 }

@@ -94,12 +94,7 @@ func (p *pullProgress) update(done, total int64) {
 }
 
 // note prints a line above the bar, or on its own where there is none.
-func (p *pullProgress) note(s string) {
-	if p.bar != nil {
-		p.bar.Clear()
-	}
-	fmt.Fprintln(p.w, s)
-}
+func (p *pullProgress) note(s string) { lineAboveBar(p.w, p.bar, s) }
 
 func (p *pullProgress) finish() {
 	if p.bar != nil {

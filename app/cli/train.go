@@ -250,20 +250,12 @@ func (r *trainReporter) progress(p training.Progress) {
 			r.lastLine = time.Now()
 		}
 	case training.PhaseValid:
-		r.println(fmt.Sprintf("step %d: validation loss %.4f", p.Step, p.ValidLoss))
+		lineAboveBar(r.log, r.bar, fmt.Sprintf("step %d: validation loss %.4f", p.Step, p.ValidLoss))
 	case training.PhaseCheckpoint:
 		if r.bar == nil {
 			fmt.Fprintf(r.log, "step %d: checkpoint %s\n", p.Step, p.Checkpoint)
 		}
 	}
-}
-
-// println writes a line above the bar.
-func (r *trainReporter) println(s string) {
-	if r.bar != nil {
-		r.bar.Clear()
-	}
-	fmt.Fprintln(r.log, s)
 }
 
 func (r *trainReporter) finish() {
