@@ -223,6 +223,25 @@ func TestTuneStopOffersResume(t *testing.T) {
 	})
 	eventually(t, l, "two steps", func() bool { n, _ := tv.plot.Len(); return n >= 2 })
 
+	// Pause holds the run between steps; Resume lets it go on.
+	l.wait(func() { test.Tap(tv.pause) })
+	eventually(t, l, "the pause", func() bool { return strings.HasPrefix(tv.headline.Text, "Paused at step") })
+	var paused int
+	l.wait(func() {
+		paused, _ = tv.plot.Len()
+		if tv.pause.Text != "Resume" || tv.stop.Disabled() {
+			t.Errorf("while paused: the button says %q, Stop disabled %v", tv.pause.Text, tv.stop.Disabled())
+		}
+	})
+	time.Sleep(300 * time.Millisecond)
+	l.wait(func() {
+		if n, _ := tv.plot.Len(); n != paused {
+			t.Errorf("a paused run went from step %d to %d", paused, n)
+		}
+		test.Tap(tv.pause)
+	})
+	eventually(t, l, "a step after Resume", func() bool { n, _ := tv.plot.Len(); return n > paused })
+
 	// Meanwhile the Chat tab explains why it cannot answer.
 	cv := st.chat
 	l.wait(func() {
