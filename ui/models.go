@@ -533,6 +533,17 @@ func computeControls(st *studio) fyne.CanvasObject {
 		st.restartEngine()
 		st.libraryChanged()
 	}
+	// A fine-tuning run holds the engine's device for its whole length: a
+	// new engine on another adapter would open a second device beside it.
+	st.onStatus(func(s app.Status) {
+		for _, w := range []fyne.Disableable{choose, limit} {
+			if s.Training != "" {
+				w.Disable()
+			} else {
+				w.Enable()
+			}
+		}
+	})
 	limitBox := container.NewGridWrap(fyne.NewSize(110, limit.MinSize().Height), limit)
 	chooseBox := container.NewGridWrap(fyne.NewSize(270, choose.MinSize().Height), choose)
 	return container.NewHBox(widget.NewLabel("Run on"), chooseBox, widget.NewLabel("GPU memory limit"), limitBox)

@@ -256,6 +256,11 @@ func TestTuneStopOffersResume(t *testing.T) {
 		if !strings.Contains(st.status.Text, "fine-tuning tiny-qwen2") {
 			t.Errorf("the status bar says %q", st.status.Text)
 		}
+		st.tabs.SelectIndex(3)
+		if choose := find[*widget.Select](modelsTab(st), nil); choose == nil || !choose.Disabled() {
+			t.Errorf("the Models tab's adapter choice (%v) is enabled while a run holds the device", choose)
+		}
+		st.tabs.Select(st.tuneTab)
 		test.Tap(tv.stop)
 		if !tv.stop.Disabled() {
 			t.Error("Stop stays enabled while the run stops")
