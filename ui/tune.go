@@ -80,6 +80,9 @@ type tuneView struct {
 	preset    *widget.Select
 	about     *widget.Label
 	adv       *advancedForm
+	// chooseData and chooseFolder open their dialogs; like the choices,
+	// they wait while a run goes on.
+	chooseData, chooseFolder *widget.Button
 
 	// The run.
 	start, pause, stop *widget.Button
@@ -145,7 +148,7 @@ func (tv *tuneView) build() {
 
 	tv.dataName = widget.NewLabel("No dataset chosen")
 	tv.dataName.Truncation = fyne.TextTruncateEllipsis
-	chooseData := widget.NewButtonWithIcon("Choose…", theme.FolderOpenIcon(), tv.chooseData)
+	tv.chooseData = widget.NewButtonWithIcon("Choose…", theme.FolderOpenIcon(), tv.pickData)
 	tv.report = widget.NewLabel("")
 	tv.report.Wrapping = fyne.TextWrapWord
 	tv.report.Importance = widget.LowImportance
@@ -163,7 +166,7 @@ func (tv *tuneView) build() {
 	tv.outFolder = widget.NewLabel("")
 	tv.outFolder.Truncation = fyne.TextTruncateEllipsis
 	tv.outFolder.Importance = widget.LowImportance
-	changeFolder := widget.NewButtonWithIcon("Folder…", theme.FolderIcon(), tv.chooseFolder)
+	tv.chooseFolder = widget.NewButtonWithIcon("Folder…", theme.FolderIcon(), tv.pickFolder)
 
 	var names []string
 	for _, p := range training.Presets {
@@ -177,9 +180,9 @@ func (tv *tuneView) build() {
 
 	form := container.NewVBox(
 		formRow("Base model", tv.model),
-		formRow("Dataset", container.NewBorder(nil, nil, nil, chooseData, tv.dataName)),
+		formRow("Dataset", container.NewBorder(nil, nil, nil, tv.chooseData, tv.dataName)),
 		tv.reportRow,
-		formRow("Adapter", container.NewBorder(nil, nil, nil, changeFolder, tv.outName)),
+		formRow("Adapter", container.NewBorder(nil, nil, nil, tv.chooseFolder, tv.outName)),
 		formRow("", tv.outFolder),
 		formRow("Preset", tv.preset),
 		formRow("", tv.about),
@@ -351,6 +354,9 @@ func (tv *tuneView) libraryChanged() {
 
 // pickModel chooses a model of the library by name (a drop on the tab).
 func (tv *tuneView) pickModel(name string) {
+	if tv.busy() {
+		return
+	}
 	tv.modelName = name
 	tv.libraryChanged()
 	tv.choicesChanged()
@@ -358,20 +364,34 @@ func (tv *tuneView) pickModel(name string) {
 
 // setData chooses the dataset at path.
 func (tv *tuneView) setData(path string) {
+	if tv.busy() {
+		return
+	}
 	tv.data = path
 	tv.reportRow.Hide()
 	tv.choicesChanged()
 }
 
+// busy says, in a dialog, that the choices wait while a run goes on.
+func (tv *tuneView) busy() bool {
+	if tv.run != nil {
+		tv.st.showError(errors.New("a fine-tuning run is going on: stop it, or wait for its end, to choose another model or dataset"))
+	}
+	return tv.run != nil
+}
+
 // choicesChanged follows a new model or dataset: the default name, the
 // settings, and whether a run of this output exists.
 func (tv *tuneView) choicesChanged() {
+	if tv.run == nil {
+		tv.hideNotice() // it spoke of the run of the old choices
+	}
 	tv.remember()
 	tv.showChoices()
 	tv.lookForRun()
 }
 
-func (tv *tuneView) chooseData() {
+func (tv *tuneView) pickData() {
 	d := dialog.NewFileOpen(func(r fyne.URIReadCloser, err error) {
 		if err != nil {
 			tv.st.showError(err)
@@ -393,7 +413,7 @@ func (tv *tuneView) chooseData() {
 	d.Show()
 }
 
-func (tv *tuneView) chooseFolder() {
+func (tv *tuneView) pickFolder() {
 	d := dialog.NewFolderOpen(func(u fyne.ListableURI, err error) {
 		if err != nil {
 			tv.st.showError(err)
@@ -731,7 +751,7 @@ func (tv *tuneView) updateControls() {
 		tv.pause.SetText("Pause")
 		tv.pause.SetIcon(theme.MediaPauseIcon())
 	}
-	for _, w := range []fyne.Disableable{tv.model, tv.preset, tv.outName} {
+	for _, w := range []fyne.Disableable{tv.model, tv.preset, tv.outName, tv.chooseData, tv.chooseFolder} {
 		if r != nil {
 			w.Disable()
 		} else {
