@@ -934,3 +934,60 @@ func TestChatDeleteWhileWriting(t *testing.T) {
 		t.Errorf("on disk: %v", titles(saved))
 	}
 }
+
+// A chat's adapter and its scale go with every reply of that chat and are
+// kept with it; another chat has none. An adapter that does not fit the
+// model fails the reply with the engine's reason.
+func TestChatAdapterPerConversation(t *testing.T) {
+	st, cv := chatStudio(t)
+	loadTiny(t, st)
+	greedy(cv, 4)
+	bogus := filepath.Join(t.TempDir(), "answers.gguf")
+	os.WriteFile(bogus, []byte("not an adapter"), 0o644)
+	on(cv, func() {
+		cv.setAdapter(bogus, "")
+		if cv.adapterName.Text != "answers.gguf" || cv.adapterScale.Hidden || cv.adapterScale.Value != 1 {
+			t.Errorf("the adapter control shows %q at %v", cv.adapterName.Text, cv.adapterScale.Value)
+		}
+		cv.adapterScale.SetValue(0.5)
+		cv.setAdapterScale(0.5)
+	})
+	send(cv, "Hello")
+	waitReply(t, cv)
+	var id string
+	on(cv, func() {
+		id = cv.cur.ID
+		// A reply that failed before its first word is not kept; the
+		// failure shows under the transcript.
+		if text := shown(cv.notice); !strings.Contains(text, "answers.gguf") || len(cv.cur.Messages) != 1 {
+			t.Errorf("a reply with a file that is no adapter: %q, %d messages", text, len(cv.cur.Messages))
+		}
+		cv.newChat()
+		if cv.cur.Adapter != nil || !cv.adapterScale.Hidden || cv.adapterName.Text != "none (choose…)" {
+			t.Errorf("a new chat has the adapter %+v", cv.cur.Adapter)
+		}
+	})
+	saved := savedChats(t, st)
+	if i := slices.IndexFunc(saved, func(c *chats.Conversation) bool { return c.ID == id }); i < 0 {
+		t.Error("the chat with the adapter was not saved")
+	} else if a := saved[i].Adapter; a == nil || a.Path != bogus || a.Scale != 0.5 {
+		t.Errorf("the saved chat's adapter: %+v", a)
+	}
+	on(cv, func() {
+		cv.open(cv.convs[slices.IndexFunc(cv.convs, func(c *chats.Conversation) bool { return c.ID == id })])
+		if cv.adapterName.Text != "answers.gguf" || cv.adapterScale.Value != 0.5 {
+			t.Errorf("back in the chat, the adapter shows %q at %v", cv.adapterName.Text, cv.adapterScale.Value)
+		}
+		cv.clearAdapter()
+		if cv.cur.Adapter != nil || !cv.adapterClear.Hidden {
+			t.Error("the adapter stayed after ×")
+		}
+	})
+	send(cv, "Hello again")
+	waitReply(t, cv)
+	on(cv, func() {
+		if r := cv.cur.Messages[len(cv.cur.Messages)-1].Reply; r.Stop == "error" {
+			t.Errorf("without the adapter the reply failed: %s", r.Error)
+		}
+	})
+}
