@@ -967,6 +967,7 @@ func TestChatAdapterPerConversation(t *testing.T) {
 			t.Errorf("a new chat has the adapter %+v", cv.cur.Adapter)
 		}
 	})
+	on(cv, cv.saver.Flush)
 	saved := savedChats(t, st)
 	if i := slices.IndexFunc(saved, func(c *chats.Conversation) bool { return c.ID == id }); i < 0 {
 		t.Error("the chat with the adapter was not saved")
