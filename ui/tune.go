@@ -67,19 +67,20 @@ type tuneView struct {
 	st *studio
 
 	// The choices.
-	model     *widget.Select
-	modelName string // the chosen model, kept while a scan has not listed it yet
-	data      string // the dataset's path
-	dataName  *widget.Label
-	report    *widget.Label // the dataset's report, after a run read it
-	reportRow fyne.CanvasObject
-	outDir    string
-	outName   *widget.Entry
-	outFolder *widget.Label
-	setting   bool // the code, not the user, is changing outName
-	preset    *widget.Select
-	about     *widget.Label
-	adv       *advancedForm
+	model      *widget.Select
+	modelName  string // the chosen model, kept while a scan has not listed it yet
+	data       string // the dataset's path
+	dataName   *widget.Label
+	report     *widget.Label // the dataset's report, after a run read it
+	reportRow  fyne.CanvasObject
+	fullReport string // as hearth train prints it
+	outDir     string
+	outName    *widget.Entry
+	outFolder  *widget.Label
+	setting    bool // the code, not the user, is changing outName
+	preset     *widget.Select
+	about      *widget.Label
+	adv        *advancedForm
 	// chooseData and chooseFolder open their dialogs; like the choices,
 	// they wait while a run goes on.
 	chooseData, chooseFolder *widget.Button
@@ -105,6 +106,10 @@ type tuneView struct {
 	offer        *dialog.CustomDialog
 	offerButtons map[string]*widget.Button
 
+	// left and right hold the rows that show and hide (the report, the
+	// notice, the chat button): they are laid out again when one does.
+	left    *container.Scroll
+	right   *fyne.Container
 	content fyne.CanvasObject
 }
 
@@ -149,10 +154,22 @@ func (tv *tuneView) build() {
 	tv.dataName = widget.NewLabel("No dataset chosen")
 	tv.dataName.Truncation = fyne.TextTruncateEllipsis
 	tv.chooseData = widget.NewButtonWithIcon("Choose…", theme.FolderOpenIcon(), tv.pickData)
+	// The report is a few lines cut to the column's width, so its height
+	// never depends on a wrap; Details shows it whole.
 	tv.report = widget.NewLabel("")
-	tv.report.Wrapping = fyne.TextWrapWord
+	tv.report.Truncation = fyne.TextTruncateEllipsis
 	tv.report.Importance = widget.LowImportance
-	tv.reportRow = formRow("", tv.report)
+	details := widget.NewButton("Details", func() {
+		if tv.fullReport != "" {
+			text := widget.NewLabel(tv.fullReport)
+			text.Wrapping = fyne.TextWrapWord
+			d := dialog.NewCustom("The dataset", "Close", container.NewVScroll(text), tv.st.win)
+			d.Resize(fyne.NewSize(720, 420))
+			d.Show()
+		}
+	})
+	details.Importance = widget.LowImportance
+	tv.reportRow = formRow("", container.NewBorder(nil, nil, nil, container.NewVBox(details), tv.report))
 	tv.reportRow.Hide()
 
 	tv.outName = widget.NewEntry()
@@ -194,7 +211,7 @@ func (tv *tuneView) build() {
 	tv.pause = widget.NewButtonWithIcon("Pause", theme.MediaPauseIcon(), tv.pauseTapped)
 	tv.stop = widget.NewButtonWithIcon("Stop", theme.MediaStopIcon(), tv.stopTapped)
 	buttons := container.NewGridWithColumns(3, tv.start, tv.pause, tv.stop)
-	left := container.NewVScroll(container.NewVBox(heading, intro, form, advanced, buttons))
+	tv.left = container.NewVScroll(container.NewVBox(heading, intro, form, advanced, buttons))
 
 	tv.headline = widget.NewLabelWithStyle("No run yet", fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
 	tv.headline.Truncation = fyne.TextTruncateEllipsis
@@ -216,9 +233,9 @@ func (tv *tuneView) build() {
 	tv.chatWith.Hide()
 	top := container.NewVBox(tv.headline, tv.progress)
 	bottom := container.NewVBox(grid, tv.notice, container.NewHBox(tv.chatWith))
-	right := container.NewBorder(top, bottom, nil, nil, tv.plot)
+	tv.right = container.NewBorder(top, bottom, nil, nil, tv.plot)
 
-	split := container.NewHSplit(container.NewPadded(left), container.NewPadded(right))
+	split := container.NewHSplit(container.NewPadded(tv.left), container.NewPadded(tv.right))
 	split.Offset = 0.42
 	tv.content = split
 	tv.updateControls()
@@ -368,7 +385,7 @@ func (tv *tuneView) setData(path string) {
 		return
 	}
 	tv.data = path
-	tv.reportRow.Hide()
+	tv.showReport("", "")
 	tv.choicesChanged()
 }
 
@@ -665,7 +682,7 @@ func (tv *tuneView) begin(model string, c training.RunConfig) {
 	tv.lookGen++ // a lookup under way must not show an older run now
 	tv.looking = false
 	tv.plot.Set(nil, 0)
-	tv.reportRow.Hide()
+	tv.showReport("", "")
 	tv.hideNotice()
 	for _, l := range tv.stats {
 		l.SetText("–")
@@ -680,7 +697,8 @@ func (tv *tuneView) begin(model string, c training.RunConfig) {
 	flush := func() { tv.st.post(func() { tv.show(r) }) }
 	go func() {
 		defer cancel()
-		res, err := (*training.Result)(nil), os.MkdirAll(filepath.Dir(c.Out), 0o755)
+		var res *training.Result
+		err := os.MkdirAll(filepath.Dir(c.Out), 0o755)
 		if err == nil {
 			res, err = eng.Train(ctx, app.TrainRequest{Model: model, RunConfig: c, Pause: r.pause,
 				Progress: func(p training.Progress) { r.add(p, flush) }})
@@ -759,8 +777,10 @@ func (tv *tuneView) updateControls() {
 		}
 	}
 	tv.adv.enable(r == nil)
-	tv.chatWith.Hidden = r != nil || tv.last == nil
-	tv.chatWith.Refresh()
+	if hide := r != nil || tv.last == nil; hide != tv.chatWith.Hidden {
+		tv.chatWith.Hidden = hide
+		tv.right.Refresh()
+	}
 }
 
 // show takes what the run reported since the last update: new points for
@@ -783,8 +803,7 @@ func (tv *tuneView) show(r *tuneRun) {
 		tv.plot.Add(points, p.Steps)
 	}
 	if rep != nil {
-		tv.report.SetText(reportText(*rep))
-		tv.reportRow.Show()
+		tv.showReport(reportText(*rep), rep.String())
 	}
 	if !have {
 		return
@@ -850,7 +869,7 @@ func formatETA(d time.Duration) string {
 // the first lines skipped or cut.
 func reportText(r data.Report) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s from %s · %d tokens (%d trained) · %d training and %d validation sequences",
+	fmt.Fprintf(&b, "%s from %s · %d tokens (%d trained)\n%d training and %d validation sequences",
 		plural(r.Samples, "sample"), plural(r.Lines, "line"), r.Tokens, r.TrainedTokens, r.TrainSequences, r.ValidSequences)
 	notes := func(what string, n int, lines []data.Note) {
 		if n == 0 {
@@ -897,8 +916,8 @@ func (tv *tuneView) finish(r *tuneRun) {
 		}
 		tv.showNotice(text+". The adapter is "+res.Adapter+".", widget.SuccessImportance)
 		tv.last = &tunedResult{model: r.model, adapter: res.Adapter}
-		tv.stats["ETA"].SetText("–")
 	}
+	tv.stats["ETA"].SetText("–")
 	tv.updateControls()
 }
 
@@ -918,13 +937,38 @@ func trainFailure(err error) string {
 	return "The run failed: " + err.Error()
 }
 
+// A row that shows or hides changes its container's height: the container
+// is laid out again at once (the GL driver would on its next frame, a
+// software canvas, as the screenshots and the tests use, would not).
+
 func (tv *tuneView) showNotice(text string, imp widget.Importance) {
 	tv.notice.Importance = imp
 	tv.notice.SetText(text)
 	tv.notice.Show()
+	tv.right.Refresh()
 }
 
-func (tv *tuneView) hideNotice() { tv.notice.Hide() }
+func (tv *tuneView) hideNotice() {
+	if tv.notice.Visible() {
+		tv.notice.Hide()
+		tv.right.Refresh()
+	}
+}
+
+// showReport shows the dataset's report, or hides it when text is "".
+func (tv *tuneView) showReport(text, full string) {
+	tv.report.SetText(text)
+	tv.fullReport = full
+	switch {
+	case text == "" && tv.reportRow.Visible():
+		tv.reportRow.Hide()
+	case text != "" && !tv.reportRow.Visible():
+		tv.reportRow.Show()
+	default:
+		return
+	}
+	tv.left.Refresh()
+}
 
 // lookForRun shows the last run of the chosen output, if its checkpoint
 // is there: its loss curve, how far it got, and the adapter to chat with.
