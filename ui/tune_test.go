@@ -158,6 +158,9 @@ func TestTuneRunsAndChatsWithTheAdapter(t *testing.T) {
 		if !strings.Contains(tv.report.Text, "samples from 30 lines") || !strings.Contains(tv.report.Text, "Truncated") {
 			t.Errorf("the dataset's report: %q", tv.report.Text)
 		}
+		if !strings.Contains(tv.fullReport, "answer-format.jsonl: ") || !strings.Contains(tv.fullReport, "validation: ") {
+			t.Errorf("the report's details: %q", tv.fullReport)
+		}
 		if tv.chatWith.Hidden || tv.start.Disabled() {
 			t.Errorf("after the run: chat button hidden %v, Start disabled %v", tv.chatWith.Hidden, tv.start.Disabled())
 		}
