@@ -22,4 +22,4 @@ for q in "What is the capital of France?" "Name a large animal with a trunk." "W
 done > $OUT/replies.txt
 cat $OUT/replies.txt
 rm -f $OUT/answer.gguf $OUT/answer.gguf.checkpoint
-python3 docs/h200/loss_curve.py $OUT/train.jsonl $OUT/loss-curve.png
+python3 docs/h200/loss_curve.py $OUT/train.jsonl $OUT/loss-curve.svg "LoRA on a Q4_K qwen2.5-0.5b-shaped model, answer-format.jsonl"
