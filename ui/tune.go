@@ -928,7 +928,7 @@ func trainFailure(err error) string {
 	case errors.Is(err, app.ErrTraining):
 		return "Another fine-tuning run holds the GPU: " + err.Error() + "."
 	case errors.Is(err, training.ErrDiverged):
-		return "The training diverged: the loss stopped being a number. " + err.Error() + "."
+		return "The training diverged (a loss or gradient stopped being a number): " + err.Error() + "."
 	case errors.As(err, &lineErr):
 		return "The dataset has a problem: " + err.Error() + ". Fix that line, or remove it, and start again."
 	case errors.Is(err, app.ErrClosed):

@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"errors"
 	"fmt"
 	"image"
 	"math"
@@ -15,7 +16,9 @@ import (
 	"fyne.io/fyne/v2/test"
 	"fyne.io/fyne/v2/widget"
 
+	"github.com/hearthstudio/hearth/app"
 	"github.com/hearthstudio/hearth/training"
+	"github.com/hearthstudio/hearth/training/data"
 )
 
 // answerFormat is the sample dataset the studio ships.
@@ -471,5 +474,25 @@ func TestValidEvery(t *testing.T) {
 		if got := validEvery(c.lines, s); got != c.want {
 			t.Errorf("validEvery(%d lines, valid %v) = %d, want %d", c.lines, s.Valid, got, c.want)
 		}
+	}
+}
+
+func TestTrainFailureTexts(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("%w tiny-qwen2; requests are taken again when the run ends or is stopped", app.ErrTraining), "Another fine-tuning run holds the GPU"},
+		{fmt.Errorf("training: the loss is NaN at step 7: %w; the last good checkpoint, of step 6, is /a/b.checkpoint (resume it with a lower learning rate)", training.ErrDiverged),
+			"The training diverged (a loss or gradient stopped being a number): training: the loss is NaN at step 7"},
+		{&data.LineError{Path: "chats.jsonl", Line: 12, Err: errors.New("malformed JSON")}, "The dataset has a problem: chats.jsonl:12: malformed JSON."},
+		{errors.New("disk full"), "The run failed: disk full"},
+	} {
+		if got := trainFailure(c.err); !strings.Contains(got, c.want) {
+			t.Errorf("trainFailure(%v) = %q, want it to say %q", c.err, got, c.want)
+		}
+	}
+	if got := trainFailure(fmt.Errorf("x: %w", training.ErrDiverged)); !strings.Contains(got, "x: training diverged") {
+		t.Errorf("the divergence's own message is lost: %q", got)
 	}
 }
