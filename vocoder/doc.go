@@ -1,5 +1,5 @@
 // Package vocoder is Kokoro-82M (StyleTTS2 with an iSTFTNet decoder) text to
-// speech. What is here now is the input side, all on the CPU:
+// speech. What is here now, all on the CPU:
 //
 //   - Weights: OpenWeights reads the released kokoro-v1_0.pth (a torch.save
 //     zip of the bert, bert_encoder, predictor, text_encoder and decoder
@@ -16,10 +16,16 @@
 //     phoneme spans for timestamps.
 //   - WAV: WriteWAV and the streaming WAVWriter (16-bit PCM or 32-bit
 //     float, 24 kHz mono), ReadWAV for tests.
+//   - The model's CPU reference forward: NewModel builds a Model (PL-BERT's
+//     ALBERT, the prosody predictor, the text encoder, the decoder and its
+//     iSTFTNet generator, fields mirroring the checkpoint) and
+//     Model.Forward turns token ids and a style row into 24 kHz audio and
+//     per-token durations, on engine/ops/ref's arithmetic (float64 inside).
+//     It matches hexgrad's KModel (testdata/make_forward_fixture.py) and is
+//     the oracle for the GPU forward.
 //
-// Still to come: the model forward (PL-BERT, prosody predictor, text
-// encoder, decoder and iSTFT) on engine/ops kernels with a CPU reference,
-// word timestamps from the predicted durations (Config.FrameSamples),
-// streaming playback through oto, `hearth speak`, and the studio's Voice
-// tab. The package calls engine/ops, never wgpu.
+// Still to come: the model forward on engine/ops kernels, word timestamps
+// from the predicted durations (Config.FrameSamples), streaming playback
+// through oto, `hearth speak`, and the studio's Voice tab. The package
+// calls engine/ops, never wgpu.
 package vocoder

@@ -69,12 +69,20 @@ func OpenWeights(path string) (*Weights, error) {
 	if err != nil {
 		return nil, fmt.Errorf("vocoder: %s: %w", path, err)
 	}
+	return NewWeights(path, tensors)
+}
+
+// NewWeights makes Weights of tensors as a checkpoint stores them, keyed
+// by full name (weight-norm parts included, which it folds), as OpenWeights
+// does after reading a file; name stands for the file in errors. It takes
+// ownership of the map. Tests use it for weights they generate.
+func NewWeights(name string, tensors map[string]*Tensor) (*Weights, error) {
 	if err := foldWeightNorm(tensors); err != nil {
-		return nil, fmt.Errorf("vocoder: %s: %w", path, err)
+		return nil, fmt.Errorf("vocoder: %s: %w", name, err)
 	}
-	w := &Weights{Path: path, tensors: tensors}
+	w := &Weights{Path: name, tensors: tensors}
 	if err := w.checkModules(); err != nil {
-		return nil, fmt.Errorf("vocoder: %s: %w", path, err)
+		return nil, fmt.Errorf("vocoder: %s: %w", name, err)
 	}
 	return w, nil
 }
