@@ -354,10 +354,9 @@ func Run(ctx context.Context, dev *gpu.Device, m *model.Model, c RunConfig, prog
 		lora, opt, st = ck.LoRA, ck.Opt, ck.State
 		// A kill during a checkpoint write leaves atomicfile's temporary
 		// file beside it; the checkpoint itself is whole.
-		if left, _ := filepath.Glob(filepath.Join(filepath.Dir(ckPath), "."+filepath.Base(ckPath)+".tmp-*")); len(left) > 0 {
-			for _, f := range left {
-				os.Remove(f)
-			}
+		left, _ := filepath.Glob(filepath.Join(filepath.Dir(ckPath), "."+filepath.Base(ckPath)+".tmp-*"))
+		for _, f := range left {
+			os.Remove(f)
 		}
 	} else {
 		if _, err := os.Stat(ckPath); err == nil {
