@@ -1246,18 +1246,13 @@ func newSamplingForm(s settings.Sampling) *samplingForm {
 }
 
 func (f *samplingForm) items() []*widget.FormItem {
-	item := func(name string, e *widget.Entry, hint string) *widget.FormItem {
-		it := widget.NewFormItem(name, e)
-		it.HintText = hint
-		return it
-	}
 	return []*widget.FormItem{
-		item("Temperature", f.temperature, "0 always takes the likeliest token"),
-		item("Top-k", f.topK, "keep the k likeliest tokens; 0 keeps all"),
-		item("Top-p", f.topP, "keep the likeliest tokens up to this probability; 1 keeps all"),
-		item("Min-p", f.minP, "drop tokens below this fraction of the likeliest; 0 keeps all"),
-		item("Repeat penalty", f.repeat, "above 1 makes recent tokens less likely; 1 is off"),
-		item("Max tokens", f.maxTokens, "longest reply; 0 is until the model ends its turn"),
+		hintedItem("Temperature", f.temperature, "0 always takes the likeliest token"),
+		hintedItem("Top-k", f.topK, "keep the k likeliest tokens; 0 keeps all"),
+		hintedItem("Top-p", f.topP, "keep the likeliest tokens up to this probability; 1 keeps all"),
+		hintedItem("Min-p", f.minP, "drop tokens below this fraction of the likeliest; 0 keeps all"),
+		hintedItem("Repeat penalty", f.repeat, "above 1 makes recent tokens less likely; 1 is off"),
+		hintedItem("Max tokens", f.maxTokens, "longest reply; 0 is until the model ends its turn"),
 	}
 }
 
@@ -1316,4 +1311,11 @@ func (cv *chatView) applySampling(f *samplingForm) {
 	}
 	cv.st.settings.Sampling = s
 	cv.st.saveSettings()
+}
+
+// hintedItem is a form row with a hint under its entry.
+func hintedItem(name string, e *widget.Entry, hint string) *widget.FormItem {
+	it := widget.NewFormItem(name, e)
+	it.HintText = hint
+	return it
 }

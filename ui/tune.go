@@ -1122,20 +1122,15 @@ func (f *advancedForm) entries() []*widget.Entry {
 }
 
 func (f *advancedForm) items() []*widget.FormItem {
-	item := func(name string, e *widget.Entry, hint string) *widget.FormItem {
-		it := widget.NewFormItem(name, e)
-		it.HintText = hint
-		return it
-	}
 	return []*widget.FormItem{
-		item("Rank", f.rank, "the adapter's size: more learns more, and needs more data"),
-		item("Alpha", f.alpha, "the correction is scaled by alpha / rank"),
-		item("Learning rate", f.lr, "the peak, after a warmup, before a cosine decay"),
-		item("Epochs", f.epochs, "passes over the data; 0.5 is half of it"),
-		item("Sequence length", f.seqLen, "tokens per packed sequence; longer samples are cut"),
-		item("Batch", f.batch, "sequences per GPU pass"),
-		item("Accumulation", f.accum, "passes per optimizer step"),
-		item("Validation share", f.valid, "held out for the validation loss; 0 for none"),
+		hintedItem("Rank", f.rank, "the adapter's size: more learns more, and needs more data"),
+		hintedItem("Alpha", f.alpha, "the correction is scaled by alpha / rank"),
+		hintedItem("Learning rate", f.lr, "the peak, after a warmup, before a cosine decay"),
+		hintedItem("Epochs", f.epochs, "passes over the data; 0.5 is half of it"),
+		hintedItem("Sequence length", f.seqLen, "tokens per packed sequence; longer samples are cut"),
+		hintedItem("Batch", f.batch, "sequences per GPU pass"),
+		hintedItem("Accumulation", f.accum, "passes per optimizer step"),
+		hintedItem("Validation share", f.valid, "held out for the validation loss; 0 for none"),
 	}
 }
 
