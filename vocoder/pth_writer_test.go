@@ -22,10 +22,9 @@ import (
 //	    persistent_load(('storage', torch.FloatStorage, '0', 'cpu', numel)),
 //	    offset, size, stride, False, OrderedDict())), …]), …}
 //
-// (torch/serialization.py _save and torch/_tensor.py __reduce_ex__). The
-// real-PyTorch fixture that will replace it as the oracle is made by
-// testdata/make_fixture.py on a machine with torch; TestTorchFixture reads
-// it once it is committed.
+// (torch/serialization.py _save and torch/_tensor.py __reduce_ex__). A
+// file torch.save itself wrote is still to be added as an oracle: Kokoro's
+// decoder has fixed widths, so even a small config's file is ~100 MB.
 
 type ptStorage struct {
 	dtype string // F32, F16, BF16, I64

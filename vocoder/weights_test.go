@@ -411,17 +411,3 @@ func FuzzReadPTH(f *testing.F) {
 		readPTH(bytes.NewReader(z), int64(len(z)))
 	})
 }
-
-// TestTorchFixture is the seam for the oracle made by real PyTorch:
-// testdata/make_fixture.py (run on a machine with torch and kokoro) saves a
-// randomly initialised KModel of a small config as kokoro-tiny.pth, the
-// same state dicts as kokoro-tiny.safetensors, and kokoro-tiny.json with
-// every tensor's shape and sum after torch folded the weight norm. Until
-// those files are committed the test says so and skips.
-func TestTorchFixture(t *testing.T) {
-	dir := filepath.Join("testdata", "torch")
-	if _, err := os.Stat(filepath.Join(dir, "kokoro-tiny.json")); err != nil {
-		t.Skip("testdata/torch/kokoro-tiny.* not made yet: run testdata/make_fixture.py on a machine with torch and kokoro")
-	}
-	checkTorchFixture(t, dir)
-}
