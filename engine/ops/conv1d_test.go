@@ -56,6 +56,20 @@ func uploadBytes(t testing.TB, label string, b []byte) *gpu.Buffer {
 	return buf
 }
 
+// uploadConvWeights puts a convolution's weights on the device: packed f16
+// pairs (PackF16) for an F16 launch, f32 otherwise.
+func uploadConvWeights(t testing.TB, w []float32, f16 bool) *gpu.Buffer {
+	t.Helper()
+	if !f16 {
+		return upload(t, "w", w)
+	}
+	packed, err := PackF16(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return uploadBytes(t, "w16", packed)
+}
+
 // f16Round is w rounded through PackF16, what the f16 kernels multiply by.
 func f16Round(t testing.TB, w []float32) []float32 {
 	t.Helper()
@@ -115,19 +129,7 @@ func checkConv1D(t *testing.T, seed uint64, a Conv1DArgs, bias bool, xScale, wSc
 		t.Fatalf("ref length %d, ops.OutLength gives %d", len(want), n)
 	}
 	bx, y := upload(t, "x", x), scratch(t, "y", n)
-	var bw, bb *gpu.Buffer
-	if a.F16 {
-		packed, err := PackF16(w)
-		if err != nil {
-			t.Fatal(err)
-		}
-		bw = uploadBytes(t, "w16", packed)
-	} else {
-		bw = upload(t, "w", w)
-	}
-	if b != nil {
-		bb = upload(t, "b", b)
-	}
+	bw, bb := uploadConvWeights(t, w, a.F16), uploadOrNil(t, "b", b)
 	run(t, "conv1d", func(c *gpu.Chain) error { return Conv1D(c, bx, bw, bb, y, a) })
 	assertWithinBound(t, "conv1d", download(t, y, n), want, bound, conv1dRel)
 }

@@ -34,17 +34,7 @@ func checkConv2D(t *testing.T, seed uint64, a Conv2DArgs, bias bool, xScale, wSc
 		t.Fatalf("ref has %d values, OutSize gives %d", len(want), n)
 	}
 	bx, y := upload(t, "x", x), scratch(t, "y", n)
-	var bw *gpu.Buffer
-	if a.F16 {
-		packed, err := PackF16(w)
-		if err != nil {
-			t.Fatal(err)
-		}
-		bw = uploadBytes(t, "w16", packed)
-	} else {
-		bw = upload(t, "w", w)
-	}
-	bb := uploadOrNil(t, "b", b)
+	bw, bb := uploadConvWeights(t, w, a.F16), uploadOrNil(t, "b", b)
 	run(t, "conv2d", func(c *gpu.Chain) error { return Conv2D(c, bx, bw, bb, y, a) })
 	assertWithinBound(t, "conv2d", download(t, y, n), want, bound, conv2dRel)
 }

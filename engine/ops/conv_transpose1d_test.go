@@ -34,19 +34,7 @@ func checkConvTranspose1D(t *testing.T, seed uint64, a ConvTranspose1DArgs, bias
 		t.Fatalf("ref length %d, ops.OutLength gives %d", len(want), n)
 	}
 	bx, y := upload(t, "x", x), scratch(t, "y", n)
-	var bw, bb *gpu.Buffer
-	if a.F16 {
-		packed, err := PackF16(w)
-		if err != nil {
-			t.Fatal(err)
-		}
-		bw = uploadBytes(t, "w16", packed)
-	} else {
-		bw = upload(t, "w", w)
-	}
-	if b != nil {
-		bb = upload(t, "b", b)
-	}
+	bw, bb := uploadConvWeights(t, w, a.F16), uploadOrNil(t, "b", b)
 	run(t, "conv_transpose1d", func(c *gpu.Chain) error { return ConvTranspose1D(c, bx, bw, bb, y, a) })
 	assertWithinBound(t, "conv_transpose1d", download(t, y, n), want, bound, convTranspose1dRel)
 }
