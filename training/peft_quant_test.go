@@ -351,11 +351,6 @@ type stTensor struct {
 // writeSafetensorsF32 writes tensors as one safetensors file of F32, in
 // name order.
 func writeSafetensorsF32(path string, tensors map[string]stTensor) error {
-	type entry struct {
-		DType   string   `json:"dtype"`
-		Shape   []int64  `json:"shape"`
-		Offsets [2]int64 `json:"data_offsets"`
-	}
 	header := map[string]any{"__metadata__": map[string]string{"format": "pt"}}
 	var data bytes.Buffer
 	for _, name := range slices.Sorted(maps.Keys(tensors)) {
@@ -364,8 +359,21 @@ func writeSafetensorsF32(path string, tensors map[string]stTensor) error {
 		if err := binary.Write(&data, binary.LittleEndian, tt.v); err != nil {
 			return err
 		}
-		header[name] = entry{"F32", tt.shape, [2]int64{start, int64(data.Len())}}
+		header[name] = stEntry{"F32", tt.shape, [2]int64{start, int64(data.Len())}}
 	}
+	return writeSafetensorsFile(path, header, data.Bytes())
+}
+
+// stEntry is a safetensors header's entry for one tensor.
+type stEntry struct {
+	DType   string   `json:"dtype"`
+	Shape   []int64  `json:"shape"`
+	Offsets [2]int64 `json:"data_offsets"`
+}
+
+// writeSafetensorsFile writes a safetensors file: the 8-byte header length,
+// the JSON header padded with spaces to a multiple of 8, the data.
+func writeSafetensorsFile(path string, header map[string]any, data []byte) error {
 	h, err := json.Marshal(header)
 	if err != nil {
 		return err
@@ -376,7 +384,7 @@ func writeSafetensorsF32(path string, tensors map[string]stTensor) error {
 	var out bytes.Buffer
 	binary.Write(&out, binary.LittleEndian, uint64(len(h)))
 	out.Write(h)
-	out.Write(data.Bytes())
+	out.Write(data)
 	return os.WriteFile(path, out.Bytes(), 0o644)
 }
 
@@ -463,11 +471,6 @@ func widenedLlama(src, dst string) error {
 	}
 	specs = append(specs, spec{"model.norm.weight", []int64{H}, 0.2, 1}, spec{"lm_head.weight", []int64{V, H}, 0.15, 0})
 
-	type entry struct {
-		DType   string   `json:"dtype"`
-		Shape   []int64  `json:"shape"`
-		Offsets [2]int64 `json:"data_offsets"`
-	}
 	header := map[string]any{}
 	var data bytes.Buffer
 	for _, s := range specs {
@@ -487,18 +490,7 @@ func widenedLlama(src, dst string) error {
 		}
 		start := int64(data.Len())
 		data.Write(h)
-		header[s.name] = entry{"F16", s.shape, [2]int64{start, int64(data.Len())}}
+		header[s.name] = stEntry{"F16", s.shape, [2]int64{start, int64(data.Len())}}
 	}
-	h, err := json.Marshal(header)
-	if err != nil {
-		return err
-	}
-	for len(h)%8 != 0 {
-		h = append(h, ' ')
-	}
-	var out bytes.Buffer
-	binary.Write(&out, binary.LittleEndian, uint64(len(h)))
-	out.Write(h)
-	out.Write(data.Bytes())
-	return os.WriteFile(filepath.Join(dst, "model.safetensors"), out.Bytes(), 0o644)
+	return writeSafetensorsFile(filepath.Join(dst, "model.safetensors"), header, data.Bytes())
 }
