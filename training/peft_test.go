@@ -118,7 +118,6 @@ func matchPEFT(t *testing.T, dir string, m *model.Model, e *peftExpected) {
 		t.Fatalf("loss %v over %d targets, PyTorch %v over %d", loss, count, e.RawLosses[0], e.Count)
 	}
 	want := read("grads")
-	worst := 0.0
 	mean := func(v []float32) []float32 {
 		out := make([]float32, len(v))
 		for j, x := range v {
@@ -126,15 +125,21 @@ func matchPEFT(t *testing.T, dir string, m *model.Model, e *peftExpected) {
 		}
 		return out
 	}
-	for k, p := range lora.Pairs {
-		w := want.Pairs[p.Name]
-		ea, eb := maxRel(mean(g.A[k]), w.A), maxRel(mean(g.B[k]), w.B)
-		worst = math.Max(worst, math.Max(ea, eb))
-		if ea > 1e-4 || eb > 1e-4 {
-			t.Errorf("%s: dA off by %.2e, dB by %.2e of the largest entry", p.Name, ea, eb)
+	// checkGrads compares the summed gradients g of l's pairs, as means,
+	// with PyTorch's.
+	checkGrads := func(who string, l *LoRA, g *Grads) {
+		worst := 0.0
+		for k, p := range l.Pairs {
+			w := want.Pairs[p.Name]
+			ea, eb := maxRel(mean(g.A[k]), w.A), maxRel(mean(g.B[k]), w.B)
+			worst = math.Max(worst, math.Max(ea, eb))
+			if ea > 1e-4 || eb > 1e-4 {
+				t.Errorf("%s%s: dA off by %.2e, dB by %.2e of the largest entry", who, p.Name, ea, eb)
+			}
 		}
+		t.Logf("%sgradients within %.2e of each tensor's largest entry", who, worst)
 	}
-	t.Logf("gradients within %.2e of each tensor's largest entry", worst)
+	checkGrads("", lora, g)
 
 	// The GPU step on the same adapter and batch, against PyTorch
 	// directly, with the same tolerances.
@@ -161,16 +166,7 @@ func matchPEFT(t *testing.T, dir string, m *model.Model, e *peftExpected) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gworst := 0.0
-	for k, p := range gl.Pairs {
-		w := want.Pairs[p.Name]
-		ea, eb := maxRel(mean(gg.A[k]), w.A), maxRel(mean(gg.B[k]), w.B)
-		gworst = math.Max(gworst, math.Max(ea, eb))
-		if ea > 1e-4 || eb > 1e-4 {
-			t.Errorf("GPU %s: dA off by %.2e, dB by %.2e of the largest entry", p.Name, ea, eb)
-		}
-	}
-	t.Logf("GPU gradients within %.2e of each tensor's largest entry", gworst)
+	checkGrads("GPU ", gl, gg)
 
 	opt := NewOptimizer(lora, AdamWConfig{Beta1: e.Betas[0], Beta2: e.Betas[1], Eps: e.Eps, WeightDecay: e.WeightDecay, MaxGradNorm: e.MaxGradNorm})
 	for s := range 2 {
@@ -189,7 +185,7 @@ func matchPEFT(t *testing.T, dir string, m *model.Model, e *peftExpected) {
 		}
 	}
 	stepped := read("stepped")
-	worst = 0
+	worst := 0.0
 	for _, p := range lora.Pairs {
 		w := stepped.Pairs[p.Name]
 		for _, pr := range [][2][]float32{{p.A, w.A}, {p.B, w.B}} {
