@@ -403,14 +403,12 @@ func (e *Engine) runner(m *model.Model, progress func(Progress)) (model.Runner, 
 	switch backend {
 	case "gpu", "auto":
 		if e.dev == nil && (backend == "gpu" || e.noGPU == nil) {
-			dev, err := gpu.Open(e.o.GPU)
-			if err != nil {
+			if err := e.openDevice(); err != nil {
 				if backend == "gpu" {
 					return nil, err
 				}
 				e.noGPU = err
 			}
-			e.dev = dev
 		}
 		if e.dev != nil {
 			return model.NewGPU(e.dev, m, model.GPUOptions{Context: ctx, Batch: e.o.Batch, Budget: e.o.GPUMemory,
@@ -421,6 +419,19 @@ func (e *Engine) runner(m *model.Model, progress func(Progress)) (model.Runner, 
 		return nil, fmt.Errorf("app: backend %q: want gpu, cpu or auto", e.o.Backend)
 	}
 	return model.NewCPU(m, ctx)
+}
+
+// openDevice opens the engine's GPU device unless it is open.
+func (e *Engine) openDevice() error {
+	if e.dev != nil {
+		return nil
+	}
+	dev, err := gpu.Open(e.o.GPU)
+	if err != nil {
+		return err
+	}
+	e.dev = dev
+	return nil
 }
 
 // GenerateOptions are what a chat turn and a completion share.
@@ -631,12 +642,8 @@ func (e *Engine) Train(ctx context.Context, req TrainRequest) (*training.Result,
 			return errors.New("app: training runs on the GPU and the engine is set to the CPU; choose a GPU adapter")
 		}
 		e.unload()
-		if e.dev == nil {
-			dev, err := gpu.Open(e.o.GPU)
-			if err != nil {
-				return fmt.Errorf("app: training needs a GPU adapter: %w", err)
-			}
-			e.dev = dev
+		if err := e.openDevice(); err != nil {
+			return fmt.Errorf("app: training needs a GPU adapter: %w", err)
 		}
 		m, err := model.Load(path)
 		if err != nil {
