@@ -1,4 +1,5 @@
-// Scaled dot-product attention of query tokens over a KV history, causal,
+// Scaled dot-product attention of query tokens over a KV history, causal
+// (or, with FLAG_BIDIRECTIONAL, unmasked),
 // with grouped-query heads, an optional sliding window and an optional
 // logit softcap (Gemma 2). Layouts, all f32, row-major:
 //
@@ -49,7 +50,15 @@ struct Params {
     softcap: f32, // 0 = none; else s = softcap * tanh(s / softcap)
     n_split: u32, // split-K: partials per (token, head)
     chunk: u32,   // split-K: keys per partial
+    flags: u32,   // FLAG_BIDIRECTIONAL
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 }
+
+// FLAG_BIDIRECTIONAL drops the causal mask: every query sees all kv_len
+// keys (an encoder over one unpadded sequence, ALBERT's).
+const FLAG_BIDIRECTIONAL: u32 = 1u;
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> q: array<f32>;
@@ -106,6 +115,9 @@ fn load_q(qbase: u32, lid: u32) {
 // j >= i + 1 - window (HF's kv_idx > q_idx - sliding_window, llama.cpp's
 // p1 - p0 < n_swa).
 fn visible(t: u32) -> vec2<u32> {
+    if ((p.flags & FLAG_BIDIRECTIONAL) != 0u) {
+        return vec2<u32>(0u, p.kv_len);
+    }
     let i = p.pos0 + t;
     var j0 = 0u;
     if (p.window > 0u && i + 1u > p.window) {

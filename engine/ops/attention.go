@@ -40,6 +40,10 @@ type AttentionArgs struct {
 	// Softcap, when > 0, caps each scaled score s to Softcap*tanh(s/Softcap)
 	// before the mask and softmax (Gemma 2's attn_logit_softcapping, 50).
 	Softcap float32
+	// Bidirectional drops the causal mask: every query attends to all KVLen
+	// keys, as an encoder (ALBERT, BERT) does over one unpadded sequence.
+	// Window must be 0 with it.
+	Bidirectional bool
 }
 
 // attentionParams mirrors Params in shaders/attention.wgsl.
@@ -48,7 +52,12 @@ type attentionParams struct {
 	Pos0, KVLen, Window, Group      uint32
 	Scale, Softcap                  float32
 	NSplit, Chunk                   uint32
+	Flags                           uint32 // attentionBidirectional
+	_, _, _                         uint32
 }
+
+// attentionBidirectional in attentionParams.Flags drops the causal mask.
+const attentionBidirectional = 1
 
 // attentionWG is the attention workgroup size: four invocations per key of a
 // 64-key tile while scoring, four key groups of 64 lanes while summing
@@ -105,6 +114,9 @@ func Attention(c *gpu.Chain, q, k, v, scratch, out *gpu.Buffer, a AttentionArgs)
 		Pos0: uint32(a.Pos0), KVLen: uint32(a.KVLen), Window: uint32(a.Window), Group: uint32(a.Heads / a.KVHeads),
 		Scale: a.scale(), Softcap: a.Softcap, NSplit: uint32(splits), Chunk: uint32(chunk),
 	}
+	if a.Bidirectional {
+		params.Flags |= attentionBidirectional
+	}
 	grid := [3]uint32{uint32(a.Heads), uint32(a.Tokens), 1}
 	if splits == 1 {
 		return dispatch(c, gpu.Spec("attention", "attention", "WG", attentionWG), params, grid, q, k, v, scratch, out)
@@ -145,6 +157,9 @@ const (
 
 // maxVisible is the most keys any query of a sees.
 func (a AttentionArgs) maxVisible() int {
+	if a.Bidirectional {
+		return a.KVLen
+	}
 	n := a.Pos0 + a.Tokens // the last query's keys 0..Pos0+Tokens-1
 	if a.Window > 0 {
 		n = min(n, a.Window)
@@ -199,6 +214,8 @@ func (a AttentionArgs) check() error {
 		return fmt.Errorf("ops: attention: kv cache of %d slots overflows the kernel's 32-bit index", a.KVLen)
 	case a.Window < 0:
 		return fmt.Errorf("ops: attention: window %d is negative", a.Window)
+	case a.Bidirectional && a.Window > 0:
+		return fmt.Errorf("ops: attention: window %d with bidirectional attention: the window is defined for causal attention only", a.Window)
 	case !(a.Softcap >= 0) || math.IsInf(float64(a.Softcap), 0):
 		return fmt.Errorf("ops: attention: softcap %v must be finite and >= 0", a.Softcap)
 	case math.IsNaN(float64(a.Scale)) || math.IsInf(float64(a.Scale), 0):

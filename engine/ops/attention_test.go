@@ -37,6 +37,12 @@ var attentionCases = []struct {
 	{"decode kv2000 window1000 split", AttentionArgs{HeadDim: 96, Heads: 1, KVHeads: 1, Tokens: 1, Pos0: 1999, KVLen: 2000, Window: 1000}},
 	{"prefill 200 split", AttentionArgs{HeadDim: 64, Heads: 1, KVHeads: 1, Tokens: 200, Pos0: 0, KVLen: 200}},
 	{"decode gemma2 scale", AttentionArgs{HeadDim: 128, Heads: 4, KVHeads: 2, Tokens: 1, Pos0: 130, KVLen: 131, Scale: 1.0 / 12, Softcap: 50}},
+	// Bidirectional (ALBERT's encoder): every query sees every key, the
+	// first query included; 70 keys cross a tile, 300 with one query
+	// takes the split-K path.
+	{"bidirectional 13 albert", AttentionArgs{HeadDim: 64, Heads: 12, KVHeads: 12, Tokens: 13, KVLen: 13, Bidirectional: true}},
+	{"bidirectional 70 hd16", AttentionArgs{HeadDim: 16, Heads: 4, KVHeads: 4, Tokens: 70, KVLen: 70, Bidirectional: true}},
+	{"bidirectional kv300 split", AttentionArgs{HeadDim: 64, Heads: 1, KVHeads: 1, Tokens: 1, KVLen: 300, Bidirectional: true}},
 }
 
 // attentionInputs are the magnitudes of a test's random q, k and v: q and k
@@ -173,6 +179,7 @@ func TestAttentionRejectsBadShapes(t *testing.T) {
 		{"no tokens", func(a *AttentionArgs) { a.Tokens = 0 }},
 		{"negative window", func(a *AttentionArgs) { a.Window = -1 }},
 		{"negative softcap", func(a *AttentionArgs) { a.Softcap = -50 }},
+		{"window with bidirectional", func(a *AttentionArgs) { a.Window, a.Bidirectional = 2, true }},
 	} {
 		a := good
 		tc.edit(&a)

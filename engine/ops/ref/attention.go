@@ -14,9 +14,11 @@ type AttentionArgs struct {
 	Scale   float32 // 0 means 1/sqrt(HeadDim)
 	Window  int     // 0 means none; else key j is visible from position i iff i-j < Window
 	Softcap float32 // 0 means none
+	// Bidirectional drops the causal mask: every query sees all KVLen keys.
+	Bidirectional bool
 }
 
-// Attention is causal scaled dot-product attention of a.Tokens queries over
+// Attention is causal (or, with Bidirectional, unmasked) scaled dot-product attention of a.Tokens queries over
 // the KV history, two passes per (token, head): the masked scores, then the
 // softmax-weighted sum of values. Dot products, the softmax and the weighted
 // sum are accumulated in float64, so the oracle's rounding is far below the
@@ -38,7 +40,7 @@ func Attention(q, k, v []float32, a AttentionArgs) []float32 {
 			kvh := h / group
 			m := math.Inf(-1)
 			for j := range a.KVLen {
-				if j > i || (a.Window > 0 && i-j >= a.Window) {
+				if !a.Bidirectional && (j > i || (a.Window > 0 && i-j >= a.Window)) {
 					scores[j] = math.Inf(-1)
 					continue
 				}
