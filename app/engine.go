@@ -66,6 +66,10 @@ type EngineOptions struct {
 	// goroutine or the caller's, so it must return quickly and never call
 	// back into the engine (the studio hands it to fyne.Do).
 	OnStatus func(Status)
+	// Kokoro is the text-to-speech model's directory: config.json,
+	// kokoro-v1_0.pth (or .safetensors) and voices/. "" is
+	// DefaultKokoroDir.
+	Kokoro string
 }
 
 // Status is what the engine is doing, for status bars and /api/ps.
@@ -124,6 +128,7 @@ type Engine struct {
 	dev     *gpu.Device
 	noGPU   error // why the GPU could not be opened, under auto
 	cur     *resident
+	speech  *speech // Kokoro, loaded by the first Speak (speak.go)
 	lastJob time.Time
 }
 
@@ -238,6 +243,7 @@ func (e *Engine) loop() {
 		case <-e.quit:
 			e.drain()
 			e.unload()
+			e.unloadSpeech()
 			if e.dev != nil {
 				e.dev.Release()
 				e.dev = nil
@@ -286,6 +292,7 @@ func (e *Engine) run(j *job) {
 		// Nothing on a lost device can be used again: drop the model and the
 		// device, and open both afresh on the next request.
 		e.unload()
+		e.unloadSpeech()
 		if e.dev != nil {
 			e.dev.Release()
 			e.dev = nil
@@ -642,6 +649,7 @@ func (e *Engine) Train(ctx context.Context, req TrainRequest) (*training.Result,
 			return errors.New("app: training runs on the GPU and the engine is set to the CPU; choose a GPU adapter")
 		}
 		e.unload()
+		e.unloadSpeech()
 		if err := e.openDevice(); err != nil {
 			return fmt.Errorf("app: training needs a GPU adapter: %w", err)
 		}

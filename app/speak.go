@@ -1,0 +1,238 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/hearthstudio/hearth/app/settings"
+	"github.com/hearthstudio/hearth/internal/atomicfile"
+	"github.com/hearthstudio/hearth/vocoder"
+)
+
+// SampleRate is the rate of every SpeechChunk's audio, in Hz.
+const SampleRate = vocoder.SampleRate
+
+// ErrNoVoiceModel is returned by Speak and Voices when the Kokoro
+// directory lacks the model or its voices; the error wrapping it names
+// the directory searched and what to put there.
+var ErrNoVoiceModel = errors.New("app: no voice model")
+
+// SpeakRequest is one text to say.
+type SpeakRequest struct {
+	Text  string
+	Voice string  // a pack name or a blend "af_heart:0.6,am_adam:0.4"
+	Speed float64 // 0 means 1; otherwise vocoder.MinSpeed to vocoder.MaxSpeed
+}
+
+// WordTime is a spoken word and when it is heard: Start and End from the
+// start of the speech.
+type WordTime = vocoder.WordTime
+
+// SpeechChunk is one synthesised stretch of a speech (a sentence, or
+// several once the first has been heard).
+type SpeechChunk struct {
+	Text  string        // the chunk's text
+	Audio []float32     // SampleRate Hz mono; the receiver owns it
+	Start time.Duration // where the chunk starts in the whole speech
+	Words []WordTime
+}
+
+// Player plays speech through the sound card.
+type Player = vocoder.Player
+
+// ErrNoAudioDevice is wrapped by NewPlayer's error on a machine without a
+// sound card (or whose sound server refused).
+var ErrNoAudioDevice = vocoder.ErrNoAudioDevice
+
+// NewPlayer opens the sound card for SampleRate mono audio.
+func NewPlayer() (*Player, error) { return vocoder.NewPlayer() }
+
+// DefaultKokoroDir is where Hearth looks for Kokoro when
+// EngineOptions.Kokoro is empty: kokoro/ in Hearth's folder
+// (~/.config/hearth/kokoro on Linux), beside the settings.
+func DefaultKokoroDir() (string, error) {
+	dir, err := settings.Dir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "kokoro"), nil
+}
+
+// kokoroDir is the engine's Kokoro directory.
+func (e *Engine) kokoroDir() (string, error) {
+	if e.o.Kokoro != "" {
+		return e.o.Kokoro, nil
+	}
+	return DefaultKokoroDir()
+}
+
+// speech is the loaded Kokoro model, kept from the first Speak until
+// Train or Close releases it. It lives on the engine goroutine.
+type speech struct {
+	dir      string
+	model    *vocoder.Model
+	synth    vocoder.Synthesizer // model, or its GPU forward
+	release  func()              // frees the GPU forward's buffers; nil on the CPU
+	backend  string              // "gpu: ADAPTER" or "cpu"
+	speakers map[string]*vocoder.Speaker
+}
+
+// Voices names the voice packs in the Kokoro directory.
+func (e *Engine) Voices() ([]string, error) {
+	dir, err := e.kokoroDir()
+	if err != nil {
+		return nil, err
+	}
+	names, err := vocoder.ListVoicesIn(dir)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNoVoiceModel, err)
+	}
+	return names, nil
+}
+
+// Speak says req.Text, calling emit with each chunk of audio as soon as
+// it is synthesised, in order: the first chunk is the first sentence, so
+// a player can start while the rest is made. emit runs on the engine
+// goroutine, which nothing else can use until Speak returns, so it must
+// not block long: copy the chunk into a Player (Enqueue) or a buffer and
+// return. Its error stops the speech and is returned. Cancelling ctx
+// stops between chunks. Text with nothing to speak returns an error
+// wrapping vocoder.ErrNothingToSay; an unknown voice, one listing the
+// voices there are.
+func (e *Engine) Speak(ctx context.Context, req SpeakRequest, emit func(SpeechChunk) error) error {
+	speed := req.Speed
+	if speed == 0 {
+		speed = 1
+	}
+	if err := vocoder.CheckSpeed(speed); err != nil {
+		return err
+	}
+	if emit == nil {
+		emit = func(SpeechChunk) error { return nil }
+	}
+	return e.submit(ctx, func(ctx context.Context) error {
+		s, err := e.ensureSpeech()
+		if err != nil {
+			return err
+		}
+		voice, err := vocoder.OpenVoice(vocoder.VoicesIn(s.dir), req.Voice)
+		if err != nil {
+			return err
+		}
+		sp, err := s.speaker(req.Voice)
+		if err != nil {
+			return err
+		}
+		return sp.Speak(ctx, req.Text, voice, speed, func(u vocoder.Utterance) error {
+			return emit(SpeechChunk{Text: u.Text, Audio: u.Audio, Start: u.Start, Words: u.Words})
+		})
+	})
+}
+
+// ensureSpeech loads Kokoro unless it is loaded: on the GPU when the
+// backend allows and a device opens, else the CPU reference.
+func (e *Engine) ensureSpeech() (*speech, error) {
+	dir, err := e.kokoroDir()
+	if err != nil {
+		return nil, err
+	}
+	if e.speech != nil && e.speech.dir == dir {
+		return e.speech, nil
+	}
+	e.unloadSpeech()
+	m, err := vocoder.LoadModel(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %w", ErrNoVoiceModel, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	s := &speech{dir: dir, model: m, synth: m, backend: "cpu", speakers: map[string]*vocoder.Speaker{}}
+	switch strings.ToLower(e.o.Backend) {
+	case "gpu", "auto":
+		if err := e.speechOnGPU(s); err != nil {
+			if strings.EqualFold(e.o.Backend, "gpu") {
+				return nil, err
+			}
+			e.setStatus(func(st *Status) { st.Note = fmt.Sprintf("speech runs on the CPU: %v", err) })
+		}
+	case "cpu":
+	default:
+		return nil, fmt.Errorf("app: backend %q: want gpu, cpu or auto", e.o.Backend)
+	}
+	e.speech = s
+	return s, nil
+}
+
+// unloadSpeech frees the Kokoro model, if loaded.
+func (e *Engine) unloadSpeech() {
+	if e.speech == nil {
+		return
+	}
+	if e.speech.release != nil {
+		e.speech.release()
+	}
+	e.speech = nil
+}
+
+// speaker is the Speaker for a voice spec's language: Kokoro's voice
+// names start with it ('a' American English, 'b' British; af_heart,
+// bf_emma), and a blend takes its first voice's.
+func (s *speech) speaker(spec string) (*vocoder.Speaker, error) {
+	lang := "en-us"
+	if name := strings.TrimSpace(spec); strings.HasPrefix(filepath.Base(name), "b") {
+		lang = "en-gb"
+	}
+	if sp, ok := s.speakers[lang]; ok {
+		return sp, nil
+	}
+	ph, err := vocoder.NewPhonemizer(lang, s.model.Config)
+	if err != nil {
+		return nil, err
+	}
+	sp, err := vocoder.NewSpeaker(s.model.Config, s.synth, ph)
+	if err != nil {
+		return nil, err
+	}
+	s.speakers[lang] = sp
+	return sp, nil
+}
+
+// WriteSpeech writes audio as a SampleRate Hz mono WAV at path, 32-bit
+// float or 16-bit PCM, atomically: a failed write leaves what was at path.
+func WriteSpeech(path string, audio []float32, float32Samples bool) error {
+	format := vocoder.PCM16
+	if float32Samples {
+		format = vocoder.Float32
+	}
+	return atomicfile.WriteFrom(path, 0o644, func(w io.Writer) error {
+		return vocoder.WriteWAV(w, audio, SampleRate, format)
+	})
+}
+
+// speechOnGPU moves s's forward pass to the engine's GPU device.
+func (e *Engine) speechOnGPU(s *speech) error {
+	if e.dev == nil && (strings.EqualFold(e.o.Backend, "gpu") || e.noGPU == nil) {
+		if err := e.openDevice(); err != nil {
+			if !strings.EqualFold(e.o.Backend, "gpu") {
+				e.noGPU = err
+			}
+			return err
+		}
+	}
+	if e.dev == nil {
+		return e.noGPU
+	}
+	g, err := vocoder.NewGPUModel(e.dev, s.model)
+	if err != nil {
+		return err
+	}
+	s.synth, s.release, s.backend = g, g.Release, "gpu: "+e.dev.Info.Label()
+	return nil
+}

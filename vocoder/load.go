@@ -1,0 +1,120 @@
+package vocoder
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// A Kokoro directory is laid out as hexgrad/Kokoro-82M publishes it:
+//
+//	config.json
+//	kokoro-v1_0.pth      (or the same weights as .safetensors)
+//	voices/af_heart.pt   (or .bin, as kokoro.js has them)
+const (
+	ConfigFile  = "config.json"
+	WeightsFile = "kokoro-v1_0.pth"
+	VoicesDir   = "voices"
+)
+
+// weightExts are the weight formats OpenWeights reads.
+var weightExts = []string{".pth", ".safetensors"}
+
+// LoadModel loads Kokoro from path: a Kokoro directory, or a .pth or
+// .safetensors file with config.json beside it. The errors name the file
+// that is missing or bad and say what to put where.
+func LoadModel(path string) (*Model, error) {
+	weights, err := findWeights(path)
+	if err != nil {
+		return nil, err
+	}
+	cfgPath := filepath.Join(filepath.Dir(weights), ConfigFile)
+	if _, err := os.Stat(cfgPath); errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("vocoder: no %s beside %s: put Kokoro-82M's %s (from hexgrad/Kokoro-82M) in %s", ConfigFile, weights, ConfigFile, filepath.Dir(weights))
+	}
+	cfg, err := LoadConfig(cfgPath)
+	if err != nil {
+		return nil, err
+	}
+	w, err := OpenWeights(weights)
+	if err != nil {
+		return nil, err
+	}
+	m, err := NewModel(cfg, w)
+	if err != nil {
+		return nil, fmt.Errorf("%w (weights %s, config %s)", err, weights, cfgPath)
+	}
+	return m, nil
+}
+
+// findWeights is the weights file path names: path itself when it is a
+// file, else the directory's kokoro-v1_0.pth, else its one .pth or
+// .safetensors file.
+func findWeights(path string) (string, error) {
+	info, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("vocoder: %s does not exist: make it a Kokoro directory holding %s, %s and %s/ (from hexgrad/Kokoro-82M)", path, ConfigFile, WeightsFile, VoicesDir)
+	}
+	if err != nil {
+		return "", fmt.Errorf("vocoder: %w", err)
+	}
+	if !info.IsDir() {
+		if !slices.Contains(weightExts, strings.ToLower(filepath.Ext(path))) {
+			return "", fmt.Errorf("vocoder: %s: want Kokoro's weights as .pth or .safetensors, or the directory that holds them", path)
+		}
+		return path, nil
+	}
+	if p := filepath.Join(path, WeightsFile); fileExists(p) {
+		return p, nil
+	}
+	entries, err := os.ReadDir(path)
+	if err != nil {
+		return "", fmt.Errorf("vocoder: %w", err)
+	}
+	var found []string
+	for _, e := range entries {
+		if !e.IsDir() && slices.Contains(weightExts, strings.ToLower(filepath.Ext(e.Name()))) {
+			found = append(found, filepath.Join(path, e.Name()))
+		}
+	}
+	switch len(found) {
+	case 0:
+		return "", fmt.Errorf("vocoder: no %s (nor any .pth or .safetensors) in %s: put Kokoro-82M's %s and %s there (from hexgrad/Kokoro-82M), with its voice packs in %s",
+			WeightsFile, path, WeightsFile, ConfigFile, filepath.Join(path, VoicesDir))
+	case 1:
+		return found[0], nil
+	}
+	return "", fmt.Errorf("vocoder: %s holds several weight files (%s) and no %s: name one", path, strings.Join(found, ", "), WeightsFile)
+}
+
+func fileExists(p string) bool {
+	info, err := os.Stat(p)
+	return err == nil && !info.IsDir()
+}
+
+// VoicesIn is the folder of dir's voice packs: dir/voices when it exists,
+// else dir itself (a folder of packs given directly).
+func VoicesIn(dir string) string {
+	if info, err := os.Stat(filepath.Join(dir, VoicesDir)); err == nil && info.IsDir() {
+		return filepath.Join(dir, VoicesDir)
+	}
+	return dir
+}
+
+// ListVoicesIn names the voice packs of a Kokoro directory (VoicesIn),
+// with an error that says where to put them when there are none.
+func ListVoicesIn(dir string) ([]string, error) {
+	vd := VoicesIn(dir)
+	names, err := ListVoices(vd)
+	if err != nil {
+		return nil, fmt.Errorf("vocoder: no voices: %s cannot be read (%v): put Kokoro's voice packs (af_heart.pt, …) in %s", vd, errors.Unwrap(err), filepath.Join(dir, VoicesDir))
+	}
+	if len(names) == 0 {
+		return nil, fmt.Errorf("vocoder: no voice packs (*.pt, *.bin) in %s: put Kokoro's voice packs (af_heart.pt, …) in %s", vd, filepath.Join(dir, VoicesDir))
+	}
+	return names, nil
+}
