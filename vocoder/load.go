@@ -34,7 +34,7 @@ func LoadModel(path string) (*Model, error) {
 	}
 	cfgPath := filepath.Join(filepath.Dir(weights), ConfigFile)
 	if _, err := os.Stat(cfgPath); errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("vocoder: no %s beside %s: put Kokoro-82M's %s (from hexgrad/Kokoro-82M) in %s", ConfigFile, weights, ConfigFile, filepath.Dir(weights))
+		return nil, missingf("vocoder: no %s beside %s: put Kokoro-82M's %s (from hexgrad/Kokoro-82M) in %s", ConfigFile, weights, ConfigFile, filepath.Dir(weights))
 	}
 	cfg, err := LoadConfig(cfgPath)
 	if err != nil {
@@ -57,7 +57,7 @@ func LoadModel(path string) (*Model, error) {
 func findWeights(path string) (string, error) {
 	info, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return "", fmt.Errorf("vocoder: %s does not exist: make it a Kokoro directory holding %s, %s and %s/ (from hexgrad/Kokoro-82M)", path, ConfigFile, WeightsFile, VoicesDir)
+		return "", missingf("vocoder: %s does not exist: make it a Kokoro directory holding %s, %s and %s/ (from hexgrad/Kokoro-82M)", path, ConfigFile, WeightsFile, VoicesDir)
 	}
 	if err != nil {
 		return "", fmt.Errorf("vocoder: %w", err)
@@ -83,7 +83,7 @@ func findWeights(path string) (string, error) {
 	}
 	switch len(found) {
 	case 0:
-		return "", fmt.Errorf("vocoder: no %s (nor any .pth or .safetensors) in %s: put Kokoro-82M's %s and %s there (from hexgrad/Kokoro-82M), with its voice packs in %s",
+		return "", missingf("vocoder: no %s (nor any .pth or .safetensors) in %s: put Kokoro-82M's %s and %s there (from hexgrad/Kokoro-82M), with its voice packs in %s",
 			WeightsFile, path, WeightsFile, ConfigFile, filepath.Join(path, VoicesDir))
 	case 1:
 		return found[0], nil
@@ -111,10 +111,22 @@ func ListVoicesIn(dir string) ([]string, error) {
 	vd := VoicesIn(dir)
 	names, err := ListVoices(vd)
 	if err != nil {
-		return nil, fmt.Errorf("vocoder: no voices: %s cannot be read (%v): put Kokoro's voice packs (af_heart.pt, …) in %s", vd, errors.Unwrap(err), filepath.Join(dir, VoicesDir))
+		return nil, missingf("vocoder: no voices: %s cannot be read (%v): put Kokoro's voice packs (af_heart.pt, …) in %s", vd, errors.Unwrap(err), filepath.Join(dir, VoicesDir))
 	}
 	if len(names) == 0 {
-		return nil, fmt.Errorf("vocoder: no voice packs (*.pt, *.bin) in %s: put Kokoro's voice packs (af_heart.pt, …) in %s", vd, filepath.Join(dir, VoicesDir))
+		return nil, missingf("vocoder: no voice packs (*.pt, *.bin) in %s: put Kokoro's voice packs (af_heart.pt, …) in %s", vd, filepath.Join(dir, VoicesDir))
 	}
 	return names, nil
 }
+
+// missingf is an error for a file of the model that is not there: it
+// matches fs.ErrNotExist, which the engine turns into its "no voice
+// model" error, apart from files that are there and bad.
+func missingf(format string, args ...any) error {
+	return &missingError{fmt.Sprintf(format, args...)}
+}
+
+type missingError struct{ msg string }
+
+func (e *missingError) Error() string        { return e.msg }
+func (e *missingError) Is(target error) bool { return target == fs.ErrNotExist }

@@ -1,0 +1,121 @@
+// Package kokorotest writes a Kokoro directory for tests of the code that
+// loads one (the engine's speech job, hearth speak): config.json and
+// random weights of the small committed fixture
+// (vocoder/testdata/torch/forward-small.json, whose weights
+// make_forward_fixture.py draws from a hash of each tensor's name), saved
+// as kokoro-v1_0.safetensors, and the real voice packs from
+// shared/testdata/kokoro/voices in voices/. The model speaks noise, in
+// the real file layout and through the same loading code as a user's.
+package kokorotest
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"testing"
+
+	"github.com/hearthstudio/hearth/internal/sharedtest"
+)
+
+type fixture struct {
+	Config  json.RawMessage `json:"config"`
+	Weights []struct {
+		Name   string  `json:"name"`
+		Shape  []int   `json:"shape"`
+		Scale  float64 `json:"scale"`
+		Offset float64 `json:"offset"`
+	} `json:"weights"`
+}
+
+// WriteDir fills dir (made if missing) as a Kokoro directory and returns
+// it. The weights are about 256 MB of f32.
+func WriteDir(tb testing.TB, dir string) string {
+	tb.Helper()
+	_, self, _, _ := runtime.Caller(0)
+	src := filepath.Join(filepath.Dir(self), "..", "..", "vocoder", "testdata", "torch", "forward-small.json")
+	b, err := os.ReadFile(src)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var fx fixture
+	if err := json.Unmarshal(b, &fx); err != nil {
+		tb.Fatalf("%s: %v", src, err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "voices"), 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), fx.Config, 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	voices := filepath.Join(sharedtest.Dir(tb, "kokoro"), "voices")
+	for _, v := range []string{"af_heart", "am_adam", "bf_emma"} {
+		data, err := os.ReadFile(filepath.Join(voices, v+".bin"))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "voices", v+".bin"), data, 0o644); err != nil {
+			tb.Fatal(err)
+		}
+	}
+
+	// safetensors: an 8-byte header length, the JSON header, the data.
+	sort.Slice(fx.Weights, func(i, j int) bool { return fx.Weights[i].Name < fx.Weights[j].Name })
+	hdr := map[string]any{}
+	var total int
+	for _, w := range fx.Weights {
+		n := 4
+		for _, d := range w.Shape {
+			n *= d
+		}
+		hdr[w.Name] = map[string]any{"dtype": "F32", "shape": w.Shape, "data_offsets": []int{total, total + n}}
+		total += n
+	}
+	h, err := json.Marshal(hdr)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	out := make([]byte, 8+len(h)+total)
+	binary.LittleEndian.PutUint64(out, uint64(len(h)))
+	copy(out[8:], h)
+	at := 8 + len(h)
+	for _, w := range fx.Weights {
+		n := 1
+		for _, d := range w.Shape {
+			n *= d
+		}
+		seed := fnv1a64(w.Name)
+		for i := range n {
+			// f32(offset + scale·u), the product rounded on its own, as
+			// the script (numpy) computes it.
+			p := float64(w.Scale * uniformAt(seed, i))
+			binary.LittleEndian.PutUint32(out[at:], math.Float32bits(float32(w.Offset+p)))
+			at += 4
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kokoro-v1_0.safetensors"), out, 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	return dir
+}
+
+func fnv1a64(s string) uint64 {
+	h := uint64(0xcbf29ce484222325)
+	for _, c := range []byte(s) {
+		h = (h ^ uint64(c)) * 0x100000001b3
+	}
+	return h
+}
+
+// uniformAt is the script's generator: the top 24 bits of
+// splitmix64(seed + (i+1)·golden) as a uniform in [-1, 1).
+func uniformAt(seed uint64, i int) float64 {
+	z := seed + uint64(i+1)*0x9E3779B97F4A7C15
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EB
+	z ^= z >> 31
+	return float64(z>>40)/8388608.0 - 1
+}
