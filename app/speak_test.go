@@ -1,0 +1,180 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hearthstudio/hearth/internal/kokorotest"
+	"github.com/hearthstudio/hearth/vocoder"
+)
+
+// TestSpeakStreamsChunks speaks two sentences on the CPU with the small
+// fixture model loaded from a Kokoro directory: two chunks in order, each
+// starting where the one before ended, words inside their chunk; the
+// model stays loaded for the next request; bad requests fail with errors
+// that say what is wrong.
+func TestSpeakStreamsChunks(t *testing.T) {
+	dir := kokorotest.WriteDir(t, t.TempDir())
+	e := NewEngine(EngineOptions{Backend: "cpu", Kokoro: dir})
+	defer e.Close()
+	ctx := context.Background()
+
+	voices, err := e.Voices()
+	if err != nil || strings.Join(voices, ",") != "af_heart,am_adam,bf_emma" {
+		t.Fatalf("voices %v, %v", voices, err)
+	}
+
+	var chunks []SpeechChunk
+	err = e.Speak(ctx, SpeakRequest{Text: "Hi there. Go on.", Voice: "af_heart:0.6,am_adam:0.4"}, func(c SpeechChunk) error {
+		chunks = append(chunks, c)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(chunks) != 2 || chunks[0].Text != "Hi there." || chunks[1].Text != "Go on." {
+		t.Fatalf("%d chunks: %+v", len(chunks), chunks)
+	}
+	var at time.Duration
+	for k, c := range chunks {
+		if c.Start != at || len(c.Audio) == 0 {
+			t.Errorf("chunk %d starts at %v with %d samples; the speech so far lasts %v", k, c.Start, len(c.Audio), at)
+		}
+		at += time.Duration(len(c.Audio)) * time.Second / SampleRate
+		if len(c.Words) != 2 {
+			t.Errorf("chunk %d: words %v", k, c.Words)
+		}
+		for _, w := range c.Words {
+			if w.Start < c.Start || w.End > at || w.End <= w.Start {
+				t.Errorf("chunk %d: word %+v outside [%v, %v)", k, w, c.Start, at)
+			}
+		}
+	}
+	loaded := e.speech
+
+	// Bad requests, on the loaded model.
+	for _, c := range []struct {
+		req  SpeakRequest
+		want []string
+		is   error
+	}{
+		{SpeakRequest{Text: "", Voice: "af_heart"}, []string{"nothing to speak"}, vocoder.ErrNothingToSay},
+		{SpeakRequest{Text: "?! ... ,", Voice: "bf_emma"}, []string{"nothing to speak"}, vocoder.ErrNothingToSay},
+		{SpeakRequest{Text: "Hello.", Voice: "zz_nobody"}, []string{"zz_nobody", "af_heart, am_adam, bf_emma"}, nil},
+		{SpeakRequest{Text: "Hello.", Voice: "af_heart", Speed: 9}, []string{"speed 9"}, nil},
+	} {
+		err := e.Speak(ctx, c.req, nil)
+		if err == nil || (c.is != nil && !errors.Is(err, c.is)) {
+			t.Errorf("%+v: %v", c.req, err)
+			continue
+		}
+		for _, s := range c.want {
+			if !strings.Contains(err.Error(), s) {
+				t.Errorf("%+v: %q does not say %q", c.req, err, s)
+			}
+		}
+	}
+	if e.speech != loaded {
+		t.Error("the model was loaded again for the next request")
+	}
+	if len(loaded.speakers) != 2 {
+		t.Errorf("%d phonemizers; want en-us for af_heart and en-gb for bf_emma", len(loaded.speakers))
+	}
+
+	// The WAV of the speech, both formats.
+	var all []float32
+	for _, c := range chunks {
+		all = append(all, c.Audio...)
+	}
+	for _, f32 := range []bool{false, true} {
+		path := filepath.Join(t.TempDir(), "out.wav")
+		if err := WriteSpeech(path, all, f32); err != nil {
+			t.Fatal(err)
+		}
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, rate, err := vocoder.ReadWAV(bytes.NewReader(raw))
+		if err != nil || rate != SampleRate || len(got) != len(all) {
+			t.Fatalf("float %v: %d samples at %d Hz, %v", f32, len(got), rate, err)
+		}
+		// 16-bit PCM rounds to the nearest of 32767 steps per unit: half
+		// a step off at most, plus 1e-7 for the f32 scaling on the way
+		// back; it clips to ±1. Float WAV stores the samples themselves.
+		tol := 0.5/32767 + 1e-7
+		if f32 {
+			tol = 0
+		}
+		for i := range all {
+			want := float64(all[i])
+			if !f32 {
+				want = math.Max(-1, math.Min(1, want))
+			}
+			if math.Abs(float64(got[i])-want) > tol {
+				t.Fatalf("float %v: sample %d is %g, want %g", f32, i, got[i], all[i])
+			}
+		}
+	}
+	if err := WriteSpeech(filepath.Join(t.TempDir(), "no", "such", "dir", "x.wav"), all, false); err == nil || !strings.Contains(err.Error(), "x.wav") {
+		t.Errorf("writing into a missing folder: %v", err)
+	}
+}
+
+// TestSpeakWithoutModel: an empty Kokoro directory gives ErrNoVoiceModel,
+// naming the directory and what to put there, from Speak and Voices.
+func TestSpeakWithoutModel(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "kokoro")
+	e := NewEngine(EngineOptions{Backend: "cpu", Kokoro: dir})
+	defer e.Close()
+	err := e.Speak(context.Background(), SpeakRequest{Text: "Hello.", Voice: "af_heart"}, nil)
+	if !errors.Is(err, ErrNoVoiceModel) || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "kokoro-v1_0.pth") {
+		t.Errorf("Speak: %v", err)
+	}
+	_, err = e.Voices()
+	if !errors.Is(err, ErrNoVoiceModel) || !strings.Contains(err.Error(), filepath.Join(dir, "voices")) {
+		t.Errorf("Voices: %v", err)
+	}
+	// The default is kokoro/ in Hearth's folder.
+	d, err := DefaultKokoroDir()
+	if err != nil || filepath.Base(d) != "kokoro" || filepath.Base(filepath.Dir(d)) != "hearth" {
+		t.Errorf("default Kokoro directory %s, %v", d, err)
+	}
+}
+
+// TestTrainReleasesSpeech: a training job frees the speech model with the
+// chat model, before it opens the device, even when the run then fails.
+func TestTrainReleasesSpeech(t *testing.T) {
+	e := NewEngine(EngineOptions{Backend: "auto"})
+	defer e.Close()
+	released := false
+	err := e.submit(context.Background(), func(context.Context) error {
+		e.speech = &speech{dir: "x", release: func() { released = true }}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.Train(context.Background(), TrainRequest{Model: filepath.Join(t.TempDir(), "missing.gguf")})
+	if err == nil {
+		t.Fatal("trained a missing model")
+	}
+	if !released {
+		t.Error("Train kept the speech model")
+	}
+	if err := e.submit(context.Background(), func(context.Context) error {
+		if e.speech != nil {
+			return errors.New("still loaded")
+		}
+		return nil
+	}); err != nil {
+		t.Error(err)
+	}
+}
