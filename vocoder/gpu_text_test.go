@@ -1,0 +1,241 @@
+package vocoder
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/hearthstudio/hearth/engine/gpu"
+)
+
+// newTextFixture builds a fixture's CPU model and its GPU text side on the
+// shared test device (the GPUModel holds only what the text side needs).
+func newTextFixture(t *testing.T, name string) (*forwardFixture, *Model, *GPUModel) {
+	t.Helper()
+	fx := loadForwardFixture(t, name)
+	cfg, err := ParseConfig(fx.Config, "fixture config")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := fx.weights()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewModel(cfg, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &GPUModel{m: m, dev: testDevice(t), pool: map[string]*gpu.Buffer{}}
+	t.Cleanup(g.Release)
+	if g.text, err = newGPUText(g); err != nil {
+		t.Fatal(err)
+	}
+	return fx, m, g
+}
+
+// cpuTrace runs the CPU forward's text side up to asr, F0 and N (the
+// decoder is not needed here), tracing as Model.forward does.
+func cpuTrace(t *testing.T, m *Model, tokens []int, prosody []float32, speed float64) ([]int, map[string][]float32) {
+	t.Helper()
+	c := m.Config
+	T, H := len(tokens), c.HiddenDim
+	bert, err := m.BERT.forward(tokens)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dEn := m.BERTEncoder.rows(bert, T)
+	d := m.Predictor.TextEncoder.forward(transpose(dEn, T, H), T, prosody)
+	durations, _ := m.Predictor.durations(d, T, speed)
+	F := 0
+	for _, n := range durations {
+		F += n
+	}
+	f0, n, _ := m.Predictor.f0n(expand(d, H+c.StyleDim, durations), F, prosody)
+	asr := expand(m.TextEncoder.forward(tokens), H, durations)
+	return durations, map[string][]float32{"asr": asr, "F0": f0, "N": n}
+}
+
+// gpuFrames runs durations, then frames in a chain of its own, and reads
+// back asr, F0 and N.
+func gpuFrames(t *testing.T, g *GPUModel, tokens []int, prosody []float32, speed float64) ([]int, map[string][]float32) {
+	t.Helper()
+	durations, err := g.text.durations(tokens, prosody, speed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	F := 0
+	for _, n := range durations {
+		F += n
+	}
+	ch, err := g.dev.NewChain("test.frames")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Discard()
+	asr, f0, n, err := g.text.frames(ch, durations, prosody)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Submit(); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]float32{}
+	for name, b := range map[string]struct {
+		buf *gpu.Buffer
+		n   int
+	}{"asr": {asr, g.m.Config.HiddenDim * F}, "F0": {f0, 2 * F}, "N": {n, 2 * F}} {
+		v, err := b.buf.ReadF32(0, b.n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[name] = v
+	}
+	return durations, got
+}
+
+// gpuTextTolerances bound the GPU's error relative to each array's largest
+// value, against the CPU forward (float64 sums rounded to f32 between
+// layers; the GPU sums in f32 throughout). An f32 dot product of k terms
+// errs by about sqrt(k)·6e-8 relative; PL-BERT's 3..12 post-norm layers
+// and the LSTMs' recurrences carry that forward without growing it much
+// (the norms rescale, the gates saturate), and the F0/N blocks' instance
+// norms divide by a spread of the same size. asr is t_en gathered: the
+// text encoder's convs (2560 terms) and LSTM, measured at 1.8e-6. F0 and
+// N pass through PL-BERT, three LSTMs and three conv blocks each,
+// measured at 5.8e-6 (F0) and 2.2e-5 (N, whose scale is smaller: 1.3
+// against F0's 280) on the full fixture. The bounds are ~10× the worst
+// measured on lavapipe: tight enough to catch a wrong layout, a missing
+// bias or an off-by-one alignment, each an error of order 1.
+var gpuTextTolerances = map[string]float64{"asr": 2e-5, "F0": 6e-5, "N": 2e-4}
+
+// checkGPUText compares the GPU's durations exactly and asr, F0 and N
+// within gpuTextTolerances with the CPU's for one utterance.
+func checkGPUText(t *testing.T, m *Model, g *GPUModel, tokens []int, prosody []float32, speed float64) []int {
+	t.Helper()
+	wantDur, want := cpuTrace(t, m, tokens, prosody, speed)
+	gotDur, got := gpuFrames(t, g, tokens, prosody, speed)
+	// The fixture's raw durations are at least 0.1 from a rounding
+	// boundary (it chose its bias so), far beyond the f32 noise: equal.
+	if !slices.Equal(gotDur, wantDur) {
+		t.Fatalf("durations %v, CPU %v", gotDur, wantDur)
+	}
+	for _, arr := range []string{"asr", "F0", "N"} {
+		rel, abs := relErr(got[arr], want[arr])
+		t.Logf("%-4s %6d values: max |err| %.3g, %.3g of scale (tolerance %.0e)", arr, len(want[arr]), abs, rel, gpuTextTolerances[arr])
+		if rel > gpuTextTolerances[arr] {
+			t.Errorf("%s: error %.3g of its scale, tolerance %.0e", arr, rel, gpuTextTolerances[arr])
+		}
+	}
+	return gotDur
+}
+
+// TestGPUTextMatchesCPUSmall runs the small fixture's utterance, then a
+// shorter one through the same pool (buffers sized for the first, holding
+// its values past the second's end), then speed 2, which must halve the
+// durations as the CPU does, then bad input. One model for all four: building it and
+// running the CPU side cost more than the GPU side on lavapipe.
+func TestGPUTextMatchesCPUSmall(t *testing.T) {
+	fx, m, g := newTextFixture(t, "small")
+	prosody := fx.Style[m.Config.StyleDim:]
+	var d1 []int
+	t.Run("fixture", func(t *testing.T) { d1 = checkGPUText(t, m, g, fx.Tokens, prosody, 1) })
+	t.Run("shorter", func(t *testing.T) {
+		short := slices.Clone(fx.Tokens[:6])
+		short[5] = 0 // the closing pad
+		checkGPUText(t, m, g, short, prosody, 1)
+	})
+	t.Run("speed 2", func(t *testing.T) {
+		d2 := checkGPUText(t, m, g, fx.Tokens, prosody, 2)
+		for i := range d1 {
+			// The fixture's durations are 2 frames at speed 1: 1 at speed 2.
+			if d2[i] != max(1, d1[i]/2) {
+				t.Errorf("token %d: %d frames at speed 2, %d at speed 1", i, d2[i], d1[i])
+			}
+		}
+		if sum(d2) >= sum(d1) {
+			t.Errorf("speed 2 gave %d frames, speed 1 %d", sum(d2), sum(d1))
+		}
+	})
+	t.Run("bad input", func(t *testing.T) { checkGPUTextRejectsBadInput(t, fx, m, g) })
+}
+
+// TestGPUTextMatchesCPUFull is the full-size PL-BERT (768 wide, 12 layers)
+// and text encoder (3 blocks) on the full fixture's 6 tokens.
+func TestGPUTextMatchesCPUFull(t *testing.T) {
+	fx, m, g := newTextFixture(t, "full")
+	checkGPUText(t, m, g, fx.Tokens, fx.Style[m.Config.StyleDim:], fx.Speed)
+}
+
+func sum(v []int) int {
+	s := 0
+	for _, x := range v {
+		s += x
+	}
+	return s
+}
+
+// checkGPUTextRejectsBadInput: bad tokens, style or speed are errors
+// naming the problem, never a panic or a clamped embedding row; frames
+// refuses durations that do not belong to the last durations call.
+func checkGPUTextRejectsBadInput(t *testing.T, fx *forwardFixture, m *Model, g *GPUModel) {
+	c := m.Config
+	prosody := fx.Style[c.StyleDim:]
+	long := make([]int, c.PLBert.MaxPositionEmbeddings+1)
+	for _, tc := range []struct {
+		name    string
+		tokens  []int
+		prosody []float32
+		speed   float64
+		want    string
+	}{
+		{"id past n_token", []int{0, c.NToken, 0}, prosody, 1, "n_token"},
+		{"negative id", []int{0, -1, 0}, prosody, 1, "n_token"},
+		{"past the context", long, prosody, 1, "context"},
+		{"no tokens", nil, prosody, 1, "no tokens"},
+		{"short style", fx.Tokens, prosody[1:], 1, "style"},
+		{"zero speed", fx.Tokens, prosody, 0, "speed"},
+		{"NaN speed", fx.Tokens, prosody, nan(), "speed"},
+	} {
+		_, err := g.text.durations(tc.tokens, tc.prosody, tc.speed)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want one naming %q", tc.name, err, tc.want)
+		}
+	}
+	// After the failed calls, frames has no d to read.
+	ch, err := g.dev.NewChain("test.bad frames")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Discard()
+	if _, _, _, err := g.text.frames(ch, []int{1, 1, 1}, prosody); err == nil {
+		t.Error("frames before any durations call: accepted")
+	}
+	ch.Discard()
+
+	durations, err := g.text.durations(fx.Tokens, prosody, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		dur  []int
+	}{
+		{"one duration short", durations[1:]},
+		{"negative", append([]int{-1}, durations[1:]...)},
+		{"all zero", make([]int, len(durations))},
+	} {
+		ch, err := g.dev.NewChain("test.bad frames " + tc.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, _, err := g.text.frames(ch, tc.dur, prosody); err == nil {
+			t.Errorf("frames with %s durations: accepted", tc.name)
+		}
+		ch.Discard()
+	}
+}
+
+func nan() float64 {
+	var zero float64
+	return zero / zero
+}
