@@ -60,6 +60,9 @@ type chatView struct {
 	cur   *chats.Conversation
 	gen   *generation // the reply being written, nil when none
 	model *app.ModelInfo
+	// reading is the reply being read aloud and its speech, nil when none.
+	reading    *messageRow
+	readingRun *speechRun
 
 	list       *widget.List
 	title      *widget.Label
@@ -1031,14 +1034,18 @@ type messageRow struct {
 	md         *markdownView // an assistant's reply, as Markdown
 	plain      *widget.Label // a user's message, as typed
 	copy, edit *widget.Button
-	msg        chats.Message
+	// speak reads a reply aloud, and stops it; disabled while the reply
+	// is written.
+	speak *widget.Button
+	live  bool
+	msg   chats.Message
 	// editor and resend are the editor of a user message, while it shows.
 	editor *widget.Entry
 	resend *widget.Button
 }
 
 func newMessageRow(cv *chatView, i int, m chats.Message, live bool) *messageRow {
-	r := &messageRow{msg: m, meta: widget.NewLabel(""), body: container.NewStack()}
+	r := &messageRow{msg: m, meta: widget.NewLabel(""), body: container.NewStack(), live: live}
 	r.meta.Importance = widget.LowImportance
 	r.meta.Truncation = fyne.TextTruncateEllipsis
 	r.copy = widget.NewButtonWithIcon("", theme.ContentCopyIcon(), func() {
@@ -1060,6 +1067,12 @@ func newMessageRow(cv *chatView, i int, m chats.Message, live bool) *messageRow 
 		r.md = newMarkdownView()
 		r.md.Set(m.Content)
 		r.body.Objects = []fyne.CanvasObject{r.md.box}
+		r.speak = widget.NewButtonWithIcon("", theme.VolumeUpIcon(), func() { cv.readAloud(r) })
+		r.speak.Importance = widget.LowImportance
+		if live {
+			r.speak.Disable()
+		}
+		buttons.Add(r.speak)
 	}
 	r.meta.SetText(replyMeta(m, live))
 	roleLabel := widget.NewLabelWithStyle(role, fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
@@ -1076,8 +1089,110 @@ func (r *messageRow) setText(text string) {
 
 func (r *messageRow) finish(m chats.Message) {
 	r.msg = m
+	r.live = false
 	r.md.Set(m.Content)
 	r.meta.SetText(replyMeta(m, false))
+	if r.speak != nil {
+		r.speak.Enable()
+	}
+}
+
+// showReading shows the read-aloud button as Stop while the reply is read.
+func (r *messageRow) showReading(on bool) {
+	if on {
+		r.speak.SetIcon(theme.MediaStopIcon())
+	} else {
+		r.speak.SetIcon(theme.VolumeUpIcon())
+	}
+}
+
+// readAloud reads r's reply aloud with the voice last chosen in the Voice
+// tab, or stops it if it is being read. A reply still being written is
+// not read: its end is not known yet.
+func (cv *chatView) readAloud(r *messageRow) {
+	vv := cv.st.voice
+	if vv == nil || r.md == nil {
+		return
+	}
+	if cv.reading == r {
+		vv.stopSpeech(cv.readingRun)
+		return
+	}
+	if r.live {
+		return
+	}
+	var run *speechRun
+	run, err := vv.readAloud(speakableText(r.msg.Content), func(err error) {
+		// Runs on the UI goroutine after readAloud has returned.
+		if cv.readingRun != run {
+			return
+		}
+		cv.reading, cv.readingRun = nil, nil
+		r.showReading(false)
+		if err != nil && !errors.Is(err, context.Canceled) {
+			cv.st.showError(readAloudFailure(err))
+		}
+	})
+	if err != nil {
+		cv.st.showError(err)
+		return
+	}
+	if cv.reading != nil {
+		cv.reading.showReading(false) // stopped by the new speech
+	}
+	cv.reading, cv.readingRun = r, run
+	r.showReading(true)
+}
+
+// readAloudFailure explains why a reply could not be read aloud.
+func readAloudFailure(err error) error {
+	switch {
+	case errors.Is(err, app.ErrNoVoiceModel):
+		return fmt.Errorf("the reply cannot be read aloud: %s", noVoiceModelText(err))
+	case errors.Is(err, app.ErrNoAudioDevice):
+		return fmt.Errorf("the reply cannot be read aloud: there is no audio output device (%w)", err)
+	}
+	return fmt.Errorf("reading the reply aloud failed: %w", err)
+}
+
+// speakableText is what a reply says, without its Markdown: the text the
+// chat shows, as Fyne's Markdown parser gives it (the renderer's own
+// reading, so "**bold**" and "[a link](url)" are read as the chat shows
+// them), each block on a line of its own, which the voice reads as a
+// pause. Code blocks are left out: read aloud, code is noise.
+func speakableText(markdown string) string {
+	var b strings.Builder
+	var walk func(segs []widget.RichTextSegment)
+	walk = func(segs []widget.RichTextSegment) {
+		for _, s := range segs {
+			switch v := s.(type) {
+			case *widget.TextSegment:
+				if v.Style.TextStyle.Monospace && !v.Style.Inline {
+					b.WriteString("\n")
+					continue
+				}
+				b.WriteString(v.Text)
+				if !v.Style.Inline {
+					b.WriteString("\n")
+				}
+			case *widget.HyperlinkSegment:
+				b.WriteString(v.Text)
+			case *widget.ListSegment:
+				walk(v.Items)
+			case *widget.ParagraphSegment:
+				walk(v.Texts)
+				b.WriteString("\n")
+			}
+		}
+	}
+	walk(widget.NewRichTextFromMarkdown(markdown).Segments)
+	var lines []string
+	for l := range strings.Lines(b.String()) {
+		if l = strings.TrimSpace(l); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	return strings.Join(lines, "\n")
 }
 
 func (r *messageRow) setBusy(busy bool) {

@@ -113,6 +113,7 @@ type studio struct {
 	// window goes to the Tune tab.
 	chat    *chatView
 	tune    *tuneView
+	voice   *voiceView // the Voice tab, whose voice the chat reads replies with
 	tuneTab *container.TabItem
 	// statusListeners are told of every engine status change, on the UI
 	// goroutine.
@@ -373,7 +374,7 @@ func (st *studio) content() fyne.CanvasObject {
 	st.tuneTab = container.NewTabItem("Tune", tunePanel(st))
 	st.tabs = container.NewAppTabs(
 		container.NewTabItem("Chat", chatPanel(st)),
-		container.NewTabItem("Voice", comingPanel(theme.VolumeUpIcon(), "Voice", "Read text aloud with Kokoro voices, on your GPU.")),
+		container.NewTabItem("Voice", voicePanel(st)),
 		st.tuneTab,
 		container.NewTabItem("Models", modelsPanel(st)),
 	)

@@ -1,0 +1,961 @@
+package ui
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/container"
+	"fyne.io/fyne/v2/dialog"
+	"fyne.io/fyne/v2/storage"
+	"fyne.io/fyne/v2/theme"
+	"fyne.io/fyne/v2/widget"
+
+	"github.com/hearthstudio/hearth/app"
+)
+
+// voiceInterval is the time between two updates of the Voice tab while
+// speech is made or played: the cursor and the spoken word move twenty
+// times a second, smooth enough to follow, and a chunk's samples are
+// drawn within a frame or three of their arrival.
+const voiceInterval = 50 * time.Millisecond
+
+// previewText is what a voice's Preview says.
+const previewText = "Hello! This is how I sound when I read your text aloud."
+
+// defaultVoice is chosen first when the Kokoro directory has it: Kokoro's
+// own default, and its best-rated voice.
+const defaultVoice = "af_heart"
+
+// Export formats.
+const (
+	formatPCM16 = "16-bit PCM"
+	formatFloat = "32-bit float"
+)
+
+// speaker is what the Voice tab and the chat's read-aloud need of the
+// engine: *app.Engine. Tests give a fake.
+type speaker interface {
+	Speak(ctx context.Context, req app.SpeakRequest, emit func(app.SpeechChunk) error) error
+	Voices() ([]string, error)
+}
+
+// audioPlayer is what a speech needs of app.Player. Tests give a fake.
+type audioPlayer interface {
+	Enqueue(samples []float32)
+	Stop()
+	Wait(ctx context.Context) error
+	Position() time.Duration
+	Close() error
+}
+
+// openPlayer is app.NewPlayer as an audioPlayer: a failure is a nil
+// interface, not an interface holding a nil *app.Player.
+func openPlayer() (audioPlayer, error) {
+	p, err := app.NewPlayer()
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// voicePanel is the Voice tab: text read aloud with a Kokoro voice or a
+// blend of voices, played as it is synthesised, drawn as a waveform, and
+// exported as WAV.
+func voicePanel(st *studio) fyne.CanvasObject {
+	vv := newVoiceView(st)
+	st.voice = vv
+	// Quitting mid-speech stops the synthesis and the sound before the
+	// engine closes.
+	st.onClose(vv.close)
+	return vv
+}
+
+// voiceView is the Voice tab's state and widgets; all of it belongs to the
+// UI goroutine but a speech's reports (speechRun).
+type voiceView struct {
+	widget.BaseWidget
+	st *studio
+	// engine and newPlayer are the studio's engine and app.NewPlayer;
+	// tests replace them.
+	engine    func() speaker
+	newPlayer func() (audioPlayer, error)
+
+	text       *widget.Entry
+	voices     []string // the packs found; nil until listed
+	voicesErr  error    // why there are none
+	voicesGen  int      // counts the listings; a newer one wins
+	listing    bool     // a listing is under way (the screenshots wait for it)
+	rows       []*voiceRow
+	rowsBox    *fyne.Container
+	addVoice   *widget.Button
+	blendLabel *widget.Label
+	speed      *widget.Slider
+	speedLabel *widget.Label
+
+	play, stop, export *widget.Button
+	format             *widget.Select
+
+	headline *widget.Label
+	clock    *widget.Label
+	wave     *waveform
+	words    *widget.RichText
+	wordAt   int // the word highlighted, -1 for none
+	notice   *widget.Label
+	lookWhy  *widget.Button // "Look again", after no voice model was found
+	noticeBx *fyne.Container
+
+	cur *speechRun // the speech being made or played, nil when none
+	// shown is what the waveform holds, once a speech of it is complete:
+	// Export saves it without synthesising again.
+	shown *speechKey
+
+	left    *container.Scroll
+	content fyne.CanvasObject
+}
+
+// voiceRow is one voice of the blend: a pack, its weight (shown once there
+// are two), and a preview of the pack alone.
+type voiceRow struct {
+	pick    *widget.Select
+	weight  *widget.Slider
+	share   *widget.Label
+	preview *widget.Button
+	remove  *widget.Button
+	// weightLine holds the weight and the share; it shows in a blend.
+	weightLine *fyne.Container
+	box        *fyne.Container
+}
+
+// speechKey is what a speech is of.
+type speechKey struct {
+	text, voice string
+	speed       float64
+}
+
+func newVoiceView(st *studio) *voiceView {
+	vv := &voiceView{st: st, wordAt: -1, newPlayer: openPlayer}
+	vv.engine = func() speaker { return vv.st.engine }
+	vv.ExtendBaseWidget(vv)
+	vv.build()
+	vv.listVoices()
+	return vv
+}
+
+func (vv *voiceView) CreateRenderer() fyne.WidgetRenderer {
+	return widget.NewSimpleRenderer(vv.content)
+}
+
+func (vv *voiceView) build() {
+	heading := widget.NewLabelWithStyle("Voice", fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
+	heading.SizeName = theme.SizeNameHeadingText
+	intro := widget.NewLabel("Read text aloud with Kokoro voices, on your GPU. Blend voices to make a new one.")
+	intro.Wrapping = fyne.TextWrapWord
+	intro.Importance = widget.LowImportance
+
+	vv.text = widget.NewMultiLineEntry()
+	vv.text.Wrapping = fyne.TextWrapWord
+	vv.text.SetPlaceHolder("Type or paste the text to read aloud")
+	vv.text.SetMinRowsVisible(6)
+
+	vv.rowsBox = container.NewVBox()
+	vv.addVoice = widget.NewButtonWithIcon("Blend another voice", theme.ContentAddIcon(), func() { vv.addRow("") })
+	vv.addVoice.Importance = widget.LowImportance
+	vv.blendLabel = widget.NewLabel("")
+	vv.blendLabel.Importance = widget.LowImportance
+	vv.blendLabel.Truncation = fyne.TextTruncateEllipsis
+	vv.blendLabel.Hide()
+	vv.addRow("")
+
+	vv.speed = widget.NewSlider(0.5, 2)
+	vv.speed.Step = 0.05
+	vv.speed.SetValue(1)
+	vv.speedLabel = widget.NewLabel(speedText(1))
+	vv.speed.OnChanged = func(v float64) { vv.speedLabel.SetText(speedText(v)) }
+
+	vv.play = widget.NewButtonWithIcon("Play", theme.MediaPlayIcon(), vv.playTapped)
+	vv.play.Importance = widget.HighImportance
+	vv.stop = widget.NewButtonWithIcon("Stop", theme.MediaStopIcon(), vv.halt)
+	vv.export = widget.NewButtonWithIcon("Export…", theme.DocumentSaveIcon(), vv.exportTapped)
+	vv.format = widget.NewSelect([]string{formatPCM16, formatFloat}, nil)
+	vv.format.SetSelected(formatPCM16)
+	buttons := container.NewGridWithColumns(3, vv.play, vv.stop, vv.export)
+
+	vv.notice = widget.NewLabel("")
+	vv.notice.Wrapping = fyne.TextWrapWord
+	vv.lookWhy = widget.NewButtonWithIcon("Look again", theme.ViewRefreshIcon(), vv.listVoices)
+	vv.noticeBx = container.NewBorder(nil, nil, nil, container.NewVBox(vv.lookWhy), vv.notice)
+	vv.noticeBx.Hide()
+
+	form := container.NewVBox(
+		formRow("Voice", vv.rowsBox),
+		formRow("", vv.blendLabel),
+		formRow("", container.NewHBox(vv.addVoice)),
+		formRow("Speed", container.NewBorder(nil, nil, nil, vv.speedLabel, vv.speed)),
+		formRow("Export as", vv.format),
+	)
+	vv.left = container.NewVScroll(container.NewVBox(heading, intro, vv.text, form, buttons, vv.noticeBx))
+
+	vv.headline = widget.NewLabelWithStyle("Nothing spoken yet", fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
+	vv.headline.Truncation = fyne.TextTruncateEllipsis
+	vv.clock = widget.NewLabelWithStyle("", fyne.TextAlignTrailing, fyne.TextStyle{})
+	vv.wave = newWaveform(app.SampleRate)
+	vv.words = widget.NewRichText()
+	vv.words.Wrapping = fyne.TextWrapWord
+	right := container.NewBorder(container.NewBorder(nil, nil, nil, container.New(fixedWidth(160), vv.clock), vv.headline), vv.words, nil, nil, vv.wave)
+
+	split := container.NewHSplit(container.NewPadded(vv.left), container.NewPadded(right))
+	split.Offset = 0.42
+	vv.content = split
+	vv.updateControls()
+}
+
+func speedText(v float64) string { return fmt.Sprintf("%.2f×", v) }
+
+// addRow adds a voice to the blend, name if given.
+func (vv *voiceView) addRow(name string) {
+	r := &voiceRow{}
+	r.pick = widget.NewSelect(vv.voices, func(string) { vv.blendChanged() })
+	r.pick.PlaceHolder = "Choose a voice"
+	r.weight = widget.NewSlider(0, 1)
+	r.weight.Step = 0.05
+	r.weight.SetValue(0.5)
+	r.weight.OnChanged = func(float64) { vv.blendChanged() }
+	r.share = widget.NewLabelWithStyle("", fyne.TextAlignTrailing, fyne.TextStyle{})
+	r.preview = widget.NewButtonWithIcon("", theme.VolumeUpIcon(), func() { vv.previewTapped(r) })
+	r.remove = widget.NewButtonWithIcon("", theme.CancelIcon(), func() { vv.removeRow(r) })
+	r.remove.Importance = widget.LowImportance
+	// The weight goes on a line of its own: beside a voice's name, at the
+	// column's width, a slider is too short to set.
+	r.weightLine = container.NewBorder(nil, nil, nil, r.share, r.weight)
+	r.box = container.NewVBox(
+		container.NewBorder(nil, nil, nil, container.NewHBox(r.preview, r.remove), r.pick),
+		r.weightLine)
+	if name == "" {
+		name = vv.unusedVoice()
+	}
+	if slices.Contains(vv.voices, name) {
+		r.pick.SetSelected(name)
+	}
+	vv.rows = append(vv.rows, r)
+	vv.rowsBox.Add(r.box)
+	vv.blendChanged()
+}
+
+// unusedVoice is the first voice of the list that no row has, the
+// default voice first: what a new row starts with.
+func (vv *voiceView) unusedVoice() string {
+	used := func(n string) bool {
+		return slices.ContainsFunc(vv.rows, func(r *voiceRow) bool { return r.pick.Selected == n })
+	}
+	for _, n := range append([]string{defaultVoice}, vv.voices...) {
+		if slices.Contains(vv.voices, n) && !used(n) {
+			return n
+		}
+	}
+	return ""
+}
+
+func (vv *voiceView) removeRow(r *voiceRow) {
+	i := slices.Index(vv.rows, r)
+	if i < 0 || len(vv.rows) == 1 {
+		return
+	}
+	vv.rows = slices.Delete(vv.rows, i, i+1)
+	vv.rowsBox.Remove(r.box)
+	vv.blendChanged()
+}
+
+// blendChanged shows the rows' weights and the blend they make.
+func (vv *voiceView) blendChanged() {
+	single := len(vv.rows) == 1
+	var total float64
+	for _, r := range vv.rows {
+		if r.pick.Selected != "" {
+			total += r.weight.Value
+		}
+	}
+	for _, r := range vv.rows {
+		for _, o := range []fyne.CanvasObject{r.weightLine, r.remove} {
+			if single {
+				o.Hide()
+			} else {
+				o.Show()
+			}
+		}
+		share := 0.0
+		if total > 0 && r.pick.Selected != "" {
+			share = r.weight.Value / total
+		}
+		r.share.SetText(fmt.Sprintf("%3.0f%%", 100*share))
+	}
+	if spec, err := vv.voiceSpec(); err == nil && !single {
+		vv.blendLabel.SetText("Blend: " + spec)
+		vv.blendLabel.Show()
+	} else {
+		vv.blendLabel.SetText("")
+		vv.blendLabel.Hide()
+	}
+	vv.rowsBox.Refresh()
+	if vv.left != nil {
+		vv.left.Refresh() // a row added or removed changes the column's height
+	}
+}
+
+// blendTerm is one voice of a blend and its weight.
+type blendTerm struct {
+	name   string
+	weight float64
+}
+
+// blendSpec is the voice spec the engine takes for terms: one voice's
+// name, or "af_heart:0.6,am_adam:0.4" for a blend. Terms without a voice
+// or with no weight are left out and a voice named twice counts once with
+// the weights summed. The weights are written as shares of their sum,
+// rounded to hundredths (never to 0, which the engine refuses): the engine
+// normalises them too, so the spec reads as the mix it makes.
+func blendSpec(terms []blendTerm) (string, error) {
+	var kept []blendTerm
+	var total float64
+	for _, t := range terms {
+		if t.name == "" || !(t.weight > 0) || math.IsInf(t.weight, 0) {
+			continue
+		}
+		total += t.weight
+		if i := slices.IndexFunc(kept, func(k blendTerm) bool { return k.name == t.name }); i >= 0 {
+			kept[i].weight += t.weight
+			continue
+		}
+		kept = append(kept, t)
+	}
+	switch len(kept) {
+	case 0:
+		return "", errors.New("choose a voice: with every weight at 0 there is no voice to speak with")
+	case 1:
+		return kept[0].name, nil
+	}
+	parts := make([]string, len(kept))
+	for i, k := range kept {
+		w := max(math.Round(100*k.weight/total)/100, 0.01)
+		parts[i] = k.name + ":" + strconv.FormatFloat(w, 'f', -1, 64)
+	}
+	return strings.Join(parts, ","), nil
+}
+
+// voiceSpec is the blend the rows make.
+func (vv *voiceView) voiceSpec() (string, error) {
+	if len(vv.voices) == 0 {
+		return "", errors.New("no voices are listed yet")
+	}
+	if len(vv.rows) == 1 {
+		if n := vv.rows[0].pick.Selected; n != "" {
+			return n, nil
+		}
+		return "", errors.New("choose a voice")
+	}
+	var terms []blendTerm
+	for _, r := range vv.rows {
+		terms = append(terms, blendTerm{r.pick.Selected, r.weight.Value})
+	}
+	return blendSpec(terms)
+}
+
+// lastVoice is the voice and speed the tab is set to, for the chat's
+// read-aloud; ok is false while no voice can be named.
+func (vv *voiceView) lastVoice() (voice string, speed float64, err error) {
+	voice, err = vv.voiceSpec()
+	return voice, vv.speed.Value, err
+}
+
+// listVoices asks the engine for the voice packs, off the UI goroutine:
+// it reads a directory.
+func (vv *voiceView) listVoices() {
+	vv.voicesGen++
+	vv.listing = true
+	gen, eng := vv.voicesGen, vv.engine()
+	go func() {
+		names, err := eng.Voices()
+		vv.st.post(func() {
+			if gen == vv.voicesGen {
+				vv.listing = false
+				vv.setVoices(names, err)
+			}
+		})
+	}()
+}
+
+// setVoices offers names in every row, or says why there are none.
+func (vv *voiceView) setVoices(names []string, err error) {
+	if err == nil && len(names) == 0 {
+		err = fmt.Errorf("%w: the Kokoro folder has no voice packs (*.pt, *.bin)", app.ErrNoVoiceModel)
+	}
+	vv.voicesErr = err
+	if err != nil {
+		vv.voices = nil
+		vv.showFailure(err)
+	} else {
+		vv.voices = names
+		if vv.lookWhy.Visible() {
+			vv.hideNotice()
+		}
+	}
+	for _, r := range vv.rows {
+		r.pick.SetOptions(vv.voices)
+		if !slices.Contains(vv.voices, r.pick.Selected) {
+			r.pick.ClearSelected()
+		}
+	}
+	for _, r := range vv.rows {
+		if r.pick.Selected == "" {
+			if n := vv.unusedVoice(); n != "" {
+				r.pick.SetSelected(n)
+			}
+		}
+	}
+	vv.blendChanged()
+	vv.updateControls()
+}
+
+// request is what the form asks to say, checked.
+func (vv *voiceView) request() (app.SpeakRequest, error) {
+	text := strings.TrimSpace(vv.text.Text)
+	if text == "" {
+		return app.SpeakRequest{}, errNothingToSay
+	}
+	voice, err := vv.voiceSpec()
+	if err != nil {
+		return app.SpeakRequest{}, err
+	}
+	return app.SpeakRequest{Text: text, Voice: voice, Speed: vv.speed.Value}, nil
+}
+
+var errNothingToSay = errors.New("nothing to say: type or paste the text to read aloud first")
+
+func keyOf(req app.SpeakRequest) speechKey {
+	return speechKey{text: req.Text, voice: req.Voice, speed: req.Speed}
+}
+
+func (vv *voiceView) playTapped() {
+	req, err := vv.request()
+	if err != nil {
+		vv.showFailure(err)
+		return
+	}
+	vv.hideNotice()
+	vv.start(runPlay, req, nil)
+}
+
+func (vv *voiceView) previewTapped(r *voiceRow) {
+	if r.pick.Selected == "" {
+		vv.showFailure(errors.New("choose a voice to preview"))
+		return
+	}
+	vv.hideNotice()
+	vv.start(runPreview, app.SpeakRequest{Text: previewText, Voice: r.pick.Selected, Speed: vv.speed.Value}, nil)
+}
+
+// readAloud says text with the tab's voice and speed; onEnd runs on the UI
+// goroutine when the speech ends, is stopped or fails (err says which).
+// It returns the speech, which stopSpeech ends.
+func (vv *voiceView) readAloud(text string, onEnd func(error)) (*speechRun, error) {
+	if strings.TrimSpace(text) == "" {
+		return nil, errors.New("this reply has nothing to read aloud")
+	}
+	if vv.voices == nil && vv.voicesErr != nil {
+		return nil, readAloudFailure(vv.voicesErr)
+	}
+	voice, speed, err := vv.lastVoice()
+	if err != nil {
+		return nil, fmt.Errorf("no voice to read with: %w in the Voice tab", err)
+	}
+	return vv.start(runRead, app.SpeakRequest{Text: text, Voice: voice, Speed: speed}, onEnd), nil
+}
+
+// stopSpeech stops r if it is the speech going on.
+func (vv *voiceView) stopSpeech(r *speechRun) {
+	if vv.cur == r {
+		vv.halt()
+	}
+}
+
+// halt stops the speech going on: its synthesis at the next chunk, its
+// sound at once.
+func (vv *voiceView) halt() {
+	r := vv.cur
+	if r == nil || r.stopping {
+		return
+	}
+	r.stopping = true
+	r.cancel()
+	vv.headline.SetText("Stopping…")
+	vv.updateControls()
+}
+
+// close stops the speech, if any, and waits until its sound is closed.
+func (vv *voiceView) close() {
+	if r := vv.cur; r != nil {
+		r.stopping = true
+		r.cancel()
+		<-r.done
+	}
+}
+
+// runKind is what a speech is for.
+type runKind int
+
+const (
+	runPlay    runKind = iota // Play: heard, drawn and kept for Export
+	runExport                 // Export of text not yet synthesised: drawn, silent
+	runPreview                // a voice's sample: heard only
+	runRead                   // a chat reply read aloud: heard only
+)
+
+// drawn says whether the speech shows in the waveform.
+func (k runKind) drawn() bool { return k == runPlay || k == runExport }
+
+// start begins a speech on a goroutine of its own, stopping the one going
+// on: there is one sound card, and one voice at a time.
+func (vv *voiceView) start(kind runKind, req app.SpeakRequest, onEnd func(error)) *speechRun {
+	if old := vv.cur; old != nil {
+		old.stopping = true
+		old.cancel()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &speechRun{kind: kind, key: keyOf(req), cancel: cancel, onEnd: onEnd, done: make(chan struct{})}
+	vv.cur = r
+	if kind.drawn() {
+		vv.wave.Clear()
+		vv.shown = nil
+	}
+	vv.setWords(nil, -1)
+	vv.clock.SetText("")
+	switch kind {
+	case runPreview:
+		vv.headline.SetText("Previewing " + req.Voice + "…")
+	case runRead:
+		vv.headline.SetText("Reading a chat reply aloud…")
+	default:
+		vv.headline.SetText("Synthesising…")
+	}
+	vv.updateControls()
+	// The speech stays with the engine it started on if the studio
+	// replaces its engine.
+	eng, newPlayer, post := vv.engine(), vv.newPlayer, vv.st.post
+	go r.run(ctx, eng, newPlayer, req, func() { post(func() { vv.update(r) }) })
+	return r
+}
+
+// update shows what r reported since the last update.
+func (vv *voiceView) update(r *speechRun) {
+	r.mu.Lock()
+	samples, words := r.pending, r.words
+	r.pending = nil
+	pos, playing, noAudio, chunks, ended := r.position, r.playing, r.noAudio, r.chunks, r.ended
+	r.mu.Unlock()
+	if vv.cur != r {
+		if ended {
+			vv.finish(r)
+		}
+		return
+	}
+	if r.kind.drawn() && len(samples) > 0 {
+		vv.wave.Append(samples)
+	}
+	if noAudio != nil && !r.toldNoAudio && r.kind == runPlay {
+		r.toldNoAudio = true
+		vv.showNotice(noAudioText(noAudio), widget.WarningImportance, false)
+	}
+	total := samplesDuration(r.samples(), app.SampleRate)
+	if r.kind.drawn() {
+		total = vv.wave.Duration()
+	}
+	if playing {
+		vv.clock.SetText(clockText(pos) + " / " + clockText(total))
+		if r.kind.drawn() {
+			vv.wave.SetCursor(pos)
+			vv.setWords(words, wordAt(words, pos))
+		}
+	} else if chunks > 0 {
+		vv.clock.SetText(clockText(total))
+	}
+	if !r.stopping && !ended {
+		switch {
+		case r.kind == runExport:
+			vv.headline.SetText(fmt.Sprintf("Synthesising for export: %s", plural(chunks, "chunk")))
+		case r.kind.drawn() && playing:
+			vv.headline.SetText("Speaking")
+		case r.kind.drawn():
+			vv.headline.SetText(fmt.Sprintf("Synthesising: %s", plural(chunks, "chunk")))
+		}
+	}
+	if ended {
+		vv.finish(r)
+	}
+}
+
+// finish shows how r ended and tells its caller.
+func (vv *voiceView) finish(r *speechRun) {
+	if r.finished {
+		return
+	}
+	r.finished = true
+	err := r.err
+	stopped := errors.Is(err, context.Canceled)
+	if vv.cur == r {
+		vv.cur = nil
+		vv.wave.HideCursor()
+		switch {
+		case stopped:
+			vv.headline.SetText("Stopped")
+		case err != nil:
+			vv.headline.SetText("The speech failed")
+			if r.onEnd == nil {
+				vv.showFailure(err)
+			}
+		case r.kind.drawn():
+			vv.headline.SetText("Done: " + clockText(vv.wave.Duration()) + " of speech")
+		default:
+			vv.headline.SetText("Done")
+		}
+		if r.kind.drawn() {
+			vv.setWords(nil, -1)
+			if err == nil {
+				key := r.key
+				vv.shown = &key
+			}
+		}
+		vv.updateControls()
+	}
+	if r.onEnd != nil {
+		r.onEnd(err)
+	}
+}
+
+// updateControls enables what can be done now.
+func (vv *voiceView) updateControls() {
+	r := vv.cur
+	enable := func(w fyne.Disableable, on bool) {
+		if on {
+			w.Enable()
+		} else {
+			w.Disable()
+		}
+	}
+	haveVoices := len(vv.voices) > 0
+	making := r != nil && r.kind.drawn()
+	enable(vv.play, haveVoices && !making)
+	enable(vv.stop, r != nil && !r.stopping)
+	enable(vv.export, haveVoices && !making)
+	enable(vv.addVoice, haveVoices)
+	for _, row := range vv.rows {
+		enable(row.preview, haveVoices)
+		enable(row.pick, haveVoices)
+	}
+}
+
+// exportTapped asks where to save the speech, then saves it.
+func (vv *voiceView) exportTapped() {
+	if _, err := vv.request(); err != nil {
+		vv.showFailure(err)
+		return
+	}
+	d := dialog.NewFileSave(func(w fyne.URIWriteCloser, err error) {
+		if err != nil {
+			vv.st.showError(err)
+			return
+		}
+		if w == nil {
+			return
+		}
+		w.Close()
+		vv.exportTo(w.URI().Path())
+	}, vv.st.win)
+	d.SetFileName("speech.wav")
+	d.SetFilter(storage.NewExtensionFileFilter([]string{".wav"}))
+	d.Resize(fyne.NewSize(800, 560))
+	d.Show()
+}
+
+// exportTo saves the speech of the form at path in the chosen format: the
+// waveform's samples when they are of the form as it is, or a new
+// synthesis, silent, when they are not.
+func (vv *voiceView) exportTo(path string) {
+	req, err := vv.request()
+	if err != nil {
+		vv.showFailure(err)
+		return
+	}
+	asFloat := vv.format.Selected == formatFloat
+	if vv.shown != nil && *vv.shown == keyOf(req) {
+		vv.writeWAV(path, vv.wave.Samples(), asFloat)
+		return
+	}
+	vv.hideNotice()
+	var r *speechRun
+	r = vv.start(runExport, req, func(err error) {
+		switch {
+		case errors.Is(err, context.Canceled):
+		case err != nil:
+			vv.showFailure(err)
+		default:
+			vv.writeWAV(path, r.all, asFloat)
+		}
+	})
+}
+
+// writeWAV writes audio off the UI goroutine and says where it went.
+// audio is not changed after: the waveform starts a new slice when it is
+// cleared.
+func (vv *voiceView) writeWAV(path string, audio []float32, asFloat bool) {
+	vv.showNotice("Saving "+filepath.Base(path)+"…", widget.MediumImportance, false)
+	go func() {
+		err := app.WriteSpeech(path, audio, asFloat)
+		vv.st.post(func() {
+			if err != nil {
+				vv.showNotice("The speech could not be saved: "+err.Error(), widget.DangerImportance, false)
+				return
+			}
+			vv.showNotice(fmt.Sprintf("Saved %s of speech to %s.", clockText(samplesDuration(len(audio), app.SampleRate)), homeShort(path)),
+				widget.SuccessImportance, false)
+		})
+	}()
+}
+
+// showFailure explains err under the buttons.
+func (vv *voiceView) showFailure(err error) {
+	switch {
+	case errors.Is(err, app.ErrNoVoiceModel):
+		vv.showNotice(noVoiceModelText(err), widget.WarningImportance, true)
+	case errors.Is(err, app.ErrNoAudioDevice):
+		vv.showNotice(noAudioText(err), widget.WarningImportance, false)
+	case errors.Is(err, errNothingToSay):
+		vv.showNotice("Nothing to say: type or paste the text to read aloud first.", widget.WarningImportance, false)
+	default:
+		vv.showNotice("The speech failed: "+err.Error(), widget.DangerImportance, false)
+	}
+}
+
+// noVoiceModelText is the no-model state: the error names the folder
+// searched and what belongs there.
+func noVoiceModelText(err error) string {
+	return "No Kokoro voice model was found, so Hearth cannot speak yet. " + err.Error() +
+		". Put Kokoro-82M's files there, then press Look again."
+}
+
+func noAudioText(err error) string {
+	return "No audio output device (" + err.Error() + "): Play draws the speech without sound, and Export… still saves it."
+}
+
+// A notice that shows or hides changes the left column's height: it is
+// laid out again at once, as the Tune tab's are.
+
+func (vv *voiceView) showNotice(text string, imp widget.Importance, lookAgain bool) {
+	vv.notice.Importance = imp
+	vv.notice.SetText(text)
+	if lookAgain {
+		vv.lookWhy.Show()
+	} else {
+		vv.lookWhy.Hide()
+	}
+	vv.noticeBx.Show()
+	vv.left.Refresh()
+}
+
+func (vv *voiceView) hideNotice() {
+	if vv.noticeBx.Visible() {
+		vv.noticeBx.Hide()
+		vv.left.Refresh()
+	}
+}
+
+// wordContext is how many words show on each side of the spoken one.
+const wordContext = 8
+
+// setWords shows the word at index i of words with some on each side, the
+// spoken one highlighted; i < 0 shows nothing.
+func (vv *voiceView) setWords(words []app.WordTime, i int) {
+	if i == vv.wordAt && i >= 0 {
+		return
+	}
+	vv.wordAt = i
+	if i < 0 || i >= len(words) {
+		vv.wordAt = -1
+		vv.words.Segments = nil
+		vv.words.Refresh()
+		return
+	}
+	join := func(ws []app.WordTime) string {
+		parts := make([]string, len(ws))
+		for k, w := range ws {
+			parts[k] = w.Text
+		}
+		return strings.Join(parts, " ")
+	}
+	from, to := max(i-wordContext, 0), min(i+1+wordContext, len(words))
+	before, after := join(words[from:i]), join(words[i+1:to])
+	if from > 0 {
+		before = "…" + before
+	}
+	if to < len(words) {
+		after += "…"
+	}
+	dim := widget.RichTextStyleInline
+	dim.ColorName = theme.ColorNamePlaceHolder
+	now := widget.RichTextStyleInline
+	now.ColorName = theme.ColorNamePrimary
+	now.TextStyle = fyne.TextStyle{Bold: true}
+	if before != "" {
+		before += " "
+	}
+	if after != "" {
+		after = " " + after
+	}
+	vv.words.Segments = []widget.RichTextSegment{
+		&widget.TextSegment{Style: dim, Text: before},
+		&widget.TextSegment{Style: now, Text: words[i].Text},
+		&widget.TextSegment{Style: dim, Text: after},
+	}
+	vv.words.Refresh()
+}
+
+// wordAt is the index of the word being heard at pos: the last one that
+// has started, -1 before the first.
+func wordAt(words []app.WordTime, pos time.Duration) int {
+	return sort.Search(len(words), func(i int) bool { return words[i].Start > pos }) - 1
+}
+
+// clockText is d as m:ss.t.
+func clockText(d time.Duration) string {
+	d = max(d, 0)
+	tenths := int64(d / (100 * time.Millisecond))
+	return fmt.Sprintf("%d:%02d.%d", tenths/600, tenths/10%60, tenths%10)
+}
+
+// speechRun is a speech being made and played. The run's goroutine adds
+// what the engine emits under mu; a ticker posts an update to the UI
+// goroutine every voiceInterval, which takes it.
+type speechRun struct {
+	kind   runKind
+	key    speechKey
+	cancel context.CancelFunc
+	onEnd  func(error)   // on the UI goroutine, when the speech has ended
+	done   chan struct{} // closed when the run's goroutine is done
+
+	// The UI goroutine's.
+	stopping    bool
+	finished    bool
+	toldNoAudio bool
+
+	mu       sync.Mutex
+	pending  []float32 // samples not shown yet
+	all      []float32 // every sample; read by the UI only once ended
+	words    []app.WordTime
+	chunks   int
+	position time.Duration // of the player
+	playing  bool          // a player is open and has been given audio
+	noAudio  error         // why there is no player
+	ended    bool
+	err      error
+}
+
+func (r *speechRun) samples() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.all)
+}
+
+// run synthesises req on eng and plays each chunk as it comes, then waits
+// until the speech has been heard. tick asks for an update of the UI.
+func (r *speechRun) run(ctx context.Context, eng speaker, newPlayer func() (audioPlayer, error), req app.SpeakRequest, tick func()) {
+	defer close(r.done)
+	defer r.cancel()
+	var p audioPlayer
+	if r.kind != runExport {
+		var err error
+		if p, err = newPlayer(); err != nil {
+			p = nil
+			if r.kind != runPlay {
+				// A preview or a read-aloud is only its sound.
+				r.end(err)
+				tick()
+				return
+			}
+			r.mu.Lock()
+			r.noAudio = err
+			r.mu.Unlock()
+		}
+	}
+	// Stop silences the sound card at once when the speech is stopped,
+	// without waiting for the chunk being synthesised.
+	var unhook func() bool
+	stopped := make(chan struct{})
+	if p != nil {
+		unhook = context.AfterFunc(ctx, func() { p.Stop(); close(stopped) })
+	}
+	ticking := make(chan struct{})
+	tickerDone := make(chan struct{})
+	go func() {
+		defer close(tickerDone)
+		t := time.NewTicker(voiceInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				if p != nil {
+					pos := p.Position()
+					r.mu.Lock()
+					r.position = pos
+					r.mu.Unlock()
+				}
+				tick()
+			case <-ticking:
+				return
+			}
+		}
+	}()
+	err := eng.Speak(ctx, req, func(c app.SpeechChunk) error {
+		// The player, pending and all each copy the chunk's audio.
+		if p != nil {
+			p.Enqueue(c.Audio)
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.pending = append(r.pending, c.Audio...)
+		r.all = append(r.all, c.Audio...)
+		r.words = append(r.words, c.Words...)
+		r.chunks++
+		r.playing = p != nil
+		return nil
+	})
+	if err == nil && p != nil {
+		err = p.Wait(ctx)
+	}
+	if err == nil && ctx.Err() != nil {
+		err = ctx.Err()
+	}
+	close(ticking)
+	<-tickerDone
+	if p != nil {
+		if !unhook() {
+			<-stopped
+		}
+		p.Close() // its only failure would be a second Close
+	}
+	r.end(err)
+	tick()
+}
+
+func (r *speechRun) end(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ended, r.err = true, err
+}
