@@ -33,8 +33,10 @@ func newTextFixture(t *testing.T, name string) (*forwardFixture, *Model, *GPUMod
 	return fx, m, g
 }
 
-// cpuTrace runs the CPU forward's text side up to asr, F0 and N (the
-// decoder is not needed here), tracing as Model.forward does.
+// cpuTrace runs the CPU forward's text side up to asr, F0 and N, step for
+// step as Model.forward does: the whole forward would run the decoder and
+// generator too, seconds on the CPU for arrays this test does not read.
+// checkGPUText ties it to the reference's own arrays.
 func cpuTrace(t *testing.T, m *Model, tokens []int, prosody []float32, speed float64) ([]int, map[string][]float32) {
 	t.Helper()
 	c := m.Config
@@ -109,10 +111,27 @@ func gpuFrames(t *testing.T, g *GPUModel, tokens []int, prosody []float32, speed
 var gpuTextTolerances = map[string]float64{"asr": 2e-5, "F0": 6e-5, "N": 2e-4}
 
 // checkGPUText compares the GPU's durations exactly and asr, F0 and N
-// within gpuTextTolerances with the CPU's for one utterance.
-func checkGPUText(t *testing.T, m *Model, g *GPUModel, tokens []int, prosody []float32, speed float64) []int {
+// within gpuTextTolerances with the CPU's for one utterance. Given the
+// fixture whose input this is, it first checks the CPU's arrays against
+// hexgrad's KModel at model_test.go's tolerances: were cpuTrace to drift
+// from Model.forward, the GPU would be checked against the wrong thing.
+func checkGPUText(t *testing.T, m *Model, g *GPUModel, tokens []int, prosody []float32, speed float64, fx *forwardFixture) []int {
 	t.Helper()
 	wantDur, want := cpuTrace(t, m, tokens, prosody, speed)
+	if fx != nil {
+		if !slices.Equal(wantDur, fx.Durations) {
+			t.Fatalf("cpuTrace: durations %v, reference %v", wantDur, fx.Durations)
+		}
+		for _, arr := range []string{"asr", "F0", "N"} {
+			ref, _ := fx.array(t, arr)
+			if len(want[arr]) != len(ref) {
+				t.Fatalf("cpuTrace: %s has %d values, reference %d", arr, len(want[arr]), len(ref))
+			}
+			if rel, _ := relErr(want[arr], ref); rel > forwardTolerances[arr] {
+				t.Errorf("cpuTrace: %s: error %.3g of its scale against the reference, tolerance %.0e", arr, rel, forwardTolerances[arr])
+			}
+		}
+	}
 	gotDur, got := gpuFrames(t, g, tokens, prosody, speed)
 	// The fixture's raw durations are at least 0.1 from a rounding
 	// boundary (it chose its bias so), far beyond the f32 noise: equal.
@@ -138,14 +157,14 @@ func TestGPUTextMatchesCPUSmall(t *testing.T) {
 	fx, m, g := newTextFixture(t, "small")
 	prosody := fx.Style[m.Config.StyleDim:]
 	var d1 []int
-	t.Run("fixture", func(t *testing.T) { d1 = checkGPUText(t, m, g, fx.Tokens, prosody, 1) })
+	t.Run("fixture", func(t *testing.T) { d1 = checkGPUText(t, m, g, fx.Tokens, prosody, fx.Speed, fx) })
 	t.Run("shorter", func(t *testing.T) {
 		short := slices.Clone(fx.Tokens[:6])
 		short[5] = 0 // the closing pad
-		checkGPUText(t, m, g, short, prosody, 1)
+		checkGPUText(t, m, g, short, prosody, 1, nil)
 	})
 	t.Run("speed 2", func(t *testing.T) {
-		d2 := checkGPUText(t, m, g, fx.Tokens, prosody, 2)
+		d2 := checkGPUText(t, m, g, fx.Tokens, prosody, 2, nil)
 		for i := range d1 {
 			// The fixture's durations are 2 frames at speed 1: 1 at speed 2.
 			if d2[i] != max(1, d1[i]/2) {
@@ -163,7 +182,7 @@ func TestGPUTextMatchesCPUSmall(t *testing.T) {
 // and text encoder (3 blocks) on the full fixture's 6 tokens.
 func TestGPUTextMatchesCPUFull(t *testing.T) {
 	fx, m, g := newTextFixture(t, "full")
-	checkGPUText(t, m, g, fx.Tokens, fx.Style[m.Config.StyleDim:], fx.Speed)
+	checkGPUText(t, m, g, fx.Tokens, fx.Style[m.Config.StyleDim:], fx.Speed, fx)
 }
 
 func sum(v []int) int {
