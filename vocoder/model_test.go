@@ -42,7 +42,7 @@ type forwardFixture struct {
 	bin []byte
 }
 
-func loadForwardFixture(t *testing.T, name string) *forwardFixture {
+func loadForwardFixture(t testing.TB, name string) *forwardFixture {
 	t.Helper()
 	dir := filepath.Join("testdata", "torch")
 	b, err := os.ReadFile(filepath.Join(dir, "forward-"+name+".json"))
