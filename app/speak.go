@@ -113,17 +113,30 @@ func (e *Engine) Speak(ctx context.Context, req SpeakRequest, emit func(SpeechCh
 	if err := vocoder.CheckSpeed(speed); err != nil {
 		return err
 	}
+	if strings.TrimSpace(req.Text) == "" {
+		return fmt.Errorf("%w: the text is empty", vocoder.ErrNothingToSay)
+	}
 	if emit == nil {
 		emit = func(SpeechChunk) error { return nil }
 	}
+	dir, err := e.kokoroDir()
+	if err != nil {
+		return err
+	}
 	return e.submit(ctx, func(ctx context.Context) error {
-		s, err := e.ensureSpeech()
+		// The voice first: a misspelt name or a bad pack fails before the
+		// model's seconds of loading. A missing folder is the model's
+		// error, which says what to put where.
+		voice, verr := vocoder.OpenVoice(vocoder.VoicesIn(dir), req.Voice)
+		if verr != nil && !errors.Is(verr, fs.ErrNotExist) {
+			return verr
+		}
+		s, err := e.ensureSpeech(dir)
 		if err != nil {
 			return err
 		}
-		voice, err := vocoder.OpenVoice(vocoder.VoicesIn(s.dir), req.Voice)
-		if err != nil {
-			return err
+		if verr != nil {
+			return verr
 		}
 		sp, err := s.speaker(req.Voice)
 		if err != nil {
@@ -137,11 +150,7 @@ func (e *Engine) Speak(ctx context.Context, req SpeakRequest, emit func(SpeechCh
 
 // ensureSpeech loads Kokoro unless it is loaded: on the GPU when the
 // backend allows and a device opens, else the CPU reference.
-func (e *Engine) ensureSpeech() (*speech, error) {
-	dir, err := e.kokoroDir()
-	if err != nil {
-		return nil, err
-	}
+func (e *Engine) ensureSpeech(dir string) (*speech, error) {
 	if e.speech != nil && e.speech.dir == dir {
 		return e.speech, nil
 	}

@@ -31,8 +31,9 @@ func TestSpeakStreamsChunks(t *testing.T) {
 		t.Fatalf("voices %v, %v", voices, err)
 	}
 
+	// Speed 2 halves the frames, and the CPU forward's time with them.
 	var chunks []SpeechChunk
-	err = e.Speak(ctx, SpeakRequest{Text: "Hi there. Go on.", Voice: "af_heart:0.6,am_adam:0.4"}, func(c SpeechChunk) error {
+	err = e.Speak(ctx, SpeakRequest{Text: "Hi there. Go on.", Voice: "af_heart:0.6,am_adam:0.4", Speed: 2}, func(c SpeechChunk) error {
 		chunks = append(chunks, c)
 		return nil
 	})

@@ -30,6 +30,7 @@ func NewRoot(studio func() error) *cobra.Command {
 		newServeCmd(),
 		newPullCmd(),
 		newModelsCmd(),
+		newSpeakCmd(),
 	)
 	return root
 }
