@@ -16,6 +16,7 @@ import (
 
 	"github.com/hearthstudio/hearth/app/settings"
 	"github.com/hearthstudio/hearth/engine/synth"
+	"github.com/hearthstudio/hearth/internal/kokorotest"
 )
 
 // realRunTimeout bounds one run of the binary: start, scan, load a tiny
@@ -65,6 +66,9 @@ func TestStudioRealRunScreenshots(t *testing.T) {
 	if update {
 		prompt = "Write a haiku about a warm hearth."
 		richLibrary(t, home)
+		// A Kokoro directory (the small fixture model, which speaks
+		// noise): the Voice tab's picture shows a speech's waveform.
+		kokorotest.WriteDir(t, filepath.Join(home, ".config", "hearth", "kokoro"))
 		s.Tune = tunedRun(t, bin, home)
 		if err := settings.Save(filepath.Join(home, ".config", "hearth", "settings.json"), s); err != nil {
 			t.Fatal(err)

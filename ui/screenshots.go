@@ -57,6 +57,9 @@ func (st *studio) screenshots(dir string) error {
 		if name == "tune" {
 			st.screenshotTune()
 		}
+		if name == "voice" {
+			st.screenshotVoice()
+		}
 		time.Sleep(screenshotSettle)
 		var img image.Image
 		fyne.DoAndWait(func() { img = st.capture() })

@@ -115,9 +115,11 @@ type voiceView struct {
 	noticeBx *fyne.Container
 
 	cur *speechRun // the speech being made or played, nil when none
-	// shown is what the waveform holds, once a speech of it is complete:
-	// Export saves it without synthesising again.
-	shown *speechKey
+	// shown is what the waveform holds, once a speech of it is complete,
+	// and shownAudio its samples as the engine made them: Export saves
+	// them without synthesising again.
+	shown      *speechKey
+	shownAudio []float32
 
 	left    *container.Scroll
 	content fyne.CanvasObject
@@ -370,7 +372,7 @@ func (vv *voiceView) voiceSpec() (string, error) {
 }
 
 // lastVoice is the voice and speed the tab is set to, for the chat's
-// read-aloud; ok is false while no voice can be named.
+// read-aloud; err says why no voice can be named.
 func (vv *voiceView) lastVoice() (voice string, speed float64, err error) {
 	voice, err = vv.voiceSpec()
 	return voice, vv.speed.Value, err
@@ -534,7 +536,7 @@ func (vv *voiceView) start(kind runKind, req app.SpeakRequest, onEnd func(error)
 	vv.cur = r
 	if kind.drawn() {
 		vv.wave.Clear()
-		vv.shown = nil
+		vv.shown, vv.shownAudio = nil, nil
 	}
 	vv.setWords(nil, -1)
 	vv.clock.SetText("")
@@ -630,7 +632,7 @@ func (vv *voiceView) finish(r *speechRun) {
 			vv.setWords(nil, -1)
 			if err == nil {
 				key := r.key
-				vv.shown = &key
+				vv.shown, vv.shownAudio = &key, r.all
 			}
 		}
 		vv.updateControls()
@@ -696,7 +698,7 @@ func (vv *voiceView) exportTo(path string) {
 	}
 	asFloat := vv.format.Selected == formatFloat
 	if vv.shown != nil && *vv.shown == keyOf(req) {
-		vv.writeWAV(path, vv.wave.Samples(), asFloat)
+		vv.writeWAV(path, vv.shownAudio, asFloat)
 		return
 	}
 	vv.hideNotice()
@@ -713,8 +715,7 @@ func (vv *voiceView) exportTo(path string) {
 }
 
 // writeWAV writes audio off the UI goroutine and says where it went.
-// audio is not changed after: the waveform starts a new slice when it is
-// cleared.
+// audio is a finished speech's, which nothing changes after.
 func (vv *voiceView) writeWAV(path string, audio []float32, asFloat bool) {
 	vv.showNotice("Saving "+filepath.Base(path)+"…", widget.MediumImportance, false)
 	go func() {
@@ -744,11 +745,15 @@ func (vv *voiceView) showFailure(err error) {
 	}
 }
 
-// noVoiceModelText is the no-model state: the error names the folder
-// searched and what belongs there.
+// noVoiceModelText is the no-model state: where the model goes and what
+// it is made of, then the engine's error, which names the file missing.
 func noVoiceModelText(err error) string {
-	return "No Kokoro voice model was found, so Hearth cannot speak yet. " + err.Error() +
-		". Put Kokoro-82M's files there, then press Look again."
+	where := "the kokoro folder beside Hearth's settings"
+	if dir, derr := app.DefaultKokoroDir(); derr == nil {
+		where = dir
+	}
+	return "No Kokoro voice model was found, so Hearth cannot speak yet. Put Kokoro-82M (hexgrad/Kokoro-82M) in " + where +
+		": config.json, kokoro-v1_0.pth and the voices folder of packs such as af_heart.pt; then press Look again.\n(" + err.Error() + ")"
 }
 
 func noAudioText(err error) string {
@@ -958,4 +963,42 @@ func (r *speechRun) end(err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.ended, r.err = true, err
+}
+
+// screenshotVoiceText is what the Voice tab's screenshot reads.
+const screenshotVoiceText = "The hearth is the heart of the home. Its warmth gathers everyone at the end of the day, and its light keeps the dark at bay."
+
+// screenshotVoice fills the Voice tab for its picture: a sample text in a
+// blend of two voices and, when a Kokoro model is there, its speech drawn
+// in the waveform. It runs on the screenshots' goroutine and waits, a
+// minute at most, for the voices to be listed and the speech to end.
+func (st *studio) screenshotVoice() {
+	vv := st.voice
+	if vv == nil {
+		return
+	}
+	busy := func(f func() bool) bool {
+		var b bool
+		fyne.DoAndWait(func() { b = f() })
+		return b
+	}
+	wait := func(limit time.Duration, f func() bool) {
+		for deadline := time.Now().Add(limit); time.Now().Before(deadline) && busy(f); {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	wait(5*time.Second, func() bool { return vv.listing })
+	fyne.DoAndWait(func() {
+		vv.text.SetText(screenshotVoiceText)
+		if len(vv.voices) == 0 {
+			return
+		}
+		if len(vv.voices) > 1 {
+			vv.addRow("")
+			vv.rows[0].weight.SetValue(0.6)
+			vv.rows[1].weight.SetValue(0.4)
+		}
+		vv.playTapped()
+	})
+	wait(time.Minute, func() bool { return vv.cur != nil })
 }

@@ -62,8 +62,6 @@ func newWaveform(rate int) *waveform {
 
 // Clear empties the view.
 func (w *waveform) Clear() {
-	// A new slice, not samples[:0]: an export may still be reading the
-	// old one on another goroutine.
 	w.samples, w.blocks = nil, nil
 	w.showCursor = false
 	w.Refresh()
