@@ -89,6 +89,33 @@ func TestSpeakStreamsChunks(t *testing.T) {
 		t.Errorf("%d phonemizers; want en-us for af_heart and en-gb for bf_emma", len(loaded.speakers))
 	}
 
+	// The GPU forward is chosen when asked for (its parity with the CPU
+	// forward is vocoder's tests'; a sentence through it on lavapipe
+	// takes longer than this whole test), and under auto only on a
+	// hardware adapter: CI's is lavapipe, a software one, so the CPU.
+	for _, backend := range []string{"gpu", "auto"} {
+		g := NewEngine(EngineOptions{Backend: backend, Kokoro: dir})
+		err := g.submit(ctx, func(context.Context) error {
+			s, err := g.ensureSpeech(dir)
+			if err != nil {
+				return err
+			}
+			software := g.dev != nil && g.dev.Info.Type == "cpu"
+			onGPU := strings.HasPrefix(s.backend, "gpu: ")
+			if want := backend == "gpu" || !software; onGPU != want || (onGPU && s.release == nil) {
+				t.Errorf("%s: speech on %s (adapter type %v)", backend, s.backend, g.dev.Info.Type)
+			}
+			if !onGPU && !strings.Contains(g.Status().Note, "speech runs on the CPU") {
+				t.Errorf("%s: on the CPU without a note: %q", backend, g.Status().Note)
+			}
+			return nil
+		})
+		g.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", backend, err)
+		}
+	}
+
 	// The WAV of the speech, both formats.
 	var all []float32
 	for _, c := range chunks {
