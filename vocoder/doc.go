@@ -23,9 +23,13 @@
 //     per-token durations, on engine/ops/ref's arithmetic (float64 inside).
 //     It matches hexgrad's KModel (testdata/make_forward_fixture.py) and is
 //     the oracle for the GPU forward.
+//   - Speech: LoadModel reads a Kokoro directory; a Speaker phonemizes a
+//     text and synthesises it chunk by chunk (the first sentence alone,
+//     for a quick start) through any Synthesizer (*Model, *GPUModel),
+//     handing out each chunk's audio with its words' times from the
+//     predicted durations; a Player plays the chunks through oto as they
+//     come.
 //
-// Still to come: the model forward on engine/ops kernels, word timestamps
-// from the predicted durations (Config.FrameSamples), streaming playback
-// through oto, `hearth speak`, and the studio's Voice tab. The package
+// Still to come: the model forward on engine/ops kernels. The package
 // calls engine/ops, never wgpu.
 package vocoder
