@@ -25,7 +25,7 @@ func NewRoot(studio func() error) *cobra.Command {
 		newTokenizeCmd(), newDetokenizeCmd(),
 		newInspectCmd(),
 		newQuantizeCmd(), newMergeCmd(), newTrainCmd(),
-		newSynthCmd(), newImportCmd(),
+		newSynthCmd(), newImportCmd(), newVoiceCmd(),
 		newGenerateCmd(), newChatCmd(), newLogitsCmd(), newBenchCmd(),
 		newServeCmd(),
 		newPullCmd(),
