@@ -105,20 +105,20 @@ type voiceView struct {
 	play, stop, export *widget.Button
 	format             *widget.Select
 
-	headline *widget.Label
-	clock    *widget.Label
-	wave     *waveform
-	words    *widget.RichText
-	wordAt   int // the word highlighted, -1 for none
-	notice   *widget.Label
-	lookWhy  *widget.Button // "Look again", after no voice model was found
-	noticeBx *fyne.Container
+	headline  *widget.Label
+	clock     *widget.Label
+	wave      *waveform
+	words     *widget.RichText
+	wordAt    int // the word highlighted, -1 for none
+	notice    *widget.Label
+	lookAgain *widget.Button // "Look again", after no voice model was found
+	noticeBx  *fyne.Container
 
 	cur *speechRun // the speech being made or played, nil when none
 	// shown is what the waveform holds, once a speech of it is complete,
 	// and shownAudio its samples as the engine made them: Export saves
 	// them without synthesising again.
-	shown      *speechKey
+	shown      *app.SpeakRequest
 	shownAudio []float32
 
 	left    *container.Scroll
@@ -136,12 +136,6 @@ type voiceRow struct {
 	// weightLine holds the weight and the share; it shows in a blend.
 	weightLine *fyne.Container
 	box        *fyne.Container
-}
-
-// speechKey is what a speech is of.
-type speechKey struct {
-	text, voice string
-	speed       float64
 }
 
 func newVoiceView(st *studio) *voiceView {
@@ -194,8 +188,8 @@ func (vv *voiceView) build() {
 
 	vv.notice = widget.NewLabel("")
 	vv.notice.Wrapping = fyne.TextWrapWord
-	vv.lookWhy = widget.NewButtonWithIcon("Look again", theme.ViewRefreshIcon(), vv.listVoices)
-	vv.noticeBx = container.NewBorder(nil, nil, nil, container.NewVBox(vv.lookWhy), vv.notice)
+	vv.lookAgain = widget.NewButtonWithIcon("Look again", theme.ViewRefreshIcon(), vv.listVoices)
+	vv.noticeBx = container.NewBorder(nil, nil, nil, container.NewVBox(vv.lookAgain), vv.notice)
 	vv.noticeBx.Hide()
 
 	form := container.NewVBox(
@@ -406,7 +400,7 @@ func (vv *voiceView) setVoices(names []string, err error) {
 		vv.showFailure(err)
 	} else {
 		vv.voices = names
-		if vv.lookWhy.Visible() {
+		if vv.lookAgain.Visible() {
 			vv.hideNotice()
 		}
 	}
@@ -441,10 +435,6 @@ func (vv *voiceView) request() (app.SpeakRequest, error) {
 }
 
 var errNothingToSay = errors.New("nothing to say: type or paste the text to read aloud first")
-
-func keyOf(req app.SpeakRequest) speechKey {
-	return speechKey{text: req.Text, voice: req.Voice, speed: req.Speed}
-}
 
 func (vv *voiceView) playTapped() {
 	req, err := vv.request()
@@ -532,7 +522,7 @@ func (vv *voiceView) start(kind runKind, req app.SpeakRequest, onEnd func(error)
 		old.cancel()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &speechRun{kind: kind, key: keyOf(req), cancel: cancel, onEnd: onEnd, done: make(chan struct{})}
+	r := &speechRun{kind: kind, req: req, cancel: cancel, onEnd: onEnd, done: make(chan struct{})}
 	vv.cur = r
 	if kind.drawn() {
 		vv.wave.Clear()
@@ -552,7 +542,7 @@ func (vv *voiceView) start(kind runKind, req app.SpeakRequest, onEnd func(error)
 	// The speech stays with the engine it started on if the studio
 	// replaces its engine.
 	eng, newPlayer, post := vv.engine(), vv.newPlayer, vv.st.post
-	go r.run(ctx, eng, newPlayer, req, func() { post(func() { vv.update(r) }) })
+	go r.run(ctx, eng, newPlayer, func() { post(func() { vv.update(r) }) })
 	return r
 }
 
@@ -631,8 +621,7 @@ func (vv *voiceView) finish(r *speechRun) {
 		if r.kind.drawn() {
 			vv.setWords(nil, -1)
 			if err == nil {
-				key := r.key
-				vv.shown, vv.shownAudio = &key, r.all
+				vv.shown, vv.shownAudio = &r.req, r.all
 			}
 		}
 		vv.updateControls()
@@ -697,7 +686,7 @@ func (vv *voiceView) exportTo(path string) {
 		return
 	}
 	asFloat := vv.format.Selected == formatFloat
-	if vv.shown != nil && *vv.shown == keyOf(req) {
+	if vv.shown != nil && *vv.shown == req {
 		vv.writeWAV(path, vv.shownAudio, asFloat)
 		return
 	}
@@ -767,9 +756,9 @@ func (vv *voiceView) showNotice(text string, imp widget.Importance, lookAgain bo
 	vv.notice.Importance = imp
 	vv.notice.SetText(text)
 	if lookAgain {
-		vv.lookWhy.Show()
+		vv.lookAgain.Show()
 	} else {
-		vv.lookWhy.Hide()
+		vv.lookAgain.Hide()
 	}
 	vv.noticeBx.Show()
 	vv.left.Refresh()
@@ -850,7 +839,7 @@ func clockText(d time.Duration) string {
 // goroutine every voiceInterval, which takes it.
 type speechRun struct {
 	kind   runKind
-	key    speechKey
+	req    app.SpeakRequest
 	cancel context.CancelFunc
 	onEnd  func(error)   // on the UI goroutine, when the speech has ended
 	done   chan struct{} // closed when the run's goroutine is done
@@ -878,9 +867,9 @@ func (r *speechRun) samples() int {
 	return len(r.all)
 }
 
-// run synthesises req on eng and plays each chunk as it comes, then waits
+// run synthesises r.req on eng and plays each chunk as it comes, then waits
 // until the speech has been heard. tick asks for an update of the UI.
-func (r *speechRun) run(ctx context.Context, eng speaker, newPlayer func() (audioPlayer, error), req app.SpeakRequest, tick func()) {
+func (r *speechRun) run(ctx context.Context, eng speaker, newPlayer func() (audioPlayer, error), tick func()) {
 	defer close(r.done)
 	defer r.cancel()
 	var p audioPlayer
@@ -927,7 +916,7 @@ func (r *speechRun) run(ctx context.Context, eng speaker, newPlayer func() (audi
 			}
 		}
 	}()
-	err := eng.Speak(ctx, req, func(c app.SpeechChunk) error {
+	err := eng.Speak(ctx, r.req, func(c app.SpeechChunk) error {
 		// The player, pending and all each copy the chunk's audio.
 		if p != nil {
 			p.Enqueue(c.Audio)

@@ -440,11 +440,11 @@ func TestVoiceErrorStates(t *testing.T) {
 				!strings.Contains(text, "config.json, kokoro-v1_0.pth and the voices folder") {
 				t.Errorf("the tab says %q", text)
 			}
-			if !vv.lookWhy.Visible() || !vv.play.Disabled() || !vv.export.Disabled() || !vv.rows[0].preview.Disabled() {
-				t.Errorf("Look again shown %v, Play disabled %v, Export disabled %v", vv.lookWhy.Visible(), vv.play.Disabled(), vv.export.Disabled())
+			if !vv.lookAgain.Visible() || !vv.play.Disabled() || !vv.export.Disabled() || !vv.rows[0].preview.Disabled() {
+				t.Errorf("Look again shown %v, Play disabled %v, Export disabled %v", vv.lookAgain.Visible(), vv.play.Disabled(), vv.export.Disabled())
 			}
 			fs.voicesErr, fs.voices = nil, testVoices
-			test.Tap(vv.lookWhy)
+			test.Tap(vv.lookAgain)
 		})
 		eventually(t, l, "the voices after Look again", func() bool { return len(vv.voices) == 4 })
 		l.wait(func() {
@@ -458,7 +458,7 @@ func TestVoiceErrorStates(t *testing.T) {
 		})
 		eventually(t, l, "the failure", func() bool { return vv.cur == nil && vv.noticeBx.Visible() })
 		l.wait(func() {
-			if !strings.Contains(vv.notice.Text, "has no kokoro-v1_0.pth") || !vv.lookWhy.Visible() {
+			if !strings.Contains(vv.notice.Text, "has no kokoro-v1_0.pth") || !vv.lookAgain.Visible() {
 				t.Errorf("Play without a model says %q", vv.notice.Text)
 			}
 		})
