@@ -195,7 +195,12 @@ def main():
     encoders = {"style_encoder": build(torch, StyleEncoder, 20), "predictor_encoder": build(torch, StyleEncoder, 21)}
     net = {}
     for key, enc in encoders.items():
-        net[key] = collections.OrderedDict(("module." + k, v.clone()) for k, v in enc.state_dict().items())
+        # As train_second.py saves it: the state_dict() of the module
+        # wrapped in DataParallel (its keys under 'module.', and torch's
+        # _metadata attribute with spectral norm's per-module version).
+        sd = torch.nn.DataParallel(enc).state_dict()
+        assert all(k.startswith("module.") for k in sd) and hasattr(sd, "_metadata")
+        net[key] = sd
     # Modules the loader must pass over, as in the real checkpoint.
     net["text_encoder"] = collections.OrderedDict([("module.embedding.weight", torch.randn(3, 4))])
     ckpt = {"net": net,
