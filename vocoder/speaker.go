@@ -274,11 +274,9 @@ func subChunk(c Chunk, a, b int) Chunk {
 func wordOffsets(c Chunk, a, b int) (from, to int) {
 	off := 0
 	for i, w := range c.Words[:b] {
-		at := strings.Index(c.Text[off:], w.Text)
-		if at < 0 {
-			at = 0 // not found (cannot happen for makeChunk's text): keep going from here
-		} else {
-			at += off
+		at := off // where it is not found (not for makeChunk's text), go on from here
+		if k := strings.Index(c.Text[off:], w.Text); k >= 0 {
+			at += k
 		}
 		if i == a {
 			from = at
