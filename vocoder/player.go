@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"sync"
@@ -37,6 +38,7 @@ type sink interface {
 	IsPlaying() bool
 	Reset()
 	BufferedSize() int // bytes read from the queue and not yet played
+	Err() error        // why playback failed (the device went away), or nil
 }
 
 // A Player plays SampleRate Hz mono audio on the sound card as it is
@@ -91,7 +93,8 @@ func (p *Player) Position() time.Duration {
 }
 
 // Wait blocks until everything enqueued has been played, or ctx ends
-// (its error is returned; the audio plays on: Stop cuts it).
+// (its error is returned; the audio plays on: Stop cuts it), or playback
+// fails (an error wrapping ErrNoAudioDevice).
 func (p *Player) Wait(ctx context.Context) error {
 	// oto has no end-of-stream callback: poll, at a period far below a
 	// word's length.
@@ -100,6 +103,10 @@ func (p *Player) Wait(ctx context.Context) error {
 	for {
 		if p.q.speechAt(p.out.BufferedSize()/4) >= p.q.enqueued() {
 			break
+		}
+		if err := p.out.Err(); err != nil {
+			// Nothing more will play: a wait for the end would never end.
+			return fmt.Errorf("%w: %v", ErrNoAudioDevice, err)
 		}
 		select {
 		case <-ctx.Done():

@@ -22,6 +22,13 @@ type fakeDevice struct {
 	buf     []byte
 	playing bool
 	heard   []float32 // what reached the speaker
+	err     error     // set: the device failed
+}
+
+func (d *fakeDevice) Err() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.err
 }
 
 func (d *fakeDevice) Play() {
@@ -211,6 +218,14 @@ func TestPlayerWait(t *testing.T) {
 	defer cancel2()
 	if err := p2.Wait(ctx2); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Wait on a stalled device: %v", err)
+	}
+	// A device that fails mid-speech ends the Wait with an error at once.
+	d2 := p2.out.(*fakeDevice)
+	d2.mu.Lock()
+	d2.err = errors.New("device unplugged")
+	d2.mu.Unlock()
+	if err := p2.Wait(context.Background()); !errors.Is(err, ErrNoAudioDevice) || !strings.Contains(err.Error(), "unplugged") {
+		t.Errorf("Wait on a failed device: %v", err)
 	}
 	// Close drops the rest; Enqueue after it does nothing.
 	p2.Close()
