@@ -438,7 +438,9 @@ func (m *textALBERT) forward(p *textPass, ids *gpu.Buffer, T int) *gpu.Buffer {
 	if p.err != nil {
 		return nil
 	}
-	// Embeddings: word + position + token type 0, LayerNorm.
+	// Embeddings: word + position + token type 0, LayerNorm. ops.LayerNorm
+	// is torch's (biased variance, eps inside the square root), with
+	// ALBERT's eps 1e-12, a normal f32: the same as ref.LayerNorm.
 	p.do(ops.Embed(ch, m.word, ids, T, x))
 	p.do(ops.Add(ch, x, m.pos, x, T*E))
 	p.do(ops.AddBias(ch, x, m.tokenType, T, E))

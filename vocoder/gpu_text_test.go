@@ -1,6 +1,7 @@
 package vocoder
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -257,4 +258,74 @@ func checkGPUTextRejectsBadInput(t *testing.T, fx *forwardFixture, m *Model, g *
 func nan() float64 {
 	var zero float64
 	return zero / zero
+}
+
+// BenchmarkGPUText times the text side, on a GPU (lavapipe takes minutes
+// for the long utterance), on the full fixture's model (Kokoro
+// 82M's shapes, random weights) for a sentence-length and a context-length
+// utterance: durations (one submit and its readback) and frames (recorded,
+// submitted and waited for by reading back one float). Run:
+//
+//	go test ./vocoder -run '^$' -bench GPUText -benchtime 10x
+func BenchmarkGPUText(b *testing.B) {
+	fx := loadForwardFixture(b, "full")
+	cfg, err := ParseConfig(fx.Config, "fixture config")
+	if err != nil {
+		b.Fatal(err)
+	}
+	w, err := fx.weights()
+	if err != nil {
+		b.Fatal(err)
+	}
+	m, err := NewModel(cfg, w)
+	if err != nil {
+		b.Fatal(err)
+	}
+	g := &GPUModel{m: m, dev: testDevice(b), pool: map[string]*gpu.Buffer{}}
+	defer g.Release()
+	if g.text, err = newGPUText(g); err != nil {
+		b.Fatal(err)
+	}
+	prosody := fx.Style[cfg.StyleDim:]
+	for _, T := range []int{64, cfg.PLBert.MaxPositionEmbeddings} {
+		tokens := make([]int, T)
+		for i := 1; i < T-1; i++ {
+			tokens[i] = 1 + (i*37)%(cfg.NToken-1) // every phoneme id, no pad inside
+		}
+		b.Run(fmt.Sprintf("durations/T=%d", T), func(b *testing.B) {
+			for b.Loop() {
+				if _, err := g.text.durations(tokens, prosody, 1); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		durations, err := g.text.durations(tokens, prosody, 1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(fmt.Sprintf("frames/T=%d/F=%d", T, sum(durations)), func(b *testing.B) {
+			for b.Loop() {
+				ch, err := g.dev.NewChain("bench.frames")
+				if err != nil {
+					b.Fatal(err)
+				}
+				asr, _, _, err := g.text.frames(ch, durations, prosody)
+				if err != nil {
+					ch.Discard()
+					b.Fatal(err)
+				}
+				rb, err := ch.ReadBack(asr, 0, 4)
+				if err != nil {
+					ch.Discard()
+					b.Fatal(err)
+				}
+				if err := ch.Submit(); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := rb.Bytes(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
