@@ -91,42 +91,62 @@ func (s *Speaker) Speak(ctx context.Context, text string, voice *Voice, speed fl
 	if 2*s.cfg.StyleDim != VoiceDim {
 		return fmt.Errorf("vocoder: speak: the model's style_dim (%d) is not half a voice pack's row (%d)", s.cfg.StyleDim, VoiceDim)
 	}
-	chunks, err := s.phon.Phonemize(text)
-	if err != nil {
-		if errors.Is(err, ErrNothingToSay) {
-			return fmt.Errorf("%w: %q has no word espeak-ng can read (only punctuation, symbols or other scripts, or nothing)", err, excerpt(text))
-		}
-		return err
-	}
-	chunks = streamChunks(chunks)
-
 	frame := s.cfg.FrameSamples()
-	var at int64 // samples of speech before the current chunk
-	for i, c := range chunks {
+	var (
+		at     int64 // samples of speech before the current chunk
+		index  int
+		recut  chunker
+		spoken bool
+	)
+	// Line by line: a line break always ends a chunk (Phonemize's rule,
+	// after kokoro's pipeline), so this cuts where Phonemize would, and
+	// the first sentence plays without waiting for the whole text's
+	// phonemes (half a second for 100 KB).
+	for _, line := range strings.FieldsFunc(text, isLineBreak) {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		n := len(c.Tokens) - 2
-		style, err := voice.Style(n)
+		chunks, err := s.phon.Phonemize(line)
+		if errors.Is(err, ErrNothingToSay) {
+			continue
+		}
 		if err != nil {
 			return err
 		}
-		audio, durations, err := s.synth.Forward(c.Tokens, style, speed, s.Deterministic)
-		if err != nil {
-			return fmt.Errorf("vocoder: speak: chunk %d (%q): %w", i+1, excerpt(c.Text), err)
+		spoken = true
+		for _, c := range recut.chunks(chunks) {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			n := len(c.Tokens) - 2
+			style, err := voice.Style(n)
+			if err != nil {
+				return err
+			}
+			audio, durations, err := s.synth.Forward(c.Tokens, style, speed, s.Deterministic)
+			if err != nil {
+				return fmt.Errorf("vocoder: speak: chunk %d (%q): %w", index+1, excerpt(c.Text), err)
+			}
+			if len(durations) != len(c.Tokens) {
+				return fmt.Errorf("vocoder: speak: chunk %d: %d durations for %d tokens", index+1, len(durations), len(c.Tokens))
+			}
+			u := Utterance{Index: index, Text: c.Text, Phonemes: c.Phonemes, Audio: audio,
+				Start: samplesToDuration(at), Words: wordTimes(c, durations, frame, at, int64(len(audio)))}
+			at += int64(len(audio))
+			index++
+			if err := emit(u); err != nil {
+				return err
+			}
 		}
-		if len(durations) != len(c.Tokens) {
-			return fmt.Errorf("vocoder: speak: chunk %d: %d durations for %d tokens", i+1, len(durations), len(c.Tokens))
-		}
-		u := Utterance{Index: i, Text: c.Text, Phonemes: c.Phonemes, Audio: audio,
-			Start: samplesToDuration(at), Words: wordTimes(c, durations, frame, at, int64(len(audio)))}
-		at += int64(len(audio))
-		if err := emit(u); err != nil {
-			return err
-		}
+	}
+	if !spoken {
+		return fmt.Errorf("%w: %q has no word espeak-ng can read (only punctuation, symbols or other scripts, or nothing)", ErrNothingToSay, excerpt(text))
 	}
 	return nil
 }
+
+// isLineBreak is what the phonemizer takes as a line break.
+func isLineBreak(r rune) bool { return r == '\n' || r == '\u2028' || r == '\u2029' }
 
 // wordTimes places c's spoken words in time. Token i lasts durations[i]
 // frames of frame samples; token 0 is the leading pad, so a word's
@@ -165,7 +185,7 @@ func excerpt(text string) string {
 	return string([]rune(text)[:most]) + "…"
 }
 
-// streamChunks recuts Phonemize's chunks for streaming. Phonemize packs
+// A chunker recuts Phonemize's chunks for streaming. Phonemize packs
 // sentences into chunks of up to 510 phonemes (kokoro's pipeline), about
 // 30 s of speech: synthesising the first of those before anything plays
 // would keep the listener waiting for the whole chunk. So the first chunk
@@ -178,21 +198,25 @@ func excerpt(text string) string {
 // context for its prosody and the fewest forward passes are run. A single
 // sentence longer than the budget stays whole (Phonemize already cut it
 // to fit the model), so cuts fall only at sentence ends.
-func streamChunks(chunks []Chunk) []Chunk {
+type chunker struct {
+	budget int // the next chunk's most phonemes; 0: the first, one sentence
+}
+
+// chunks recuts the next of Phonemize's chunks, in the text's order.
+func (ck *chunker) chunks(chunks []Chunk) []Chunk {
 	var out []Chunk
-	budget := 0 // 0: the first chunk, one sentence
 	for _, c := range chunks {
 		sentences := sentenceSpans(c)
 		for a := 0; a < len(sentences); {
 			b := a + 1
-			if budget > 0 {
-				for b < len(sentences) && phonemeSpan(c, sentences[a][0], sentences[b][1]) <= budget {
+			if ck.budget > 0 {
+				for b < len(sentences) && phonemeSpan(c, sentences[a][0], sentences[b][1]) <= ck.budget {
 					b++
 				}
 			}
 			sub := subChunk(c, sentences[a][0], sentences[b-1][1])
 			out = append(out, sub)
-			budget = 2 * utf8.RuneCountInString(sub.Phonemes)
+			ck.budget = 2 * utf8.RuneCountInString(sub.Phonemes)
 			a = b
 		}
 	}

@@ -239,6 +239,11 @@ func TestSpeakNothingToSay(t *testing.T) {
 	if len(f.calls) != 0 {
 		t.Errorf("the model ran %d times", len(f.calls))
 	}
+	// Lines with nothing to say between lines that have are skipped.
+	us, err := collect(t, s, "Hello.\n\n?!\n\u2028 … \r\nGood bye.", 1)
+	if err != nil || strings.Join(texts(us), "|") != "Hello.|Good bye." || us[1].Index != 1 {
+		t.Errorf("chunks %q, %v", texts(us), err)
+	}
 }
 
 func TestSpeakSpeed(t *testing.T) {
@@ -283,14 +288,15 @@ func TestSpeakCancelAndEmitError(t *testing.T) {
 	}
 }
 
-func TestStreamChunksKeepsText(t *testing.T) {
+func TestChunkerKeepsText(t *testing.T) {
 	p := newTestPhonemizer(t, "en-us", 510)
 	text := `He said "stop." (Then he left.) Why?! Really... Yes, 3.5 times; then "no!" Fine`
 	cs, err := p.Phonemize(text)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := streamChunks(cs)
+	var ck chunker
+	out := ck.chunks(cs)
 	var got []string
 	for _, c := range out {
 		checkChunk(t, c, testConfig(510))
