@@ -9,6 +9,7 @@
 package kokorotest
 
 import (
+	"bufio"
 	"encoding/binary"
 	"encoding/json"
 	"math"
@@ -78,25 +79,36 @@ func WriteDir(tb testing.TB, dir string) string {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	out := make([]byte, 8+len(h)+total)
-	binary.LittleEndian.PutUint64(out, uint64(len(h)))
-	copy(out[8:], h)
-	at := 8 + len(h)
-	for _, w := range fx.Weights {
+	// Streamed, not built in memory: the tests that use this run in
+	// parallel packages on 2-core CI machines.
+	f, err := os.Create(filepath.Join(dir, "kokoro-v1_0.safetensors"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	w := bufio.NewWriterSize(f, 1<<20)
+	var word [8]byte
+	binary.LittleEndian.PutUint64(word[:], uint64(len(h)))
+	w.Write(word[:])
+	w.Write(h)
+	for _, t := range fx.Weights {
 		n := 1
-		for _, d := range w.Shape {
+		for _, d := range t.Shape {
 			n *= d
 		}
-		seed := fnv1a64(w.Name)
+		seed := fnv1a64(t.Name)
 		for i := range n {
 			// f32(offset + scale·u), the product rounded on its own, as
 			// the script (numpy) computes it.
-			p := float64(w.Scale * uniformAt(seed, i))
-			binary.LittleEndian.PutUint32(out[at:], math.Float32bits(float32(w.Offset+p)))
-			at += 4
+			p := float64(t.Scale * uniformAt(seed, i))
+			binary.LittleEndian.PutUint32(word[:4], math.Float32bits(float32(t.Offset+p)))
+			w.Write(word[:4])
 		}
 	}
-	if err := os.WriteFile(filepath.Join(dir, "kokoro-v1_0.safetensors"), out, 0o644); err != nil {
+	if err := w.Flush(); err != nil {
+		tb.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
 		tb.Fatal(err)
 	}
 	return dir
