@@ -91,7 +91,6 @@ func (s *Speaker) Speak(ctx context.Context, text string, voice *Voice, speed fl
 	if 2*s.cfg.StyleDim != VoiceDim {
 		return fmt.Errorf("vocoder: speak: the model's style_dim (%d) is not half a voice pack's row (%d)", s.cfg.StyleDim, VoiceDim)
 	}
-	frame := s.cfg.FrameSamples()
 	var (
 		at     int64 // samples of speech before the current chunk
 		index  int
@@ -118,21 +117,11 @@ func (s *Speaker) Speak(ctx context.Context, text string, voice *Voice, speed fl
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			n := len(c.Tokens) - 2
-			style, err := voice.Style(n)
+			u, err := s.utter(c, voice, speed, index, at)
 			if err != nil {
 				return err
 			}
-			audio, durations, err := s.synth.Forward(c.Tokens, style, speed, s.Deterministic)
-			if err != nil {
-				return fmt.Errorf("vocoder: speak: chunk %d (%q): %w", index+1, excerpt(c.Text), err)
-			}
-			if len(durations) != len(c.Tokens) {
-				return fmt.Errorf("vocoder: speak: chunk %d: %d durations for %d tokens", index+1, len(durations), len(c.Tokens))
-			}
-			u := Utterance{Index: index, Text: c.Text, Phonemes: c.Phonemes, Audio: audio,
-				Start: samplesToDuration(at), Words: wordTimes(c, durations, frame, at, int64(len(audio)))}
-			at += int64(len(audio))
+			at += int64(len(u.Audio))
 			index++
 			if err := emit(u); err != nil {
 				return err
@@ -143,6 +132,24 @@ func (s *Speaker) Speak(ctx context.Context, text string, voice *Voice, speed fl
 		return fmt.Errorf("%w: %q has no word espeak-ng can read (only punctuation, symbols or other scripts, or nothing)", ErrNothingToSay, excerpt(text))
 	}
 	return nil
+}
+
+// utter synthesises chunk c, the index-th of the speech, starting at
+// sample at of it.
+func (s *Speaker) utter(c Chunk, voice *Voice, speed float64, index int, at int64) (Utterance, error) {
+	style, err := voice.Style(len(c.Tokens) - 2) // the row for its phoneme count
+	if err != nil {
+		return Utterance{}, err
+	}
+	audio, durations, err := s.synth.Forward(c.Tokens, style, speed, s.Deterministic)
+	if err != nil {
+		return Utterance{}, fmt.Errorf("vocoder: speak: chunk %d (%q): %w", index+1, excerpt(c.Text), err)
+	}
+	if len(durations) != len(c.Tokens) {
+		return Utterance{}, fmt.Errorf("vocoder: speak: chunk %d: %d durations for %d tokens", index+1, len(durations), len(c.Tokens))
+	}
+	return Utterance{Index: index, Text: c.Text, Phonemes: c.Phonemes, Audio: audio, Start: samplesToDuration(at),
+		Words: wordTimes(c, durations, s.cfg.FrameSamples(), at, int64(len(audio)))}, nil
 }
 
 // isLineBreak is what the phonemizer takes as a line break.
