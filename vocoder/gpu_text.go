@@ -496,7 +496,9 @@ func (e *textEncoder) forward(p *textPass, ids *gpu.Buffer, T, C int) *gpu.Buffe
 // frames appends to ch the alignment (each token's column of d and t_en
 // repeated over its frames), F0 and energy at 2F, and the content asr:
 // asr [HiddenDim][F], f0 and n [2F], in the CPU trace's layouts. It reads
-// the d and t_en the last durations call left, for the same tokens.
+// the d and t_en the last durations call left, for the same tokens. It
+// writes the frame index and the style to their buffers when called (queue
+// writes, which land before ch is submitted), so call it once per chain.
 func (t *gpuText) frames(ch *gpu.Chain, durations []int, prosody []float32) (asr, f0, n *gpu.Buffer, err error) {
 	c := t.c
 	T, H, S := t.tokens, c.HiddenDim, c.StyleDim
