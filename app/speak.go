@@ -195,7 +195,7 @@ func (e *Engine) unloadSpeech() {
 // bf_emma), and a blend takes its first voice's.
 func (s *speech) speaker(spec string) (*vocoder.Speaker, error) {
 	lang := "en-us"
-	if name := strings.TrimSpace(spec); strings.HasPrefix(filepath.Base(name), "b") {
+	if terms, err := vocoder.ParseVoiceSpec(spec); err == nil && strings.HasPrefix(filepath.Base(terms[0].Name), "b") {
 		lang = "en-gb"
 	}
 	if sp, ok := s.speakers[lang]; ok {
