@@ -66,8 +66,8 @@ func TestStudioRealRunScreenshots(t *testing.T) {
 	if update {
 		prompt = "Write a haiku about a warm hearth."
 		richLibrary(t, home)
-		// A Kokoro directory (the small fixture model, which speaks
-		// noise): the Voice tab's picture shows a speech's waveform.
+		// A Kokoro directory (the small fixture model): the Voice tab's
+		// picture lists its voices and blends two.
 		kokorotest.WriteDir(t, filepath.Join(home, ".config", "hearth", "kokoro"))
 		s.Tune = tunedRun(t, bin, home)
 		if err := settings.Save(filepath.Join(home, ".config", "hearth", "settings.json"), s); err != nil {
