@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/hearthstudio/hearth/engine/ops/ref"
 )
 
 // The oracle: testdata/styletts2, made by testdata/make_style_fixture.py
@@ -617,5 +619,52 @@ func TestVoiceFromAudio(t *testing.T) {
 	nan[3] = float32(math.NaN())
 	if _, err := VoiceFromStyle("x", nan); err == nil {
 		t.Error("a NaN style: no error")
+	}
+}
+
+// TestConv2dMatchesReference holds Conv2d.apply to ref.Conv2D on awkward
+// shapes: every kind of convolution the encoder has (3×3 padded, the
+// depthwise stride-2 downsampling, 1×1 without bias, the 5×5 head), odd
+// and even sizes, and a stride larger than the padding allows for.
+func TestConv2dMatchesReference(t *testing.T) {
+	rng := rand.New(rand.NewPCG(4, 4))
+	rnd := func(n int, scale float64) []float32 {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(scale * rng.NormFloat64())
+		}
+		return x
+	}
+	for _, c := range []struct {
+		in, out, k, s, p, g, h, w int
+		bias                      bool
+	}{
+		{1, 5, 3, 1, 1, 1, 7, 9, true},
+		{6, 6, 3, 2, 1, 6, 7, 9, true},
+		{6, 6, 3, 2, 1, 6, 8, 4, true},
+		{5, 7, 1, 1, 0, 1, 3, 5, false},
+		{4, 4, 5, 1, 0, 1, 5, 7, true},
+		{6, 4, 3, 3, 2, 2, 10, 11, true},
+	} {
+		conv := &Conv2d{In: c.in, Out: c.out, Kernel: c.k, Stride: c.s, Padding: c.p, Groups: c.g,
+			W: rnd(c.out*c.in/c.g*c.k*c.k, 1)}
+		if c.bias {
+			conv.B = rnd(c.out, 1)
+		}
+		x := rnd(c.in*c.h*c.w, 100)
+		got, ho, wo := conv.apply(x, c.h, c.w)
+		want := ref.Conv2D(x, conv.W, conv.B, conv.args(c.h, c.w))
+		if wh, ww := conv.args(c.h, c.w).OutSize(); ho != wh || wo != ww {
+			t.Fatalf("%+v: output %dx%d, want %dx%d", c, ho, wo, wh, ww)
+		}
+		// The same products summed in the same order in float64: equal,
+		// unless the compiler fuses a multiply-add in one loop and not in
+		// the other (Go may on arm64), which moves the f64 sum by an ulp
+		// and its f32 rounding by at most one f32 ulp (6e-8 relative).
+		for i := range want {
+			if d := math.Abs(float64(got[i] - want[i])); d > 1.2e-7*math.Abs(float64(want[i])) {
+				t.Fatalf("%+v: output %d = %g, want %g", c, i, got[i], want[i])
+			}
+		}
 	}
 }

@@ -71,7 +71,8 @@ StyleTTS2's decoder, not Kokoro's: a voice made this way is a starting point,
 and blending it with a stock voice keeps it in the region Kokoro knows.
 
 The encoders run on the GPU when one is found (--backend auto), else on the
-CPU (a few seconds for a short clip).`,
+CPU (StyleTTS2-LibriTTS's encoders take about 3 s per second of audio on two
+cores).`,
 		Example: `  hearth voice --from me.wav --encoder epochs_2nd_00020.pth -o me.bin
   hearth voice --from me.wav --encoder styletts2.safetensors -o me-heart.bin --blend af_heart:0.5 --json`,
 		Args: cobra.NoArgs,
