@@ -289,7 +289,15 @@ func (p *pass) write(b *gpu.Buffer, v []float32) {
 func (p *pass) conv(c *gpuConv, x, y *gpu.Buffer, length int) int {
 	a := c.a
 	a.Length = length
-	if p.err == nil {
+	if p.err != nil {
+		return a.OutLength()
+	}
+	// The tiled kernel takes every conv of the blocks and conv_post, which
+	// are nearly all the work; the strided ones (F0, N, noise convs) are
+	// small.
+	if ops.Conv1DTiledFits(a) == nil {
+		p.fail(ops.Conv1DTiled(p.ch, x, c.w, c.b, y, a))
+	} else {
 		p.fail(ops.Conv1D(p.ch, x, c.w, c.b, y, a))
 	}
 	return a.OutLength()

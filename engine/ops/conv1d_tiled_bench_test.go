@@ -1,0 +1,49 @@
+package ops
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/hearthstudio/hearth/engine/gpu"
+)
+
+// BenchmarkConv1DKokoro compares Conv1D (one output per invocation) with
+// Conv1DTiled, each with f32 and packed-f16 weights, on the two conv shapes
+// that carry Kokoro's work: a decoder block conv (1090 -> 1024, k3, at the
+// frame rate) and a generator resblock conv (256 -> 256, k7, dilation 3,
+// at the first stage's rate), for ~100 frames. GFLOP/s is 2 per
+// multiply-add.
+func BenchmarkConv1DKokoro(b *testing.B) {
+	for _, shape := range []struct {
+		name string
+		a    Conv1DArgs
+	}{
+		{"decoder_1090x1024_k3", Conv1DArgs{InChannels: 1090, OutChannels: 1024, Length: 100, Kernel: 3, Padding: 1}},
+		{"resblock_256x256_k7d3", Conv1DArgs{InChannels: 256, OutChannels: 256, Length: 1000, Kernel: 7, Padding: 9, Dilation: 3}},
+	} {
+		a := shape.a
+		x := upload(b, "x", randVec(1, a.InChannels*a.Length, 1))
+		y := scratch(b, "y", a.OutChannels*a.OutLength())
+		bias := upload(b, "b", randVec(3, a.OutChannels, 0.1))
+		w := randVec(2, a.OutChannels*a.InChannels*a.Kernel, 0.05)
+		for _, f16 := range []bool{false, true} {
+			wb := uploadConvWeights(b, w, f16)
+			a.F16 = f16
+			for _, k := range []struct {
+				name string
+				run  func(c *gpu.Chain, x, w, bias, y *gpu.Buffer, a Conv1DArgs) error
+			}{{"conv1d", Conv1D}, {"tiled", Conv1DTiled}} {
+				name := fmt.Sprintf("%s/%s/f16=%v", shape.name, k.name, f16)
+				b.Run(name, func(b *testing.B) {
+					op := func(c *gpu.Chain) error { return k.run(c, x, wb, bias, y, a) }
+					benchChain(b, 1, op)
+					b.ResetTimer()
+					benchChain(b, b.N, op)
+					b.StopTimer()
+					flops := 2 * float64(a.OutChannels*a.OutLength()*a.InChannels*a.Kernel)
+					b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				})
+			}
+		}
+	}
+}

@@ -1,0 +1,96 @@
+package ops
+
+import (
+	"testing"
+
+	"github.com/hearthstudio/hearth/engine/gpu"
+	"github.com/hearthstudio/hearth/engine/ops/ref"
+)
+
+func checkConv1DTiled(t *testing.T, seed uint64, a Conv1DArgs, bias bool, xScale, wScale float32) {
+	t.Helper()
+	x := randVec(seed, a.InChannels*a.Length, xScale)
+	w := randVec(seed+1, a.OutChannels*a.InChannels*a.Kernel, wScale)
+	var b []float32
+	if bias {
+		b = randVec(seed+2, a.OutChannels, wScale)
+	}
+	if a.F16 {
+		w = f16Round(t, w)
+	}
+	ra := ref.Conv1DArgs{InChannels: a.InChannels, OutChannels: a.OutChannels, Length: a.Length, Kernel: a.Kernel,
+		Padding: a.Padding, Dilation: a.Dilation}
+	want := ref.Conv1DTiled(x, w, b, ra)
+	bound := ref.Conv1DTiled(absVec(x), absVec(w), absVec(b), ra)
+	n := a.OutChannels * a.OutLength()
+	bx, y := upload(t, "x", x), scratch(t, "y", n)
+	bw, bb := uploadConvWeights(t, w, a.F16), uploadOrNil(t, "b", b)
+	run(t, "conv1d_tiled", func(c *gpu.Chain) error { return Conv1DTiled(c, bx, bw, bb, y, a) })
+	// The same f32 sum in the same order as conv1d (bias, ci, k), so
+	// conv1dRel's reasoning holds.
+	assertWithinBound(t, "conv1d_tiled", download(t, y, n), want, bound, conv1dRel)
+}
+
+func TestConv1DTiledMatchesReference(t *testing.T) {
+	// Shapes off the 32-channel x 64-step tile and the 4-channel staging
+	// round in every direction.
+	for _, tc := range []struct {
+		name string
+		a    Conv1DArgs
+		bias bool
+	}{
+		{"k1 linear", Conv1DArgs{InChannels: 9, OutChannels: 1, Length: 301, Kernel: 1}, true},
+		{"k1 one step", Conv1DArgs{InChannels: 128, OutChannels: 70, Length: 1, Kernel: 1}, true},
+		{"k3 same", Conv1DArgs{InChannels: 5, OutChannels: 37, Length: 259, Kernel: 3, Padding: 1}, true},
+		{"k7 nobias", Conv1DArgs{InChannels: 6, OutChannels: 4, Length: 37, Kernel: 7, Padding: 3}, false},
+		{"dilated 5 k11", Conv1DArgs{InChannels: 7, OutChannels: 33, Length: 130, Kernel: 11, Padding: 25, Dilation: 5}, true},
+		{"dilated 3 k7", Conv1DArgs{InChannels: 8, OutChannels: 8, Length: 65, Kernel: 7, Padding: 9, Dilation: 3}, true},
+		{"span 64", Conv1DArgs{InChannels: 3, OutChannels: 3, Length: 90, Kernel: 5, Padding: 32, Dilation: 16}, true},
+		{"k16", Conv1DArgs{InChannels: 3, OutChannels: 2, Length: 70, Kernel: 16, Padding: 7}, true},
+		{"no padding short", Conv1DArgs{InChannels: 2, OutChannels: 3, Length: 5, Kernel: 5}, true},
+		{"padding over halo", Conv1DArgs{InChannels: 2, OutChannels: 3, Length: 9, Kernel: 3, Padding: 70}, true},
+		{"f16 k7", Conv1DArgs{InChannels: 5, OutChannels: 35, Length: 263, Kernel: 7, Padding: 3, F16: true}, true},
+		{"f16 odd count", Conv1DArgs{InChannels: 3, OutChannels: 1, Length: 40, Kernel: 3, Padding: 1, F16: true}, false},
+		// A decoder conv's reduction: 1090 inputs x 3 taps.
+		{"decoder width", Conv1DArgs{InChannels: 1090, OutChannels: 40, Length: 67, Kernel: 3, Padding: 1}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) { checkConv1DTiled(t, 21, tc.a, tc.bias, 1, 0.5) })
+	}
+}
+
+func TestConv1DTiledWideMagnitude(t *testing.T) {
+	// Decoder activations reach the hundreds before an AdaIN; weights of a
+	// weight-normed conv can be tens. The error stays relative to the bound.
+	checkConv1DTiled(t, 24, Conv1DArgs{InChannels: 16, OutChannels: 35, Length: 77, Kernel: 5, Padding: 2}, true, 300, 30)
+	checkConv1DTiled(t, 25, Conv1DArgs{InChannels: 16, OutChannels: 5, Length: 77, Kernel: 5, Padding: 2, F16: true}, true, 1e4, 60)
+}
+
+func TestConv1DTiledRejectsBadShapes(t *testing.T) {
+	x, w, y := scratch(t, "x", 64), scratch(t, "w", 64), scratch(t, "y", 64)
+	c, err := dev.NewChain("bad conv1d_tiled")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Discard()
+	ok := Conv1DArgs{InChannels: 2, OutChannels: 2, Length: 16, Kernel: 3, Padding: 1}
+	with := func(f func(a *Conv1DArgs)) Conv1DArgs { a := ok; f(&a); return a }
+	for i, err := range []error{
+		Conv1DTiled(c, x, w, nil, y, with(func(a *Conv1DArgs) { a.Stride = 2 })),
+		Conv1DTiled(c, x, w, nil, y, with(func(a *Conv1DArgs) { a.Groups = 2 })),
+		Conv1DTiled(c, x, w, nil, y, with(func(a *Conv1DArgs) { a.PadMode = PadReflect })),
+		Conv1DTiled(c, x, w, nil, y, with(func(a *Conv1DArgs) { a.Kernel = 17; a.Padding = 8 })),
+		Conv1DTiled(c, x, w, nil, y, with(func(a *Conv1DArgs) { a.Dilation = 33 })),
+		Conv1DTiled(c, x, w, nil, y, with(func(a *Conv1DArgs) { a.Length = 40 })),
+		Conv1DTiled(c, x, w, nil, y, with(func(a *Conv1DArgs) { a.Padding = -1 })),
+		Conv1DTiled(c, x, w, nil, y, with(func(a *Conv1DArgs) { a.Kernel = 40 })),
+		Conv1DTiled(c, x, w, nil, x, ok),
+		Conv1DTiled(c, x, nil, nil, y, ok),
+		Conv1DTiled(c, x, w, scratch(t, "b", 1), y, ok),
+		Conv1DTiled(c, x, scratch(t, "w2", 5), nil, y, ok),
+		Conv1DTiled(c, x, scratch(t, "w3", 2), nil, y, with(func(a *Conv1DArgs) { a.F16 = true })),
+	} {
+		if err == nil {
+			t.Errorf("case %d: no error", i)
+		}
+	}
+}
