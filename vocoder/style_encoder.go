@@ -504,12 +504,14 @@ func loadStyleNet(l *loader, name string) (*StyleNet, error) {
 		c = out
 	}
 	n.Head = loadConv2d(l, fmt.Sprintf("%s%d", p, styleBlocks+2), c, c, styleHead, 1, 0, 1, true)
-	if s := l.shape(name + ".unshared.weight"); len(s) == 2 {
-		if s[0] != VoiceDim/2 {
-			return nil, fmt.Errorf("%s: style_dim %d; a Kokoro style row is two halves of %d", name, s[0], VoiceDim/2)
-		}
-		n.Out = loadLinear(l, name+".unshared", c, s[0])
+	s := l.shape(name + ".unshared.weight")
+	if err := l.err(); err != nil {
+		return nil, err
 	}
+	if len(s) != 2 || s[0] != VoiceDim/2 {
+		return nil, fmt.Errorf("%s: unshared.weight has shape %v, want [%d %d]: a Kokoro style row is two halves of %d (style_dim)", name, s, VoiceDim/2, c, VoiceDim/2)
+	}
+	n.Out = loadLinear(l, name+".unshared", c, s[0])
 	if err := l.err(); err != nil {
 		return nil, err
 	}

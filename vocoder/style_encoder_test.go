@@ -481,7 +481,11 @@ func TestLoadStyleEncoderErrors(t *testing.T) {
 			ts["style_encoder.shared.0.weight_orig"].Shape = []int{4, 2, 3, 1}
 			ts["style_encoder.shared.0.weight_v"].Shape = []int{6}
 		}},
-		{"style_dim 64", "style_dim 64", func(ts map[string]*Tensor) {
+		{"a 3-D unshared weight", "unshared.weight has shape", func(ts map[string]*Tensor) {
+			w := ts["predictor_encoder.unshared.weight"]
+			w.Shape = []int{128, w.Shape[1], 1}
+		}},
+		{"style_dim 64", "[64 8]", func(ts map[string]*Tensor) {
 			w := ts["style_encoder.unshared.weight"]
 			w.Shape[0], w.Data = 64, w.Data[:64*w.Shape[1]]
 		}},
