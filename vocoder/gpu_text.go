@@ -339,6 +339,7 @@ func (t *gpuText) checkTokens(tokens []int) error {
 // least 1. It keeps d and t_en on the device for frames.
 func (t *gpuText) durations(tokens []int, prosody []float32, speed float64) ([]int, error) {
 	c := t.c
+	t.tokens = 0 // frames refuses d and t_en until this call succeeds
 	if err := t.checkTokens(tokens); err != nil {
 		return nil, err
 	}
@@ -353,8 +354,6 @@ func (t *gpuText) durations(tokens []int, prosody []float32, speed float64) ([]i
 	for i, id := range tokens {
 		ids[i] = uint32(id)
 	}
-	t.tokens = 0 // d and t_en are stale until this call succeeds
-
 	ch, err := t.g.dev.NewChain("kokoro.durations")
 	if err != nil {
 		return nil, err

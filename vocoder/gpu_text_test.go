@@ -221,14 +221,16 @@ func checkGPUTextRejectsBadInput(t *testing.T, fx *forwardFixture, m *Model, g *
 			t.Errorf("%s: error %v, want one naming %q", tc.name, err, tc.want)
 		}
 	}
-	// After the failed calls, frames has no d to read.
+	// After the failed calls (an earlier subtest's good one before them),
+	// frames has no d to read, even for durations of the right length.
 	ch, err := g.dev.NewChain("test.bad frames")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ch.Discard()
-	if _, _, _, err := g.text.frames(ch, []int{1, 1, 1}, prosody); err == nil {
-		t.Error("frames before any durations call: accepted")
+	ones := slices.Repeat([]int{1}, len(fx.Tokens))
+	if _, _, _, err := g.text.frames(ch, ones, prosody); err == nil || !strings.Contains(err.Error(), "no durations call") {
+		t.Errorf("frames after failed durations calls: error %v, want one saying no durations call left d", err)
 	}
 	ch.Discard()
 
