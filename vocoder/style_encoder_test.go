@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/x448/float16"
+
 	"github.com/hearthstudio/hearth/engine/ops/ref"
 )
 
@@ -671,4 +673,65 @@ func TestConv2dMatchesReference(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestLoadStyleEncoderBareDict: a torch.save of {'style_encoder': sd,
+// 'predictor_encoder': sd} without 'net' or 'module.' (what one would
+// save of the two encoders alone), some tensors in F16.
+func TestLoadStyleEncoderBareDict(t *testing.T) {
+	ts := map[string]*Tensor{}
+	rng := rand.New(rand.NewPCG(2, 3))
+	randomStyleTensors(rng, ts, "style_encoder", 4, 8, 1)
+	randomStyleTensors(rng, ts, "predictor_encoder", 4, 8, 1)
+	f := &ptFile{archive: "encoders", storages: map[string]ptStorage{}}
+	for _, mod := range styleModules {
+		m := ptModule{name: mod}
+		for name, tensor := range ts {
+			rest, ok := strings.CutPrefix(name, mod+".")
+			if !ok {
+				continue
+			}
+			key := fmt.Sprint(len(f.storages))
+			dtype := "F32"
+			if strings.HasSuffix(rest, ".bias") {
+				// F16 storage: the loader converts; the reference below
+				// gets the same rounded values.
+				dtype = "F16"
+				for i, x := range tensor.Data {
+					tensor.Data[i] = float16From(x)
+				}
+			}
+			f.storages[key] = ptStorage{dtype, tensor.Data}
+			m.tensors = append(m.tensors, ptTensor{name: rest, storage: key, size: tensor.Shape})
+		}
+		f.modules = append(f.modules, m)
+	}
+	got, err := LoadStyleEncoder(writeTemp(t, "encoders.pth", f.bytes(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := NewStyleEncoder("direct", ts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mel := make([]float32, MelBins*65)
+	for i := range mel {
+		mel[i] = float32(math.Cos(float64(i) * 0.003))
+	}
+	a, err := got.Style(mel, 65)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := want.Style(mel, 65)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := maxDiff(t, "bare dict", a, b); d != 0 {
+		t.Errorf("the bare-dict checkpoint's encoder differs by %g", d)
+	}
+}
+
+// float16From rounds x to the nearest f16, as torch's .half() does.
+func float16From(x float32) float32 {
+	return float16.Fromfloat32(x).Float32()
 }
