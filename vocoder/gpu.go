@@ -53,6 +53,7 @@ func (g *GPUModel) Release() {
 		b.Release()
 	}
 	g.bufs, g.pool = nil, map[string]*gpu.Buffer{}
+	g.dec.release() // the STFT plan's table, which is not in bufs
 }
 
 // Forward is Model.Forward on the GPU.

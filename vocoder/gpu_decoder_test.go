@@ -47,7 +47,7 @@ func newDecoderCase(t *testing.T, name string) *decoderCase {
 	if c.d, err = newGPUDecoder(c.g); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(c.d.release)
+	c.g.dec = c.d // released with the model
 	return c
 }
 
