@@ -378,7 +378,7 @@ func TestSpeakRealModel(t *testing.T) {
 	}
 	var us []Utterance
 	start := time.Now()
-	err = s.Speak(context.Background(), "Hi there. Go on.", v, 1, func(u Utterance) error {
+	err = s.Speak(context.Background(), "Hi. Go on.", v, 1, func(u Utterance) error {
 		us = append(us, u)
 		return nil
 	})
