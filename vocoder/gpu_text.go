@@ -7,6 +7,7 @@ import (
 
 	"github.com/hearthstudio/hearth/engine/gpu"
 	"github.com/hearthstudio/hearth/engine/ops"
+	"github.com/hearthstudio/hearth/engine/ops/ref"
 	"github.com/hearthstudio/hearth/gguf"
 )
 
@@ -150,15 +151,11 @@ func (u *textUploader) conv(label string, c *Conv1d) *textConv {
 }
 
 func (u *textUploader) lstm(label string, m *BiLSTM) *textLSTM {
-	dir := func(suffix string, w *[4][]float32) ops.LSTMWeights {
-		return ops.LSTMWeights{WIH: u.buf(label+".wih"+suffix, w[0]), WHH: u.buf(label+".whh"+suffix, w[1]),
-			BIH: u.buf(label+".bih"+suffix, w[2]), BHH: u.buf(label+".bhh"+suffix, w[3])}
+	dir := func(suffix string, w ref.LSTMWeights) ops.LSTMWeights {
+		return ops.LSTMWeights{WIH: u.buf(label+".wih"+suffix, w.WIH), WHH: u.buf(label+".whh"+suffix, w.WHH),
+			BIH: u.buf(label+".bih"+suffix, w.BIH), BHH: u.buf(label+".bhh"+suffix, w.BHH)}
 	}
-	return &textLSTM{
-		fwd:   dir("", &[4][]float32{m.Fwd.WIH, m.Fwd.WHH, m.Fwd.BIH, m.Fwd.BHH}),
-		bwd:   dir(".rev", &[4][]float32{m.Bwd.WIH, m.Bwd.WHH, m.Bwd.BIH, m.Bwd.BHH}),
-		input: m.Input, hidden: m.Hidden,
-	}
+	return &textLSTM{fwd: dir("", m.Fwd), bwd: dir(".rev", m.Bwd), input: m.Input, hidden: m.Hidden}
 }
 
 func (u *textUploader) adain(label string, n *AdaIN1d) *textAdaIN {
