@@ -84,12 +84,14 @@ func (p *Player) Stop() {
 	p.q.restart()
 }
 
-// Position is how much of the enqueued audio has been played since the
+// Position is how much of the enqueued audio has been heard since the
 // player was made or last stopped; silence played while the queue was
-// empty does not count, so it is a position in the speech. (What the
-// device itself still buffers, deviceBuffer, is counted as played.)
+// empty does not count, so it is a position in the speech, for
+// following the words. What the device itself still buffers (drainDelay)
+// is counted as not yet heard.
 func (p *Player) Position() time.Duration {
-	return samplesToDuration(p.q.speechAt(p.out.BufferedSize() / 4))
+	device := int(p.drainDelay.Seconds() * SampleRate)
+	return samplesToDuration(p.q.speechAt(p.out.BufferedSize()/4 + device))
 }
 
 // Wait blocks until everything enqueued has been played, or ctx ends

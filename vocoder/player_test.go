@@ -227,6 +227,17 @@ func TestPlayerWait(t *testing.T) {
 	if err := p2.Wait(context.Background()); !errors.Is(err, ErrNoAudioDevice) || !strings.Contains(err.Error(), "unplugged") {
 		t.Errorf("Wait on a failed device: %v", err)
 	}
+
+	// The device's own buffer is not heard yet: with 10 ms of it, the
+	// position trails what left the player's buffer by 10 ms.
+	q := &sampleQueue{}
+	d3 := &fakeDevice{src: q, bufSize: 4 * 1000}
+	p3 := newPlayer(q, d3, 10*time.Millisecond)
+	p3.Enqueue(ramp(1, 2000))
+	d3.tick(1000)
+	if got, want := p3.Position(), samples(1000-SampleRate/100); got != want {
+		t.Errorf("position %v with a 10 ms device buffer, want %v", got, want)
+	}
 	// Close drops the rest; Enqueue after it does nothing.
 	p2.Close()
 	p2.Enqueue(ramp(1, 10))
