@@ -231,8 +231,8 @@ func (r *waveformRenderer) placeCursor() {
 // from its lowest to its highest sample, w×h pixels.
 func (r *waveformRenderer) draw(width, height int) image.Image {
 	img := image.NewRGBA(image.Rect(0, 0, width, height))
-	if width < 1 || height < 2 {
-		return img
+	if width < 1 || height < 2 || len(r.w.samples) == 0 {
+		return img // the empty text alone, not struck through by the axis
 	}
 	mid := float64(height-1) / 2
 	yOf := func(v float32) float64 { return mid - float64(v)*mid }
