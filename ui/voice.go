@@ -729,6 +729,10 @@ func (vv *voiceView) showFailure(err error) {
 		vv.showNotice(noAudioText(err), widget.WarningImportance, false)
 	case errors.Is(err, errNothingToSay):
 		vv.showNotice("Nothing to say: type or paste the text to read aloud first.", widget.WarningImportance, false)
+	case errors.Is(err, app.ErrTraining):
+		vv.showNotice("The GPU is fine-tuning in the Tune tab, so it cannot speak now. Speech works again when the run ends or is stopped.", widget.WarningImportance, false)
+	case errors.Is(err, app.ErrBusy):
+		vv.showNotice("The engine is busy with other requests; press Play again in a moment.", widget.WarningImportance, false)
 	default:
 		vv.showNotice("The speech failed: "+err.Error(), widget.DangerImportance, false)
 	}

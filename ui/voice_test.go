@@ -502,6 +502,19 @@ func TestVoiceErrorStates(t *testing.T) {
 			t.Errorf("%d requests for no text", n)
 		}
 	})
+	t.Run("fine-tuning", func(t *testing.T) {
+		with(&fakeSpeaker{voices: testVoices, speakErr: fmt.Errorf("%w tiny-qwen2", app.ErrTraining)}, &fakePlayer{}, nil)
+		l.wait(func() {
+			vv.text.SetText("Hello.")
+			test.Tap(vv.play)
+		})
+		eventually(t, l, "the refusal", func() bool { return vv.cur == nil && vv.noticeBx.Visible() })
+		l.wait(func() {
+			if !strings.Contains(vv.notice.Text, "fine-tuning in the Tune tab") {
+				t.Errorf("Play during a fine-tuning run says %q", vv.notice.Text)
+			}
+		})
+	})
 	t.Run("failure", func(t *testing.T) {
 		with(&fakeSpeaker{voices: testVoices, speakErr: errors.New("vocoder: the GPU fell over")}, &fakePlayer{}, nil)
 		l.wait(func() {
