@@ -936,6 +936,14 @@ func (r *speechRun) run(ctx context.Context, eng speaker, newPlayer func() (audi
 	})
 	if err == nil && p != nil {
 		err = p.Wait(ctx)
+		if errors.Is(err, app.ErrNoAudioDevice) && r.kind == runPlay {
+			// The sound card failed while playing: the speech is whole
+			// all the same, drawn and ready for Export.
+			r.mu.Lock()
+			r.noAudio, r.playing = err, false
+			r.mu.Unlock()
+			err = nil
+		}
 	}
 	if err == nil && ctx.Err() != nil {
 		err = ctx.Err()

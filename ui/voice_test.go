@@ -95,7 +95,8 @@ func (f *fakeSpeaker) requests() []app.SpeakRequest {
 // Wait returns at once unless hold is set, then when hold is closed or the
 // speech stopped.
 type fakePlayer struct {
-	hold chan struct{}
+	hold    chan struct{}
+	waitErr error // what Wait returns when not held
 
 	mu       sync.Mutex
 	got      []float32
@@ -120,7 +121,7 @@ func (p *fakePlayer) Stop() {
 
 func (p *fakePlayer) Wait(ctx context.Context) error {
 	if p.hold == nil {
-		return nil
+		return p.waitErr
 	}
 	select {
 	case <-p.hold:
@@ -482,6 +483,20 @@ func TestVoiceErrorStates(t *testing.T) {
 			test.Tap(vv.rows[0].preview)
 		})
 		eventually(t, l, "the preview's failure", func() bool { return vv.cur == nil && strings.Contains(vv.notice.Text, "ALSA: no card") })
+	})
+	t.Run("sound card lost", func(t *testing.T) {
+		lost := &fakePlayer{waitErr: fmt.Errorf("vocoder: %w: the device went away", app.ErrNoAudioDevice)}
+		with(&fakeSpeaker{voices: testVoices, chunks: 2, chunkLen: 500}, lost, nil)
+		l.wait(func() {
+			vv.text.SetText("Cut short.")
+			test.Tap(vv.play)
+		})
+		eventually(t, l, "the end", func() bool { return vv.cur == nil })
+		l.wait(func() {
+			if !strings.Contains(vv.notice.Text, "the device went away") || vv.shown == nil || len(vv.shownAudio) != 1000 {
+				t.Errorf("after the sound card failed: notice %q, kept for export %v", vv.notice.Text, vv.shown != nil)
+			}
+		})
 	})
 	t.Run("nothing to say", func(t *testing.T) {
 		fs := &fakeSpeaker{voices: testVoices, chunks: 1, chunkLen: 10}
