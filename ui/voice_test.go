@@ -433,6 +433,14 @@ func TestVoiceErrorStates(t *testing.T) {
 		l.wait(func() { useFakes(vv, fs, fp, playerErr) })
 		eventually(t, l, "the voices listed", func() bool { return !vv.listing })
 	}
+	// play presses Play on text and waits for the speech's end.
+	play := func(text string) {
+		l.wait(func() {
+			vv.text.SetText(text)
+			test.Tap(vv.play)
+		})
+		eventually(t, l, "the speech's end", func() bool { return vv.cur == nil })
+	}
 
 	t.Run("no voice model", func(t *testing.T) {
 		l.wait(func() {
@@ -454,12 +462,10 @@ func TestVoiceErrorStates(t *testing.T) {
 			}
 			// The voices are there but Speak finds no model.
 			fs.speakErr = noModel
-			vv.text.SetText("Hello.")
-			test.Tap(vv.play)
 		})
-		eventually(t, l, "the failure", func() bool { return vv.cur == nil && vv.noticeBx.Visible() })
+		play("Hello.")
 		l.wait(func() {
-			if !strings.Contains(vv.notice.Text, "has no kokoro-v1_0.pth") || !vv.lookAgain.Visible() {
+			if !vv.noticeBx.Visible() || !strings.Contains(vv.notice.Text, "has no kokoro-v1_0.pth") || !vv.lookAgain.Visible() {
 				t.Errorf("Play without a model says %q", vv.notice.Text)
 			}
 		})
@@ -467,11 +473,7 @@ func TestVoiceErrorStates(t *testing.T) {
 	t.Run("no audio device", func(t *testing.T) {
 		noDevice := fmt.Errorf("vocoder: %w: ALSA: no card", app.ErrNoAudioDevice)
 		with(&fakeSpeaker{voices: testVoices, chunks: 2, chunkLen: 500}, nil, noDevice)
-		l.wait(func() {
-			vv.text.SetText("Silent.")
-			test.Tap(vv.play)
-		})
-		eventually(t, l, "the end", func() bool { return vv.cur == nil })
+		play("Silent.")
 		l.wait(func() {
 			if !strings.Contains(vv.notice.Text, "No audio output device") || !strings.Contains(vv.notice.Text, "Export") {
 				t.Errorf("the notice says %q", vv.notice.Text)
@@ -487,11 +489,7 @@ func TestVoiceErrorStates(t *testing.T) {
 	t.Run("sound card lost", func(t *testing.T) {
 		lost := &fakePlayer{waitErr: fmt.Errorf("vocoder: %w: the device went away", app.ErrNoAudioDevice)}
 		with(&fakeSpeaker{voices: testVoices, chunks: 2, chunkLen: 500}, lost, nil)
-		l.wait(func() {
-			vv.text.SetText("Cut short.")
-			test.Tap(vv.play)
-		})
-		eventually(t, l, "the end", func() bool { return vv.cur == nil })
+		play("Cut short.")
 		l.wait(func() {
 			if !strings.Contains(vv.notice.Text, "the device went away") || vv.shown == nil || len(vv.shownAudio) != 1000 {
 				t.Errorf("after the sound card failed: notice %q, kept for export %v", vv.notice.Text, vv.shown != nil)
@@ -519,11 +517,7 @@ func TestVoiceErrorStates(t *testing.T) {
 	})
 	t.Run("fine-tuning", func(t *testing.T) {
 		with(&fakeSpeaker{voices: testVoices, speakErr: fmt.Errorf("%w tiny-qwen2", app.ErrTraining)}, &fakePlayer{}, nil)
-		l.wait(func() {
-			vv.text.SetText("Hello.")
-			test.Tap(vv.play)
-		})
-		eventually(t, l, "the refusal", func() bool { return vv.cur == nil && vv.noticeBx.Visible() })
+		play("Hello.")
 		l.wait(func() {
 			if !strings.Contains(vv.notice.Text, "fine-tuning in the Tune tab") {
 				t.Errorf("Play during a fine-tuning run says %q", vv.notice.Text)
@@ -532,14 +526,10 @@ func TestVoiceErrorStates(t *testing.T) {
 	})
 	t.Run("failure", func(t *testing.T) {
 		with(&fakeSpeaker{voices: testVoices, speakErr: errors.New("vocoder: the GPU fell over")}, &fakePlayer{}, nil)
+		play("Hello.")
 		l.wait(func() {
-			vv.text.SetText("Hello.")
-			test.Tap(vv.play)
-		})
-		eventually(t, l, "the failure", func() bool { return vv.cur == nil && vv.headline.Text == "The speech failed" })
-		l.wait(func() {
-			if !strings.Contains(vv.notice.Text, "the GPU fell over") {
-				t.Errorf("the failure shows %q", vv.notice.Text)
+			if !strings.Contains(vv.notice.Text, "the GPU fell over") || vv.headline.Text != "The speech failed" {
+				t.Errorf("the failure shows %q / %q", vv.headline.Text, vv.notice.Text)
 			}
 		})
 	})
