@@ -19,7 +19,6 @@ import (
 	fyneapp "fyne.io/fyne/v2/app"
 	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/dialog"
-	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
 
 	"github.com/hearthstudio/hearth/app"
@@ -402,20 +401,6 @@ func adapterStatus(o gpu.Options) string {
 		return "GPU: " + err.Error()
 	}
 	return fmt.Sprintf("GPU: %s (%s, %s)", chosen.Label(), chosen.Type, chosen.Backend)
-}
-
-// comingPanel is the empty state of a tab whose panel is not written yet:
-// what it will do, centred, as an app shows an empty page.
-func comingPanel(icon fyne.Resource, title, text string) fyne.CanvasObject {
-	image := widget.NewIcon(icon)
-	heading := widget.NewLabelWithStyle(title, fyne.TextAlignCenter, fyne.TextStyle{Bold: true})
-	heading.SizeName = theme.SizeNameHeadingText
-	body := widget.NewLabelWithStyle(text, fyne.TextAlignCenter, fyne.TextStyle{})
-	later := widget.NewLabelWithStyle("Coming in a later release of Hearth.", fyne.TextAlignCenter, fyne.TextStyle{})
-	later.Importance = widget.LowImportance
-	return container.NewCenter(container.NewVBox(
-		container.NewCenter(container.NewGridWrap(fyne.NewSquareSize(64), image)),
-		heading, body, later))
 }
 
 // statusBar shows the GPU, the resident model with its memory estimate,
