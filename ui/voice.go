@@ -677,8 +677,8 @@ func (vv *voiceView) exportTapped() {
 }
 
 // exportTo saves the speech of the form at path in the chosen format: the
-// waveform's samples when they are of the form as it is, or a new
-// synthesis, silent, when they are not.
+// last finished speech's samples when it is of the form as it is now, or a
+// new synthesis, silent, when it is not.
 func (vv *voiceView) exportTo(path string) {
 	req, err := vv.request()
 	if err != nil {
