@@ -145,8 +145,8 @@ const (
 // checkDecoder runs the GPU decoder against the CPU trace of one fixture:
 // (a) the decoder's features and (b) the harmonic source and its STFT
 // magnitudes, then, with generator set, (c) the generator given the CPU's
-// har and (d) end to end with a fully voiced F0.
-func checkDecoder(t *testing.T, name string, generator bool) {
+// har and, with endToEnd set, (d) end to end with a fully voiced F0.
+func checkDecoder(t *testing.T, name string, generator, endToEnd bool) {
 	c := newDecoderCase(t, name)
 	F := c.F
 	asr := c.upload(t, "test.asr", c.trace["asr"])
@@ -217,20 +217,34 @@ func checkDecoder(t *testing.T, name string, generator bool) {
 		compare(t, "audio", c.read(t, "", audio, samples), want, tolAudio)
 	})
 
-	// End to end, generate against Decoder.features and
+	if !endToEnd {
+		return
+	}
+
+	// End to end: generate against Decoder.features and
 	// Generator.forward, with an F0 voiced everywhere (80..220 Hz, over
 	// the 10 Hz threshold) and one seeded rng on each side. The fixture's
 	// own F0 cannot be compared this way: its unvoiced stretches make the
 	// source constant, and the STFT phases there are angles of rounding
 	// noise. Voicing alone is not enough either: a deterministic sum of
-	// sines leaves the high bins at ~1e-7 of the peak, phases again
-	// rounding noise (measured: 0.1 of the audio's scale). The source's
-	// noise (0.003 white, voiced) lifts every bin to ~1e-2, where the
-	// phases are defined to ~1e-6 rad, so both sides agree to rounding.
-	// It also checks that the initial phases and the noise are drawn as
-	// Generator.forward draws them: another draw moves the audio by the
-	// noise, far over the bound. The first Fd frames only, to keep lavapipe
-	// under a few seconds.
+	// sines leaves some bins at ~1e-8 of the peak, phases again rounding
+	// noise (measured: 0.1-0.2 of the audio's scale). The source's noise
+	// (0.003 white, voiced) lifts every bin to ~1e-5 or more, where the
+	// phases are defined to ~1e-3 rad.
+	//
+	// What survives any rounding is checked always: the source and the
+	// STFT magnitudes of this run, which the seeded noise enters directly
+	// (another draw, or another order, moves the source by ~1e-3 against
+	// a 2e-6 bound), and the phases of the bins over 1e-3 of the peak,
+	// as angles (a bin within rounding of ±π may land on either side).
+	// The audio is checked tightly when every phase agrees to 0.01 rad:
+	// the case on lavapipe here. A bin on the ±π cut (one in ~10^4;
+	// seen with other F0 curves) flips a phase by 2π, and through the
+	// instance norms moves ~90% of the samples by up to 0.2 of the scale,
+	// as torch's f32 and f64 differ (checkForward): then the audio is
+	// held only to 0.1 in relative L2 and the flip is logged.
+	//
+	// The first Fd frames only, to keep lavapipe under a few seconds.
 	t.Run("voiced end to end", func(t *testing.T) {
 		const Fd = 6
 		H := c.m.Config.HiddenDim
@@ -244,8 +258,11 @@ func checkDecoder(t *testing.T, name string, generator bool) {
 			voiced[i] = float32(150 + 70*math.Sin(float64(i)*0.9))
 		}
 		rngCPU, rngGPU := rand.New(rand.NewPCG(7, 11)), rand.New(rand.NewPCG(7, 11))
+		tr := map[string][]float32{}
 		feat := c.m.Decoder.features(asrD, voiced, nD, Fd, c.timbre, nil)
-		want, err := c.m.Decoder.Generator.forward(feat, 2*Fd, c.timbre, voiced, rngCPU, nil)
+		want, err := c.m.Decoder.Generator.forward(feat, 2*Fd, c.timbre, voiced, rngCPU, func(name string, data []float32, _ ...int) {
+			tr[name] = data
+		})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -260,7 +277,49 @@ func checkDecoder(t *testing.T, name string, generator bool) {
 		if samples != len(want) {
 			t.Fatalf("%d samples, CPU %d", samples, len(want))
 		}
-		compare(t, "audio", c.read(t, "", audio, samples), want, tolVoiced)
+
+		src, har := tr["har_source"], tr["har"]
+		compare(t, "har_source", c.read(t, "dec.src.source", nil, len(src)), src, tolSource)
+		got := c.read(t, "dec.src.har", nil, len(har))
+		half := len(har) / 2
+		compare(t, "har |X|", got[:half], har[:half], tolHarMag)
+		peak := 0.0
+		for _, v := range har[:half] {
+			peak = math.Max(peak, float64(v))
+		}
+		worstRaw, worstAngle, at := 0.0, 0.0, -1
+		for i := half; i < len(har); i++ {
+			d := math.Abs(float64(got[i]) - float64(har[i]))
+			if d > worstRaw {
+				worstRaw, at = d, i-half
+			}
+			if float64(har[i-half]) >= 1e-3*peak {
+				worstAngle = math.Max(worstAngle, math.Min(d, 2*math.Pi-d))
+			}
+		}
+		t.Logf("phases: max |diff| %.3g rad; as angles over 1e-3 of the peak %.3g (tolerance %g)", worstRaw, worstAngle, tolPhase)
+		if worstAngle > tolPhase {
+			t.Errorf("har phases differ by %.3g rad as angles, over %g", worstAngle, tolPhase)
+		}
+
+		gotAudio := c.read(t, "", audio, samples)
+		if worstRaw <= tolPhase {
+			compare(t, "audio", gotAudio, want, tolVoiced)
+			return
+		}
+		var d2, r2 float64
+		for i, w := range want {
+			d := float64(gotAudio[i]) - float64(w)
+			d2 += d * d
+			r2 += float64(w) * float64(w)
+		}
+		rel := math.Sqrt(d2 / r2)
+		frames := half / (c.m.Decoder.Generator.NFFT/2 + 1)
+		t.Logf("largest phase difference at bin %d, frame %d (CPU %v, GPU %v), an angle on the ±π cut: audio relative L2 error %.3g (bound 0.1)",
+			at/frames, at%frames, har[half+at], got[half+at], rel)
+		if rel > 0.1 || math.IsNaN(rel) {
+			t.Errorf("audio: relative L2 error %.3g, over 0.1", rel)
+		}
 	})
 }
 
@@ -270,11 +329,15 @@ func checkDecoder(t *testing.T, name string, generator bool) {
 // fixture's 12.
 const tolVoiced = 3e-4
 
-// The small fixture runs every check. The full one (Kokoro's real
-// generator: three kernel sizes up to 11, ×10 and ×6 upsampling) runs the
-// decoder and the source only: its generator takes ~13 s on lavapipe,
-// over the CI budget; the small one covers the same code and the op tests
-// cover the kernels on those shapes.
-func TestGPUDecoderMatchesCPUSmall(t *testing.T) { checkDecoder(t, "small", true) }
+// tolPhase bounds the source STFT's phases: the source's 2e-6 error over
+// magnitudes of 1e-5 and up moves an angle by ~1e-3 rad at most (measured
+// 1.4e-3 over all bins in the full fixture).
+const tolPhase = 1e-2
 
-func TestGPUDecoderMatchesCPUFull(t *testing.T) { checkDecoder(t, "full", false) }
+// The small fixture runs every check. The full one (Kokoro's real
+// generator: three kernel sizes up to 11, ×10 and ×6 upsampling) runs all
+// but the end-to-end one, which would add ~6 s on lavapipe (a CPU
+// generator too) for plumbing the small fixture already checks.
+func TestGPUDecoderMatchesCPUSmall(t *testing.T) { checkDecoder(t, "small", true, true) }
+
+func TestGPUDecoderMatchesCPUFull(t *testing.T) { checkDecoder(t, "full", true, false) }
