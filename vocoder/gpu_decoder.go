@@ -80,9 +80,12 @@ type gpuResBlock1 struct {
 }
 
 // uploader uploads a layer tree's weights, keeping the first error, so the
-// constructors read like loadDecoder.
+// constructors read like loadDecoder. f16 packs the conv and transposed
+// conv weights as f16 pairs (ops.PackF16); the default is f32, the parity
+// the tests hold (BenchmarkGPUDecoder compares the two).
 type uploader struct {
 	g   *GPUModel
+	f16 bool
 	err error
 }
 
@@ -97,9 +100,31 @@ func (u *uploader) buf(label string, v []float32) *gpu.Buffer {
 	return b
 }
 
+// weight uploads a conv weight in the uploader's format.
+func (u *uploader) weight(label string, v []float32) *gpu.Buffer {
+	if !u.f16 {
+		return u.buf(label, v)
+	}
+	if u.err != nil {
+		return nil
+	}
+	packed, err := ops.PackF16(v)
+	if err != nil {
+		u.err = fmt.Errorf("%s: %w", label, err)
+		return nil
+	}
+	b, err := u.g.dev.NewBufferFrom(label, packed)
+	if err != nil {
+		u.err = fmt.Errorf("%s: %w", label, err)
+		return nil
+	}
+	u.g.bufs = append(u.g.bufs, b)
+	return b
+}
+
 func (u *uploader) conv(name string, c *Conv1d) *gpuConv {
-	return &gpuConv{w: u.buf(name+".weight", c.W), b: u.buf(name+".bias", c.B),
-		a: ops.Conv1DArgs{InChannels: c.In, OutChannels: c.Out, Kernel: c.Kernel, Stride: c.Stride, Padding: c.Padding, Dilation: c.Dilation}}
+	return &gpuConv{w: u.weight(name+".weight", c.W), b: u.buf(name+".bias", c.B),
+		a: ops.Conv1DArgs{InChannels: c.In, OutChannels: c.Out, Kernel: c.Kernel, Stride: c.Stride, Padding: c.Padding, Dilation: c.Dilation, F16: u.f16}}
 }
 
 // linear uploads nn.Linear W [Out][In] as a Conv1d weight [Out][In][1].
@@ -110,9 +135,9 @@ func (u *uploader) linear(name string, l *Linear) *gpuConv {
 
 func (u *uploader) convT(name string, c *ConvTranspose1d) *gpuConvT {
 	a := c.Args
-	return &gpuConvT{w: u.buf(name+".weight", c.W), b: u.buf(name+".bias", c.B),
+	return &gpuConvT{w: u.weight(name+".weight", c.W), b: u.buf(name+".bias", c.B),
 		a: ops.ConvTranspose1DArgs{InChannels: a.InChannels, OutChannels: a.OutChannels, Kernel: a.Kernel,
-			Stride: a.Stride, Padding: a.Padding, OutputPadding: a.OutputPadding, Groups: a.Groups}}
+			Stride: a.Stride, Padding: a.Padding, OutputPadding: a.OutputPadding, Groups: a.Groups, F16: u.f16}}
 }
 
 func (u *uploader) adain(name string, n *AdaIN1d) *gpuAdaIN {
@@ -146,10 +171,14 @@ func (u *uploader) resBlock1(name string, b *AdaINResBlock1) *gpuResBlock1 {
 }
 
 // newGPUDecoder uploads the decoder's and the generator's weights, named
-// as in the checkpoint.
-func newGPUDecoder(g *GPUModel) (*gpuDecoder, error) {
+// as in the checkpoint, in f32.
+func newGPUDecoder(g *GPUModel) (*gpuDecoder, error) { return newGPUDecoderWeights(g, false) }
+
+// newGPUDecoderWeights is newGPUDecoder with the convs' weights in f16
+// when f16 is set (the AdaIN fcs, biases and Snake alphas stay f32).
+func newGPUDecoderWeights(g *GPUModel, f16 bool) (*gpuDecoder, error) {
 	m := g.m.Decoder
-	u := &uploader{g: g}
+	u := &uploader{g: g, f16: f16}
 	const p = "decoder."
 	d := &gpuDecoder{
 		g:      g,

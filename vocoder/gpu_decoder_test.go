@@ -1,6 +1,7 @@
 package vocoder
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -341,3 +342,97 @@ const tolPhase = 1e-2
 func TestGPUDecoderMatchesCPUSmall(t *testing.T) { checkDecoder(t, "small", true, true) }
 
 func TestGPUDecoderMatchesCPUFull(t *testing.T) { checkDecoder(t, "full", true, false) }
+
+// BenchmarkGPUDecoder times generate (decoder, source and generator, one
+// chain, submitted and read back) on the full fixture's model, Kokoro's
+// real shapes, for F frames of random content and a voiced F0, with the
+// convs' weights in f32 (the default) and in f16. It reports the f16
+// audio's relative L2 distance from the f32 audio ("f16-err") so the speed
+// is read next to what it costs. Run:
+//
+//	go test ./vocoder -run '^$' -bench GPUDecoder -benchtime 3x
+func BenchmarkGPUDecoder(b *testing.B) {
+	const F = 24
+	fx := loadForwardFixture(b, "full")
+	cfg, err := ParseConfig(fx.Config, "fixture config")
+	if err != nil {
+		b.Fatal(err)
+	}
+	w, err := fx.weights()
+	if err != nil {
+		b.Fatal(err)
+	}
+	m, err := NewModel(cfg, w)
+	if err != nil {
+		b.Fatal(err)
+	}
+	dev := testDevice(b)
+	rng := rand.New(rand.NewPCG(1, 2))
+	asr := make([]float32, cfg.HiddenDim*F)
+	for i := range asr {
+		asr[i] = float32(rng.NormFloat64() * 0.3)
+	}
+	f0, n := make([]float32, 2*F), make([]float32, 2*F)
+	for i := range f0 {
+		f0[i] = float32(150 + 70*math.Sin(float64(i)*0.37))
+		n[i] = float32(rng.NormFloat64())
+	}
+	var ref []float32
+	for _, f16 := range []bool{false, true} {
+		g := &GPUModel{m: m, dev: dev, pool: map[string]*gpu.Buffer{}}
+		if g.dec, err = newGPUDecoderWeights(g, f16); err != nil {
+			b.Fatal(err)
+		}
+		in := make([]*gpu.Buffer, 3)
+		for i, v := range [][]float32{asr, f0, n} {
+			if in[i], err = g.upload(fmt.Sprintf("bench.in%d", i), v); err != nil {
+				b.Fatal(err)
+			}
+		}
+		synth := func() []float32 {
+			ch, err := dev.NewChain("bench.decoder")
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer ch.Discard()
+			out, samples, err := g.dec.generate(ch, in[0], in[1], in[2], F, fx.Style[:cfg.StyleDim], nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			rb, err := ch.ReadBack(out, 0, uint64(samples)*4)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := ch.Submit(); err != nil {
+				b.Fatal(err)
+			}
+			raw, err := rb.Bytes()
+			if err != nil {
+				b.Fatal(err)
+			}
+			return gpu.F32From(raw)
+		}
+		audio := synth() // kernels compiled, pool grown
+		if !f16 {
+			ref = audio
+		}
+		b.Run(fmt.Sprintf("f16=%v", f16), func(b *testing.B) {
+			for range b.N {
+				synth()
+			}
+			seconds := float64(len(audio)) / SampleRate
+			b.ReportMetric(seconds*float64(b.N)/b.Elapsed().Seconds(), "x-realtime")
+			if !f16 {
+				return
+			}
+			var d2, r2 float64
+			for i, v := range ref {
+				d := float64(audio[i]) - float64(v)
+				d2 += d * d
+				r2 += float64(v) * float64(v)
+			}
+			b.ReportMetric(math.Sqrt(d2/r2), "f16-err")
+		})
+		g.Release()
+	}
+}
