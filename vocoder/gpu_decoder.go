@@ -3,6 +3,7 @@ package vocoder
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 
 	"github.com/hearthstudio/hearth/engine/gpu"
@@ -259,6 +260,11 @@ func (d *gpuDecoder) begin(ch *gpu.Chain, F int, timbre []float32) (*pass, error
 	}
 	if F <= 0 {
 		return nil, fmt.Errorf("decoder: %d frames, want at least 1", F)
+	}
+	// The harmonic source's [9][samples] sines are the largest activation;
+	// the kernels index with u32.
+	if sines := int64(F) * 2 * int64(d.gen.upsample) * harmonics; sines > math.MaxUint32 {
+		return nil, fmt.Errorf("decoder: %d frames make %d source values, over the kernels' 32-bit indices", F, sines)
 	}
 	if S := d.g.m.Config.StyleDim; len(timbre) != S {
 		return nil, fmt.Errorf("decoder: timbre has %d values, want style_dim %d", len(timbre), S)

@@ -20,7 +20,9 @@ type decoderCase struct {
 	timbre []float32
 }
 
-func newDecoderCase(t *testing.T, name string) *decoderCase {
+// newDecoderCase builds the case; without trace it skips the CPU forward
+// (c.trace empty, c.F 0), for tests that need only the GPU decoder.
+func newDecoderCase(t *testing.T, name string, trace bool) *decoderCase {
 	t.Helper()
 	fx := loadForwardFixture(t, name)
 	cfg, err := ParseConfig(fx.Config, "fixture config")
@@ -36,12 +38,14 @@ func newDecoderCase(t *testing.T, name string) *decoderCase {
 		t.Fatal(err)
 	}
 	c := &decoderCase{m: m, trace: map[string][]float32{}, timbre: fx.Style[:cfg.StyleDim]}
-	if _, _, err := m.forward(fx.Tokens, fx.Style, fx.Speed, nil, func(name string, data []float32, _ ...int) {
-		c.trace[name] = data
-	}); err != nil {
-		t.Fatal(err)
+	if trace {
+		if _, _, err := m.forward(fx.Tokens, fx.Style, fx.Speed, nil, func(name string, data []float32, _ ...int) {
+			c.trace[name] = data
+		}); err != nil {
+			t.Fatal(err)
+		}
+		c.F = len(c.trace["asr"]) / cfg.HiddenDim
 	}
-	c.F = len(c.trace["asr"]) / cfg.HiddenDim
 	// NewGPUModel needs the text side too; the decoder is built alone.
 	c.g = &GPUModel{m: m, dev: testDevice(t), pool: map[string]*gpu.Buffer{}}
 	t.Cleanup(c.g.Release)
@@ -148,7 +152,7 @@ const (
 // magnitudes, then, with generator set, (c) the generator given the CPU's
 // har and, with endToEnd set, (d) end to end with a fully voiced F0.
 func checkDecoder(t *testing.T, name string, generator, endToEnd bool) {
-	c := newDecoderCase(t, name)
+	c := newDecoderCase(t, name, true)
 	F := c.F
 	asr := c.upload(t, "test.asr", c.trace["asr"])
 	f0 := c.upload(t, "test.f0", c.trace["F0"])
@@ -434,5 +438,47 @@ func BenchmarkGPUDecoder(b *testing.B) {
 			b.ReportMetric(math.Sqrt(d2/r2), "f16-err")
 		})
 		g.Release()
+	}
+}
+
+func TestGPUDecoderRejectsBadInput(t *testing.T) {
+	c := newDecoderCase(t, "small", false)
+	const F = 5
+	H := c.m.Config.HiddenDim
+	asr := c.upload(t, "test.asr", make([]float32, H*F))
+	f0 := c.upload(t, "test.f0", make([]float32, 2*F))
+	n := c.upload(t, "test.n", make([]float32, 2*F))
+	short := c.upload(t, "test.short", make([]float32, H*F-1))
+	for _, tc := range []struct {
+		name       string
+		asr, f0, n *gpu.Buffer
+		F          int
+		timbre     []float32
+	}{
+		{"no frames", asr, f0, n, 0, c.timbre},
+		{"negative frames", asr, f0, n, -3, c.timbre},
+		{"frames past u32 samples", asr, f0, n, 1 << 30, c.timbre},
+		{"short timbre", asr, f0, n, F, c.timbre[:5]},
+		{"nil asr", nil, f0, n, F, c.timbre},
+		{"nil f0", asr, nil, n, F, c.timbre},
+		{"nil n", asr, f0, nil, F, c.timbre},
+		{"asr one value short", short, f0, n, F, c.timbre},
+		{"f0 shorter than 2F", asr, f0, n, F + 1, c.timbre},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ch, err := c.g.dev.NewChain("test.bad")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ch.Discard()
+			if _, _, err := c.d.generate(ch, tc.asr, tc.f0, tc.n, tc.F, tc.timbre, nil); err == nil {
+				t.Error("no error")
+			} else {
+				t.Log(err)
+			}
+		})
+	}
+	if _, _, err := c.d.generate(nil, asr, f0, n, F, c.timbre, nil); err == nil {
+		t.Error("nil chain: no error")
 	}
 }
