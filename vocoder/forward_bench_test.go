@@ -57,19 +57,11 @@ func benchModel(b *testing.B) (*Model, []benchText) {
 	} else {
 		fx = loadForwardFixture(b, "full")
 	}
-	cfg, err := ParseConfig(fx.Config, "bench config")
+	m, err := fx.newModel()
 	if err != nil {
 		b.Fatal(err)
 	}
-	w, err := fx.weights()
-	if err != nil {
-		b.Fatal(err)
-	}
-	m, err := NewModel(cfg, w)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return m, referenceUtterances(b, cfg)
+	return m, referenceUtterances(b, m.Config)
 }
 
 // referenceUtterances cuts the benchmark's inputs from en-us.tsv as

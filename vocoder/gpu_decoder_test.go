@@ -24,31 +24,20 @@ type decoderCase struct {
 // (c.trace empty, c.F 0), for tests that need only the GPU decoder.
 func newDecoderCase(t *testing.T, name string, trace bool) *decoderCase {
 	t.Helper()
-	fx := loadForwardFixture(t, name)
-	cfg, err := ParseConfig(fx.Config, "fixture config")
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := fx.weights()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := NewModel(cfg, w)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &decoderCase{m: m, trace: map[string][]float32{}, timbre: fx.Style[:cfg.StyleDim]}
+	m, fx := fixtureModel(t, name)
+	c := &decoderCase{m: m, trace: map[string][]float32{}, timbre: fx.Style[:m.Config.StyleDim]}
 	if trace {
 		if _, _, err := m.forward(fx.Tokens, fx.Style, fx.Speed, nil, func(name string, data []float32, _ ...int) {
 			c.trace[name] = data
 		}); err != nil {
 			t.Fatal(err)
 		}
-		c.F = len(c.trace["asr"]) / cfg.HiddenDim
+		c.F = len(c.trace["asr"]) / m.Config.HiddenDim
 	}
 	// NewGPUModel needs the text side too; the decoder is built alone.
 	c.g = &GPUModel{m: m, dev: testDevice(t), pool: map[string]*gpu.Buffer{}}
 	t.Cleanup(c.g.Release)
+	var err error
 	if c.d, err = newGPUDecoder(c.g); err != nil {
 		t.Fatal(err)
 	}
@@ -358,19 +347,8 @@ func TestGPUDecoderMatchesCPUFull(t *testing.T) { checkDecoder(t, "full", true, 
 //	go test ./vocoder -run '^$' -bench GPUDecoder -benchtime 3x
 func BenchmarkGPUDecoder(b *testing.B) {
 	const F = 24
-	fx := loadForwardFixture(b, "full")
-	cfg, err := ParseConfig(fx.Config, "fixture config")
-	if err != nil {
-		b.Fatal(err)
-	}
-	w, err := fx.weights()
-	if err != nil {
-		b.Fatal(err)
-	}
-	m, err := NewModel(cfg, w)
-	if err != nil {
-		b.Fatal(err)
-	}
+	m, fx := fixtureModel(b, "full")
+	cfg := m.Config
 	dev := testDevice(b)
 	rng := rand.New(rand.NewPCG(1, 2))
 	asr := make([]float32, cfg.HiddenDim*F)
@@ -385,6 +363,7 @@ func BenchmarkGPUDecoder(b *testing.B) {
 	var ref []float32
 	for _, f16 := range []bool{false, true} {
 		g := &GPUModel{m: m, dev: dev, pool: map[string]*gpu.Buffer{}}
+		var err error
 		if g.dec, err = newGPUDecoderWeights(g, f16); err != nil {
 			b.Fatal(err)
 		}

@@ -13,21 +13,10 @@ import (
 // shared test device (the GPUModel holds only what the text side needs).
 func newTextFixture(t *testing.T, name string) (*forwardFixture, *Model, *GPUModel) {
 	t.Helper()
-	fx := loadForwardFixture(t, name)
-	cfg, err := ParseConfig(fx.Config, "fixture config")
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := fx.weights()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := NewModel(cfg, w)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, fx := fixtureModel(t, name)
 	g := &GPUModel{m: m, dev: testDevice(t), pool: map[string]*gpu.Buffer{}}
 	t.Cleanup(g.Release)
+	var err error
 	if g.text, err = newGPUText(g); err != nil {
 		t.Fatal(err)
 	}
@@ -270,21 +259,11 @@ func nan() float64 {
 //
 //	go test ./vocoder -run '^$' -bench GPUText -benchtime 10x
 func BenchmarkGPUText(b *testing.B) {
-	fx := loadForwardFixture(b, "full")
-	cfg, err := ParseConfig(fx.Config, "fixture config")
-	if err != nil {
-		b.Fatal(err)
-	}
-	w, err := fx.weights()
-	if err != nil {
-		b.Fatal(err)
-	}
-	m, err := NewModel(cfg, w)
-	if err != nil {
-		b.Fatal(err)
-	}
+	m, fx := fixtureModel(b, "full")
+	cfg := m.Config
 	g := &GPUModel{m: m, dev: testDevice(b), pool: map[string]*gpu.Buffer{}}
 	defer g.Release()
+	var err error
 	if g.text, err = newGPUText(g); err != nil {
 		b.Fatal(err)
 	}

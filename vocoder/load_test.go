@@ -17,7 +17,7 @@ import (
 // tensor.
 func TestLoadModel(t *testing.T) {
 	dir := kokorotest.WriteDir(t, t.TempDir())
-	want := fixtureModel(t)
+	want := smallFixtureModel(t)
 	m, err := LoadModel(dir)
 	if err != nil {
 		t.Fatal(err)

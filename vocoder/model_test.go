@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/hearthstudio/hearth/internal/kokorotest"
 )
 
 // forwardFixture is testdata/torch/forward-<name>.json, written by
@@ -21,19 +23,14 @@ type forwardFixture struct {
 		HiddenAct     string  `json:"hidden_act"`
 		LayerNormEps  float64 `json:"layer_norm_eps"`
 	} `json:"albert"`
-	Tokens       []int              `json:"tokens"`
-	Style        []float32          `json:"style"`
-	Speed        float64            `json:"speed"`
-	Durations    []int              `json:"durations"`
-	DurationsRaw []float64          `json:"durations_raw"`
-	F64Err       map[string]float64 `json:"f64_err"`
-	Weights      []struct {
-		Name   string  `json:"name"`
-		Shape  []int   `json:"shape"`
-		Scale  float64 `json:"scale"`
-		Offset float64 `json:"offset"`
-	} `json:"weights"`
-	Arrays map[string]struct {
+	Tokens       []int                      `json:"tokens"`
+	Style        []float32                  `json:"style"`
+	Speed        float64                    `json:"speed"`
+	Durations    []int                      `json:"durations"`
+	DurationsRaw []float64                  `json:"durations_raw"`
+	F64Err       map[string]float64         `json:"f64_err"`
+	Weights      []kokorotest.FixtureTensor `json:"weights"`
+	Arrays       map[string]struct {
 		Shape  []int   `json:"shape"`
 		Offset int     `json:"offset"`
 		MaxAbs float64 `json:"max_abs"`
@@ -77,28 +74,10 @@ func (fx *forwardFixture) array(t *testing.T, name string) ([]float32, []int) {
 }
 
 // fixtureUniform is make_forward_fixture.py's weight generator: the top 24
-// bits of splitmix64(fnv1a64(name) + (i+1)·golden) as a uniform in [-1, 1).
-func fixtureUniform(name string, i int) float64 { return uniformAt(fnv1a64(name), i) }
+// bits of splitmix64(FNV-1a(name) + (i+1)·golden) as a uniform in [-1, 1).
+func fixtureUniform(name string, i int) float64 { return kokorotest.Uniform(kokorotest.Seed(name), i) }
 
-func fnv1a64(s string) uint64 {
-	h := uint64(0xcbf29ce484222325)
-	for _, c := range []byte(s) {
-		h = (h ^ uint64(c)) * 0x100000001b3
-	}
-	return h
-}
-
-func uniformAt(seed uint64, i int) float64 {
-	z := seed + uint64(i+1)*0x9E3779B97F4A7C15
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EB
-	z ^= z >> 31
-	return float64(z>>40)/8388608.0 - 1
-}
-
-// weights draws the fixture's parameters exactly as the script did:
-// f32(offset + scale·u), the product rounded on its own (no fused
-// multiply-add, which numpy does not do either).
+// weights draws the fixture's parameters exactly as the script did.
 func (fx *forwardFixture) weights() (*Weights, error) {
 	ts := map[string]*Tensor{}
 	for _, w := range fx.Weights {
@@ -106,14 +85,38 @@ func (fx *forwardFixture) weights() (*Weights, error) {
 		for _, d := range w.Shape {
 			n *= d
 		}
-		data, seed := make([]float32, n), fnv1a64(w.Name)
+		data, seed := make([]float32, n), kokorotest.Seed(w.Name)
 		for i := range data {
-			p := float64(w.Scale * uniformAt(seed, i))
-			data[i] = float32(w.Offset + p)
+			data[i] = kokorotest.Param(seed, i, w.Scale, w.Offset)
 		}
 		ts[w.Name] = &Tensor{Name: w.Name, Shape: w.Shape, Data: data, DType: "F32"}
 	}
 	return NewWeights("fixture", ts)
+}
+
+// newModel builds the fixture's CPU model from its config and weights.
+func (fx *forwardFixture) newModel() (*Model, error) {
+	cfg, err := ParseConfig(fx.Config, "fixture config")
+	if err != nil {
+		return nil, err
+	}
+	w, err := fx.weights()
+	if err != nil {
+		return nil, err
+	}
+	return NewModel(cfg, w)
+}
+
+// fixtureModel loads testdata/torch/forward-<name> and builds its CPU
+// model.
+func fixtureModel(tb testing.TB, name string) (*Model, *forwardFixture) {
+	tb.Helper()
+	fx := loadForwardFixture(tb, name)
+	m, err := fx.newModel()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return m, fx
 }
 
 func TestFixtureUniformMatchesNumpy(t *testing.T) {
@@ -130,18 +133,10 @@ func TestFixtureUniformMatchesNumpy(t *testing.T) {
 // on its inputs in deterministic mode, collecting every traced array.
 func runForwardFixture(t *testing.T, fx *forwardFixture) (map[string][]float32, map[string][]int, []int) {
 	t.Helper()
-	cfg, err := ParseConfig(fx.Config, "fixture config")
-	if err != nil {
-		t.Fatal(err)
-	}
 	if fx.ALBERT.HiddenAct != "gelu_new" || fx.ALBERT.LayerNormEps != albertNormEps {
 		t.Fatalf("the reference's ALBERT uses %s and eps %g; this one gelu_new and %g", fx.ALBERT.HiddenAct, fx.ALBERT.LayerNormEps, albertNormEps)
 	}
-	w, err := fx.weights()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := NewModel(cfg, w)
+	m, err := fx.newModel()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -318,22 +318,10 @@ var smallModel struct {
 	err  error
 }
 
-func fixtureModel(t *testing.T) *Model {
+func smallFixtureModel(t *testing.T) *Model {
 	t.Helper()
 	fx := loadForwardFixture(t, "small")
-	smallModel.once.Do(func() {
-		cfg, err := ParseConfig(fx.Config, "fixture config")
-		if err != nil {
-			smallModel.err = err
-			return
-		}
-		w, err := fx.weights()
-		if err != nil {
-			smallModel.err = err
-			return
-		}
-		smallModel.m, smallModel.err = NewModel(cfg, w)
-	})
+	smallModel.once.Do(func() { smallModel.m, smallModel.err = fx.newModel() })
 	if smallModel.err != nil {
 		t.Fatal(smallModel.err)
 	}
@@ -360,7 +348,7 @@ func (r *recordingSynth) Forward(tokens []int, style []float32, speed float64, d
 // TestSpeakRealModel speaks two sentences with the small fixture model on
 // the CPU: real audio of whole frames, no NaN, words inside their chunk.
 func TestSpeakRealModel(t *testing.T) {
-	m := fixtureModel(t)
+	m := smallFixtureModel(t)
 	cfg := m.Config
 	ph, err := NewPhonemizer("en-us", cfg)
 	if err != nil {

@@ -24,12 +24,16 @@ import (
 
 type fixture struct {
 	Config  json.RawMessage `json:"config"`
-	Weights []struct {
-		Name   string  `json:"name"`
-		Shape  []int   `json:"shape"`
-		Scale  float64 `json:"scale"`
-		Offset float64 `json:"offset"`
-	} `json:"weights"`
+	Weights []FixtureTensor `json:"weights"`
+}
+
+// FixtureTensor is a weight as a forward fixture's JSON lists it: element
+// i is Param(Seed(Name), i, Scale, Offset).
+type FixtureTensor struct {
+	Name   string  `json:"name"`
+	Shape  []int   `json:"shape"`
+	Scale  float64 `json:"scale"`
+	Offset float64 `json:"offset"`
 }
 
 // WriteDir fills dir (made if missing) as a Kokoro directory and returns
@@ -96,12 +100,9 @@ func WriteDir(tb testing.TB, dir string) string {
 		for _, d := range t.Shape {
 			n *= d
 		}
-		seed := fnv1a64(t.Name)
+		seed := Seed(t.Name)
 		for i := range n {
-			// f32(offset + scale·u), the product rounded on its own, as
-			// the script (numpy) computes it.
-			p := float64(t.Scale * uniformAt(seed, i))
-			binary.LittleEndian.PutUint32(word[:4], math.Float32bits(float32(t.Offset+p)))
+			binary.LittleEndian.PutUint32(word[:4], math.Float32bits(Param(seed, i, t.Scale, t.Offset)))
 			w.Write(word[:4])
 		}
 	}
@@ -114,20 +115,30 @@ func WriteDir(tb testing.TB, dir string) string {
 	return dir
 }
 
-func fnv1a64(s string) uint64 {
+// Seed is make_forward_fixture.py's seed for the tensor named name: the
+// FNV-1a 64-bit hash of the name.
+func Seed(name string) uint64 {
 	h := uint64(0xcbf29ce484222325)
-	for _, c := range []byte(s) {
+	for _, c := range []byte(name) {
 		h = (h ^ uint64(c)) * 0x100000001b3
 	}
 	return h
 }
 
-// uniformAt is the script's generator: the top 24 bits of
+// Uniform is the script's generator: the top 24 bits of
 // splitmix64(seed + (i+1)·golden) as a uniform in [-1, 1).
-func uniformAt(seed uint64, i int) float64 {
+func Uniform(seed uint64, i int) float64 {
 	z := seed + uint64(i+1)*0x9E3779B97F4A7C15
 	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9
 	z = (z ^ (z >> 27)) * 0x94D049BB133111EB
 	z ^= z >> 31
 	return float64(z>>40)/8388608.0 - 1
+}
+
+// Param is element i of the fixture tensor whose seed is seed, as the
+// script (numpy) computes it: f32(offset + scale·u), the product rounded
+// on its own (no fused multiply-add, which numpy does not do either).
+func Param(seed uint64, i int, scale, offset float64) float32 {
+	p := float64(scale * Uniform(seed, i))
+	return float32(offset + p)
 }
