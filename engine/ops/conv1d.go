@@ -98,26 +98,13 @@ func Conv1D(c *gpu.Chain, x, w, bias, y *gpu.Buffer, a Conv1DArgs) error {
 		return fmt.Errorf("ops: %s: length %d with padding %d is shorter than the dilated kernel %d", kernel, a.Length, a.Padding, a.Dilation*(a.Kernel-1)+1)
 	}
 	nw := a.OutChannels * (a.InChannels / a.Groups) * a.Kernel
-	if err := checkSizes(kernel, operand{"x", x, a.InChannels * a.Length}, operand{"y", y, a.OutChannels * tout}); err != nil {
+	bias, flags, err := convBuffers(kernel, operand{"x", x, a.InChannels * a.Length}, operand{"y", y, a.OutChannels * tout},
+		w, nw, a.F16, bias, a.OutChannels)
+	if err != nil {
 		return err
-	}
-	if err := needWeights(kernel, w, nw, a.F16); err != nil {
-		return err
-	}
-	var flags uint32
-	if bias != nil {
-		if err := needF32(kernel, "bias", bias, a.OutChannels); err != nil {
-			return err
-		}
-		flags |= convBias
-	} else {
-		bias = x // fills the slot; not read
 	}
 	if a.PadMode == PadReflect {
 		flags |= convReflect
-	}
-	if y == x || y == w || y == bias {
-		return fmt.Errorf("ops: %s: y %q must be another buffer than x, w and bias", kernel, y.Label())
 	}
 	p := conv1dParams{
 		Cin: uint32(a.InChannels), Cout: uint32(a.OutChannels), Tin: uint32(a.Length), Tout: uint32(tout),
@@ -133,6 +120,33 @@ func b2u(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// convBuffers checks a convolution's buffers: x and y hold their floats,
+// w its nw weights (packed f16 with f16), bias, unless nil, cout floats,
+// and y is another buffer than x, w and bias. The kernels bind a bias slot
+// even without a bias: convBuffers returns the buffer for it (x then,
+// which they do not read) and the flags that say whether to read it.
+func convBuffers(kernel string, x, y operand, w *gpu.Buffer, nw int, f16 bool, bias *gpu.Buffer, cout int) (*gpu.Buffer, uint32, error) {
+	if err := checkSizes(kernel, x, y); err != nil {
+		return nil, 0, err
+	}
+	if err := needWeights(kernel, w, nw, f16); err != nil {
+		return nil, 0, err
+	}
+	var flags uint32
+	if bias != nil {
+		if err := needF32(kernel, "bias", bias, cout); err != nil {
+			return nil, 0, err
+		}
+		flags |= convBias
+	} else {
+		bias = x.buf
+	}
+	if y.buf == x.buf || y.buf == w || y.buf == bias {
+		return nil, 0, fmt.Errorf("ops: %s: y %q must be another buffer than x, w and bias", kernel, y.buf.Label())
+	}
+	return bias, flags, nil
 }
 
 // checkSizes checks that every operand holds its floats and that the counts

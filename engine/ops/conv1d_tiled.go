@@ -64,23 +64,10 @@ func Conv1DTiled(c *gpu.Chain, x, w, bias, y *gpu.Buffer, a Conv1DArgs) error {
 	if gx > 65535 || gy > 65535 {
 		return fmt.Errorf("ops: %s: %d steps x %d channels need a %dx%d tile grid, over 65535", kernel, tout, a.OutChannels, gx, gy)
 	}
-	if err := checkSizes(kernel, operand{"x", x, a.InChannels * a.Length}, operand{"y", y, a.OutChannels * tout}); err != nil {
+	bias, flags, err := convBuffers(kernel, operand{"x", x, a.InChannels * a.Length}, operand{"y", y, a.OutChannels * tout},
+		w, a.OutChannels*a.InChannels*a.Kernel, a.F16, bias, a.OutChannels)
+	if err != nil {
 		return err
-	}
-	if err := needWeights(kernel, w, a.OutChannels*a.InChannels*a.Kernel, a.F16); err != nil {
-		return err
-	}
-	var flags uint32
-	if bias != nil {
-		if err := needF32(kernel, "bias", bias, a.OutChannels); err != nil {
-			return err
-		}
-		flags |= convBias
-	} else {
-		bias = x // fills the slot; not read
-	}
-	if y == x || y == w || y == bias {
-		return fmt.Errorf("ops: %s: y %q must be another buffer than x, w and bias", kernel, y.Label())
 	}
 	p := conv1dTiledParams{
 		Cin: uint32(a.InChannels), Cout: uint32(a.OutChannels), Tin: uint32(a.Length), Tout: uint32(tout),

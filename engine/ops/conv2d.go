@@ -57,23 +57,10 @@ func Conv2D(c *gpu.Chain, x, w, bias, y *gpu.Buffer, a Conv2DArgs) error {
 	if ho <= 0 || wo <= 0 {
 		return fmt.Errorf("ops: %s: input %dx%d padded by %d,%d is smaller than the kernel %dx%d", kernel, a.Height, a.Width, a.PadH, a.PadW, a.KernelH, a.KernelW)
 	}
-	if err := checkSizes(kernel, operand{"x", x, a.InChannels * a.Height * a.Width}, operand{"y", y, a.OutChannels * ho * wo}); err != nil {
+	bias, flags, err := convBuffers(kernel, operand{"x", x, a.InChannels * a.Height * a.Width}, operand{"y", y, a.OutChannels * ho * wo},
+		w, a.OutChannels*(a.InChannels/a.Groups)*a.KernelH*a.KernelW, a.F16, bias, a.OutChannels)
+	if err != nil {
 		return err
-	}
-	if err := needWeights(kernel, w, a.OutChannels*(a.InChannels/a.Groups)*a.KernelH*a.KernelW, a.F16); err != nil {
-		return err
-	}
-	var flags uint32
-	if bias != nil {
-		if err := needF32(kernel, "bias", bias, a.OutChannels); err != nil {
-			return err
-		}
-		flags |= convBias
-	} else {
-		bias = x
-	}
-	if y == x || y == w || y == bias {
-		return fmt.Errorf("ops: %s: y %q must be another buffer than x, w and bias", kernel, y.Label())
 	}
 	p := conv2dParams{
 		Cin: uint32(a.InChannels), Cout: uint32(a.OutChannels), H: uint32(a.Height), W: uint32(a.Width),

@@ -60,23 +60,10 @@ func ConvTranspose1D(c *gpu.Chain, x, w, bias, y *gpu.Buffer, a ConvTranspose1DA
 	if tout <= 0 {
 		return fmt.Errorf("ops: %s: padding %d leaves no output of length %d", kernel, a.Padding, tout)
 	}
-	if err := checkSizes(kernel, operand{"x", x, a.InChannels * a.Length}, operand{"y", y, a.OutChannels * tout}); err != nil {
+	bias, flags, err := convBuffers(kernel, operand{"x", x, a.InChannels * a.Length}, operand{"y", y, a.OutChannels * tout},
+		w, a.InChannels*(a.OutChannels/a.Groups)*a.Kernel, a.F16, bias, a.OutChannels)
+	if err != nil {
 		return err
-	}
-	if err := needWeights(kernel, w, a.InChannels*(a.OutChannels/a.Groups)*a.Kernel, a.F16); err != nil {
-		return err
-	}
-	var flags uint32
-	if bias != nil {
-		if err := needF32(kernel, "bias", bias, a.OutChannels); err != nil {
-			return err
-		}
-		flags |= convBias
-	} else {
-		bias = x
-	}
-	if y == x || y == w || y == bias {
-		return fmt.Errorf("ops: %s: y %q must be another buffer than x, w and bias", kernel, y.Label())
 	}
 	p := convTranspose1dParams{
 		Cin: uint32(a.InChannels), Cout: uint32(a.OutChannels), Tin: uint32(a.Length), Tout: uint32(tout),
