@@ -110,6 +110,14 @@ const conv1dRel = 1e-6
 
 func checkConv1D(t *testing.T, seed uint64, a Conv1DArgs, bias bool, xScale, wScale float32) {
 	t.Helper()
+	checkConv1DKernel(t, "conv1d", Conv1D, ref.Conv1D, seed, a, bias, xScale, wScale)
+}
+
+// checkConv1DKernel runs op, Conv1D or a kernel computing the same y, on
+// random inputs of a's shape against reference.
+func checkConv1DKernel(t *testing.T, name string, op func(c *gpu.Chain, x, w, bias, y *gpu.Buffer, a Conv1DArgs) error,
+	reference func(x, w, bias []float32, a ref.Conv1DArgs) []float32, seed uint64, a Conv1DArgs, bias bool, xScale, wScale float32) {
+	t.Helper()
 	g := orOne(a.Groups)
 	x := randVec(seed, a.InChannels*a.Length, xScale)
 	w := randVec(seed+1, a.OutChannels*(a.InChannels/g)*a.Kernel, wScale)
@@ -122,16 +130,16 @@ func checkConv1D(t *testing.T, seed uint64, a Conv1DArgs, bias bool, xScale, wSc
 	}
 	ra := ref.Conv1DArgs{InChannels: a.InChannels, OutChannels: a.OutChannels, Length: a.Length, Kernel: a.Kernel,
 		Stride: a.Stride, Padding: a.Padding, Dilation: a.Dilation, Groups: a.Groups, Reflect: a.PadMode == PadReflect}
-	want := ref.Conv1D(x, w, b, ra)
-	bound := ref.Conv1D(absVec(x), absVec(w), absVec(b), ra)
+	want := reference(x, w, b, ra)
+	bound := reference(absVec(x), absVec(w), absVec(b), ra)
 	n := a.OutChannels * a.OutLength()
 	if len(want) != n {
 		t.Fatalf("ref length %d, ops.OutLength gives %d", len(want), n)
 	}
 	bx, y := upload(t, "x", x), scratch(t, "y", n)
 	bw, bb := uploadConvWeights(t, w, a.F16), uploadOrNil(t, "b", b)
-	run(t, "conv1d", func(c *gpu.Chain) error { return Conv1D(c, bx, bw, bb, y, a) })
-	assertWithinBound(t, "conv1d", download(t, y, n), want, bound, conv1dRel)
+	run(t, name, func(c *gpu.Chain) error { return op(c, bx, bw, bb, y, a) })
+	assertWithinBound(t, name, download(t, y, n), want, bound, conv1dRel)
 }
 
 func TestConv1DMatchesReference(t *testing.T) {

@@ -3,32 +3,14 @@ package ops
 import (
 	"testing"
 
-	"github.com/hearthstudio/hearth/engine/gpu"
 	"github.com/hearthstudio/hearth/engine/ops/ref"
 )
 
 func checkConv1DTiled(t *testing.T, seed uint64, a Conv1DArgs, bias bool, xScale, wScale float32) {
 	t.Helper()
-	x := randVec(seed, a.InChannels*a.Length, xScale)
-	w := randVec(seed+1, a.OutChannels*a.InChannels*a.Kernel, wScale)
-	var b []float32
-	if bias {
-		b = randVec(seed+2, a.OutChannels, wScale)
-	}
-	if a.F16 {
-		w = f16Round(t, w)
-	}
-	ra := ref.Conv1DArgs{InChannels: a.InChannels, OutChannels: a.OutChannels, Length: a.Length, Kernel: a.Kernel,
-		Padding: a.Padding, Dilation: a.Dilation}
-	want := ref.Conv1DTiled(x, w, b, ra)
-	bound := ref.Conv1DTiled(absVec(x), absVec(w), absVec(b), ra)
-	n := a.OutChannels * a.OutLength()
-	bx, y := upload(t, "x", x), scratch(t, "y", n)
-	bw, bb := uploadConvWeights(t, w, a.F16), uploadOrNil(t, "b", b)
-	run(t, "conv1d_tiled", func(c *gpu.Chain) error { return Conv1DTiled(c, bx, bw, bb, y, a) })
 	// The same f32 sum in the same order as conv1d (bias, ci, k), so
 	// conv1dRel's reasoning holds.
-	assertWithinBound(t, "conv1d_tiled", download(t, y, n), want, bound, conv1dRel)
+	checkConv1DKernel(t, "conv1d_tiled", Conv1DTiled, ref.Conv1DTiled, seed, a, bias, xScale, wScale)
 }
 
 func TestConv1DTiledMatchesReference(t *testing.T) {
