@@ -586,11 +586,7 @@ func (cv *chatView) updateControls() {
 		cv.send.Enable()
 	}
 	cv.send.Refresh()
-	if !busy && cv.cur != nil && len(cv.cur.Messages) > 0 {
-		cv.regenerate.Enable()
-	} else {
-		cv.regenerate.Disable()
-	}
+	setEnabled(!busy && cv.cur != nil && len(cv.cur.Messages) > 0, cv.regenerate)
 	for _, r := range cv.rows {
 		r.setBusy(busy)
 	}

@@ -33,8 +33,7 @@ const defaultSample = "tiny-llama"
 // looks for models, the ways to add one, and a model it can make itself
 // to try the studio without a download.
 func firstRunView(st *studio) *fyne.Container {
-	heading := widget.NewLabelWithStyle("Welcome to Hearth", fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
-	heading.SizeName = theme.SizeNameHeadingText
+	heading := headingLabel("Welcome to Hearth")
 	intro := widget.NewLabel("Hearth runs GGUF language models on this computer's GPU. It has not found any models here yet: add one of your own, download one, or let Hearth make one to try the studio.")
 	intro.Wrapping = fyne.TextWrapWord
 

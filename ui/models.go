@@ -140,8 +140,7 @@ func libraryView(st *studio) *fyne.Container {
 	st.onLibrary(filter)
 	st.onStatus(func(app.Status) { list.Refresh(); details.refresh() })
 
-	heading := widget.NewLabelWithStyle("Models", fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
-	heading.SizeName = theme.SizeNameHeadingText
+	heading := headingLabel("Models")
 	addFolder := widget.NewButtonWithIcon("Add folder…", theme.FolderOpenIcon(), func() { addFolderDialog(st) })
 	rescan := widget.NewButtonWithIcon("Rescan", theme.ViewRefreshIcon(), func() { st.rescan(nil) })
 	download := widget.NewButtonWithIcon("Download…", theme.DownloadIcon(), func() { downloadDialog(st) })
@@ -536,13 +535,7 @@ func computeControls(st *studio) fyne.CanvasObject {
 	// A fine-tuning run holds the engine's device for its whole length: a
 	// new engine on another adapter would open a second device beside it.
 	st.onStatus(func(s app.Status) {
-		for _, w := range []fyne.Disableable{choose, limit} {
-			if s.Training != "" {
-				w.Disable()
-			} else {
-				w.Enable()
-			}
-		}
+		setEnabled(s.Training == "", choose, limit)
 	})
 	limitBox := container.NewGridWrap(fyne.NewSize(110, limit.MinSize().Height), limit)
 	chooseBox := container.NewGridWrap(fyne.NewSize(270, choose.MinSize().Height), choose)

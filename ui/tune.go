@@ -137,11 +137,8 @@ func (tv *tuneView) CreateRenderer() fyne.WidgetRenderer {
 }
 
 func (tv *tuneView) build() {
-	heading := widget.NewLabelWithStyle("Fine-tune", fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
-	heading.SizeName = theme.SizeNameHeadingText
-	intro := widget.NewLabel("Train a LoRA adapter on your own examples. Drop a .gguf model or a .jsonl/.txt dataset here.")
-	intro.Wrapping = fyne.TextWrapWord
-	intro.Importance = widget.LowImportance
+	heading := headingLabel("Fine-tune")
+	intro := introLabel("Train a LoRA adapter on your own examples. Drop a .gguf model or a .jsonl/.txt dataset here.")
 
 	tv.model = widget.NewSelect(nil, func(name string) {
 		if name != "" && name != tv.modelName {
@@ -752,16 +749,8 @@ func (tv *tuneView) close() {
 // updateControls enables what can be done now.
 func (tv *tuneView) updateControls() {
 	r := tv.run
-	enable := func(b *widget.Button, on bool) {
-		if on {
-			b.Enable()
-		} else {
-			b.Disable()
-		}
-	}
-	enable(tv.start, r == nil)
-	enable(tv.pause, r != nil && !r.stopping)
-	enable(tv.stop, r != nil && !r.stopping)
+	setEnabled(r == nil, tv.start)
+	setEnabled(r != nil && !r.stopping, tv.pause, tv.stop)
 	if r != nil && r.pause.Paused() {
 		tv.pause.SetText("Resume")
 		tv.pause.SetIcon(theme.MediaPlayIcon())
@@ -769,13 +758,7 @@ func (tv *tuneView) updateControls() {
 		tv.pause.SetText("Pause")
 		tv.pause.SetIcon(theme.MediaPauseIcon())
 	}
-	for _, w := range []fyne.Disableable{tv.model, tv.preset, tv.outName, tv.chooseData, tv.chooseFolder} {
-		if r != nil {
-			w.Disable()
-		} else {
-			w.Enable()
-		}
-	}
+	setEnabled(r == nil, tv.model, tv.preset, tv.outName, tv.chooseData, tv.chooseFolder)
 	tv.adv.enable(r == nil)
 	if hide := r != nil || tv.last == nil; hide != tv.chatWith.Hidden {
 		tv.chatWith.Hidden = hide
@@ -1195,11 +1178,7 @@ func (f *advancedForm) save(t *settings.Tune) {
 
 func (f *advancedForm) enable(on bool) {
 	for _, e := range f.entries() {
-		if on {
-			e.Enable()
-		} else {
-			e.Disable()
-		}
+		setEnabled(on, e)
 	}
 }
 

@@ -152,11 +152,8 @@ func (vv *voiceView) CreateRenderer() fyne.WidgetRenderer {
 }
 
 func (vv *voiceView) build() {
-	heading := widget.NewLabelWithStyle("Voice", fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
-	heading.SizeName = theme.SizeNameHeadingText
-	intro := widget.NewLabel("Read text aloud with Kokoro voices, on your GPU. Blend voices to make a new one.")
-	intro.Wrapping = fyne.TextWrapWord
-	intro.Importance = widget.LowImportance
+	heading := headingLabel("Voice")
+	intro := introLabel("Read text aloud with Kokoro voices, on your GPU. Blend voices to make a new one.")
 
 	vv.text = widget.NewMultiLineEntry()
 	vv.text.Wrapping = fyne.TextWrapWord
@@ -634,22 +631,13 @@ func (vv *voiceView) finish(r *speechRun) {
 // updateControls enables what can be done now.
 func (vv *voiceView) updateControls() {
 	r := vv.cur
-	enable := func(w fyne.Disableable, on bool) {
-		if on {
-			w.Enable()
-		} else {
-			w.Disable()
-		}
-	}
 	haveVoices := len(vv.voices) > 0
 	making := r != nil && r.kind.drawn()
-	enable(vv.play, haveVoices && !making)
-	enable(vv.stop, r != nil && !r.stopping)
-	enable(vv.export, haveVoices && !making)
-	enable(vv.addVoice, haveVoices)
+	setEnabled(haveVoices && !making, vv.play, vv.export)
+	setEnabled(r != nil && !r.stopping, vv.stop)
+	setEnabled(haveVoices, vv.addVoice)
 	for _, row := range vv.rows {
-		enable(row.preview, haveVoices)
-		enable(row.pick, haveVoices)
+		setEnabled(haveVoices, row.preview, row.pick)
 	}
 }
 
