@@ -238,9 +238,7 @@ func (cv *chatView) openStore() {
 // otherwise be the whole reply.
 func (cv *chatView) close() {
 	if g := cv.gen; g != nil {
-		g.stopping = true
-		g.cancel()
-		<-g.done
+		g.stopAndWait()
 		cv.finish(g)
 	}
 	if cv.saver != nil {
@@ -639,9 +637,7 @@ func (cv *chatView) resend(i int, text string) {
 }
 
 func (cv *chatView) stop() {
-	if g := cv.gen; g != nil && !g.stopping {
-		g.stopping = true
-		g.cancel()
+	if g := cv.gen; g != nil && g.stop() {
 		cv.updateControls()
 	}
 }
@@ -664,9 +660,8 @@ func (cv *chatView) startReply() {
 	}
 	base := contextUsed(c)
 	c.Add(chats.Message{Role: chats.Assistant}, time.Now())
-	ctx, cancel := context.WithCancel(context.Background())
-	g := &generation{conv: c, index: len(c.Messages) - 1, cancel: cancel, done: make(chan struct{}),
-		lastSave: time.Now(), base: base}
+	job, ctx := newStoppable()
+	g := &generation{stoppable: job, conv: c, index: len(c.Messages) - 1, lastSave: time.Now(), base: base}
 	flush := func() { cv.st.post(func() { cv.stream(g) }) }
 	req.Progress = func(p app.Progress) { g.setProgress(p, flush) }
 	cv.gen = g
@@ -682,7 +677,7 @@ func (cv *chatView) startReply() {
 	// stays with the engine it started on.
 	eng := cv.st.engine
 	go func() {
-		defer cancel()
+		defer g.cancel()
 		reply, err := eng.Chat(ctx, req, func(t model.Token) error {
 			g.add(t, flush)
 			return nil
@@ -965,17 +960,15 @@ func (cv *chatView) relayout(follow bool) {
 // most every streamInterval (longer when an update itself took long), so
 // the cost of showing a reply does not grow with the token rate.
 type generation struct {
-	conv   *chats.Conversation
-	index  int // of the reply in conv.Messages
-	cancel context.CancelFunc
-	done   chan struct{} // closed when Chat has returned
+	stoppable // done is closed when Chat has returned
+	conv      *chats.Conversation
+	index     int // of the reply in conv.Messages
 
 	// Set before done is closed.
 	reply app.Reply
 	err   error
 
 	// The UI goroutine's.
-	stopping bool
 	lastSave time.Time
 	base     int // the context the turns before this one filled
 

@@ -2,7 +2,6 @@ package ui
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -673,8 +672,8 @@ func (tv *tuneView) begin(model string, c training.RunConfig) {
 	if tv.run != nil {
 		return
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &tuneRun{model: model, cfg: c, cancel: cancel, pause: &training.Pause{}, done: make(chan struct{})}
+	job, ctx := newStoppable()
+	r := &tuneRun{stoppable: job, model: model, cfg: c, pause: &training.Pause{}}
 	tv.run, tv.last = r, nil
 	tv.lookGen++ // a lookup under way must not show an older run now
 	tv.looking = false
@@ -693,7 +692,7 @@ func (tv *tuneView) begin(model string, c training.RunConfig) {
 	eng := tv.st.engine
 	flush := func() { tv.st.post(func() { tv.show(r) }) }
 	go func() {
-		defer cancel()
+		defer r.cancel()
 		var res *training.Result
 		err := os.MkdirAll(filepath.Dir(c.Out), 0o755)
 		if err == nil {
@@ -726,22 +725,16 @@ func (tv *tuneView) pauseTapped() {
 // stopTapped ends the run after its current step; it writes a checkpoint
 // and the adapter as they are, so Start can resume it.
 func (tv *tuneView) stopTapped() {
-	r := tv.run
-	if r == nil || r.stopping {
-		return
+	if r := tv.run; r != nil && r.stop() {
+		tv.headline.SetText("Stopping: writing a checkpoint and the adapter…")
+		tv.updateControls()
 	}
-	r.stopping = true
-	r.cancel()
-	tv.headline.SetText("Stopping: writing a checkpoint and the adapter…")
-	tv.updateControls()
 }
 
 // close stops the run, if any, and waits until its checkpoint is written.
 func (tv *tuneView) close() {
 	if r := tv.run; r != nil {
-		r.stopping = true
-		r.cancel()
-		<-r.done
+		r.stopAndWait()
 	}
 	tv.remember()
 }
@@ -1047,13 +1040,10 @@ func (tv *tuneView) chatWithAdapter() {
 // reports under mu and schedules an update; the UI goroutine takes them at
 // most every tuneInterval.
 type tuneRun struct {
-	model  string
-	cfg    training.RunConfig
-	cancel context.CancelFunc
-	pause  *training.Pause
-	done   chan struct{} // closed when Train has returned
-
-	stopping bool // the UI goroutine's
+	stoppable // done is closed when Train has returned
+	model     string
+	cfg       training.RunConfig
+	pause     *training.Pause
 
 	mu        sync.Mutex
 	latest    training.Progress

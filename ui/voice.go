@@ -479,22 +479,16 @@ func (vv *voiceView) stopSpeech(r *speechRun) {
 // halt stops the speech going on: its synthesis at the next chunk, its
 // sound at once.
 func (vv *voiceView) halt() {
-	r := vv.cur
-	if r == nil || r.stopping {
-		return
+	if r := vv.cur; r != nil && r.stop() {
+		vv.headline.SetText("Stopping…")
+		vv.updateControls()
 	}
-	r.stopping = true
-	r.cancel()
-	vv.headline.SetText("Stopping…")
-	vv.updateControls()
 }
 
 // close stops the speech, if any, and waits until its sound is closed.
 func (vv *voiceView) close() {
 	if r := vv.cur; r != nil {
-		r.stopping = true
-		r.cancel()
-		<-r.done
+		r.stopAndWait()
 	}
 }
 
@@ -515,11 +509,10 @@ func (k runKind) drawn() bool { return k == runPlay || k == runExport }
 // on: there is one sound card, and one voice at a time.
 func (vv *voiceView) start(kind runKind, req app.SpeakRequest, onEnd func(error)) *speechRun {
 	if old := vv.cur; old != nil {
-		old.stopping = true
-		old.cancel()
+		old.stop()
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &speechRun{kind: kind, req: req, cancel: cancel, onEnd: onEnd, done: make(chan struct{})}
+	job, ctx := newStoppable()
+	r := &speechRun{stoppable: job, kind: kind, req: req, onEnd: onEnd}
 	vv.cur = r
 	if kind.drawn() {
 		vv.wave.Clear()
@@ -830,14 +823,12 @@ func clockText(d time.Duration) string {
 // what the engine emits under mu; a ticker posts an update to the UI
 // goroutine every voiceInterval, which takes it.
 type speechRun struct {
-	kind   runKind
-	req    app.SpeakRequest
-	cancel context.CancelFunc
-	onEnd  func(error)   // on the UI goroutine, when the speech has ended
-	done   chan struct{} // closed when the run's goroutine is done
+	stoppable
+	kind  runKind
+	req   app.SpeakRequest
+	onEnd func(error) // on the UI goroutine, when the speech has ended
 
 	// The UI goroutine's.
-	stopping    bool
 	finished    bool
 	toldNoAudio bool
 
