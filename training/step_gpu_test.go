@@ -3,37 +3,22 @@ package training
 import (
 	"fmt"
 	"math"
-	"os"
 	"slices"
-	"sync"
 	"testing"
 
 	"github.com/hearthstudio/hearth/engine/gpu"
 	"github.com/hearthstudio/hearth/engine/model"
+	"github.com/hearthstudio/hearth/internal/gputest"
 )
 
 // device is opened by the first GPU test and released by TestMain.
-var device struct {
-	once sync.Once
-	d    *gpu.Device
-	err  error
-}
+var device gputest.Shared
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if device.d != nil {
-		device.d.Release()
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { device.Main(m) }
 
 func openDevice(t testing.TB) *gpu.Device {
 	t.Helper()
-	device.once.Do(func() { device.d, device.err = gpu.Open(gpu.OptionsFromEnv()) })
-	if device.err != nil {
-		t.Fatalf("the GPU step's tests need a WebGPU adapter (make test installs lavapipe): %v", device.err)
-	}
-	return device.d
+	return device.Device(t, "the GPU step's tests")
 }
 
 // maxRel is max|got − want| over max|want|: the error of a tensor relative
