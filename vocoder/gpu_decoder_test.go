@@ -302,13 +302,7 @@ func checkDecoder(t *testing.T, name string, generator, endToEnd bool) {
 			compare(t, "audio", gotAudio, want, tolVoiced)
 			return
 		}
-		var d2, r2 float64
-		for i, w := range want {
-			d := float64(gotAudio[i]) - float64(w)
-			d2 += d * d
-			r2 += float64(w) * float64(w)
-		}
-		rel := math.Sqrt(d2 / r2)
+		rel := relL2(gotAudio, want)
 		frames := half / (c.m.Decoder.Generator.NFFT/2 + 1)
 		t.Logf("largest phase difference at bin %d, frame %d (CPU %v, GPU %v), an angle on the ±π cut: audio relative L2 error %.3g (bound 0.1)",
 			at/frames, at%frames, har[half+at], got[half+at], rel)
@@ -409,13 +403,7 @@ func BenchmarkGPUDecoder(b *testing.B) {
 			if !f16 {
 				return
 			}
-			var d2, r2 float64
-			for i, v := range ref {
-				d := float64(audio[i]) - float64(v)
-				d2 += d * d
-				r2 += float64(v) * float64(v)
-			}
-			b.ReportMetric(math.Sqrt(d2/r2), "f16-err")
+			b.ReportMetric(relL2(audio, ref), "f16-err")
 		})
 		g.Release()
 	}
@@ -461,4 +449,16 @@ func TestGPUDecoderRejectsBadInput(t *testing.T) {
 	if _, _, err := c.d.generate(nil, asr, f0, n, F, c.timbre, nil); err == nil {
 		t.Error("nil chain: no error")
 	}
+}
+
+// relL2 is |got - want| / |want| in the L2 norm: how far audio is from its
+// reference, relative to the reference's energy.
+func relL2(got, want []float32) float64 {
+	var d2, r2 float64
+	for i, w := range want {
+		d := float64(got[i]) - float64(w)
+		d2 += d * d
+		r2 += float64(w) * float64(w)
+	}
+	return math.Sqrt(d2 / r2)
 }
