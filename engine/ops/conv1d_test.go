@@ -113,10 +113,13 @@ func checkConv1D(t *testing.T, seed uint64, a Conv1DArgs, bias bool, xScale, wSc
 	checkConv1DKernel(t, "conv1d", Conv1D, ref.Conv1D, seed, a, bias, xScale, wScale)
 }
 
-// checkConv1DKernel runs op, Conv1D or a kernel computing the same y, on
-// random inputs of a's shape against reference.
-func checkConv1DKernel(t *testing.T, name string, op func(c *gpu.Chain, x, w, bias, y *gpu.Buffer, a Conv1DArgs) error,
-	reference func(x, w, bias []float32, a ref.Conv1DArgs) []float32, seed uint64, a Conv1DArgs, bias bool, xScale, wScale float32) {
+// conv1dKernel is Conv1D or a kernel computing the same y (Conv1DTiled).
+type conv1dKernel func(c *gpu.Chain, x, w, bias, y *gpu.Buffer, a Conv1DArgs) error
+
+// checkConv1DKernel runs op on random inputs of a's shape against
+// reference.
+func checkConv1DKernel(t *testing.T, name string, op conv1dKernel, reference func(x, w, bias []float32, a ref.Conv1DArgs) []float32,
+	seed uint64, a Conv1DArgs, bias bool, xScale, wScale float32) {
 	t.Helper()
 	g := orOne(a.Groups)
 	x := randVec(seed, a.InChannels*a.Length, xScale)
@@ -185,26 +188,41 @@ func TestConv1DWideMagnitude(t *testing.T) {
 }
 
 func TestConv1DRejectsBadShapes(t *testing.T) {
+	checkConv1DRejects(t, "conv1d", Conv1D,
+		func(a *Conv1DArgs) { a.Groups = 3 },
+		func(a *Conv1DArgs) { a.Length = 40 },
+		func(a *Conv1DArgs) { a.Kernel = 40 },
+		func(a *Conv1DArgs) { a.Padding = 16; a.PadMode = PadReflect },
+		func(a *Conv1DArgs) { a.Stride = -1 },
+	)
+}
+
+// checkConv1DRejects has op refuse a valid conv with each change of bad
+// made to its arguments, then with the buffers no conv takes: y the same
+// as x, no weights, a short bias, short f32 and f16 weights. No refused
+// call may reach the chain.
+func checkConv1DRejects(t *testing.T, name string, op conv1dKernel, bad ...func(a *Conv1DArgs)) {
+	t.Helper()
 	x, w, y := scratch(t, "x", 64), scratch(t, "w", 64), scratch(t, "y", 64)
-	c, err := dev.NewChain("bad conv1d")
+	c, err := dev.NewChain("bad " + name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Discard()
 	ok := Conv1DArgs{InChannels: 2, OutChannels: 2, Length: 16, Kernel: 3, Padding: 1}
 	with := func(f func(a *Conv1DArgs)) Conv1DArgs { a := ok; f(&a); return a }
-	for i, err := range []error{
-		Conv1D(c, x, w, nil, y, with(func(a *Conv1DArgs) { a.Groups = 3 })),
-		Conv1D(c, x, w, nil, y, with(func(a *Conv1DArgs) { a.Length = 40 })),
-		Conv1D(c, x, w, nil, y, with(func(a *Conv1DArgs) { a.Kernel = 40 })),
-		Conv1D(c, x, w, nil, y, with(func(a *Conv1DArgs) { a.Padding = 16; a.PadMode = PadReflect })),
-		Conv1D(c, x, w, nil, y, with(func(a *Conv1DArgs) { a.Stride = -1 })),
-		Conv1D(c, x, w, nil, x, ok),
-		Conv1D(c, x, nil, nil, y, ok),
-		Conv1D(c, x, w, scratch(t, "b", 1), y, ok),
-		Conv1D(c, x, scratch(t, "w2", 5), nil, y, ok),
-		Conv1D(c, x, scratch(t, "w3", 2), nil, y, with(func(a *Conv1DArgs) { a.F16 = true })),
-	} {
+	var errs []error
+	for _, f := range bad {
+		errs = append(errs, op(c, x, w, nil, y, with(f)))
+	}
+	errs = append(errs,
+		op(c, x, w, nil, x, ok),
+		op(c, x, nil, nil, y, ok),
+		op(c, x, w, scratch(t, "b", 1), y, ok),
+		op(c, x, scratch(t, "w2", 5), nil, y, ok),
+		op(c, x, scratch(t, "w3", 2), nil, y, with(func(a *Conv1DArgs) { a.F16 = true })),
+	)
+	for i, err := range errs {
 		if err == nil {
 			t.Errorf("case %d: accepted", i)
 		}
