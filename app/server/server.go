@@ -166,7 +166,7 @@ func (s *server) routes() {
 	s.handle("/v1/models/{model...}", openAIAPI, http.MethodGet, s.getModel)
 	s.handle("/v1/chat/completions", openAIAPI, http.MethodPost, s.chatCompletions)
 	s.handle("/v1/completions", openAIAPI, http.MethodPost, s.completions)
-	s.handle("/v1/audio/speech", openAIAPI, http.MethodPost, s.speech)
+	s.handle("/v1/audio/speech", openAIAPI, http.MethodPost, s.audioSpeech)
 
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, apiOf(r.URL.Path), &apiError{status: http.StatusNotFound,

@@ -247,7 +247,7 @@ func TestBadRequests(t *testing.T) {
 		{"wrong method models", "POST", "/v1/models", map[string]any{}, 405, "method_not_allowed", "", ""},
 		{"unknown endpoint", "GET", "/v1/embeddings", nil, 404, "not_found", "", ""},
 		{"unknown model by id", "GET", "/v1/models/nope:1b", nil, 404, "model_not_found", "model", ""},
-		{"speech", "POST", "/v1/audio/speech", map[string]any{"model": "tts-1", "input": "hi", "voice": "alloy"}, 501, "not_implemented", "", "text to speech is not available yet"},
+		{"speech as mp3", "POST", "/v1/audio/speech", map[string]any{"model": "tts-1", "input": "hi", "voice": "alloy", "response_format": "mp3"}, 400, "unsupported_parameter", "response_format", "ask for one of those"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
