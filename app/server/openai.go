@@ -471,10 +471,3 @@ func (s *server) completions(w http.ResponseWriter, r *http.Request) error {
 	run.s.write([]byte("data: [DONE]\n\n"))
 	return nil
 }
-
-// speech is OpenAI's text to speech, which Hearth's voices will answer; until
-// they land the endpoint says so plainly.
-func (s *server) speech(w http.ResponseWriter, r *http.Request) error {
-	return &apiError{status: http.StatusNotImplemented, code: "not_implemented",
-		msg: "text to speech is not available yet in this Hearth version"}
-}

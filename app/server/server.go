@@ -1,5 +1,5 @@
 // Package server is Hearth's local HTTP API: OpenAI's chat completions,
-// completions and models endpoints, and Ollama's native API (/api/chat,
+// completions, models and audio speech endpoints, and Ollama's native API (/api/chat,
 // /api/generate, /api/tags, /api/show, /api/ps), both answered by the one
 // engine goroutine, so clients written for either run on Hearth's models
 // unchanged.
