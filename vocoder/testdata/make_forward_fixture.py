@@ -14,7 +14,8 @@ initial phases and both noises zero), and records its intermediates:
   forward-<name>.json  the config, the weight recipe (every parameter's
                        name, shape, scale and offset), the inputs, the
                        predicted durations, and the index of the arrays
-  forward-<name>.bin   those arrays, f32 little-endian, back to back
+  forward-<name>.bin   those arrays, f32 little-endian, back to back;
+                       the generator's from the float64 run too (name@f64)
 
 The configs: "small" is Kokoro-82M with a smaller PL-BERT, two layers and
 a cheaper generator (hidden_dim 512 and style_dim 128 cannot shrink: the
@@ -167,6 +168,9 @@ def rule(name, shape):
     return math.sqrt(3.0 / int(np.prod(shape[1:]))), 0.0
 
 
+# The arrays recorded from the float64 run too (name@f64).
+F64_ARRAYS = ("har", "gen_stage0", "conv_post", "audio")
+
 # ---- running the oracle
 
 class Recorder:
@@ -316,7 +320,7 @@ def make(name, config, phonemes, aim, rows):
     dur_raw = torch.sigmoid(logits).sum(-1)
 
     # The same model in float64: each array's f32 rounding noise.
-    f64_err, f64_dur = {}, None
+    f64_err, f64_dur, o64 = {}, None, {}
     try:
         torch.set_default_dtype(torch.float64)
         m64 = model.double()
@@ -331,6 +335,12 @@ def make(name, config, phonemes, aim, rows):
     finally:
         torch.set_default_dtype(torch.float32)
 
+    # The float64 run's arrays past the source's STFT, where f32 rounding
+    # of near-zero bins decides their phases: the CPU forward (float64
+    # inside) is checked against these tightly, the f32 ones only in bulk.
+    for k in F64_ARRAYS:
+        if k in o64:
+            out[k + "@f64"] = o64[k]
     blob, index, off_bytes = bytearray(), {}, 0
     for k, v in out.items():
         a = v.detach().to(torch.float32).contiguous().numpy()
