@@ -26,8 +26,12 @@ const (
 	expRTol = 2 * 0x1p-23
 	// expATol: GPUs flush subnormal results (below 2^-126) to zero.
 	expATol   = 0x1p-126
-	snakeRTol = 4e-7 // of |y|, the final rounding at the output's scale
-	snakeATol = 2e-7 // per unit of 1/alpha
+	snakeRTol = 4e-7 // of |y|: alpha*x's f32 rounding (2^-24 |x|) and the final add's
+	// snakeATol is per unit of 1/alpha: sin's error (sinATol) twice, through
+	// d(sin^2) = 2 sin cos, plus 1/alpha's, which WGSL lets be 2.5 ulps
+	// (3e-7 relative). The H200's Vulkan driver needed 2.5e-7 (measured),
+	// over the 2e-7 that sufficed on lavapipe.
+	snakeATol = 2*sinATol + 3e-7
 )
 
 func checkSnake(t *testing.T, seed uint64, channels, steps int, xScale float32, eps float32) {
