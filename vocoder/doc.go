@@ -1,5 +1,6 @@
 // Package vocoder is Kokoro-82M (StyleTTS2 with an iSTFTNet decoder) text to
-// speech. What is here now, all on the CPU:
+// speech, on the GPU through engine/ops (never wgpu directly), with a CPU
+// reference of every step:
 //
 //   - Weights: OpenWeights reads the released kokoro-v1_0.pth (a torch.save
 //     zip of the bert, bert_encoder, predictor, text_encoder and decoder
@@ -29,7 +30,16 @@
 //     handing out each chunk's audio with its words' times from the
 //     predicted durations; a Player plays the chunks through oto as they
 //     come.
-//
-// Still to come: the model forward on engine/ops kernels. The package
-// calls engine/ops, never wgpu.
+//   - The GPU forward: NewGPUModel uploads a Model's weights and
+//     GPUModel.Forward runs the same steps on engine/ops kernels in two
+//     submits (PL-BERT, the duration encoder and the durations; then the
+//     alignment, F0/energy, the text encoder, the decoder and the
+//     generator), tested against the CPU forward step by step.
+//   - Voices from recordings: LoadStyleEncoder reads StyleTTS2's style and
+//     prosody encoders from its checkpoint; their VoiceFromAudio turns a
+//     reference recording (ReadRecording, resampled to 24 kHz, trimmed,
+//     log-mel) into a 256-value style, on the CPU or the GPU, to be blended
+//     with a stock voice (BlendVoices). Kokoro ships no style encoder, and
+//     StyleTTS2's was trained with StyleTTS2's decoder, so such a voice is
+//     a starting point, not a clone.
 package vocoder
