@@ -1,22 +1,28 @@
-// 1-D convolution, stride 1, groups 1, zero padding, any dilation:
-// torch.nn.functional.conv1d for the shapes that carry almost all of
-// Kokoro's decoder and generator work (1090->1024 channels at the frame
+// 1-D convolution, stride 1, groups 1, zero padding, any kernel and
+// dilation: torch.nn.functional.conv1d for the shapes that carry almost all
+// of Kokoro's decoder and generator work (1090->1024 channels at the frame
 // rate; 256 and 128 channels with kernels 3/7/11 and dilations 1/3/5 at
-// the sample rate / hop). conv1d.wgsl computes one output per invocation
-// and reads one weight and one input per multiply-add; here a workgroup
-// computes a tile of CT output channels x TT time steps and stages the
-// inputs and weights it shares in workgroup memory.
+// the sample rate / hop), as an implicit GEMM with register blocking (the
+// scheme of matmul_backward_input.wgsl):
 //
-// Each invocation keeps 4 channels x 8 time steps of sums (8 vec4
-// registers): per input channel and tap it reads one vec4 of weights and
-// 8 inputs from workgroup memory for 32 multiply-adds. Time steps of one
-// invocation are 8 apart so the 8 invocations of a row read neighbouring
-// words. The sum per output is bias, then input channels in order, then
-// taps in order: conv1d.wgsl's order and ref.Conv1D's.
+//   y[co][t] = bias[co] + sum over j = ci*k + kk of W[co][j] * B[j][t],
+//   B[j][t] = x[ci][t + kk*dilation - pad] (0 outside the input),
 //
-// Workgroup memory: XS = CI x (TT + HALO) inputs and WS = CI x KMAX x CT
-// weights, 2 KiB + 8 KiB, within WebGPU's guaranteed 16 KiB.
-// The dispatcher keeps k <= KMAX and (k-1)*dilation <= HALO.
+// M = cout, N = tout, K = cin*k. W's rows are already the GEMM's A rows
+// (torch's [cout][cin][k] layout runs j contiguously); B is the im2col
+// matrix, never stored: each step gathers its KC rows straight from x.
+//
+// A workgroup owns a BM x BN tile (64 channels x 64 steps) and walks K in
+// steps of KC = 16: per step it stages W's 64 x 16 and B's 16 x 64 in
+// workgroup memory (4 KiB each, within WebGPU's guaranteed 16 KiB), then
+// each of its 256 invocations adds 16 taps to a 4 x 4 block of outputs in
+// 4 vec4 registers, reading one vec4 of weights (4 channels) and one vec4
+// of inputs (4 steps) per tap: two shared loads for 16 multiply-adds.
+// Past K the stage holds zeros, which add exactly nothing.
+//
+// Summation order: every output is bias, then j = 0, 1, ..., K-1 one after
+// another, i.e. input channels in order and taps in order within a
+// channel: conv1d.wgsl's order and ref.Conv1D's.
 //
 // Grid: x walks time tiles, y channel tiles (no wrap: the dispatcher
 // checks both fit 65535).
@@ -37,12 +43,11 @@ struct Params {
 
 const FLAG_BIAS: u32 = 1u;
 
-const TT: u32 = 64u;   // time steps per tile
-const CT: u32 = 32u;   // output channels per tile
-const CI: u32 = 4u;    // input channels staged per round
-const KMAX: u32 = 16u; // taps
-const HALO: u32 = 64u; // (k-1)*dilation
-const XW: u32 = 128u;  // TT + HALO
+const BM: u32 = 64u; // output channels per tile
+const BN: u32 = 64u; // time steps per tile
+const KC: u32 = 16u; // GEMM K (input channel, tap) pairs per step
+const WG: u32 = 256u;
+const NV: u32 = BN / 4u; // vec4s of a staged row (= invocations along t)
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
@@ -50,8 +55,8 @@ const XW: u32 = 128u;  // TT + HALO
 @group(0) @binding(3) var<storage, read> bias: array<f32>;
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
 
-var<workgroup> xs: array<f32, 512>;        // [CI][XW]
-var<workgroup> ws: array<vec4<f32>, 512>;  // [CI][KMAX][CT/4]: 4 channels a vec4
+var<workgroup> ws: array<vec4<f32>, 256>; // [KC][BM/4]: W^T, 4 channels a vec4
+var<workgroup> bs: array<vec4<f32>, 256>; // [KC][BN/4]: B, 4 steps a vec4
 
 fn weight(i: u32) -> f32 {
     if (WF16 == 1u) {
@@ -61,79 +66,82 @@ fn weight(i: u32) -> f32 {
     return bitcast<f32>(w[i]);
 }
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(256)
 fn conv1d_tiled(@builtin(local_invocation_index) l: u32, @builtin(workgroup_id) wid: vec3<u32>) {
-    let t0 = wid.x * TT;
-    let c0 = wid.y * CT;
-    let cg = l / 8u; // channels c0 + 4cg .. +3
-    let tg = l % 8u; // time steps t0 + tg + 8j, j < 8
+    let t0 = wid.x * BN;
+    let c0 = wid.y * BM;
+    let tx = l % NV; // steps t0 + 4tx .. +3
+    let ty = l / NV; // channels c0 + 4ty .. +3
+    let kt = p.cin * p.k;
 
-    var b = vec4<f32>(0.0);
+    var a0 = vec4<f32>(0.0);
+    var a1 = vec4<f32>(0.0);
+    var a2 = vec4<f32>(0.0);
+    var a3 = vec4<f32>(0.0);
     if ((p.flags & FLAG_BIAS) != 0u) {
-        for (var i = 0u; i < 4u; i++) {
-            let co = c0 + 4u * cg + i;
-            if (co < p.cout) {
-                b[i] = bias[co];
-            }
-        }
+        let co = c0 + 4u * ty;
+        if (co < p.cout) { a0 = vec4<f32>(bias[co]); }
+        if (co + 1u < p.cout) { a1 = vec4<f32>(bias[co + 1u]); }
+        if (co + 2u < p.cout) { a2 = vec4<f32>(bias[co + 2u]); }
+        if (co + 3u < p.cout) { a3 = vec4<f32>(bias[co + 3u]); }
     }
-    var a0 = b; var a1 = b; var a2 = b; var a3 = b;
-    var a4 = b; var a5 = b; var a6 = b; var a7 = b;
 
-    let taps = CI * p.k;
-    for (var cb = 0u; cb < p.cin; cb += CI) {
-        // Stage CI input rows over [t0 - pad, t0 - pad + XW), zeros outside.
-        for (var i = l; i < CI * XW; i += 64u) {
-            let ci = cb + i / XW;
-            let pos = i32(t0 + i % XW) - i32(p.pad);
+    for (var j0 = 0u; j0 < kt; j0 += KC) {
+        // W: neighbouring invocations read neighbouring j of one row.
+        for (var i = l; i < BM * KC; i += WG) {
+            let jj = i % KC;
+            let c = i / KC;
+            let co = c0 + c;
+            let j = j0 + jj;
             var v = 0.0;
-            if (ci < p.cin && pos >= 0 && pos < i32(p.tin)) {
-                v = x[ci * p.tin + u32(pos)];
+            if (co < p.cout && j < kt) {
+                v = weight(co * kt + j);
             }
-            xs[i] = v;
+            ws[jj * (BM / 4u) + c / 4u][c % 4u] = v;
         }
-        // Stage the CT x CI x k weights: each channel's CI*k taps are one
-        // contiguous run of the torch layout [cout][cin][k].
-        for (var i = l; i < CT * taps; i += 64u) {
-            let co = i / taps;
-            let r = i % taps;
-            let ci = r / p.k;
-            let kk = r % p.k;
+        // B: neighbouring invocations read neighbouring steps of one row
+        // of x, shifted by the tap.
+        for (var i = l; i < KC * BN; i += WG) {
+            let t = i % BN;
+            let jj = i / BN;
+            let j = j0 + jj;
             var v = 0.0;
-            if (c0 + co < p.cout && cb + ci < p.cin) {
-                v = weight(((c0 + co) * p.cin + cb) * p.k + r);
+            if (j < kt) {
+                let ci = j / p.k;
+                let kk = j % p.k;
+                let pos = i32(t0 + t + kk * p.dilation) - i32(p.pad);
+                if (pos >= 0 && pos < i32(p.tin)) {
+                    v = x[ci * p.tin + u32(pos)];
+                }
             }
-            ws[(ci * KMAX + kk) * (CT / 4u) + co / 4u][co % 4u] = v;
+            bs[jj * NV + t / 4u][t % 4u] = v;
         }
         workgroupBarrier();
-        let n = min(CI, p.cin - cb);
-        for (var ci = 0u; ci < n; ci++) {
-            for (var kk = 0u; kk < p.k; kk++) {
-                let wv = ws[(ci * KMAX + kk) * (CT / 4u) + cg];
-                let xb = ci * XW + tg + kk * p.dilation;
-                a0 += wv * xs[xb];
-                a1 += wv * xs[xb + 8u];
-                a2 += wv * xs[xb + 16u];
-                a3 += wv * xs[xb + 24u];
-                a4 += wv * xs[xb + 32u];
-                a5 += wv * xs[xb + 40u];
-                a6 += wv * xs[xb + 48u];
-                a7 += wv * xs[xb + 56u];
-            }
+        for (var jj = 0u; jj < KC; jj++) {
+            let wv = ws[jj * (BM / 4u) + ty];
+            let xv = bs[jj * NV + tx];
+            a0 += wv.x * xv;
+            a1 += wv.y * xv;
+            a2 += wv.z * xv;
+            a3 += wv.w * xv;
         }
         workgroupBarrier();
     }
 
-    var acc = array<vec4<f32>, 8>(a0, a1, a2, a3, a4, a5, a6, a7);
-    for (var j = 0u; j < 8u; j++) {
-        let t = t0 + tg + 8u * j;
-        if (t >= p.tout) {
+    let t = t0 + 4u * tx;
+    if (t >= p.tout) {
+        return;
+    }
+    var acc = array<vec4<f32>, 4>(a0, a1, a2, a3);
+    for (var i = 0u; i < 4u; i++) {
+        let co = c0 + 4u * ty + i;
+        if (co >= p.cout) {
             break;
         }
-        for (var i = 0u; i < 4u; i++) {
-            let co = c0 + 4u * cg + i;
-            if (co < p.cout) {
-                y[co * p.tout + t] = acc[j][i];
+        let o = co * p.tout + t;
+        for (var s = 0u; s < 4u; s++) {
+            if (t + s < p.tout) {
+                y[o + s] = acc[i][s];
             }
         }
     }

@@ -320,12 +320,6 @@ func (p *pass) write(b *gpu.Buffer, v []float32) {
 	}
 }
 
-// minTiledSteps is the output length from which conv takes
-// ops.Conv1DTiled: a quarter of its 64-step tile, where its 3-5× speed
-// over ops.Conv1D (BenchmarkConv1DKokoro, lavapipe) outweighs the wasted
-// steps.
-const minTiledSteps = 16
-
 // conv appends c over x ([In][length]) into y, returning y's length.
 func (p *pass) conv(c *gpuConv, x, y *gpu.Buffer, length int) int {
 	a := c.a
@@ -333,12 +327,12 @@ func (p *pass) conv(c *gpuConv, x, y *gpu.Buffer, length int) int {
 	if p.err != nil {
 		return a.OutLength()
 	}
-	// The tiled kernel takes every conv of the blocks and conv_post, which
-	// are nearly all the work; the strided ones (F0, N, noise convs) are
-	// small. A tile computes 64 steps whatever the length, so below a
-	// quarter tile (the AdaIN fcs' single step, utterances of a few
-	// frames) one output per invocation wastes less.
-	if ops.Conv1DTiledFits(a) == nil && a.OutLength() >= minTiledSteps {
+	// The tiled kernel (an implicit GEMM) takes every stride-1, groups-1,
+	// zero-padded conv, at any length: the blocks' convs and conv_post,
+	// nearly all the work. The strided ones (F0, N, noise convs) are small
+	// and run one output per invocation. Both kernels read the f32 weights
+	// and the optional packed-f16 ones.
+	if ops.Conv1DTiledFits(a) == nil {
 		p.fail(ops.Conv1DTiled(p.ch, x, c.w, c.b, y, a))
 	} else {
 		p.fail(ops.Conv1D(p.ch, x, c.w, c.b, y, a))

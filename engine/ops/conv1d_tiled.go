@@ -6,13 +6,10 @@ import (
 	"github.com/hearthstudio/hearth/engine/gpu"
 )
 
-// The tile of shaders/conv1d_tiled.wgsl, and the taps its workgroup memory
-// holds.
+// The output tile of shaders/conv1d_tiled.wgsl: output channels x steps.
 const (
-	convTileT    = 64
-	convTileC    = 32
-	convTileKMax = 16
-	convTileHalo = 64
+	convTileC = 64
+	convTileT = 64
 )
 
 // conv1dTiledParams mirrors Params in shaders/conv1d_tiled.wgsl.
@@ -22,10 +19,9 @@ type conv1dTiledParams struct {
 }
 
 // Conv1DTiledFits says whether Conv1DTiled takes a: stride 1, groups 1,
-// zero padding, at most 16 taps spanning at most 65 steps ((Kernel-1) *
-// Dilation <= 64). Every conv of Kokoro's AdaIN blocks, residual blocks and
-// conv_post fits; the strided noise convs and F0/N convs do not (Conv1D
-// runs those). The error names what does not fit.
+// zero padding (any kernel and dilation). Every conv of Kokoro's AdaIN
+// blocks, residual blocks and conv_post fits; the strided noise convs and
+// F0/N convs do not (Conv1D runs those). The error names what does not fit.
 func Conv1DTiledFits(a Conv1DArgs) error {
 	a = a.norm()
 	switch {
@@ -35,18 +31,16 @@ func Conv1DTiledFits(a Conv1DArgs) error {
 		return fmt.Errorf("ops: conv1d_tiled: groups %d: only groups 1 is tiled", a.Groups)
 	case a.PadMode != PadZeros:
 		return fmt.Errorf("ops: conv1d_tiled: pad mode %d: only zero padding is tiled", a.PadMode)
-	case a.Kernel > convTileKMax:
-		return fmt.Errorf("ops: conv1d_tiled: kernel %d over the tile's %d taps", a.Kernel, convTileKMax)
-	case (a.Kernel-1)*a.Dilation > convTileHalo:
-		return fmt.Errorf("ops: conv1d_tiled: kernel %d at dilation %d spans %d steps, over the tile's %d", a.Kernel, a.Dilation, (a.Kernel-1)*a.Dilation+1, convTileHalo+1)
 	}
 	return nil
 }
 
 // Conv1DTiled is Conv1D (the same y, summed in the same order) for the
-// arguments Conv1DTiledFits accepts, computed by tiles of 32 output
-// channels x 64 steps that share their inputs and weights through
-// workgroup memory instead of one output per invocation.
+// arguments Conv1DTiledFits accepts, computed as an implicit GEMM (M = out
+// channels, N = steps, K = in channels x taps) by tiles of 64 channels x
+// 64 steps that stage weights and gathered inputs through workgroup memory
+// and keep 4x4 outputs per invocation in registers, instead of one output
+// per invocation.
 func Conv1DTiled(c *gpu.Chain, x, w, bias, y *gpu.Buffer, a Conv1DArgs) error {
 	const kernel = "conv1d_tiled"
 	a = a.norm()
