@@ -11,11 +11,17 @@
 // workgroup, so the x reads are neighbouring floats and the weight read is
 // shared.
 //
+// gates is stored unit-major so the recurrence reads a unit's four gates as
+// one vec4: gates[(d * T + t) * 4H + 4 j + g] holds gate g (i, f, g, o) of
+// hidden unit j, torch's row r = g * H + j.
+//
 // lstm_recur runs the recurrence: one workgroup per direction walks the
 // steps in order (the reverse direction from the last), keeping h in
 // workgroup memory and each unit's c in its invocation's registers; each
 // invocation owns UNITS = ceil(H / WG) hidden units and their four gate
-// rows. The output is y[d*H + j][t] = h_t[j], the [2H][time] layout of
+// rows. It reads W_hh from a transposed, unit-major copy that lstm_whh_t
+// writes into the scratch after the gates (see lstm_recur.wgsl), so that at
+// each k neighbouring invocations read neighbouring vec4s. The output is y[d*H + j][t] = h_t[j], the [2H][time] layout of
 // Kokoro's lstm output after its transpose back to channels-first.
 // Lavapipe stops any shader loop after 65535 iterations, so the dispatcher
 // keeps the time loop (the longest) below that.
@@ -64,5 +70,7 @@ fn lstm_input(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgr
         }
         acc += bih_b[r] + bhh_b[r];
     }
-    gates[(d * p.t + t) * 4u * H + r] = acc;
+    let j = r % H;
+    let g = r / H;
+    gates[(d * p.t + t) * 4u * H + 4u * j + g] = acc;
 }

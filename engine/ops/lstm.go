@@ -27,14 +27,15 @@ const lstmMaxSteps = 65535
 // (4 KiB) and the registers of UNITS = H/256 cell states per invocation.
 const lstmMaxHidden = 1024
 
-// ScratchFloats is the size of the gates buffer LSTM needs: 4H per step and
-// direction.
+// ScratchFloats is the size of the scratch buffer LSTM needs: the gates, 4H
+// per step and direction, then a transposed copy of each direction's W_hh
+// (4H x H) that the recurrence reads coalesced.
 func (a LSTMArgs) ScratchFloats(bidirectional bool) int {
 	d := 1
 	if bidirectional {
 		d = 2
 	}
-	return d * a.Length * 4 * a.Hidden
+	return d*a.Length*4*a.Hidden + d*4*a.Hidden*a.Hidden
 }
 
 // lstmParams mirrors Params in shaders/lstm.wgsl and lstm_recur.wgsl.
@@ -48,8 +49,10 @@ type lstmParams struct {
 // zero initial states: y is [D*Hidden][Length] with y[j][t] = h_t[j] of the
 // forward direction and y[Hidden+j][t] that of the reverse one, the layout
 // of the LSTM output transposed back to channels-first. scratch holds
-// a.ScratchFloats(bwd != nil) floats. Two dispatches: every step's input
-// projection at once, then one workgroup per direction running the
+// a.ScratchFloats(bwd != nil) floats. Three dispatches: every step's input
+// projection at once, a transposed copy of W_hh into the scratch (so the
+// recurrence's weight reads are coalesced; the caller's W_hh stays as
+// torch lays it out), then one workgroup per direction running the
 // recurrence (a sequential loop over the steps; Kokoro's sequences are a
 // few hundred tokens).
 func LSTM(c *gpu.Chain, x *gpu.Buffer, fwd LSTMWeights, bwd *LSTMWeights, scratch, y *gpu.Buffer, a LSTMArgs) error {
@@ -98,6 +101,10 @@ func LSTM(c *gpu.Chain, x *gpu.Buffer, fwd LSTMWeights, bwd *LSTMWeights, scratc
 	p := lstmParams{Input: uint32(a.Input), T: uint32(a.Length), Dirs: uint32(dirs)}
 	in := gpu.Spec("lstm", "lstm_input", "WG", wg, "H", a.Hidden)
 	if err := dispatch(c, in, p, gpu.Grid(dirs*h4*a.Length, wg), x, fwd.WIH, back.WIH, fwd.BIH, fwd.BHH, back.BIH, back.BHH, scratch); err != nil {
+		return err
+	}
+	tr := gpu.Spec("lstm_recur", "lstm_whh_t", "WG", wg, "H", a.Hidden, "UNITS", units)
+	if err := dispatch(c, tr, p, gpu.Grid(dirs*a.Hidden*a.Hidden, wg), scratch, fwd.WHH, back.WHH, y); err != nil {
 		return err
 	}
 	rec := gpu.Spec("lstm_recur", "lstm_recur", "WG", wg, "H", a.Hidden, "UNITS", units)
