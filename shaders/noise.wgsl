@@ -1,9 +1,11 @@
 // Standard normal noise from a hash of the element's index: y[i] =
 // sqrt(-2 ln u1) cos(2π u2) (Box–Muller), u1 and u2 the top 24 bits of
-// pcg(2i + key) and pcg(2i + 1 + key), mapped to (0, 1) exactly in f32.
-// The harmonic source's noise (SineGen's randn) for a fresh key per
-// utterance: drawn where it is used instead of 9 × samples normals drawn
-// on the host and uploaded. engine/ops/ref's GaussianNoise draws the same
+// pcg(pcg(2i) + key) and pcg(pcg(2i + 1) + key), mapped to (0, 1) exactly
+// in f32. The index is hashed before the key is added, so no two keys give
+// streams that are shifts of each other.
+// The harmonic source's noise (SineGen's randn), a fresh key per
+// utterance: made where it is used instead of 9 × samples normals drawn on
+// the host and uploaded (vocoder's GPU decoder). engine/ops/ref's GaussianNoise draws the same
 // uniforms bit for bit.
 //
 // One invocation per element; the grid may wrap into y.
@@ -39,7 +41,7 @@ fn gaussian_noise(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_wo
     if (i >= p.n) {
         return;
     }
-    let u1 = unit(pcg(2u * i + p.key));
-    let u2 = unit(pcg(2u * i + 1u + p.key));
+    let u1 = unit(pcg(pcg(2u * i) + p.key));
+    let u2 = unit(pcg(pcg(2u * i + 1u) + p.key));
     y[i] = p.scale * sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }

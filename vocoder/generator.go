@@ -91,10 +91,9 @@ func (g *Generator) forward(x []float32, T int, style, f0 []float32, rng *rand.R
 		for h := 1; h < harmonics; h++ {
 			phase0[h] = rng.Float32()
 		}
-		noise = make([]float32, harmonics*L)
-		for i := range noise {
-			noise[i] = float32(rng.NormFloat64())
-		}
+		// The noise is hashed from one key (ref.GaussianNoise), as the GPU
+		// forward makes it where it is used: 9 normals a sample.
+		noise = ref.GaussianNoise(harmonics*L, rng.Uint32(), 1)
 	}
 	sines, err := ref.SineGen(f0, phase0, noise, ref.SineGenArgs{Frames: T, Upsample: g.Upsample, Harmonics: harmonics,
 		SampleRate: SampleRate, SineAmp: sineAmp, NoiseStd: noiseStd, VoicedThreshold: voicedThreshold})

@@ -502,18 +502,19 @@ func (p *pass) source(f0 *gpu.Buffer, T int, rng *rand.Rand) *gpu.Buffer {
 		SampleRate: SampleRate, SineAmp: sineAmp, NoiseStd: noiseStd, VoicedThreshold: voicedThreshold}
 	var phase0, noise *gpu.Buffer
 	if rng != nil {
-		// The draws of Generator.forward, in its order.
+		// The draws of Generator.forward, in its order: the initial
+		// phases, then the noise's key, the noise hashed from it here
+		// rather than 9 × samples normals drawn and uploaded.
 		ph := make([]float32, harmonics) // the fundamental starts at 0
 		for h := 1; h < harmonics; h++ {
 			ph[h] = rng.Float32()
 		}
-		nz := make([]float32, harmonics*L)
-		for i := range nz {
-			nz[i] = float32(rng.NormFloat64())
-		}
+		key := rng.Uint32()
 		phase0, noise = p.buf("dec.src.phase0", harmonics), p.buf("dec.src.noise", harmonics*L)
 		p.write(phase0, ph)
-		p.write(noise, nz)
+		if p.err == nil {
+			p.fail(ops.GaussianNoise(p.ch, noise, harmonics*L, key, 1))
+		}
 	}
 	sines := p.buf("dec.src.sines", harmonics*L)
 	scratch := p.buf("dec.src.sine_scratch", args.ScratchFloats())
