@@ -634,12 +634,18 @@ func (vv *voiceView) updateControls() {
 	}
 }
 
-// exportTapped asks where to save the speech, then saves it.
+// exportTapped makes the speech, if it is not the one shown, then asks
+// where to save it and saves it.
 func (vv *voiceView) exportTapped() {
-	if _, err := vv.request(); err != nil {
-		vv.showFailure(err)
-		return
-	}
+	vv.exportSpeech(vv.askSavePath)
+}
+
+// askSavePath shows the save dialog and gives save the path chosen, if any.
+// fyne's dialog has created, so emptied, the file at that path before its
+// callback runs: it is shown only once the speech to save is complete, so
+// that no failed or stopped synthesis leaves a file the user had there
+// empty.
+func (vv *voiceView) askSavePath(save func(path string)) {
 	d := dialog.NewFileSave(func(w fyne.URIWriteCloser, err error) {
 		if err != nil {
 			vv.st.showError(err)
@@ -649,7 +655,7 @@ func (vv *voiceView) exportTapped() {
 			return
 		}
 		w.Close()
-		vv.exportTo(w.URI().Path())
+		save(w.URI().Path())
 	}, vv.st.win)
 	d.SetFileName("speech.wav")
 	d.SetFilter(storage.NewExtensionFileFilter([]string{".wav"}))
@@ -657,10 +663,17 @@ func (vv *voiceView) exportTapped() {
 	d.Show()
 }
 
-// exportTo saves the speech of the form at path in the chosen format: the
-// last finished speech's samples when it is of the form as it is now, or a
-// new synthesis, silent, when it is not.
+// exportTo saves the speech of the form at path (the tests' way in).
 func (vv *voiceView) exportTo(path string) {
+	vv.exportSpeech(func(save func(string)) { save(path) })
+}
+
+// exportSpeech saves the speech of the form in the chosen format: the last
+// finished speech's samples when it is of the form as it is now, or a new
+// synthesis, silent, when it is not. ask is asked where to save only once
+// the samples are complete; a synthesis that fails or is stopped asks
+// nothing and touches no file.
+func (vv *voiceView) exportSpeech(ask func(save func(path string))) {
 	req, err := vv.request()
 	if err != nil {
 		vv.showFailure(err)
@@ -668,7 +681,8 @@ func (vv *voiceView) exportTo(path string) {
 	}
 	asFloat := vv.format.Selected == formatFloat
 	if vv.shown != nil && *vv.shown == req {
-		vv.writeWAV(path, vv.shownAudio, asFloat)
+		audio := vv.shownAudio
+		ask(func(path string) { vv.writeWAV(path, audio, asFloat) })
 		return
 	}
 	vv.hideNotice()
@@ -679,7 +693,8 @@ func (vv *voiceView) exportTo(path string) {
 		case err != nil:
 			vv.showFailure(err)
 		default:
-			vv.writeWAV(path, r.all, asFloat)
+			audio := r.all
+			ask(func(path string) { vv.writeWAV(path, audio, asFloat) })
 		}
 	})
 }

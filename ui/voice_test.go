@@ -353,6 +353,84 @@ func checkWAV(t *testing.T, path string, format, bits, samples int) {
 	}
 }
 
+// Export asks where to save only once the speech is complete: fyne's save
+// dialog empties the file chosen before it answers, so a synthesis that
+// fails or is stopped must not have asked, and a WAV the user had there
+// keeps its samples.
+func TestVoiceExportAsksOnlyOnceSynthesised(t *testing.T) {
+	fs := &fakeSpeaker{voices: testVoices, chunks: 2, chunkLen: 1000, gate: make(chan struct{})}
+	_, vv, _, l := voiceStudio(t, fs, &fakePlayer{}, nil)
+	path := filepath.Join(t.TempDir(), "speech.wav")
+	const old = "the user's old WAV"
+	if err := os.WriteFile(path, []byte(old), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var asked int
+	// ask does what fyne's dialog does: it creates the file, then answers.
+	ask := func(save func(string)) {
+		asked++
+		f, err := os.Create(path)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		f.Close()
+		save(path)
+	}
+	keptOld := func(when string) {
+		t.Helper()
+		if b, err := os.ReadFile(path); err != nil || string(b) != old {
+			t.Errorf("%s: the file holds %q (%v), want %q", when, b, err, old)
+		}
+	}
+
+	// Stopped after the first chunk.
+	l.wait(func() {
+		vv.text.SetText("Two chunks.")
+		vv.exportSpeech(ask)
+	})
+	eventually(t, l, "the first chunk", func() bool { return len(vv.wave.Samples()) == 1000 })
+	l.wait(func() {
+		if asked != 0 {
+			t.Errorf("asked where to save %d times during the synthesis", asked)
+		}
+		test.Tap(vv.stop)
+	})
+	eventually(t, l, "the stop", func() bool { return vv.cur == nil })
+	l.wait(func() {
+		if asked != 0 || vv.headline.Text != "Stopped" {
+			t.Errorf("a stopped export asked %d times (%q)", asked, vv.headline.Text)
+		}
+	})
+	keptOld("after a stopped export")
+
+	// Failed.
+	fs.mu.Lock()
+	fs.speakErr = errors.New("vocoder: the GPU fell over")
+	fs.mu.Unlock()
+	l.wait(func() { vv.exportSpeech(ask) })
+	eventually(t, l, "the failure", func() bool { return vv.cur == nil && strings.Contains(vv.notice.Text, "fell over") })
+	l.wait(func() {
+		if asked != 0 {
+			t.Errorf("a failed export asked %d times", asked)
+		}
+	})
+	keptOld("after a failed export")
+
+	// Finished: asked once, after the last chunk, and saved.
+	fs.mu.Lock()
+	fs.speakErr, fs.gate = nil, nil
+	fs.mu.Unlock()
+	l.wait(func() { vv.exportSpeech(ask) })
+	eventually(t, l, "the save", func() bool { return strings.HasPrefix(vv.notice.Text, "Saved") })
+	l.wait(func() {
+		if asked != 1 {
+			t.Errorf("a finished export asked %d times, want 1", asked)
+		}
+	})
+	checkWAV(t, path, 1, 16, 2000)
+}
+
 func TestBlendSpec(t *testing.T) {
 	for _, c := range []struct {
 		terms   []blendTerm
