@@ -32,8 +32,8 @@
 //     come.
 //   - The GPU forward: NewGPUModel uploads a Model's weights and
 //     GPUModel.Forward runs the same steps on engine/ops kernels in two
-//     submits (PL-BERT, the duration encoder and the durations; then the
-//     alignment, F0/energy, the text encoder, the decoder and the
+//     submits (PL-BERT, the duration encoder, the durations and the text
+//     encoder; then the alignment, F0/energy, the decoder and the
 //     generator), tested against the CPU forward step by step.
 //   - Voices from recordings: LoadStyleEncoder reads StyleTTS2's style and
 //     prosody encoders from its checkpoint; their VoiceFromAudio turns a

@@ -9,10 +9,11 @@ import (
 
 // GPUModel is Model's forward on engine/ops kernels: the same arithmetic
 // as the CPU reference (which it is tested against), in two submits per
-// utterance. The first runs PL-BERT, the duration encoder and the
-// duration head and reads back the durations, which fix the frame count;
-// the second runs the alignment, F0/energy, the text encoder, the decoder
-// and the generator and reads back the audio.
+// utterance. The first runs PL-BERT, the duration encoder, the duration
+// head and the text encoder (which needs no durations) and reads back the
+// durations, which fix the frame count; the second runs the alignment
+// (of the duration encoder's and the text encoder's outputs), F0/energy,
+// the decoder and the generator and reads back the audio.
 //
 // Weights are uploaded once, by NewGPUModel. Scratch buffers live in a
 // pool by label, grown when an utterance needs more and kept for the
