@@ -1,0 +1,35 @@
+#!/bin/bash
+# One device call: Kokoro-82M's real-time factor in PyTorch (hexgrad's KModel,
+# CUDA) and in Hearth (GPUModel, Vulkan) on the same random weights and the
+# same tokens, then the vocoder's GPU parity tests and the audio kernels'
+# on the device. Outputs go to $OUT (few files: the device returns ~8).
+#
+# Built here first (the device fetches nothing):
+#   go test -c -o .device/vocoder.test ./vocoder
+#   go test -c -o .device/ops.test ./engine/ops
+#   copy ../shared/testdata/kokoro to .device/shared/testdata/kokoro
+#   .gl: the Vulkan loader's debs (see the device README) and libasound2
+#   .oracle/kokoro: hexgrad's kokoro package (not committed)
+# Run: bash docs/h200/voice/run.sh, carrying .gl, .oracle and .device.
+set -u
+for f in .gl/*.deb; do dpkg -x $f /; done; ldconfig
+export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json PYTHONUNBUFFERED=1
+R=$(pwd)
+mkdir -p shared/testdata /tmp/o && cp -r .device/shared/testdata/kokoro shared/testdata/
+nvidia-smi -L > $OUT/gpu.txt
+PYTHONPATH=.oracle/kokoro HEARTH_VOICE=$R/shared/testdata/kokoro/voices/af_heart.bin \
+  timeout 200 python3 docs/h200/voice/bench_torch.py /tmp/o > $OUT/torch.txt 2>&1
+grep -E '^torch' $OUT/torch.txt || tail -5 $OUT/torch.txt
+cp /tmp/o/torch.json $OUT/torch.json
+cd vocoder
+HEARTH_VOICE_RECIPE=/tmp/o/voice_recipe.json timeout 200 ../.device/vocoder.test -test.run '^$' \
+  -test.bench 'GPUForward|GPUText|GPUDecoder' -test.benchtime 5x 2>&1 | grep -vE 'XDG|^\[wgpu' > $OUT/hearth.txt
+grep -E 'Benchmark|FAIL|panic' $OUT/hearth.txt
+timeout 100 ../.device/vocoder.test -test.run 'GPU' -test.v 2>&1 | grep -vE 'XDG|^\[wgpu' > $OUT/vocoder_parity.txt
+grep -E '^(--- FAIL|FAIL|PASS|ok)|panic' $OUT/vocoder_parity.txt
+cd ../engine/ops
+timeout 150 ../../.device/ops.test -test.run 'Conv|LSTM|STFT|Snake|SineGen|AdaIN|ChannelLayerNorm|Pad1D|AvgPool|Noise|Gather|Transpose|Broadcast|Upsample|DurationFrames|Attention' -test.v 2>&1 \
+  | grep -E '^(--- FAIL|FAIL|PASS|ok)|panic|over atol' | head -60 > $OUT/ops_parity.txt
+grep -E '^(--- FAIL|FAIL|PASS|ok)|panic' $OUT/ops_parity.txt
+timeout 100 ../../.device/ops.test -test.run '^$' -test.bench 'Conv1DKokoro|LSTMKokoro' -test.benchtime 20x 2>&1 | grep -E '^Benchmark|FAIL|panic' > $OUT/kernels.txt
+cat $OUT/kernels.txt
