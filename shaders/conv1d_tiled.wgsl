@@ -12,12 +12,15 @@
 // (torch's [cout][cin][k] layout runs j contiguously); B is the im2col
 // matrix, never stored: each step gathers its KC rows straight from x.
 //
-// A workgroup owns a BM x BN tile (64 channels x 64 steps) and walks K in
-// steps of KC = 16: per step it stages W's 64 x 16 and B's 16 x 64 in
-// workgroup memory (4 KiB each, within WebGPU's guaranteed 16 KiB), then
-// each of its 256 invocations adds 16 taps to a 4 x 4 block of outputs in
-// 4 vec4 registers, reading one vec4 of weights (4 channels) and one vec4
-// of inputs (4 steps) per tap: two shared loads for 16 multiply-adds.
+// A workgroup owns a TILE_M x TILE_N tile (channels x steps) and walks K
+// in steps of KC: per step it stages W's TILE_M x KC and B's KC x TILE_N
+// in workgroup memory (4*KC*(TILE_M + TILE_N) bytes, within WebGPU's
+// guaranteed 16 KiB), then each of its (TILE_M/TM)*(TILE_N/TN) invocations
+// adds KC taps to a TM x TN block of outputs in TM*TN/4 vec4 registers,
+// reading TM/4 vec4s of weights and TN/4 vec4s of inputs per tap. An
+// invocation's vec4s are interleaved across the tile (vec4 q of invocation
+// tx is vec4 q*NX + tx of the row), so neighbouring invocations read
+// neighbouring shared vec4s and write neighbouring outputs.
 // Past K the stage holds zeros, which add exactly nothing.
 //
 // Summation order: every output is bias, then j = 0, 1, ..., K-1 one after
@@ -27,8 +30,12 @@
 // Grid: x walks time tiles, y channel tiles (no wrap: the dispatcher
 // checks both fit 65535).
 //
-// Constants: WF16, the weight format (as conv1d.wgsl: f32 bit patterns or
-// packed f16 pairs, low half first).
+// Constants (prepended by gpu.Spec, which carries at most four): WF16, the
+// weight format (as conv1d.wgsl: f32 bit patterns or packed f16 pairs, low
+// half first); TILE_M, TILE_N, the tile; TMNK = TM | TN << 8 | KC << 16,
+// the per-invocation block (multiples of 4) and the K step. The dispatcher
+// (ops.Conv1DTile.validate) checks TILE_M % TM == TILE_N % TN == 0, the
+// workgroup size <= 256 and the workgroup memory <= 16 KiB.
 
 struct Params {
     cin: u32,
@@ -43,11 +50,19 @@ struct Params {
 
 const FLAG_BIAS: u32 = 1u;
 
-const BM: u32 = 64u; // output channels per tile
-const BN: u32 = 64u; // time steps per tile
-const KC: u32 = 16u; // GEMM K (input channel, tap) pairs per step
-const WG: u32 = 256u;
-const NV: u32 = BN / 4u; // vec4s of a staged row (= invocations along t)
+const TM: u32 = TMNK & 0xffu; // output channels per invocation
+const TN: u32 = (TMNK >> 8u) & 0xffu; // steps per invocation
+const KC: u32 = TMNK >> 16u; // GEMM K (input channel, tap) pairs per step
+const MV: u32 = TILE_M / 4u; // vec4s of a staged W^T row
+const NV: u32 = TILE_N / 4u; // vec4s of a staged B row
+const NY: u32 = TILE_M / TM; // invocations along channels
+const NX: u32 = TILE_N / TN; // invocations along steps
+const WG: u32 = NX * NY;
+const QM: u32 = TM / 4u; // vec4s of weights per invocation per tap
+const QN: u32 = TN / 4u; // vec4s of inputs per invocation per tap
+const NACC: u32 = TM * QN; // accumulator vec4s
+const WS_LEN: u32 = KC * MV;
+const BS_LEN: u32 = KC * NV;
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
@@ -55,8 +70,8 @@ const NV: u32 = BN / 4u; // vec4s of a staged row (= invocations along t)
 @group(0) @binding(3) var<storage, read> bias: array<f32>;
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
 
-var<workgroup> ws: array<vec4<f32>, 256>; // [KC][BM/4]: W^T, 4 channels a vec4
-var<workgroup> bs: array<vec4<f32>, 256>; // [KC][BN/4]: B, 4 steps a vec4
+var<workgroup> ws: array<vec4<f32>, WS_LEN>; // [KC][TILE_M/4]: W^T, 4 channels a vec4
+var<workgroup> bs: array<vec4<f32>, BS_LEN>; // [KC][TILE_N/4]: B, 4 steps a vec4
 
 fn weight(i: u32) -> f32 {
     if (WF16 == 1u) {
@@ -66,29 +81,37 @@ fn weight(i: u32) -> f32 {
     return bitcast<f32>(w[i]);
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(WG)
 fn conv1d_tiled(@builtin(local_invocation_index) l: u32, @builtin(workgroup_id) wid: vec3<u32>) {
-    let t0 = wid.x * BN;
-    let c0 = wid.y * BM;
-    let tx = l % NV; // steps t0 + 4tx .. +3
-    let ty = l / NV; // channels c0 + 4ty .. +3
+    let t0 = wid.x * TILE_N;
+    let c0 = wid.y * TILE_M;
+    let tx = l % NX; // steps t0 + 4(q*NX + tx) .. +3, q < QN
+    let ty = l / NX; // channels c0 + 4(q*NY + ty) .. +3, q < QM
     let kt = p.cin * p.k;
 
-    var a0 = vec4<f32>(0.0);
-    var a1 = vec4<f32>(0.0);
-    var a2 = vec4<f32>(0.0);
-    var a3 = vec4<f32>(0.0);
+    // acc[(4*qm + r)*QN + qn]: channel c0 + 4(qm*NY + ty) + r, steps
+    // t0 + 4(qn*NX + tx) .. +3.
+    var acc: array<vec4<f32>, NACC>;
+    for (var i = 0u; i < NACC; i++) {
+        acc[i] = vec4<f32>(0.0);
+    }
     if ((p.flags & FLAG_BIAS) != 0u) {
-        let co = c0 + 4u * ty;
-        if (co < p.cout) { a0 = vec4<f32>(bias[co]); }
-        if (co + 1u < p.cout) { a1 = vec4<f32>(bias[co + 1u]); }
-        if (co + 2u < p.cout) { a2 = vec4<f32>(bias[co + 2u]); }
-        if (co + 3u < p.cout) { a3 = vec4<f32>(bias[co + 3u]); }
+        for (var qm = 0u; qm < QM; qm++) {
+            for (var r = 0u; r < 4u; r++) {
+                let co = c0 + 4u * (qm * NY + ty) + r;
+                if (co < p.cout) {
+                    let bv = vec4<f32>(bias[co]);
+                    for (var qn = 0u; qn < QN; qn++) {
+                        acc[(4u * qm + r) * QN + qn] = bv;
+                    }
+                }
+            }
+        }
     }
 
     for (var j0 = 0u; j0 < kt; j0 += KC) {
         // W: neighbouring invocations read neighbouring j of one row.
-        for (var i = l; i < BM * KC; i += WG) {
+        for (var i = l; i < TILE_M * KC; i += WG) {
             let jj = i % KC;
             let c = i / KC;
             let co = c0 + c;
@@ -97,13 +120,13 @@ fn conv1d_tiled(@builtin(local_invocation_index) l: u32, @builtin(workgroup_id) 
             if (co < p.cout && j < kt) {
                 v = weight(co * kt + j);
             }
-            ws[jj * (BM / 4u) + c / 4u][c % 4u] = v;
+            ws[jj * MV + c / 4u][c % 4u] = v;
         }
         // B: neighbouring invocations read neighbouring steps of one row
         // of x, shifted by the tap.
-        for (var i = l; i < KC * BN; i += WG) {
-            let t = i % BN;
-            let jj = i / BN;
+        for (var i = l; i < KC * TILE_N; i += WG) {
+            let t = i % TILE_N;
+            let jj = i / TILE_N;
             let j = j0 + jj;
             var v = 0.0;
             if (j < kt) {
@@ -118,30 +141,42 @@ fn conv1d_tiled(@builtin(local_invocation_index) l: u32, @builtin(workgroup_id) 
         }
         workgroupBarrier();
         for (var jj = 0u; jj < KC; jj++) {
-            let wv = ws[jj * (BM / 4u) + ty];
-            let xv = bs[jj * NV + tx];
-            a0 += wv.x * xv;
-            a1 += wv.y * xv;
-            a2 += wv.z * xv;
-            a3 += wv.w * xv;
+            var wv: array<vec4<f32>, QM>;
+            var xv: array<vec4<f32>, QN>;
+            for (var qm = 0u; qm < QM; qm++) {
+                wv[qm] = ws[jj * MV + qm * NY + ty];
+            }
+            for (var qn = 0u; qn < QN; qn++) {
+                xv[qn] = bs[jj * NV + qn * NX + tx];
+            }
+            for (var qm = 0u; qm < QM; qm++) {
+                for (var r = 0u; r < 4u; r++) {
+                    let wr = wv[qm][r];
+                    for (var qn = 0u; qn < QN; qn++) {
+                        let ai = (4u * qm + r) * QN + qn;
+                        acc[ai] += wr * xv[qn];
+                    }
+                }
+            }
         }
         workgroupBarrier();
     }
 
-    let t = t0 + 4u * tx;
-    if (t >= p.tout) {
-        return;
-    }
-    var acc = array<vec4<f32>, 4>(a0, a1, a2, a3);
-    for (var i = 0u; i < 4u; i++) {
-        let co = c0 + 4u * ty + i;
-        if (co >= p.cout) {
-            break;
-        }
-        let o = co * p.tout + t;
-        for (var s = 0u; s < 4u; s++) {
-            if (t + s < p.tout) {
-                y[o + s] = acc[i][s];
+    for (var qm = 0u; qm < QM; qm++) {
+        for (var r = 0u; r < 4u; r++) {
+            let co = c0 + 4u * (qm * NY + ty) + r;
+            if (co >= p.cout) {
+                continue;
+            }
+            for (var qn = 0u; qn < QN; qn++) {
+                let t = t0 + 4u * (qn * NX + tx);
+                let v = acc[(4u * qm + r) * QN + qn];
+                let o = co * p.tout + t;
+                for (var s = 0u; s < 4u; s++) {
+                    if (t + s < p.tout) {
+                        y[o + s] = v[s];
+                    }
+                }
             }
         }
     }

@@ -6,11 +6,70 @@ import (
 	"github.com/hearthstudio/hearth/engine/gpu"
 )
 
-// The output tile of shaders/conv1d_tiled.wgsl: output channels x steps.
-const (
-	convTileC = 64
-	convTileT = 64
-)
+// Conv1DTile is the tile shape of shaders/conv1d_tiled.wgsl: a workgroup
+// computes M output channels x N steps, each invocation a TM x TN block of
+// them, staging the GEMM's K (input channel, tap) pairs KC at a time in
+// workgroup memory. The zero value is DefaultConv1DTile.
+//
+// Limits (checked by Conv1DTiledWith): TM and TN multiples of 4 up to 16
+// (vec4 registers); M % TM == 0 and N % TN == 0; (M/TM)*(N/TN) <= 256
+// invocations; 4*KC*(M+N) <= 16384 bytes of workgroup memory.
+type Conv1DTile struct {
+	M, N, TM, TN, KC int
+}
+
+// DefaultConv1DTile is the tile Conv1DTiled uses.
+var DefaultConv1DTile = Conv1DTile{M: 64, N: 64, TM: 4, TN: 4, KC: 16}
+
+// Conv1DTileVariants are the tiles offered for sweeping: the default; 8x4
+// and 4x8 blocks on 128x64 and 64x128 tiles; 8x8 blocks on a 128x128 tile
+// with KC 8 (to fit workgroup memory); the default with KC 32; and a
+// 32x64 tile (128 invocations) for more workgroups at short lengths.
+var Conv1DTileVariants = []Conv1DTile{
+	{64, 64, 4, 4, 16},
+	{128, 64, 8, 4, 16},
+	{64, 128, 4, 8, 16},
+	{128, 128, 8, 8, 8},
+	{64, 64, 4, 4, 32},
+	{32, 64, 4, 4, 16},
+}
+
+// String names the tile as m{M}n{N}t{TM}x{TN}k{KC}, e.g. m128n64t8x4k16.
+func (t Conv1DTile) String() string {
+	return fmt.Sprintf("m%dn%dt%dx%dk%d", t.M, t.N, t.TM, t.TN, t.KC)
+}
+
+// Invocations is the workgroup size, (M/TM)*(N/TN).
+func (t Conv1DTile) Invocations() int { return (t.M / t.TM) * (t.N / t.TN) }
+
+// SharedBytes is the workgroup memory the tile stages, 4*KC*(M+N).
+func (t Conv1DTile) SharedBytes() int { return 4 * t.KC * (t.M + t.N) }
+
+// Validate says whether the kernel can run the tile; the error names the
+// limit broken.
+func (t Conv1DTile) Validate() error {
+	switch {
+	case t.M <= 0 || t.N <= 0 || t.TM <= 0 || t.TN <= 0 || t.KC <= 0:
+		return fmt.Errorf("ops: conv1d_tiled: tile %v: every dimension must be positive", t)
+	case t.TM%4 != 0 || t.TN%4 != 0 || t.TM > 16 || t.TN > 16:
+		return fmt.Errorf("ops: conv1d_tiled: tile %v: the per-invocation block %dx%d must be multiples of 4 up to 16", t, t.TM, t.TN)
+	case t.M%t.TM != 0 || t.N%t.TN != 0:
+		return fmt.Errorf("ops: conv1d_tiled: tile %v: %dx%d is not a whole number of %dx%d blocks", t, t.M, t.N, t.TM, t.TN)
+	case t.KC > 1<<15:
+		return fmt.Errorf("ops: conv1d_tiled: tile %v: KC %d too large", t, t.KC)
+	case t.Invocations() > 256:
+		return fmt.Errorf("ops: conv1d_tiled: tile %v: %d invocations per workgroup, over 256", t, t.Invocations())
+	case t.SharedBytes() > 16384:
+		return fmt.Errorf("ops: conv1d_tiled: tile %v: %d bytes of workgroup memory, over 16384", t, t.SharedBytes())
+	}
+	return nil
+}
+
+// Conv1DTiledOptions tunes Conv1DTiledWith.
+type Conv1DTiledOptions struct {
+	// Tile is the tile shape; zero is DefaultConv1DTile.
+	Tile Conv1DTile
+}
 
 // conv1dTiledParams mirrors Params in shaders/conv1d_tiled.wgsl.
 type conv1dTiledParams struct {
@@ -37,12 +96,26 @@ func Conv1DTiledFits(a Conv1DArgs) error {
 
 // Conv1DTiled is Conv1D (the same y, summed in the same order) for the
 // arguments Conv1DTiledFits accepts, computed as an implicit GEMM (M = out
-// channels, N = steps, K = in channels x taps) by tiles of 64 channels x
-// 64 steps that stage weights and gathered inputs through workgroup memory
-// and keep 4x4 outputs per invocation in registers, instead of one output
-// per invocation.
+// channels, N = steps, K = in channels x taps) by tiles (DefaultConv1DTile:
+// 64 channels x 64 steps) that stage weights and gathered inputs through
+// workgroup memory and keep 4x4 outputs per invocation in registers,
+// instead of one output per invocation.
 func Conv1DTiled(c *gpu.Chain, x, w, bias, y *gpu.Buffer, a Conv1DArgs) error {
+	return Conv1DTiledWith(c, x, w, bias, y, a, Conv1DTiledOptions{})
+}
+
+// Conv1DTiledWith is Conv1DTiled with a chosen tile shape (o.Tile; zero is
+// DefaultConv1DTile). Every valid tile computes the same y, summed in the
+// same order.
+func Conv1DTiledWith(c *gpu.Chain, x, w, bias, y *gpu.Buffer, a Conv1DArgs, o Conv1DTiledOptions) error {
 	const kernel = "conv1d_tiled"
+	tile := o.Tile
+	if tile == (Conv1DTile{}) {
+		tile = DefaultConv1DTile
+	}
+	if err := tile.Validate(); err != nil {
+		return err
+	}
 	a = a.norm()
 	if a.InChannels <= 0 || a.OutChannels <= 0 || a.Length <= 0 || a.Kernel <= 0 || a.Dilation <= 0 || a.Padding < 0 {
 		return fmt.Errorf("ops: %s: channels %d->%d, length %d, kernel %d, dilation %d must be positive and padding %d not negative", kernel, a.InChannels, a.OutChannels, a.Length, a.Kernel, a.Dilation, a.Padding)
@@ -54,7 +127,7 @@ func Conv1DTiled(c *gpu.Chain, x, w, bias, y *gpu.Buffer, a Conv1DArgs) error {
 	if tout <= 0 {
 		return fmt.Errorf("ops: %s: length %d with padding %d is shorter than the dilated kernel %d", kernel, a.Length, a.Padding, a.Dilation*(a.Kernel-1)+1)
 	}
-	gx, gy := (tout+convTileT-1)/convTileT, (a.OutChannels+convTileC-1)/convTileC
+	gx, gy := (tout+tile.N-1)/tile.N, (a.OutChannels+tile.M-1)/tile.M
 	if gx > 65535 || gy > 65535 {
 		return fmt.Errorf("ops: %s: %d steps x %d channels need a %dx%d tile grid, over 65535", kernel, tout, a.OutChannels, gx, gy)
 	}
@@ -67,6 +140,8 @@ func Conv1DTiled(c *gpu.Chain, x, w, bias, y *gpu.Buffer, a Conv1DArgs) error {
 		Cin: uint32(a.InChannels), Cout: uint32(a.OutChannels), Tin: uint32(a.Length), Tout: uint32(tout),
 		K: uint32(a.Kernel), Pad: uint32(a.Padding), Dil: uint32(a.Dilation), Flags: flags,
 	}
-	spec := gpu.Spec("conv1d_tiled", "conv1d_tiled", "WF16", b2u(a.F16))
+	// gpu.Spec carries four constants: TM, TN and KC travel packed in TMNK.
+	spec := gpu.Spec("conv1d_tiled", "conv1d_tiled", "WF16", b2u(a.F16), "TILE_M", tile.M, "TILE_N", tile.N,
+		"TMNK", tile.TM|tile.TN<<8|tile.KC<<16)
 	return dispatch(c, spec, p, [3]uint32{uint32(gx), uint32(gy), 1}, x, w, bias, y)
 }

@@ -1,12 +1,22 @@
 package ops
 
 import (
+	"strings"
 	"testing"
+
+	"github.com/hearthstudio/hearth/engine/gpu"
 
 	"github.com/hearthstudio/hearth/engine/ops/ref"
 )
 
 func checkConv1DTiled(t *testing.T, seed uint64, a Conv1DArgs, bias bool, xScale, wScale float32) {
+	t.Helper()
+	checkConv1DTiledTile(t, Conv1DTile{}, seed, a, bias, xScale, wScale)
+}
+
+// checkConv1DTiledTile is checkConv1DTiled with the tile shape tile (zero:
+// the default).
+func checkConv1DTiledTile(t *testing.T, tile Conv1DTile, seed uint64, a Conv1DArgs, bias bool, xScale, wScale float32) {
 	t.Helper()
 	// Each output is one f32 sum in the reference's order (bias, then j =
 	// ci*k + kk in order; a tile's zero padding adds exact zeros), the order
@@ -15,14 +25,23 @@ func checkConv1DTiled(t *testing.T, seed uint64, a Conv1DArgs, bias bool, xScale
 	// the bound sum|x*w| whatever n (measured below 2e-7 here, n up to
 	// 1090*3); 1e-6 (~17 ulp) still catches a wrong or dropped tap, which
 	// is off by about 1/n of the bound: 3e-4 at n = 3270.
-	checkConv1DKernel(t, "conv1d_tiled", Conv1DTiled, ref.Conv1DTiled, seed, a, bias, xScale, wScale)
+	op := func(c *gpu.Chain, x, w, bias, y *gpu.Buffer, a Conv1DArgs) error {
+		return Conv1DTiledWith(c, x, w, bias, y, a, Conv1DTiledOptions{Tile: tile})
+	}
+	checkConv1DKernel(t, "conv1d_tiled", op, ref.Conv1DTiled, seed, a, bias, xScale, wScale)
 }
 
 func TestConv1DTiledMatchesReference(t *testing.T) {
-	// Shapes off the 64-channel x 64-step tile and the 16-value K step in
-	// every direction (K = cin*k of 9, 15, 42, 77, 56, 3270, ...), taps
-	// reaching past both ends, and dilations whose taps span more than a
-	// tile.
+	// Every tile variant on shapes off its tile (32/64/128 channels x
+	// 64/128 steps) and its K step (8/16/32) in every direction (K =
+	// cin*k of 9, 15, 42, 77, 56, 3270, ...), taps reaching past both
+	// ends, dilations whose taps span more than a tile, and f16 weights.
+	for _, tile := range Conv1DTileVariants {
+		t.Run(tile.String(), func(t *testing.T) { testConv1DTiledShapes(t, tile) })
+	}
+}
+
+func testConv1DTiledShapes(t *testing.T, tile Conv1DTile) {
 	for _, tc := range []struct {
 		name string
 		a    Conv1DArgs
@@ -46,16 +65,61 @@ func TestConv1DTiledMatchesReference(t *testing.T) {
 		{"f16 odd count", Conv1DArgs{InChannels: 3, OutChannels: 1, Length: 40, Kernel: 3, Padding: 1, F16: true}, false},
 		// A decoder conv's reduction: 1090 inputs x 3 taps.
 		{"decoder width", Conv1DArgs{InChannels: 1090, OutChannels: 40, Length: 67, Kernel: 3, Padding: 1}, true},
+		// Off the 128-channel and 128-step tiles: 2 and 3 tiles, partial last.
+		{"large tile edges", Conv1DArgs{InChannels: 11, OutChannels: 131, Length: 263, Kernel: 3, Padding: 1}, true},
+		{"large tile dilated", Conv1DArgs{InChannels: 9, OutChannels: 257, Length: 300, Kernel: 7, Padding: 9, Dilation: 3}, true},
+		{"f16 large tile", Conv1DArgs{InChannels: 7, OutChannels: 129, Length: 200, Kernel: 11, Padding: 25, Dilation: 5, F16: true}, false},
 	} {
-		t.Run(tc.name, func(t *testing.T) { checkConv1DTiled(t, 21, tc.a, tc.bias, 1, 0.5) })
+		t.Run(tc.name, func(t *testing.T) { checkConv1DTiledTile(t, tile, 21, tc.a, tc.bias, 1, 0.5) })
 	}
 }
 
 func TestConv1DTiledWideMagnitude(t *testing.T) {
 	// Decoder activations reach the hundreds before an AdaIN; weights of a
 	// weight-normed conv can be tens. The error stays relative to the bound.
-	checkConv1DTiled(t, 24, Conv1DArgs{InChannels: 16, OutChannels: 35, Length: 77, Kernel: 5, Padding: 2}, true, 300, 30)
-	checkConv1DTiled(t, 25, Conv1DArgs{InChannels: 16, OutChannels: 5, Length: 77, Kernel: 5, Padding: 2, F16: true}, true, 1e4, 60)
+	for _, tile := range Conv1DTileVariants {
+		t.Run(tile.String(), func(t *testing.T) {
+			checkConv1DTiledTile(t, tile, 24, Conv1DArgs{InChannels: 16, OutChannels: 35, Length: 77, Kernel: 5, Padding: 2}, true, 300, 30)
+			checkConv1DTiledTile(t, tile, 25, Conv1DArgs{InChannels: 16, OutChannels: 5, Length: 77, Kernel: 5, Padding: 2, F16: true}, true, 1e4, 60)
+		})
+	}
+}
+
+func TestConv1DTileVariantsFit(t *testing.T) {
+	if DefaultConv1DTile != (Conv1DTile{64, 64, 4, 4, 16}) {
+		t.Errorf("default tile %v, want m64n64t4x4k16", DefaultConv1DTile)
+	}
+	for _, tile := range Conv1DTileVariants {
+		if err := tile.Validate(); err != nil {
+			t.Errorf("%v: %v", tile, err)
+		}
+		if n, b := tile.Invocations(), tile.SharedBytes(); n > 256 || b > 16384 {
+			t.Errorf("%v: %d invocations, %d bytes of workgroup memory", tile, n, b)
+		}
+	}
+}
+
+func TestConv1DTiledRejectsBadTiles(t *testing.T) {
+	// The tile is checked before anything is recorded, so no chain or
+	// buffers are needed.
+	a := Conv1DArgs{InChannels: 4, OutChannels: 4, Length: 16, Kernel: 3, Padding: 1}
+	for _, tc := range []struct {
+		tile Conv1DTile
+		want string
+	}{
+		{Conv1DTile{64, 64, 4, 4, 0}, "positive"},
+		{Conv1DTile{64, 64, 6, 4, 16}, "multiples of 4"},
+		{Conv1DTile{64, 64, 4, 32, 16}, "multiples of 4"},
+		{Conv1DTile{60, 64, 8, 4, 16}, "whole number"},
+		{Conv1DTile{128, 128, 4, 4, 8}, "over 256"},
+		{Conv1DTile{128, 128, 8, 8, 32}, "over 16384"},
+		{Conv1DTile{64, 64, 4, 4, 64}, "over 16384"},
+	} {
+		err := Conv1DTiledWith(nil, nil, nil, nil, nil, a, Conv1DTiledOptions{Tile: tc.tile})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("tile %v: error %v, want one saying %q", tc.tile, err, tc.want)
+		}
+	}
 }
 
 func TestConv1DTiledRejectsBadShapes(t *testing.T) {
