@@ -115,6 +115,9 @@ type voiceView struct {
 	noticeBx  *fyne.Container
 
 	cur *speechRun // the speech being made or played, nil when none
+	// runs are the speeches started and maybe not ended: cur and those it
+	// replaced, which were only asked to stop. close waits for them.
+	runs []*speechRun
 	// shown is what the waveform holds, once a speech of it is complete,
 	// and shownAudio its samples as the engine made them: Export saves
 	// them without synthesising again.
@@ -485,11 +488,51 @@ func (vv *voiceView) halt() {
 	}
 }
 
-// close stops the speech, if any, and waits until its sound is closed.
+// closeWait bounds how long closing the studio waits for its speeches to
+// end: a synthesis notices the stop only between chunks, which can take
+// seconds on a slow device.
+const closeWait = time.Second
+
+// close stops every speech still going, the one shown and those it
+// replaced, and waits until each is silent and, for at most closeWait in
+// all, until each has ended and closed its sound. A synthesis still going
+// after that ends on its own; its sound is already stopped.
 func (vv *voiceView) close() {
-	if r := vv.cur; r != nil {
-		r.stopAndWait()
+	runs := vv.liveRuns()
+	for _, r := range runs {
+		r.stop()
 	}
+	deadline := time.NewTimer(closeWait)
+	defer deadline.Stop()
+	for _, r := range runs {
+		select {
+		case <-r.silent:
+		case <-r.done:
+		case <-deadline.C:
+			return
+		}
+	}
+	for _, r := range runs {
+		select {
+		case <-r.done:
+		case <-deadline.C:
+			return
+		}
+	}
+}
+
+// liveRuns drops the speeches that have ended from vv.runs and returns the
+// others.
+func (vv *voiceView) liveRuns() []*speechRun {
+	vv.runs = slices.DeleteFunc(vv.runs, func(r *speechRun) bool {
+		select {
+		case <-r.done:
+			return true
+		default:
+			return false
+		}
+	})
+	return vv.runs
 }
 
 // runKind is what a speech is for.
@@ -512,8 +555,9 @@ func (vv *voiceView) start(kind runKind, req app.SpeakRequest, onEnd func(error)
 		old.stop()
 	}
 	job, ctx := newStoppable()
-	r := &speechRun{stoppable: job, kind: kind, req: req, onEnd: onEnd}
+	r := &speechRun{stoppable: job, kind: kind, req: req, onEnd: onEnd, silent: make(chan struct{})}
 	vv.cur = r
+	vv.runs = append(vv.liveRuns(), r)
 	if kind.drawn() {
 		vv.wave.Clear()
 		vv.shown, vv.shownAudio = nil, nil
@@ -842,6 +886,9 @@ type speechRun struct {
 	kind  runKind
 	req   app.SpeakRequest
 	onEnd func(error) // on the UI goroutine, when the speech has ended
+	// silent is closed once the speech can no longer be heard: at once
+	// when it has no player, else when its player is stopped.
+	silent chan struct{}
 
 	// The UI goroutine's.
 	finished    bool
@@ -877,6 +924,7 @@ func (r *speechRun) run(ctx context.Context, eng speaker, newPlayer func() (audi
 			p = nil
 			if r.kind != runPlay {
 				// A preview or a read-aloud is only its sound.
+				close(r.silent)
 				r.end(err)
 				tick()
 				return
@@ -889,9 +937,10 @@ func (r *speechRun) run(ctx context.Context, eng speaker, newPlayer func() (audi
 	// Stop silences the sound card at once when the speech is stopped,
 	// without waiting for the chunk being synthesised.
 	var unhook func() bool
-	stopped := make(chan struct{})
 	if p != nil {
-		unhook = context.AfterFunc(ctx, func() { p.Stop(); close(stopped) })
+		unhook = context.AfterFunc(ctx, func() { p.Stop(); close(r.silent) })
+	} else {
+		close(r.silent)
 	}
 	ticking := make(chan struct{})
 	tickerDone := make(chan struct{})
@@ -945,10 +994,14 @@ func (r *speechRun) run(ctx context.Context, eng speaker, newPlayer func() (audi
 	close(ticking)
 	<-tickerDone
 	if p != nil {
-		if !unhook() {
-			<-stopped
+		stopped := !unhook()
+		if stopped {
+			<-r.silent
 		}
 		p.Close() // its only failure would be a second Close
+		if !stopped {
+			close(r.silent)
+		}
 	}
 	r.end(err)
 	tick()

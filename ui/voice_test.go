@@ -33,6 +33,8 @@ type fakeSpeaker struct {
 	chunks    int
 	chunkLen  int // samples
 	gate      chan struct{}
+	lag       time.Duration // how long the first Speak takes to return once stopped
+	deaf      chan struct{} // when set, each chunk after the first waits for it, stopped or not
 
 	mu      sync.Mutex
 	reqs    []app.SpeakRequest
@@ -45,6 +47,10 @@ func (f *fakeSpeaker) Voices() ([]string, error) { return slices.Clone(f.voices)
 func (f *fakeSpeaker) Speak(ctx context.Context, req app.SpeakRequest, emit func(app.SpeechChunk) error) (err error) {
 	f.mu.Lock()
 	f.reqs = append(f.reqs, req)
+	lag := f.lag
+	if len(f.reqs) > 1 {
+		lag = 0
+	}
 	f.mu.Unlock()
 	defer func() {
 		f.mu.Lock()
@@ -55,10 +61,14 @@ func (f *fakeSpeaker) Speak(ctx context.Context, req app.SpeakRequest, emit func
 		return f.speakErr
 	}
 	for i := range f.chunks {
+		if i > 0 && f.deaf != nil {
+			<-f.deaf
+		}
 		if i > 0 && f.gate != nil {
 			select {
 			case <-f.gate:
 			case <-ctx.Done():
+				time.Sleep(lag)
 				return ctx.Err()
 			}
 		}
@@ -272,6 +282,99 @@ func TestVoicePlayStreamsAndStopCancels(t *testing.T) {
 	if r := fs.requests(); len(r) != 1 || r[0].Text != "Hello there. How are you today?" || r[0].Voice != "af_heart" || r[0].Speed != 1 {
 		t.Errorf("requests %+v", r)
 	}
+}
+
+// Closing the studio stops every speech, the one shown and the one it
+// replaced, and waits until they have closed their sound; a synthesis that
+// does not notice the stop holds the close up for closeWait at most.
+func TestVoiceCloseStopsEverySpeech(t *testing.T) {
+	newPlayers := func(vv *voiceView, mu *sync.Mutex, players *[]*fakePlayer) {
+		vv.newPlayer = func() (audioPlayer, error) {
+			p := &fakePlayer{hold: make(chan struct{})}
+			mu.Lock()
+			*players = append(*players, p)
+			mu.Unlock()
+			return p, nil
+		}
+	}
+	// closeWithin runs close on the UI goroutine and says how long it took,
+	// failing if it took longer than limit.
+	closeWithin := func(t *testing.T, l *uiLoop, vv *voiceView, limit time.Duration) time.Duration {
+		t.Helper()
+		done := make(chan time.Duration, 1)
+		go func() {
+			t0 := time.Now()
+			l.wait(vv.close)
+			done <- time.Since(t0)
+		}()
+		select {
+		case d := <-done:
+			return d
+		case <-time.After(limit):
+			t.Fatalf("close still waiting after %v", limit)
+			return 0
+		}
+	}
+	speakAndReplace := func(t *testing.T, fs *fakeSpeaker, l *uiLoop, vv *voiceView, mu *sync.Mutex, players *[]*fakePlayer) {
+		t.Helper()
+		l.wait(func() {
+			vv.text.SetText("Two chunks.")
+			test.Tap(vv.play)
+		})
+		eventually(t, l, "the first chunk", func() bool { return len(vv.wave.Samples()) == 1000 })
+		l.wait(func() { vv.previewTapped(vv.rows[0]) })
+		eventually(t, l, "the preview's chunk", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			if len(*players) != 2 {
+				return false
+			}
+			n, _, _ := (*players)[1].state()
+			return n == 1
+		})
+	}
+
+	t.Run("replaced", func(t *testing.T) {
+		fs := &fakeSpeaker{voices: testVoices, chunks: 2, chunkLen: 1000, gate: make(chan struct{}), lag: 600 * time.Millisecond}
+		_, vv, _, l := voiceStudio(t, fs, &fakePlayer{}, nil)
+		var mu sync.Mutex
+		var players []*fakePlayer
+		l.wait(func() { newPlayers(vv, &mu, &players) })
+		speakAndReplace(t, fs, l, vv, &mu, &players)
+		closeWithin(t, l, vv, 5*time.Second)
+		mu.Lock()
+		defer mu.Unlock()
+		for i, p := range players {
+			if _, stopped, closed := p.state(); !stopped || !closed {
+				t.Errorf("speech %d after close: player stopped %v, closed %v", i, stopped, closed)
+			}
+		}
+	})
+
+	t.Run("deaf synthesis", func(t *testing.T) {
+		fs := &fakeSpeaker{voices: testVoices, chunks: 2, chunkLen: 1000, deaf: make(chan struct{})}
+		_, vv, _, l := voiceStudio(t, fs, &fakePlayer{}, nil)
+		var hear sync.Once
+		// A close that waits for the synthesis is released at the end.
+		t.Cleanup(func() { hear.Do(func() { close(fs.deaf) }) })
+		var mu sync.Mutex
+		var players []*fakePlayer
+		l.wait(func() { newPlayers(vv, &mu, &players) })
+		speakAndReplace(t, fs, l, vv, &mu, &players)
+		d := closeWithin(t, l, vv, closeWait+3*time.Second)
+		if d < closeWait/2 {
+			t.Errorf("close returned after %v while the synthesis was still going", d)
+		}
+		mu.Lock()
+		for i, p := range players {
+			if _, stopped, _ := p.state(); !stopped {
+				t.Errorf("speech %d is still heard after close", i)
+			}
+		}
+		mu.Unlock()
+		hear.Do(func() { close(fs.deaf) })
+		eventually(t, l, "the speeches to end", func() bool { return len(vv.liveRuns()) == 0 })
+	})
 }
 
 // spokenWord is the bold segment of the words line.
