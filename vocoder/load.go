@@ -110,13 +110,27 @@ func VoicesIn(dir string) string {
 func ListVoicesIn(dir string) ([]string, error) {
 	vd := VoicesIn(dir)
 	names, err := ListVoices(vd)
-	if err != nil {
-		return nil, missingf("vocoder: no voices: %s cannot be read (%v): put Kokoro's voice packs (af_heart.pt, …) in %s", vd, errors.Unwrap(err), filepath.Join(dir, VoicesDir))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, missingf("vocoder: no voices: %s is not there: put Kokoro's voice packs (af_heart.pt, …) in %s", vd, filepath.Join(dir, VoicesDir))
+	case err != nil:
+		// The folder is there (or something else is in its place): telling
+		// the user to put files in it would not help. The cause is kept,
+		// so a permission error still matches fs.ErrPermission.
+		return nil, fmt.Errorf("vocoder: the voices folder %s cannot be read: %w", vd, unwrapped(err))
 	}
 	if len(names) == 0 {
 		return nil, missingf("vocoder: no voice packs (*.pt, *.bin) in %s: put Kokoro's voice packs (af_heart.pt, …) in %s", vd, filepath.Join(dir, VoicesDir))
 	}
 	return names, nil
+}
+
+// unwrapped is err's cause when it wraps one, else err.
+func unwrapped(err error) error {
+	if u := errors.Unwrap(err); u != nil {
+		return u
+	}
+	return err
 }
 
 // missingf is an error for a file of the model that is not there: it

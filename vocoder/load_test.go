@@ -108,11 +108,33 @@ func TestLoadModelErrors(t *testing.T) {
 	if _, err := ListVoicesIn(filepath.Join(root, "empty")); !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), filepath.Join(root, "empty", "voices")) {
 		t.Errorf("no voices: %v", err)
 	}
+	// A voices folder that is there but cannot be read is not missing: the
+	// error names it and says why.
+	notDir := write("notdir/voices", []byte("a file where the folder goes"))
+	_, err := ListVoicesIn(notDir)
+	if err == nil || errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), notDir) || !strings.Contains(err.Error(), "not a directory") || strings.Contains(err.Error(), "put Kokoro's") {
+		t.Errorf("voices folder that is a file: %v", err)
+	}
+	if os.Geteuid() != 0 {
+		locked := filepath.Join(root, "locked", "voices")
+		if err := os.MkdirAll(locked, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		write("locked/voices/af_heart.pt", make([]byte, 10))
+		if err := os.Chmod(locked, 0); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Chmod(locked, 0o755) })
+		_, err := ListVoicesIn(filepath.Join(root, "locked"))
+		if err == nil || errors.Is(err, fs.ErrNotExist) || !errors.Is(err, fs.ErrPermission) || !strings.Contains(err.Error(), locked) {
+			t.Errorf("unreadable voices folder: %v", err)
+		}
+	}
 	short := write("vs/voices/short.bin", make([]byte, 1000))
 	if _, err := OpenVoice(VoicesIn(filepath.Join(root, "vs")), "short"); err == nil || !strings.Contains(err.Error(), short) || !strings.Contains(err.Error(), "1000 bytes") {
 		t.Errorf("short voice: %v", err)
 	}
-	_, err := OpenVoice(voicesDir(t), "zz_nobody")
+	_, err = OpenVoice(voicesDir(t), "zz_nobody")
 	if err == nil || !strings.Contains(err.Error(), "zz_nobody") || !strings.Contains(err.Error(), "af_heart, am_adam, bf_emma") {
 		t.Errorf("unknown voice: %v", err)
 	}
