@@ -344,7 +344,7 @@ func (t *gpuText) durations(tokens []int, prosody []float32, speed float64) ([]i
 		return nil, fmt.Errorf("prosody style has %d values, want %d", len(prosody), c.StyleDim)
 	}
 	if !(speed > 0) || speed > 1e6 {
-		return nil, fmt.Errorf("speed %g must be positive", speed)
+		return nil, fmt.Errorf("speed %g must be positive and at most 1e6", speed)
 	}
 	T, H, S := len(tokens), c.HiddenDim, c.StyleDim
 	ids := make([]uint32, T)

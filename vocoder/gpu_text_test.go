@@ -204,11 +204,16 @@ func checkGPUTextRejectsBadInput(t *testing.T, fx *forwardFixture, m *Model, g *
 		{"short style", fx.Tokens, prosody[1:], 1, "style"},
 		{"zero speed", fx.Tokens, prosody, 0, "speed"},
 		{"NaN speed", fx.Tokens, prosody, nan(), "speed"},
+		{"huge speed", fx.Tokens, prosody, 2e6, "speed 2e+06 must be positive and at most 1e6"},
 	} {
 		_, err := g.text.durations(tc.tokens, tc.prosody, tc.speed)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want one naming %q", tc.name, err, tc.want)
 		}
+	}
+	// The CPU forward says the same of a speed past the limit.
+	if err := m.checkInput(fx.Tokens, fx.Style, 2e6); err == nil || !strings.Contains(err.Error(), "speed 2e+06 must be positive and at most 1e6") {
+		t.Errorf("CPU forward, huge speed: error %v, want one naming the limit", err)
 	}
 	// After the failed calls (an earlier subtest's good one before them),
 	// frames has no d to read, even for durations of the right length.

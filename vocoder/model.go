@@ -151,7 +151,7 @@ func (m *Model) checkInput(tokens []int, style []float32, speed float64) error {
 		errs = append(errs, fmt.Errorf("style has %d values, want %d", len(style), 2*c.StyleDim))
 	}
 	if !(speed > 0) || speed > 1e6 {
-		errs = append(errs, fmt.Errorf("speed %g must be positive", speed))
+		errs = append(errs, fmt.Errorf("speed %g must be positive and at most 1e6", speed))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("vocoder: forward: %w", err)
