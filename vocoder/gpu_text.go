@@ -242,6 +242,8 @@ type textPass struct {
 	g   *GPUModel
 	ch  *gpu.Chain
 	err error
+	// sizes is what each label was first asked for in this pass (buf).
+	sizes map[string]int
 }
 
 func (p *textPass) fail(err error) {
@@ -250,12 +252,22 @@ func (p *textPass) fail(err error) {
 	}
 }
 
-// buf is the pool's "text."+label buffer of at least floats values. Each
-// label is asked for at one size per call, so no buffer a dispatch of this
-// chain holds is replaced.
+// buf is the pool's "text."+label buffer of at least floats values. A
+// label asked for twice in one pass must not grow: growing releases the
+// buffer that earlier dispatches of the same chain bound, so it is an
+// error (as the decoder's pass.buf).
 func (p *textPass) buf(label string, floats int) *gpu.Buffer {
 	if p.err != nil {
 		return nil
+	}
+	if prev, ok := p.sizes[label]; ok && floats > prev {
+		p.fail(fmt.Errorf("scratch %q asked for %d floats after %d in one pass", "text."+label, floats, prev))
+		return nil
+	} else if !ok {
+		if p.sizes == nil {
+			p.sizes = map[string]int{}
+		}
+		p.sizes[label] = floats
 	}
 	b, err := p.g.scratch("text."+label, floats)
 	p.fail(err)

@@ -211,6 +211,21 @@ func checkGPUTextRejectsBadInput(t *testing.T, fx *forwardFixture, m *Model, g *
 			t.Errorf("%s: error %v, want one naming %q", tc.name, err, tc.want)
 		}
 	}
+	// A label asked for a larger size later in the same pass is an error:
+	// growing would release the buffer the pass's earlier dispatches bound.
+	// Asking again at the size or smaller is the same buffer.
+	probe := &textPass{g: g}
+	first := probe.buf("probe", 10)
+	if first == nil || probe.buf("probe", 10) != first || probe.buf("probe", 4) != first || probe.err != nil {
+		t.Errorf("asking again for %q at its size or smaller: %v", "probe", probe.err)
+	}
+	if b := probe.buf("probe", 11); b != nil || probe.err == nil || !strings.Contains(probe.err.Error(), `"text.probe" asked for 11 floats after 10`) {
+		t.Errorf("asking for %q at a larger size in one pass: buffer %v, error %v", "probe", b, probe.err)
+	}
+	if b, ok := g.pool["text.probe"]; ok {
+		b.Release()
+		delete(g.pool, "text.probe")
+	}
 	// The CPU forward says the same of a speed past the limit.
 	if err := m.checkInput(fx.Tokens, fx.Style, 2e6); err == nil || !strings.Contains(err.Error(), "speed 2e+06 must be positive and at most 1e6") {
 		t.Errorf("CPU forward, huge speed: error %v, want one naming the limit", err)
