@@ -70,8 +70,9 @@ Kokoro-82M ships no style encoder, and StyleTTS2's were trained with
 StyleTTS2's decoder, not Kokoro's: a voice made this way is a starting point,
 and blending it with a stock voice keeps it in the region Kokoro knows.
 
-The encoders run on the GPU when one is found (--backend auto), else on the
-CPU (StyleTTS2-LibriTTS's encoders take about 3 s per second of audio on two
+The encoders run on the GPU when a hardware one is found (--backend auto),
+else on the CPU, as speak does: a software adapter (lavapipe) is slower
+(StyleTTS2-LibriTTS's encoders take about 3 s per second of audio on two
 cores).`,
 		Example: `  hearth voice --from me.wav --encoder epochs_2nd_00020.pth -o me.bin
   hearth voice --from me.wav --encoder styletts2.safetensors -o me-heart.bin --blend af_heart:0.5 --json`,
@@ -175,7 +176,7 @@ cores).`,
 	fl.StringVarP(&out, "output", "o", "", "the voice pack to write (.bin)")
 	fl.StringVar(&blend, "blend", "", `stock voices to mix in with their shares, "af_heart:0.5" or "af_heart:0.3,am_adam:0.2"`)
 	fl.StringVar(&voices, "voices", "", "the folder of stock voices for --blend (default: the Kokoro directory's)")
-	fl.StringVar(&backend, "backend", "auto", "gpu, cpu, or auto (the GPU when an adapter exists)")
+	fl.StringVar(&backend, "backend", "auto", "gpu, cpu, or auto (the GPU when a hardware adapter exists)")
 	fl.BoolVar(&asJSON, "json", false, "print a JSON report, with the style")
 	return cmd
 }
@@ -204,7 +205,10 @@ func parseVoiceBlend(spec string) ([]vocoder.VoiceWeight, float64, error) {
 }
 
 // runStyleEncoder runs the encoders on the backend asked for: the GPU
-// (auto falls back to the CPU, saying so on stderr) or the CPU.
+// or the CPU. auto falls back to the CPU, saying so on stderr, when there
+// is no GPU or only a software one (lavapipe), which is slower than the
+// CPU, as speak's auto does (app.Engine's speechOnGPU); asked for the GPU
+// by name, a software adapter is used.
 func runStyleEncoder(cmd *cobra.Command, enc *vocoder.StyleEncoder, mel []float32, frames int, backend string) ([]float32, string, error) {
 	switch b := strings.ToLower(backend); b {
 	case "gpu", "auto":
@@ -214,6 +218,11 @@ func runStyleEncoder(cmd *cobra.Command, enc *vocoder.StyleEncoder, mel []float3
 				return nil, "", err
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "no GPU (%v); running on the CPU\n", err)
+			break
+		}
+		if b == "auto" && dev.Info.Type == "cpu" {
+			fmt.Fprintf(cmd.ErrOrStderr(), "the GPU adapter %s is a software renderer, slower than the CPU; running on the CPU\n", dev.Info.Label())
+			dev.Release()
 			break
 		}
 		defer dev.Release()

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hearthstudio/hearth/engine/gpu"
 	"github.com/hearthstudio/hearth/internal/sharedtest"
 	"github.com/hearthstudio/hearth/vocoder"
 )
@@ -93,6 +94,30 @@ func TestVoiceCommand(t *testing.T) {
 		if d := math.Abs(float64(repGPU.Style[j] - rep.Style[j])); d > 1e-5 {
 			t.Fatalf("GPU style value %d off by %g", j, d)
 		}
+	}
+
+	// auto: the GPU when it is a hardware one; a software adapter
+	// (lavapipe) is slower than the CPU, so auto runs on the CPU there.
+	dev, err := gpu.Open(gpu.OptionsFromEnv())
+	if err != nil {
+		t.Fatal(err)
+	}
+	software, adapter := dev.Info.Type == "cpu", dev.Info.Label()
+	dev.Release()
+	stdout, stderr, err := execute(newVoiceCmd(), "--from", ref, "--encoder", styleEncoderFixture, "-o", filepath.Join(dir, "me-auto.bin"), "--backend", "auto", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var repAuto voiceReport
+	if err := json.Unmarshal([]byte(stdout), &repAuto); err != nil {
+		t.Fatal(err)
+	}
+	if software {
+		if repAuto.Backend != "cpu" || !strings.Contains(stderr, "software renderer") || !strings.Contains(stderr, adapter) {
+			t.Errorf("auto on the software adapter %s: backend %q, stderr %q; want the CPU, saying why", adapter, repAuto.Backend, stderr)
+		}
+	} else if repAuto.Backend != "gpu: "+adapter {
+		t.Errorf("auto on the adapter %s: backend %q", adapter, repAuto.Backend)
 	}
 
 	// Blended half and half with af_heart, row by row.
