@@ -236,6 +236,21 @@ func newGPUText(g *GPUModel) (*gpuText, error) {
 	return t, nil
 }
 
+// framesOf is the durations DurationFrames read back for tokens, or an
+// error naming the first token whose duration logits held a NaN (the
+// kernel's DurationFramesNaN): a weight or an input gone bad, which no
+// frame count would render.
+func framesOf(frames []uint32, tokens []int) ([]int, error) {
+	out := make([]int, len(frames))
+	for i, n := range frames {
+		if n == ops.DurationFramesNaN {
+			return nil, fmt.Errorf("durations: token %d (id %d) has a NaN duration logit", i, tokens[i])
+		}
+		out[i] = int(n)
+	}
+	return out, nil
+}
+
 // textPass records one call's dispatches, keeping the first error so that
 // the forward reads as a list of layers.
 type textPass struct {
@@ -424,9 +439,9 @@ func (t *gpuText) durations(tokens []int, prosody []float32, speed float64) ([]i
 	if err != nil {
 		return nil, err
 	}
-	out := make([]int, T)
-	for i, n := range gpu.U32From(raw) {
-		out[i] = int(n)
+	out, err := framesOf(gpu.U32From(raw), tokens)
+	if err != nil {
+		return nil, err
 	}
 	t.d, t.tEn, t.tokens = d, tEn, T
 	return out, nil

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/hearthstudio/hearth/engine/gpu"
+	"github.com/hearthstudio/hearth/engine/ops"
 )
 
 // newTextFixture builds a fixture's CPU model and its GPU text side on the
@@ -181,6 +182,19 @@ func sum(v []int) int {
 		s += x
 	}
 	return s
+}
+
+// The durations read back hold DurationFrames' NaN marker for a token
+// whose logits held a NaN: an error naming the token, not 0 frames.
+func TestFramesOfNaNMarker(t *testing.T) {
+	got, err := framesOf([]uint32{2, 1, 7}, []int{0, 5, 0})
+	if err != nil || !slices.Equal(got, []int{2, 1, 7}) {
+		t.Errorf("finite durations: %v, %v", got, err)
+	}
+	_, err = framesOf([]uint32{2, ops.DurationFramesNaN, 7}, []int{0, 43, 0})
+	if err == nil || !strings.Contains(err.Error(), "token 1 (id 43)") || !strings.Contains(err.Error(), "NaN") {
+		t.Errorf("a NaN duration: error %v, want one naming token 1 (id 43)", err)
+	}
 }
 
 // checkGPUTextRejectsBadInput: bad tokens, style or speed are errors

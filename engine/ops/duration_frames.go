@@ -18,11 +18,16 @@ type durationFramesParams struct {
 // far past any audio a model can render (Kokoro's frame is 600 samples).
 const DurationFramesMax = 1 << 30
 
+// DurationFramesNaN is the frame count of a row with a NaN logit: 0, which
+// no finite row gets. The host checks the frames it reads back for it.
+const DurationFramesNaN = 0
+
 // DurationFrames appends Kokoro's duration rounding: for each of rows rows
 // of n logits (duration_proj's max_dur outputs), out[r] = the sum of their
 // sigmoids divided by speed, rounded half to even (torch.round), at least 1
-// and at most DurationFramesMax, as a u32. out holds rows u32 values and is
-// read back to size the frames.
+// and at most DurationFramesMax, as a u32; DurationFramesNaN for a row with
+// a NaN logit. out holds rows u32 values and is read back to size the
+// frames.
 func DurationFrames(c *gpu.Chain, logits, out *gpu.Buffer, rows, n int, speed float32) error {
 	const kernel = "duration_frames"
 	if rows <= 0 || n <= 0 {

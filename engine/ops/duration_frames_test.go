@@ -51,6 +51,36 @@ func TestDurationFramesMatchesReference(t *testing.T) {
 	}
 }
 
+// A NaN logit gives its row DurationFramesNaN (0) frames, on the GPU and
+// in the reference; the rows around it, and a row of infinite logits, are
+// counted as usual.
+func TestDurationFramesMarksNaN(t *testing.T) {
+	const rows, n = 4, 50
+	logits := randVec(77, rows*n, 4)
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	logits[1*n+17] = nan
+	for j := range n {
+		logits[2*n+j] = inf // every sigmoid 1: 50 frames
+	}
+	logits[3*n+n-1] = -nan
+	bl, bo := upload(t, "logits", logits), scratch(t, "frames", rows)
+	run(t, "duration_frames", func(c *gpu.Chain) error { return DurationFrames(c, bl, bo, rows, n, 1) })
+	b, err := bo.Read(0, rows*4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := gpu.U32From(b)
+	want, _ := ref.DurationFrames(logits, rows, n, 1)
+	if want[1] != DurationFramesNaN || want[3] != DurationFramesNaN || want[2] != 50 || want[0] < 1 {
+		t.Errorf("reference: %v, want the NaN rows 1 and 3 at %d and row 2 at 50", want, DurationFramesNaN)
+	}
+	for r := range want {
+		if got[r] != want[r] {
+			t.Errorf("row %d: %d frames, reference %d", r, got[r], want[r])
+		}
+	}
+}
+
 func absDiff(a, b uint32) uint32 {
 	if a > b {
 		return a - b
