@@ -207,31 +207,42 @@ func readPTH(r io.ReaderAt, size int64) (map[string]*Tensor, error) {
 		if !ok {
 			return nil, fmt.Errorf("module key %v is not a string", m.key)
 		}
-		entries, err := dictItems(m.value)
-		if err != nil {
-			return nil, fmt.Errorf("module %q is %T, want a state dict", mod, m.value)
-		}
-		for _, e := range entries {
-			name, ok := e.key.(string)
-			if !ok {
-				return nil, fmt.Errorf("module %q: key %v is not a string", mod, e.key)
-			}
-			pt, ok := e.value.(*pthTensor)
-			if !ok {
-				return nil, fmt.Errorf("module %q: %q is %T, not a tensor", mod, name, e.value)
-			}
-			full := mod + "." + strings.TrimPrefix(name, "module.")
-			if _, dup := out[full]; dup {
-				return nil, fmt.Errorf("tensor %q appears twice (with and without the module. prefix?)", full)
-			}
-			t, err := pt.materialize(full)
-			if err != nil {
-				return nil, fmt.Errorf("tensor %q: %w", full, err)
-			}
-			out[full] = t
+		if err := addStateDict(out, mod, m.value); err != nil {
+			return nil, err
 		}
 	}
 	return out, nil
+}
+
+// addStateDict reads module mod's state dict, a pickled {name: tensor},
+// into out, keyed "mod.name" with a DataParallel "module." prefix of name
+// dropped.
+func addStateDict(out map[string]*Tensor, mod string, dict interface{}) error {
+	entries, err := dictItems(dict)
+	if err != nil {
+		return fmt.Errorf("module %q is %T, want a state dict", mod, dict)
+	}
+	for _, e := range entries {
+		name, ok := e.key.(string)
+		if !ok {
+			return fmt.Errorf("module %q: key %v is not a string", mod, e.key)
+		}
+		pt, ok := e.value.(*pthTensor)
+		if !ok {
+			return fmt.Errorf("module %q: %q is %T, not a tensor", mod, name, e.value)
+		}
+		full := mod + "." + strings.TrimPrefix(name, "module.")
+		if _, dup := out[full]; dup {
+			return fmt.Errorf("tensor %q appears twice (with and without the module. prefix?)", full)
+		}
+		t, err := pt.materialize(full)
+		if err != nil {
+			return fmt.Errorf("tensor %q: %w", full, err)
+		}
+		t.Name = full
+		out[full] = t
+	}
+	return nil
 }
 
 // loadTorchZip unpickles a torch.save archive: tensors come back as

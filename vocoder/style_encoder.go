@@ -316,29 +316,8 @@ func readStylePTH(f *os.File, size int64) (map[string]*Tensor, error) {
 		if !slices.Contains(styleModules, mod) {
 			continue
 		}
-		entries, err := dictItems(m.value)
-		if err != nil {
-			return nil, fmt.Errorf("%s is %T, want a state dict", mod, m.value)
-		}
-		for _, e := range entries {
-			name, ok := e.key.(string)
-			if !ok {
-				return nil, fmt.Errorf("%s: key %v is not a string", mod, e.key)
-			}
-			pt, ok := e.value.(*pthTensor)
-			if !ok {
-				return nil, fmt.Errorf("%s: %q is %T, not a tensor", mod, name, e.value)
-			}
-			full := mod + "." + strings.TrimPrefix(name, "module.")
-			if _, dup := out[full]; dup {
-				return nil, fmt.Errorf("tensor %q appears twice (with and without the module. prefix?)", full)
-			}
-			t, err := pt.materialize(full)
-			if err != nil {
-				return nil, fmt.Errorf("tensor %q: %w", full, err)
-			}
-			t.Name = full
-			out[full] = t
+		if err := addStateDict(out, mod, m.value); err != nil {
+			return nil, err
 		}
 	}
 	if err := haveStyleModules(out, "the checkpoint", have); err != nil {
