@@ -63,15 +63,22 @@ func (fx *forwardFixture) array(t *testing.T, name string) ([]float32, []int) {
 	if !ok {
 		t.Fatalf("fixture has no %q", name)
 	}
+	return fixtureF32s(fx.bin, a.Offset, a.Shape), a.Shape
+}
+
+// fixtureF32s decodes an array of the given shape from a fixture's .bin,
+// little-endian f32 from byte offset off, as the fixture scripts write
+// them (make_forward_fixture.py, make_style_fixture.py).
+func fixtureF32s(bin []byte, off int, shape []int) []float32 {
 	n := 1
-	for _, d := range a.Shape {
+	for _, d := range shape {
 		n *= d
 	}
 	out := make([]float32, n)
 	for i := range out {
-		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(fx.bin[a.Offset+4*i:]))
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(bin[off+4*i:]))
 	}
-	return out, a.Shape
+	return out
 }
 
 // fixtureUniform is make_forward_fixture.py's weight generator: the top 24

@@ -1,7 +1,6 @@
 package vocoder
 
 import (
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -64,15 +63,7 @@ func (f *styleFixture) array(t *testing.T, name string) []float32 {
 	if !ok {
 		t.Fatalf("fixture has no array %q", name)
 	}
-	n := 1
-	for _, d := range a.Shape {
-		n *= d
-	}
-	out := make([]float32, n)
-	for i := range out {
-		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(f.bin[a.Offset+4*i:]))
-	}
-	return out
+	return fixtureF32s(f.bin, a.Offset, a.Shape)
 }
 
 // maxDiff is the largest |a-b| and the largest |b|.
