@@ -245,6 +245,14 @@ func addStateDict(out map[string]*Tensor, mod string, dict interface{}) error {
 	return nil
 }
 
+// isTorchZip reports whether r starts as a zip archive does, which a
+// torch.save file is; the other checkpoint format here is safetensors.
+func isTorchZip(r io.ReaderAt) bool {
+	var magic [4]byte
+	n, _ := r.ReadAt(magic[:], 0)
+	return n == 4 && bytes.Equal(magic[:], []byte("PK\x03\x04"))
+}
+
 // loadTorchZip unpickles a torch.save archive: tensors come back as
 // *pthTensor views whose storages are read on materialize.
 func loadTorchZip(r io.ReaderAt, size int64) (interface{}, error) {

@@ -1,7 +1,6 @@
 package vocoder
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -256,9 +255,7 @@ func readStyleCheckpoint(path string) (map[string]*Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	var magic [4]byte
-	n, _ := f.ReadAt(magic[:], 0)
-	if n == 4 && bytes.Equal(magic[:], []byte("PK\x03\x04")) {
+	if isTorchZip(f) {
 		return readStylePTH(f, info.Size())
 	}
 	all, err := readSafetensors(path)

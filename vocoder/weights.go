@@ -1,7 +1,6 @@
 package vocoder
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -58,10 +57,8 @@ func OpenWeights(path string) (*Weights, error) {
 	if err != nil {
 		return nil, fmt.Errorf("vocoder: weights: %w", err)
 	}
-	var magic [4]byte
-	n, _ := f.ReadAt(magic[:], 0)
 	var tensors map[string]*Tensor
-	if n == 4 && bytes.Equal(magic[:], []byte("PK\x03\x04")) {
+	if isTorchZip(f) {
 		tensors, err = readPTH(f, info.Size())
 	} else {
 		tensors, err = readSafetensors(path)
