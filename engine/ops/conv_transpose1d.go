@@ -27,6 +27,34 @@ func (a ConvTranspose1DArgs) OutLength() int {
 	return (a.Length-1)*orOne(a.Stride) - 2*a.Padding + a.Kernel + a.OutputPadding
 }
 
+// norm replaces a Stride and Groups of 0 by 1.
+func (a ConvTranspose1DArgs) norm() ConvTranspose1DArgs {
+	a.Stride, a.Groups = orOne(a.Stride), orOne(a.Groups)
+	return a
+}
+
+// check validates the shape of normalized arguments for kernel and returns
+// the output length; the error names the kernel and the bad value.
+func (a ConvTranspose1DArgs) check(kernel string) (int, error) {
+	if a.InChannels <= 0 || a.OutChannels <= 0 || a.Length <= 0 || a.Kernel <= 0 {
+		return 0, fmt.Errorf("ops: %s: channels %d->%d, length %d, kernel %d must be positive", kernel, a.InChannels, a.OutChannels, a.Length, a.Kernel)
+	}
+	if a.Stride < 0 || a.Groups < 0 || a.Padding < 0 || a.OutputPadding < 0 {
+		return 0, fmt.Errorf("ops: %s: stride %d, groups %d, padding %d, output padding %d must not be negative", kernel, a.Stride, a.Groups, a.Padding, a.OutputPadding)
+	}
+	if a.OutputPadding >= a.Stride {
+		return 0, fmt.Errorf("ops: %s: output padding %d must be smaller than the stride %d", kernel, a.OutputPadding, a.Stride)
+	}
+	if a.InChannels%a.Groups != 0 || a.OutChannels%a.Groups != 0 {
+		return 0, fmt.Errorf("ops: %s: channels %d->%d must be divisible by groups (%d)", kernel, a.InChannels, a.OutChannels, a.Groups)
+	}
+	tout := a.OutLength()
+	if tout <= 0 {
+		return 0, fmt.Errorf("ops: %s: padding %d leaves no output of length %d", kernel, a.Padding, tout)
+	}
+	return tout, nil
+}
+
 // convTranspose1dParams mirrors Params in shaders/conv_transpose1d.wgsl.
 type convTranspose1dParams struct {
 	Cin, Cout, Tin, Tout  uint32
@@ -43,22 +71,10 @@ type convTranspose1dParams struct {
 // floats or nil; y must be another buffer than x, w and bias.
 func ConvTranspose1D(c *gpu.Chain, x, w, bias, y *gpu.Buffer, a ConvTranspose1DArgs) error {
 	const kernel = "conv_transpose1d"
-	a.Stride, a.Groups = orOne(a.Stride), orOne(a.Groups)
-	if a.InChannels <= 0 || a.OutChannels <= 0 || a.Length <= 0 || a.Kernel <= 0 {
-		return fmt.Errorf("ops: %s: channels %d->%d, length %d, kernel %d must be positive", kernel, a.InChannels, a.OutChannels, a.Length, a.Kernel)
-	}
-	if a.Stride < 0 || a.Groups < 0 || a.Padding < 0 || a.OutputPadding < 0 {
-		return fmt.Errorf("ops: %s: stride %d, groups %d, padding %d, output padding %d must not be negative", kernel, a.Stride, a.Groups, a.Padding, a.OutputPadding)
-	}
-	if a.OutputPadding >= a.Stride {
-		return fmt.Errorf("ops: %s: output padding %d must be smaller than the stride %d", kernel, a.OutputPadding, a.Stride)
-	}
-	if a.InChannels%a.Groups != 0 || a.OutChannels%a.Groups != 0 {
-		return fmt.Errorf("ops: %s: channels %d->%d must be divisible by groups (%d)", kernel, a.InChannels, a.OutChannels, a.Groups)
-	}
-	tout := a.OutLength()
-	if tout <= 0 {
-		return fmt.Errorf("ops: %s: padding %d leaves no output of length %d", kernel, a.Padding, tout)
+	a = a.norm()
+	tout, err := a.check(kernel)
+	if err != nil {
+		return err
 	}
 	bias, flags, err := convBuffers(kernel, operand{"x", x, a.InChannels * a.Length}, operand{"y", y, a.OutChannels * tout},
 		w, a.InChannels*(a.OutChannels/a.Groups)*a.Kernel, a.F16, bias, a.OutChannels)
