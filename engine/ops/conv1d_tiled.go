@@ -14,8 +14,20 @@ import (
 // Limits (checked by Conv1DTiledWith): TM and TN multiples of 4 up to 16
 // (vec4 registers); M % TM == 0 and N % TN == 0; (M/TM)*(N/TN) <= 256
 // invocations; 4*KC*(M+N) <= 16384 bytes of workgroup memory.
+//
+// Pipelined runs the tile with shaders/conv1d_tiled_pipelined.wgsl
+// instead: the same GEMM and summation order, but the next K step's
+// global loads are issued into registers before the current step's
+// multiply-adds and stored into a second stage after them (one barrier a
+// step), the accumulators are named registers rather than arrays indexed
+// by loop counters, and the gather walks (input channel, tap) by counters
+// instead of a division per element. It narrows the limits: TM and TN 4 or
+// 8; M a multiple of 32; KC and N/4 dividing the invocations; at most two
+// staged vec4s of W (M*KC/4) and of B (KC*N/4) per invocation; and the
+// double stage, 8*KC*(M+N) bytes, within 16384.
 type Conv1DTile struct {
 	M, N, TM, TN, KC int
+	Pipelined        bool
 }
 
 // DefaultConv1DTile is the tile Conv1DTiled uses.
@@ -24,26 +36,47 @@ var DefaultConv1DTile = Conv1DTile{M: 64, N: 64, TM: 4, TN: 4, KC: 16}
 // Conv1DTileVariants are the tiles offered for sweeping: the default; 8x4
 // and 4x8 blocks on 128x64 and 64x128 tiles; 8x8 blocks on a 128x128 tile
 // with KC 8 (to fit workgroup memory); the default with KC 32; and a
-// 32x64 tile (128 invocations) for more workgroups at short lengths.
+// 32x64 tile (128 invocations) for more workgroups at short lengths. Then
+// the pipelined kernel on the default tile; on the 128x128 8x8 tile; 8x8
+// blocks on 64x128 (128 invocations) and 64x64 (64 invocations, for short
+// lengths) tiles; 8x4 blocks on a 128x64 tile; and the 32x64 tile.
 var Conv1DTileVariants = []Conv1DTile{
-	{64, 64, 4, 4, 16},
-	{128, 64, 8, 4, 16},
-	{64, 128, 4, 8, 16},
-	{128, 128, 8, 8, 8},
-	{64, 64, 4, 4, 32},
-	{32, 64, 4, 4, 16},
+	{M: 64, N: 64, TM: 4, TN: 4, KC: 16},
+	{M: 128, N: 64, TM: 8, TN: 4, KC: 16},
+	{M: 64, N: 128, TM: 4, TN: 8, KC: 16},
+	{M: 128, N: 128, TM: 8, TN: 8, KC: 8},
+	{M: 64, N: 64, TM: 4, TN: 4, KC: 32},
+	{M: 32, N: 64, TM: 4, TN: 4, KC: 16},
+	{M: 64, N: 64, TM: 4, TN: 4, KC: 16, Pipelined: true},
+	{M: 128, N: 128, TM: 8, TN: 8, KC: 8, Pipelined: true},
+	{M: 64, N: 128, TM: 8, TN: 8, KC: 8, Pipelined: true},
+	{M: 64, N: 64, TM: 8, TN: 8, KC: 8, Pipelined: true},
+	{M: 128, N: 64, TM: 8, TN: 4, KC: 8, Pipelined: true},
+	{M: 32, N: 64, TM: 4, TN: 4, KC: 16, Pipelined: true},
 }
 
-// String names the tile as m{M}n{N}t{TM}x{TN}k{KC}, e.g. m128n64t8x4k16.
+// String names the tile as m{M}n{N}t{TM}x{TN}k{KC}, e.g. m128n64t8x4k16,
+// with a suffix p when pipelined: m64n64t4x4k16p.
 func (t Conv1DTile) String() string {
-	return fmt.Sprintf("m%dn%dt%dx%dk%d", t.M, t.N, t.TM, t.TN, t.KC)
+	s := fmt.Sprintf("m%dn%dt%dx%dk%d", t.M, t.N, t.TM, t.TN, t.KC)
+	if t.Pipelined {
+		s += "p"
+	}
+	return s
 }
 
 // Invocations is the workgroup size, (M/TM)*(N/TN).
 func (t Conv1DTile) Invocations() int { return (t.M / t.TM) * (t.N / t.TN) }
 
-// SharedBytes is the workgroup memory the tile stages, 4*KC*(M+N).
-func (t Conv1DTile) SharedBytes() int { return 4 * t.KC * (t.M + t.N) }
+// SharedBytes is the workgroup memory the tile stages, 4*KC*(M+N), twice
+// that when pipelined.
+func (t Conv1DTile) SharedBytes() int {
+	b := 4 * t.KC * (t.M + t.N)
+	if t.Pipelined {
+		b *= 2
+	}
+	return b
+}
 
 // Validate says whether the kernel can run the tile; the error names the
 // limit broken.
@@ -61,6 +94,24 @@ func (t Conv1DTile) Validate() error {
 		return fmt.Errorf("ops: conv1d_tiled: tile %v: %d invocations per workgroup, over 256", t, t.Invocations())
 	case t.SharedBytes() > 16384:
 		return fmt.Errorf("ops: conv1d_tiled: tile %v: %d bytes of workgroup memory, over 16384", t, t.SharedBytes())
+	}
+	if !t.Pipelined {
+		return nil
+	}
+	// The pipelined kernel's quads are named registers (TM, TN of 4 or 8),
+	// its W swizzle XORs a vec4 index's low 3 bits within the row (M/4 a
+	// multiple of 8), and an invocation's two staged vec4s of W (B) share
+	// a K column (a step column) and are named registers too.
+	wg := t.Invocations()
+	switch {
+	case (t.TM != 4 && t.TM != 8) || (t.TN != 4 && t.TN != 8):
+		return fmt.Errorf("ops: conv1d_tiled: tile %v: the pipelined block %dx%d must be 4 or 8 each way", t, t.TM, t.TN)
+	case t.M%32 != 0:
+		return fmt.Errorf("ops: conv1d_tiled: tile %v: the pipelined tile's M %d must be a multiple of 32", t, t.M)
+	case wg%t.KC != 0 || wg%(t.N/4) != 0:
+		return fmt.Errorf("ops: conv1d_tiled: tile %v: KC %d and N/4 %d must divide the %d invocations", t, t.KC, t.N/4, wg)
+	case t.M*t.KC/4 > 2*wg || t.KC*t.N/4 > 2*wg:
+		return fmt.Errorf("ops: conv1d_tiled: tile %v: %d and %d staged vec4s of W and B, over 2 per invocation", t, t.M*t.KC/4, t.KC*t.N/4)
 	}
 	return nil
 }
@@ -141,7 +192,11 @@ func Conv1DTiledWith(c *gpu.Chain, x, w, bias, y *gpu.Buffer, a Conv1DArgs, o Co
 		K: uint32(a.Kernel), Pad: uint32(a.Padding), Dil: uint32(a.Dilation), Flags: flags,
 	}
 	// gpu.Spec carries four constants: TM, TN and KC travel packed in TMNK.
-	spec := gpu.Spec("conv1d_tiled", "conv1d_tiled", "WF16", b2u(a.F16), "TILE_M", tile.M, "TILE_N", tile.N,
+	family := "conv1d_tiled"
+	if tile.Pipelined {
+		family = "conv1d_tiled_pipelined"
+	}
+	spec := gpu.Spec(family, family, "WF16", b2u(a.F16), "TILE_M", tile.M, "TILE_N", tile.N,
 		"TMNK", tile.TM|tile.TN<<8|tile.KC<<16)
 	return dispatch(c, spec, p, [3]uint32{uint32(gx), uint32(gy), 1}, x, w, bias, y)
 }

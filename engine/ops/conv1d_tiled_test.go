@@ -69,6 +69,11 @@ func testConv1DTiledShapes(t *testing.T, tile Conv1DTile) {
 		{"large tile edges", Conv1DArgs{InChannels: 11, OutChannels: 131, Length: 263, Kernel: 3, Padding: 1}, true},
 		{"large tile dilated", Conv1DArgs{InChannels: 9, OutChannels: 257, Length: 300, Kernel: 7, Padding: 9, Dilation: 3}, true},
 		{"f16 large tile", Conv1DArgs{InChannels: 7, OutChannels: 129, Length: 200, Kernel: 11, Padding: 25, Dilation: 5, F16: true}, false},
+		// A generator resblock conv, smaller: many time tiles, the last
+		// partial, K = 280 (an odd and an even number of K steps, as the
+		// pipelined kernel alternates its two stages).
+		{"resblock k7 d3", Conv1DArgs{InChannels: 40, OutChannels: 96, Length: 1001, Kernel: 7, Padding: 9, Dilation: 3}, true},
+		{"resblock k11 d5", Conv1DArgs{InChannels: 24, OutChannels: 33, Length: 517, Kernel: 11, Padding: 25, Dilation: 5}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) { checkConv1DTiledTile(t, tile, 21, tc.a, tc.bias, 1, 0.5) })
 	}
@@ -86,7 +91,7 @@ func TestConv1DTiledWideMagnitude(t *testing.T) {
 }
 
 func TestConv1DTileVariantsFit(t *testing.T) {
-	if DefaultConv1DTile != (Conv1DTile{64, 64, 4, 4, 16}) {
+	if DefaultConv1DTile != (Conv1DTile{M: 64, N: 64, TM: 4, TN: 4, KC: 16}) {
 		t.Errorf("default tile %v, want m64n64t4x4k16", DefaultConv1DTile)
 	}
 	for _, tile := range Conv1DTileVariants {
@@ -107,13 +112,19 @@ func TestConv1DTiledRejectsBadTiles(t *testing.T) {
 		tile Conv1DTile
 		want string
 	}{
-		{Conv1DTile{64, 64, 4, 4, 0}, "positive"},
-		{Conv1DTile{64, 64, 6, 4, 16}, "multiples of 4"},
-		{Conv1DTile{64, 64, 4, 32, 16}, "multiples of 4"},
-		{Conv1DTile{60, 64, 8, 4, 16}, "whole number"},
-		{Conv1DTile{128, 128, 4, 4, 8}, "over 256"},
-		{Conv1DTile{128, 128, 8, 8, 32}, "over 16384"},
-		{Conv1DTile{64, 64, 4, 4, 64}, "over 16384"},
+		{Conv1DTile{M: 64, N: 64, TM: 4, TN: 4, KC: 0}, "positive"},
+		{Conv1DTile{M: 64, N: 64, TM: 6, TN: 4, KC: 16}, "multiples of 4"},
+		{Conv1DTile{M: 64, N: 64, TM: 4, TN: 32, KC: 16}, "multiples of 4"},
+		{Conv1DTile{M: 60, N: 64, TM: 8, TN: 4, KC: 16}, "whole number"},
+		{Conv1DTile{M: 128, N: 128, TM: 4, TN: 4, KC: 8}, "over 256"},
+		{Conv1DTile{M: 128, N: 128, TM: 8, TN: 8, KC: 32}, "over 16384"},
+		{Conv1DTile{M: 64, N: 64, TM: 4, TN: 4, KC: 64}, "over 16384"},
+		// The pipelined kernel's narrower limits.
+		{Conv1DTile{M: 64, N: 64, TM: 4, TN: 4, KC: 32, Pipelined: true}, "over 16384"},
+		{Conv1DTile{M: 64, N: 64, TM: 16, TN: 4, KC: 8, Pipelined: true}, "4 or 8"},
+		{Conv1DTile{M: 48, N: 64, TM: 4, TN: 4, KC: 8, Pipelined: true}, "multiple of 32"},
+		{Conv1DTile{M: 64, N: 64, TM: 8, TN: 8, KC: 12, Pipelined: true}, "must divide"},
+		{Conv1DTile{M: 64, N: 64, TM: 8, TN: 8, KC: 16, Pipelined: true}, "over 2 per invocation"},
 	} {
 		err := Conv1DTiledWith(nil, nil, nil, nil, nil, a, Conv1DTiledOptions{Tile: tc.tile})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
