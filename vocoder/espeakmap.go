@@ -46,8 +46,12 @@ var e2m = func() [][2]string {
 // consonant (n̩) becomes schwa + consonant.
 var syllabic = regexp.MustCompile(`(\S)\x{0329}`)
 
-// langFlags are espeak's language-switch marks, "(fr)…(en)", which
-// phonemizer removes (language_switch='remove-flags').
+// langFlags are espeak's language-switch marks, "(fr)…(en)". misaki's
+// EspeakFallback keeps them (phonemizer's default, keep-flags; only
+// EspeakG2P asks for remove-flags) and its table then rewrites their
+// letters. Hearth removes them: it sends espeak-ng only Latin-script words
+// (readable), for which the English voices of espeak-ng 1.51 write no
+// flag, so the two agree on every word Hearth can send (misaki_test.go).
 var langFlags = regexp.MustCompile(`\([a-z]{2,3}(-[a-z0-9]+)?\)`)
 
 // fromEspeak maps espeak-ng IPA (with '^' ties) to misaki's phonemes.
@@ -76,8 +80,10 @@ func fromEspeak(ps string, british bool) string {
 	// misaki: "for espeak < 1.52" (Debian 12 has 1.51).
 	ps = strings.ReplaceAll(ps, "o", "ɔ")
 	ps = strings.ReplaceAll(ps, "^", "")
-	// kokoro's KPipeline.en_tokenize writes the flap as T, for both
-	// American and British English.
+	// misaki's G2P.__call__ (misaki/en.py) writes the flap as T after the
+	// fallback, for both American and British English (every G2P version
+	// but '2.0'; kokoro's KPipeline passes none). Its other replacement
+	// there, ʔ → t, E2M has already made.
 	ps = strings.ReplaceAll(ps, "ɾ", "T")
 	return ps
 }
