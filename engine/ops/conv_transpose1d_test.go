@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/hearthstudio/hearth/engine/gpu"
@@ -13,7 +14,19 @@ import (
 // result by a whole term.
 const convTranspose1dRel = 1e-6
 
+// convTranspose1dKernel is ConvTranspose1D or a kernel computing the same y
+// (ConvTranspose1DTiled).
+type convTranspose1dKernel func(c *gpu.Chain, x, w, bias, y *gpu.Buffer, a ConvTranspose1DArgs) error
+
 func checkConvTranspose1D(t *testing.T, seed uint64, a ConvTranspose1DArgs, bias bool, xScale, wScale float32) {
+	t.Helper()
+	checkConvTranspose1DKernel(t, "conv_transpose1d", ConvTranspose1D, convTranspose1dRel, seed, a, bias, xScale, wScale)
+}
+
+// checkConvTranspose1DKernel runs op on random inputs of the given scales
+// and checks y against ref.ConvTranspose1D within rel of the bound
+// sum|x*w| (+|bias|).
+func checkConvTranspose1DKernel(t *testing.T, name string, op convTranspose1dKernel, rel float64, seed uint64, a ConvTranspose1DArgs, bias bool, xScale, wScale float32) {
 	t.Helper()
 	g := orOne(a.Groups)
 	x := randVec(seed, a.InChannels*a.Length, xScale)
@@ -35,8 +48,8 @@ func checkConvTranspose1D(t *testing.T, seed uint64, a ConvTranspose1DArgs, bias
 	}
 	bx, y := upload(t, "x", x), scratch(t, "y", n)
 	bw, bb := uploadConvWeights(t, w, a.F16), uploadOrNil(t, "b", b)
-	run(t, "conv_transpose1d", func(c *gpu.Chain) error { return ConvTranspose1D(c, bx, bw, bb, y, a) })
-	assertWithinBound(t, "conv_transpose1d", download(t, y, n), want, bound, convTranspose1dRel)
+	run(t, name, func(c *gpu.Chain) error { return op(c, bx, bw, bb, y, a) })
+	assertWithinBound(t, name, download(t, y, n), want, bound, rel)
 }
 
 func TestConvTranspose1DMatchesReference(t *testing.T) {
@@ -73,25 +86,50 @@ func TestConvTranspose1DWideMagnitude(t *testing.T) {
 }
 
 func TestConvTranspose1DRejectsBadShapes(t *testing.T) {
+	checkConvTranspose1DRejects(t, "conv_transpose1d", ConvTranspose1D,
+		func(a *ConvTranspose1DArgs) { a.Groups = 3 },
+	)
+}
+
+// checkConvTranspose1DRejects checks that op refuses, before recording
+// anything, a valid shape changed by each of bad, and the buffer mistakes
+// every transposed conv must catch: y aliasing x, no or too few weights
+// (f32 and packed f16), a short bias, output padding not below the stride,
+// padding that leaves no output.
+func checkConvTranspose1DRejects(t *testing.T, name string, op convTranspose1dKernel, bad ...func(a *ConvTranspose1DArgs)) {
+	t.Helper()
 	x, w, y := scratch(t, "x", 64), scratch(t, "w", 64), scratch(t, "y", 64)
-	c, err := dev.NewChain("bad conv_transpose1d")
+	c, err := dev.NewChain("bad " + name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Discard()
 	ok := ConvTranspose1DArgs{InChannels: 2, OutChannels: 2, Length: 16, Kernel: 3, Padding: 1}
 	with := func(f func(a *ConvTranspose1DArgs)) ConvTranspose1DArgs { a := ok; f(&a); return a }
-	for i, err := range []error{
-		ConvTranspose1D(c, x, w, nil, y, with(func(a *ConvTranspose1DArgs) { a.Groups = 3 })),
-		ConvTranspose1D(c, x, w, nil, y, with(func(a *ConvTranspose1DArgs) { a.OutputPadding = 1 })),
-		ConvTranspose1D(c, x, w, nil, y, with(func(a *ConvTranspose1DArgs) { a.Stride = 3 })),
-		ConvTranspose1D(c, x, w, nil, y, with(func(a *ConvTranspose1DArgs) { a.Padding = 20 })),
-		ConvTranspose1D(c, x, w, nil, x, ok),
-		ConvTranspose1D(c, x, scratch(t, "w2", 5), nil, y, ok),
-		ConvTranspose1D(c, x, w, scratch(t, "b", 1), y, ok),
-	} {
+	bad = append(bad,
+		func(a *ConvTranspose1DArgs) { a.OutputPadding = 1 },
+		func(a *ConvTranspose1DArgs) { a.Stride = 3 },
+		func(a *ConvTranspose1DArgs) { a.Padding = 20 },
+		func(a *ConvTranspose1DArgs) { a.Padding = -1 },
+		func(a *ConvTranspose1DArgs) { a.Length = 0 },
+		func(a *ConvTranspose1DArgs) { a.OutChannels = 0 },
+	)
+	var errs []error
+	for _, f := range bad {
+		errs = append(errs, op(c, x, w, nil, y, with(f)))
+	}
+	errs = append(errs,
+		op(c, x, w, nil, x, ok),
+		op(c, x, nil, nil, y, ok),
+		op(c, x, scratch(t, "w2", 5), nil, y, ok),
+		op(c, x, scratch(t, "w3", 2), nil, y, with(func(a *ConvTranspose1DArgs) { a.F16 = true })),
+		op(c, x, w, scratch(t, "b", 1), y, ok),
+	)
+	for i, err := range errs {
 		if err == nil {
 			t.Errorf("case %d: accepted", i)
+		} else if !strings.Contains(err.Error(), name+":") {
+			t.Errorf("case %d: error %q does not name %s", i, err, name)
 		}
 	}
 	if c.Err() != nil {
