@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -86,6 +87,53 @@ func TestConv1DTiledWideMagnitude(t *testing.T) {
 		t.Run(tile.String(), func(t *testing.T) {
 			checkConv1DTiledTile(t, tile, 24, Conv1DArgs{InChannels: 16, OutChannels: 35, Length: 77, Kernel: 5, Padding: 2}, true, 300, 30)
 			checkConv1DTiledTile(t, tile, 25, Conv1DArgs{InChannels: 16, OutChannels: 5, Length: 77, Kernel: 5, Padding: 2, F16: true}, true, 1e4, 60)
+		})
+	}
+}
+
+func TestConv1DTiledVariantsAgreeBitwise(t *testing.T) {
+	// The contract is the summation order itself, not just the tolerance:
+	// every variant adds bias, then j = 0..K-1, each a rounded multiply and
+	// a rounded add, so on one device every variant's y is the default
+	// tile's bit for bit (as measured on lavapipe). A tile that reordered
+	// taps or split K would differ in the last bits of most outputs while
+	// staying within conv1dRel. (A driver that fused the multiply-adds in
+	// one kernel and not another would also show here.)
+	for _, tc := range []struct {
+		name string
+		a    Conv1DArgs
+	}{
+		{"k7 d3", Conv1DArgs{InChannels: 90, OutChannels: 70, Length: 301, Kernel: 7, Padding: 9, Dilation: 3}},
+		{"f16 k3", Conv1DArgs{InChannels: 45, OutChannels: 131, Length: 150, Kernel: 3, Padding: 1, F16: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := tc.a
+			w := randVec(2, a.OutChannels*a.InChannels*a.Kernel, 0.5)
+			if a.F16 {
+				w = f16Round(t, w)
+			}
+			x, b := upload(t, "x", randVec(1, a.InChannels*a.Length, 1)), upload(t, "b", randVec(3, a.OutChannels, 0.5))
+			bw := uploadConvWeights(t, w, a.F16)
+			n := a.OutChannels * a.OutLength()
+			conv := func(tile Conv1DTile) []float32 {
+				y := scratch(t, "y", n)
+				run(t, tile.String(), func(c *gpu.Chain) error {
+					return Conv1DTiledWith(c, x, bw, b, y, a, Conv1DTiledOptions{Tile: tile})
+				})
+				return download(t, y, n)
+			}
+			want := conv(DefaultConv1DTile)
+			for _, tile := range Conv1DTileVariants {
+				got, diff := conv(tile), 0
+				for i := range got {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						diff++
+					}
+				}
+				if diff > 0 {
+					t.Errorf("%v: %d of %d outputs differ from %v's in their bits", tile, diff, n, DefaultConv1DTile)
+				}
+			}
 		})
 	}
 }
