@@ -13,8 +13,9 @@
 // subgroup's reads are one contiguous run (coalesced); reading torch's
 // row-major W_hh directly put neighbouring invocations H floats apart.
 //
-// Constants: WG, the workgroup size; H, the hidden size; UNITS =
-// ceil(H / WG).
+// Constants: WG, the workgroup size (lstm_whh_t: 256; lstm_recur:
+// 256 * SPLIT); H, the hidden size; UNITS = ceil(H / 256), the units an
+// invocation serves; SPLIT, the K slices of lstm_recur (1 for lstm_whh_t).
 
 struct Params {
     input: u32,
@@ -67,57 +68,97 @@ fn lstm_whh_t(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgr
     gates[p.dirs * p.t * H + i] = w;
 }
 
+// lstm_recur: one workgroup of WG = 256 * SPLIT invocations per
+// direction. Invocation l serves units j = l % 256 + 256 u (u < UNITS) and
+// the K slice q = l / 256 of their dot products with h_{t-1}: k in
+// [q * KS, (q + 1) * KS). A step's W_hh reads (4H x H floats, 1 MB at
+// Kokoro's size) come from L2, and one workgroup has only its own loads in
+// flight to hide that latency: splitting K over SPLIT slices puts SPLIT
+// times as many invocations, each with eight loads in flight, on it.
+// Slices q > 0 leave their partial sums in workgroup memory, and slice 0
+// adds them in slice order, updates c and writes h.
+const SW: u32 = WG / SPLIT; // invocations per slice, 256
+const KS: u32 = (H + SPLIT - 1u) / SPLIT; // k per slice
+const PART_LEN: u32 = (SPLIT - 1u) * UNITS * SW + 1u; // + 1: no empty array at SPLIT 1
+
+var<workgroup> part: array<vec4<f32>, PART_LEN>;
+
 @compute @workgroup_size(WG)
 fn lstm_recur(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let d = wid.x; // 0 forward, 1 reverse
     let wbase = p.dirs * p.t * H + d * H * H;
+    let q = lid / SW;
+    let lj = lid % SW;
+    let k0 = min(q * KS, H);
+    let k1 = min(k0 + KS, H);
     var c: array<f32, UNITS>;
-    var hn: array<f32, UNITS>;
     for (var u = 0u; u < UNITS; u++) {
         c[u] = 0.0;
-        let j = lid + u * WG;
-        if (j < H) {
-            hs[j] = 0.0;
-        }
+    }
+    for (var j = lid; j < H; j += WG) {
+        hs[j] = 0.0;
     }
     workgroupBarrier();
     for (var s = 0u; s < p.t; s++) {
         let t = select(s, p.t - 1u - s, d == 1u);
         let gbase = (d * p.t + t) * H;
+        var g: array<vec4<f32>, UNITS>;
         for (var u = 0u; u < UNITS; u++) {
-            let j = lid + u * WG;
+            let j = lj + u * SW;
             if (j >= H) {
                 break;
             }
-            // Two accumulators and four loads per iteration, so several
-            // loads are in flight per invocation.
-            var acc0 = gates[gbase + j];
+            // Four accumulators and eight loads per iteration.
+            var acc0 = vec4(0.0);
+            if (q == 0u) {
+                acc0 = gates[gbase + j];
+            }
             var acc1 = vec4(0.0);
+            var acc2 = vec4(0.0);
+            var acc3 = vec4(0.0);
             let wj = wbase + j;
-            var k = 0u;
-            for (; k + 4u <= H; k += 4u) {
+            var k = k0;
+            for (; k + 8u <= k1; k += 8u) {
                 let w0 = gates[wj + k * H];
                 let w1 = gates[wj + (k + 1u) * H];
                 let w2 = gates[wj + (k + 2u) * H];
                 let w3 = gates[wj + (k + 3u) * H];
+                let w4 = gates[wj + (k + 4u) * H];
+                let w5 = gates[wj + (k + 5u) * H];
+                let w6 = gates[wj + (k + 6u) * H];
+                let w7 = gates[wj + (k + 7u) * H];
                 acc0 += w0 * hs[k];
                 acc1 += w1 * hs[k + 1u];
-                acc0 += w2 * hs[k + 2u];
-                acc1 += w3 * hs[k + 3u];
+                acc2 += w2 * hs[k + 2u];
+                acc3 += w3 * hs[k + 3u];
+                acc0 += w4 * hs[k + 4u];
+                acc1 += w5 * hs[k + 5u];
+                acc2 += w6 * hs[k + 6u];
+                acc3 += w7 * hs[k + 7u];
             }
-            for (; k < H; k++) {
+            for (; k < k1; k++) {
                 acc0 += gates[wj + k * H] * hs[k];
             }
-            let g = acc0 + acc1; // (i, f, g, o)
-            c[u] = sigmoid(g.y) * c[u] + sigmoid(g.x) * tanh_safe(g.z);
-            hn[u] = sigmoid(g.w) * tanh_safe(c[u]);
+            g[u] = (acc0 + acc1) + (acc2 + acc3);
+            if (q > 0u) {
+                part[((q - 1u) * UNITS + u) * SW + lj] = g[u];
+            }
         }
-        workgroupBarrier(); // every invocation has read h_{t-1}
-        for (var u = 0u; u < UNITS; u++) {
-            let j = lid + u * WG;
-            if (j < H) {
-                hs[j] = hn[u];
-                y[(d * H + j) * p.t + t] = hn[u];
+        workgroupBarrier(); // every invocation has read h_{t-1}; partials are in
+        if (q == 0u) {
+            for (var u = 0u; u < UNITS; u++) {
+                let j = lj + u * SW;
+                if (j >= H) {
+                    break;
+                }
+                var gj = g[u]; // (i, f, g, o)
+                for (var r = 1u; r < SPLIT; r++) {
+                    gj += part[((r - 1u) * UNITS + u) * SW + lj];
+                }
+                c[u] = sigmoid(gj.y) * c[u] + sigmoid(gj.x) * tanh_safe(gj.z);
+                let h = sigmoid(gj.w) * tanh_safe(c[u]);
+                hs[j] = h;
+                y[(d * H + j) * p.t + t] = h;
             }
         }
         workgroupBarrier(); // h_t is complete before the next step reads it

@@ -17,6 +17,11 @@ type LSTMWeights struct {
 // LSTMArgs shapes an LSTM over Length steps of Input features.
 type LSTMArgs struct {
 	Input, Hidden, Length int
+	// Split is the number of slices (1, 2 or 4) the recurrence splits
+	// each step's dot products over; 0 takes the most the device's
+	// workgroup limits allow (lstmSplit). Every split computes the same
+	// LSTM; they differ in summation order and speed.
+	Split int
 }
 
 // lstmMaxSteps keeps the recurrence's time loop under lavapipe's silent
@@ -98,15 +103,54 @@ func LSTM(c *gpu.Chain, x *gpu.Buffer, fwd LSTMWeights, bwd *LSTMWeights, scratc
 		return fmt.Errorf("ops: %s: scratch must be another buffer than y", kernel)
 	}
 	units := (a.Hidden + wg - 1) / wg
+	split := a.Split
+	if split == 0 {
+		split = lstmSplit(c.Device(), a.Hidden, units)
+	} else if err := lstmSplitFits(c.Device().Limits, a.Hidden, units, split); err != nil {
+		return err
+	}
 	p := lstmParams{Input: uint32(a.Input), T: uint32(a.Length), Dirs: uint32(dirs)}
 	in := gpu.Spec("lstm", "lstm_input", "WG", wg, "H", a.Hidden)
 	if err := dispatch(c, in, p, gpu.Grid(dirs*h4*a.Length, wg), x, fwd.WIH, back.WIH, fwd.BIH, fwd.BHH, back.BIH, back.BHH, scratch); err != nil {
 		return err
 	}
-	tr := gpu.Spec("lstm_recur", "lstm_whh_t", "WG", wg, "H", a.Hidden, "UNITS", units)
+	tr := gpu.Spec("lstm_recur", "lstm_whh_t", "WG", wg, "H", a.Hidden, "UNITS", units, "SPLIT", 1)
 	if err := dispatch(c, tr, p, gpu.Grid(dirs*a.Hidden*a.Hidden, wg), scratch, fwd.WHH, back.WHH, y); err != nil {
 		return err
 	}
-	rec := gpu.Spec("lstm_recur", "lstm_recur", "WG", wg, "H", a.Hidden, "UNITS", units)
+	rec := gpu.Spec("lstm_recur", "lstm_recur", "WG", wg*split, "H", a.Hidden, "UNITS", units, "SPLIT", split)
 	return dispatch(c, rec, p, [3]uint32{uint32(dirs), 1, 1}, scratch, fwd.WHH, back.WHH, y)
+}
+
+// lstmSplit is how many slices lstm_recur splits each step's dot products
+// over (4, 2 or 1): on a GPU as many as the device's workgroup limits
+// allow, since one 1024-invocation workgroup keeps four times the W_hh
+// loads in flight of a 256-invocation one; on a CPU adapter (lavapipe),
+// whose few threads run the invocations in turn, 1: there slices only add
+// work (1.6x slower at Kokoro's size).
+func lstmSplit(d *gpu.Device, hidden, units int) int {
+	if d.Info.Type == "cpu" {
+		return 1
+	}
+	for _, s := range []int{4, 2} {
+		if lstmSplitFits(d.Limits, hidden, units, s) == nil {
+			return s
+		}
+	}
+	return 1
+}
+
+// lstmSplitFits says whether a split of s slices fits the device: 256
+// invocations a slice, and workgroup memory for h and the partial gates of
+// the slices past the first (16 bytes a unit slot, plus one).
+func lstmSplitFits(l gpu.Limits, hidden, units, s int) error {
+	if s != 1 && s != 2 && s != 4 {
+		return fmt.Errorf("ops: lstm: split %d: the recurrence splits into 1, 2 or 4 slices", s)
+	}
+	invocations, shared := s*wg, 4*hidden+16*((s-1)*units*wg+1)
+	if uint32(invocations) > l.MaxComputeInvocationsPerWorkgroup || uint32(shared) > l.MaxComputeWorkgroupStorageSize {
+		return fmt.Errorf("ops: lstm: split %d at hidden %d needs %d invocations and %d bytes of workgroup memory; the device allows %d and %d",
+			s, hidden, invocations, shared, l.MaxComputeInvocationsPerWorkgroup, l.MaxComputeWorkgroupStorageSize)
+	}
+	return nil
 }

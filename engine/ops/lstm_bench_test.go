@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/hearthstudio/hearth/engine/gpu"
@@ -11,17 +12,29 @@ import (
 // the boundary tokens. µs/step is the whole LSTM call (input projection and
 // recurrence) per time step; the recurrence, one workgroup per direction
 // reading all of W_hh each step, is what dominates it on a GPU.
+//
+// Sub-benchmarks split=1, 2, 4 time each split of the recurrence's dot
+// products (LSTMArgs.Split); those the device cannot run are not listed.
 func BenchmarkLSTMKokoro(b *testing.B) {
-	a := LSTMArgs{Input: 640, Hidden: 256, Length: 512}
-	fwd := lstmWeights(b, 10, a, 1/16.0)
-	bwd := lstmWeights(b, 20, a, 1/16.0)
-	x := upload(b, "x", randVec(1, a.Input*a.Length, 1))
-	sc := scratch(b, "gates", a.ScratchFloats(true))
-	y := scratch(b, "y", 2*a.Hidden*a.Length)
-	op := func(c *gpu.Chain) error { return LSTM(c, x, fwd.bufs, &bwd.bufs, sc, y, a) }
-	benchChain(b, 1, op)
-	b.ResetTimer()
-	benchChain(b, b.N, op)
-	b.StopTimer()
-	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/float64(a.Length), "µs/step")
+	base := LSTMArgs{Input: 640, Hidden: 256, Length: 512}
+	fwd := lstmWeights(b, 10, base, 1/16.0)
+	bwd := lstmWeights(b, 20, base, 1/16.0)
+	x := upload(b, "x", randVec(1, base.Input*base.Length, 1))
+	sc := scratch(b, "gates", base.ScratchFloats(true))
+	y := scratch(b, "y", 2*base.Hidden*base.Length)
+	for _, split := range []int{1, 2, 4} {
+		if lstmSplitFits(dev.Limits, base.Hidden, 1, split) != nil {
+			continue
+		}
+		a := base
+		a.Split = split
+		b.Run(fmt.Sprintf("split=%d", split), func(b *testing.B) {
+			op := func(c *gpu.Chain) error { return LSTM(c, x, fwd.bufs, &bwd.bufs, sc, y, a) }
+			benchChain(b, 1, op)
+			b.ResetTimer()
+			benchChain(b, b.N, op)
+			b.StopTimer()
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/float64(a.Length), "µs/step")
+		})
+	}
 }

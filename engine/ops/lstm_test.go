@@ -72,9 +72,19 @@ func TestLSTMMatchesReference(t *testing.T) {
 		{LSTMArgs{Input: 96, Hidden: 256, Length: 12}, true},
 		{LSTMArgs{Input: 33, Hidden: 300, Length: 9}, true},
 	} {
-		t.Run(fmt.Sprintf("%dx%d/T%d/bi=%v", tc.a.Input, tc.a.Hidden, tc.a.Length, tc.bidir), func(t *testing.T) {
-			checkLSTM(t, 81, tc.a, tc.bidir, 1, 0)
-		})
+		// Every split of the recurrence (each step's dot products over 1,
+		// 2 or 4 slices of k, summed in workgroup memory) must give the
+		// same LSTM; 0 is the device's own choice.
+		for _, split := range []int{0, 1, 2, 4} {
+			a := tc.a
+			a.Split = split
+			if split == 4 && a.Hidden > 256 {
+				a.Split = 2 // two units a slot: four slices need 24 KiB
+			}
+			t.Run(fmt.Sprintf("%dx%d/T%d/bi=%v/split=%d", a.Input, a.Hidden, a.Length, tc.bidir, a.Split), func(t *testing.T) {
+				checkLSTM(t, 81, a, tc.bidir, 1, 0)
+			})
+		}
 	}
 }
 
@@ -110,6 +120,7 @@ func TestLSTMRejectsBadShapes(t *testing.T) {
 		LSTM(c, x, w, &w, sc, y, LSTMArgs{Input: 2, Hidden: 2048, Length: 4}),
 		LSTM(c, x, w, &w, sc, y, LSTMArgs{Input: 2, Hidden: 3, Length: 70000}),
 		LSTM(c, x, w, &w, sc, y, LSTMArgs{Input: 0, Hidden: 3, Length: 4}),
+		LSTM(c, x, w, &w, sc, y, LSTMArgs{Input: 2, Hidden: 3, Length: 4, Split: 3}),
 	} {
 		if err == nil {
 			t.Errorf("case %d: accepted", i)
