@@ -95,6 +95,10 @@ type Chain struct {
 	speculative bool
 	// submitted is set once the queue accepted the chain.
 	submitted bool
+	// keep, when keeping, is how many dispatches the chain records; see
+	// KeepFirst.
+	keep    int
+	keeping bool
 }
 
 // NewChain opens a command encoder for a sequence of dispatches.
@@ -121,6 +125,15 @@ func (d *Device) NewChain(label string) (*Chain, error) {
 // recorded while the GPU runs this one): a NewChain on the device discards
 // it instead of failing, and its owner sees Done and records it again.
 func (c *Chain) Speculate() { c.speculative = true }
+
+// KeepFirst makes the chain record only its first n dispatches: later
+// ones are checked as usual but not recorded (copies and readbacks still
+// are). A profiler times a chain's prefixes with it; the difference of two
+// prefixes' times is what the dispatches between them cost.
+func (c *Chain) KeepFirst(n int) { c.keep, c.keeping = n, true }
+
+// Kernels names the dispatches recorded so far, in order.
+func (c *Chain) Kernels() []string { return append([]string(nil), c.kernels...) }
 
 // Done reports whether the chain was submitted or discarded.
 func (c *Chain) Done() bool { return c.done }
@@ -252,6 +265,9 @@ func (c *Chain) Dispatch(k *Kernel, params any, grid [3]uint32, bufs ...*Buffer)
 		for _, b := range bufs {
 			d.bindsOf[b.id] = append(d.bindsOf[b.id], key)
 		}
+	}
+	if c.keeping && len(c.kernels) >= c.keep {
+		return nil
 	}
 	c.ensurePass()
 	c.pass.SetPipeline(k.pipeline)

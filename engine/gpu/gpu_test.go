@@ -213,6 +213,38 @@ func TestChainKeepsParamsPerDispatch(t *testing.T) {
 	}
 }
 
+// TestChainKeepFirst records two dispatches into y, keeping only the first
+// (as the profiler does to time a prefix): y holds the first's result, and
+// Kernels lists what was recorded.
+func TestChainKeepFirst(t *testing.T) {
+	bx, by := newF32(t, "x", []float32{1, 2, 3}), newF32(t, "y", make([]float32, 3))
+	k := shiftKernel(t, 64)
+	for keep, want := range []string{"[0 0 0]", "[11 12 13]", "[101 102 103]"} {
+		c, err := dev.NewChain("keep")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.KeepFirst(keep)
+		if err := c.Clear(by, 0, 12); err != nil {
+			t.Fatal(err)
+		}
+		for _, add := range []float32{10, 100} {
+			if err := c.Dispatch(k, shiftParams{N: 3, Add: add}, Grid(3, 64), bx, by); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := len(c.Kernels()); got != keep {
+			t.Errorf("keep %d: %d kernels recorded", keep, got)
+		}
+		if err := c.Submit(); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := by.ReadF32(0, 3); fmt.Sprint(got) != want {
+			t.Errorf("keep %d: y = %v, want %s", keep, got, want)
+		}
+	}
+}
+
 func TestDispatchRejectsBadCalls(t *testing.T) {
 	k := shiftKernel(t, 64)
 	bx, by := newF32(t, "x", make([]float32, 4)), newF32(t, "y", make([]float32, 4))
