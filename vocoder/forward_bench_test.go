@@ -108,15 +108,7 @@ func benchUtterances(b *testing.B, cfg *Config, texts []benchText, s interface {
 	}
 	for _, text := range texts {
 		ps := []rune(text.phonemes)
-		tokens := []int{0}
-		for _, p := range ps {
-			tokens = append(tokens, cfg.Vocab[string(p)])
-		}
-		tokens = append(tokens, 0)
-		style, err := voice.Style(len(ps))
-		if err != nil {
-			b.Fatal(err)
-		}
+		tokens, style := benchInput(b, cfg, voice, text.phonemes)
 		b.Run(text.name, func(b *testing.B) {
 			audio, durations, err := s.Forward(tokens, style, 1, false)
 			if err != nil {

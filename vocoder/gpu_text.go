@@ -373,16 +373,40 @@ func (t *gpuText) durations(tokens []int, prosody []float32, speed float64) ([]i
 	if !(speed > 0) || speed > 1e6 {
 		return nil, fmt.Errorf("speed %g must be positive and at most 1e6", speed)
 	}
-	T, H, S := len(tokens), c.HiddenDim, c.StyleDim
-	ids := make([]uint32, T)
-	for i, id := range tokens {
-		ids[i] = uint32(id)
-	}
 	ch, err := t.g.dev.NewChain("kokoro.durations")
 	if err != nil {
 		return nil, err
 	}
 	defer ch.Discard()
+	rb, d, tEn, err := t.record(ch, tokens, prosody, speed)
+	if err != nil {
+		return nil, err
+	}
+	if err := ch.Submit(); err != nil {
+		return nil, err
+	}
+	raw, err := rb.Bytes()
+	if err != nil {
+		return nil, err
+	}
+	out, err := framesOf(gpu.U32From(raw), tokens)
+	if err != nil {
+		return nil, err
+	}
+	t.d, t.tEn, t.tokens = d, tEn, len(tokens)
+	return out, nil
+}
+
+// record appends durations' work to ch, for tokens and prosody that
+// durations checked, and a readback of each token's frames; it returns
+// that readback, d and t_en (which stay on the device for frames).
+func (t *gpuText) record(ch *gpu.Chain, tokens []int, prosody []float32, speed float64) (*gpu.Readback, *gpu.Buffer, *gpu.Buffer, error) {
+	c := t.c
+	T, H, S := len(tokens), c.HiddenDim, c.StyleDim
+	ids := make([]uint32, T)
+	for i, id := range tokens {
+		ids[i] = uint32(id)
+	}
 	p := &textPass{g: t.g, ch: ch}
 	idBuf := p.upload("tokens", gpu.U32Bytes(ids))
 	sty := p.upload("prosody", gpu.F32Bytes(prosody))
@@ -426,25 +450,10 @@ func (t *gpuText) durations(tokens []int, prosody []float32, speed float64) ([]i
 	// Text encoder, which needs no durations: t_en [H][T].
 	tEn := t.encoder.forward(p, idBuf, T, H)
 	if p.err != nil {
-		return nil, p.err
+		return nil, nil, nil, p.err
 	}
 	rb, err := ch.ReadBack(frames, 0, uint64(T)*4)
-	if err != nil {
-		return nil, err
-	}
-	if err := ch.Submit(); err != nil {
-		return nil, err
-	}
-	raw, err := rb.Bytes()
-	if err != nil {
-		return nil, err
-	}
-	out, err := framesOf(gpu.U32From(raw), tokens)
-	if err != nil {
-		return nil, err
-	}
-	t.d, t.tEn, t.tokens = d, tEn, T
-	return out, nil
+	return rb, d, tEn, err
 }
 
 // forward is ALBERT.forward: the last hidden state [T][h] of the token ids
