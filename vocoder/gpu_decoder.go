@@ -343,7 +343,15 @@ func (p *pass) conv(c *gpuConv, x, y *gpu.Buffer, length int) int {
 func (p *pass) convT(c *gpuConvT, x, y *gpu.Buffer, length int) int {
 	a := c.a
 	a.Length = length
-	if p.err == nil {
+	if p.err != nil {
+		return a.OutLength()
+	}
+	// The generator's upsamplers (groups 1, 8 and 12 GMAC on a 510-phoneme
+	// chunk) run as tiled GEMMs, one per phase of the stride; the decoder's
+	// depthwise pool runs one output per invocation.
+	if ops.ConvTranspose1DTiledFits(a) == nil {
+		p.fail(ops.ConvTranspose1DTiled(p.ch, x, c.w, c.b, y, a))
+	} else {
 		p.fail(ops.ConvTranspose1D(p.ch, x, c.w, c.b, y, a))
 	}
 	return a.OutLength()
