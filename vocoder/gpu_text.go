@@ -72,9 +72,14 @@ type textConvBlock struct {
 	gamma, beta *gpu.Buffer
 }
 
-// textLinear is nn.Linear as an F32 weight tensor for ops.MatMul and a bias.
+// textLinear is nn.Linear on the device: the weight as an F32 tensor for
+// ops.MatMul (w, for the style projections' single row), or transposed
+// (wt [in][out], for the projections of every token) for
+// ops.MatMulBackwardInput, whose register-blocked tiles compute X·Wᵀ as
+// X·(Wᵀ) many times faster than MatMul's row-at-a-time kernel on PL-BERT's
+// 512 tokens; and the bias.
 type textLinear struct {
-	w       *gpu.Tensor
+	w, wt   *gpu.Tensor
 	b       *gpu.Buffer
 	in, out int
 }
@@ -141,6 +146,18 @@ func (u *textUploader) linear(label string, l *Linear) *textLinear {
 	return &textLinear{w: u.tensor(label+".w", l.W, l.Out, l.In), b: u.buf(label+".b", l.B), in: l.In, out: l.Out}
 }
 
+// tokenLinear is linear for a projection of every token: its weight is
+// uploaded transposed (see textLinear).
+func (u *textUploader) tokenLinear(label string, l *Linear) *textLinear {
+	wt := make([]float32, len(l.W))
+	for o := range l.Out {
+		for i := range l.In {
+			wt[i*l.Out+o] = l.W[o*l.In+i]
+		}
+	}
+	return &textLinear{wt: u.tensor(label+".wt", wt, l.In, l.Out), b: u.buf(label+".b", l.B), in: l.In, out: l.Out}
+}
+
 func (u *textUploader) conv(label string, c *Conv1d) *textConv {
 	t := &textConv{w: u.buf(label+".w", c.W), a: ops.Conv1DArgs{InChannels: c.In, OutChannels: c.Out, Kernel: c.Kernel,
 		Stride: c.Stride, Padding: c.Padding, Dilation: c.Dilation}}
@@ -190,20 +207,20 @@ func newGPUText(g *GPUModel) (*gpuText, error) {
 		tokenType:     u.buf("bert.token_type", b.TokenTypeEmbeddings[:b.EmbeddingSize]),
 		embNormW:      u.buf("bert.emb_norm.w", b.EmbedNormW),
 		embNormB:      u.buf("bert.emb_norm.b", b.EmbedNormB),
-		embedToHidden: u.linear("bert.embed_to_hidden", b.EmbedToHidden),
-		query:         u.linear("bert.query", L.Query),
-		key:           u.linear("bert.key", L.Key),
-		value:         u.linear("bert.value", L.Value),
-		dense:         u.linear("bert.dense", L.Dense),
+		embedToHidden: u.tokenLinear("bert.embed_to_hidden", b.EmbedToHidden),
+		query:         u.tokenLinear("bert.query", L.Query),
+		key:           u.tokenLinear("bert.key", L.Key),
+		value:         u.tokenLinear("bert.value", L.Value),
+		dense:         u.tokenLinear("bert.dense", L.Dense),
 		attnNormW:     u.buf("bert.attn_norm.w", L.AttnNormW),
 		attnNormB:     u.buf("bert.attn_norm.b", L.AttnNormB),
-		ffn:           u.linear("bert.ffn", L.FFN),
-		ffnOut:        u.linear("bert.ffn_out", L.FFNOut),
+		ffn:           u.tokenLinear("bert.ffn", L.FFN),
+		ffnOut:        u.tokenLinear("bert.ffn_out", L.FFNOut),
 		ffnNormW:      u.buf("bert.ffn_norm.w", L.FFNNormW),
 		ffnNormB:      u.buf("bert.ffn_norm.b", L.FFNNormB),
 		e:             b.EmbeddingSize, h: b.Hidden, heads: b.Heads, layers: b.Layers, ff: L.FFN.Out,
 	}
-	t.bertEncoder = u.linear("bert_encoder", m.BERTEncoder)
+	t.bertEncoder = u.tokenLinear("bert_encoder", m.BERTEncoder)
 	p := m.Predictor
 	for i, l := range p.TextEncoder.LSTMs {
 		t.durEnc = append(t.durEnc, textDurLayer{
@@ -212,7 +229,7 @@ func newGPUText(g *GPUModel) (*gpuText, error) {
 		})
 	}
 	t.lstm = u.lstm("dur.lstm", p.LSTM)
-	t.durProj = u.linear("dur.proj", p.DurationProj)
+	t.durProj = u.tokenLinear("dur.proj", p.DurationProj)
 	t.shared = u.lstm("shared", p.Shared)
 	for i, blk := range p.F0 {
 		t.f0 = append(t.f0, u.resBlk(fmt.Sprintf("F0.%d", i), blk))
@@ -296,7 +313,11 @@ func (p *textPass) linear(l *textLinear, x, y *gpu.Buffer, rows int) {
 	if p.err != nil {
 		return
 	}
-	p.do(ops.MatMul(p.ch, l.w, x, y, rows))
+	if l.wt != nil {
+		p.do(ops.MatMulBackwardInput(p.ch, l.wt, x, y, rows))
+	} else {
+		p.do(ops.MatMul(p.ch, l.w, x, y, rows))
+	}
 	p.do(ops.AddBias(p.ch, y, l.b, rows, l.out))
 }
 
@@ -306,7 +327,14 @@ func (p *textPass) conv(c *textConv, x, y *gpu.Buffer, length int) {
 	}
 	a := c.a
 	a.Length = length
-	p.do(ops.Conv1D(p.ch, x, c.w, c.b, y, a))
+	// As the decoder's pass.conv: the text encoder's and the F0/N blocks'
+	// stride-1 convs (512 channels, k3/k5, at the token or frame rate) are
+	// implicit GEMMs; the strided ones run one output per invocation.
+	if ops.Conv1DTiledFits(a) == nil {
+		p.do(ops.Conv1DTiled(p.ch, x, c.w, c.b, y, a))
+	} else {
+		p.do(ops.Conv1D(p.ch, x, c.w, c.b, y, a))
+	}
 }
 
 // lstm runs the BiLSTM on x [input][length] into y [2*hidden][length];
