@@ -14,7 +14,9 @@ import (
 // conv (1090 -> 1024, k3, at the frame rate) and generator resblock convs
 // (256 -> 256, k7, dilation 3, at the first stage's rate; 128 -> 128, k11,
 // dilation 5, at the second's, T = 24000) plus a 512 -> 256 k7 conv, for
-// ~100 frames. GFLOP/s is 2 per multiply-add.
+// ~100 frames; then the real chunk sizes of a long utterance: the decoder
+// conv at 1527 frames and the first stage's resblock conv at 30540 steps.
+// GFLOP/s is 2 per multiply-add.
 func BenchmarkConv1DKokoro(b *testing.B) {
 	for _, shape := range []struct {
 		name string
@@ -24,6 +26,8 @@ func BenchmarkConv1DKokoro(b *testing.B) {
 		{"resblock_256x256_k7d3", Conv1DArgs{InChannels: 256, OutChannels: 256, Length: 1000, Kernel: 7, Padding: 9, Dilation: 3}},
 		{"resblock_128x128_k11d5", Conv1DArgs{InChannels: 128, OutChannels: 128, Length: 24000, Kernel: 11, Padding: 25, Dilation: 5}},
 		{"conv_512x256_k7", Conv1DArgs{InChannels: 512, OutChannels: 256, Length: 1000, Kernel: 7, Padding: 3}},
+		{"decoder_1090x1024_k3_L1527", Conv1DArgs{InChannels: 1090, OutChannels: 1024, Length: 1527, Kernel: 3, Padding: 1}},
+		{"resblock_256x256_k7d3_L30540", Conv1DArgs{InChannels: 256, OutChannels: 256, Length: 30540, Kernel: 7, Padding: 9, Dilation: 3}},
 	} {
 		a := shape.a
 		x := upload(b, "x", randVec(1, a.InChannels*a.Length, 1))
