@@ -38,8 +38,10 @@ var DefaultConv1DTile = Conv1DTile{M: 64, N: 64, TM: 4, TN: 4, KC: 16}
 // with KC 8 (to fit workgroup memory); the default with KC 32; and a
 // 32x64 tile (128 invocations) for more workgroups at short lengths. Then
 // the pipelined kernel on the default tile; on the 128x128 8x8 tile; 8x8
-// blocks on 64x128 (128 invocations) and 64x64 (64 invocations, for short
-// lengths) tiles; 8x4 blocks on a 128x64 tile; and the 32x64 tile.
+// blocks on 64x128 and 128x64 tiles (128 invocations) and a 64x64 tile (64
+// invocations); 8x4 blocks on a 128x64 tile; and 4x4 blocks on the 32x64
+// tile and a 32x32 one (64 invocations) for the workgroups short lengths
+// lack (the 1090->1024 decoder conv at 100 frames is 32 64x64 tiles).
 var Conv1DTileVariants = []Conv1DTile{
 	{M: 64, N: 64, TM: 4, TN: 4, KC: 16},
 	{M: 128, N: 64, TM: 8, TN: 4, KC: 16},
@@ -50,9 +52,11 @@ var Conv1DTileVariants = []Conv1DTile{
 	{M: 64, N: 64, TM: 4, TN: 4, KC: 16, Pipelined: true},
 	{M: 128, N: 128, TM: 8, TN: 8, KC: 8, Pipelined: true},
 	{M: 64, N: 128, TM: 8, TN: 8, KC: 8, Pipelined: true},
+	{M: 128, N: 64, TM: 8, TN: 8, KC: 8, Pipelined: true},
 	{M: 64, N: 64, TM: 8, TN: 8, KC: 8, Pipelined: true},
 	{M: 128, N: 64, TM: 8, TN: 4, KC: 8, Pipelined: true},
 	{M: 32, N: 64, TM: 4, TN: 4, KC: 16, Pipelined: true},
+	{M: 32, N: 32, TM: 4, TN: 4, KC: 16, Pipelined: true},
 }
 
 // String names the tile as m{M}n{N}t{TM}x{TN}k{KC}, e.g. m128n64t8x4k16,
