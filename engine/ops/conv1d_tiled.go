@@ -9,7 +9,7 @@ import (
 // Conv1DTile is the tile shape of shaders/conv1d_tiled.wgsl: a workgroup
 // computes M output channels x N steps, each invocation a TM x TN block of
 // them, staging the GEMM's K (input channel, tap) pairs KC at a time in
-// workgroup memory. The zero value is DefaultConv1DTile.
+// workgroup memory. The zero value stands for Conv1DTileFor's choice.
 //
 // Limits (checked by Conv1DTiledWith): TM and TN multiples of 4 up to 16
 // (vec4 registers); M % TM == 0 and N % TN == 0; (M/TM)*(N/TN) <= 256
@@ -30,7 +30,8 @@ type Conv1DTile struct {
 	Pipelined        bool
 }
 
-// DefaultConv1DTile is the tile Conv1DTiled uses.
+// DefaultConv1DTile is the first tile, the one every other tile's output
+// is checked against bit for bit.
 var DefaultConv1DTile = Conv1DTile{M: 64, N: 64, TM: 4, TN: 4, KC: 16}
 
 // Conv1DTileVariants are the tiles offered for sweeping: the default; 8x4
@@ -122,9 +123,28 @@ func (t Conv1DTile) Validate() error {
 
 // Conv1DTiledOptions tunes Conv1DTiledWith.
 type Conv1DTiledOptions struct {
-	// Tile is the tile shape; zero is DefaultConv1DTile.
+	// Tile is the tile shape; zero is Conv1DTileFor's choice.
 	Tile Conv1DTile
 }
+
+// Conv1DTileFor is the tile Conv1DTiled runs a with, chosen by the output's
+// size from the H200 sweep of BenchmarkConv1DKokoro (docs/performance.md):
+// the pipelined 128x64 tile of 8x4 blocks, fastest on long outputs (the
+// generator's convs), unless a has fewer than shortConvTiles 64x64 output
+// tiles (the decoder's and F0/N's convs of a short utterance), where the
+// pipelined 32x64 tile of 4x4 blocks makes four times the workgroups of
+// the big one and wins.
+func Conv1DTileFor(a Conv1DArgs) Conv1DTile {
+	tiles := ((a.OutChannels + 63) / 64) * ((a.norm().OutLength() + 63) / 64)
+	if tiles < shortConvTiles {
+		return Conv1DTile{M: 32, N: 64, TM: 4, TN: 4, KC: 16, Pipelined: true}
+	}
+	return Conv1DTile{M: 128, N: 64, TM: 8, TN: 4, KC: 8, Pipelined: true}
+}
+
+// shortConvTiles is where Conv1DTileFor switches tiles: about two 64x64
+// tiles for each of the H200's 132 SMs.
+const shortConvTiles = 256
 
 // conv1dTiledParams mirrors Params in shaders/conv1d_tiled.wgsl.
 type conv1dTiledParams struct {
@@ -151,22 +171,22 @@ func Conv1DTiledFits(a Conv1DArgs) error {
 
 // Conv1DTiled is Conv1D (the same y, summed in the same order) for the
 // arguments Conv1DTiledFits accepts, computed as an implicit GEMM (M = out
-// channels, N = steps, K = in channels x taps) by tiles (DefaultConv1DTile:
-// 64 channels x 64 steps) that stage weights and gathered inputs through
-// workgroup memory and keep 4x4 outputs per invocation in registers,
-// instead of one output per invocation.
+// channels, N = steps, K = in channels x taps) by tiles (Conv1DTileFor's)
+// that stage weights and gathered inputs through workgroup memory and keep
+// a block of outputs per invocation in registers, instead of one output
+// per invocation.
 func Conv1DTiled(c *gpu.Chain, x, w, bias, y *gpu.Buffer, a Conv1DArgs) error {
 	return Conv1DTiledWith(c, x, w, bias, y, a, Conv1DTiledOptions{})
 }
 
 // Conv1DTiledWith is Conv1DTiled with a chosen tile shape (o.Tile; zero is
-// DefaultConv1DTile). Every valid tile computes the same y, summed in the
+// Conv1DTileFor's). Every valid tile computes the same y, summed in the
 // same order.
 func Conv1DTiledWith(c *gpu.Chain, x, w, bias, y *gpu.Buffer, a Conv1DArgs, o Conv1DTiledOptions) error {
 	const kernel = "conv1d_tiled"
 	tile := o.Tile
 	if tile == (Conv1DTile{}) {
-		tile = DefaultConv1DTile
+		tile = Conv1DTileFor(a)
 	}
 	if err := tile.Validate(); err != nil {
 		return err
