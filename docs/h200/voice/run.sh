@@ -1,8 +1,10 @@
 #!/bin/bash
 # One device call: Kokoro-82M's real-time factor in PyTorch (hexgrad's KModel,
 # CUDA) and in Hearth (GPUModel, Vulkan) on the same random weights and the
-# same tokens, then the vocoder's GPU parity tests and the audio kernels'
-# on the device. Outputs go to $OUT (few files: the device returns ~8).
+# same tokens, Hearth's profile of the sentence and the chunk
+# (BenchmarkGPUProfile), then the vocoder's GPU parity tests and the audio
+# kernels' on the device. Outputs go to $OUT (few files: the device returns
+# ~8).
 #
 # Built here first (the device fetches nothing):
 #   go test -c -o .device/vocoder.test ./vocoder
@@ -18,18 +20,22 @@ R=$(pwd)
 mkdir -p shared/testdata /tmp/o && cp -r .device/shared/testdata/kokoro shared/testdata/
 nvidia-smi -L > $OUT/gpu.txt
 PYTHONPATH=.oracle/kokoro HEARTH_VOICE=$R/shared/testdata/kokoro/voices/af_heart.bin \
-  timeout 200 python3 docs/h200/voice/bench_torch.py /tmp/o > $OUT/torch.txt 2>&1
+  timeout 150 python3 docs/h200/voice/bench_torch.py /tmp/o > $OUT/torch.txt 2>&1
 grep -E '^torch' $OUT/torch.txt || tail -5 $OUT/torch.txt
 cp /tmp/o/torch.json $OUT/torch.json
 cd vocoder
-HEARTH_VOICE_RECIPE=/tmp/o/voice_recipe.json timeout 200 ../.device/vocoder.test -test.run '^$' \
+export HEARTH_VOICE_RECIPE=/tmp/o/voice_recipe.json
+timeout 120 ../.device/vocoder.test -test.run '^$' \
   -test.bench 'GPUForward|GPUText|GPUDecoder' -test.benchtime 5x 2>&1 | grep -vE 'XDG|^\[wgpu' > $OUT/hearth.txt
 grep -E 'Benchmark|FAIL|panic' $OUT/hearth.txt
+timeout 120 ../.device/vocoder.test -test.run '^$' -test.bench 'GPUProfile' -test.benchtime 1x 2>&1 \
+  | grep -vE 'XDG|^\[wgpu' > $OUT/profile.txt
+grep -E 'dispatches|FAIL|panic' $OUT/profile.txt
 timeout 100 ../.device/vocoder.test -test.run 'GPU' -test.v 2>&1 | grep -vE 'XDG|^\[wgpu' > $OUT/vocoder_parity.txt
 grep -E '^(--- FAIL|FAIL|PASS|ok)|panic' $OUT/vocoder_parity.txt
 cd ../engine/ops
-timeout 150 ../../.device/ops.test -test.run 'Conv|LSTM|STFT|Snake|SineGen|AdaIN|ChannelLayerNorm|Pad1D|AvgPool|Noise|Gather|Transpose|Broadcast|Upsample|DurationFrames|Attention' -test.v 2>&1 \
+timeout 150 ../../.device/ops.test -test.run 'Conv|LSTM|STFT|Snake|SineGen|AdaIN|ChannelLayerNorm|Pad1D|AvgPool|Noise|Gather|Transpose|Broadcast|Upsample|DurationFrames|Attention|MatMulBackwardInput' -test.v 2>&1 \
   | grep -E '^(--- FAIL|FAIL|PASS|ok)|panic|over atol' | head -60 > $OUT/ops_parity.txt
 grep -E '^(--- FAIL|FAIL|PASS|ok)|panic' $OUT/ops_parity.txt
-timeout 100 ../../.device/ops.test -test.run '^$' -test.bench 'Conv1DKokoro|LSTMKokoro' -test.benchtime 20x 2>&1 | grep -E '^Benchmark|FAIL|panic' > $OUT/kernels.txt
+timeout 100 ../../.device/ops.test -test.run '^$' -test.bench 'Conv1DKokoro|ConvTranspose1DKokoro|LSTMKokoro' -test.benchtime 20x 2>&1 | grep -E '^Benchmark|FAIL|panic' > $OUT/kernels.txt
 cat $OUT/kernels.txt
