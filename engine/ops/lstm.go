@@ -17,9 +17,15 @@ type LSTMWeights struct {
 // LSTMArgs shapes an LSTM over Length steps of Input features.
 type LSTMArgs struct {
 	Input, Hidden, Length int
-	// Split is the number of slices (1, 2 or 4) the recurrence splits
-	// each step's dot products over; 0 takes the most the device's
-	// workgroup limits allow (lstmSplit). Every split computes the same
+	// Grid picks the recurrence: 0 takes lstmGrid's choice; LSTMStream
+	// runs shaders/lstm_recur.wgsl (one workgroup per direction, W_hh
+	// streamed from memory every step); 1 or more run
+	// shaders/lstm_grid.wgsl on Grid workgroups per direction (W_hh held
+	// in their registers, h exchanged each step), within lstmGridFits.
+	Grid int
+	// Split is the number of slices (1, 2 or 4) lstm_recur splits each
+	// step's dot products over; 0 takes the most the device's workgroup
+	// limits allow (lstmSplit). Every split and grid computes the same
 	// LSTM; they differ in summation order and speed.
 	Split int
 }
@@ -55,11 +61,13 @@ type lstmParams struct {
 // forward direction and y[Hidden+j][t] that of the reverse one, the layout
 // of the LSTM output transposed back to channels-first. scratch holds
 // a.ScratchFloats(bwd != nil) floats. Three dispatches: every step's input
-// projection at once, a transposed copy of W_hh into the scratch (so the
+// projection at once, then the recurrence (a sequential loop over the
+// steps; Kokoro's sequences are a few hundred tokens) in one of two ways
+// (a.Grid): streaming, a transposed copy of W_hh into the scratch (so the
 // recurrence's weight reads are coalesced; the caller's W_hh stays as
-// torch lays it out), then one workgroup per direction running the
-// recurrence (a sequential loop over the steps; Kokoro's sequences are a
-// few hundred tokens).
+// torch lays it out) and one workgroup per direction; or on a grid, y
+// filled with a sentinel and G workgroups per direction holding W_hh in
+// registers and trading h through y.
 func LSTM(c *gpu.Chain, x *gpu.Buffer, fwd LSTMWeights, bwd *LSTMWeights, scratch, y *gpu.Buffer, a LSTMArgs) error {
 	const kernel = "lstm"
 	if a.Input <= 0 || a.Hidden <= 0 || a.Length <= 0 {
@@ -102,6 +110,17 @@ func LSTM(c *gpu.Chain, x *gpu.Buffer, fwd LSTMWeights, bwd *LSTMWeights, scratc
 	if scratch == y {
 		return fmt.Errorf("ops: %s: scratch must be another buffer than y", kernel)
 	}
+	grid := a.Grid
+	if grid == 0 {
+		grid = lstmGrid(c.Device(), a.Hidden, dirs)
+	}
+	if grid >= 1 {
+		if err := lstmGridFits(a.Hidden, dirs, grid); err != nil {
+			return err
+		}
+	} else if grid != LSTMStream {
+		return fmt.Errorf("ops: %s: grid %d: want 0, LSTMStream or a workgroup count", kernel, grid)
+	}
 	units := (a.Hidden + wg - 1) / wg
 	split := a.Split
 	if split == 0 {
@@ -113,6 +132,15 @@ func LSTM(c *gpu.Chain, x *gpu.Buffer, fwd LSTMWeights, bwd *LSTMWeights, scratc
 	in := gpu.Spec("lstm", "lstm_input", "WG", wg, "H", a.Hidden)
 	if err := dispatch(c, in, p, gpu.Grid(dirs*h4*a.Length, wg), x, fwd.WIH, back.WIH, fwd.BIH, fwd.BHH, back.BIH, back.BHH, scratch); err != nil {
 		return err
+	}
+	if grid >= 1 {
+		u := a.Hidden / grid
+		init := gpu.Spec("lstm_grid", "lstm_grid_init", "H", a.Hidden, "U", u)
+		if err := dispatch(c, init, p, gpu.Grid(dirs*a.Hidden*a.Length, wg), scratch, fwd.WHH, back.WHH, y); err != nil {
+			return err
+		}
+		rec := gpu.Spec("lstm_grid", "lstm_grid", "H", a.Hidden, "U", u)
+		return dispatch(c, rec, p, [3]uint32{uint32(grid), uint32(dirs), 1}, scratch, fwd.WHH, back.WHH, y)
 	}
 	tr := gpu.Spec("lstm_recur", "lstm_whh_t", "WG", wg, "H", a.Hidden, "UNITS", units, "SPLIT", 1)
 	if err := dispatch(c, tr, p, gpu.Grid(dirs*a.Hidden*a.Hidden, wg), scratch, fwd.WHH, back.WHH, y); err != nil {
@@ -151,6 +179,55 @@ func lstmSplitFits(l gpu.Limits, hidden, units, s int) error {
 	if uint32(invocations) > l.MaxComputeInvocationsPerWorkgroup || uint32(shared) > l.MaxComputeWorkgroupStorageSize {
 		return fmt.Errorf("ops: lstm: split %d at hidden %d needs %d invocations and %d bytes of workgroup memory; the device allows %d and %d",
 			s, hidden, invocations, shared, l.MaxComputeInvocationsPerWorkgroup, l.MaxComputeWorkgroupStorageSize)
+	}
+	return nil
+}
+
+// LSTMStream is LSTMArgs.Grid's value for the streaming recurrence.
+const LSTMStream = -1
+
+// lstmGridMaxWorkgroups bounds the grid recurrence's workgroups (both
+// directions): they must all run at once, and 64 workgroups of 256
+// invocations fit at once on any discrete GPU of the last decade.
+const lstmGridMaxWorkgroups = 64
+
+// lstmGrid is the recurrence for a hidden size: on a discrete GPU the grid
+// that gives each invocation 32 weights of W_hh (G = H²/2048: 32 for
+// Kokoro's H = 256, 64 workgroups for a BiLSTM), when it fits; else the
+// streaming one. Integrated and CPU adapters stream: the grid needs its
+// workgroups to run at once, and lavapipe runs them one after another.
+func lstmGrid(d *gpu.Device, hidden, dirs int) int {
+	if d.Info.Type != "discrete" {
+		return LSTMStream
+	}
+	if g := hidden * hidden / 2048; g >= 1 && lstmGridFits(hidden, dirs, g) == nil {
+		return g
+	}
+	return LSTMStream
+}
+
+// lstmGridFits says whether shaders/lstm_grid.wgsl runs hidden size
+// hidden on grid workgroups per direction: U = hidden/grid units a
+// workgroup, its R = 4U gate rows dividing the 256 invocations into S =
+// 256/R slices of k, each a whole number of vec4s up to 16, and at most
+// lstmGridMaxWorkgroups workgroups in all.
+func lstmGridFits(hidden, dirs, grid int) error {
+	bad := func(why string) error {
+		return fmt.Errorf("ops: lstm: grid of %d workgroups at hidden %d: %s", grid, hidden, why)
+	}
+	if grid < 1 || hidden%grid != 0 {
+		return bad("the workgroups must divide the hidden units")
+	}
+	r := 4 * hidden / grid
+	if r > wg || wg%r != 0 {
+		return bad(fmt.Sprintf("%d gate rows a workgroup must divide its %d invocations", r, wg))
+	}
+	kpt := hidden * r / wg
+	if kpt < 4 || kpt%4 != 0 || kpt > 64 {
+		return bad(fmt.Sprintf("%d weights an invocation must be a multiple of 4 up to 64", kpt))
+	}
+	if dirs*grid > lstmGridMaxWorkgroups {
+		return bad(fmt.Sprintf("%d workgroups, over the %d that surely run at once", dirs*grid, lstmGridMaxWorkgroups))
 	}
 	return nil
 }

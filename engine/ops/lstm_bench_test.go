@@ -13,8 +13,9 @@ import (
 // recurrence) per time step; the recurrence, one workgroup per direction
 // reading all of W_hh each step, is what dominates it on a GPU.
 //
-// Sub-benchmarks split=1, 2, 4 time each split of the recurrence's dot
-// products (LSTMArgs.Split); those the device cannot run are not listed.
+// Sub-benchmarks split=1, 2, 4 time each split of the streaming
+// recurrence's dot products (LSTMArgs.Split; those the device cannot run
+// are not listed), and grid=N the grid recurrence where lstmGrid picks it.
 func BenchmarkLSTMKokoro(b *testing.B) {
 	base := LSTMArgs{Input: 640, Hidden: 256, Length: 512}
 	fwd := lstmWeights(b, 10, base, 1/16.0)
@@ -22,13 +23,8 @@ func BenchmarkLSTMKokoro(b *testing.B) {
 	x := upload(b, "x", randVec(1, base.Input*base.Length, 1))
 	sc := scratch(b, "gates", base.ScratchFloats(true))
 	y := scratch(b, "y", 2*base.Hidden*base.Length)
-	for _, split := range []int{1, 2, 4} {
-		if lstmSplitFits(dev.Limits, base.Hidden, 1, split) != nil {
-			continue
-		}
-		a := base
-		a.Split = split
-		b.Run(fmt.Sprintf("split=%d", split), func(b *testing.B) {
+	bench := func(name string, a LSTMArgs) {
+		b.Run(name, func(b *testing.B) {
 			op := func(c *gpu.Chain) error { return LSTM(c, x, fwd.bufs, &bwd.bufs, sc, y, a) }
 			benchChain(b, 1, op)
 			b.ResetTimer()
@@ -36,5 +32,18 @@ func BenchmarkLSTMKokoro(b *testing.B) {
 			b.StopTimer()
 			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/float64(a.Length), "µs/step")
 		})
+	}
+	for _, split := range []int{1, 2, 4} {
+		if lstmSplitFits(dev.Limits, base.Hidden, 1, split) == nil {
+			a := base
+			a.Split, a.Grid = split, LSTMStream
+			bench(fmt.Sprintf("split=%d", split), a)
+		}
+	}
+	// The grid recurrence, where the device runs it (discrete GPUs).
+	if g := lstmGrid(dev, base.Hidden, 2); g != LSTMStream {
+		a := base
+		a.Grid = g
+		bench(fmt.Sprintf("grid=%d", g), a)
 	}
 }

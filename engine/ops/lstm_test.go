@@ -78,6 +78,9 @@ func TestLSTMMatchesReference(t *testing.T) {
 		for _, split := range []int{0, 1, 2, 4} {
 			a := tc.a
 			a.Split = split
+			if split != 0 {
+				a.Grid = LSTMStream
+			}
 			if split == 4 && a.Hidden > 256 {
 				a.Split = 2 // two units a slot: four slices need 24 KiB
 			}
@@ -85,6 +88,43 @@ func TestLSTMMatchesReference(t *testing.T) {
 				checkLSTM(t, 81, a, tc.bidir, 1, 0)
 			})
 		}
+	}
+}
+
+// TestLSTMGridMatchesReference runs shaders/lstm_grid.wgsl. One workgroup
+// a direction runs everywhere (its h goes through y's slots like any
+// other's); grids of several, whose workgroups wait on each other's h,
+// run only where lstmGrid would use them: lavapipe runs a dispatch's
+// workgroups one after another, so there the first would wait for the
+// second in vain. Those cases run on the H200 (docs/h200/voice), and
+// Kokoro's BiLSTMs (grid 32) in the vocoder's GPU parity tests there.
+func TestLSTMGridMatchesReference(t *testing.T) {
+	cases := []struct {
+		a     LSTMArgs
+		bidir bool
+	}{
+		{LSTMArgs{Input: 13, Hidden: 32, Length: 40, Grid: 1}, false},
+		{LSTMArgs{Input: 7, Hidden: 64, Length: 25, Grid: 1}, true},
+		{LSTMArgs{Input: 9, Hidden: 16, Length: 33, Grid: 1}, true},
+		{LSTMArgs{Input: 30, Hidden: 16, Length: 20, Grid: 1}, false},
+	}
+	if g := lstmGrid(dev, 256, 2); g != LSTMStream {
+		cases = append(cases,
+			struct {
+				a     LSTMArgs
+				bidir bool
+			}{LSTMArgs{Input: 96, Hidden: 256, Length: 40, Grid: g}, true},
+			struct {
+				a     LSTMArgs
+				bidir bool
+			}{LSTMArgs{Input: 13, Hidden: 64, Length: 50, Grid: 2}, false})
+	} else {
+		t.Logf("%s runs workgroups one after another: grids of several workgroups are not run here", dev.Info.Name)
+	}
+	for _, tc := range cases {
+		t.Run(fmt.Sprintf("%dx%d/T%d/bi=%v/grid=%d", tc.a.Input, tc.a.Hidden, tc.a.Length, tc.bidir, tc.a.Grid), func(t *testing.T) {
+			checkLSTM(t, 84, tc.a, tc.bidir, 1, 0)
+		})
 	}
 }
 
@@ -121,6 +161,7 @@ func TestLSTMRejectsBadShapes(t *testing.T) {
 		LSTM(c, x, w, &w, sc, y, LSTMArgs{Input: 2, Hidden: 3, Length: 70000}),
 		LSTM(c, x, w, &w, sc, y, LSTMArgs{Input: 0, Hidden: 3, Length: 4}),
 		LSTM(c, x, w, &w, sc, y, LSTMArgs{Input: 2, Hidden: 3, Length: 4, Split: 3}),
+		LSTM(c, x, w, &w, sc, y, LSTMArgs{Input: 2, Hidden: 3, Length: 4, Grid: 3}),
 	} {
 		if err == nil {
 			t.Errorf("case %d: accepted", i)
