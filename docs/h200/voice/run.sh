@@ -36,7 +36,7 @@ timeout 100 ../.device/vocoder.test -test.run 'GPU' -test.v 2>&1 | grep -vE 'XDG
 grep -E '^(--- FAIL|FAIL|PASS|ok)|panic' $OUT/vocoder_parity.txt
 cd ../engine/ops
 timeout 150 ../../.device/ops.test -test.run 'Conv|LSTM|STFT|Snake|SineGen|AdaIN|ChannelLayerNorm|Pad1D|AvgPool|Noise|Gather|Transpose|Broadcast|Upsample|DurationFrames|Attention|MatMulBackwardInput' -test.v 2>&1 \
-  | grep -E '^(--- FAIL|FAIL|PASS|ok)|panic|over atol' | head -60 > $OUT/ops_parity.txt
+  | grep -E '^(--- FAIL|FAIL|PASS|ok)|panic|over atol|_test.go:' | head -80 > $OUT/ops_parity.txt
 grep -E '^(--- FAIL|FAIL|PASS|ok)|panic' $OUT/ops_parity.txt
 # f32 weights only (-test.bench levels are split at slashes: one pattern a run)
 for pat in 'LSTMKokoro' 'ConvTranspose1DKokoro/.*/.*/f16=false' 'Conv1DKokoro/.*/tiled/.*/f16=false'; do
