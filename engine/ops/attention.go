@@ -75,14 +75,51 @@ const attentionMaxHeadDim = 256
 // query token and head (see AttentionArgs for layouts and masks). The softmax
 // is computed online over tiles of keys, so KV histories of any length work.
 //
-// When few (token, head) pairs face a long history, as in decoding, the keys
-// are split across workgroups (split-K, "flash decoding") whose partial
-// results go to scratch and are merged by a second dispatch. scratch must be
-// a buffer distinct from the others; AttentionScratchBytes(a) bytes allow the
-// full split, a smaller buffer fewer splits, down to none (so a 4-byte buffer
-// selects the single-pass kernel). A model sizes it once, for decoding at its
-// context length. q, k and v are read-only and out must be another buffer.
+// Prefills of at least attentionTiledMinTokens query tokens run the
+// query-tiled kernel (AttentionTiled: a workgroup per tile of queries of one
+// head, each staged key and value serving the whole tile) when one of its
+// tiles fits the device's workgroup memory at a.HeadDim; everything else,
+// decoding in particular, runs the per-query kernel (AttentionPerQuery: a
+// workgroup per query token and head). Both support every argument.
+//
+// When few (token, head) pairs face a long history, as in decoding, the
+// per-query kernel splits the keys across workgroups (split-K, "flash
+// decoding") whose partial results go to scratch and are merged by a second
+// dispatch. scratch must be a buffer distinct from the others;
+// AttentionScratchBytes(a) bytes allow the full split, a smaller buffer fewer
+// splits, down to none (so a 4-byte buffer selects the single-pass kernel). A
+// model sizes it once, for decoding at its context length. The tiled kernel
+// leaves scratch alone. q, k and v are read-only and out must be another
+// buffer.
 func Attention(c *gpu.Chain, q, k, v, scratch, out *gpu.Buffer, a AttentionArgs) error {
+	return AttentionWith(c, q, k, v, scratch, out, a, AttentionOptions{})
+}
+
+// AttentionPath selects Attention's kernel.
+type AttentionPath int
+
+const (
+	// AttentionAuto is Attention's choice (see there).
+	AttentionAuto AttentionPath = iota
+	// AttentionPerQuery is one workgroup per (head, query token), split-K
+	// when scratch allows.
+	AttentionPerQuery
+	// AttentionTiled is one workgroup per (head, tile of queries); an error
+	// when no tile fits the device at the head dim.
+	AttentionTiled
+)
+
+// AttentionOptions tune AttentionWith, for tests and benchmarks.
+type AttentionOptions struct {
+	Path AttentionPath
+	// Tile is the tiled kernel's tile; zero is attentionTileFor's choice.
+	// A nonzero tile implies AttentionTiled.
+	Tile AttentionTile
+}
+
+// AttentionWith is Attention on a chosen path and tile. Every path computes
+// the same out up to f32 rounding (the sums run in different orders).
+func AttentionWith(c *gpu.Chain, q, k, v, scratch, out *gpu.Buffer, a AttentionArgs, o AttentionOptions) error {
 	if err := a.check(); err != nil {
 		return err
 	}
@@ -100,6 +137,25 @@ func Attention(c *gpu.Chain, q, k, v, scratch, out *gpu.Buffer, a AttentionArgs)
 	if out == q || out == k || out == v || out == scratch || scratch == q || scratch == k || scratch == v {
 		return fmt.Errorf("ops: attention: out %q and scratch %q must be distinct from each other and the inputs", out.Label(), scratch.Label())
 	}
+	limit := c.Device().Limits.MaxComputeWorkgroupStorageSize
+	tile := o.Tile
+	switch {
+	case tile != (AttentionTile{}):
+		if err := tile.fits(a.HeadDim, limit); err != nil {
+			return err
+		}
+	case o.Path == AttentionTiled || o.Path == AttentionAuto && a.Tokens >= attentionTiledMinTokens:
+		var ok bool
+		if tile, ok = attentionTileFor(a, limit); !ok && o.Path == AttentionTiled {
+			return fmt.Errorf("ops: attention: no query tile fits head_dim %d in %d bytes of workgroup memory", a.HeadDim, limit)
+		}
+	}
+	if tile != (AttentionTile{}) {
+		params := a.params(1, 0)
+		grid := [3]uint32{uint32(a.Heads), uint32((a.Tokens + tile.BQ - 1) / tile.BQ), 1}
+		return dispatch(c, gpu.Spec("attention_tiled", "attention_tiled", "HD", a.HeadDim, "BQ", tile.BQ, "BK", tile.BK), params, grid, q, k, v, out)
+	}
+
 	splits, chunk := a.split()
 	if need := a.partialBytes(splits); need > scratch.Size() {
 		splits = int(scratch.Size() / a.partialBytes(1))
@@ -109,14 +165,7 @@ func Attention(c *gpu.Chain, q, k, v, scratch, out *gpu.Buffer, a AttentionArgs)
 		chunk = (a.maxVisible() + splits - 1) / splits
 		splits = (a.maxVisible() + chunk - 1) / chunk
 	}
-	params := attentionParams{
-		HeadDim: uint32(a.HeadDim), Heads: uint32(a.Heads), KVHeads: uint32(a.KVHeads), Tokens: uint32(a.Tokens),
-		Pos0: uint32(a.Pos0), KVLen: uint32(a.KVLen), Window: uint32(a.Window), Group: uint32(a.Heads / a.KVHeads),
-		Scale: a.scale(), Softcap: a.Softcap, NSplit: uint32(splits), Chunk: uint32(chunk),
-	}
-	if a.Bidirectional {
-		params.Flags |= attentionBidirectional
-	}
+	params := a.params(splits, chunk)
 	grid := [3]uint32{uint32(a.Heads), uint32(a.Tokens), 1}
 	if splits == 1 {
 		return dispatch(c, gpu.Spec("attention", "attention", "WG", attentionWG), params, grid, q, k, v, scratch, out)
@@ -127,6 +176,84 @@ func Attention(c *gpu.Chain, q, k, v, scratch, out *gpu.Buffer, a AttentionArgs)
 		return err
 	}
 	return dispatch(c, gpu.Spec("attention", "attention_combine", "WG", attentionWG), params, grid, q, k, v, scratch, out)
+}
+
+func (a AttentionArgs) params(splits, chunk int) attentionParams {
+	params := attentionParams{
+		HeadDim: uint32(a.HeadDim), Heads: uint32(a.Heads), KVHeads: uint32(a.KVHeads), Tokens: uint32(a.Tokens),
+		Pos0: uint32(a.Pos0), KVLen: uint32(a.KVLen), Window: uint32(a.Window), Group: uint32(a.Heads / a.KVHeads),
+		Scale: a.scale(), Softcap: a.Softcap, NSplit: uint32(splits), Chunk: uint32(chunk),
+	}
+	if a.Bidirectional {
+		params.Flags |= attentionBidirectional
+	}
+	return params
+}
+
+// AttentionTile is the query-tiled kernel's tile: BQ query tokens of one
+// head per workgroup, BK keys staged per step (BQ and BK in
+// shaders/attention_tiled.wgsl). BQ is a multiple of 8 and BK of 16, the
+// kernel's 8 x 16 invocations.
+type AttentionTile struct{ BQ, BK int }
+
+func (t AttentionTile) String() string { return fmt.Sprintf("bq%dbk%d", t.BQ, t.BK) }
+
+// attentionTiles are the tiles the dispatcher considers, largest first.
+var attentionTiles = []AttentionTile{{64, 32}, {32, 32}, {32, 16}, {16, 32}, {16, 16}, {8, 32}, {8, 16}}
+
+const (
+	// attentionTiledMinTokens is the fewest query tokens Attention runs
+	// the tiled kernel for: below it a tile is mostly padding and the
+	// per-query kernel's one workgroup per token fills the GPU better.
+	attentionTiledMinTokens = 32
+	// attentionTiledTargetGroups is how many workgroups attentionTileFor
+	// wants before it takes a larger tile: two per compute unit of an
+	// H200 (132 SMs). ALBERT's 12 heads x 512 tokens get 384 workgroups of
+	// 16 queries rather than 96 of 64.
+	attentionTiledTargetGroups = 264
+	// attentionTiledMaxAcc caps each invocation's accumulators
+	// (BQ/8 queries x ceil(HeadDim/16) dims) at 32 registers, so 128
+	// invocations keep every accumulator in registers.
+	attentionTiledMaxAcc = 32
+)
+
+// sharedBytes is the kernel's workgroup memory at head dim hd: BQ queries
+// and BK keys at a row stride of hd+1, BQ x BK weights and BQ x 16 partial
+// maxima.
+func (t AttentionTile) sharedBytes(hd int) int {
+	return 4 * (t.BQ*(hd+1) + t.BK*(hd+1) + t.BQ*t.BK + t.BQ*16)
+}
+
+// fits reports why t cannot run at head dim hd within limit bytes of
+// workgroup memory, or nil.
+func (t AttentionTile) fits(hd int, limit uint32) error {
+	switch {
+	case t.BQ < 8 || t.BQ%8 != 0 || t.BK < 16 || t.BK%16 != 0:
+		return fmt.Errorf("ops: attention: tile %v: BQ must be a positive multiple of 8 and BK of 16", t)
+	case t.BQ/8*((hd+15)/16) > attentionTiledMaxAcc:
+		return fmt.Errorf("ops: attention: tile %v at head_dim %d needs %d accumulators an invocation, over %d", t, hd, t.BQ/8*((hd+15)/16), attentionTiledMaxAcc)
+	case t.sharedBytes(hd) > int(limit):
+		return fmt.Errorf("ops: attention: tile %v at head_dim %d needs %d bytes of workgroup memory, the device grants %d", t, hd, t.sharedBytes(hd), limit)
+	}
+	return nil
+}
+
+// attentionTileFor is the tile the tiled kernel runs a with on a device
+// granting limit bytes of workgroup memory: the largest that fits and still
+// makes attentionTiledTargetGroups workgroups, else the smallest that fits
+// (short prompts want workgroups more than reuse); false when none fits.
+func attentionTileFor(a AttentionArgs, limit uint32) (AttentionTile, bool) {
+	var last AttentionTile
+	for _, t := range attentionTiles {
+		if t.fits(a.HeadDim, limit) != nil {
+			continue
+		}
+		last = t
+		if a.Heads*((a.Tokens+t.BQ-1)/t.BQ) >= attentionTiledTargetGroups {
+			return t, true
+		}
+	}
+	return last, last != (AttentionTile{})
 }
 
 // AttentionScratchBytes is the scratch that lets Attention split a's keys as
