@@ -52,11 +52,153 @@ var attentionCases = []struct {
 type attentionInputs struct{ QK, V, Spike float32 }
 
 // checkAttention runs Attention on random q, k, v of magnitudes in and
-// compares with the reference, once with the scratch split-K
-// asks for (scratchBytes < 0) or the given bytes, once with a 4-byte scratch
-// (the single-pass kernel). The KV buffers hold 3 slots more than KVLen,
-// filled with NaN, so a read past the history poisons the output.
+// compares with the reference: the per-query kernel once with the scratch
+// split-K asks for (scratchBytes < 0) or the given bytes, once with a 4-byte
+// scratch (the single-pass kernel); Attention's own choice with that
+// scratch; then the tiled kernel in the tiles of tiledRuns. The KV buffers
+// hold 3 slots more than KVLen, filled with NaN, so a read past the history
+// poisons the output.
 func checkAttention(t *testing.T, seed uint64, a AttentionArgs, scratchBytes int, in attentionInputs, atol, rtol float64) {
+	t.Helper()
+	if scratchBytes < 0 {
+		scratchBytes = int(AttentionScratchBytes(a))
+	}
+	runs := []attentionRun{
+		{fmt.Sprintf("per-query with %d scratch bytes", scratchBytes), scratchBytes, AttentionOptions{Path: AttentionPerQuery}},
+		{"per-query with 4 scratch bytes", 4, AttentionOptions{Path: AttentionPerQuery}},
+		{"auto", scratchBytes, AttentionOptions{}},
+	}
+	runs = append(runs, tiledRuns(a)...)
+	checkAttentionRuns(t, seed, a, in, atol, rtol, runs)
+}
+
+// attentionRun is one way checkAttentionRuns calls AttentionWith.
+type attentionRun struct {
+	name  string
+	bytes int // scratch
+	o     AttentionOptions
+}
+
+// webGPUDefaultStorage is WebGPU's default maxComputeWorkgroupStorageSize,
+// what a device that raises no limits grants.
+const webGPUDefaultStorage = 16384
+
+// tiledRuns are the tiled kernel in the tile the dispatcher picks on dev,
+// the one it picks on a 16 KiB device and the largest that fits dev (the
+// dispatcher takes small tiles for the few workgroups of a test's shapes,
+// and only larger ones give an invocation several queries and keys).
+func tiledRuns(a AttentionArgs) []attentionRun {
+	limit := dev.Limits.MaxComputeWorkgroupStorageSize
+	var tiles []AttentionTile
+	for _, l := range []uint32{limit, min(limit, webGPUDefaultStorage)} {
+		if tile, ok := attentionTileFor(a, l); ok {
+			tiles = append(tiles, tile)
+		}
+	}
+	for _, tile := range attentionTiles {
+		if tile.fits(a.HeadDim, limit) == nil {
+			tiles = append(tiles, tile)
+			break
+		}
+	}
+	var runs []attentionRun
+	seen := map[AttentionTile]bool{}
+	for _, tile := range tiles {
+		if !seen[tile] {
+			seen[tile] = true
+			runs = append(runs, attentionRun{"tiled " + tile.String(), 4, AttentionOptions{Tile: tile}})
+		}
+	}
+	return runs
+}
+
+// attentionTiledCases are shapes for the tiled kernel in every tile:
+// ALBERT's encoder and a bidirectional call with more keys than queries,
+// causal prefills at pos0 0 and later with history past the batch (masked
+// by causality), T = 1, T not a multiple of any tile, GQA and MQA, windows
+// that start mid-tile and of one key, softcap, head dims 64, 128, 256 and
+// odd 37 and 72.
+var attentionTiledCases = []struct {
+	name string
+	a    AttentionArgs
+}{
+	{"albert T77", AttentionArgs{HeadDim: 64, Heads: 12, KVHeads: 12, Tokens: 77, KVLen: 77, Bidirectional: true}},
+	{"bidirectional T19 kv50 hd72", AttentionArgs{HeadDim: 72, Heads: 3, KVHeads: 3, Tokens: 19, KVLen: 50, Bidirectional: true}},
+	{"causal T1", AttentionArgs{HeadDim: 64, Heads: 2, KVHeads: 2, Tokens: 1, KVLen: 1}},
+	{"causal T1 at pos0 40", AttentionArgs{HeadDim: 64, Heads: 2, KVHeads: 1, Tokens: 1, Pos0: 40, KVLen: 41}},
+	{"causal T100 gqa4 hd37", AttentionArgs{HeadDim: 37, Heads: 8, KVHeads: 2, Tokens: 100, KVLen: 100}},
+	{"causal T45 at pos0 20 kv70 hd128", AttentionArgs{HeadDim: 128, Heads: 4, KVHeads: 2, Tokens: 45, Pos0: 20, KVLen: 70}},
+	{"window30 softcap T45 at pos0 20", AttentionArgs{HeadDim: 64, Heads: 4, KVHeads: 4, Tokens: 45, Pos0: 20, KVLen: 65, Window: 30, Softcap: 50}},
+	{"window1 T40", AttentionArgs{HeadDim: 64, Heads: 2, KVHeads: 2, Tokens: 40, KVLen: 40, Window: 1}},
+	{"mqa T33 hd256 scale", AttentionArgs{HeadDim: 256, Heads: 4, KVHeads: 1, Tokens: 33, KVLen: 33, Scale: 1.0 / 12}},
+}
+
+// TestAttentionTiledMatchesReference runs the tiled kernel in every tile
+// that fits the device on attentionTiledCases, at unit and at wide
+// magnitudes (see TestAttentionWideMagnitude).
+func TestAttentionTiledMatchesReference(t *testing.T) {
+	for i, tc := range attentionTiledCases {
+		var runs []attentionRun
+		for _, tile := range attentionTiles {
+			if tile.fits(tc.a.HeadDim, dev.Limits.MaxComputeWorkgroupStorageSize) == nil {
+				runs = append(runs, attentionRun{"tiled " + tile.String(), 4, AttentionOptions{Tile: tile}})
+			}
+		}
+		if len(runs) == 0 {
+			t.Logf("%s: no tile fits %d bytes of workgroup memory", tc.name, dev.Limits.MaxComputeWorkgroupStorageSize)
+			continue
+		}
+		t.Run(tc.name, func(t *testing.T) {
+			// As TestAttentionMatchesReference: f32 dots over <= 256 terms
+			// and weighted sums over <= 100 keys, ~1e-6 relative.
+			checkAttentionRuns(t, uint64(900+10*i), tc.a, attentionInputs{QK: 1, V: 1}, 3e-6, 0, runs)
+		})
+		t.Run(tc.name+"/wide", func(t *testing.T) {
+			// As TestAttentionWideMagnitude: scores of hundreds and spiked
+			// keys; outputs reach 30 and a score's f32 error of ~1e-5
+			// relative moves them by ~3e-4.
+			checkAttentionRuns(t, uint64(900+10*i), tc.a, attentionInputs{QK: 8, V: 30, Spike: 4}, 1e-3, 0, runs)
+		})
+	}
+}
+
+// TestAttentionPicksPath checks when Attention takes the tiled kernel and
+// which tile: prefills of attentionTiledMinTokens or more whose head fits,
+// ALBERT's 512 tokens in 16-query tiles (attentionTiledTargetGroups), a
+// Llama prefill in 32-query tiles, no tile for a 256-wide head on a 16 KiB
+// device (which then runs the per-query kernel).
+func TestAttentionPicksPath(t *testing.T) {
+	const h200 = 49152 // NVIDIA's Vulkan maxComputeSharedMemorySize
+	for _, tc := range []struct {
+		a     AttentionArgs
+		limit uint32
+		want  AttentionTile // zero: the per-query kernel
+	}{
+		{AttentionArgs{HeadDim: 64, Heads: 12, KVHeads: 12, Tokens: 512, KVLen: 512, Bidirectional: true}, h200, AttentionTile{16, 32}},
+		{AttentionArgs{HeadDim: 64, Heads: 12, KVHeads: 12, Tokens: 512, KVLen: 512, Bidirectional: true}, webGPUDefaultStorage, AttentionTile{16, 32}},
+		{AttentionArgs{HeadDim: 64, Heads: 12, KVHeads: 12, Tokens: 31, KVLen: 31, Bidirectional: true}, h200, AttentionTile{}},
+		{AttentionArgs{HeadDim: 128, Heads: 32, KVHeads: 8, Tokens: 512, KVLen: 512}, h200, AttentionTile{32, 32}},
+		{AttentionArgs{HeadDim: 128, Heads: 32, KVHeads: 8, Tokens: 512, KVLen: 512}, webGPUDefaultStorage, AttentionTile{8, 16}},
+		{AttentionArgs{HeadDim: 256, Heads: 8, KVHeads: 4, Tokens: 512, KVLen: 512}, webGPUDefaultStorage, AttentionTile{}},
+		// 16x32 takes 52416 bytes; 16x16 makes only 256 workgroups.
+		{AttentionArgs{HeadDim: 256, Heads: 8, KVHeads: 4, Tokens: 512, KVLen: 512}, h200, AttentionTile{8, 32}},
+	} {
+		var got AttentionTile
+		if tc.a.Tokens >= attentionTiledMinTokens {
+			got, _ = attentionTileFor(tc.a, tc.limit)
+		}
+		if got != tc.want {
+			t.Errorf("%+v at %d bytes: tile %v, want %v", tc.a, tc.limit, got, tc.want)
+		}
+		if got != (AttentionTile{}) && got.sharedBytes(tc.a.HeadDim) > int(tc.limit) {
+			t.Errorf("%+v: tile %v takes %d bytes, over %d", tc.a, got, got.sharedBytes(tc.a.HeadDim), tc.limit)
+		}
+	}
+}
+
+// checkAttentionRuns compares every run of Attention on random q, k, v of
+// magnitudes in (see checkAttention) with the reference.
+func checkAttentionRuns(t *testing.T, seed uint64, a AttentionArgs, in attentionInputs, atol, rtol float64, runs []attentionRun) {
 	t.Helper()
 	slots := a.KVLen + 3
 	qn, kvn := a.Tokens*a.Heads*a.HeadDim, slots*a.KVHeads*a.HeadDim
@@ -77,13 +219,10 @@ func checkAttention(t *testing.T, seed uint64, a AttentionArgs, scratchBytes int
 	}
 	want := ref.Attention(q, k, v, ref.AttentionArgs(a))
 	bq, bk, bv := upload(t, "q", q), upload(t, "k", k), upload(t, "v", v)
-	if scratchBytes < 0 {
-		scratchBytes = int(AttentionScratchBytes(a))
-	}
-	for _, bytes := range []int{scratchBytes, 4} {
-		sc, out := scratch(t, "scratch", (bytes+3)/4), scratch(t, "out", qn)
-		run(t, "attention", func(c *gpu.Chain) error { return Attention(c, bq, bk, bv, sc, out, a) })
-		assertClose(t, fmt.Sprintf("attention with %d scratch bytes", bytes), download(t, out, qn), want, atol, rtol)
+	for _, r := range runs {
+		sc, out := scratch(t, "scratch", (r.bytes+3)/4), scratch(t, "out", qn)
+		run(t, "attention", func(c *gpu.Chain) error { return AttentionWith(c, bq, bk, bv, sc, out, a, r.o) })
+		assertClose(t, "attention "+r.name, download(t, out, qn), want, atol, rtol)
 	}
 }
 
