@@ -198,8 +198,11 @@ type AttentionTile struct{ BQ, BK int }
 
 func (t AttentionTile) String() string { return fmt.Sprintf("bq%dbk%d", t.BQ, t.BK) }
 
-// attentionTiles are the tiles the dispatcher considers, largest first.
-var attentionTiles = []AttentionTile{{64, 32}, {32, 32}, {32, 16}, {16, 32}, {16, 16}, {8, 32}, {8, 16}}
+// attentionTiles are the tiles the dispatcher considers, largest BQ first.
+// For one BQ the 32-key tile comes before the 64-key one (four keys an
+// invocation, fewer shared loads a score, but twice the workgroup memory)
+// until the H200 sweep of BenchmarkAttentionPrefill says otherwise.
+var attentionTiles = []AttentionTile{{64, 32}, {32, 32}, {32, 64}, {32, 16}, {16, 32}, {16, 64}, {16, 16}, {8, 32}, {8, 16}}
 
 const (
 	// attentionTiledMinTokens is the fewest query tokens Attention runs
