@@ -29,7 +29,7 @@
 //
 // Constants: HD, the head dim (exact: its loops unroll); BQ, queries per
 // workgroup, a multiple of TR = 8; BK, keys per tile, a multiple of TC = 16.
-// Workgroup memory is 4 * (BQ*(HD+1) + BK*(HD+1) + BQ*BK + BQ*TC) bytes;
+// Workgroup memory is 4 * (BQ*(HD+1) + BK*(HD+1) + BQ*(BK+1) + BQ*TC) bytes;
 // ops.attentionTile.sharedBytes mirrors it.
 
 struct Params {
@@ -72,7 +72,10 @@ const HDP: u32 = HD + 1u;
 // naga takes no expression as an array length, so the sizes are named.
 const Q_N: u32 = BQ * HDP;
 const KV_N: u32 = BK * HDP;
-const P_N: u32 = BQ * BK;
+// BKP, p_s's row stride, is odd too: a warp's two query rows read one key's
+// weights in step 4, which a stride of BK = 32 or 64 puts in one bank.
+const BKP: u32 = BK + 1u;
+const P_N: u32 = BQ * BKP;
 const R_N: u32 = BQ * TC;
 
 // LOWEST stands in for -inf (see attention.wgsl): the running max before
@@ -81,7 +84,7 @@ const LOWEST: f32 = -3.40282347e38;
 
 var<workgroup> q_s: array<f32, Q_N>;   // the BQ queries, row stride HDP
 var<workgroup> kv_s: array<f32, KV_N>; // the tile's keys, then its values
-var<workgroup> p_s: array<f32, P_N>;   // the tile's exp(s - m), [BQ][BK]
+var<workgroup> p_s: array<f32, P_N>;   // the tile's exp(s - m), row stride BKP
 var<workgroup> red_s: array<f32, R_N>; // per query, the TC partial maxima (then sums)
 
 fn tanh_stable(x: f32) -> f32 {
@@ -243,7 +246,7 @@ fn attention_tiled(
                 // first visible key's alpha = exp(LOWEST - m) = 0 wipes
                 // those weights; rows past nq are never written.
                 let pr = exp(s[a][b] - mn);
-                p_s[r * BK + tc + TC * b] = pr;
+                p_s[r * BKP + tc + TC * b] = pr;
                 l[a] += pr;
             }
         }
@@ -259,7 +262,7 @@ fn attention_tiled(
                 }
             }
             for (var a = 0u; a < RQ; a++) {
-                let pr = p_s[(tr + TR * a) * BK + j];
+                let pr = p_s[(tr + TR * a) * BKP + j];
                 for (var c = 0u; c < DC; c++) {
                     acc[a][c] += pr * vd[c];
                 }

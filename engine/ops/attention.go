@@ -178,6 +178,8 @@ func AttentionWith(c *gpu.Chain, q, k, v, scratch, out *gpu.Buffer, a AttentionA
 	return dispatch(c, gpu.Spec("attention", "attention_combine", "WG", attentionWG), params, grid, q, k, v, scratch, out)
 }
 
+// params are a's kernel parameters, with splits partials of chunk keys for
+// the per-query kernel's split-K.
 func (a AttentionArgs) params(splits, chunk int) attentionParams {
 	params := attentionParams{
 		HeadDim: uint32(a.HeadDim), Heads: uint32(a.Heads), KVHeads: uint32(a.KVHeads), Tokens: uint32(a.Tokens),
@@ -196,6 +198,7 @@ func (a AttentionArgs) params(splits, chunk int) attentionParams {
 // kernel's 8 x 16 invocations.
 type AttentionTile struct{ BQ, BK int }
 
+// String names t as benchmarks do: bq16bk32.
 func (t AttentionTile) String() string { return fmt.Sprintf("bq%dbk%d", t.BQ, t.BK) }
 
 // attentionTiles are the tiles the dispatcher considers, largest BQ first.
@@ -221,10 +224,10 @@ const (
 )
 
 // sharedBytes is the kernel's workgroup memory at head dim hd: BQ queries
-// and BK keys at a row stride of hd+1, BQ x BK weights and BQ x 16 partial
-// maxima.
+// and BK keys at a row stride of hd+1, BQ x BK weights at a stride of BK+1
+// and BQ x 16 partial maxima.
 func (t AttentionTile) sharedBytes(hd int) int {
-	return 4 * (t.BQ*(hd+1) + t.BK*(hd+1) + t.BQ*t.BK + t.BQ*16)
+	return 4 * (t.BQ*(hd+1) + t.BK*(hd+1) + t.BQ*(t.BK+1) + t.BQ*16)
 }
 
 // fits reports why t cannot run at head dim hd within limit bytes of
