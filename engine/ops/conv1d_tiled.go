@@ -127,24 +127,32 @@ type Conv1DTiledOptions struct {
 	Tile Conv1DTile
 }
 
-// Conv1DTileFor is the tile Conv1DTiled runs a with, chosen by the output's
-// size from the H200 sweep of BenchmarkConv1DKokoro (docs/performance.md):
-// the pipelined 128x64 tile of 8x4 blocks, fastest on long outputs (the
-// generator's convs), unless a has fewer than shortConvTiles 64x64 output
-// tiles (the decoder's and F0/N's convs of a short utterance), where the
-// pipelined 32x64 tile of 4x4 blocks makes four times the workgroups of
-// the big one and wins.
+// Conv1DTileFor is the tile Conv1DTiled runs a with, chosen by the number
+// of 64x64 tiles the output makes, from the H200 sweep of
+// BenchmarkConv1DKokoro (docs/performance.md): all pipelined, 4x4 blocks
+// on a 32x64 tile below shortConvTiles (a short utterance's frame-rate
+// convs: four times the workgroups of a big tile, 4.1 against 1.6 TFLOP/s
+// on the decoder's conv at 100 frames), 4x4 on 64x64 below longConvTiles
+// (the decoder at 1527 frames, 384 tiles: 22.9 against 16.0 for the big
+// tile), and 8x8 blocks on a 128x64 tile past that (the generator's
+// convs: 25.5 and 24.8 TFLOP/s on its two stages).
 func Conv1DTileFor(a Conv1DArgs) Conv1DTile {
 	tiles := ((a.OutChannels + 63) / 64) * ((a.norm().OutLength() + 63) / 64)
-	if tiles < shortConvTiles {
+	switch {
+	case tiles < shortConvTiles:
 		return Conv1DTile{M: 32, N: 64, TM: 4, TN: 4, KC: 16, Pipelined: true}
+	case tiles < longConvTiles:
+		return Conv1DTile{M: 64, N: 64, TM: 4, TN: 4, KC: 16, Pipelined: true}
 	}
-	return Conv1DTile{M: 128, N: 64, TM: 8, TN: 4, KC: 8, Pipelined: true}
+	return Conv1DTile{M: 128, N: 64, TM: 8, TN: 8, KC: 8, Pipelined: true}
 }
 
-// shortConvTiles is where Conv1DTileFor switches tiles: about two 64x64
-// tiles for each of the H200's 132 SMs.
-const shortConvTiles = 256
+// Where Conv1DTileFor switches tiles, in 64x64 output tiles: about two per
+// SM of the H200's 132, and where the sweep's big tiles start to win.
+const (
+	shortConvTiles = 256
+	longConvTiles  = 1024
+)
 
 // conv1dTiledParams mirrors Params in shaders/conv1d_tiled.wgsl.
 type conv1dTiledParams struct {

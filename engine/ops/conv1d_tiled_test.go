@@ -140,15 +140,16 @@ func TestConv1DTiledVariantsAgreeBitwise(t *testing.T) {
 }
 
 // TestConv1DTileForPicksVariants checks Conv1DTileFor's choices for a
-// short and a long output are tiles of Conv1DTileVariants (which the
-// parity tests run) and differ.
+// short, a medium and a long output are tiles of Conv1DTileVariants (which
+// the parity tests run) and differ.
 func TestConv1DTileForPicksVariants(t *testing.T) {
 	short := Conv1DTileFor(Conv1DArgs{InChannels: 1090, OutChannels: 1024, Length: 150, Kernel: 3, Padding: 1})
+	medium := Conv1DTileFor(Conv1DArgs{InChannels: 1090, OutChannels: 1024, Length: 1527, Kernel: 3, Padding: 1})
 	long := Conv1DTileFor(Conv1DArgs{InChannels: 256, OutChannels: 256, Length: 30540, Kernel: 7, Padding: 9, Dilation: 3})
-	if short == long {
-		t.Errorf("short and long outputs both get %v", short)
+	if short == medium || medium == long || short == long {
+		t.Errorf("short, medium and long outputs get %v, %v, %v", short, medium, long)
 	}
-	for _, tile := range []Conv1DTile{short, long} {
+	for _, tile := range []Conv1DTile{short, medium, long} {
 		if !slices.Contains(Conv1DTileVariants, tile) {
 			t.Errorf("%v is not in Conv1DTileVariants", tile)
 		}
