@@ -97,3 +97,36 @@ func BenchmarkReadBandwidth(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(size)*reps*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
 }
+
+// BenchmarkReadBack reports the MB/s of a chain that only reads a buffer
+// back to the host (copy to staging, submit, map, copy out): what an
+// utterance's audio (3.7 MB for a 510-phoneme chunk) or a step's logits
+// cost on top of the kernels.
+func BenchmarkReadBack(b *testing.B) {
+	for _, size := range []uint64{64 << 10, 1 << 20, 4 << 20} {
+		b.Run(strconv.FormatUint(size>>10, 10)+"KiB", func(b *testing.B) {
+			src, err := dev.NewBuffer("bench.readback", size)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer src.Release()
+			b.SetBytes(int64(size))
+			for i := 0; i < b.N; i++ {
+				c, err := dev.NewChain("bench.readback")
+				if err != nil {
+					b.Fatal(err)
+				}
+				rb, err := c.ReadBack(src, 0, size)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := c.Submit(); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := rb.Bytes(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -9,6 +9,7 @@
 # Built here first (the device fetches nothing):
 #   go test -c -o .device/vocoder.test ./vocoder
 #   go test -c -o .device/ops.test ./engine/ops
+#   go test -c -o .device/gpu.test ./engine/gpu
 #   copy ../shared/testdata/kokoro and ggml (the matmul tests' oracle) to
 #   .device/shared/testdata/
 #   .gl: the Vulkan loader's debs (see the device README) and libasound2
@@ -42,4 +43,5 @@ grep -E '^(--- FAIL|FAIL|PASS|ok)|panic' $OUT/ops_parity.txt
 for pat in 'LSTMKokoro' 'ConvTranspose1DKokoro/.*/.*/f16=false' 'Conv1DKokoro/.*/tiled/.*/f16=false'; do
   timeout 100 ../../.device/ops.test -test.run '^$' -test.bench "$pat" -test.benchtime 10x 2>&1 | grep -E '^Benchmark|FAIL|panic'
 done > $OUT/kernels.txt
+(cd ../gpu && timeout 30 ../../.device/gpu.test -test.run '^$' -test.bench 'ReadBack' -test.benchtime 20x 2>&1 | grep -E '^Benchmark|FAIL|panic') >> $OUT/kernels.txt
 cat $OUT/kernels.txt
