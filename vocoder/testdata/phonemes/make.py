@@ -16,8 +16,9 @@ The result is written to en-us.tsv and en-gb.tsv (sentence TAB phonemes).
 espeak-ng may join two words into one output word (in the → ɪnðə); the Go
 phonemizer splits those, so the test compares with spaces removed.
 
-The comparison with misaki itself (its lexicon first, espeak only for
-unknown words) is to be done on a machine with misaki installed.
+misaki's own espeak code (EspeakFallback) is compared in ../misaki
+(make_misaki_fixture.py, README.md); misaki's lexicon + spaCy path needs
+spaCy and its English model, which no machine here can install.
 
 Usage: python3 make.py   (needs libespeak-ng1 / espeak-ng installed)
 """
