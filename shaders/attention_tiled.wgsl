@@ -16,20 +16,21 @@
 //   1. stages the keys in kv_s;
 //   2. scores: the WG = TR x TC invocations each compute an RQ x RK block of
 //      the BQ x BK scores (queries tr + TR*a, keys tc + TC*b: TC neighbouring
-//      invocations read TC different key rows, which the odd row stride HDP
-//      spreads over distinct banks), scale, softcap and mask them in
+//      invocations read TC different key rows, which the odd vec4 row stride
+//      SV spreads over the banks), scale, softcap and mask them in
 //      registers, and post each row's partial max;
 //   3. stages the values over the keys (no invocation reads a key any more)
 //      and folds the tile into each query's online softmax: running max m,
 //      p = exp(s - m) to p_s, accumulators rescaled by exp(m_old - m);
-//   4. accumulates: invocation (tr, tc) owns the head dims tc + TC*c of its
-//      RQ queries, in registers.
+//   4. accumulates: invocation (tr, tc) owns the head dims 4*(tc + TC*c)
+//      .. +3 of its RQ queries, in registers.
 // Each invocation's l sums only its own keys' p; the TC partial sums of a
 // row are added once, at the end.
 //
 // Constants: HD, the head dim (exact: its loops unroll); BQ, queries per
 // workgroup, a multiple of TR = 8; BK, keys per tile, a multiple of TC = 16.
-// Workgroup memory is 4 * (BQ*(HD+1) + BK*(HD+1) + BQ*(BK+1) + BQ*TC) bytes;
+// With SV = ceil(HD/4) + 1, workgroup memory is
+// 4 * (4*SV*(BQ + BK) + BQ*(BK+1) + BQ*TC) bytes;
 // ops.attentionTile.sharedBytes mirrors it.
 
 struct Params {
@@ -64,17 +65,24 @@ const TC: u32 = 16u;
 const TR: u32 = WG / TC;
 const RQ: u32 = BQ / TR;
 const RK: u32 = BK / TC;
-const DC: u32 = (HD + TC - 1u) / TC;
-// HDP, the row stride of q_s and kv_s, is odd so the TC key rows read at
-// one dim in step 2 fall in TC different banks (with HD = 64 they would all
-// hit one).
-const HDP: u32 = HD + 1u;
-// naga takes no expression as an array length, so the sizes are named.
-const Q_N: u32 = BQ * HDP;
-const KV_N: u32 = BK * HDP;
+// Shared rows hold vec4s: one load gives four dims of a query or key, a
+// quarter of the shared loads scalar rows need (the kernel is bound by them:
+// a score costs RQ+RK loads per RQ*RK dots). HDV vec4s cover the head, the
+// last zero-padded when HD is not a multiple of 4.
+const HDV: u32 = (HD + 3u) / 4u;
+// SV, the vec4 row stride, is odd so the TC key rows read at one dim in
+// step 2 take the fewest wavefronts (16 threads x 16 bytes: two); with
+// HD = 64 and no padding they would all hit the same banks.
+const SV: u32 = HDV + 1u;
+// DCV is the vec4s of the head an invocation accumulates per query in
+// step 4: dims 4*(tc + TC*c) .. +3.
+const DCV: u32 = (HDV + TC - 1u) / TC;
 // BKP, p_s's row stride, is odd too: a warp's two query rows read one key's
 // weights in step 4, which a stride of BK = 32 or 64 puts in one bank.
 const BKP: u32 = BK + 1u;
+// naga takes no expression as an array length, so the sizes are named.
+const Q_N: u32 = BQ * SV;
+const KV_N: u32 = BK * SV;
 const P_N: u32 = BQ * BKP;
 const R_N: u32 = BQ * TC;
 
@@ -82,10 +90,10 @@ const R_N: u32 = BQ * TC;
 // any key, and a masked score.
 const LOWEST: f32 = -3.40282347e38;
 
-var<workgroup> q_s: array<f32, Q_N>;   // the BQ queries, row stride HDP
-var<workgroup> kv_s: array<f32, KV_N>; // the tile's keys, then its values
-var<workgroup> p_s: array<f32, P_N>;   // the tile's exp(s - m), row stride BKP
-var<workgroup> red_s: array<f32, R_N>; // per query, the TC partial maxima (then sums)
+var<workgroup> q_s: array<vec4<f32>, Q_N>;   // the BQ queries, row stride SV
+var<workgroup> kv_s: array<vec4<f32>, KV_N>; // the tile's keys, then its values
+var<workgroup> p_s: array<f32, P_N>;         // the tile's exp(s - m), row stride BKP
+var<workgroup> red_s: array<f32, R_N>;       // per query, the TC partial maxima (then sums)
 
 fn tanh_stable(x: f32) -> f32 {
     let e = exp(-2.0 * abs(x));
@@ -105,31 +113,36 @@ fn visible(t: u32) -> vec2<u32> {
     return vec2<u32>(j0, min(i + 1u, p.kv_len));
 }
 
-// stage_k and stage_v copy the cnt keys (values) from slot tile on, of
-// this workgroup's KV head, into kv_s and zero its rows past cnt: slots
-// past kv_len may hold anything, NaN included, and a zero value times a
-// zero weight stays zero.
-fn stage_k(tile: u32, cnt: u32, kvoff: u32, stride: u32, lid: u32) {
-    for (var idx = lid; idx < BK * HD; idx += WG) {
-        let r = idx / HD;
-        let d = idx % HD;
-        var x = 0.0;
-        if (r < cnt) {
-            x = k[(tile + r) * stride + kvoff + d];
+// row4 reads dims 4*dv .. 4*dv+3 of the row at base of src (0: q, 1: k,
+// 2: v; WGSL passes no storage pointers to functions), zero past HD.
+fn row4(src: u32, base: u32, dv: u32) -> vec4<f32> {
+    var x = vec4<f32>(0.0);
+    for (var e = 0u; e < 4u; e++) {
+        let d = 4u * dv + e;
+        if (d < HD) {
+            switch src {
+                case 0u: { x[e] = q[base + d]; }
+                case 1u: { x[e] = k[base + d]; }
+                default: { x[e] = v[base + d]; }
+            }
         }
-        kv_s[r * HDP + d] = x;
     }
+    return x;
 }
 
-fn stage_v(tile: u32, cnt: u32, kvoff: u32, stride: u32, lid: u32) {
-    for (var idx = lid; idx < BK * HD; idx += WG) {
-        let r = idx / HD;
-        let d = idx % HD;
-        var x = 0.0;
+// stage copies the cnt keys (src 1) or values (src 2) from slot tile on, of
+// this workgroup's KV head, into kv_s, and zeros its rows past cnt rather
+// than read slots past kv_len, which may lie past the buffer's end. Step 2
+// scores those rows and masks them; step 4 stops at cnt.
+fn stage(src: u32, tile: u32, cnt: u32, kvoff: u32, stride: u32, lid: u32) {
+    for (var idx = lid; idx < BK * HDV; idx += WG) {
+        let r = idx / HDV;
+        let dv = idx % HDV;
+        var x = vec4<f32>(0.0);
         if (r < cnt) {
-            x = v[(tile + r) * stride + kvoff + d];
+            x = row4(src, (tile + r) * stride + kvoff, dv);
         }
-        kv_s[r * HDP + d] = x;
+        kv_s[r * SV + dv] = x;
     }
 }
 
@@ -146,14 +159,14 @@ fn attention_tiled(
     let tr = lid / TC;
     let tc = lid % TC;
 
-    for (var idx = lid; idx < BQ * HD; idx += WG) {
-        let r = idx / HD;
-        let d = idx % HD;
-        var x = 0.0;
+    for (var idx = lid; idx < BQ * HDV; idx += WG) {
+        let r = idx / HDV;
+        let dv = idx % HDV;
+        var x = vec4<f32>(0.0);
         if (r < nq) {
-            x = q[((t0 + r) * p.n_heads + h) * HD + d];
+            x = row4(0u, ((t0 + r) * p.n_heads + h) * HD, dv);
         }
-        q_s[r * HDP + d] = x;
+        q_s[r * SV + dv] = x;
     }
 
     // This invocation's queries: their visible keys (none for rows past
@@ -162,7 +175,7 @@ fn attention_tiled(
     var hi: array<u32, RQ>;
     var m: array<f32, RQ>;
     var l: array<f32, RQ>;
-    var acc: array<array<f32, DC>, RQ>;
+    var acc: array<array<vec4<f32>, DCV>, RQ>;
     for (var a = 0u; a < RQ; a++) {
         let r = tr + TR * a;
         lo[a] = 0u;
@@ -174,8 +187,8 @@ fn attention_tiled(
         }
         m[a] = LOWEST;
         l[a] = 0.0;
-        for (var c = 0u; c < DC; c++) {
-            acc[a][c] = 0.0;
+        for (var c = 0u; c < DCV; c++) {
+            acc[a][c] = vec4<f32>(0.0);
         }
     }
 
@@ -186,7 +199,7 @@ fn attention_tiled(
         // The previous tile's value sums (and, the first time, the query
         // staging) are done before kv_s is overwritten.
         workgroupBarrier();
-        stage_k(tile, cnt, kvoff, stride, lid);
+        stage(1u, tile, cnt, kvoff, stride, lid);
         workgroupBarrier();
 
         var s: array<array<f32, RK>, RQ>;
@@ -195,15 +208,15 @@ fn attention_tiled(
                 s[a][b] = 0.0;
             }
         }
-        for (var d = 0u; d < HD; d++) {
-            var qa: array<f32, RQ>;
+        for (var dv = 0u; dv < HDV; dv++) {
+            var qa: array<vec4<f32>, RQ>;
             for (var a = 0u; a < RQ; a++) {
-                qa[a] = q_s[(tr + TR * a) * HDP + d];
+                qa[a] = q_s[(tr + TR * a) * SV + dv];
             }
             for (var b = 0u; b < RK; b++) {
-                let kb = kv_s[(tc + TC * b) * HDP + d];
+                let kb = kv_s[(tc + TC * b) * SV + dv];
                 for (var a = 0u; a < RQ; a++) {
-                    s[a][b] += qa[a] * kb;
+                    s[a][b] += dot(qa[a], kb);
                 }
             }
         }
@@ -225,7 +238,7 @@ fn attention_tiled(
         }
         workgroupBarrier();
 
-        stage_v(tile, cnt, kvoff, stride, lid);
+        stage(2u, tile, cnt, kvoff, stride, lid);
         for (var a = 0u; a < RQ; a++) {
             let r = tr + TR * a;
             var tmax = LOWEST;
@@ -236,7 +249,7 @@ fn attention_tiled(
             let alpha = exp(m[a] - mn);
             m[a] = mn;
             l[a] *= alpha;
-            for (var c = 0u; c < DC; c++) {
+            for (var c = 0u; c < DCV; c++) {
                 acc[a][c] *= alpha;
             }
             for (var b = 0u; b < RK; b++) {
@@ -253,17 +266,17 @@ fn attention_tiled(
         workgroupBarrier();
 
         for (var j = 0u; j < cnt; j++) {
-            var vd: array<f32, DC>;
-            for (var c = 0u; c < DC; c++) {
-                let d = tc + TC * c;
-                vd[c] = 0.0;
-                if (d < HD) {
-                    vd[c] = kv_s[j * HDP + d];
+            var vd: array<vec4<f32>, DCV>;
+            for (var c = 0u; c < DCV; c++) {
+                let dv = tc + TC * c;
+                vd[c] = vec4<f32>(0.0);
+                if (dv < HDV) {
+                    vd[c] = kv_s[j * SV + dv];
                 }
             }
             for (var a = 0u; a < RQ; a++) {
                 let pr = p_s[(tr + TR * a) * BKP + j];
-                for (var c = 0u; c < DC; c++) {
+                for (var c = 0u; c < DCV; c++) {
                     acc[a][c] += pr * vd[c];
                 }
             }
@@ -286,10 +299,13 @@ fn attention_tiled(
             }
             let inv = 1.0 / sum;
             let base = ((t0 + r) * p.n_heads + h) * HD;
-            for (var c = 0u; c < DC; c++) {
-                let d = tc + TC * c;
-                if (d < HD) {
-                    out[base + d] = acc[a][c] * inv;
+            for (var c = 0u; c < DCV; c++) {
+                let o = acc[a][c] * inv;
+                for (var e = 0u; e < 4u; e++) {
+                    let d = 4u * (tc + TC * c) + e;
+                    if (d < HD) {
+                        out[base + d] = o[e];
+                    }
                 }
             }
         }

@@ -218,16 +218,23 @@ const (
 	// 16 queries rather than 96 of 64.
 	attentionTiledTargetGroups = 264
 	// attentionTiledMaxAcc caps each invocation's accumulators
-	// (BQ/8 queries x ceil(HeadDim/16) dims) at 32 registers, so 128
-	// invocations keep every accumulator in registers.
+	// (AttentionTile.accumulators) at 32 registers, so 128 invocations
+	// keep every accumulator in registers.
 	attentionTiledMaxAcc = 32
 )
 
 // sharedBytes is the kernel's workgroup memory at head dim hd: BQ queries
-// and BK keys at a row stride of hd+1, BQ x BK weights at a stride of BK+1
-// and BQ x 16 partial maxima.
+// and BK keys in rows of ceil(hd/4)+1 vec4s, BQ x BK weights at a row stride
+// of BK+1 and BQ x 16 partial maxima.
 func (t AttentionTile) sharedBytes(hd int) int {
-	return 4 * (t.BQ*(hd+1) + t.BK*(hd+1) + t.BQ*(t.BK+1) + t.BQ*16)
+	sv := (hd+3)/4 + 1
+	return 4 * (4*sv*(t.BQ+t.BK) + t.BQ*(t.BK+1) + t.BQ*16)
+}
+
+// accumulators is the f32 accumulators an invocation of t keeps at head dim
+// hd: BQ/8 queries x ceil(ceil(hd/4)/16) vec4s.
+func (t AttentionTile) accumulators(hd int) int {
+	return t.BQ / 8 * (((hd+3)/4 + 15) / 16) * 4
 }
 
 // fits reports why t cannot run at head dim hd within limit bytes of
@@ -236,8 +243,8 @@ func (t AttentionTile) fits(hd int, limit uint32) error {
 	switch {
 	case t.BQ < 8 || t.BQ%8 != 0 || t.BK < 16 || t.BK%16 != 0:
 		return fmt.Errorf("ops: attention: tile %v: BQ must be a positive multiple of 8 and BK of 16", t)
-	case t.BQ/8*((hd+15)/16) > attentionTiledMaxAcc:
-		return fmt.Errorf("ops: attention: tile %v at head_dim %d needs %d accumulators an invocation, over %d", t, hd, t.BQ/8*((hd+15)/16), attentionTiledMaxAcc)
+	case t.accumulators(hd) > attentionTiledMaxAcc:
+		return fmt.Errorf("ops: attention: tile %v at head_dim %d needs %d accumulators an invocation, over %d", t, hd, t.accumulators(hd), attentionTiledMaxAcc)
 	case t.sharedBytes(hd) > int(limit):
 		return fmt.Errorf("ops: attention: tile %v at head_dim %d needs %d bytes of workgroup memory, the device grants %d", t, hd, t.sharedBytes(hd), limit)
 	}
