@@ -40,7 +40,7 @@ timeout 150 ../../.device/ops.test -test.run 'Conv|LSTM|STFT|Snake|SineGen|AdaIN
   | grep -E '^(--- FAIL|FAIL|PASS|ok)|panic|over atol|_test.go:' | head -80 > $OUT/ops_parity.txt
 grep -E '^(--- FAIL|FAIL|PASS|ok)|panic' $OUT/ops_parity.txt
 # f32 weights only (-test.bench levels are split at slashes: one pattern a run)
-for pat in 'LSTMKokoro' 'ConvTranspose1DKokoro/.*/.*/f16=false' 'Conv1DKokoro/.*/tiled/.*/f16=false'; do
+for pat in 'LSTMKokoro' 'AttentionPrefill/albert' 'ConvTranspose1DKokoro/.*/.*/f16=false' 'Conv1DKokoro/.*/tiled/.*/f16=false'; do
   timeout 100 ../../.device/ops.test -test.run '^$' -test.bench "$pat" -test.benchtime 10x 2>&1 | grep -E '^Benchmark|FAIL|panic'
 done > $OUT/kernels.txt
 (cd ../gpu && timeout 30 ../../.device/gpu.test -test.run '^$' -test.bench 'ReadBack' -test.benchtime 20x 2>&1 | grep -E '^Benchmark|FAIL|panic') >> $OUT/kernels.txt
