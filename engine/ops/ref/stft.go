@@ -81,7 +81,17 @@ func STFTMagPhase(x []float32, window []float32, hop int) []float32 {
 // CheckNOLA returns torch.istft's error when the overlap-added squared
 // window of frames frames falls below 1e-11 anywhere in the trimmed output
 // (center=True: n_fft/2 trimmed from each end).
+//
+// Past nolaFrames frames the envelope only repeats: its first and last
+// n_fft samples stay as they were, and between them every sample has all
+// its frames, a pattern of period hop that nolaFrames frames already hold
+// in full. So the check stops there, and costs the same for a 38 s
+// utterance (183 000 frames, ~7 ms of the H200 host's time when it walked
+// them all) as for a word; its test compares it with the whole envelope.
 func CheckNOLA(window []float32, hop, frames int) error {
+	if hop > 0 {
+		frames = min(frames, nolaFrames(len(window), hop))
+	}
 	env := envelope(window, hop, frames)
 	nfft := len(window)
 	for _, v := range env[nfft/2 : len(env)-nfft/2] {
@@ -90,6 +100,14 @@ func CheckNOLA(window []float32, hop, frames int) error {
 		}
 	}
 	return nil
+}
+
+// nolaFrames is how many frames hold every value of the envelope's
+// interior: the samples with all their frames start at n_fft - 1 and must
+// run for a whole period of hop, ceil(n_fft/hop) + 2 frames; twice that
+// for margin.
+func nolaFrames(nfft, hop int) int {
+	return 2*((nfft+hop-1)/hop) + 2
 }
 
 func envelope(window []float32, hop, frames int) []float64 {
