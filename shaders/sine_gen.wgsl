@@ -44,6 +44,10 @@ struct Params {
     threshold: f32,
     ratio_down: f32, // f32(1 / (1/U)): the downsampling interpolation's scale
     ratio_up: f32,   // f32(1 / U)
+    zero: u32,       // 0, unknown to the compiler: see rounded
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 }
 
 const FLAG_INIT: u32 = 1u;  // an initial phase per harmonic is bound
@@ -64,15 +68,25 @@ var<workgroup> tot: array<f32, WG>;
 // division may be off by 2.5 ulps, which over a thousand frames of the same
 // f0 would add up coherently. q's error is recovered exactly with Dekker's
 // product (Veltkamp split, no fma needed) and one correction applied.
+// rounded is x, the f32 a product was rounded to, passed through an
+// integer xor with a uniform zero: a compiler that contracts a * b + c
+// into one fused multiply-add (NVIDIA's does; WGSL allows it, and naga
+// cannot forbid it) cannot see through it, so the products this kernel
+// relies on being rounded (torch's arithmetic, Dekker's split) stay
+// rounded on every GPU.
+fn rounded(x: f32) -> f32 {
+    return bitcast<f32>(bitcast<u32>(x) ^ p.zero);
+}
+
 fn split(a: f32) -> vec2<f32> {
-    let c = 4097.0 * a;
+    let c = rounded(4097.0 * a);
     let hi = c - (c - a);
     return vec2<f32>(hi, a - hi);
 }
 
 fn div_rn(x: f32, y: f32) -> f32 {
     let q = x / y;
-    let prod = q * y;
+    let prod = rounded(q * y);
     let qs = split(q);
     let ys = split(y);
     let err = ((qs.x * ys.x - prod) + qs.x * ys.y + qs.y * ys.x) + qs.y * ys.y;
@@ -99,7 +113,7 @@ struct Lerp {
 }
 
 fn lerp_index(i: u32, ratio: f32, in_size: u32) -> Lerp {
-    let src = max(ratio * (f32(i) + 0.5) - 0.5, 0.0);
+    let src = max(rounded(ratio * (f32(i) + 0.5)) - 0.5, 0.0);
     let i0 = min(u32(floor(src)), in_size - 1u);
     let l1 = clamp(src - f32(i0), 0.0, 1.0);
     return Lerp(i0, select(i0, i0 + 1u, i0 + 1u < in_size), l1);
@@ -108,7 +122,7 @@ fn lerp_index(i: u32, ratio: f32, in_size: u32) -> Lerp {
 // rad_d[i] of harmonic h: the downsampling interpolation, in torch's order.
 fn rad_down(i: u32, h: u32) -> f32 {
     let l = lerp_index(i, p.ratio_down, p.samples);
-    return (1.0 - l.l1) * rad(l.i0, h) + l.l1 * rad(l.i1, h);
+    return rounded((1.0 - l.l1) * rad(l.i0, h)) + rounded(l.l1 * rad(l.i1, h));
 }
 
 // frac(U * r), exact for U <= 4096 and r in [0, 2).
@@ -165,13 +179,13 @@ fn sine_gen(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgrou
     let base = h * p.td * 2u;
     var cyc = scratch[base + 2u * l.i0];
     if (l.i1 != l.i0) {
-        cyc = fract(cyc + l.l1 * (f32(p.up) * scratch[base + 2u * l.i1 + 1u]));
+        cyc = fract(cyc + rounded(l.l1 * rounded(f32(p.up) * scratch[base + 2u * l.i1 + 1u])));
     }
     let sine = p.sine_amp * sin(TWO_PI * (cyc - round(cyc)));
     let voiced = f0[j / p.up] > p.threshold;
     var out = select(0.0, sine, voiced);
     if ((p.flags & FLAG_NOISE) != 0u) {
-        out += select(p.sine_amp / 3.0, p.noise_std, voiced) * noise[idx];
+        out += rounded(select(p.sine_amp / 3.0, p.noise_std, voiced) * noise[idx]);
     }
     y[idx] = out;
 }

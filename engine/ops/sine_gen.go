@@ -43,6 +43,10 @@ type sineGenParams struct {
 	SR, SineAmp, NoiseStd     float32
 	Threshold                 float32
 	RatioDown, RatioUp        float32
+	// Zero is 0: the shader xors rounded products with it so no compiler
+	// fuses them into multiply-adds (see rounded in sine_gen.wgsl).
+	Zero uint32
+	_    [3]uint32
 }
 
 const (
