@@ -22,16 +22,18 @@
 //     back without branches.
 //
 // Staging. W: invocation l stages W[c .. c+3][j] (c = 4*(l / KC), j = l %
-// KC, and a second quad WG/KC quads on where the tile needs it):
+// KC, and up to three more quads WG/KC quads apart where the tile needs
+// them: WPER in all, named registers sw0..sw3 switched by constants):
 // neighbouring invocations read neighbouring j of a row. It stores the
 // vec4 at ws[j][c/4 ^ (j & 7)]: the XOR swizzle puts the 8 invocations of a
 // quarter warp (j = 0..7, one vec4 each) in 8 different bank groups, where
 // the plain [j][c/4] layout (rows 4*MV words apart) lands all of them in
 // one. The readers undo the XOR.
-// B: invocation l stages the vec4 u = l % NV of row jj = l / NV (and a
-// second row WG/NV on): steps u, u + NV, u + 2NV, u + 3NV of the tile, so
-// neighbouring invocations read neighbouring steps of x for every
-// component and store neighbouring vec4s. An invocation's x vec4s, and so
+// B: invocation l stages the vec4 u = l % NV of row jj = l / NV (and up to
+// three more rows WG/NV apart: BPER in all, sb0..sb3): steps u, u + NV,
+// u + 2NV, u + 3NV of the tile, so neighbouring invocations read
+// neighbouring steps of x for every component and store neighbouring
+// vec4s. An invocation's x vec4s, and so
 // its accumulators and outputs, are those strided steps: output column
 // t0 + u + s*NV is component s.
 //
@@ -41,8 +43,10 @@
 // << 8 | KC << 16 as in conv1d_tiled.wgsl. The dispatcher
 // (ops.Conv1DTile.Validate) checks TM, TN in {4, 8}; TILE_M % 32 == 0 (the
 // swizzle's 8 vec4 groups); WG % KC == 0 and WG % NV == 0 (an invocation's
-// second staged vec4 lies in its first's column); at most 2 staged vec4s
-// of W and of B per invocation; 2*4*KC*(TILE_M + TILE_N) <= 16 KiB.
+// later staged vec4s lie in its first's column); at most 4 staged vec4s of
+// W and of B per invocation; and Conv1DTiledWith checks the double stage,
+// 2*4*KC*(TILE_M + TILE_N) bytes, against the device's workgroup memory
+// (WebGPU guarantees 16 KiB; the H200 grants 48, lavapipe 32).
 
 struct Params {
     cin: u32,
@@ -69,6 +73,10 @@ const WS_LEN: u32 = KC * MV; // vec4s of one W stage
 const BS_LEN: u32 = KC * NV; // vec4s of one B stage
 const WS_LEN2: u32 = 2u * WS_LEN;
 const BS_LEN2: u32 = 2u * BS_LEN;
+const WQS: u32 = WG / KC; // quads between an invocation's staged W vec4s
+const BRS: u32 = WG / NV; // rows between an invocation's staged B vec4s
+const WPER: u32 = (MV + WQS - 1u) / WQS; // staged W vec4s per invocation, 1..4
+const BPER: u32 = (KC + BRS - 1u) / BRS; // staged B vec4s per invocation, 1..4
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
@@ -186,36 +194,59 @@ fn conv1d_tiled_pipelined(@builtin(local_invocation_index) l: u32, @builtin(work
     let kt = p.cin * p.k;
     let nsteps = (kt + KC - 1u) / KC;
 
-    // W staging: column wj, quads wq0 and wq0 + WG/KC (if on).
+    // W staging: column wj, quads wq0 + i*WQS for i < WPER (if on: a
+    // quad past MV is off). The constant WPER > i switches off the
+    // registers a tile does not use.
     let wj = l % KC;
     let wq0 = l / KC;
-    let wq1 = wq0 + WG / KC;
+    let wq1 = wq0 + WQS;
+    let wq2 = wq0 + 2u * WQS;
+    let wq3 = wq0 + 3u * WQS;
     let w0on = wq0 < MV;
-    let w1on = wq1 < MV;
+    let w1on = WPER > 1u && wq1 < MV;
+    let w2on = WPER > 2u && wq2 < MV;
+    let w3on = WPER > 3u && wq3 < MV;
     let wsw = wj & 7u;
-    // B staging: vec4 bu of rows br0 and br0 + WG/NV (if on).
+    let wrow0 = wj * MV;
+    // B staging: vec4 bu of rows br0 + i*BRS for i < BPER (if on).
     let bu = l % NV;
     let br0 = l / NV;
-    let br1 = br0 + WG / NV;
+    let br1 = br0 + BRS;
+    let br2 = br0 + 2u * BRS;
+    let br3 = br0 + 3u * BRS;
     let b0on = br0 < KC;
-    let b1on = br1 < KC;
+    let b1on = BPER > 1u && br1 < KC;
+    let b2on = BPER > 2u && br2 < KC;
+    let b3on = BPER > 3u && br3 < KC;
     let dq = KC / p.k;
     let dr = KC % p.k;
     var tap0 = Tap(br0 / p.k, br0 % p.k);
     var tap1 = Tap(br1 / p.k, br1 % p.k);
+    var tap2 = Tap(br2 / p.k, br2 % p.k);
+    var tap3 = Tap(br3 / p.k, br3 % p.k);
     let tb = t0 + bu;
 
     // Step 0's stage.
     var j = wj;
     var sw0 = vec4<f32>(0.0);
     var sw1 = vec4<f32>(0.0);
+    var sw2 = vec4<f32>(0.0);
+    var sw3 = vec4<f32>(0.0);
     var sb0 = vec4<f32>(0.0);
     var sb1 = vec4<f32>(0.0);
+    var sb2 = vec4<f32>(0.0);
+    var sb3 = vec4<f32>(0.0);
     if (w0on) {
         sw0 = wquad(c0 + 4u * wq0, j, kt);
     }
     if (w1on) {
         sw1 = wquad(c0 + 4u * wq1, j, kt);
+    }
+    if (w2on) {
+        sw2 = wquad(c0 + 4u * wq2, j, kt);
+    }
+    if (w3on) {
+        sw3 = wquad(c0 + 4u * wq3, j, kt);
     }
     if (b0on) {
         sb0 = xquad(tap0.ci, tap_pos(tap0, tb));
@@ -223,17 +254,35 @@ fn conv1d_tiled_pipelined(@builtin(local_invocation_index) l: u32, @builtin(work
     if (b1on) {
         sb1 = xquad(tap1.ci, tap_pos(tap1, tb));
     }
+    if (b2on) {
+        sb2 = xquad(tap2.ci, tap_pos(tap2, tb));
+    }
+    if (b3on) {
+        sb3 = xquad(tap3.ci, tap_pos(tap3, tb));
+    }
     if (w0on) {
-        ws[wj * MV + (wq0 ^ wsw)] = sw0;
+        ws[wrow0 + (wq0 ^ wsw)] = sw0;
     }
     if (w1on) {
-        ws[wj * MV + (wq1 ^ wsw)] = sw1;
+        ws[wrow0 + (wq1 ^ wsw)] = sw1;
+    }
+    if (w2on) {
+        ws[wrow0 + (wq2 ^ wsw)] = sw2;
+    }
+    if (w3on) {
+        ws[wrow0 + (wq3 ^ wsw)] = sw3;
     }
     if (b0on) {
         bs[br0 * NV + bu] = sb0;
     }
     if (b1on) {
         bs[br1 * NV + bu] = sb1;
+    }
+    if (b2on) {
+        bs[br2 * NV + bu] = sb2;
+    }
+    if (b3on) {
+        bs[br3 * NV + bu] = sb3;
     }
 
     // Quad (qm, qn): channels c0 + 4(qm*NY + ty) .. +3 (columns), step
@@ -251,18 +300,38 @@ fn conv1d_tiled_pipelined(@builtin(local_invocation_index) l: u32, @builtin(work
         if (more) {
             j += KC;
             tap0 = next(tap0, dq, dr);
-            tap1 = next(tap1, dq, dr);
+            if (BPER > 1u) {
+                tap1 = next(tap1, dq, dr);
+            }
+            if (BPER > 2u) {
+                tap2 = next(tap2, dq, dr);
+            }
+            if (BPER > 3u) {
+                tap3 = next(tap3, dq, dr);
+            }
             if (w0on) {
                 sw0 = wquad(c0 + 4u * wq0, j, kt);
             }
             if (w1on) {
                 sw1 = wquad(c0 + 4u * wq1, j, kt);
             }
+            if (w2on) {
+                sw2 = wquad(c0 + 4u * wq2, j, kt);
+            }
+            if (w3on) {
+                sw3 = wquad(c0 + 4u * wq3, j, kt);
+            }
             if (b0on) {
                 sb0 = xquad(tap0.ci, tap_pos(tap0, tb));
             }
             if (b1on) {
                 sb1 = xquad(tap1.ci, tap_pos(tap1, tb));
+            }
+            if (b2on) {
+                sb2 = xquad(tap2.ci, tap_pos(tap2, tb));
+            }
+            if (b3on) {
+                sb3 = xquad(tap3.ci, tap_pos(tap3, tb));
             }
         }
         let wb = cur * WS_LEN;
@@ -291,17 +360,30 @@ fn conv1d_tiled_pipelined(@builtin(local_invocation_index) l: u32, @builtin(work
         if (more) {
             let nw = (cur ^ 1u) * WS_LEN;
             let nb = (cur ^ 1u) * BS_LEN;
+            let nwr = nw + wrow0;
             if (w0on) {
-                ws[nw + wj * MV + (wq0 ^ wsw)] = sw0;
+                ws[nwr + (wq0 ^ wsw)] = sw0;
             }
             if (w1on) {
-                ws[nw + wj * MV + (wq1 ^ wsw)] = sw1;
+                ws[nwr + (wq1 ^ wsw)] = sw1;
+            }
+            if (w2on) {
+                ws[nwr + (wq2 ^ wsw)] = sw2;
+            }
+            if (w3on) {
+                ws[nwr + (wq3 ^ wsw)] = sw3;
             }
             if (b0on) {
                 bs[nb + br0 * NV + bu] = sb0;
             }
             if (b1on) {
                 bs[nb + br1 * NV + bu] = sb1;
+            }
+            if (b2on) {
+                bs[nb + br2 * NV + bu] = sb2;
+            }
+            if (b3on) {
+                bs[nb + br3 * NV + bu] = sb3;
             }
         }
         workgroupBarrier();
