@@ -11,9 +11,10 @@ import (
 // them, staging the GEMM's K (input channel, tap) pairs KC at a time in
 // workgroup memory. The zero value stands for Conv1DTileFor's choice.
 //
-// Limits (checked by Conv1DTiledWith): TM and TN multiples of 4 up to 16
-// (vec4 registers); M % TM == 0 and N % TN == 0; (M/TM)*(N/TN) <= 256
-// invocations; 4*KC*(M+N) <= 16384 bytes of workgroup memory.
+// Limits (checked by Validate): TM and TN multiples of 4 up to 16 (vec4
+// registers); M % TM == 0 and N % TN == 0; (M/TM)*(N/TN) <= 256
+// invocations; 4*KC*(M+N) <= 16384 bytes of workgroup memory (WebGPU's
+// guaranteed minimum, which shaders/conv1d_tiled.wgsl is written to).
 //
 // Pipelined runs the tile with shaders/conv1d_tiled_pipelined.wgsl
 // instead: the same GEMM and summation order, but the next K step's
@@ -22,9 +23,13 @@ import (
 // step), the accumulators are named registers rather than arrays indexed
 // by loop counters, and the gather walks (input channel, tap) by counters
 // instead of a division per element. It narrows the limits: TM and TN 4 or
-// 8; M a multiple of 32; KC and N/4 dividing the invocations; at most two
-// staged vec4s of W (M*KC/4) and of B (KC*N/4) per invocation; and the
-// double stage, 8*KC*(M+N) bytes, within 16384.
+// 8; M a multiple of 32; KC and N/4 dividing the invocations; and at most
+// four staged vec4s of W (M*KC/4) and of B (KC*N/4) per invocation
+// (Validate). Its double stage, 8*KC*(M+N) bytes, may use all the
+// device's workgroup memory rather than 16 KiB (FitsDevice, checked by
+// Conv1DTiledWith against the chain's device): the H200 grants 48 KiB,
+// lavapipe 32, and the big tiles need KC 16 (32 KiB for 128x128) to halve
+// their barriers per multiply-add.
 type Conv1DTile struct {
 	M, N, TM, TN, KC int
 	Pipelined        bool
@@ -43,6 +48,16 @@ var DefaultConv1DTile = Conv1DTile{M: 64, N: 64, TM: 4, TN: 4, KC: 16}
 // invocations); 8x4 blocks on a 128x64 tile; and 4x4 blocks on the 32x64
 // tile and a 32x32 one (64 invocations) for the workgroups short lengths
 // lack (the 1090->1024 decoder conv at 100 frames is 32 64x64 tiles).
+//
+// Last, the pipelined tiles with twice their KC, for half the barriers
+// per multiply-add, most beyond WebGPU's 16 KiB (the double stage in
+// brackets): 8x8 blocks with KC 16 on 128x128 (32 KiB), 128x64 and 64x128
+// (24 KiB each) and 64x64 (16 KiB; four staged vec4s of W and of B an
+// invocation); 8x4 blocks with KC 16 on 128x64 (24 KiB); and the default
+// with KC 32 (32 KiB). The list stays within lavapipe's 32 KiB so that
+// every tile runs in the parity tests; the H200's 48 KiB would take KC 32
+// on 128x64, eight staged vec4s of W an invocation, over the kernel's
+// four. A device without a tile's memory cannot run it (FitsDevice).
 var Conv1DTileVariants = []Conv1DTile{
 	{M: 64, N: 64, TM: 4, TN: 4, KC: 16},
 	{M: 128, N: 64, TM: 8, TN: 4, KC: 16},
@@ -58,6 +73,12 @@ var Conv1DTileVariants = []Conv1DTile{
 	{M: 128, N: 64, TM: 8, TN: 4, KC: 8, Pipelined: true},
 	{M: 32, N: 64, TM: 4, TN: 4, KC: 16, Pipelined: true},
 	{M: 32, N: 32, TM: 4, TN: 4, KC: 16, Pipelined: true},
+	{M: 128, N: 128, TM: 8, TN: 8, KC: 16, Pipelined: true},
+	{M: 128, N: 64, TM: 8, TN: 8, KC: 16, Pipelined: true},
+	{M: 64, N: 128, TM: 8, TN: 8, KC: 16, Pipelined: true},
+	{M: 64, N: 64, TM: 8, TN: 8, KC: 16, Pipelined: true},
+	{M: 128, N: 64, TM: 8, TN: 4, KC: 16, Pipelined: true},
+	{M: 64, N: 64, TM: 4, TN: 4, KC: 32, Pipelined: true},
 }
 
 // String names the tile as m{M}n{N}t{TM}x{TN}k{KC}, e.g. m128n64t8x4k16,
@@ -83,8 +104,9 @@ func (t Conv1DTile) SharedBytes() int {
 	return b
 }
 
-// Validate says whether the kernel can run the tile; the error names the
-// limit broken.
+// Validate says whether the kernel can run the tile on some device; the
+// error names the limit broken. Whether a given device has the pipelined
+// tile's workgroup memory is FitsDevice's to say.
 func (t Conv1DTile) Validate() error {
 	switch {
 	case t.M <= 0 || t.N <= 0 || t.TM <= 0 || t.TN <= 0 || t.KC <= 0:
@@ -97,7 +119,7 @@ func (t Conv1DTile) Validate() error {
 		return fmt.Errorf("ops: conv1d_tiled: tile %v: KC %d too large", t, t.KC)
 	case t.Invocations() > 256:
 		return fmt.Errorf("ops: conv1d_tiled: tile %v: %d invocations per workgroup, over 256", t, t.Invocations())
-	case t.SharedBytes() > 16384:
+	case !t.Pipelined && t.SharedBytes() > 16384:
 		return fmt.Errorf("ops: conv1d_tiled: tile %v: %d bytes of workgroup memory, over 16384", t, t.SharedBytes())
 	}
 	if !t.Pipelined {
@@ -105,8 +127,8 @@ func (t Conv1DTile) Validate() error {
 	}
 	// The pipelined kernel's quads are named registers (TM, TN of 4 or 8),
 	// its W swizzle XORs a vec4 index's low 3 bits within the row (M/4 a
-	// multiple of 8), and an invocation's two staged vec4s of W (B) share
-	// a K column (a step column) and are named registers too.
+	// multiple of 8), and an invocation's staged vec4s of W (B), up to
+	// four, share a K column (a step column) and are named registers too.
 	wg := t.Invocations()
 	switch {
 	case (t.TM != 4 && t.TM != 8) || (t.TN != 4 && t.TN != 8):
@@ -115,8 +137,18 @@ func (t Conv1DTile) Validate() error {
 		return fmt.Errorf("ops: conv1d_tiled: tile %v: the pipelined tile's M %d must be a multiple of 32", t, t.M)
 	case wg%t.KC != 0 || wg%(t.N/4) != 0:
 		return fmt.Errorf("ops: conv1d_tiled: tile %v: KC %d and N/4 %d must divide the %d invocations", t, t.KC, t.N/4, wg)
-	case t.M*t.KC/4 > 2*wg || t.KC*t.N/4 > 2*wg:
-		return fmt.Errorf("ops: conv1d_tiled: tile %v: %d and %d staged vec4s of W and B, over 2 per invocation", t, t.M*t.KC/4, t.KC*t.N/4)
+	case t.M*t.KC/4 > 4*wg || t.KC*t.N/4 > 4*wg:
+		return fmt.Errorf("ops: conv1d_tiled: tile %v: %d and %d staged vec4s of W and B, over 4 per invocation", t, t.M*t.KC/4, t.KC*t.N/4)
+	}
+	return nil
+}
+
+// FitsDevice says whether d has the workgroup memory the tile stages
+// (SharedBytes); the error names both sizes. Tiles beyond WebGPU's 16 KiB
+// are pipelined ones only (Validate holds the others to it).
+func (t Conv1DTile) FitsDevice(d *gpu.Device) error {
+	if have := int(d.Limits.MaxComputeWorkgroupStorageSize); t.SharedBytes() > have {
+		return fmt.Errorf("ops: conv1d_tiled: tile %v: %d bytes of workgroup memory, over the device's %d", t, t.SharedBytes(), have)
 	}
 	return nil
 }
@@ -135,7 +167,8 @@ type Conv1DTiledOptions struct {
 // on the decoder's conv at 100 frames), 4x4 on 64x64 below longConvTiles
 // (the decoder at 1527 frames, 384 tiles: 22.9 against 16.0 for the big
 // tile), and 8x8 blocks on a 128x64 tile past that (the generator's
-// convs: 25.5 and 24.8 TFLOP/s on its two stages).
+// convs: 25.5 and 24.8 TFLOP/s on its two stages). Each stages at most
+// 16 KiB, so it runs on every WebGPU device.
 func Conv1DTileFor(a Conv1DArgs) Conv1DTile {
 	tiles := ((a.OutChannels + 63) / 64) * ((a.norm().OutLength() + 63) / 64)
 	switch {
@@ -189,7 +222,8 @@ func Conv1DTiled(c *gpu.Chain, x, w, bias, y *gpu.Buffer, a Conv1DArgs) error {
 
 // Conv1DTiledWith is Conv1DTiled with a chosen tile shape (o.Tile; zero is
 // Conv1DTileFor's). Every valid tile computes the same y, summed in the
-// same order.
+// same order; one whose workgroup memory the chain's device lacks is an
+// error (FitsDevice).
 func Conv1DTiledWith(c *gpu.Chain, x, w, bias, y *gpu.Buffer, a Conv1DArgs, o Conv1DTiledOptions) error {
 	const kernel = "conv1d_tiled"
 	tile := o.Tile
@@ -197,6 +231,12 @@ func Conv1DTiledWith(c *gpu.Chain, x, w, bias, y *gpu.Buffer, a Conv1DArgs, o Co
 		tile = Conv1DTileFor(a)
 	}
 	if err := tile.Validate(); err != nil {
+		return err
+	}
+	if c == nil {
+		return fmt.Errorf("ops: %s: nil chain", kernel)
+	}
+	if err := tile.FitsDevice(c.Device()); err != nil {
 		return err
 	}
 	a = a.norm()

@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -153,6 +154,11 @@ func TestConv1DTileForPicksVariants(t *testing.T) {
 		if !slices.Contains(Conv1DTileVariants, tile) {
 			t.Errorf("%v is not in Conv1DTileVariants", tile)
 		}
+		// Conv1DTiled runs its choice on every device: WebGPU guarantees
+		// 16 KiB of workgroup memory and no more.
+		if b := tile.SharedBytes(); b > 16384 {
+			t.Errorf("%v: %d bytes of workgroup memory, over WebGPU's guaranteed 16384", tile, b)
+		}
 	}
 }
 
@@ -160,12 +166,18 @@ func TestConv1DTileVariantsFit(t *testing.T) {
 	if DefaultConv1DTile != (Conv1DTile{M: 64, N: 64, TM: 4, TN: 4, KC: 16}) {
 		t.Errorf("default tile %v, want m64n64t4x4k16", DefaultConv1DTile)
 	}
+	// Every variant must run on the test device, or the parity and bitwise
+	// tests would not cover it: a tile over lavapipe's 32 KiB fails here
+	// rather than being skipped there.
 	for _, tile := range Conv1DTileVariants {
 		if err := tile.Validate(); err != nil {
 			t.Errorf("%v: %v", tile, err)
 		}
-		if n, b := tile.Invocations(), tile.SharedBytes(); n > 256 || b > 16384 {
-			t.Errorf("%v: %d invocations, %d bytes of workgroup memory", tile, n, b)
+		if n := tile.Invocations(); n > 256 {
+			t.Errorf("%v: %d invocations", tile, n)
+		}
+		if err := tile.FitsDevice(dev); err != nil {
+			t.Errorf("%v does not run on the test device %s, so its parity goes untested: %v", tile, dev.Info.Label(), err)
 		}
 	}
 }
@@ -185,16 +197,44 @@ func TestConv1DTiledRejectsBadTiles(t *testing.T) {
 		{Conv1DTile{M: 128, N: 128, TM: 4, TN: 4, KC: 8}, "over 256"},
 		{Conv1DTile{M: 128, N: 128, TM: 8, TN: 8, KC: 32}, "over 16384"},
 		{Conv1DTile{M: 64, N: 64, TM: 4, TN: 4, KC: 64}, "over 16384"},
-		// The pipelined kernel's narrower limits.
-		{Conv1DTile{M: 64, N: 64, TM: 4, TN: 4, KC: 32, Pipelined: true}, "over 16384"},
+		// The pipelined kernel's narrower limits (its memory is the
+		// device's: TestConv1DTiledRejectsTileOverDeviceMemory).
 		{Conv1DTile{M: 64, N: 64, TM: 16, TN: 4, KC: 8, Pipelined: true}, "4 or 8"},
 		{Conv1DTile{M: 48, N: 64, TM: 4, TN: 4, KC: 8, Pipelined: true}, "multiple of 32"},
 		{Conv1DTile{M: 64, N: 64, TM: 8, TN: 8, KC: 12, Pipelined: true}, "must divide"},
-		{Conv1DTile{M: 64, N: 64, TM: 8, TN: 8, KC: 16, Pipelined: true}, "over 2 per invocation"},
+		{Conv1DTile{M: 64, N: 64, TM: 8, TN: 8, KC: 32, Pipelined: true}, "over 4 per invocation"},
+		{Conv1DTile{M: 128, N: 64, TM: 8, TN: 8, KC: 32, Pipelined: true}, "over 4 per invocation"},
 	} {
 		err := Conv1DTiledWith(nil, nil, nil, nil, nil, a, Conv1DTiledOptions{Tile: tc.tile})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("tile %v: error %v, want one saying %q", tc.tile, err, tc.want)
+		}
+	}
+}
+
+func TestConv1DTiledRejectsTileOverDeviceMemory(t *testing.T) {
+	// m128n128t8x8k32p is a valid pipelined tile (two staged vec4s of W
+	// and four of B an invocation) whose double stage, 64 KiB, is over
+	// lavapipe's 32 KiB and the H200's 48.
+	tile := Conv1DTile{M: 128, N: 128, TM: 8, TN: 8, KC: 32, Pipelined: true}
+	if err := tile.Validate(); err != nil {
+		t.Fatalf("%v: %v", tile, err)
+	}
+	have := int(dev.Limits.MaxComputeWorkgroupStorageSize)
+	if tile.SharedBytes() <= have {
+		t.Fatalf("%v stages %d bytes, within the test device's %d: pick a bigger tile", tile, tile.SharedBytes(), have)
+	}
+	a := Conv1DArgs{InChannels: 4, OutChannels: 4, Length: 16, Kernel: 3, Padding: 1}
+	x, w, y := scratch(t, "x", 64), scratch(t, "w", 64), scratch(t, "y", 64)
+	c, err := dev.NewChain("tile over memory")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Discard()
+	err = Conv1DTiledWith(c, x, w, nil, y, a, Conv1DTiledOptions{Tile: tile})
+	for _, want := range []string{tile.String(), fmt.Sprint(tile.SharedBytes()), fmt.Sprint(have)} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v, want one naming %q", err, want)
 		}
 	}
 }
