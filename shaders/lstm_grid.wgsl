@@ -13,10 +13,11 @@
 // values of h_t with atomic loads until none is SENTINEL. Each slot is
 // written once, so no ordering across slots is needed: atomics on one
 // location are coherent. This needs the G workgroups of a direction to run
-// at once, which WebGPU does not promise: the dispatcher uses it only on
-// discrete GPUs, with at most 64 workgroups in all, and the spin gives up
-// after SPIN_MAX tries (then h is the sentinel, a NaN, and the output says
-// so) rather than hang a GPU that did not.
+// at once, which WebGPU does not promise: ops.ChooseLSTMGrid picks a grid
+// only on a discrete GPU that ran one correctly, with at most 64
+// workgroups in all, and the spin gives up after SPIN_MAX tries (then h is
+// the sentinel, a NaN, which that trial sees) rather than hang a GPU that
+// cannot hold them all.
 //
 // Workgroup layout (WG = 256 invocations): R = 4U gate rows (gate q = r / U
 // of unit g*U + r % U) by S = WG / R slices of k, each KPT = H / S wide; an

@@ -92,6 +92,7 @@ type textConv struct {
 type textLSTM struct {
 	fwd, bwd      ops.LSTMWeights
 	input, hidden int
+	grid          int // ops.LSTMArgs.Grid, from ops.ChooseLSTMGrid
 }
 
 type textAdaIN struct {
@@ -172,7 +173,13 @@ func (u *textUploader) lstm(label string, m *BiLSTM) *textLSTM {
 		return ops.LSTMWeights{WIH: u.buf(label+".wih"+suffix, w.WIH), WHH: u.buf(label+".whh"+suffix, w.WHH),
 			BIH: u.buf(label+".bih"+suffix, w.BIH), BHH: u.buf(label+".bhh"+suffix, w.BHH)}
 	}
-	return &textLSTM{fwd: dir("", m.Fwd), bwd: dir(".rev", m.Bwd), input: m.Input, hidden: m.Hidden}
+	l := &textLSTM{fwd: dir("", m.Fwd), bwd: dir(".rev", m.Bwd), input: m.Input, hidden: m.Hidden}
+	if u.err == nil {
+		// The grid recurrence where the device runs it (3 µs a step on the
+		// H200 against 8 for the streaming one); tried once per size.
+		l.grid, u.err = ops.ChooseLSTMGrid(u.g.dev, m.Hidden, true)
+	}
+	return l
 }
 
 func (u *textUploader) adain(label string, n *AdaIN1d) *textAdaIN {
@@ -340,7 +347,7 @@ func (p *textPass) conv(c *textConv, x, y *gpu.Buffer, length int) {
 // lstm runs the BiLSTM on x [input][length] into y [2*hidden][length];
 // gates is the label of its scratch.
 func (p *textPass) lstm(m *textLSTM, x, y *gpu.Buffer, length int, gates string) {
-	a := ops.LSTMArgs{Input: m.input, Hidden: m.hidden, Length: length}
+	a := ops.LSTMArgs{Input: m.input, Hidden: m.hidden, Length: length, Grid: m.grid}
 	s := p.buf(gates, a.ScratchFloats(true))
 	if p.err != nil {
 		return

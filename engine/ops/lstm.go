@@ -2,6 +2,8 @@ package ops
 
 import (
 	"fmt"
+	"math"
+	"sync"
 
 	"github.com/hearthstudio/hearth/engine/gpu"
 )
@@ -17,11 +19,13 @@ type LSTMWeights struct {
 // LSTMArgs shapes an LSTM over Length steps of Input features.
 type LSTMArgs struct {
 	Input, Hidden, Length int
-	// Grid picks the recurrence: 0 takes lstmGrid's choice; LSTMStream
-	// runs shaders/lstm_recur.wgsl (one workgroup per direction, W_hh
-	// streamed from memory every step); 1 or more run
-	// shaders/lstm_grid.wgsl on Grid workgroups per direction (W_hh held
-	// in their registers, h exchanged each step), within lstmGridFits.
+	// Grid picks the recurrence: 0 or LSTMStream runs
+	// shaders/lstm_recur.wgsl (one workgroup per direction, W_hh streamed
+	// from memory every step); 1 or more run shaders/lstm_grid.wgsl on
+	// Grid workgroups per direction (W_hh held in their registers, h
+	// exchanged each step), within lstmGridFits. A grid of several
+	// workgroups needs them all running at once, which WebGPU does not
+	// promise: ChooseLSTMGrid tries it on the device first.
 	Grid int
 	// Split is the number of slices (1, 2 or 4) lstm_recur splits each
 	// step's dot products over; 0 takes the most the device's workgroup
@@ -111,19 +115,24 @@ func LSTM(c *gpu.Chain, x *gpu.Buffer, fwd LSTMWeights, bwd *LSTMWeights, scratc
 		return fmt.Errorf("ops: %s: scratch must be another buffer than y", kernel)
 	}
 	grid := a.Grid
-	if grid == 0 {
-		grid = lstmGrid(c.Device(), a.Hidden, dirs)
+	switch {
+	case grid == 0 || grid == LSTMStream:
+		grid = LSTMStream
+	case grid < 0:
+		return fmt.Errorf("ops: %s: grid %d: want 0, LSTMStream or a workgroup count", kernel, grid)
+	case grid > 1 && c.Device().Info.Type == "cpu":
+		return fmt.Errorf("ops: %s: grid of %d workgroups on a CPU adapter, which runs them one after another (each would wait for the next in vain)", kernel, grid)
 	}
 	if grid >= 1 {
 		if err := lstmGridFits(a.Hidden, dirs, grid); err != nil {
 			return err
 		}
-	} else if grid != LSTMStream {
-		return fmt.Errorf("ops: %s: grid %d: want 0, LSTMStream or a workgroup count", kernel, grid)
 	}
 	units := (a.Hidden + wg - 1) / wg
 	split := a.Split
-	if split == 0 {
+	if grid >= 1 {
+		split = 1 // not used
+	} else if split == 0 {
 		split = lstmSplit(c.Device(), a.Hidden, units)
 	} else if err := lstmSplitFits(c.Device().Limits, a.Hidden, units, split); err != nil {
 		return err
@@ -187,23 +196,153 @@ func lstmSplitFits(l gpu.Limits, hidden, units, s int) error {
 const LSTMStream = -1
 
 // lstmGridMaxWorkgroups bounds the grid recurrence's workgroups (both
-// directions): they must all run at once, and 64 workgroups of 256
-// invocations fit at once on any discrete GPU of the last decade.
+// directions), which must all run at once (ChooseLSTMGrid checks that
+// the device does).
 const lstmGridMaxWorkgroups = 64
 
-// lstmGrid is the recurrence for a hidden size: on a discrete GPU the grid
-// that gives each invocation 32 weights of W_hh (G = H²/2048: 32 for
-// Kokoro's H = 256, 64 workgroups for a BiLSTM), when it fits; else the
-// streaming one. Integrated and CPU adapters stream: the grid needs its
-// workgroups to run at once, and lavapipe runs them one after another.
-func lstmGrid(d *gpu.Device, hidden, dirs int) int {
+// ChooseLSTMGrid is the Grid for LSTMArgs of this hidden size on d: on a
+// discrete GPU the grid that gives each invocation 32 weights of W_hh (G =
+// H²/2048: 32 for Kokoro's H = 256, 64 workgroups for a BiLSTM), if it fits
+// and if the device, tried once on a short sequence, gives the streaming
+// recurrence's h with it; else LSTMStream. The try catches a GPU too small
+// to hold every workgroup of the grid at once: there the first workgroups
+// wait for h that the others cannot compute until they finish, give up
+// after a bounded spin (tens of milliseconds a step) and return NaN, which
+// the comparison sees. Integrated GPUs and CPU adapters stream without a
+// try. The answer is kept per device and shape.
+func ChooseLSTMGrid(d *gpu.Device, hidden int, bidirectional bool) (int, error) {
 	if d.Info.Type != "discrete" {
-		return LSTMStream
+		return LSTMStream, nil
 	}
-	if g := hidden * hidden / 2048; g >= 1 && lstmGridFits(hidden, dirs, g) == nil {
-		return g
+	dirs := 1
+	if bidirectional {
+		dirs = 2
 	}
-	return LSTMStream
+	g := hidden * hidden / 2048
+	if g < 1 || lstmGridFits(hidden, dirs, g) != nil {
+		return LSTMStream, nil
+	}
+	key := lstmGridKey{d, hidden, dirs}
+	if v, ok := lstmGridTried.Load(key); ok {
+		return v.(int), nil
+	}
+	ok, err := lstmGridAgrees(d, hidden, bidirectional, g)
+	if err != nil {
+		return LSTMStream, err
+	}
+	if !ok {
+		g = LSTMStream
+	}
+	lstmGridTried.Store(key, g)
+	return g, nil
+}
+
+type lstmGridKey struct {
+	d            *gpu.Device
+	hidden, dirs int
+}
+
+// lstmGridTried holds ChooseLSTMGrid's answers.
+var lstmGridTried sync.Map
+
+// lstmGridAgrees runs a four-step LSTM of the given size both ways on d
+// (weights and inputs of a fixed hash, torch's init scale) and says
+// whether the grid's h is within 1e-4 of the streaming recurrence's: the
+// two differ only in summation order (~1e-6), and a grid that could not
+// run gives NaN.
+func lstmGridAgrees(d *gpu.Device, hidden int, bidirectional bool, grid int) (bool, error) {
+	const steps, input = 4, 8
+	a := LSTMArgs{Input: input, Hidden: hidden, Length: steps}
+	scale := float32(1 / math.Sqrt(float64(hidden)))
+	val := func(i int) float32 { // a fixed pseudo-random value in [-scale, scale)
+		h := uint32(i)*2654435761 + 0x9e3779b9
+		h ^= h >> 15
+		h *= 2246822519
+		h ^= h >> 13
+		return scale * (float32(h>>8)/(1<<23) - 1)
+	}
+	var bufs []*gpu.Buffer
+	defer func() {
+		for _, b := range bufs {
+			b.Release()
+		}
+	}()
+	seq := 0
+	upload := func(n int) (*gpu.Buffer, error) {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = val(seq + i)
+		}
+		seq += n
+		b, err := d.NewBufferF32("lstm.grid_probe", v)
+		if err == nil {
+			bufs = append(bufs, b)
+		}
+		return b, err
+	}
+	weights := func() (LSTMWeights, error) {
+		var w LSTMWeights
+		var err error
+		for _, f := range []struct {
+			b **gpu.Buffer
+			n int
+		}{{&w.WIH, 4 * hidden * input}, {&w.WHH, 4 * hidden * hidden}, {&w.BIH, 4 * hidden}, {&w.BHH, 4 * hidden}} {
+			if *f.b, err = upload(f.n); err != nil {
+				return w, err
+			}
+		}
+		return w, nil
+	}
+	fwd, err := weights()
+	if err != nil {
+		return false, err
+	}
+	var bwd *LSTMWeights
+	dirs := 1
+	if bidirectional {
+		b, err := weights()
+		if err != nil {
+			return false, err
+		}
+		bwd, dirs = &b, 2
+	}
+	x, err := upload(input * steps)
+	if err != nil {
+		return false, err
+	}
+	scratch, err := upload(a.ScratchFloats(bidirectional))
+	if err != nil {
+		return false, err
+	}
+	n := dirs * hidden * steps
+	var out [2][]float32
+	for i, g := range []int{LSTMStream, grid} {
+		y, err := upload(n)
+		if err != nil {
+			return false, err
+		}
+		c, err := d.NewChain("lstm.grid_probe")
+		if err != nil {
+			return false, err
+		}
+		a.Grid = g
+		if err := LSTM(c, x, fwd, bwd, scratch, y, a); err != nil {
+			c.Discard()
+			return false, err
+		}
+		if err := c.Submit(); err != nil {
+			return false, err
+		}
+		if out[i], err = y.ReadF32(0, n); err != nil {
+			return false, err
+		}
+	}
+	for i := range out[0] {
+		if !(math.Abs(float64(out[0][i]-out[1][i])) <= 1e-4) { // NaN fails too
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // lstmGridFits says whether shaders/lstm_grid.wgsl runs hidden size
@@ -221,6 +360,9 @@ func lstmGridFits(hidden, dirs, grid int) error {
 	r := 4 * hidden / grid
 	if r > wg || wg%r != 0 {
 		return bad(fmt.Sprintf("%d gate rows a workgroup must divide its %d invocations", r, wg))
+	}
+	if hidden%(wg/r) != 0 {
+		return bad(fmt.Sprintf("%d slices of k must divide the hidden units", wg/r))
 	}
 	kpt := hidden * r / wg
 	if kpt < 4 || kpt%4 != 0 || kpt > 64 {

@@ -10,8 +10,8 @@ import (
 // BenchmarkLSTMKokoro times one of Kokoro's BiLSTMs (input 640, hidden 256
 // per direction, bidirectional) over 512 steps, its 510-phoneme limit plus
 // the boundary tokens. µs/step is the whole LSTM call (input projection and
-// recurrence) per time step; the recurrence, one workgroup per direction
-// reading all of W_hh each step, is what dominates it on a GPU.
+// recurrence) per time step; the recurrence's sequential steps dominate it
+// on a GPU.
 //
 // Sub-benchmarks split=1, 2, 4 time each split of the streaming
 // recurrence's dot products (LSTMArgs.Split; those the device cannot run
@@ -41,7 +41,11 @@ func BenchmarkLSTMKokoro(b *testing.B) {
 		}
 	}
 	// The grid recurrence, where the device runs it (discrete GPUs).
-	if g := lstmGrid(dev, base.Hidden, 2); g != LSTMStream {
+	g, err := ChooseLSTMGrid(dev, base.Hidden, true)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if g != LSTMStream {
 		a := base
 		a.Grid = g
 		bench(fmt.Sprintf("grid=%d", g), a)

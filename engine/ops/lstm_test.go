@@ -78,11 +78,9 @@ func TestLSTMMatchesReference(t *testing.T) {
 		for _, split := range []int{0, 1, 2, 4} {
 			a := tc.a
 			a.Split = split
-			if split != 0 {
-				a.Grid = LSTMStream
-			}
-			if split == 4 && a.Hidden > 256 {
-				a.Split = 2 // two units a slot: four slices need 24 KiB
+			units := (a.Hidden + 255) / 256
+			if split != 0 && lstmSplitFits(dev.Limits, a.Hidden, units, split) != nil {
+				continue // four slices of two units a slot need 25 792 bytes of workgroup memory
 			}
 			t.Run(fmt.Sprintf("%dx%d/T%d/bi=%v/split=%d", a.Input, a.Hidden, a.Length, tc.bidir, a.Split), func(t *testing.T) {
 				checkLSTM(t, 81, a, tc.bidir, 1, 0)
@@ -94,10 +92,11 @@ func TestLSTMMatchesReference(t *testing.T) {
 // TestLSTMGridMatchesReference runs shaders/lstm_grid.wgsl. One workgroup
 // a direction runs everywhere (its h goes through y's slots like any
 // other's); grids of several, whose workgroups wait on each other's h,
-// run only where lstmGrid would use them: lavapipe runs a dispatch's
+// run only where ChooseLSTMGrid picks them: lavapipe runs a dispatch's
 // workgroups one after another, so there the first would wait for the
-// second in vain. Those cases run on the H200 (docs/h200/voice), and
-// Kokoro's BiLSTMs (grid 32) in the vocoder's GPU parity tests there.
+// second in vain (LSTM refuses). Those cases run on the H200
+// (docs/h200/voice), and Kokoro's BiLSTMs (grid 32) in the vocoder's GPU
+// parity tests there.
 func TestLSTMGridMatchesReference(t *testing.T) {
 	cases := []struct {
 		a     LSTMArgs
@@ -108,7 +107,11 @@ func TestLSTMGridMatchesReference(t *testing.T) {
 		{LSTMArgs{Input: 9, Hidden: 16, Length: 33, Grid: 1}, true},
 		{LSTMArgs{Input: 30, Hidden: 16, Length: 20, Grid: 1}, false},
 	}
-	if g := lstmGrid(dev, 256, 2); g != LSTMStream {
+	g, err := ChooseLSTMGrid(dev, 256, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g != LSTMStream {
 		cases = append(cases,
 			struct {
 				a     LSTMArgs
@@ -125,6 +128,40 @@ func TestLSTMGridMatchesReference(t *testing.T) {
 		t.Run(fmt.Sprintf("%dx%d/T%d/bi=%v/grid=%d", tc.a.Input, tc.a.Hidden, tc.a.Length, tc.bidir, tc.a.Grid), func(t *testing.T) {
 			checkLSTM(t, 84, tc.a, tc.bidir, 1, 0)
 		})
+	}
+}
+
+// TestLSTMGridProbe runs ChooseLSTMGrid's comparison itself with a grid of
+// one workgroup a direction (which any device runs): it must agree with
+// the streaming recurrence. On a CPU adapter ChooseLSTMGrid streams.
+func TestLSTMGridProbe(t *testing.T) {
+	for _, bidir := range []bool{false, true} {
+		ok, err := lstmGridAgrees(dev, 32, bidir, 1)
+		if err != nil || !ok {
+			t.Errorf("bidirectional %v: probe of grid 1 agrees = %v, %v", bidir, ok, err)
+		}
+	}
+	if dev.Info.Type == "cpu" {
+		if g, err := ChooseLSTMGrid(dev, 256, true); g != LSTMStream || err != nil {
+			t.Errorf("CPU adapter: ChooseLSTMGrid = %d, %v, want LSTMStream", g, err)
+		}
+	}
+}
+
+// TestLSTMGridFits checks the grid's shape rules, among them that the k
+// slices divide the hidden size (hidden 68 on 17 workgroups makes 16
+// slices of 4, which would leave k = 64..67 out of every dot product).
+func TestLSTMGridFits(t *testing.T) {
+	for _, tc := range []struct {
+		hidden, dirs, grid int
+		ok                 bool
+	}{
+		{256, 2, 32, true}, {128, 2, 8, true}, {32, 1, 1, true}, {64, 1, 2, true},
+		{68, 1, 17, false}, {132, 1, 33, false}, {256, 2, 64, false}, {256, 1, 3, false}, {16, 1, 2, false},
+	} {
+		if err := lstmGridFits(tc.hidden, tc.dirs, tc.grid); (err == nil) != tc.ok {
+			t.Errorf("hidden %d, %d directions, grid %d: %v, want ok = %v", tc.hidden, tc.dirs, tc.grid, err, tc.ok)
+		}
 	}
 }
 
@@ -162,6 +199,7 @@ func TestLSTMRejectsBadShapes(t *testing.T) {
 		LSTM(c, x, w, &w, sc, y, LSTMArgs{Input: 0, Hidden: 3, Length: 4}),
 		LSTM(c, x, w, &w, sc, y, LSTMArgs{Input: 2, Hidden: 3, Length: 4, Split: 3}),
 		LSTM(c, x, w, &w, sc, y, LSTMArgs{Input: 2, Hidden: 3, Length: 4, Grid: 3}),
+		LSTM(c, x, w, &w, sc, y, LSTMArgs{Input: 2, Hidden: 3, Length: 4, Grid: -2}),
 	} {
 		if err == nil {
 			t.Errorf("case %d: accepted", i)
