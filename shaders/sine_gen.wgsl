@@ -64,10 +64,6 @@ const TWO_PI: f32 = 6.283185307179586;
 
 var<workgroup> tot: array<f32, WG>;
 
-// div_rn is x / y rounded to nearest, as torch's f32 division: WGSL's
-// division may be off by 2.5 ulps, which over a thousand frames of the same
-// f0 would add up coherently. q's error is recovered exactly with Dekker's
-// product (Veltkamp split, no fma needed) and one correction applied.
 // rounded is x, the f32 a product was rounded to, passed through an
 // integer xor with a uniform zero: a compiler that contracts a * b + c
 // into one fused multiply-add (NVIDIA's does; WGSL allows it, and naga
@@ -78,12 +74,18 @@ fn rounded(x: f32) -> f32 {
     return bitcast<f32>(bitcast<u32>(x) ^ p.zero);
 }
 
+// split is Veltkamp's: a = hi + lo, each with at most 12 significant
+// bits, so the products of two halves are exact.
 fn split(a: f32) -> vec2<f32> {
     let c = rounded(4097.0 * a);
     let hi = c - (c - a);
     return vec2<f32>(hi, a - hi);
 }
 
+// div_rn is x / y rounded to nearest, as torch's f32 division: WGSL's
+// division may be off by 2.5 ulps, which over a thousand frames of the same
+// f0 would add up coherently. q's error is recovered exactly with Dekker's
+// product (Veltkamp split, no fma needed) and one correction applied.
 fn div_rn(x: f32, y: f32) -> f32 {
     let q = x / y;
     let prod = rounded(q * y);

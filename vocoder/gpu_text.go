@@ -321,6 +321,8 @@ func (p *textPass) linear(l *textLinear, x, y *gpu.Buffer, rows int) {
 		return
 	}
 	if l.wt != nil {
+		// X·Wᵀ as X·(Wᵀ): the input-gradient kernel computes dY·W for a
+		// stored W, here the transposed weight, with its blocked tiles.
 		p.do(ops.MatMulBackwardInput(p.ch, l.wt, x, y, rows))
 	} else {
 		p.do(ops.MatMul(p.ch, l.w, x, y, rows))

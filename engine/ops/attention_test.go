@@ -145,7 +145,9 @@ func TestAttentionTiledMatchesReference(t *testing.T) {
 			}
 		}
 		if len(runs) == 0 {
-			t.Logf("%s: no tile fits %d bytes of workgroup memory", tc.name, dev.Limits.MaxComputeWorkgroupStorageSize)
+			t.Run(tc.name, func(t *testing.T) {
+				t.Skipf("no tile fits head_dim %d in this device's %d bytes of workgroup memory", tc.a.HeadDim, dev.Limits.MaxComputeWorkgroupStorageSize)
+			})
 			continue
 		}
 		t.Run(tc.name, func(t *testing.T) {
@@ -180,7 +182,7 @@ func TestAttentionPicksPath(t *testing.T) {
 		{AttentionArgs{HeadDim: 128, Heads: 32, KVHeads: 8, Tokens: 512, KVLen: 512}, h200, AttentionTile{32, 32}},
 		{AttentionArgs{HeadDim: 128, Heads: 32, KVHeads: 8, Tokens: 512, KVLen: 512}, webGPUDefaultStorage, AttentionTile{8, 16}},
 		{AttentionArgs{HeadDim: 256, Heads: 8, KVHeads: 4, Tokens: 512, KVLen: 512}, webGPUDefaultStorage, AttentionTile{}},
-		// 16x32 takes 52416 bytes; 16x16 makes only 256 workgroups.
+		// 16x32 is over 48 KiB at head_dim 256; 16x16 makes only 256 workgroups.
 		{AttentionArgs{HeadDim: 256, Heads: 8, KVHeads: 4, Tokens: 512, KVLen: 512}, h200, AttentionTile{8, 32}},
 	} {
 		var got AttentionTile
@@ -333,6 +335,9 @@ func TestAttentionRejectsBadShapes(t *testing.T) {
 	}
 	if err := Attention(c, q, k, v, out, out, good); err == nil {
 		t.Error("scratch aliasing out: accepted")
+	}
+	if err := AttentionWith(c, q, k, v, sc, out, good, AttentionOptions{Path: AttentionTiled + 1}); err == nil {
+		t.Error("an unknown path: accepted")
 	}
 }
 

@@ -161,7 +161,8 @@ type Conv1DTiledOptions struct {
 
 // Conv1DTileFor is the tile Conv1DTiled runs a with, chosen by the number
 // of 64x64 tiles the output makes, from the H200 sweep of
-// BenchmarkConv1DKokoro (docs/performance.md): all pipelined, 4x4 blocks
+// BenchmarkConv1DKokoro (docs/h200/voice/kernels.txt, summed up in
+// docs/performance.md): all pipelined, 4x4 blocks
 // on a 32x64 tile below shortConvTiles (a short utterance's frame-rate
 // convs: four times the workgroups of a big tile, 4.1 against 1.6 TFLOP/s
 // on the decoder's conv at 100 frames), 4x4 on 64x64 below longConvTiles

@@ -9,8 +9,9 @@ import (
 // The tile of shaders/conv_transpose1d_tiled.wgsl: 64 output channels x 64
 // steps of one phase a workgroup, 4x4 outputs an invocation (256
 // invocations), K staged 16 (input channel, tap) pairs at a time (8 KiB of
-// workgroup memory of WebGPU's guaranteed 16 KiB): conv1d_tiled's default
-// tile, the one its H200 sweep kept.
+// workgroup memory of WebGPU's guaranteed 16 KiB), the first tile
+// conv1d_tiled had. On the H200 it runs Kokoro's two upsamplers at
+// 12.4-12.9 TFLOP/s (docs/h200/voice/kernels.txt); not swept further.
 const (
 	convTransposeTileM  = 64
 	convTransposeTileN  = 64

@@ -12,8 +12,8 @@ import (
 // reasoning of convTranspose1dRel holds for its longer sums too: with
 // random signs the partial sums grow as sqrt(n), and the n roundings add
 // up to a few ulp of the bound sum|x*w| whatever n (measured at most
-// 2.8e-7 of it at Kokoro's widths here, n up to 512*2 products, and on
-// lavapipe bit for bit conv_transpose1d's y). 1e-6 (~17 ulp) still
+// 2.8e-7 of it at Kokoro's widths here, n up to 512*2 products). 1e-6
+// (~17 ulp) still
 // catches a wrong or dropped tap, which moves the result by about 1/n of
 // the bound: 1e-3 at n = 1024.
 const convTranspose1dTiledRel = 1e-6
