@@ -75,12 +75,12 @@ func (e *Engine) kokoroDir() (string, error) {
 // speech is the loaded Kokoro model, kept from the first Speak until
 // Train or Close releases it. It lives on the engine goroutine.
 type speech struct {
-	dir      string
-	model    *vocoder.Model
-	synth    vocoder.Synthesizer // model, or its GPU forward
-	release  func()              // frees the GPU forward's buffers; nil on the CPU
-	backend  string              // "gpu: ADAPTER" or "cpu"
-	speakers map[string]*vocoder.Speaker
+	dir         string
+	model       *vocoder.Model
+	synth       vocoder.Synthesizer            // model, or its GPU forward
+	release     func()                         // frees the GPU forward's buffers; nil on the CPU
+	backend     string                         // "gpu: ADAPTER" or "cpu"
+	phonemizers map[string]*vocoder.Phonemizer // by language
 }
 
 // Voices names the voice packs in the Kokoro directory.
@@ -123,11 +123,18 @@ func (e *Engine) Speak(ctx context.Context, req SpeakRequest, emit func(SpeechCh
 	if err != nil {
 		return err
 	}
-	return e.submit(ctx, func(ctx context.Context) error {
+	// The model is loaded and the voice opened on the engine goroutine;
+	// then the speaker runs here, on the caller's goroutine: phonemes, and
+	// emit (a client's socket, the sound card) however slow, while each
+	// chunk's forward is one job on the engine goroutine (engineSynth), so
+	// a chat reply or another request runs between chunks.
+	var voice *vocoder.Voice
+	var sp *vocoder.Speaker
+	err = e.submit(ctx, func(ctx context.Context) error {
 		// The voice first: a misspelt name or a bad pack fails before the
 		// model's seconds of loading. A missing folder is the model's
 		// error, which says what to put where.
-		voice, verr := vocoder.OpenVoice(vocoder.VoicesIn(dir), req.Voice)
+		v, verr := vocoder.OpenVoice(vocoder.VoicesIn(dir), req.Voice)
 		if verr != nil && !errors.Is(verr, fs.ErrNotExist) {
 			return verr
 		}
@@ -138,14 +145,56 @@ func (e *Engine) Speak(ctx context.Context, req SpeakRequest, emit func(SpeechCh
 		if verr != nil {
 			return verr
 		}
-		sp, err := s.speaker(req.Voice)
+		ph, err := s.phonemizer(req.Voice)
 		if err != nil {
 			return err
 		}
-		return sp.Speak(ctx, req.Text, voice, speed, func(u vocoder.Utterance) error {
-			return emit(SpeechChunk{Text: u.Text, Audio: u.Audio, Start: u.Start, Words: u.Words})
-		})
+		voice = v
+		sp, err = vocoder.NewSpeaker(s.model.Config, engineSynth{ctx: ctx, e: e, s: s}, ph)
+		return err
 	})
+	if err != nil {
+		return err
+	}
+	return sp.Speak(ctx, req.Text, voice, speed, func(u vocoder.Utterance) error {
+		return emit(SpeechChunk{Text: u.Text, Audio: u.Audio, Start: u.Start, Words: u.Words})
+	})
+}
+
+// engineSynth is a speech model's forward run as a job on the engine
+// goroutine, which owns the device, for a Speaker running elsewhere.
+type engineSynth struct {
+	ctx context.Context
+	e   *Engine
+	s   *speech
+}
+
+// engineBusyRetry is how long a chunk waits before asking again when the
+// engine's queue is full (ErrBusy): mid-speech, a busy moment should delay
+// the next chunk, not end the speech.
+const engineBusyRetry = 20 * time.Millisecond
+
+func (m engineSynth) Forward(tokens []int, style []float32, speed float64, deterministic bool) ([]float32, []int, error) {
+	var audio []float32
+	var durations []int
+	for {
+		err := m.e.submit(m.ctx, func(context.Context) error {
+			if m.e.speech != m.s {
+				return errors.New("app: speak: the voice model was unloaded while speaking")
+			}
+			var err error
+			audio, durations, err = m.s.synth.Forward(tokens, style, speed, deterministic)
+			return err
+		})
+		if !errors.Is(err, ErrBusy) {
+			return audio, durations, err
+		}
+		select {
+		case <-m.ctx.Done():
+			return nil, nil, m.ctx.Err()
+		case <-time.After(engineBusyRetry):
+		}
+	}
 }
 
 // ensureSpeech loads Kokoro unless it is loaded: on the GPU when the
@@ -162,7 +211,7 @@ func (e *Engine) ensureSpeech(dir string) (*speech, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &speech{dir: dir, model: m, synth: m, backend: "cpu", speakers: map[string]*vocoder.Speaker{}}
+	s := &speech{dir: dir, model: m, synth: m, backend: "cpu", phonemizers: map[string]*vocoder.Phonemizer{}}
 	switch strings.ToLower(e.o.Backend) {
 	case "gpu", "auto":
 		if err := e.speechOnGPU(s); err != nil {
@@ -190,27 +239,23 @@ func (e *Engine) unloadSpeech() {
 	e.speech = nil
 }
 
-// speaker is the Speaker for a voice spec's language: Kokoro's voice
-// names start with it ('a' American English, 'b' British; af_heart,
-// bf_emma), and a blend takes its first voice's.
-func (s *speech) speaker(spec string) (*vocoder.Speaker, error) {
+// phonemizer is the Phonemizer for a voice spec's language, made once:
+// Kokoro's voice names start with it ('a' American English, 'b' British;
+// af_heart, bf_emma), and a blend takes its first voice's.
+func (s *speech) phonemizer(spec string) (*vocoder.Phonemizer, error) {
 	lang := "en-us"
 	if terms, err := vocoder.ParseVoiceSpec(spec); err == nil && strings.HasPrefix(filepath.Base(terms[0].Name), "b") {
 		lang = "en-gb"
 	}
-	if sp, ok := s.speakers[lang]; ok {
-		return sp, nil
+	if ph, ok := s.phonemizers[lang]; ok {
+		return ph, nil
 	}
 	ph, err := vocoder.NewPhonemizer(lang, s.model.Config)
 	if err != nil {
 		return nil, err
 	}
-	sp, err := vocoder.NewSpeaker(s.model.Config, s.synth, ph)
-	if err != nil {
-		return nil, err
-	}
-	s.speakers[lang] = sp
-	return sp, nil
+	s.phonemizers[lang] = ph
+	return ph, nil
 }
 
 // WriteSpeech writes audio as a SampleRate Hz mono WAV at path, 32-bit

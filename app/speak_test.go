@@ -85,8 +85,8 @@ func TestSpeakStreamsChunks(t *testing.T) {
 	if e.speech != loaded {
 		t.Error("the model was loaded again for the next request")
 	}
-	if len(loaded.speakers) != 2 {
-		t.Errorf("%d phonemizers; want en-us for af_heart and en-gb for bf_emma", len(loaded.speakers))
+	if len(loaded.phonemizers) != 2 {
+		t.Errorf("%d phonemizers; want en-us for af_heart and en-gb for bf_emma", len(loaded.phonemizers))
 	}
 
 	// The GPU forward is chosen when asked for (its parity with the CPU
@@ -158,6 +158,49 @@ func TestSpeakStreamsChunks(t *testing.T) {
 
 // TestSpeakWithoutModel: an empty Kokoro directory gives ErrNoVoiceModel,
 // naming the directory and what to put there, from Speak and Voices.
+// TestSpeakSlowListenerLeavesEngineFree holds the first chunk's emit (a
+// client that stops reading, a sound card that blocks) and runs another
+// engine job meanwhile: emit runs on the caller's goroutine and each
+// chunk's forward is its own job, so the engine is free between chunks.
+// Releasing emit lets the speech finish with both chunks.
+func TestSpeakSlowListenerLeavesEngineFree(t *testing.T) {
+	dir := kokorotest.WriteDir(t, t.TempDir())
+	e := NewEngine(EngineOptions{Backend: "cpu", Kokoro: dir})
+	defer e.Close()
+	ctx := context.Background()
+	held, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	chunks := 0
+	go func() {
+		done <- e.Speak(ctx, SpeakRequest{Text: "Hi there. Go on.", Voice: "af_heart", Speed: 2}, func(SpeechChunk) error {
+			if chunks++; chunks == 1 {
+				close(held)
+				<-release
+			}
+			return nil
+		})
+	}()
+	select {
+	case <-held:
+	case err := <-done:
+		t.Fatalf("speech ended before its first chunk was emitted: %v", err)
+	}
+	ran := make(chan error, 1)
+	go func() { ran <- e.submit(ctx, func(context.Context) error { return nil }) }()
+	select {
+	case err := <-ran:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second): // the job itself takes microseconds
+		t.Fatal("an engine job waited while a listener held the speech's emit")
+	}
+	close(release)
+	if err := <-done; err != nil || chunks != 2 {
+		t.Fatalf("speech: %v, %d chunks", err, chunks)
+	}
+}
+
 func TestSpeakWithoutModel(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "kokoro")
 	e := NewEngine(EngineOptions{Backend: "cpu", Kokoro: dir})
