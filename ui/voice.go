@@ -21,6 +21,8 @@ import (
 	"fyne.io/fyne/v2/widget"
 
 	"github.com/hearthstudio/hearth/app"
+	"github.com/hearthstudio/hearth/app/settings"
+	"github.com/hearthstudio/hearth/vocoder"
 )
 
 // voiceInterval is the time between two updates of the Voice tab while
@@ -96,6 +98,7 @@ type voiceView struct {
 	voicesGen  int      // counts the listings; a newer one wins
 	listing    bool     // a listing is under way (the screenshots wait for it)
 	rows       []*voiceRow
+	restored   bool // the saved voice was put in the rows (or was gone)
 	rowsBox    *fyne.Container
 	addVoice   *widget.Button
 	blendLabel *widget.Label
@@ -172,18 +175,29 @@ func (vv *voiceView) build() {
 	vv.blendLabel.Hide()
 	vv.addRow("")
 
-	vv.speed = widget.NewSlider(0.5, 2)
+	saved := vv.st.settings.Voice
+	vv.speed = widget.NewSlider(settings.VoiceSpeedMin, settings.VoiceSpeedMax)
 	vv.speed.Step = 0.05
-	vv.speed.SetValue(1)
-	vv.speedLabel = widget.NewLabel(speedText(1))
+	speed := 1.0
+	if saved.Speed != 0 {
+		speed = saved.Speed
+	}
+	vv.speed.SetValue(speed)
+	vv.speedLabel = widget.NewLabel(speedText(speed))
 	vv.speed.OnChanged = func(v float64) { vv.speedLabel.SetText(speedText(v)) }
+	vv.speed.OnChangeEnded = func(float64) { vv.remember() }
 
 	vv.play = widget.NewButtonWithIcon("Play", theme.MediaPlayIcon(), vv.playTapped)
 	vv.play.Importance = widget.HighImportance
 	vv.stop = widget.NewButtonWithIcon("Stop", theme.MediaStopIcon(), vv.halt)
 	vv.export = widget.NewButtonWithIcon("Export…", theme.DocumentSaveIcon(), vv.exportTapped)
 	vv.format = widget.NewSelect([]string{formatPCM16, formatFloat}, nil)
-	vv.format.SetSelected(formatPCM16)
+	if saved.Float {
+		vv.format.SetSelected(formatFloat)
+	} else {
+		vv.format.SetSelected(formatPCM16)
+	}
+	vv.format.OnChanged = func(string) { vv.remember() }
 	buttons := container.NewGridWithColumns(3, vv.play, vv.stop, vv.export)
 
 	vv.notice = widget.NewLabel("")
@@ -220,12 +234,13 @@ func speedText(v float64) string { return fmt.Sprintf("%.2f×", v) }
 // addRow adds a voice to the blend, name if given.
 func (vv *voiceView) addRow(name string) {
 	r := &voiceRow{}
-	r.pick = widget.NewSelect(vv.voices, func(string) { vv.blendChanged() })
+	r.pick = widget.NewSelect(vv.voices, func(string) { vv.blendChanged(); vv.remember() })
 	r.pick.PlaceHolder = "Choose a voice"
 	r.weight = widget.NewSlider(0, 1)
 	r.weight.Step = 0.05
 	r.weight.SetValue(0.5)
 	r.weight.OnChanged = func(float64) { vv.blendChanged() }
+	r.weight.OnChangeEnded = func(float64) { vv.remember() }
 	r.share = widget.NewLabelWithStyle("", fyne.TextAlignTrailing, fyne.TextStyle{})
 	r.preview = widget.NewButtonWithIcon("", theme.VolumeUpIcon(), func() { vv.previewTapped(r) })
 	r.remove = widget.NewButtonWithIcon("", theme.CancelIcon(), func() { vv.removeRow(r) })
@@ -268,6 +283,61 @@ func (vv *voiceView) removeRow(r *voiceRow) {
 	}
 	vv.rows = slices.Delete(vv.rows, i, i+1)
 	vv.rowsBox.Remove(r.box)
+	vv.blendChanged()
+	vv.remember()
+}
+
+// remember saves the tab's voice, speed and export format in the
+// settings, once the saved voice was restored (or found missing): before
+// that the rows hold only placeholders.
+func (vv *voiceView) remember() {
+	if !vv.restored {
+		return
+	}
+	v := settings.Voice{Float: vv.format.Selected == formatFloat}
+	if _, err := vv.voiceSpec(); err == nil {
+		// The sliders' own values, not voiceSpec's shares: restored, the
+		// shares would snap to the sliders' steps and change the blend.
+		var parts []string
+		for _, r := range vv.rows {
+			if r.pick.Selected != "" && (len(vv.rows) == 1 || r.weight.Value > 0) {
+				parts = append(parts, r.pick.Selected+":"+strconv.FormatFloat(r.weight.Value, 'f', -1, 64))
+			}
+		}
+		if len(vv.rows) == 1 {
+			parts = []string{vv.rows[0].pick.Selected}
+		}
+		v.Voice = strings.Join(parts, ",")
+	}
+	if s := vv.speed.Value; s != 1 {
+		v.Speed = s
+	}
+	if v != vv.st.settings.Voice {
+		vv.st.settings.Voice = v
+		vv.st.saveSettings()
+	}
+}
+
+// restore sets the rows to the saved voice or blend, once the voices are
+// listed, if every voice it names is among them.
+func (vv *voiceView) restore() {
+	defer func() { vv.restored = true }() // after: its own changes are not saved
+	spec := vv.st.settings.Voice.Voice
+	if spec == "" {
+		return
+	}
+	terms, err := vocoder.ParseVoiceSpec(spec)
+	if err != nil || slices.ContainsFunc(terms, func(t vocoder.VoiceWeight) bool { return !slices.Contains(vv.voices, t.Name) }) {
+		return // a voice pack that is gone: the tab's default instead
+	}
+	for _, r := range vv.rows {
+		vv.rowsBox.Remove(r.box)
+	}
+	vv.rows = nil
+	for _, t := range terms {
+		vv.addRow(t.Name)
+		vv.rows[len(vv.rows)-1].weight.SetValue(min(t.Weight, 1))
+	}
 	vv.blendChanged()
 }
 
@@ -416,6 +486,9 @@ func (vv *voiceView) setVoices(names []string, err error) {
 				r.pick.SetSelected(n)
 			}
 		}
+	}
+	if err == nil && !vv.restored {
+		vv.restore()
 	}
 	vv.blendChanged()
 	vv.updateControls()

@@ -20,6 +20,7 @@ import (
 
 	"github.com/hearthstudio/hearth/app"
 	"github.com/hearthstudio/hearth/app/chats"
+	"github.com/hearthstudio/hearth/app/settings"
 )
 
 // fakeSpeaker is an engine that speaks chunks of a sine wave, two words a
@@ -532,6 +533,63 @@ func TestVoiceExportAsksOnlyOnceSynthesised(t *testing.T) {
 		}
 	})
 	checkWAV(t, path, 1, 16, 2000)
+}
+
+// TestVoiceTabRemembersChoices: the voice, blend, speed and export format
+// chosen are saved in the settings, and a studio started with them shows
+// them once the voices are listed; a saved voice whose pack is gone
+// leaves the tab at its default.
+func TestVoiceTabRemembersChoices(t *testing.T) {
+	st, vv, _, l := voiceStudio(t, &fakeSpeaker{voices: testVoices}, &fakePlayer{}, nil)
+	l.wait(func() {
+		if st.settings.Voice != (settings.Voice{}) {
+			t.Errorf("settings %+v before any choice", st.settings.Voice)
+		}
+		vv.rows[0].pick.SetSelected("am_adam")
+		vv.addRow("bf_emma")
+		vv.rows[1].weight.SetValue(0.25)
+		vv.rows[1].weight.OnChangeEnded(0.25) // as a drag ends
+		vv.speed.SetValue(1.5)
+		vv.speed.OnChangeEnded(1.5)
+		vv.format.SetSelected(formatFloat)
+	})
+	want := settings.Voice{Voice: "am_adam:0.5,bf_emma:0.25", Speed: 1.5, Float: true}
+	l.wait(func() {
+		if st.settings.Voice != want {
+			t.Errorf("saved %+v, want %+v", st.settings.Voice, want)
+		}
+	})
+
+	for _, tc := range []struct {
+		saved     settings.Voice
+		rows      []string
+		speed     float64
+		asFloat   bool
+		blendSpec string
+	}{
+		{want, []string{"am_adam", "bf_emma"}, 1.5, true, "am_adam:0.67,bf_emma:0.33"},
+		{settings.Voice{Voice: "af_gone:0.5,am_adam:0.5", Speed: 0.75}, []string{"af_heart"}, 0.75, false, "af_heart"},
+	} {
+		l2 := newUILoop(t)
+		st2, w2 := newTestStudioWith(t, func(st *studio) { st.post, st.settings.Voice = l2.do, tc.saved }, l2.wait)
+		vv2 := st2.voice
+		l2.wait(func() {
+			w2.Resize(fyne.NewSize(1100, 720))
+			useFakes(vv2, &fakeSpeaker{voices: testVoices}, &fakePlayer{}, nil)
+		})
+		t.Cleanup(func() { l2.wait(vv2.close) })
+		eventually(t, l2, "the voices listed", func() bool { return !vv2.listing })
+		l2.wait(func() {
+			var rows []string
+			for _, r := range vv2.rows {
+				rows = append(rows, r.pick.Selected)
+			}
+			spec, _ := vv2.voiceSpec()
+			if !slices.Equal(rows, tc.rows) || spec != tc.blendSpec || math.Abs(vv2.speed.Value-tc.speed) > 1e-9 || (vv2.format.Selected == formatFloat) != tc.asFloat {
+				t.Errorf("saved %+v: rows %v (%s), speed %v, format %s", tc.saved, rows, spec, vv2.speed.Value, vv2.format.Selected)
+			}
+		})
+	}
 }
 
 func TestBlendSpec(t *testing.T) {

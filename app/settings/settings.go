@@ -44,7 +44,28 @@ type Settings struct {
 	// Tune are the Tune tab's last choices. Settings files written before
 	// the tab existed have none, which leaves the tab at its defaults.
 	Tune Tune `json:"tune,omitzero"`
+	// Voice are the Voice tab's last choices, which the chat's read-aloud
+	// speaks with too; none leaves the tab at its defaults.
+	Voice Voice `json:"voice,omitzero"`
 }
+
+// Voice are the Voice tab's choices.
+type Voice struct {
+	// Voice is the voice or blend as hearth speak's --voice takes it
+	// (af_heart, af_heart:0.6,am_adam:0.4); "" is the tab's default.
+	Voice string `json:"voice,omitempty"`
+	// Speed is the tab's speed, VoiceSpeedMin to VoiceSpeedMax; 0 is 1.
+	Speed float64 `json:"speed,omitempty"`
+	// Float exports 32-bit float WAV rather than 16-bit PCM.
+	Float bool `json:"float,omitempty"`
+}
+
+// The Voice tab's speed range (the engine takes 0.25 to 4; the tab's
+// slider offers what sounds natural).
+const (
+	VoiceSpeedMin = 0.5
+	VoiceSpeedMax = 2
+)
 
 // Tune are the Tune tab's choices: what to train, from what, into where,
 // and how. A zero number means "the preset's".
@@ -126,6 +147,10 @@ func Load(path string) (Settings, error) {
 	}
 	if err := json.Unmarshal(data, &s); err != nil {
 		return Defaults(), fmt.Errorf("settings: %s is not valid settings JSON (%v); using the defaults", path, err)
+	}
+	if v := s.Voice.Speed; v != 0 && !(v >= VoiceSpeedMin && v <= VoiceSpeedMax) {
+		s.Voice.Speed = 0
+		return s, fmt.Errorf("settings: %s: voice speed %v is outside %v..%v; using 1", path, v, VoiceSpeedMin, VoiceSpeedMax)
 	}
 	if err := s.Sampling.Options(0).Validate(); err != nil {
 		s.Sampling = Defaults().Sampling

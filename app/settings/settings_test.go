@@ -43,6 +43,30 @@ func TestLoadBeforeTune(t *testing.T) {
 	}
 }
 
+// The Voice tab's choices round-trip, a speed off the tab's range is
+// dropped with an error naming the file, and defaults write no voice.
+func TestLoadVoice(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "settings.json")
+	s := Defaults()
+	s.Voice = Voice{Voice: "af_heart:0.5,am_adam:0.25", Speed: 1.25, Float: true}
+	if err := Save(path, s); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := Load(path); err != nil || got.Voice != s.Voice {
+		t.Errorf("got %+v, %v; want %+v", got.Voice, err, s.Voice)
+	}
+	bad := filepath.Join(dir, "bad.json")
+	os.WriteFile(bad, []byte(`{"voice": {"voice": "af_heart", "speed": 9}}`), 0o644)
+	got, err := Load(bad)
+	if err == nil || !strings.Contains(err.Error(), bad) || got.Voice != (Voice{Voice: "af_heart"}) {
+		t.Errorf("speed 9: %+v, %v; want the speed dropped and an error naming the file", got.Voice, err)
+	}
+	if data, _ := json.Marshal(Defaults()); strings.Contains(string(data), `"voice"`) {
+		t.Errorf("the defaults write a voice object: %s", data)
+	}
+}
+
 func TestLoadMissingGivesDefaults(t *testing.T) {
 	got, err := Load(filepath.Join(t.TempDir(), "none.json"))
 	if err != nil || !reflect.DeepEqual(got, Defaults()) {
