@@ -82,18 +82,47 @@ fn split(a: f32) -> vec2<f32> {
     return vec2<f32>(hi, a - hi);
 }
 
-// div_rn is x / y rounded to nearest, as torch's f32 division: WGSL's
-// division may be off by 2.5 ulps, which over a thousand frames of the same
-// f0 would add up coherently. q's error is recovered exactly with Dekker's
-// product (Veltkamp split, no fma needed) and one correction applied.
+// prod_err is a * b - p exactly, for p the rounded product: Dekker's
+// error from the halves, whose products are exact.
+fn prod_err(a: f32, b: f32, p: f32) -> f32 {
+    let as_ = split(a);
+    let bs = split(b);
+    return ((as_.x * bs.x - p) + as_.x * bs.y + as_.y * bs.x) + as_.y * bs.y;
+}
+
+// rem_of is x - c * y for a candidate quotient c near x / y, rounded once
+// (x - p is exact there, by Sterbenz).
+fn rem_of(x: f32, y: f32, c: f32) -> f32 {
+    let p = rounded(c * y);
+    return (x - p) - prod_err(c, y, p);
+}
+
+// div_rn is x / y rounded to nearest, as torch's f32 division, for x >= 0
+// and y > 0: WGSL's division may be off by 2.5 ulps (NVIDIA's is a
+// reciprocal and a product), which over a thousand frames of the same f0
+// adds up coherently. Of the quotient and the two floats on each side it
+// keeps the one with the least remainder, ties to the even one: no step
+// depends on how the GPU divides or rounds a product.
 fn div_rn(x: f32, y: f32) -> f32 {
     let q = x / y;
-    let prod = rounded(q * y);
-    let qs = split(q);
-    let ys = split(y);
-    let err = ((qs.x * ys.x - prod) + qs.x * ys.y + qs.y * ys.x) + qs.y * ys.y;
-    let rem = (x - prod) - err; // x - q*y, exactly
-    return q + rem / y;
+    if (!(q > 0.0)) {
+        return q; // x = 0; f0 is never negative
+    }
+    let qb = bitcast<u32>(q);
+    var best = q;
+    var best_r = abs(rem_of(x, y, q));
+    for (var k = 0u; k < 4u; k++) {
+        // qb - 2, qb - 1, qb + 1, qb + 2 (q's neighbours, all positive
+        // normals for Kokoro's f0 / sr)
+        let cb = select(qb + k - 1u, qb + k - 2u, k < 2u);
+        let c = bitcast<f32>(cb);
+        let r = abs(rem_of(x, y, c));
+        if (r < best_r || (r == best_r && (cb & 1u) == 0u)) {
+            best = c;
+            best_r = r;
+        }
+    }
+    return best;
 }
 
 // rad is SineGen's rad_values at upsampled sample j of harmonic h (0-based).
