@@ -38,13 +38,7 @@ const FLAG_REFLECT: u32 = 2u;
 @group(0) @binding(3) var<storage, read> bias: array<f32>;
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
 
-fn weight(i: u32) -> f32 {
-    if (WF16 == 1u) {
-        let pair = unpack2x16float(w[i >> 1u]);
-        return select(pair.x, pair.y, (i & 1u) == 1u);
-    }
-    return bitcast<f32>(w[i]);
-}
+//!include conv_weight
 
 @compute @workgroup_size(WG)
 fn conv1d(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {

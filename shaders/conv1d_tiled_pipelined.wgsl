@@ -89,13 +89,7 @@ const BPER: u32 = (KC + BRS - 1u) / BRS; // staged B vec4s per invocation, 1..4
 var<workgroup> ws: array<vec4<f32>, WS_LEN2>; // [2][KC][MV], swizzled
 var<workgroup> bs: array<vec4<f32>, BS_LEN2>; // [2][KC][NV]
 
-fn weight(i: u32) -> f32 {
-    if (WF16 == 1u) {
-        let pair = unpack2x16float(w[i >> 1u]);
-        return select(pair.x, pair.y, (i & 1u) == 1u);
-    }
-    return bitcast<f32>(w[i]);
-}
+//!include conv_weight
 
 // wload is W[co][j], 0 past the channels or K.
 fn wload(co: u32, j: u32, kt: u32) -> f32 {
