@@ -98,9 +98,9 @@ fn rem_of(x: f32, y: f32, c: f32) -> f32 {
 }
 
 // div_rn is x / y rounded to nearest, as torch's f32 division, for x >= 0
-// and y > 0: WGSL's division may be off by 2.5 ulps (NVIDIA's is a
+// and y > 0: WGSL's division may be off by 2.5 ulps (a GPU may divide by a
 // reciprocal and a product), which over a thousand frames of the same f0
-// adds up coherently. Of the quotient and the two floats on each side it
+// would add up coherently. Of the quotient and the two floats on each side it
 // keeps the one with the least remainder, ties to the even one: no step
 // depends on how the GPU divides or rounds a product.
 fn div_rn(x: f32, y: f32) -> f32 {
