@@ -130,7 +130,7 @@ func (e *Engine) Speak(ctx context.Context, req SpeakRequest, emit func(SpeechCh
 	// a chat reply or another request runs between chunks.
 	var voice *vocoder.Voice
 	var sp *vocoder.Speaker
-	err = e.submit(ctx, func(ctx context.Context) error {
+	err = e.submit(ctx, func(context.Context) error {
 		// The voice first: a misspelt name or a bad pack fails before the
 		// model's seconds of loading. A missing folder is the model's
 		// error, which says what to put where.
