@@ -300,11 +300,11 @@ func (vv *voiceView) remember() {
 		// shares would snap to the sliders' steps and change the blend.
 		var parts []string
 		for _, r := range vv.rows {
-			if r.pick.Selected != "" && (len(vv.rows) == 1 || r.weight.Value > 0) {
+			if r.pick.Selected != "" && r.weight.Value > 0 {
 				parts = append(parts, r.pick.Selected+":"+strconv.FormatFloat(r.weight.Value, 'f', -1, 64))
 			}
 		}
-		if len(vv.rows) == 1 {
+		if len(vv.rows) == 1 { // one voice: its weight is hidden and means nothing
 			parts = []string{vv.rows[0].pick.Selected}
 		}
 		v.Voice = strings.Join(parts, ",")
