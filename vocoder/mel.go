@@ -401,74 +401,50 @@ func PrepareReference(samples []float32, rate int) (mel []float32, frames int, e
 // only what Hearth writes: mono 16-bit or float.)
 func ReadRecording(r io.Reader) (samples []float32, rate int, err error) {
 	le := binary.LittleEndian
-	var hdr [12]byte
-	if _, err := io.ReadFull(r, hdr[:]); err != nil {
-		return nil, 0, fmt.Errorf("vocoder: wav: header: %w", err)
-	}
-	if string(hdr[0:4]) != "RIFF" || string(hdr[8:12]) != "WAVE" {
-		return nil, 0, errors.New("vocoder: wav: not a RIFF/WAVE file")
-	}
 	var format, channels, bits int
-	for {
-		var ch [8]byte
-		if _, err := io.ReadFull(r, ch[:]); err != nil {
-			return nil, 0, fmt.Errorf("vocoder: wav: no data chunk: %w", err)
+	err = readRIFF(r, func(b []byte) error {
+		format, channels, rate, bits = int(le.Uint16(b[0:])), int(le.Uint16(b[2:])), int(le.Uint32(b[4:])), int(le.Uint16(b[14:]))
+		if format == 0xFFFE { // WAVE_FORMAT_EXTENSIBLE: the real format opens the SubFormat GUID
+			if len(b) < 40 {
+				return fmt.Errorf("vocoder: wav: extensible fmt chunk of %d bytes, want 40", len(b))
+			}
+			format = int(le.Uint16(b[24:]))
 		}
-		id, size := string(ch[0:4]), int64(le.Uint32(ch[4:8]))
-		switch id {
-		case "fmt ":
-			if size < 16 || size > 1<<16 {
-				return nil, 0, fmt.Errorf("vocoder: wav: fmt chunk of %d bytes", size)
-			}
-			b := make([]byte, size+size%2)
-			if _, err := io.ReadFull(r, b); err != nil {
-				return nil, 0, fmt.Errorf("vocoder: wav: fmt: %w", err)
-			}
-			format, channels, rate, bits = int(le.Uint16(b[0:])), int(le.Uint16(b[2:])), int(le.Uint32(b[4:])), int(le.Uint16(b[14:]))
-			if format == 0xFFFE { // WAVE_FORMAT_EXTENSIBLE: the real format opens the SubFormat GUID
-				if size < 40 {
-					return nil, 0, fmt.Errorf("vocoder: wav: extensible fmt chunk of %d bytes, want 40", size)
-				}
-				format = int(le.Uint16(b[24:]))
-			}
-			ok := (format == 1 && (bits == 8 || bits == 16 || bits == 24 || bits == 32)) || (format == 3 && (bits == 32 || bits == 64))
-			if !ok {
-				return nil, 0, fmt.Errorf("vocoder: wav: format %d with %d bits: only PCM of 8 to 32 bits and float of 32 or 64 are read", format, bits)
-			}
-			if channels < 1 || channels > 64 {
-				return nil, 0, fmt.Errorf("vocoder: wav: %d channels", channels)
-			}
-			if rate <= 0 {
-				return nil, 0, fmt.Errorf("vocoder: wav: sample rate %d", rate)
-			}
-		case "data":
-			if format == 0 {
-				return nil, 0, errors.New("vocoder: wav: data before fmt")
-			}
-			bps := bits / 8
-			b, err := io.ReadAll(io.LimitReader(r, size))
-			if err != nil {
-				return nil, 0, fmt.Errorf("vocoder: wav: data: %w", err)
-			}
-			// A streamed WAV may declare more than it holds (a size
-			// patched never, 0xFFFFFFFF): read the whole frames there are.
-			frameBytes := bps * channels
-			frames := len(b) / frameBytes
-			samples = make([]float32, frames)
-			for i := range samples {
-				s := 0.0
-				for c := range channels {
-					s += wavSample(b[(i*channels+c)*bps:], format, bits)
-				}
-				samples[i] = float32(s / float64(channels))
-			}
-			return samples, rate, nil
-		default:
-			if _, err := io.CopyN(io.Discard, r, size+size%2); err != nil {
-				return nil, 0, fmt.Errorf("vocoder: wav: chunk %q: %w", id, err)
-			}
+		ok := (format == 1 && (bits == 8 || bits == 16 || bits == 24 || bits == 32)) || (format == 3 && (bits == 32 || bits == 64))
+		if !ok {
+			return fmt.Errorf("vocoder: wav: format %d with %d bits: only PCM of 8 to 32 bits and float of 32 or 64 are read", format, bits)
 		}
+		if channels < 1 || channels > 64 {
+			return fmt.Errorf("vocoder: wav: %d channels", channels)
+		}
+		if rate <= 0 {
+			return fmt.Errorf("vocoder: wav: sample rate %d", rate)
+		}
+		return nil
+	}, func(size int64, r io.Reader) error {
+		bps := bits / 8
+		b, err := io.ReadAll(io.LimitReader(r, size))
+		if err != nil {
+			return fmt.Errorf("vocoder: wav: data: %w", err)
+		}
+		// A streamed WAV may declare more than it holds (a size
+		// patched never, 0xFFFFFFFF): read the whole frames there are.
+		frameBytes := bps * channels
+		frames := len(b) / frameBytes
+		samples = make([]float32, frames)
+		for i := range samples {
+			s := 0.0
+			for c := range channels {
+				s += wavSample(b[(i*channels+c)*bps:], format, bits)
+			}
+			samples[i] = float32(s / float64(channels))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, 0, err
 	}
+	return samples, rate, nil
 }
 
 // wavSample decodes one sample: integers scaled by 2^(bits-1) (8-bit is

@@ -205,68 +205,89 @@ func WriteWAV(w io.Writer, samples []float32, rate int, format WAVFormat) error 
 	return ww.Close()
 }
 
-// ReadWAV reads a mono 16-bit PCM or 32-bit float WAV into samples in
-// [-1, 1] (PCM divided by 32767) and its rate. It reads what WAVWriter
-// writes and skips chunks it does not need (LIST, fact).
-func ReadWAV(r io.Reader) (samples []float32, rate int, err error) {
+// readRIFF walks the chunks of a RIFF/WAVE stream: fmt gets the fmt
+// chunk's bytes, data the data chunk's declared size and the stream
+// positioned at it (whatever data returns ends the walk), and every other
+// chunk (LIST, fact) is skipped. Chunks are padded to an even size.
+func readRIFF(r io.Reader, fmtChunk func(b []byte) error, data func(size int64, r io.Reader) error) error {
 	le := binary.LittleEndian
 	var hdr [12]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
-		return nil, 0, fmt.Errorf("vocoder: wav: header: %w", err)
+		return fmt.Errorf("vocoder: wav: header: %w", err)
 	}
 	if string(hdr[0:4]) != "RIFF" || string(hdr[8:12]) != "WAVE" {
-		return nil, 0, errors.New("vocoder: wav: not a RIFF/WAVE file")
+		return errors.New("vocoder: wav: not a RIFF/WAVE file")
 	}
-	var format WAVFormat
-	var bits int
+	sawFmt := false
 	for {
 		var ch [8]byte
 		if _, err := io.ReadFull(r, ch[:]); err != nil {
-			return nil, 0, fmt.Errorf("vocoder: wav: no data chunk: %w", err)
+			return fmt.Errorf("vocoder: wav: no data chunk: %w", err)
 		}
 		id, size := string(ch[0:4]), int64(le.Uint32(ch[4:8]))
 		switch id {
 		case "fmt ":
 			if size < 16 || size > 1<<16 {
-				return nil, 0, fmt.Errorf("vocoder: wav: fmt chunk of %d bytes", size)
+				return fmt.Errorf("vocoder: wav: fmt chunk of %d bytes", size)
 			}
-			b := make([]byte, size)
+			b := make([]byte, size+size%2)
 			if _, err := io.ReadFull(r, b); err != nil {
-				return nil, 0, fmt.Errorf("vocoder: wav: fmt: %w", err)
+				return fmt.Errorf("vocoder: wav: fmt: %w", err)
 			}
-			format, rate, bits = WAVFormat(le.Uint16(b[0:])), int(le.Uint32(b[4:])), int(le.Uint16(b[14:]))
-			if ch := le.Uint16(b[2:]); ch != 1 {
-				return nil, 0, fmt.Errorf("vocoder: wav: %d channels, want mono", ch)
+			if err := fmtChunk(b[:size]); err != nil {
+				return err
 			}
-			if !(format == PCM16 && bits == 16) && !(format == Float32 && bits == 32) {
-				return nil, 0, fmt.Errorf("vocoder: wav: format %d with %d bits: only 16-bit PCM and 32-bit float are read", format, bits)
-			}
+			sawFmt = true
 		case "data":
-			if format == 0 {
-				return nil, 0, errors.New("vocoder: wav: data before fmt")
+			if !sawFmt {
+				return errors.New("vocoder: wav: data before fmt")
 			}
-			bps := int64(bits / 8)
-			b, err := io.ReadAll(io.LimitReader(r, size))
-			if err != nil {
-				return nil, 0, fmt.Errorf("vocoder: wav: data: %w", err)
-			}
-			if int64(len(b)) != size || size%bps != 0 {
-				return nil, 0, fmt.Errorf("vocoder: wav: data chunk of %d bytes holds %d (truncated?)", size, len(b))
-			}
-			samples = make([]float32, size/bps)
-			for i := range samples {
-				if format == Float32 {
-					samples[i] = math.Float32frombits(le.Uint32(b[4*i:]))
-				} else {
-					samples[i] = float32(int16(le.Uint16(b[2*i:]))) / math.MaxInt16
-				}
-			}
-			return samples, rate, nil
+			return data(size, r)
 		default:
-			// Chunks are padded to an even size.
 			if _, err := io.CopyN(io.Discard, r, size+size%2); err != nil {
-				return nil, 0, fmt.Errorf("vocoder: wav: chunk %q: %w", id, err)
+				return fmt.Errorf("vocoder: wav: chunk %q: %w", id, err)
 			}
 		}
 	}
+}
+
+// ReadWAV reads a mono 16-bit PCM or 32-bit float WAV into samples in
+// [-1, 1] (PCM divided by 32767) and its rate. It reads what WAVWriter
+// writes and skips chunks it does not need (LIST, fact).
+func ReadWAV(r io.Reader) (samples []float32, rate int, err error) {
+	le := binary.LittleEndian
+	var format WAVFormat
+	var bits int
+	err = readRIFF(r, func(b []byte) error {
+		format, rate, bits = WAVFormat(le.Uint16(b[0:])), int(le.Uint32(b[4:])), int(le.Uint16(b[14:]))
+		if ch := le.Uint16(b[2:]); ch != 1 {
+			return fmt.Errorf("vocoder: wav: %d channels, want mono", ch)
+		}
+		if !(format == PCM16 && bits == 16) && !(format == Float32 && bits == 32) {
+			return fmt.Errorf("vocoder: wav: format %d with %d bits: only 16-bit PCM and 32-bit float are read", format, bits)
+		}
+		return nil
+	}, func(size int64, r io.Reader) error {
+		bps := int64(bits / 8)
+		b, err := io.ReadAll(io.LimitReader(r, size))
+		if err != nil {
+			return fmt.Errorf("vocoder: wav: data: %w", err)
+		}
+		if int64(len(b)) != size || size%bps != 0 {
+			return fmt.Errorf("vocoder: wav: data chunk of %d bytes holds %d (truncated?)", size, len(b))
+		}
+		samples = make([]float32, size/bps)
+		for i := range samples {
+			if format == Float32 {
+				samples[i] = math.Float32frombits(le.Uint32(b[4*i:]))
+			} else {
+				samples[i] = float32(int16(le.Uint16(b[2*i:]))) / math.MaxInt16
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	return samples, rate, nil
 }
