@@ -33,26 +33,7 @@
 // 4 * (4*SV*(BQ + BK) + BQ*(BK+1) + BQ*TC) bytes;
 // ops.attentionTile.sharedBytes mirrors it.
 
-struct Params {
-    head_dim: u32,
-    n_heads: u32,
-    n_kv_heads: u32,
-    n_q: u32,
-    pos0: u32,
-    kv_len: u32,
-    window: u32, // 0 = none; else key j is visible from position i iff i - j < window
-    group: u32,  // n_heads / n_kv_heads: query heads per KV head
-    scale: f32,
-    softcap: f32, // 0 = none; else s = softcap * tanh(s / softcap)
-    n_split: u32, // unused here (attention.wgsl's split-K)
-    chunk: u32,   // unused here
-    flags: u32,   // FLAG_BIDIRECTIONAL
-    _pad0: u32,
-    _pad1: u32,
-    _pad2: u32,
-}
-
-const FLAG_BIDIRECTIONAL: u32 = 1u;
+//!include attention_common
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> q: array<f32>;
@@ -86,32 +67,10 @@ const KV_N: u32 = BK * SV;
 const P_N: u32 = BQ * BKP;
 const R_N: u32 = BQ * TC;
 
-// LOWEST stands in for -inf (see attention.wgsl): the running max before
-// any key, and a masked score.
-const LOWEST: f32 = -3.40282347e38;
-
 var<workgroup> q_s: array<vec4<f32>, Q_N>;   // the BQ queries, row stride SV
 var<workgroup> kv_s: array<vec4<f32>, KV_N>; // the tile's keys, then its values
 var<workgroup> p_s: array<f32, P_N>;         // the tile's exp(s - m), row stride BKP
 var<workgroup> red_s: array<f32, R_N>;       // per query, the TC partial maxima (then sums)
-
-fn tanh_stable(x: f32) -> f32 {
-    let e = exp(-2.0 * abs(x));
-    return sign(x) * (1.0 - e) / (1.0 + e);
-}
-
-// visible returns the keys [j0, j1) query token t sees (attention.wgsl's).
-fn visible(t: u32) -> vec2<u32> {
-    if ((p.flags & FLAG_BIDIRECTIONAL) != 0u) {
-        return vec2<u32>(0u, p.kv_len);
-    }
-    let i = p.pos0 + t;
-    var j0 = 0u;
-    if (p.window > 0u && i + 1u > p.window) {
-        j0 = i + 1u - p.window;
-    }
-    return vec2<u32>(j0, min(i + 1u, p.kv_len));
-}
 
 // row4 reads dims 4*dv .. 4*dv+3 of the row at base of src (0: q, 1: k,
 // 2: v; WGSL passes no storage pointers to functions), zero past HD.

@@ -1,0 +1,56 @@
+// What attention.wgsl and attention_tiled.wgsl share (pasted by
+// //!include attention_common): the parameters ops.AttentionArgs.params
+// writes, the causal/window visibility of keys, and the stable tanh of the
+// softcap.
+
+struct Params {
+    head_dim: u32,
+    n_heads: u32,
+    n_kv_heads: u32,
+    n_q: u32,
+    pos0: u32,
+    kv_len: u32,
+    window: u32, // 0 = none; else key j is visible from position i iff i - j < window
+    group: u32,  // n_heads / n_kv_heads: query heads per KV head
+    scale: f32,
+    softcap: f32, // 0 = none; else s = softcap * tanh(s / softcap)
+    n_split: u32, // split-K: partials per (token, head) (attention.wgsl's)
+    chunk: u32,   // split-K: keys per partial
+    flags: u32,   // FLAG_BIDIRECTIONAL
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
+}
+
+// FLAG_BIDIRECTIONAL drops the causal mask: every query sees all kv_len
+// keys (an encoder over one unpadded sequence, ALBERT's).
+const FLAG_BIDIRECTIONAL: u32 = 1u;
+
+// The lowest finite f32 stands in for -inf: the running max before any key,
+// and the score of a masked key or a tile slot past the last one.
+// exp(LOWEST - m) is 0 for any real m, where -inf - -inf would be NaN.
+const LOWEST: f32 = -3.40282347e38;
+
+// tanh without overflow: the builtin may be lowered to (e^2x - 1)/(e^2x + 1),
+// which is inf/inf = NaN once |x| passes ~44, and a softcapped logit can sit
+// far past that.
+fn tanh_stable(x: f32) -> f32 {
+    let e = exp(-2.0 * abs(x));
+    return sign(x) * (1.0 - e) / (1.0 + e);
+}
+
+// visible returns the keys [j0, j1) query token t sees: causal (j <= i),
+// inside the history (j < kv_len) and, with a window, i - j < window, i.e.
+// j >= i + 1 - window (HF's kv_idx > q_idx - sliding_window, llama.cpp's
+// p1 - p0 < n_swa).
+fn visible(t: u32) -> vec2<u32> {
+    if ((p.flags & FLAG_BIDIRECTIONAL) != 0u) {
+        return vec2<u32>(0u, p.kv_len);
+    }
+    let i = p.pos0 + t;
+    var j0 = 0u;
+    if (p.window > 0u && i + 1u > p.window) {
+        j0 = i + 1u - p.window;
+    }
+    return vec2<u32>(j0, min(i + 1u, p.kv_len));
+}
