@@ -37,38 +37,13 @@
 // (ops.Conv1DTile.validate) checks TILE_M % TM == TILE_N % TN == 0, the
 // workgroup size <= 256 and the workgroup memory <= 16 KiB.
 
-struct Params {
-    cin: u32,
-    cout: u32,
-    tin: u32,
-    tout: u32,
-    k: u32,
-    pad: u32,
-    dilation: u32,
-    flags: u32, // FLAG_BIAS
-}
+//!include conv1d_tiled_common
 
-const FLAG_BIAS: u32 = 1u;
-
-const TM: u32 = TMNK & 0xffu; // output channels per invocation
-const TN: u32 = (TMNK >> 8u) & 0xffu; // steps per invocation
-const KC: u32 = TMNK >> 16u; // GEMM K (input channel, tap) pairs per step
-const MV: u32 = TILE_M / 4u; // vec4s of a staged W^T row
-const NV: u32 = TILE_N / 4u; // vec4s of a staged B row
-const NY: u32 = TILE_M / TM; // invocations along channels
-const NX: u32 = TILE_N / TN; // invocations along steps
-const WG: u32 = NX * NY;
 const QM: u32 = TM / 4u; // vec4s of weights per invocation per tap
 const QN: u32 = TN / 4u; // vec4s of inputs per invocation per tap
 const NACC: u32 = TM * QN; // accumulator vec4s
 const WS_LEN: u32 = KC * MV;
 const BS_LEN: u32 = KC * NV;
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> x: array<f32>;
-@group(0) @binding(2) var<storage, read> w: array<u32>;
-@group(0) @binding(3) var<storage, read> bias: array<f32>;
-@group(0) @binding(4) var<storage, read_write> y: array<f32>;
 
 var<workgroup> ws: array<vec4<f32>, WS_LEN>; // [KC][TILE_M/4]: W^T, 4 channels a vec4
 var<workgroup> bs: array<vec4<f32>, BS_LEN>; // [KC][TILE_N/4]: B, 4 steps a vec4

@@ -48,27 +48,8 @@
 // 2*4*KC*(TILE_M + TILE_N) bytes, against the device's workgroup memory
 // (WebGPU guarantees 16 KiB; the H200 grants 48, lavapipe 32).
 
-struct Params {
-    cin: u32,
-    cout: u32,
-    tin: u32,
-    tout: u32,
-    k: u32,
-    pad: u32,
-    dilation: u32,
-    flags: u32, // FLAG_BIAS
-}
+//!include conv1d_tiled_common
 
-const FLAG_BIAS: u32 = 1u;
-
-const TM: u32 = TMNK & 0xffu; // output channels per invocation: 4 or 8
-const TN: u32 = (TMNK >> 8u) & 0xffu; // steps per invocation: 4 or 8
-const KC: u32 = TMNK >> 16u; // GEMM K (input channel, tap) pairs per step
-const MV: u32 = TILE_M / 4u; // vec4s of a staged W^T row
-const NV: u32 = TILE_N / 4u; // vec4s of a staged B row
-const NY: u32 = TILE_M / TM; // invocations along channels
-const NX: u32 = TILE_N / TN; // invocations along steps
-const WG: u32 = NX * NY;
 const WS_LEN: u32 = KC * MV; // vec4s of one W stage
 const BS_LEN: u32 = KC * NV; // vec4s of one B stage
 const WS_LEN2: u32 = 2u * WS_LEN;
@@ -77,12 +58,6 @@ const WQS: u32 = WG / KC; // quads between an invocation's staged W vec4s
 const BRS: u32 = WG / NV; // rows between an invocation's staged B vec4s
 const WPER: u32 = (MV + WQS - 1u) / WQS; // staged W vec4s per invocation, 1..4
 const BPER: u32 = (KC + BRS - 1u) / BRS; // staged B vec4s per invocation, 1..4
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> x: array<f32>;
-@group(0) @binding(2) var<storage, read> w: array<u32>;
-@group(0) @binding(3) var<storage, read> bias: array<f32>;
-@group(0) @binding(4) var<storage, read_write> y: array<f32>;
 
 // Two stages each: step s computes from half s & 1 while the registers of
 // step s+1 go to the other half.

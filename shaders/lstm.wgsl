@@ -29,12 +29,7 @@
 // Constants: WG, the workgroup size; H, the hidden size; UNITS =
 // ceil(H / WG).
 
-struct Params {
-    input: u32,
-    t: u32,
-    dirs: u32,
-    _pad: u32,
-}
+//!include lstm_common
 
 @group(0) @binding(0) var<uniform> p: Params;
 

@@ -30,13 +30,6 @@
 //
 // Constants: H, the hidden size; U, units per workgroup (G = H / U).
 
-struct Params {
-    input: u32,
-    t: u32,
-    dirs: u32,
-    _pad: u32,
-}
-
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read_write> gates: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> whh_f: array<f32>;
@@ -59,7 +52,7 @@ var<workgroup> hs: array<f32, H>;
 var<workgroup> part: array<f32, WG>;
 var<workgroup> gsh: array<f32, R>;
 
-//!include lstm_gates
+//!include lstm_common
 
 @compute @workgroup_size(WG)
 fn lstm_grid_init(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {

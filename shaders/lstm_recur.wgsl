@@ -17,13 +17,6 @@
 // 256 * SPLIT); H, the hidden size; UNITS = ceil(H / 256), the units an
 // invocation serves; SPLIT, the K slices of lstm_recur (1 for lstm_whh_t).
 
-struct Params {
-    input: u32,
-    t: u32,
-    dirs: u32,
-    _pad: u32,
-}
-
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read_write> gates: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> whh_f: array<f32>;
@@ -32,7 +25,7 @@ struct Params {
 
 var<workgroup> hs: array<f32, H>;
 
-//!include lstm_gates
+//!include lstm_common
 
 // lstm_whh_t writes the transposed W_hh after the gates, one vec4 per
 // invocation (i = (d * H + k) * H + j): the writes are coalesced, the four

@@ -1,5 +1,13 @@
-// The LSTM cell's squashing functions, shared by lstm_recur.wgsl and
-// lstm_grid.wgsl (pasted by //!include lstm_gates).
+// What the LSTM kernels share (pasted by //!include lstm_common): the
+// parameters ops.LSTM writes (lstmParams) and the cell's squashing
+// functions.
+
+struct Params {
+    input: u32,
+    t: u32,
+    dirs: u32,
+    _pad: u32,
+}
 
 // sigmoid with the exponent clamped: e^88 is still finite in f32.
 fn sigmoid(v: f32) -> f32 {
