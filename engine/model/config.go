@@ -12,6 +12,7 @@ package model
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -48,6 +49,9 @@ type Config struct {
 	// (i+1)%SlidingPeriod == 0 (Gemma 2: 2, Gemma 3: 6); 0 makes every layer
 	// sliding (Mistral, Phi-3).
 	SlidingPeriod int
+	// SlidingLayers, when not nil, says layer by layer which ones slide
+	// (the per-layer form of the pattern) and SlidingPeriod is unused.
+	SlidingLayers []bool
 
 	AttnScale    float32 // q·k scale; 0 means 1/sqrt(HeadDim)
 	AttnSoftcap  float32 // Gemma 2's attention score cap; 0 means none
@@ -63,6 +67,9 @@ type Config struct {
 func (c *Config) Sliding(i int) bool {
 	if c.SlidingWindow <= 0 {
 		return false
+	}
+	if c.SlidingLayers != nil {
+		return i < len(c.SlidingLayers) && c.SlidingLayers[i]
 	}
 	return c.SlidingPeriod == 0 || (i+1)%c.SlidingPeriod != 0
 }
@@ -162,8 +169,6 @@ func ReadConfig(f *gguf.File) (Config, error) {
 	}{
 		{&c.Hidden, "embedding_length", -1},
 		{&c.Layers, "block_count", -1},
-		{&c.Heads, "attention.head_count", -1},
-		{&c.FF, "feed_forward_length", -1},
 		{&c.Context, "context_length", -1},
 		{&c.SlidingWindow, "attention.sliding_window", 0},
 	}
@@ -177,7 +182,16 @@ func ReadConfig(f *gguf.File) (Config, error) {
 			return Config{}, err
 		}
 	}
-	if c.KVHeads, err = f.IntOr(key("attention.head_count_kv"), c.Heads); err != nil {
+	// llama.cpp reads these three as a scalar or as one value per layer
+	// (its get_key_or_arr); converters of models whose layers differ write
+	// arrays, and some write arrays of equal values.
+	if c.Heads, err = perLayerInt(f, key("attention.head_count"), c.Layers, -1); err != nil {
+		return Config{}, err
+	}
+	if c.FF, err = perLayerInt(f, key("feed_forward_length"), c.Layers, -1); err != nil {
+		return Config{}, err
+	}
+	if c.KVHeads, err = perLayerInt(f, key("attention.head_count_kv"), c.Layers, c.Heads); err != nil {
 		return Config{}, err
 	}
 	if c.Heads <= 0 {
@@ -223,4 +237,66 @@ func ReadConfig(f *gguf.File) (Config, error) {
 		return Config{}, err
 	}
 	return c, nil
+}
+
+// perLayerInt reads a key llama.cpp accepts as one integer for every layer
+// or as an array of one integer per layer. Hearth's layers all have the
+// same shape, so an array must hold one value repeated; def < 0 makes the
+// key required.
+func perLayerInt(f *gguf.File, key string, layers, def int) (int, error) {
+	v, ok := f.Value(key)
+	if !ok && def >= 0 {
+		return def, nil
+	}
+	if !ok || v.Type() != gguf.ValueArray {
+		return f.Int(key)
+	}
+	xs, err := f.Int64s(key)
+	if err != nil {
+		return 0, fmt.Errorf("%w (an integer, or an array of one integer per layer)", err)
+	}
+	if len(xs) != layers {
+		return 0, fmt.Errorf("key %q: an array of %d values for %d layers; want one per layer", key, len(xs), layers)
+	}
+	for i, x := range xs {
+		if x != xs[0] {
+			return 0, fmt.Errorf("key %q: layer %d has %d, layer 0 %d: layers of different widths are not supported", key, i, x, xs[0])
+		}
+	}
+	return int(xs[0]), nil
+}
+
+// readSlidingPattern reads ARCH.attention.sliding_window_pattern in either
+// of its forms: an integer period (llama.cpp's converter; layer i is
+// global when (i+1) % period == 0) into c.SlidingPeriod, or an array of one
+// bool per layer, true for a sliding layer (Ollama's converter, from
+// layer_types) into c.SlidingLayers. A missing key leaves def as the
+// period.
+func readSlidingPattern(f *gguf.File, c *Config, def int) error {
+	key := c.Arch + ".attention.sliding_window_pattern"
+	v, ok := f.Value(key)
+	switch {
+	case !ok:
+		c.SlidingPeriod = def
+		return nil
+	case v.Type() != gguf.ValueArray:
+		p, err := f.Int(key)
+		if err != nil {
+			return fmt.Errorf("%w (an integer period, or an array of one bool per layer)", err)
+		}
+		if p < 0 {
+			return fmt.Errorf("key %q: period %d must not be negative", key, p)
+		}
+		c.SlidingPeriod = p
+		return nil
+	}
+	layers, isBools := v.Any().([]bool)
+	if !isBools {
+		return fmt.Errorf("key %q: is ARRAY of %s, want an integer period or an array of one bool per layer", key, v.ElemType())
+	}
+	if len(layers) != c.Layers {
+		return fmt.Errorf("key %q: %d bools for %d layers; want one per layer", key, len(layers), c.Layers)
+	}
+	c.SlidingLayers = slices.Clone(layers)
+	return nil
 }

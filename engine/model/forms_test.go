@@ -1,0 +1,188 @@
+package model
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/hearthstudio/hearth/gguf"
+)
+
+// perLayer is n copies of x as a GGUF array of T: the per-layer form of a
+// key that llama.cpp reads with get_key_or_arr.
+func perLayer[T gguf.Element](x T, n int) gguf.Value {
+	xs := make([]T, n)
+	for i := range xs {
+		xs[i] = x
+	}
+	return gguf.ArrayOf(xs)
+}
+
+// sameConfig fails unless got describes the same model as want: every
+// field equal, and the same layers sliding whichever form of the pattern
+// each was read from.
+func sameConfig(t *testing.T, got, want Config) {
+	t.Helper()
+	for i := range want.Layers {
+		if got.Sliding(i) != want.Sliding(i) {
+			t.Errorf("layer %d: sliding %v, want %v", i, got.Sliding(i), want.Sliding(i))
+		}
+	}
+	got.SlidingLayers, got.SlidingPeriod = nil, 0
+	want.SlidingLayers, want.SlidingPeriod = nil, 0
+	if g, w := fmt.Sprintf("%+v", got), fmt.Sprintf("%+v", want); g != w {
+		t.Errorf("config\n got %s\nwant %s", g, w)
+	}
+}
+
+// TestPerLayerKeyForms writes the per-layer keys of every tiny architecture
+// in the other forms llama.cpp's loader accepts (one value per layer, as
+// INT32 arrays the way gguf-py writes Python lists, or UINT32 arrays) and
+// checks that each file loads to the same configuration as the scalar form.
+func TestPerLayerKeyForms(t *testing.T) {
+	for _, preset := range tinyPresets() {
+		t.Run(preset, func(t *testing.T) {
+			base := synthModel(t, preset, "F16")
+			c := base.Config
+			a := c.Arch + "."
+			forms := map[string]map[string]gguf.Value{
+				"int32 arrays": {
+					a + "attention.head_count":    perLayer(int32(c.Heads), c.Layers),
+					a + "attention.head_count_kv": perLayer(int32(c.KVHeads), c.Layers),
+					a + "feed_forward_length":     perLayer(int32(c.FF), c.Layers),
+				},
+				"uint32 arrays": {
+					a + "attention.head_count":    perLayer(uint32(c.Heads), c.Layers),
+					a + "attention.head_count_kv": perLayer(uint32(c.KVHeads), c.Layers),
+					a + "feed_forward_length":     perLayer(uint32(c.FF), c.Layers),
+				},
+			}
+			for name, set := range forms {
+				t.Run(name, func(t *testing.T) {
+					m, err := Load(rewrite(t, base.Path, set))
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer m.Close()
+					sameConfig(t, m.Config, c)
+				})
+			}
+		})
+	}
+}
+
+// TestSlidingPatternForms reads Gemma's sliding-window pattern in both of
+// its forms: llama.cpp's integer period and Ollama's array of one bool per
+// layer (true: sliding), which its converter writes from layer_types.
+func TestSlidingPatternForms(t *testing.T) {
+	for _, tc := range []struct {
+		preset string
+		period int
+	}{{"tiny-gemma2", 2}, {"tiny-gemma3", 6}} {
+		t.Run(tc.preset, func(t *testing.T) {
+			base := synthModel(t, tc.preset, "F16")
+			c := base.Config
+			if c.SlidingWindow == 0 {
+				t.Fatalf("%s has no sliding window: the pattern would not matter", tc.preset)
+			}
+			key := c.Arch + ".attention.sliding_window_pattern"
+			bools := make([]bool, c.Layers)
+			for i := range bools {
+				bools[i] = (i+1)%tc.period != 0
+			}
+			for name, v := range map[string]gguf.Value{
+				"period": gguf.ValueOf(uint32(tc.period)),
+				"int32":  gguf.ValueOf(int32(tc.period)),
+				"bools":  gguf.ArrayOf(bools),
+				"no key": {},
+			} {
+				t.Run(name, func(t *testing.T) {
+					m, err := Load(rewrite(t, base.Path, map[string]gguf.Value{key: v}))
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer m.Close()
+					sameConfig(t, m.Config, c)
+				})
+			}
+			// A pattern no period can say: the bools are followed as written.
+			odd := make([]bool, c.Layers)
+			odd[0] = true
+			m, err := Load(rewrite(t, base.Path, map[string]gguf.Value{key: gguf.ArrayOf(odd)}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			for i := range odd {
+				if m.Config.Sliding(i) != odd[i] {
+					t.Errorf("layer %d: sliding %v, the file says %v", i, m.Config.Sliding(i), odd[i])
+				}
+			}
+		})
+	}
+}
+
+// TestGemma3LocalBaseKeys reads the local layers' RoPE base under both
+// names: llama.cpp's rope.freq_base_swa and Ollama's rope.local.freq_base.
+func TestGemma3LocalBaseKeys(t *testing.T) {
+	base := synthModel(t, "tiny-gemma3", "F16")
+	for name, set := range map[string]map[string]gguf.Value{
+		"llama.cpp": {"gemma3.rope.freq_base_swa": gguf.ValueOf(float32(2500))},
+		"ollama":    {"gemma3.rope.freq_base_swa": {}, "gemma3.rope.local.freq_base": gguf.ValueOf(float32(2500))},
+	} {
+		t.Run(name, func(t *testing.T) {
+			m, err := Load(rewrite(t, base.Path, set))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			if m.Config.RopeBaseLocal != 2500 {
+				t.Errorf("local RoPE base %v, the file says 2500", m.Config.RopeBaseLocal)
+			}
+		})
+	}
+}
+
+// TestKeyFormErrors: a key in a form no loader accepts is refused with an
+// error naming the key and the forms that would do.
+func TestKeyFormErrors(t *testing.T) {
+	g3 := synthModel(t, "tiny-gemma3", "F16")
+	ll := synthModel(t, "tiny-llama", "F16")
+	n := ll.Config.Layers
+	uneven := make([]uint32, n)
+	for i := range uneven {
+		uneven[i] = uint32(ll.Config.FF + i*32)
+	}
+	for _, tc := range []struct {
+		name string
+		src  string
+		set  map[string]gguf.Value
+		want []string
+	}{
+		{"pattern of strings", g3.Path, map[string]gguf.Value{"gemma3.attention.sliding_window_pattern": gguf.ArrayOf([]string{"sliding"})},
+			[]string{`"gemma3.attention.sliding_window_pattern"`, "ARRAY of STRING", "an array of one bool per layer"}},
+		{"pattern too short", g3.Path, map[string]gguf.Value{"gemma3.attention.sliding_window_pattern": gguf.ArrayOf([]bool{true, false})},
+			[]string{`"gemma3.attention.sliding_window_pattern"`, fmt.Sprintf("2 bools for %d layers", g3.Config.Layers)}},
+		{"pattern a string", g3.Path, map[string]gguf.Value{"gemma3.attention.sliding_window_pattern": gguf.ValueOf("6")},
+			[]string{`"gemma3.attention.sliding_window_pattern"`, "an integer period"}},
+		{"heads array too short", ll.Path, map[string]gguf.Value{"llama.attention.head_count": perLayer(uint32(ll.Config.Heads), n-1)},
+			[]string{`"llama.attention.head_count"`, fmt.Sprintf("%d values for %d layers", n-1, n)}},
+		{"uneven feed-forward", ll.Path, map[string]gguf.Value{"llama.feed_forward_length": gguf.ArrayOf(uneven)},
+			[]string{`"llama.feed_forward_length"`, "layers of different widths are not supported"}},
+		{"heads array of floats", ll.Path, map[string]gguf.Value{"llama.attention.head_count_kv": perLayer(float32(2), n)},
+			[]string{`"llama.attention.head_count_kv"`, "an array of one integer per layer"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := Load(rewrite(t, tc.src, tc.set))
+			if err == nil {
+				m.Close()
+				t.Fatal("loaded")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+		})
+	}
+}
