@@ -186,3 +186,18 @@ func TestKeyFormErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestOptionalKeyDefaults: keys a converter may leave out take llama.cpp's
+// defaults.
+func TestOptionalKeyDefaults(t *testing.T) {
+	g2 := synthModel(t, "tiny-gemma2", "F16")
+	m, err := Load(rewrite(t, g2.Path, map[string]gguf.Value{"gemma2.attention.sliding_window": {}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if m.Config.SlidingWindow != 4096 || !m.Config.Sliding(0) || m.Config.Sliding(1) {
+		t.Errorf("gemma2 without attention.sliding_window: window %d, layers 0/1 sliding %v/%v; want 4096 on even layers",
+			m.Config.SlidingWindow, m.Config.Sliding(0), m.Config.Sliding(1))
+	}
+}

@@ -28,6 +28,11 @@ func init() {
 		if err := readSlidingPattern(f, c, 2); err != nil {
 			return err
 		}
+		// Every Gemma 2 slides over 4096 positions; llama.cpp assumes so
+		// when a file does not say.
+		if _, ok := f.Value("gemma2.attention.sliding_window"); !ok {
+			c.SlidingWindow = 4096
+		}
 		var err error
 		if c.AttnSoftcap, err = f.Float32Or("gemma2.attn_logit_softcapping", 50); err != nil {
 			return err
