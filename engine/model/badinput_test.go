@@ -88,8 +88,8 @@ func TestLoadRefusesBadFiles(t *testing.T) {
 			"must be a multiple of attention.head_count_kv (3)"},
 		{"bad rope base", rewrite(t, good.Path, map[string]gguf.Value{"qwen3.rope.freq_base": gguf.ValueOf(float32(-1))}),
 			"rope.freq_base -1 must be positive"},
-		{"yarn", rewrite(t, good.Path, map[string]gguf.Value{"qwen3.rope.scaling.type": gguf.ValueOf("yarn")}),
-			`rope.scaling.type "yarn" is not supported`},
+		{"dynamic rope", rewrite(t, good.Path, map[string]gguf.Value{"qwen3.rope.scaling.type": gguf.ValueOf("dynamic")}),
+			`rope.scaling.type "dynamic" is not supported`},
 		{"keys of another architecture", rewrite(t, good.Path, map[string]gguf.Value{"general.architecture": gguf.ValueOf("phi3")}),
 			"phi3"}, // the keys are qwen3's: the error names the phi3 key it lacks
 	}

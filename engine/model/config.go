@@ -42,6 +42,17 @@ type Config struct {
 	RopeDims                      int  // rotated dims of each head
 	NeoX                          bool // NeoX pairs (i, i+d/2); else Llama's (2i, 2i+1)
 
+	// Long-context RoPE. RopeAttnFactor multiplies every rotated q and k
+	// value (0 means 1): YaRN's attention scaling, LongRoPE's
+	// rope.scaling.attn_factor. RopeOrigContext is the context the model
+	// was pre-trained for (rope.scaling.original_context_length, else
+	// Context): a runner with a longer context uses LongRoPE's long
+	// factors. YaRN, when not nil, blends each pair's frequency; Model's
+	// RopeFactors hold the blend.
+	RopeAttnFactor  float32
+	RopeOrigContext int
+	YaRN            *YaRN
+
 	// SlidingWindow, when > 0, limits attention to that many positions
 	// (the query's own included) in the layers Sliding reports.
 	SlidingWindow int
@@ -61,6 +72,14 @@ type Config struct {
 	PostNorms    bool    // Gemma 2/3: norms after attention and feed-forward too
 	QKNorm       bool    // Qwen 3, Gemma 3: RMSNorm of each q and k head
 	QKVBias      bool    // Qwen 2: biases on the q, k and v projections
+}
+
+// YaRN is the RoPE scaling of that name (Peng et al. 2023) as llama.cpp
+// reads it: the frequencies of a context Factor times the original one,
+// with the ramp between extrapolated and interpolated pairs from BetaFast
+// to BetaSlow rotations, ExtFactor scaling the extrapolated share.
+type YaRN struct {
+	Factor, BetaFast, BetaSlow, ExtFactor float32
 }
 
 // Sliding reports whether layer i uses the sliding window.
@@ -214,24 +233,8 @@ func ReadConfig(f *gguf.File) (Config, error) {
 	if c.RopeBase, err = f.Float32Or(key("rope.freq_base"), 10000); err != nil {
 		return Config{}, err
 	}
-	c.RopeScale = 1
-	scaling, err := f.StringOr(key("rope.scaling.type"), "none")
-	if err != nil {
+	if err := readRopeScaling(f, &c); err != nil {
 		return Config{}, err
-	}
-	switch scaling {
-	case "none", "":
-	case "linear":
-		factor, err := f.Float32Or(key("rope.scaling.factor"), 1)
-		if err != nil {
-			return Config{}, err
-		}
-		if !(factor > 0) {
-			return Config{}, fmt.Errorf("%s: rope.scaling.factor %v must be positive", arch, factor)
-		}
-		c.RopeScale = 1 / factor
-	default:
-		return Config{}, fmt.Errorf("%s: rope.scaling.type %q is not supported (none and linear are)", arch, scaling)
 	}
 	if err := configure(f, &c); err != nil {
 		return Config{}, err
@@ -298,5 +301,86 @@ func readSlidingPattern(f *gguf.File, c *Config, def int) error {
 		return fmt.Errorf("key %q: %d bools for %d layers; want one per layer", key, len(layers), c.Layers)
 	}
 	c.SlidingLayers = slices.Clone(layers)
+	return nil
+}
+
+// readRopeScaling reads ARCH.rope.scaling.*: the type (llama.cpp's default
+// when absent is linear with no factor, that is none), a linear factor,
+// YaRN's fields under llama.cpp's names (yarn_beta_fast, ...) or Ollama's
+// (beta_fast, ..., extrapolation_factor), and the attention factor that
+// llama.cpp applies under every type. LongRoPE is said by its factor
+// tensors (weights.go), so its type, which newer converters write, needs
+// nothing here.
+func readRopeScaling(f *gguf.File, c *Config) error {
+	key := func(k string) string { return c.Arch + ".rope.scaling." + k }
+	c.RopeScale = 1
+	var err error
+	if c.RopeOrigContext, err = f.IntOr(key("original_context_length"), c.Context); err != nil {
+		return err
+	}
+	attn, err := f.Float32Or(key("attn_factor"), 1)
+	if err != nil {
+		return err
+	}
+	if !(attn > 0) || math.IsInf(float64(attn), 0) {
+		return fmt.Errorf("%s: rope.scaling.attn_factor %v must be positive", c.Arch, attn)
+	}
+	c.RopeAttnFactor = attn
+	scaling, err := f.StringOr(key("type"), "none")
+	if err != nil {
+		return err
+	}
+	factor, err := f.Float32Or(key("factor"), 1)
+	if err != nil {
+		return err
+	}
+	if !(factor > 0) || math.IsInf(float64(factor), 0) {
+		return fmt.Errorf("%s: rope.scaling.factor %v must be positive", c.Arch, factor)
+	}
+	// either reads a float under llama.cpp's key or else Ollama's.
+	either := func(llama, ollama string, def float32) (float32, error) {
+		d, err := f.Float32Or(key(ollama), def)
+		if err != nil {
+			return 0, err
+		}
+		return f.Float32Or(key(llama), d)
+	}
+	switch scaling {
+	case "none", "", "longrope":
+	case "linear":
+		c.RopeScale = 1 / factor
+	case "yarn":
+		y := YaRN{Factor: factor}
+		if y.BetaFast, err = either("yarn_beta_fast", "beta_fast", 32); err != nil {
+			return err
+		}
+		if y.BetaSlow, err = either("yarn_beta_slow", "beta_slow", 1); err != nil {
+			return err
+		}
+		if y.ExtFactor, err = either("yarn_ext_factor", "extrapolation_factor", 1); err != nil {
+			return err
+		}
+		if lm, err := f.Float32Or(key("yarn_log_multiplier"), 0); err != nil {
+			return err
+		} else if lm != 0 {
+			return fmt.Errorf("%s: rope.scaling.yarn_log_multiplier %v (DeepSeek's mscale_all_dim) is not supported", c.Arch, lm)
+		}
+		if c.RopeOrigContext <= 0 {
+			return fmt.Errorf("%s: rope.scaling.original_context_length %d must be positive for yarn", c.Arch, c.RopeOrigContext)
+		}
+		// transformers' attention_factor, which llama.cpp's converter
+		// writes as yarn_attn_factor, replaces the default 1 + 0.1 ln s.
+		m := float32(1)
+		if factor > 1 {
+			m = float32(1 + 0.1*math.Log(float64(factor)))
+		}
+		if m, err = f.Float32Or(key("yarn_attn_factor"), m); err != nil {
+			return err
+		}
+		c.RopeAttnFactor *= m
+		c.YaRN = &y
+	default:
+		return fmt.Errorf("%s: rope.scaling.type %q is not supported (none, linear, yarn and longrope are)", c.Arch, scaling)
+	}
 	return nil
 }

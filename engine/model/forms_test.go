@@ -2,9 +2,14 @@ package model
 
 import (
 	"fmt"
+	"math"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/hearthstudio/hearth/engine/hfimport"
+	"github.com/hearthstudio/hearth/engine/ops/ref"
 	"github.com/hearthstudio/hearth/gguf"
 )
 
@@ -199,5 +204,106 @@ func TestOptionalKeyDefaults(t *testing.T) {
 	if m.Config.SlidingWindow != 4096 || !m.Config.Sliding(0) || m.Config.Sliding(1) {
 		t.Errorf("gemma2 without attention.sliding_window: window %d, layers 0/1 sliding %v/%v; want 4096 on even layers",
 			m.Config.SlidingWindow, m.Config.Sliding(0), m.Config.Sliding(1))
+	}
+}
+
+// importFixture imports one of testdata/hf's Hugging Face folders as
+// Hearth's importer writes it (llama.cpp's key forms) and returns the path.
+func importFixture(t *testing.T, family string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), family+".gguf")
+	if err := hfimport.Import(filepath.Join("testdata", "hf", family), path, hfimport.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestRopeScalingKeyForms reads YaRN under llama.cpp's key names
+// (rope.scaling.yarn_beta_fast, ...) and Ollama's (beta_fast, beta_slow,
+// extrapolation_factor), and LongRoPE with or without the
+// rope.scaling.type key (llama.cpp's newer converter writes "longrope",
+// Ollama's and the older one nothing).
+func TestRopeScalingKeyForms(t *testing.T) {
+	yarn := importFixture(t, "qwen2_yarn")
+	const q = "qwen2.rope.scaling."
+	want := YaRN{Factor: 4, BetaFast: 32, BetaSlow: 1, ExtFactor: 1}
+	for _, tc := range []struct {
+		name string
+		set  map[string]gguf.Value
+		y    YaRN
+		attn float64
+	}{
+		{"llama.cpp", nil, want, 1 + 0.1*math.Log(4)},
+		{"ollama names", map[string]gguf.Value{q + "beta_fast": gguf.ValueOf(float32(32)), q + "beta_slow": gguf.ValueOf(float32(1)), q + "extrapolation_factor": gguf.ValueOf(float32(1))}, want, 1 + 0.1*math.Log(4)},
+		{"ollama beta_fast 64", map[string]gguf.Value{q + "beta_fast": gguf.ValueOf(float32(64))}, YaRN{Factor: 4, BetaFast: 64, BetaSlow: 1, ExtFactor: 1}, 1 + 0.1*math.Log(4)},
+		{"llama.cpp name wins", map[string]gguf.Value{q + "beta_fast": gguf.ValueOf(float32(64)), q + "yarn_beta_fast": gguf.ValueOf(float32(16))}, YaRN{Factor: 4, BetaFast: 16, BetaSlow: 1, ExtFactor: 1}, 1 + 0.1*math.Log(4)},
+		{"attention factor given", map[string]gguf.Value{q + "yarn_attn_factor": gguf.ValueOf(float32(1.5))}, want, 1.5},
+		{"times attn_factor", map[string]gguf.Value{q + "attn_factor": gguf.ValueOf(float32(2))}, want, 2 * (1 + 0.1*math.Log(4))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := Load(rewrite(t, yarn, tc.set))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			c := m.Config
+			if c.YaRN == nil || *c.YaRN != tc.y || c.RopeOrigContext != 16 || math.Abs(float64(c.RopeAttnFactor)-tc.attn) > 1e-6 {
+				t.Errorf("YaRN %+v, original context %d, attention factor %v; want %+v, 16, %v", c.YaRN, c.RopeOrigContext, c.RopeAttnFactor, tc.y, tc.attn)
+			}
+			wantF := ref.YaRNFactors(float64(c.RopeBase), c.RopeDims, 4, 16, float64(tc.y.BetaFast), 1, 1)
+			if !slices.Equal(m.RopeFactors, wantF) || m.RopeFactorsFor(64) == nil {
+				t.Errorf("RoPE factors %v, want %v", m.RopeFactors, wantF)
+			}
+		})
+	}
+
+	long := importFixture(t, "phi3_longrope")
+	for name, set := range map[string]map[string]gguf.Value{
+		"llama.cpp": nil,
+		"ollama":    {"phi3.rope.scaling.type": {}},
+	} {
+		t.Run("longrope "+name, func(t *testing.T) {
+			m, err := Load(rewrite(t, long, set))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			c := m.Config
+			if c.RopeOrigContext != 16 || math.Abs(float64(c.RopeAttnFactor)-math.Sqrt(1.5)) > 1e-6 {
+				t.Errorf("original context %d, attention factor %v; want 16, sqrt(1.5)", c.RopeOrigContext, c.RopeAttnFactor)
+			}
+			// transformers' Phi-3 factors (config.json), as the fixture has them.
+			short := []float32{1.0, 1.01, 1.03, 1.06, 1.1, 1.18, 1.3, 1.5}
+			longF := []float32{1.0, 1.25, 1.6, 2.1, 2.8, 3.7, 5.0, 6.5}
+			if !slices.Equal(m.RopeFactorsFor(16), short) || !slices.Equal(m.RopeFactorsFor(17), longF) {
+				t.Errorf("factors at context 16 %v, at 17 %v; want the short ones, then the long", m.RopeFactorsFor(16), m.RopeFactorsFor(17))
+			}
+		})
+	}
+
+	for _, tc := range []struct {
+		name string
+		src  string
+		set  map[string]gguf.Value
+		drop []string
+		want []string
+	}{
+		{"log multiplier", yarn, map[string]gguf.Value{q + "yarn_log_multiplier": gguf.ValueOf(float32(0.1))}, nil, []string{"rope.scaling.yarn_log_multiplier", "not supported"}},
+		{"unknown type", yarn, map[string]gguf.Value{q + "type": gguf.ValueOf("dynamic")}, nil, []string{`rope.scaling.type "dynamic" is not supported`, "yarn and longrope"}},
+		{"short factors missing", long, nil, []string{"rope_factors_short.weight"}, []string{"rope_factors_long.weight and rope_factors_short.weight", "only one"}},
+		{"factors and yarn", long, map[string]gguf.Value{"phi3.rope.scaling.type": gguf.ValueOf("yarn")}, nil, []string{"rope_factors_long/short.weight", "yarn"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := Load(rewrite(t, tc.src, tc.set, tc.drop...))
+			if err == nil {
+				m.Close()
+				t.Fatal("loaded")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+		})
 	}
 }

@@ -59,6 +59,11 @@ func init() {
 			return err
 		}
 		c.RopeScaleLocal = 1
+		if c.YaRN != nil {
+			// One factor table serves every layer, and the local layers
+			// rotate unscaled with their own base.
+			return fmt.Errorf("gemma3: rope.scaling.type yarn is not supported (only the global layers would scale)")
+		}
 		if c.FinalSoftcap, err = f.Float32Or("gemma3.final_logit_softcapping", 0); err != nil {
 			return err
 		}
