@@ -33,8 +33,11 @@ func sameConfig(t *testing.T, got, want Config) {
 			t.Errorf("layer %d: sliding %v, want %v", i, got.Sliding(i), want.Sliding(i))
 		}
 	}
-	got.SlidingLayers, got.SlidingPeriod = nil, 0
-	want.SlidingLayers, want.SlidingPeriod = nil, 0
+	if (got.YaRN == nil) != (want.YaRN == nil) || got.YaRN != nil && *got.YaRN != *want.YaRN {
+		t.Errorf("YaRN %+v, want %+v", got.YaRN, want.YaRN)
+	}
+	got.SlidingLayers, got.SlidingPeriod, got.YaRN = nil, 0, nil
+	want.SlidingLayers, want.SlidingPeriod, want.YaRN = nil, 0, nil
 	if g, w := fmt.Sprintf("%+v", got), fmt.Sprintf("%+v", want); g != w {
 		t.Errorf("config\n got %s\nwant %s", g, w)
 	}
