@@ -164,7 +164,9 @@ func TestImportErrors(t *testing.T) {
 		},
 		{
 			name: "longrope without its factors",
-			pre:  func(m *hfModel) { m.config["rope_scaling"] = map[string]any{"rope_type": "longrope", "short_factor": []any{1.0}} },
+			pre: func(m *hfModel) {
+				m.config["rope_scaling"] = map[string]any{"rope_type": "longrope", "short_factor": []any{1.0}}
+			},
 			want: []string{"config.json", "rope_scaling", "longrope needs short_factor and long_factor"},
 		},
 		{
