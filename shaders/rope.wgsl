@@ -2,7 +2,8 @@
 //
 // Pair i (i < rope_dims / 2) of every head rotates by theta_i = pos * freq_i
 // (/ factor_i when a factors buffer is bound), with
-// freq_i = base^(-2i / rope_dims) * freq_scale. NeoX style pairs dims
+// freq_i = base^(-2i / rope_dims) * freq_scale, and is then multiplied by
+// mscale (YaRN's and LongRoPE's attention scaling, 1 otherwise: exact). NeoX style pairs dims
 // (i, i + rope_dims/2), normal style (2i, 2i + 1); dims from rope_dims on pass
 // through untouched. Token t sits at pos0 + t, or at positions[t] when a
 // positions buffer is bound. One invocation per pair; the grid may wrap into
@@ -39,7 +40,7 @@ struct Params {
     rope_dims: u32,
     pos0: u32,
     flags: u32, // FLAG_* below
-    _p0: u32,
+    mscale: f32,
     _p1: u32,
     // lo[b] = base^(-2b / rope_dims), hi[a] = base^(-32a / rope_dims) * freq_scale,
     // 16 each, packed in vec4s since uniform arrays have a 16-byte stride.
@@ -114,7 +115,7 @@ fn rope(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     if ((p.flags & FLAG_FACTORS) != 0u) {
         theta = theta / factors[i];
     }
-    let sc = sincos(theta);
+    let sc = sincos(theta) * p.mscale;
 
     let base = th * p.head_dim;
     var i0 = base + 2u * i;

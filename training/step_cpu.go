@@ -410,7 +410,7 @@ func (r *CPU) layer(i int, lora *LoRA, x []float32, n int, drop dropouts) *activ
 		k = norm(k, l.kNorm, n*c.KVHeads, c.HeadDim)
 	}
 	base, scale := c.Rope(i)
-	a.ropeQ = ref.RoPEArgs{Tokens: n, Heads: c.Heads, HeadDim: c.HeadDim, RopeDims: c.RopeDims, NeoX: c.NeoX, Base: base, FreqScale: scale}
+	a.ropeQ = ref.RoPEArgs{Tokens: n, Heads: c.Heads, HeadDim: c.HeadDim, RopeDims: c.RopeDims, NeoX: c.NeoX, Base: base, FreqScale: scale, AttnFactor: c.RopeAttnFactor}
 	a.ropeK = a.ropeQ
 	a.ropeK.Heads = c.KVHeads
 	a.q = ref.RoPE(q, r.m.RopeFactors, nil, a.ropeQ)

@@ -27,6 +27,8 @@ var families = []struct {
 	{"tiny-gemma2-low-caps", "tiny-gemma2", 20, func(c *model.Config) { c.AttnSoftcap, c.FinalSoftcap = 0.5, 1 }},
 	{"tiny-gemma3", "tiny-gemma3", 20, nil},
 	{"tiny-phi3", "tiny-phi3", 20, nil},
+	// YaRN's and LongRoPE's attention factor scales q and k after RoPE.
+	{"tiny-phi3-rope-attn-factor", "tiny-phi3", 20, func(c *model.Config) { c.RopeAttnFactor = 1.3 }},
 }
 
 // loadFamily loads a family's model with its edit applied.

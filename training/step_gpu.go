@@ -746,7 +746,7 @@ func (g *GPU) layer(ch *gpu.Chain, i, n int, x, out *gpu.Buffer) error {
 func (g *GPU) rope(i, n int) (q, k ops.RoPEArgs) {
 	c := g.c
 	base, scale := c.Rope(i)
-	q = ops.RoPEArgs{Tokens: n, Heads: c.Heads, HeadDim: c.HeadDim, RopeDims: c.RopeDims, NeoX: c.NeoX, Base: base, FreqScale: scale}
+	q = ops.RoPEArgs{Tokens: n, Heads: c.Heads, HeadDim: c.HeadDim, RopeDims: c.RopeDims, NeoX: c.NeoX, Base: base, FreqScale: scale, AttnFactor: c.RopeAttnFactor}
 	k = q
 	k.Heads = c.KVHeads
 	return q, k

@@ -94,12 +94,18 @@ var multimodal = map[string]string{
 // ropeParams is one RoPE of a config, as transformers' rope_parameters (v5)
 // or rope_theta and rope_scaling (v4) give it.
 type ropeParams struct {
-	typ                        string // "default", "linear" or "llama3"
+	typ                        string // "default", "linear", "llama3", "yarn" or "longrope"
 	theta                      float64
-	factor                     float64 // linear and llama3
+	factor                     float64 // linear, llama3 and yarn
 	lowFreqFactor, highFreqFac float64 // llama3
-	origCtx                    int     // llama3's original_max_position_embeddings
+	origCtx                    int     // llama3's and yarn's original_max_position_embeddings
 	partial                    float64 // partial_rotary_factor: the share of head_dim rotated
+
+	// YaRN's optional fields, 0 where config.json has none (the reader's
+	// defaults then apply).
+	betaFast, betaSlow, extFactor, attnFactor float64
+	// LongRoPE's per-pair factors (Phi-3).
+	shortFactor, longFactor []float64
 }
 
 // hparams is what the conversion needs of config.json.
@@ -364,6 +370,9 @@ func (hp *hparams) parseRope(c object) error {
 	if hp.ropeLocal.typ != "default" && fam.window == windowPattern {
 		return fmt.Errorf("hfimport: %s: the sliding layers' RoPE is %q: GGUF has no scaling for them", c.file, hp.ropeLocal.typ)
 	}
+	if hp.rope.typ == "longrope" && fam.arch != "phi3" {
+		return fmt.Errorf("hfimport: %s: longrope RoPE scaling on %s is not supported (Phi-3's only)", c.file, hp.class)
+	}
 	if hp.rope.typ == "llama3" && !fam.permuteQK {
 		return fmt.Errorf("hfimport: %s: llama3 RoPE scaling on %s is not supported", c.file, hp.class)
 	}
@@ -403,6 +412,20 @@ func readRope(o object, theta, partial float64) (ropeParams, error) {
 	if p.partial, err = o.float("partial_rotary_factor", partial); err != nil {
 		return p, err
 	}
+	for _, f := range []struct {
+		dst *float64
+		key string
+	}{{&p.betaFast, "beta_fast"}, {&p.betaSlow, "beta_slow"}, {&p.extFactor, "extrapolation_factor"}, {&p.attnFactor, "attention_factor"}} {
+		if *f.dst, err = o.float(f.key, 0); err != nil {
+			return p, err
+		}
+	}
+	if p.shortFactor, err = o.floats("short_factor"); err != nil {
+		return p, err
+	}
+	if p.longFactor, err = o.floats("long_factor"); err != nil {
+		return p, err
+	}
 	if p.theta <= 0 {
 		return p, o.errorf("rope_theta", "is %g, want a positive number", p.theta)
 	}
@@ -418,8 +441,18 @@ func readRope(o object, theta, partial float64) (ropeParams, error) {
 			return p, fmt.Errorf("hfimport: %s: %s: llama3 scaling needs factor > 0, original_max_position_embeddings > 0 and high_freq_factor > low_freq_factor > 0 (have %g, %d, %g, %g)",
 				o.file, o.path, p.factor, p.origCtx, p.highFreqFac, p.lowFreqFactor)
 		}
+	case "yarn":
+		if p.factor <= 0 {
+			return p, o.errorf("factor", "is %g, want a positive number", p.factor)
+		}
+	case "longrope", "su":
+		p.typ = "longrope"
+		if len(p.shortFactor) == 0 || len(p.shortFactor) != len(p.longFactor) {
+			return p, fmt.Errorf("hfimport: %s: %s: longrope needs short_factor and long_factor of one length (have %d and %d)",
+				o.file, o.path, len(p.shortFactor), len(p.longFactor))
+		}
 	default:
-		return p, o.errorf("rope_type", "%q is not supported (Hearth runs default, linear and llama3)", p.typ)
+		return p, o.errorf("rope_type", "%q is not supported (Hearth runs default, linear, llama3, yarn and longrope)", p.typ)
 	}
 	return p, nil
 }

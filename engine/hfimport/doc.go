@@ -14,7 +14,9 @@
 //     GGUF holds the plain gain, so every Gemma norm weight gets 1 added
 //     (in float32, exactly as transformers' forward computes it).
 //   - Llama 3's rope_scaling becomes a rope_freqs.weight tensor of per-pair
-//     frequency divisors, linear scaling becomes rope.scaling.* keys.
+//     frequency divisors, linear and YaRN scaling become rope.scaling.*
+//     keys, Phi-3's LongRoPE the rope_factors_long/short.weight tensors and
+//     rope.scaling.attn_factor.
 //   - Phi-3's fused qkv_proj and gate_up_proj stay fused; Qwen 2's q/k/v
 //     biases are kept; a model with tied embeddings has no output.weight.
 //   - 2-D weights are written in the requested type (by default their own

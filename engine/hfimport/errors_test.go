@@ -159,8 +159,15 @@ func TestImportErrors(t *testing.T) {
 		},
 		{
 			name: "unsupported rope",
-			pre:  func(m *hfModel) { m.config["rope_scaling"] = map[string]any{"rope_type": "yarn", "factor": 4.0} },
-			want: []string{"config.json", "rope_scaling.rope_type", `"yarn" is not supported`},
+			pre:  func(m *hfModel) { m.config["rope_scaling"] = map[string]any{"rope_type": "dynamic", "factor": 4.0} },
+			want: []string{"config.json", "rope_scaling.rope_type", `"dynamic" is not supported`},
+		},
+		{
+			name: "longrope without its factors",
+			pre: func(m *hfModel) {
+				m.config["rope_scaling"] = map[string]any{"rope_type": "longrope", "short_factor": []any{1.0}}
+			},
+			want: []string{"config.json", "rope_scaling", "longrope needs short_factor and long_factor"},
 		},
 		{
 			name: "llama3 rope without its fields",

@@ -2,6 +2,7 @@ package hfimport
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -23,7 +24,7 @@ func TestImportFixtures(t *testing.T) {
 	}
 	arch := map[string]string{
 		"llama": "llama", "mistral": "llama", "gemma": "gemma", "gemma2": "gemma2", "gemma3": "gemma3",
-		"qwen2": "qwen2", "qwen3": "qwen3", "phi3": "phi3",
+		"qwen2": "qwen2", "qwen3": "qwen3", "phi3": "phi3", "phi3_longrope": "phi3", "qwen2_yarn": "qwen2",
 	}
 	for _, exp := range dirs {
 		dir := filepath.Dir(exp)
@@ -44,6 +45,28 @@ func TestImportFixtures(t *testing.T) {
 			f := importModel(t, dir, Options{})
 			if got := f.Architecture(); got != arch[e.Family] {
 				t.Errorf("architecture %q, want %q", got, arch[e.Family])
+			}
+			// The long-context RoPE in the key forms llama.cpp's converter
+			// writes: LongRoPE's factor tensors and attention factor
+			// sqrt(1 + ln(64/16) / ln 16), YaRN's type, factor and original
+			// context.
+			switch e.Family {
+			case "phi3_longrope":
+				for _, n := range []string{"rope_factors_long.weight", "rope_factors_short.weight"} {
+					if ti, ok := f.Tensor(n); !ok || len(ti.Shape) != 1 || ti.Shape[0] != 8 {
+						t.Errorf("%s: %v, want 8 factors", n, ti.Shape)
+					}
+				}
+				if a, err := f.Float32("phi3.rope.scaling.attn_factor"); err != nil || math.Abs(float64(a)-math.Sqrt(1.5)) > 1e-6 {
+					t.Errorf("phi3.rope.scaling.attn_factor = %v (%v), want sqrt(1.5)", a, err)
+				}
+			case "qwen2_yarn":
+				typ, _ := f.String("qwen2.rope.scaling.type")
+				factor, _ := f.Float32("qwen2.rope.scaling.factor")
+				orig, _ := f.Int("qwen2.rope.scaling.original_context_length")
+				if typ != "yarn" || factor != 4 || orig != 16 {
+					t.Errorf("rope.scaling type %q factor %v original context %d, want yarn, 4, 16", typ, factor, orig)
+				}
 			}
 			emb, ok := f.Tensor("token_embd.weight")
 			if !ok || len(e.LogitsShape) != 2 || emb.Shape[1] != uint64(e.LogitsShape[1]) {

@@ -151,12 +151,39 @@ func archMetadata(hp *hparams) []gguf.KV {
 	f32("attention.layer_norm_rms_epsilon", hp.eps)
 	f32("rope.freq_base", hp.rope.theta)
 	u32("rope.dimension_count", hp.ropeDims())
-	if hp.rope.typ == "linear" {
+	origCtx := hp.origCtx
+	switch hp.rope.typ {
+	case "linear":
 		str("rope.scaling.type", "linear")
 		f32("rope.scaling.factor", hp.rope.factor)
+	case "yarn":
+		// llama.cpp's converter: the type, factor and original context,
+		// and each optional field config.json has.
+		str("rope.scaling.type", "yarn")
+		f32("rope.scaling.factor", hp.rope.factor)
+		if hp.rope.origCtx > 0 {
+			origCtx = hp.rope.origCtx
+		}
+		for _, o := range []struct {
+			key string
+			v   float64
+		}{{"yarn_beta_fast", hp.rope.betaFast}, {"yarn_beta_slow", hp.rope.betaSlow}, {"yarn_ext_factor", hp.rope.extFactor}, {"yarn_attn_factor", hp.rope.attnFactor}} {
+			if o.v != 0 {
+				f32("rope.scaling."+o.key, o.v)
+			}
+		}
+	case "longrope":
+		// llama.cpp's Phi-3 converter: the factors go in the
+		// rope_factors_long/short tensors, and the attention scaling
+		// sqrt(1 + ln(s) / ln(original context)), s the context growth.
+		str("rope.scaling.type", "longrope")
+		if hp.origCtx > 0 && hp.ctx > hp.origCtx {
+			s := float64(hp.ctx) / float64(hp.origCtx)
+			f32("rope.scaling.attn_factor", math.Sqrt(1+math.Log(s)/math.Log(float64(hp.origCtx))))
+		}
 	}
-	if hp.origCtx > 0 {
-		u32("rope.scaling.original_context_length", hp.origCtx)
+	if origCtx > 0 {
+		u32("rope.scaling.original_context_length", origCtx)
 	}
 	if hp.window > 0 {
 		u32("attention.sliding_window", hp.window)

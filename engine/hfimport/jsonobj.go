@@ -161,6 +161,31 @@ func (o object) ints(key string) ([]int, error) {
 	return out, nil
 }
 
+// floats reads key as a list of numbers (LongRoPE's factors).
+func (o object) floats(key string) ([]float64, error) {
+	v := o.m[key]
+	if v == nil {
+		return nil, nil
+	}
+	list, ok := v.([]any)
+	if !ok {
+		return nil, o.errorf(key, "is %v, want a list of numbers", v)
+	}
+	out := make([]float64, 0, len(list))
+	for _, x := range list {
+		n, ok := x.(json.Number)
+		if !ok {
+			return nil, o.errorf(key, "has %v, want numbers", x)
+		}
+		f, err := n.Float64()
+		if err != nil {
+			return nil, o.errorf(key, "%v", err)
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
 // strs reads key as a list of strings.
 func (o object) strs(key string) ([]string, error) {
 	v := o.m[key]

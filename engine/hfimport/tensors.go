@@ -151,6 +151,21 @@ func (m *Model) plan(hp *hparams, o Options) error {
 			data:  llama3RopeFactors(hp.rope, hp.ropeDims()),
 		})
 	}
+	if hp.rope.typ == "longrope" {
+		for _, f := range []struct {
+			name    string
+			factors []float64
+		}{{"rope_factors_long.weight", hp.rope.longFactor}, {"rope_factors_short.weight", hp.rope.shortFactor}} {
+			if len(f.factors) != hp.ropeDims()/2 {
+				return fmt.Errorf("hfimport: config.json: rope %s has %d factors, want rope dims / 2 = %d", strings.TrimSuffix(f.name, ".weight"), len(f.factors), hp.ropeDims()/2)
+			}
+			data := make([]float32, len(f.factors))
+			for i, x := range f.factors {
+				data[i] = float32(x)
+			}
+			m.plans = append(m.plans, &tensorPlan{name: f.name, typ: gguf.TypeF32, shape: []uint64{uint64(len(data))}, data: data})
+		}
+	}
 	for i := range hp.layers {
 		hf := func(s string) string { return fmt.Sprintf("model.layers.%d.%s", i, s) }
 		gg := func(s string) string { return fmt.Sprintf("blk.%d.%s", i, s) }

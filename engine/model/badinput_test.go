@@ -12,8 +12,8 @@ import (
 )
 
 // rewrite copies the model file src to a new file with the keys of set
-// replaced or added and the tensors in dropTensors left out, and returns its
-// path.
+// replaced or added (a zero gguf.Value deletes the key) and the tensors in
+// dropTensors left out, and returns its path.
 func rewrite(t *testing.T, src string, set map[string]gguf.Value, dropTensors ...string) string {
 	t.Helper()
 	in, err := gguf.Open(src)
@@ -31,6 +31,9 @@ func rewrite(t *testing.T, src string, set map[string]gguf.Value, dropTensors ..
 	for _, kv := range in.Metadata() {
 		v := kv.Value
 		if nv, ok := set[kv.Key]; ok {
+			if nv.Any() == nil {
+				continue
+			}
 			v = nv
 		}
 		if err := w.Set(kv.Key, v); err != nil {
@@ -38,7 +41,7 @@ func rewrite(t *testing.T, src string, set map[string]gguf.Value, dropTensors ..
 		}
 	}
 	for k, v := range set {
-		if _, ok := in.Value(k); !ok {
+		if _, ok := in.Value(k); !ok && v.Any() != nil {
 			if err := w.Set(k, v); err != nil {
 				t.Fatal(err)
 			}
@@ -85,8 +88,8 @@ func TestLoadRefusesBadFiles(t *testing.T) {
 			"must be a multiple of attention.head_count_kv (3)"},
 		{"bad rope base", rewrite(t, good.Path, map[string]gguf.Value{"qwen3.rope.freq_base": gguf.ValueOf(float32(-1))}),
 			"rope.freq_base -1 must be positive"},
-		{"yarn", rewrite(t, good.Path, map[string]gguf.Value{"qwen3.rope.scaling.type": gguf.ValueOf("yarn")}),
-			`rope.scaling.type "yarn" is not supported`},
+		{"dynamic rope", rewrite(t, good.Path, map[string]gguf.Value{"qwen3.rope.scaling.type": gguf.ValueOf("dynamic")}),
+			`rope.scaling.type "dynamic" is not supported`},
 		{"keys of another architecture", rewrite(t, good.Path, map[string]gguf.Value{"general.architecture": gguf.ValueOf("phi3")}),
 			"phi3"}, // the keys are qwen3's: the error names the phi3 key it lacks
 	}

@@ -12,6 +12,7 @@ package model
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -41,6 +42,17 @@ type Config struct {
 	RopeDims                      int  // rotated dims of each head
 	NeoX                          bool // NeoX pairs (i, i+d/2); else Llama's (2i, 2i+1)
 
+	// Long-context RoPE. RopeAttnFactor multiplies every rotated q and k
+	// value (0 means 1): YaRN's attention scaling, LongRoPE's
+	// rope.scaling.attn_factor. RopeOrigContext is the context the model
+	// was pre-trained for (rope.scaling.original_context_length, else
+	// Context): a runner with a longer context uses LongRoPE's long
+	// factors. YaRN, when not nil, blends each pair's frequency; Model's
+	// RopeFactors hold the blend.
+	RopeAttnFactor  float32
+	RopeOrigContext int
+	YaRN            *YaRN
+
 	// SlidingWindow, when > 0, limits attention to that many positions
 	// (the query's own included) in the layers Sliding reports.
 	SlidingWindow int
@@ -48,6 +60,9 @@ type Config struct {
 	// (i+1)%SlidingPeriod == 0 (Gemma 2: 2, Gemma 3: 6); 0 makes every layer
 	// sliding (Mistral, Phi-3).
 	SlidingPeriod int
+	// SlidingLayers, when not nil, says layer by layer which ones slide
+	// (the per-layer form of the pattern) and SlidingPeriod is unused.
+	SlidingLayers []bool
 
 	AttnScale    float32 // q·k scale; 0 means 1/sqrt(HeadDim)
 	AttnSoftcap  float32 // Gemma 2's attention score cap; 0 means none
@@ -59,10 +74,21 @@ type Config struct {
 	QKVBias      bool    // Qwen 2: biases on the q, k and v projections
 }
 
+// YaRN is the RoPE scaling of that name (Peng et al. 2023) as llama.cpp
+// reads it: the frequencies of a context Factor times the original one,
+// with the ramp between extrapolated and interpolated pairs from BetaFast
+// to BetaSlow rotations, ExtFactor scaling the extrapolated share.
+type YaRN struct {
+	Factor, BetaFast, BetaSlow, ExtFactor float32
+}
+
 // Sliding reports whether layer i uses the sliding window.
 func (c *Config) Sliding(i int) bool {
 	if c.SlidingWindow <= 0 {
 		return false
+	}
+	if c.SlidingLayers != nil {
+		return i < len(c.SlidingLayers) && c.SlidingLayers[i]
 	}
 	return c.SlidingPeriod == 0 || (i+1)%c.SlidingPeriod != 0
 }
@@ -162,8 +188,6 @@ func ReadConfig(f *gguf.File) (Config, error) {
 	}{
 		{&c.Hidden, "embedding_length", -1},
 		{&c.Layers, "block_count", -1},
-		{&c.Heads, "attention.head_count", -1},
-		{&c.FF, "feed_forward_length", -1},
 		{&c.Context, "context_length", -1},
 		{&c.SlidingWindow, "attention.sliding_window", 0},
 	}
@@ -177,7 +201,16 @@ func ReadConfig(f *gguf.File) (Config, error) {
 			return Config{}, err
 		}
 	}
-	if c.KVHeads, err = f.IntOr(key("attention.head_count_kv"), c.Heads); err != nil {
+	// llama.cpp reads these three as a scalar or as one value per layer
+	// (its get_key_or_arr); converters of models whose layers differ write
+	// arrays, and some write arrays of equal values.
+	if c.Heads, err = perLayerInt(f, key("attention.head_count"), c.Layers, -1); err != nil {
+		return Config{}, err
+	}
+	if c.FF, err = perLayerInt(f, key("feed_forward_length"), c.Layers, -1); err != nil {
+		return Config{}, err
+	}
+	if c.KVHeads, err = perLayerInt(f, key("attention.head_count_kv"), c.Layers, c.Heads); err != nil {
 		return Config{}, err
 	}
 	if c.Heads <= 0 {
@@ -200,27 +233,154 @@ func ReadConfig(f *gguf.File) (Config, error) {
 	if c.RopeBase, err = f.Float32Or(key("rope.freq_base"), 10000); err != nil {
 		return Config{}, err
 	}
-	c.RopeScale = 1
-	scaling, err := f.StringOr(key("rope.scaling.type"), "none")
-	if err != nil {
+	if err := readRopeScaling(f, &c); err != nil {
 		return Config{}, err
-	}
-	switch scaling {
-	case "none", "":
-	case "linear":
-		factor, err := f.Float32Or(key("rope.scaling.factor"), 1)
-		if err != nil {
-			return Config{}, err
-		}
-		if !(factor > 0) {
-			return Config{}, fmt.Errorf("%s: rope.scaling.factor %v must be positive", arch, factor)
-		}
-		c.RopeScale = 1 / factor
-	default:
-		return Config{}, fmt.Errorf("%s: rope.scaling.type %q is not supported (none and linear are)", arch, scaling)
 	}
 	if err := configure(f, &c); err != nil {
 		return Config{}, err
 	}
 	return c, nil
+}
+
+// perLayerInt reads a key llama.cpp accepts as one integer for every layer
+// or as an array of one integer per layer. Hearth's layers all have the
+// same shape, so an array must hold one value repeated; def < 0 makes the
+// key required.
+func perLayerInt(f *gguf.File, key string, layers, def int) (int, error) {
+	v, ok := f.Value(key)
+	if !ok && def >= 0 {
+		return def, nil
+	}
+	if !ok || v.Type() != gguf.ValueArray {
+		return f.Int(key)
+	}
+	xs, err := f.Int64s(key)
+	if err != nil {
+		return 0, fmt.Errorf("%w (an integer, or an array of one integer per layer)", err)
+	}
+	if len(xs) != layers {
+		return 0, fmt.Errorf("key %q: an array of %d values for %d layers; want one per layer", key, len(xs), layers)
+	}
+	for i, x := range xs {
+		if x != xs[0] {
+			return 0, fmt.Errorf("key %q: layer %d has %d, layer 0 %d: layers of different widths are not supported", key, i, x, xs[0])
+		}
+	}
+	return int(xs[0]), nil
+}
+
+// readSlidingPattern reads ARCH.attention.sliding_window_pattern in either
+// of its forms: an integer period (llama.cpp's converter; layer i is
+// global when (i+1) % period == 0) into c.SlidingPeriod, or an array of one
+// bool per layer, true for a sliding layer (Ollama's converter, from
+// layer_types) into c.SlidingLayers. A missing key leaves def as the
+// period.
+func readSlidingPattern(f *gguf.File, c *Config, def int) error {
+	key := c.Arch + ".attention.sliding_window_pattern"
+	v, ok := f.Value(key)
+	switch {
+	case !ok:
+		c.SlidingPeriod = def
+		return nil
+	case v.Type() != gguf.ValueArray:
+		p, err := f.Int(key)
+		if err != nil {
+			return fmt.Errorf("%w (an integer period, or an array of one bool per layer)", err)
+		}
+		if p < 0 {
+			return fmt.Errorf("key %q: period %d must not be negative", key, p)
+		}
+		c.SlidingPeriod = p
+		return nil
+	}
+	layers, isBools := v.Any().([]bool)
+	if !isBools {
+		return fmt.Errorf("key %q: is ARRAY of %s, want an integer period or an array of one bool per layer", key, v.ElemType())
+	}
+	if len(layers) != c.Layers {
+		return fmt.Errorf("key %q: %d bools for %d layers; want one per layer", key, len(layers), c.Layers)
+	}
+	c.SlidingLayers = slices.Clone(layers)
+	return nil
+}
+
+// readRopeScaling reads ARCH.rope.scaling.*: the type (llama.cpp's default
+// when absent is linear with no factor, that is none), a linear factor,
+// YaRN's fields under llama.cpp's names (yarn_beta_fast, ...) or Ollama's
+// (beta_fast, ..., extrapolation_factor), and the attention factor that
+// llama.cpp applies under every type. LongRoPE is said by its factor
+// tensors (weights.go), so its type, which newer converters write, needs
+// nothing here.
+func readRopeScaling(f *gguf.File, c *Config) error {
+	key := func(k string) string { return c.Arch + ".rope.scaling." + k }
+	c.RopeScale = 1
+	var err error
+	if c.RopeOrigContext, err = f.IntOr(key("original_context_length"), c.Context); err != nil {
+		return err
+	}
+	attn, err := f.Float32Or(key("attn_factor"), 1)
+	if err != nil {
+		return err
+	}
+	if !(attn > 0) || math.IsInf(float64(attn), 0) {
+		return fmt.Errorf("%s: rope.scaling.attn_factor %v must be positive", c.Arch, attn)
+	}
+	c.RopeAttnFactor = attn
+	scaling, err := f.StringOr(key("type"), "none")
+	if err != nil {
+		return err
+	}
+	factor, err := f.Float32Or(key("factor"), 1)
+	if err != nil {
+		return err
+	}
+	if !(factor > 0) || math.IsInf(float64(factor), 0) {
+		return fmt.Errorf("%s: rope.scaling.factor %v must be positive", c.Arch, factor)
+	}
+	// either reads a float under llama.cpp's key or else Ollama's.
+	either := func(llama, ollama string, def float32) (float32, error) {
+		d, err := f.Float32Or(key(ollama), def)
+		if err != nil {
+			return 0, err
+		}
+		return f.Float32Or(key(llama), d)
+	}
+	switch scaling {
+	case "none", "", "longrope":
+	case "linear":
+		c.RopeScale = 1 / factor
+	case "yarn":
+		y := YaRN{Factor: factor}
+		if y.BetaFast, err = either("yarn_beta_fast", "beta_fast", 32); err != nil {
+			return err
+		}
+		if y.BetaSlow, err = either("yarn_beta_slow", "beta_slow", 1); err != nil {
+			return err
+		}
+		if y.ExtFactor, err = either("yarn_ext_factor", "extrapolation_factor", 1); err != nil {
+			return err
+		}
+		if lm, err := f.Float32Or(key("yarn_log_multiplier"), 0); err != nil {
+			return err
+		} else if lm != 0 {
+			return fmt.Errorf("%s: rope.scaling.yarn_log_multiplier %v (DeepSeek's mscale_all_dim) is not supported", c.Arch, lm)
+		}
+		if c.RopeOrigContext <= 0 {
+			return fmt.Errorf("%s: rope.scaling.original_context_length %d must be positive for yarn", c.Arch, c.RopeOrigContext)
+		}
+		// transformers' attention_factor, which llama.cpp's converter
+		// writes as yarn_attn_factor, replaces the default 1 + 0.1 ln s.
+		m := float32(1)
+		if factor > 1 {
+			m = float32(1 + 0.1*math.Log(float64(factor)))
+		}
+		if m, err = f.Float32Or(key("yarn_attn_factor"), m); err != nil {
+			return err
+		}
+		c.RopeAttnFactor *= m
+		c.YaRN = &y
+	default:
+		return fmt.Errorf("%s: rope.scaling.type %q is not supported (none, linear, yarn and longrope are)", c.Arch, scaling)
+	}
+	return nil
 }

@@ -20,6 +20,8 @@ type CPU struct {
 	ctx  int
 	k, v [][]float32 // per layer: [ctx, KVHeads, HeadDim]
 	vec  map[*Weight][]float32
+	// factors are the RoPE factors for this context (Model.RopeFactorsFor).
+	factors []float32
 	// loras are the adapters SetAdapters set; nil runs the base alone.
 	loras []LoRA
 }
@@ -30,7 +32,7 @@ func NewCPU(m *Model, ctx int) (*CPU, error) {
 	if ctx <= 0 {
 		return nil, fmt.Errorf("model: context %d must be positive", ctx)
 	}
-	r := &CPU{m: m, ctx: ctx, vec: map[*Weight][]float32{}}
+	r := &CPU{m: m, ctx: ctx, vec: map[*Weight][]float32{}, factors: m.RopeFactorsFor(ctx)}
 	for range c.Layers {
 		r.k = append(r.k, make([]float32, ctx*c.KVDim()))
 		r.v = append(r.v, make([]float32, ctx*c.KVDim()))
@@ -132,11 +134,11 @@ func (r *CPU) Forward(tokens []int32, pos int, out Output) (Result, error) {
 			k = norm(k, l.KNorm, n*c.KVHeads, c.HeadDim)
 		}
 		base, scale := c.Rope(i)
-		rope := ref.RoPEArgs{Tokens: n, HeadDim: c.HeadDim, RopeDims: c.RopeDims, NeoX: c.NeoX, Base: base, FreqScale: scale, Pos0: pos}
+		rope := ref.RoPEArgs{Tokens: n, HeadDim: c.HeadDim, RopeDims: c.RopeDims, NeoX: c.NeoX, Base: base, FreqScale: scale, Pos0: pos, AttnFactor: c.RopeAttnFactor}
 		rope.Heads = c.Heads
-		q = ref.RoPE(q, r.m.RopeFactors, nil, rope)
+		q = ref.RoPE(q, r.factors, nil, rope)
 		rope.Heads = c.KVHeads
-		k = ref.RoPE(k, r.m.RopeFactors, nil, rope)
+		k = ref.RoPE(k, r.factors, nil, rope)
 		copy(r.k[i][pos*kvd:], k)
 		copy(r.v[i][pos*kvd:], v)
 		att := attention(q, r.k[i], r.v[i], ref.AttentionArgs{

@@ -25,7 +25,14 @@ func init() {
 	register("gemma2", func(f *gguf.File, c *Config) error {
 		gemmaCommon(c)
 		c.PostNorms = true
-		c.SlidingPeriod = 2
+		if err := readSlidingPattern(f, c, 2); err != nil {
+			return err
+		}
+		// Every Gemma 2 slides over 4096 positions; llama.cpp assumes so
+		// when a file does not say.
+		if _, ok := f.Value("gemma2.attention.sliding_window"); !ok {
+			c.SlidingWindow = 4096
+		}
 		var err error
 		if c.AttnSoftcap, err = f.Float32Or("gemma2.attn_logit_softcapping", 50); err != nil {
 			return err
@@ -39,14 +46,24 @@ func init() {
 		gemmaCommon(c)
 		c.PostNorms = true
 		c.QKNorm = true
-		var err error
-		if c.SlidingPeriod, err = f.IntOr("gemma3.attention.sliding_window_pattern", 6); err != nil {
+		if err := readSlidingPattern(f, c, 6); err != nil {
 			return err
 		}
-		if c.RopeBaseLocal, err = f.Float32Or("gemma3.rope.freq_base_swa", 10000); err != nil {
+		// llama.cpp's converter names the local layers' base
+		// rope.freq_base_swa, Ollama's rope.local.freq_base.
+		local, err := f.Float32Or("gemma3.rope.local.freq_base", 10000)
+		if err != nil {
+			return err
+		}
+		if c.RopeBaseLocal, err = f.Float32Or("gemma3.rope.freq_base_swa", local); err != nil {
 			return err
 		}
 		c.RopeScaleLocal = 1
+		if c.YaRN != nil {
+			// One factor table serves every layer, and the local layers
+			// rotate unscaled with their own base.
+			return fmt.Errorf("gemma3: rope.scaling.type yarn is not supported (only the global layers would scale)")
+		}
 		if c.FinalSoftcap, err = f.Float32Or("gemma3.final_logit_softcapping", 0); err != nil {
 			return err
 		}

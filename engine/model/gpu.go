@@ -198,8 +198,8 @@ func (r *GPU) upload() error {
 	if r.outNorm, err = vector(m.OutNorm); err != nil {
 		return err
 	}
-	if m.RopeFactors != nil {
-		r.factors, err = r.buffer("rope_freqs", m.RopeFactors)
+	if f := m.RopeFactorsFor(r.ctx); f != nil {
+		r.factors, err = r.buffer("rope_factors", f)
 	}
 	if err != nil {
 		return err
@@ -571,7 +571,7 @@ func (r *GPU) record(key stepKey) (*step, error) {
 			try(norm(r.k, l.kNorm, r.k, n*c.KVHeads, c.HeadDim))
 		}
 		base, scale := c.Rope(i)
-		rope := ops.RoPEArgs{Tokens: n, Heads: c.Heads, HeadDim: c.HeadDim, RopeDims: c.RopeDims, NeoX: c.NeoX, Base: base, FreqScale: scale, Pos0: pos}
+		rope := ops.RoPEArgs{Tokens: n, Heads: c.Heads, HeadDim: c.HeadDim, RopeDims: c.RopeDims, NeoX: c.NeoX, Base: base, FreqScale: scale, Pos0: pos, AttnFactor: c.RopeAttnFactor}
 		try(ops.RoPE(ch, r.q, r.factors, nil, rope))
 		rope.Heads = c.KVHeads
 		try(ops.RoPE(ch, r.k, r.factors, nil, rope))

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/hearthstudio/hearth/engine/chat"
+	"github.com/hearthstudio/hearth/engine/ops/ref"
 	"github.com/hearthstudio/hearth/engine/tokenizer"
 	"github.com/hearthstudio/hearth/gguf"
 )
@@ -72,10 +73,12 @@ type Model struct {
 	Embed   *Weight // token_embd: Vocab rows of Hidden
 	OutNorm *Weight
 	Output  *Weight // the LM head; token_embd itself when tied
-	// RopeFactors divide each RoPE pair's frequency (Llama 3's rope_freqs);
-	// nil when the model has none.
-	RopeFactors []float32
-	Layers      []Layer
+	// RopeFactors divide each RoPE pair's frequency: Llama 3's rope_freqs,
+	// YaRN's blend (computed from the config), LongRoPE's short factors;
+	// nil when the model has none. RopeFactorsLong are LongRoPE's long
+	// factors, for a context beyond Config.RopeOrigContext (RopeFactorsFor).
+	RopeFactors, RopeFactorsLong []float32
+	Layers                       []Layer
 
 	Tokenizer *tokenizer.Tokenizer
 	Chat      *chat.Format
@@ -140,6 +143,9 @@ func FromGGUF(f *gguf.File) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if err := m.ropeFactors(&ld, &cfg); err != nil {
+		return nil, err
+	}
 
 	qd, kvd := cfg.QDim(), cfg.KVDim()
 	m.Layers = make([]Layer, cfg.Layers)
@@ -198,6 +204,52 @@ func FromGGUF(f *gguf.File) (*Model, error) {
 		return nil, err
 	}
 	return m, nil
+}
+
+// ropeFactors reads LongRoPE's factor tensors (Phi-3 128k, 3.5, 4-mini:
+// rope_factors_long and rope_factors_short, one per rotated pair) and
+// computes YaRN's, refusing a file that says two of the three (with
+// rope_freqs) at once.
+func (m *Model) ropeFactors(ld *loader, c *Config) error {
+	_, long := ld.f.Tensor("rope_factors_long.weight")
+	_, short := ld.f.Tensor("rope_factors_short.weight")
+	switch {
+	case long != short:
+		return fmt.Errorf("LongRoPE needs both rope_factors_long.weight and rope_factors_short.weight; the file has only one")
+	case long && m.RopeFactors != nil:
+		return fmt.Errorf("the file has both rope_freqs.weight and LongRoPE's rope_factors_long/short.weight")
+	case long && c.YaRN != nil:
+		return fmt.Errorf("the file has LongRoPE's rope_factors_long/short.weight and %s.rope.scaling.type yarn", c.Arch)
+	case long:
+		var err error
+		if w := ld.vector("rope_factors_short.weight", c.RopeDims/2); w != nil {
+			m.RopeFactors, err = w.F32()
+		}
+		if w := ld.vector("rope_factors_long.weight", c.RopeDims/2); w != nil && err == nil {
+			m.RopeFactorsLong, err = w.F32()
+		}
+		if ld.err != nil {
+			return ld.err
+		}
+		return err
+	case c.YaRN != nil && m.RopeFactors != nil:
+		return fmt.Errorf("the file has both rope_freqs.weight and %s.rope.scaling.type yarn", c.Arch)
+	case c.YaRN != nil:
+		y := c.YaRN
+		m.RopeFactors = ref.YaRNFactors(float64(c.RopeBase), c.RopeDims, float64(y.Factor), c.RopeOrigContext,
+			float64(y.BetaFast), float64(y.BetaSlow), float64(y.ExtFactor))
+	}
+	return nil
+}
+
+// RopeFactorsFor are the RoPE factors a runner with a ctx-token context
+// uses: LongRoPE's long ones beyond the original context, as llama.cpp
+// chooses them, else RopeFactors.
+func (m *Model) RopeFactorsFor(ctx int) []float32 {
+	if m.RopeFactorsLong != nil && ctx > m.Config.RopeOrigContext {
+		return m.RopeFactorsLong
+	}
+	return m.RopeFactors
 }
 
 // loader fetches tensors, keeping the first error so the layer loop reads

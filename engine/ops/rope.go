@@ -27,13 +27,18 @@ type RoPEArgs struct {
 	// Pos0 is the position of token 0: token t sits at Pos0 + t. With a
 	// positions buffer it must be 0 and token t sits at positions[t].
 	Pos0 int
+	// AttnFactor multiplies every rotated value (its cos and sin): the
+	// attention scaling of YaRN and LongRoPE, applied to q and k alike. 0
+	// means 1.
+	AttnFactor float32
 }
 
 // ropeParams mirrors Params in shaders/rope.wgsl.
 type ropeParams struct {
 	Tokens, Heads, HeadDim, RopeDims uint32
 	Pos0, Flags                      uint32
-	_, _                             uint32
+	MScale                           float32
+	_                                uint32
 	Lo, Hi                           [16]float32
 }
 
@@ -75,6 +80,14 @@ func (a RoPEArgs) ropeDims() int {
 	return a.RopeDims
 }
 
+// attnFactor is a.AttnFactor with 0 meaning 1.
+func (a RoPEArgs) attnFactor() float32 {
+	if a.AttnFactor == 0 {
+		return 1
+	}
+	return a.AttnFactor
+}
+
 // freqScale is a.FreqScale with 0 meaning 1.
 func (a RoPEArgs) freqScale() float32 {
 	if a.FreqScale == 0 {
@@ -98,6 +111,8 @@ func (a RoPEArgs) check() error {
 		return fmt.Errorf("ops: rope: base %v must be positive and finite", a.Base)
 	case !(a.FreqScale >= 0) || math.IsInf(float64(a.FreqScale), 0):
 		return fmt.Errorf("ops: rope: freq_scale %v must be finite and >= 0", a.FreqScale)
+	case !(a.AttnFactor >= 0) || math.IsInf(float64(a.AttnFactor), 0):
+		return fmt.Errorf("ops: rope: attn_factor %v must be finite and >= 0", a.AttnFactor)
 	case a.Pos0 < 0 || a.Pos0+a.Tokens > ropeMaxPos:
 		return fmt.Errorf("ops: rope: positions %d..%d must lie in [0, 2^24], where f32 holds them exactly", a.Pos0, a.Pos0+a.Tokens-1)
 	}
@@ -109,7 +124,7 @@ func (a RoPEArgs) params(factors, positions bool) ropeParams {
 	lo, hi := ropeTables(a.Base, a.freqScale(), a.ropeDims())
 	p := ropeParams{
 		Tokens: uint32(a.Tokens), Heads: uint32(a.Heads), HeadDim: uint32(a.HeadDim), RopeDims: uint32(a.ropeDims()),
-		Pos0: uint32(a.Pos0), Lo: lo, Hi: hi,
+		Pos0: uint32(a.Pos0), MScale: a.attnFactor(), Lo: lo, Hi: hi,
 	}
 	if a.NeoX {
 		p.Flags |= ropeNeoX

@@ -57,6 +57,7 @@ func checkRoPEBackward(t *testing.T, rc ropeCase, seed uint64) {
 	if rc.factors != nil {
 		angleHalfUlps = ropeFactorAngleHalfUlps
 	}
+	m, scaleTol := ropeScale(a)
 	worst, worstTrip := 0.0, 0.0
 	for tok := range a.Tokens {
 		pos := rc.pos(tok)
@@ -74,14 +75,15 @@ func checkRoPEBackward(t *testing.T, rc ropeCase, seed uint64) {
 				}
 				mag := math.Abs(float64(dy[i0])) + math.Abs(float64(dy[i1]))
 				theta := ref.RoPETheta(rc.refArgs(), rc.factors, pos, i)
-				tol := mag * (math.Abs(theta)*angleHalfUlps*f32Eps + ropeSinCosTol)
+				tol := m * mag * (math.Abs(theta)*angleHalfUlps*f32Eps + ropeSinCosTol + scaleTol)
 				g0, g1 := float64(dy[i0]), float64(dy[i1])
 				exact := [2]float64{float64(want[i0]), float64(want[i1])}
 				tight := math.Inf(1)
 				if rc.factors == nil {
 					s, c := math.Sincos(float64(kernelTheta(a, pos, i)))
+					s, c = m*s, m*c
 					exact = [2]float64{g0*c + g1*s, -g0*s + g1*c}
-					tight = mag * ropeSinCosTol
+					tight = m * mag * (ropeSinCosTol + scaleTol)
 				}
 				for e, k := range []int{i0, i1} {
 					diff := math.Abs(float64(got[k]) - float64(want[k]))
@@ -93,12 +95,14 @@ func checkRoPEBackward(t *testing.T, rc ropeCase, seed uint64) {
 					worst = math.Max(worst, diff/tol)
 				}
 				xmag := math.Abs(float64(x[i0])) + math.Abs(float64(x[i1]))
+				// The round trip scales by the attention factor twice.
+				tripTol := 2 * (ropeSinCosTol + scaleTol) * m * m * xmag
 				for _, k := range []int{i0, i1} {
-					diff := math.Abs(float64(back[k]) - float64(x[k]))
-					if tripTol := 2 * ropeSinCosTol * xmag; !(diff <= tripTol) {
-						t.Fatalf("%s: round trip token %d head %d pair %d: [%d] = %v, want %v back (|diff| %.3g over %.3g)", rc.name, tok, h, i, k, back[k], x[k], diff, tripTol)
+					diff := math.Abs(float64(back[k]) - m*m*float64(x[k]))
+					if !(diff <= tripTol) {
+						t.Fatalf("%s: round trip token %d head %d pair %d: [%d] = %v, want %v back (|diff| %.3g over %.3g)", rc.name, tok, h, i, k, back[k], m*m*float64(x[k]), diff, tripTol)
 					}
-					worstTrip = math.Max(worstTrip, diff/(2*ropeSinCosTol*xmag))
+					worstTrip = math.Max(worstTrip, diff/tripTol)
 				}
 			}
 		}
@@ -119,6 +123,8 @@ func TestRoPEBackwardMatchesReference(t *testing.T) {
 		{name: "positions", a: RoPEArgs{Tokens: 5, Heads: 2, HeadDim: 64, Base: 10000}, positions: []uint32{5, 0, 4097, 17, 3}},
 		{name: "freq scale", a: RoPEArgs{Tokens: 3, Heads: 2, HeadDim: 64, NeoX: true, Base: 10000, FreqScale: 0.25, Pos0: 1000}},
 		{name: "head 256", a: RoPEArgs{Tokens: 2, Heads: 4, HeadDim: 256, NeoX: true, Base: 10000, Pos0: 7}},
+		{name: "longrope", a: RoPEArgs{Tokens: 4, Heads: 3, HeadDim: 96, NeoX: true, Base: 10000, Pos0: 5000, AttnFactor: 1.1902}, factors: longFactors(48)},
+		{name: "attn factor alone", a: RoPEArgs{Tokens: 3, Heads: 2, HeadDim: 64, Base: 10000, Pos0: 40, AttnFactor: 0.75}},
 	} {
 		rc.xScale = 2
 		t.Run(rc.name, func(t *testing.T) { checkRoPEBackward(t, rc, 60) })
@@ -132,6 +138,7 @@ func TestRoPEBackwardWideMagnitude(t *testing.T) {
 	for _, rc := range []ropeCase{
 		{name: "llama3.1 128K", a: RoPEArgs{Tokens: 4, Heads: 3, HeadDim: 128, Base: 500000, Pos0: 131069}, factors: llama3Factors(500000, 128), xScale: 3e4},
 		{name: "gemma3 global", a: RoPEArgs{Tokens: 3, Heads: 2, HeadDim: 256, NeoX: true, Base: 1e6, FreqScale: 0.125, Pos0: 131000}, xScale: 1e3},
+		{name: "yarn 128K", a: RoPEArgs{Tokens: 3, Heads: 2, HeadDim: 128, NeoX: true, Base: 1e6, Pos0: 131069, AttnFactor: 1.1386294}, factors: ref.YaRNFactors(1e6, 128, 4, 32768, 32, 1, 1), xScale: 3e4},
 		{name: "theta 4e5", a: RoPEArgs{Tokens: 6, Heads: 1, HeadDim: 64, Base: 10000}, positions: []uint32{411000, 300885, 262144, 131072, 65536, 1}, xScale: 100},
 	} {
 		t.Run(rc.name, func(t *testing.T) { checkRoPEBackward(t, rc, 61) })
@@ -146,6 +153,7 @@ func TestRoPEBackwardReferenceMatchesFiniteDifferences(t *testing.T) {
 	for _, rc := range []ropeCase{
 		{name: "partial neox factors positions", a: RoPEArgs{Tokens: 3, Heads: 2, HeadDim: 12, RopeDims: 8, NeoX: true, Base: 10000}, factors: []float32{1, 2, 4, 8}, positions: []uint32{7, 0, 300}},
 		{name: "normal scaled", a: RoPEArgs{Tokens: 3, Heads: 2, HeadDim: 8, Base: 10000, FreqScale: 0.5, Pos0: 5}},
+		{name: "yarn attn factor", a: RoPEArgs{Tokens: 3, Heads: 2, HeadDim: 8, NeoX: true, Base: 100, Pos0: 20, AttnFactor: 1.1386294}, factors: ref.YaRNFactors(100, 8, 4, 16, 32, 1, 1)},
 	} {
 		n := rc.a.Tokens * rc.a.Heads * rc.a.HeadDim
 		x, dy := randVec(62, n, 2), randVec(63, n, 1)

@@ -29,6 +29,16 @@ func llama3Factors(base float64, dims int) []float32 {
 	return f
 }
 
+// longFactors are LongRoPE-like long factors for n pairs: 1 for the fastest
+// pair, growing to 40 for the slowest, as Phi-3.5-mini's do.
+func longFactors(n int) []float32 {
+	f := make([]float32, n)
+	for i := range f {
+		f[i] = float32(math.Pow(40, float64(i)/float64(n-1)))
+	}
+	return f
+}
+
 type ropeCase struct {
 	name      string
 	a         RoPEArgs
@@ -39,7 +49,7 @@ type ropeCase struct {
 
 func (rc ropeCase) refArgs() ref.RoPEArgs {
 	a := rc.a
-	return ref.RoPEArgs{Tokens: a.Tokens, Heads: a.Heads, HeadDim: a.HeadDim, RopeDims: a.RopeDims, NeoX: a.NeoX, Base: a.Base, FreqScale: a.FreqScale, Pos0: a.Pos0}
+	return ref.RoPEArgs{Tokens: a.Tokens, Heads: a.Heads, HeadDim: a.HeadDim, RopeDims: a.RopeDims, NeoX: a.NeoX, Base: a.Base, FreqScale: a.FreqScale, Pos0: a.Pos0, AttnFactor: a.AttnFactor}
 }
 
 func (rc ropeCase) pos(t int) int {
@@ -66,11 +76,24 @@ func (rc ropeCase) pos(t int) int {
 // be avoided: at position 131072 half an ulp of theta is 0.008 rad, the same
 // for llama.cpp and transformers, which carry theta in f32 too. (Measured:
 // differences reach 0.46 of the tolerance this gives.)
+//
+// ropeScaleTol is the one extra rounding of sin and cos multiplied by an
+// attention factor other than 1 (half an ulp, relative); the bounds above
+// then scale with the factor.
 const (
 	ropeSinCosTol           = 2.5e-7
 	ropeAngleHalfUlps       = 4 + 1 // one half-ulp of margin
 	ropeFactorAngleHalfUlps = 4 + 5 + 1
 )
+
+// ropeScale is the attention factor of a and the sincos tolerance it adds.
+func ropeScale(a RoPEArgs) (m, tol float64) {
+	m = float64(a.attnFactor())
+	if m != 1 {
+		tol = 0x1p-24
+	}
+	return m, tol
+}
 
 // kernelTheta is the f32 angle the kernel computes for pair i at pos,
 // without factors: the same roundings in the same order (products only, so
@@ -109,6 +132,7 @@ func checkRoPE(t *testing.T, rc ropeCase, seed uint64) {
 	if rc.factors != nil {
 		angleHalfUlps = ropeFactorAngleHalfUlps
 	}
+	m, scaleTol := ropeScale(a)
 	for tok := range a.Tokens {
 		pos := rc.pos(tok)
 		for h := range a.Heads {
@@ -128,7 +152,7 @@ func checkRoPE(t *testing.T, rc ropeCase, seed uint64) {
 
 				// Against the exact rotation: the f32 angle's rounding plus
 				// the sincos error.
-				tol := mag * (math.Abs(theta)*angleHalfUlps*0x1p-24 + ropeSinCosTol)
+				tol := m * mag * (math.Abs(theta)*angleHalfUlps*0x1p-24 + ropeSinCosTol + scaleTol)
 				for _, k := range []int{i0, i1} {
 					if diff := math.Abs(float64(got[k]) - float64(want[k])); !(diff <= tol) {
 						t.Fatalf("%s: token %d (pos %d) head %d pair %d (theta %.6g): [%d] = %v, want %v (|diff| %.3g over %.3g)", rc.name, tok, pos, h, i, theta, k, got[k], want[k], diff, tol)
@@ -141,8 +165,9 @@ func checkRoPE(t *testing.T, rc ropeCase, seed uint64) {
 					continue
 				}
 				s, c := math.Sincos(float64(kernelTheta(a, pos, i)))
+				s, c = m*s, m*c
 				x0, x1 := float64(x[i0]), float64(x[i1])
-				tight := mag * ropeSinCosTol
+				tight := m * mag * (ropeSinCosTol + scaleTol)
 				for _, e := range []struct {
 					k int
 					v float64
@@ -172,6 +197,10 @@ func TestRoPEMatchesReference(t *testing.T) {
 		{name: "freq scale", a: RoPEArgs{Tokens: 3, Heads: 2, HeadDim: 64, NeoX: true, Base: 10000, FreqScale: 0.25, Pos0: 1000}},
 		{name: "head 256", a: RoPEArgs{Tokens: 2, Heads: 4, HeadDim: 256, NeoX: true, Base: 10000, Pos0: 7}},
 		{name: "rope 512", a: RoPEArgs{Tokens: 1, Heads: 2, HeadDim: 512, NeoX: true, Base: 10000, Pos0: 9}},
+		// LongRoPE: Phi-3's per-pair factors and attention scaling
+		// sqrt(1 + ln 32 / ln 4096).
+		{name: "longrope", a: RoPEArgs{Tokens: 4, Heads: 3, HeadDim: 96, NeoX: true, Base: 10000, Pos0: 5000, AttnFactor: 1.1902}, factors: longFactors(48)},
+		{name: "attn factor alone", a: RoPEArgs{Tokens: 3, Heads: 2, HeadDim: 64, Base: 10000, Pos0: 40, AttnFactor: 0.75}},
 	} {
 		rc.xScale = 2
 		t.Run(rc.name, func(t *testing.T) { checkRoPE(t, rc, 1) })
@@ -193,6 +222,9 @@ func TestRoPEWideMagnitude(t *testing.T) {
 		{name: "llama3 131072 no factors", a: RoPEArgs{Tokens: 4, Heads: 3, HeadDim: 128, Base: 500000, Pos0: 131069}, xScale: 3e4},
 		// Gemma 3's global layers: head_dim 256, base 1e6, linear scaling 8.
 		{name: "gemma3 global", a: RoPEArgs{Tokens: 3, Heads: 2, HeadDim: 256, NeoX: true, Base: 1e6, FreqScale: 0.125, Pos0: 131000}, xScale: 1e3},
+		// Qwen 2.5 with YaRN factor 4 over 32768 at its 131072: the blended
+		// frequencies and 1 + 0.1 ln 4.
+		{name: "yarn 128K", a: RoPEArgs{Tokens: 3, Heads: 2, HeadDim: 128, NeoX: true, Base: 1e6, Pos0: 131069, AttnFactor: 1.1386294}, factors: ref.YaRNFactors(1e6, 128, 4, 32768, 32, 1, 1), xScale: 3e4},
 		// Angles to the edge of the exact reduction (411774 rad) in a prefill
 		// at arbitrary positions.
 		{name: "theta 4e5", a: RoPEArgs{Tokens: 6, Heads: 1, HeadDim: 64, Base: 10000}, positions: []uint32{411000, 300885, 262144, 131072, 65536, 1}, xScale: 100},
@@ -242,6 +274,8 @@ func TestRoPERejectsBadShapes(t *testing.T) {
 		{"base 0", RoPE(c, x, nil, nil, with(func(a *RoPEArgs) { a.Base = 0 }))},
 		{"base NaN", RoPE(c, x, nil, nil, with(func(a *RoPEArgs) { a.Base = float32(math.NaN()) }))},
 		{"freq_scale < 0", RoPE(c, x, nil, nil, with(func(a *RoPEArgs) { a.FreqScale = -1 }))},
+		{"attn_factor < 0", RoPE(c, x, nil, nil, with(func(a *RoPEArgs) { a.AttnFactor = -1 }))},
+		{"attn_factor Inf", RoPE(c, x, nil, nil, with(func(a *RoPEArgs) { a.AttnFactor = float32(math.Inf(1)) }))},
 		{"pos0 < 0", RoPE(c, x, nil, nil, with(func(a *RoPEArgs) { a.Pos0 = -1 }))},
 		{"positions past 2^24", RoPE(c, x, nil, nil, with(func(a *RoPEArgs) { a.Pos0 = 1<<24 - 1 }))},
 		{"short factors", RoPE(c, x, f7, nil, ok)},

@@ -6,7 +6,9 @@
 //
 //   - "llama": SentencePiece BPE (Llama 1/2, Mistral, Gemma 1–3). The text
 //     is normalized as sentencepiece does with the identity rules (spaces
-//     become "▁", an optional "▁" prefix, optional removal of extra
+//     become "▁", an optional "▁" prefix (tokenizer.ggml.add_space_prefix;
+//     where a file lacks it, off for Gemma architectures and on for the
+//     others, as their own tokenizers do), optional removal of extra
 //     spaces, invalid UTF-8 bytes become U+FFFD), cut into characters and
 //     user-defined symbols, and adjacent pieces merge best score first;
 //     a piece the vocabulary lacks falls back to its bytes (<0x0A>), or to

@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/hearthstudio/hearth/gguf"
 )
@@ -123,6 +124,9 @@ func VocabFromGGUF(f *gguf.File) (*Vocab, error) {
 		return nil, fmt.Errorf("tokenizer: %w", err)
 	}
 	v := NewVocab(model)
+	if model == ModelSPM {
+		v.AddSpacePrefix = spmSpacePrefix(f.Architecture())
+	}
 	if v.Pre, err = f.StringOr(KeyPre, ""); err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
 	}
@@ -188,6 +192,18 @@ func VocabFromGGUF(f *gguf.File) (*Vocab, error) {
 		return nil, err
 	}
 	return v, nil
+}
+
+// spmSpacePrefix is add_space_prefix for a SentencePiece vocabulary whose
+// file does not say: the add_dummy_prefix of the model family's own
+// tokenizer.model. GGUF keeps no normalizer, so the architecture decides.
+// Gemma's models (every generation) have it off and its tokenizer puts no
+// "▁" before the first word; llama.cpp's converter writes false for them,
+// but Ollama's writes no key, and llama.cpp's default of true would make the
+// first token of every Gemma prompt wrong. Llama 1/2, Mistral and Phi-3's
+// models have it on, which is llama.cpp's default for "llama" vocabularies.
+func spmSpacePrefix(arch string) bool {
+	return !strings.HasPrefix(arch, "gemma")
 }
 
 // check validates the lengths and ids of v.

@@ -12,6 +12,15 @@ type RoPEArgs struct {
 	NeoX                   bool
 	Base, FreqScale        float32
 	Pos0                   int
+	AttnFactor             float32 // multiplies cos and sin; 0 means 1
+}
+
+// attnFactor is a.AttnFactor with 0 meaning 1.
+func (a RoPEArgs) attnFactor() float64 {
+	if a.AttnFactor == 0 {
+		return 1
+	}
+	return float64(a.AttnFactor)
 }
 
 // RoPETheta is the exact angle of pair i at position pos, in float64:
@@ -43,6 +52,7 @@ func RoPE(x, factors []float32, positions []uint32, a RoPEArgs) []float32 {
 		d = a.HeadDim
 	}
 	half := d / 2
+	m := a.attnFactor()
 	y := append([]float32(nil), x...)
 	for t := range a.Tokens {
 		pos := a.Pos0 + t
@@ -57,6 +67,7 @@ func RoPE(x, factors []float32, positions []uint32, a RoPEArgs) []float32 {
 					i0, i1 = i, i+half
 				}
 				s, c := math.Sincos(RoPETheta(a, factors, pos, i))
+				s, c = m*s, m*c
 				x0, x1 := float64(head[i0]), float64(head[i1])
 				head[i0] = float32(x0*c - x1*s)
 				head[i1] = float32(x0*s + x1*c)
@@ -64,4 +75,28 @@ func RoPE(x, factors []float32, positions []uint32, a RoPEArgs) []float32 {
 		}
 	}
 	return y
+}
+
+// YaRNFactors are the per-pair divisors of the angle that make a plain RoPE
+// of the given base YaRN's (Peng et al. 2023, as llama.cpp's ggml_rope_yarn
+// and transformers' _compute_yarn_parameters compute it): pair i turns at a
+// blend of its own frequency (extrapolation) and that frequency over factor
+// (interpolation), with the ramp from beta_fast to beta_slow rotations over
+// the original context (the bounds floored and ceiled, as both do) and
+// extFactor scaling the extrapolated share. The attention scaling that goes
+// with it is RoPEArgs.AttnFactor.
+func YaRNFactors(base float64, dims int, factor float64, origCtx int, betaFast, betaSlow, extFactor float64) []float32 {
+	corr := func(rotations float64) float64 {
+		return float64(dims) * math.Log(float64(origCtx)/(rotations*2*math.Pi)) / (2 * math.Log(base))
+	}
+	half := dims / 2
+	low := math.Max(0, math.Floor(corr(betaFast)))
+	high := math.Min(float64(dims-1), math.Ceil(corr(betaSlow)))
+	out := make([]float32, half)
+	for i := range out {
+		y := (float64(i) - low) / math.Max(0.001, high-low)
+		extrap := (1 - math.Min(1, math.Max(0, y))) * extFactor
+		out[i] = float32(1 / ((1-extrap)/factor + extrap))
+	}
+	return out
 }

@@ -6,7 +6,10 @@ this script is written for).
 
 For each family (llama with Llama 3 RoPE scaling, mistral with a sliding
 window of 8, gemma, gemma2, gemma3 text with one global layer in six, qwen2,
-qwen3, phi3 with a sliding window) it builds a tiny model from a config
+qwen3, phi3 with a sliding window, and two long-context RoPEs over an
+original context of 16 tokens, shorter than the prompt: phi3_longrope with
+Phi-3's LongRoPE factors and qwen2_yarn with YaRN) it builds a tiny model
+from a config
 (hidden 64, 4 heads, 2 KV heads, head_dim 16, ff 128, 2-6 layers, a vocab
 of 331-509 that is no multiple of 32), fills every weight from a fixed seed
 with a spread large enough that a wrong norm, RoPE, window or soft-cap
@@ -40,7 +43,9 @@ the reloaded model's logits equal the in-memory model's; the whole-sequence
 forward agrees with the prompt's logits and with every greedy step's, and
 its argmax rows are the greedy tokens; the sliding window changes the
 logits (so the window really is in the reference); Gemma 3's layer 5 is
-the global one; Gemma 2's soft-capping is active.
+the global one; Gemma 2's soft-capping is active; the long-context RoPE
+changes the logits (against the plain RoPE of the same base; transformers'
+inverse frequencies and attention scaling are recorded in expected.json).
 
 Usage: python3 make_fixtures.py OUTDIR [FAMILY...]
 writes OUTDIR/FAMILY/{config.json, generation_config.json,
@@ -322,6 +327,54 @@ FAMILIES = {
             rope_parameters=dict(rope_type="default", rope_theta=10000.0),
         ),
     ),
+    # LONG CONTEXT. Phi-3's LongRoPE and Qwen 2.5's YaRN with an original
+    # context of 16, so that the 24-40 token prompts lie beyond it and the
+    # long-context RoPE is what the reference runs (transformers picks
+    # Phi-3's long factors when the sequence outgrows the original context;
+    # YaRN applies at every length). max_position_embeddings is 4x the
+    # original, the factor both derive their attention scaling from.
+    "phi3_longrope": dict(
+        model_type="phi3",
+        vocab=367,
+        rope_check=True,
+        config=dict(
+            num_hidden_layers=2,
+            rms_norm_eps=1e-5,
+            tie_word_embeddings=False,
+            sliding_window=None,
+            max_position_embeddings=64,
+            original_max_position_embeddings=16,
+            resid_pdrop=0.0,
+            embd_pdrop=0.0,
+            attention_dropout=0.0,
+            # 8 factors per list (head_dim 16 / 2); the long ones grow with
+            # the pair's wavelength as Phi-3's do, the short ones stay near 1.
+            rope_parameters=dict(
+                rope_type="longrope",
+                rope_theta=10000.0,
+                short_factor=[1.0, 1.01, 1.03, 1.06, 1.1, 1.18, 1.3, 1.5],
+                long_factor=[1.0, 1.25, 1.6, 2.1, 2.8, 3.7, 5.0, 6.5],
+            ),
+        ),
+    ),
+    "qwen2_yarn": dict(
+        model_type="qwen2",
+        vocab=353,
+        rope_check=True,
+        config=dict(
+            num_hidden_layers=2,
+            rms_norm_eps=1e-6,
+            tie_word_embeddings=True,
+            use_sliding_window=False,
+            max_position_embeddings=64,
+            # Base 100 puts YaRN's ramp (beta_fast 32, beta_slow 1 over an
+            # original context of 16) across pairs 0-2 of 8, so pair 1 is a
+            # half-and-half blend; with Qwen's 1e6 every pair would sit on
+            # one side of it.
+            rope_parameters=dict(rope_type="yarn", rope_theta=100.0, factor=4.0, original_max_position_embeddings=16),
+        ),
+        spread=dict(out_proj=0.4),
+    ),
 }
 
 SEEDS = {name: 1000 * (i + 1) for i, name in enumerate(FAMILIES)}
@@ -555,6 +608,28 @@ def softcap_effect(model, cfg, ids):
     return float((logits_of(model, ids) - logits_of(m2, ids)).abs().max())
 
 
+def rope_effect(model, cfg, ids):
+    """The largest logit change when the scaled RoPE is replaced by the
+    plain one of the same base, and what transformers computed for the
+    scaled one at this sequence length: the inverse frequencies and the
+    attention scaling its cos and sin are multiplied by."""
+    rot = model.model.rotary_emb
+    pos = torch.arange(len(ids))[None, :]
+    x = torch.zeros(1, len(ids), 16)
+    cos, _ = rot(x, pos)
+    info = {
+        "inv_freq": [float(v) for v in rot.inv_freq],
+        "attention_scaling": float(rot.attention_scaling),
+        "cos_last": [float(v) for v in cos[0, -1]],
+    }
+    plain = copy.deepcopy(cfg)
+    rp = dict(plain.rope_parameters)
+    plain.rope_parameters = dict(rope_type="default", rope_theta=rp["rope_theta"])
+    m2 = build(plain)
+    m2.load_state_dict(model.state_dict(), strict=False)
+    return float((logits_of(model, ids) - logits_of(m2, ids)).abs().max()), info
+
+
 def rope_summary(cfg):
     rp = getattr(cfg, "rope_parameters", None)
     if rp is None:
@@ -647,6 +722,12 @@ def make_family(name, fam, outdir, tok):
         notes["softcap_effect"] = eff
         if eff < 1e-2:
             raise RuntimeError(f"soft-capping changes no logit (max {eff})")
+    if fam.get("rope_check"):
+        eff, rope = rope_effect(saved, saved.config, ids)
+        notes["rope_effect"] = eff
+        notes["rope"] = rope
+        if eff < 1e-2:
+            raise RuntimeError(f"the long-context RoPE changes no logit (max {eff})")
     layer_types = list(getattr(saved.config, "layer_types", None) or [])
     if name == "gemma3":
         want = ["sliding_attention"] * 5 + ["full_attention"]
@@ -693,7 +774,7 @@ def make_family(name, fam, outdir, tok):
     print(
         f"{name:8s} {type(saved).__name__:20s} layers={saved.config.num_hidden_layers} vocab={V} "
         f"prompt={T} logit_std={std:.3f} margin={margin:.3f} seed={seed} "
-        f"{' '.join(f'{k}={v:.3g}' for k, v in notes.items())} size={size / 1024:.0f}KiB"
+        f"{' '.join(f'{k}={v:.3g}' for k, v in notes.items() if isinstance(v, float))} size={size / 1024:.0f}KiB"
     )
     print(f"         greedy {new}")
     return size
