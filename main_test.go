@@ -30,8 +30,9 @@ func hearth(t *testing.T, extraEnv []string, args ...string) string {
 	cmd := exec.Command(os.Args[0], args...)
 	for _, kv := range os.Environ() {
 		switch strings.SplitN(kv, "=", 2)[0] {
-		case "LANG", "LC_ALL", "LC_MESSAGES", "LANGUAGE", "XDG_RUNTIME_DIR", "NODEVICE_SELECT", "HEARTH_LOG":
-			continue
+		case "LANG", "LC_ALL", "LC_MESSAGES", "LANGUAGE", "HEARTH_LOG",
+			"XDG_RUNTIME_DIR", "WAYLAND_SOCKET", "NODEVICE_SELECT", "DRI_PRIME", "MESA_VK_DEVICE_SELECT":
+			continue // the test sets the scene these decide
 		}
 		cmd.Env = append(cmd.Env, kv)
 	}
