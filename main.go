@@ -7,11 +7,19 @@ import (
 	"os"
 
 	"github.com/hearthstudio/hearth/app/cli"
+	"github.com/hearthstudio/hearth/internal/clocale"
 	"github.com/hearthstudio/hearth/ui"
 )
 
 func main() {
-	if err := cli.NewRoot(ui.Run).Execute(); err != nil {
+	// clocale's init has let Fyne's init read a C.UTF-8 locale quietly; the
+	// commands, and the programs they start, get the user's locale back.
+	clocale.Restore()
+	studio := func() error {
+		clocale.Normalize() // the studio looks the locale up again as it draws
+		return ui.Run()
+	}
+	if err := cli.NewRoot(studio).Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "hearth:", err)
 		os.Exit(1)
 	}

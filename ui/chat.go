@@ -835,7 +835,7 @@ func (cv *chatView) showProgress() {
 	cv.progress.Value = float64(p.Done)
 	cv.progress.TextFormatter = func() string {
 		if p.Stage == "load" {
-			return fmt.Sprintf("Loading %s: %d of %d MiB", name, p.Done>>20, p.Total>>20)
+			return fmt.Sprintf("Loading %s: %s of %s", name, settings.FormatSize(p.Done), settings.FormatSize(p.Total))
 		}
 		return fmt.Sprintf("Reading the prompt: %d of %d tokens", p.Done, p.Total)
 	}

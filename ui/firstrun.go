@@ -18,6 +18,7 @@ import (
 
 	"github.com/hearthstudio/hearth/app/settings"
 	"github.com/hearthstudio/hearth/engine/synth"
+	"github.com/hearthstudio/hearth/internal/units"
 )
 
 // sampleQuant is the quantization of the models the first-run screen
@@ -200,7 +201,7 @@ func sampleMaker(st *studio) fyne.CanvasObject {
 		for i, p := range presets {
 			texts[i] = p.Name
 			if l, err := synth.Plan(p, synth.Options{Quant: sampleQuant}); err == nil {
-				texts[i] = fmt.Sprintf("%s · %s parameters · %s", p.Name, formatCount(int64(l.Params)), settings.FormatSize(l.FileSize))
+				texts[i] = fmt.Sprintf("%s · %s parameters · %s", p.Name, units.Count(uint64(l.Params)), settings.FormatSize(l.FileSize))
 			}
 		}
 		st.post(func() {

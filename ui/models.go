@@ -19,6 +19,7 @@ import (
 	"github.com/hearthstudio/hearth/app/library"
 	"github.com/hearthstudio/hearth/app/settings"
 	"github.com/hearthstudio/hearth/engine/gpu"
+	"github.com/hearthstudio/hearth/internal/units"
 )
 
 // modelsPanel is the Models tab: the library, or the first-run screen
@@ -49,7 +50,7 @@ var modelColumns = []struct {
 		return infoField(e, func(i *library.Info) string { return i.Arch })
 	}},
 	{"Parameters", 95, func(_ *studio, e library.Entry) string {
-		return infoField(e, func(i *library.Info) string { return formatCount(i.Params) })
+		return infoField(e, func(i *library.Info) string { return units.Count(uint64(i.Params)) })
 	}},
 	{"Quant", 85, func(_ *studio, e library.Entry) string {
 		return infoField(e, func(i *library.Info) string { return i.Quant })
@@ -378,7 +379,7 @@ func describeEntry(st *studio, e library.Entry) string {
 			parts = append(parts, i.Arch+" architecture")
 		}
 		if i.Params > 0 {
-			parts = append(parts, formatCount(i.Params)+" parameters")
+			parts = append(parts, units.Count(uint64(i.Params))+" parameters")
 		}
 		if i.Quant != "" {
 			parts = append(parts, i.Quant)
@@ -575,25 +576,6 @@ func parseMemory(s string) (uint64, error) {
 		return 0, nil
 	}
 	return settings.ParseSize(s)
-}
-
-// formatCount is a parameter count as model cards write it: 1.2B, 494M,
-// 591K.
-func formatCount(n int64) string {
-	f := float64(n)
-	for _, u := range []struct {
-		scale float64
-		unit  string
-	}{{1e12, "T"}, {1e9, "B"}, {1e6, "M"}, {1e3, "K"}} {
-		if f >= u.scale {
-			v := f / u.scale
-			if v < 10 {
-				return fmt.Sprintf("%.1f%s", v, u.unit)
-			}
-			return fmt.Sprintf("%.0f%s", v, u.unit)
-		}
-	}
-	return strconv.FormatInt(n, 10)
 }
 
 // formatContext is a context length: 8192 as 8K, 131072 as 128K.

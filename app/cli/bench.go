@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/hearthstudio/hearth/engine/model"
 	"github.com/hearthstudio/hearth/engine/sample"
+	"github.com/hearthstudio/hearth/internal/units"
 )
 
 // benchResult is one row of hearth bench, as llama-bench reports them.
@@ -140,13 +142,7 @@ func newBenchCmd() *cobra.Command {
 			if asJSON {
 				return writeTokenJSON(w, rep)
 			}
-			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-			fmt.Fprintf(tw, "model\tarch\tsize\tparams\tbackend\ttest\tt/s\t\n")
-			for _, res := range rep.Results {
-				fmt.Fprintf(tw, "%s\t%s\t%.2f GiB\t%.2f B\t%s\t%s\t%.2f ± %.2f\t\n", rep.Model, rep.Arch,
-					float64(rep.WeightBytes)/(1<<30), float64(rep.Params)/1e9, rep.Backend, res.Test, res.TPS, res.StdDev)
-			}
-			return tw.Flush()
+			return writeBenchTable(w, rep)
 		},
 	}
 	mf.register(cmd)
@@ -186,4 +182,17 @@ func meanStd(x []float64) (mean, sd float64) {
 		sd = math.Sqrt(sd / float64(len(x)-1))
 	}
 	return mean, sd
+}
+
+// writeBenchTable prints the results as llama-bench's table does, sizes
+// and counts in units that suit them, so a test model's 885 KiB does not
+// read as 0.00 GiB.
+func writeBenchTable(w io.Writer, rep benchReport) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "model\tarch\tsize\tparams\tbackend\ttest\tt/s\t\n")
+	for _, res := range rep.Results {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%.2f ± %.2f\t\n", rep.Model, rep.Arch,
+			units.Bytes(uint64(rep.WeightBytes)), units.Count(uint64(rep.Params)), rep.Backend, res.Test, res.TPS, res.StdDev)
+	}
+	return tw.Flush()
 }

@@ -15,6 +15,12 @@ import (
 	"github.com/hearthstudio/hearth/engine/tokenizer"
 )
 
+// defaultReplyTokens bounds a chat reply when -n is not given. A model
+// ends its turn well before it (a long answer is a few hundred tokens), but
+// one that never does, such as a synthetic test model or a base model with
+// no chat training, would otherwise run to the end of an 8192-token context.
+const defaultReplyTokens = 1024
+
 func newChatCmd() *cobra.Command {
 	var mf modelFlags
 	var sf samplingFlags
@@ -55,7 +61,7 @@ func newChatCmd() *cobra.Command {
 	sf.register(cmd)
 	cmd.Flags().StringVarP(&prompt, "prompt", "p", "", "one message to answer (non-interactive)")
 	cmd.Flags().StringVar(&system, "system", "", "system prompt")
-	cmd.Flags().IntVarP(&n, "n", "n", 0, "most tokens per reply; 0 is until the end of the turn")
+	cmd.Flags().IntVarP(&n, "n", "n", defaultReplyTokens, "most tokens per reply; a reply ends sooner at the model's end of turn; 0 is no limit but the context")
 	cmd.Flags().BoolVar(&shift, "shift", false, "when the context fills, drop the oldest half of it instead of stopping")
 	return cmd
 }
@@ -119,15 +125,7 @@ func (c *chatLoop) turn(cmd *cobra.Command, text string) error {
 	if p.Notice != "" {
 		fmt.Fprintln(c.log, "note:", p.Notice)
 	}
-	req := model.Request{
-		Prompt: m.Chat.Tokenize(p.Text), MaxTokens: c.n, Sampling: c.sampling.o,
-		StopIDs: m.Chat.StopIDs, StopStrings: m.Chat.StopStrings,
-		Decoder: m.Tokenizer.NewDecoder(tokenizer.DecodeOptions{}),
-		Keep:    c.keep,
-	}
-	if c.shift {
-		req.Overflow = model.OverflowShift
-	}
+	req := c.request(p.Text)
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
 	defer stop()
 	var reply strings.Builder
@@ -141,6 +139,25 @@ func (c *chatLoop) turn(cmd *cobra.Command, text string) error {
 		return err
 	}
 	fmt.Fprintf(c.log, "[%d+%d tokens, %.1f tokens/s; %s]\n", st.PromptTokens, st.Generated, st.DecodeRate(), st.Stop)
+	if st.Stop == "length" && c.n > 0 && st.Generated >= c.n {
+		fmt.Fprintf(c.log, "(the reply was cut at %d tokens; -n sets the limit, 0 for none)\n", c.n)
+	}
 	c.history = append(msgs, chat.Message{Role: "assistant", Content: strings.TrimSpace(reply.String())})
 	return nil
+}
+
+// request is the generation of one reply to the rendered prompt: it ends at
+// the template's end-of-turn tokens and strings, or after -n tokens.
+func (c *chatLoop) request(prompt string) model.Request {
+	m := c.l.model
+	req := model.Request{
+		Prompt: m.Chat.Tokenize(prompt), MaxTokens: c.n, Sampling: c.sampling.o,
+		StopIDs: m.Chat.StopIDs, StopStrings: m.Chat.StopStrings,
+		Decoder: m.Tokenizer.NewDecoder(tokenizer.DecodeOptions{}),
+		Keep:    c.keep,
+	}
+	if c.shift {
+		req.Overflow = model.OverflowShift
+	}
+	return req
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hearthstudio/hearth/engine/hfimport"
+	"github.com/hearthstudio/hearth/internal/units"
 )
 
 func newImportCmd() *cobra.Command {
@@ -180,7 +181,7 @@ func printImportReport(w io.Writer, rep importReport, asJSON bool) error {
 			first = false
 		}
 	}
-	fmt.Fprintf(w, "), %s\n", inspectBytes(uint64(rep.OutputSize)))
+	fmt.Fprintf(w, "), %s\n", units.Bytes(uint64(rep.OutputSize)))
 	tok := fmt.Sprintf("  tokenizer: %d tokens from %s", rep.VocabSize, rep.Tokenizer)
 	if rep.TokenizerPre != "" {
 		tok += ", pre-tokenizer " + rep.TokenizerPre

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hearthstudio/hearth/engine/gpu"
+	"github.com/hearthstudio/hearth/internal/units"
 )
 
 // infoReport is hearth info's --json shape.
@@ -72,29 +73,15 @@ func printInfo(w io.Writer, rep infoReport) {
 	l := c.Limits
 	fmt.Fprintf(w, "\nUsing %s through %s\n", c.Label(), c.Backend)
 	fmt.Fprintf(w, "  vendor 0x%04x, device 0x%04x\n", c.VendorID, c.DeviceID)
-	maxBuf := bytesHuman(l.MaxBufferSize)
+	maxBuf := units.Bytes(l.MaxBufferSize)
 	if l.MaxBufferSize == gpu.LimitCeiling {
 		maxBuf = "no limit reported"
 	}
 	fmt.Fprintf(w, "  max buffer size              %s\n", maxBuf)
-	fmt.Fprintf(w, "  max storage binding size     %s\n", bytesHuman(l.MaxStorageBufferBindingSize))
+	fmt.Fprintf(w, "  max storage binding size     %s\n", units.Bytes(l.MaxStorageBufferBindingSize))
 	fmt.Fprintf(w, "  storage buffers per stage    %d\n", l.MaxStorageBuffersPerShaderStage)
-	fmt.Fprintf(w, "  workgroup storage            %s\n", bytesHuman(uint64(l.MaxComputeWorkgroupStorageSize)))
+	fmt.Fprintf(w, "  workgroup storage            %s\n", units.Bytes(uint64(l.MaxComputeWorkgroupStorageSize)))
 	fmt.Fprintf(w, "  invocations per workgroup    %d\n", l.MaxComputeInvocationsPerWorkgroup)
 	fmt.Fprintf(w, "  workgroups per dimension     %d\n", l.MaxComputeWorkgroupsPerDimension)
 	fmt.Fprintf(w, "  features                     %s\n", strings.Join(c.Features, ", "))
-}
-
-// bytesHuman prints a byte count in binary units (128 MiB).
-func bytesHuman(n uint64) string {
-	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB"}
-	v, u := float64(n), 0
-	for v >= 1024 && u < len(units)-1 {
-		v /= 1024
-		u++
-	}
-	if v == float64(int64(v)) {
-		return fmt.Sprintf("%d %s", int64(v), units[u])
-	}
-	return fmt.Sprintf("%.1f %s", v, units[u])
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hearthstudio/hearth/gguf"
+	"github.com/hearthstudio/hearth/internal/units"
 )
 
 // inspectMaxEntries is how many entries of an array inspect shows: a
@@ -175,9 +176,9 @@ func printInspect(w io.Writer, f *gguf.File, rep inspectReport) error {
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "file\t%s\n", rep.File)
-	fmt.Fprintf(tw, "size\t%s (%d bytes)\n", inspectBytes(uint64(rep.FileSize)), rep.FileSize)
+	fmt.Fprintf(tw, "size\t%s (%d bytes)\n", units.Bytes(uint64(rep.FileSize)), rep.FileSize)
 	fmt.Fprintf(tw, "architecture\t%s\n", inspectText(arch))
-	fmt.Fprintf(tw, "parameters\t%s (%d)\n", inspectCount(rep.ParameterCount), rep.ParameterCount)
+	fmt.Fprintf(tw, "parameters\t%s (%d)\n", units.Count(rep.ParameterCount), rep.ParameterCount)
 	fmt.Fprintf(tw, "file type\t%s\n", ft)
 	fmt.Fprintf(tw, "GGUF version\t%d\n", rep.Version)
 	fmt.Fprintf(tw, "alignment\t%d\n", rep.Alignment)
@@ -291,32 +292,4 @@ func inspectShape(shape []uint64) string {
 		parts[i] = strconv.FormatUint(d, 10)
 	}
 	return "[" + strings.Join(parts, ", ") + "]"
-}
-
-// inspectCount is a parameter count the way model cards write it: 8.03B.
-func inspectCount(n uint64) string {
-	units := []struct {
-		div    float64
-		suffix string
-	}{{1e12, "T"}, {1e9, "B"}, {1e6, "M"}, {1e3, "K"}}
-	for _, u := range units {
-		if float64(n) >= u.div {
-			return fmt.Sprintf("%.2f%s", float64(n)/u.div, u.suffix)
-		}
-	}
-	return strconv.FormatUint(n, 10)
-}
-
-// inspectBytes is a size in decimal units, as model downloads are labelled.
-func inspectBytes(n uint64) string {
-	units := []struct {
-		div    float64
-		suffix string
-	}{{1e12, "TB"}, {1e9, "GB"}, {1e6, "MB"}, {1e3, "KB"}}
-	for _, u := range units {
-		if float64(n) >= u.div {
-			return fmt.Sprintf("%.2f %s", float64(n)/u.div, u.suffix)
-		}
-	}
-	return fmt.Sprintf("%d B", n)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hearthstudio/hearth/app/library"
 	"github.com/hearthstudio/hearth/engine/model"
+	"github.com/hearthstudio/hearth/internal/units"
 )
 
 func newModelsCmd() *cobra.Command {
@@ -151,17 +152,17 @@ func printModels(w io.Writer, r library.Roots, entries []library.Entry) error {
 	for _, e := range entries {
 		arch, params, quant, ctx, mem := "-", "-", "-", "-", "-"
 		if i := e.Info; i != nil {
-			arch, params, quant = orDash(i.Arch), inspectCount(uint64(i.Params)), orDash(i.Quant)
+			arch, params, quant = orDash(i.Arch), units.Count(uint64(i.Params)), orDash(i.Quant)
 			if i.Context > 0 {
 				ctx = strconv.Itoa(i.Context)
 			}
 			if i.Memory.Total() > 0 {
-				mem = modelsGiB(i.Memory)
+				mem = units.Bytes(uint64(i.Memory.Total()))
 			}
 		}
 		size := "-"
 		if e.Size > 0 {
-			size = inspectBytes(uint64(e.Size))
+			size = units.Bytes(uint64(e.Size))
 		}
 		if e.Err != "" {
 			problems = append(problems, e)
@@ -180,15 +181,6 @@ func printModels(w io.Writer, r library.Roots, entries []library.Entry) error {
 	}
 	_, err := fmt.Fprintf(w, "\nMEMORY: GPU estimate at a context of min(CONTEXT, %d) tokens. Run one with -m NAME.\n", model.DefaultContext)
 	return err
-}
-
-// modelsGiB is an estimate's total in the unit GPU memory is sold in.
-func modelsGiB(m model.Memory) string {
-	n := m.Total()
-	if n >= 1<<30 {
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	}
-	return fmt.Sprintf("%.0f MiB", float64(n)/(1<<20))
 }
 
 func orDash(s string) string {

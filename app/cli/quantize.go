@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hearthstudio/hearth/gguf"
+	"github.com/hearthstudio/hearth/internal/units"
 )
 
 func newQuantizeCmd() *cobra.Command {
@@ -223,9 +224,9 @@ func printQuantizeReport(w io.Writer, rep quantizeReport, asJSON bool) error {
 	}
 	fmt.Fprintf(w, "  types: %s\n", strings.Join(types, ", "))
 	fmt.Fprintf(w, "  tensor data: %s -> %s (%.2f -> %.2f bits per weight)\n",
-		inspectBytes(uint64(rep.TensorBytesIn)), inspectBytes(uint64(rep.TensorBytesOut)), rep.BPWIn, rep.BPWOut)
+		units.Bytes(uint64(rep.TensorBytesIn)), units.Bytes(uint64(rep.TensorBytesOut)), rep.BPWIn, rep.BPWOut)
 	if rep.OutputSize > 0 {
-		_, err := fmt.Fprintf(w, "  file: %s -> %s\n", inspectBytes(uint64(rep.InputSize)), inspectBytes(uint64(rep.OutputSize)))
+		_, err := fmt.Fprintf(w, "  file: %s -> %s\n", units.Bytes(uint64(rep.InputSize)), units.Bytes(uint64(rep.OutputSize)))
 		return err
 	}
 	return nil
@@ -240,7 +241,7 @@ func quantizeLine(i, n int, p gguf.TensorPlan) string {
 		conv = fmt.Sprintf("%-6s (copied)", p.From)
 	}
 	line := fmt.Sprintf("[%*d/%d] %-32s %-14s %s  %9s -> %9s", width, i+1, n, p.Name, inspectShape(p.Shape), conv,
-		inspectBytes(p.InSize), inspectBytes(p.OutSize))
+		units.Bytes(p.InSize), units.Bytes(p.OutSize))
 	if p.Note != "" {
 		line += "  " + p.Note
 	}

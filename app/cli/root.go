@@ -4,7 +4,11 @@
 package cli
 
 import (
+	"os"
+
 	"github.com/spf13/cobra"
+
+	"github.com/hearthstudio/hearth/internal/loglevel"
 )
 
 // NewRoot builds the hearth command tree. studio is what runs when hearth is
@@ -19,6 +23,20 @@ func NewRoot(studio func() error) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return studio()
 		},
+	}
+	var verbose bool
+	root.PersistentFlags().BoolVar(&verbose, "verbose", false,
+		"show the GPU libraries' and drivers' diagnostics too (HEARTH_LOG=debug; default $HEARTH_LOG, else errors only)")
+	root.PersistentPreRunE = func(cmd *cobra.Command, args []string) error {
+		if verbose {
+			// Through the environment, which is where the GPU device,
+			// opened deep in the engine, reads its settings.
+			if err := os.Setenv(loglevel.Env, loglevel.Debug.String()); err != nil {
+				return err
+			}
+		}
+		_, err := loglevel.FromEnv()
+		return err
 	}
 	root.AddCommand(
 		newInfoCmd(),

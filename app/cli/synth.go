@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hearthstudio/hearth/engine/synth"
+	"github.com/hearthstudio/hearth/internal/units"
 )
 
 // synthListQuants are the quantizations hearth synth --list sizes each
@@ -153,8 +154,8 @@ func printSynthReport(w io.Writer, rep synthReport, asJSON bool) error {
 	if rep.Fallbacks > 0 {
 		fall = fmt.Sprintf(", %d fell back to another type", rep.Fallbacks)
 	}
-	fmt.Fprintf(w, "  %s parameters in %d tensors (%s%s)\n", inspectCount(rep.Params), rep.TensorCount, strings.Join(types, ", "), fall)
-	_, err := fmt.Fprintf(w, "  %s in %.1f s\n", inspectBytes(uint64(rep.FileSize)), rep.Seconds)
+	fmt.Fprintf(w, "  %s parameters in %d tensors (%s%s)\n", units.Count(rep.Params), rep.TensorCount, strings.Join(types, ", "), fall)
+	_, err := fmt.Fprintf(w, "  %s in %.1f s\n", units.Bytes(uint64(rep.FileSize)), rep.Seconds)
 	return err
 }
 
@@ -212,9 +213,9 @@ func synthList(w io.Writer, asJSON bool) error {
 	for _, e := range entries {
 		sizes := make([]string, len(synthListQuants))
 		for i, q := range synthListQuants {
-			sizes[i] = inspectBytes(uint64(e.FileSizes[q]))
+			sizes[i] = units.Bytes(uint64(e.FileSizes[q]))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Name, e.Arch, inspectCount(e.Params), strings.Join(sizes, "\t"), e.Model)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Name, e.Arch, units.Count(e.Params), strings.Join(sizes, "\t"), e.Model)
 	}
 	return tw.Flush()
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hearthstudio/hearth/app/settings"
 	"github.com/hearthstudio/hearth/engine/synth"
 	"github.com/hearthstudio/hearth/gguf"
 )
@@ -127,5 +128,23 @@ func TestSynthErrors(t *testing.T) {
 	}
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
 		t.Errorf("a failed synth left %s", out)
+	}
+}
+
+// TestSynthSizeReadsAsInTheStudio checks the command line and the studio
+// write a file's size the same way: synth said "906.02 KB" of the file the
+// studio listed as "885 KiB".
+func TestSynthSizeReadsAsInTheStudio(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tiny.gguf")
+	out, log, err := runModelCmd(t, "", "synth", "--preset", "tiny-llama", "--quant", "Q4_K_M", "-o", path)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if studio := settings.FormatSize(fi.Size()); !strings.Contains(out, "  "+studio+" in ") {
+		t.Errorf("synth reports the %d-byte file without the studio's %q:\n%s", fi.Size(), studio, out)
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/hearthstudio/hearth/engine/sample"
 	"github.com/hearthstudio/hearth/internal/atomicfile"
+	"github.com/hearthstudio/hearth/internal/units"
 )
 
 // Settings are the studio's preferences.
@@ -171,21 +172,13 @@ func Save(path string, s Settings) error {
 	return atomicfile.Write(path, append(data, '\n'), 0o644)
 }
 
-// FormatSize is a byte count in binary units, as GPU memory is sold and
-// the estimates are made: "512 B", "3 KiB", "1.5 MiB", "2.25 GiB"; "–" for
-// none.
+// FormatSize is a byte count as the studio shows it: units.Bytes ("512 B",
+// "906 KiB", "1.5 GiB"), and "–" for none.
 func FormatSize(n int64) string {
-	switch {
-	case n <= 0:
+	if n <= 0 {
 		return "–"
-	case n < 1<<10:
-		return fmt.Sprintf("%d B", n)
-	case n < 1<<20:
-		return fmt.Sprintf("%.0f KiB", float64(n)/(1<<10))
-	case n < 1<<30:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
 	}
-	return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
+	return units.Bytes(uint64(n))
 }
 
 // ParseSize reads a size in bytes as --gpu-memory, --max-body and the

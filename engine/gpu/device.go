@@ -246,6 +246,9 @@ func enumerate(opts Options) (*wgpu.Instance, []*wgpu.Adapter, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := setLogLevel(); err != nil {
+		return nil, nil, fmt.Errorf("gpu: %w", err)
+	}
 	inst := newInstance(backends)
 	if inst == nil {
 		return nil, nil, errors.New("gpu: could not create a WebGPU instance")

@@ -9,6 +9,7 @@ import (
 	"github.com/hearthstudio/hearth/engine/gpu"
 	"github.com/hearthstudio/hearth/engine/ops"
 	"github.com/hearthstudio/hearth/gguf"
+	"github.com/hearthstudio/hearth/internal/units"
 )
 
 // GPUOptions size a GPU runner.
@@ -136,7 +137,7 @@ func NewGPU(dev *gpu.Device, m *Model, o GPUOptions) (*GPU, error) {
 
 	est := m.Memory(ctx, batch)
 	if o.Budget > 0 && uint64(est.Total()) > o.Budget {
-		return nil, fmt.Errorf("model: %s needs about %s of GPU memory at a %d-token context (%s), over the %s available; choose a smaller context or quantization", m.describe(), gib(est.Total()), ctx, est, gib(int64(o.Budget)))
+		return nil, fmt.Errorf("model: %s needs about %s of GPU memory at a %d-token context (%s), over the %s available; choose a smaller context or quantization", m.describe(), units.Bytes(uint64(est.Total())), ctx, est, units.Bytes(o.Budget))
 	}
 	if kv := uint64(ctx) * uint64(c.KVDim()) * 4; kv > limit {
 		return nil, fmt.Errorf("model: a %d-token KV cache is %d bytes per layer, over the device's %d-byte storage binding limit; choose a context of at most %d", ctx, kv, limit, limit/(uint64(c.KVDim())*4))
@@ -149,7 +150,7 @@ func NewGPU(dev *gpu.Device, m *Model, o GPUOptions) (*GPU, error) {
 	if err != nil {
 		r.Close()
 		if errors.Is(err, gpu.ErrOutOfMemory) {
-			return nil, fmt.Errorf("model: %s needs about %s of GPU memory at a %d-token context (%s), more than %s has free; choose a smaller context or quantization: %w", m.describe(), gib(est.Total()), ctx, est, dev.Info.Label(), err)
+			return nil, fmt.Errorf("model: %s needs about %s of GPU memory at a %d-token context (%s), more than %s has free; choose a smaller context or quantization: %w", m.describe(), units.Bytes(uint64(est.Total())), ctx, est, dev.Info.Label(), err)
 		}
 		return nil, err
 	}

@@ -1,6 +1,10 @@
 package model
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/hearthstudio/hearth/internal/units"
+)
 
 // Memory is an estimate of the device memory a GPU runner takes.
 type Memory struct {
@@ -13,7 +17,7 @@ type Memory struct {
 func (m Memory) Total() int64 { return m.Weights + m.KV + m.Activations }
 
 func (m Memory) String() string {
-	return fmt.Sprintf("weights %s + KV cache %s + activations %s", gib(m.Weights), gib(m.KV), gib(m.Activations))
+	return fmt.Sprintf("weights %s + KV cache %s + activations %s", units.Bytes(uint64(m.Weights)), units.Bytes(uint64(m.KV)), units.Bytes(uint64(m.Activations)))
 }
 
 // Memory estimates what NewGPU allocates for a ctx-position cache and
@@ -53,15 +57,4 @@ func (m *Model) describe() string {
 		return fmt.Sprintf("%s (%s)", m.Config.Name, m.Config.Arch)
 	}
 	return m.Config.Arch
-}
-
-// gib formats a byte count.
-func gib(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	}
-	return fmt.Sprintf("%d KiB", (n+1023)/1024)
 }

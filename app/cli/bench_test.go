@@ -1,0 +1,30 @@
+package cli
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestBenchTableUnits checks a small model's size and parameters read in
+// units that suit them: the table printed "0.00 GiB" and "0.00 B" for
+// every test model.
+func TestBenchTableUnits(t *testing.T) {
+	m := tinyModel(t, "tiny-llama")
+	out, log, err := runModelCmd(t, "", "bench", "-m", m, "--backend", "cpu", "-p", "4", "-n", "2", "-r", "1")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("want a header and rows pp4 and tg2, got:\n%s", out)
+	}
+	// tiny-llama has 1,443,104 parameters (hearth inspect); at Q8_0's 8.5
+	// bits each its weights are about 1.5 MB, so KiB or MiB.
+	row := regexp.MustCompile(`\s\d+(\.\d+)? (KiB|MiB)\s+1\.44M\s`)
+	for _, l := range lines[1:] {
+		if !row.MatchString(l) {
+			t.Errorf("row %q: want the size in KiB or MiB and 1.44M parameters", l)
+		}
+	}
+}
