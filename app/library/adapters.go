@@ -61,8 +61,8 @@ type AdapterInfo struct {
 	shapes matrixShapes
 }
 
-// forWhat says which models an adapter is for, as its file says.
-func (a *AdapterInfo) forWhat() string {
+// For says which models an adapter is for, as its file says.
+func (a *AdapterInfo) For() string {
 	switch {
 	case a.BaseModel != "":
 		return a.BaseModel

@@ -59,7 +59,7 @@ func Describe(path string) (*Info, error) {
 	info, a, err := describeAny(path, false)
 	if a != nil {
 		info = &Info{Arch: a.Arch, Params: a.Params}
-		return info, fmt.Errorf("%s is %w (for %s): apply it to a model with --lora, or choose it as the chat's adapter", path, ErrAdapter, a.forWhat())
+		return info, fmt.Errorf("%s is %w (for %s): apply it to a model with --lora, or choose it as the chat's adapter", path, ErrAdapter, a.For())
 	}
 	return info, err
 }

@@ -96,7 +96,7 @@ func (l *Library) usable(e Entry) (Entry, error) {
 		l.describe(&e)
 	}
 	if e.Adapter != nil {
-		return e, fmt.Errorf("%q is %w (for %s): give a model with -m and this with --lora %s", e.Name, ErrAdapter, e.Adapter.forWhat(), e.Name)
+		return e, fmt.Errorf("%q is %w (for %s): give a model with -m and this with --lora %s", e.Name, ErrAdapter, e.Adapter.For(), e.Name)
 	}
 	if e.Err != "" {
 		return e, fmt.Errorf("model %q: %s", e.Name, e.Err)
