@@ -425,14 +425,46 @@ func (cv *chatView) showAdapter() {
 	cv.adapterClear.Show()
 }
 
-// chooseAdapter offers the two kinds of adapter: a GGUF LoRA file (what
-// the Tune tab, hearth train and llama.cpp write) or a PEFT folder.
+// chooseAdapter offers the library's adapters, then the two kinds of
+// adapter file to browse for: a GGUF LoRA file (what the Tune tab, hearth
+// train and llama.cpp write) or a PEFT folder.
 func (cv *chatView) chooseAdapter() {
-	menu := fyne.NewMenu("",
+	menu := fyne.NewMenu("", cv.adapterMenuItems()...)
+	widget.ShowPopUpMenuAtRelativePosition(menu, cv.st.win.Canvas(), fyne.NewPos(0, cv.adapterName.Size().Height), cv.adapterName)
+}
+
+// adapterMenuItems are chooseAdapter's items: the library's usable
+// adapters, those that fit the loaded model first, each saying what it is
+// for, and the two ways to browse for one.
+func (cv *chatView) adapterMenuItems() []*fyne.MenuItem {
+	loaded := ""
+	if e, ok := cv.st.entryByPath(cv.st.resident()); ok {
+		loaded = e.Name
+	}
+	var fitting, others []*fyne.MenuItem
+	for _, e := range cv.st.adapters {
+		if e.Err != "" || e.Adapter == nil {
+			continue
+		}
+		label := e.Name + " · for " + e.Adapter.For()
+		if len(e.Adapter.Bases) > 0 {
+			label = e.Name + " · for " + strings.Join(e.Adapter.Bases, ", ")
+		}
+		item := fyne.NewMenuItem(label, func() { cv.setAdapter(e.Path, "") })
+		if slices.Contains(e.Adapter.Bases, loaded) {
+			fitting = append(fitting, item)
+		} else {
+			others = append(others, item)
+		}
+	}
+	items := append(fitting, others...)
+	if len(items) > 0 {
+		items = append(items, fyne.NewMenuItemSeparator())
+	}
+	return append(items,
 		fyne.NewMenuItem("Adapter file (.gguf)…", cv.chooseAdapterFile),
 		fyne.NewMenuItem("PEFT folder…", cv.chooseAdapterFolder),
 	)
-	widget.ShowPopUpMenuAtRelativePosition(menu, cv.st.win.Canvas(), fyne.NewPos(0, cv.adapterName.Size().Height), cv.adapterName)
 }
 
 func (cv *chatView) chooseAdapterFile() {

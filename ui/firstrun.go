@@ -16,6 +16,7 @@ import (
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
 
+	"github.com/hearthstudio/hearth/app/library"
 	"github.com/hearthstudio/hearth/app/settings"
 	"github.com/hearthstudio/hearth/engine/synth"
 	"github.com/hearthstudio/hearth/internal/units"
@@ -49,6 +50,7 @@ func firstRunView(st *studio) *fyne.Container {
 			{"Ollama", orNone(tildePath(r.Ollama)) + "  (OLLAMA_MODELS)"},
 			{"Hugging Face cache", orNone(tildePath(r.HFCache)) + "  (HF_HUB_CACHE, HF_HOME)"},
 			{"LM Studio", orNone(tildePaths(r.LMStudio))},
+			{"Hearth", tildePaths(r.Hearth)},
 			{"Your folders", folders},
 		}
 		places.Objects = nil
@@ -217,10 +219,10 @@ func sampleMaker(st *studio) fyne.CanvasObject {
 }
 
 // makeSample writes preset p (at sampleQuant) into the studio's models
-// folder, unless it is there already, adds the folder to the library and
-// loads the model. progress and done run on the UI goroutine.
+// folder, unless it is there already, and loads the model. The folder is a
+// root of every library, the command line's too. progress and done run on the UI goroutine.
 func (st *studio) makeSample(p synth.Preset, progress func(done, total int64), done func(error)) {
-	dir := filepath.Join(st.dir, "models")
+	dir := library.HearthFolders(st.dir)[0]
 	path := filepath.Join(dir, p.Name+"-"+sampleQuant+".gguf")
 	go func() {
 		err := os.MkdirAll(dir, 0o755)
@@ -236,10 +238,6 @@ func (st *studio) makeSample(p synth.Preset, progress func(done, total int64), d
 				return
 			}
 			done(nil)
-			if !slices.Contains(st.settings.Folders, dir) {
-				st.settings.Folders = append(st.settings.Folders, dir)
-				st.saveSettings()
-			}
 			st.rescan(func() {
 				if e, ok := st.entryByPath(path); ok {
 					st.loadModel(e)

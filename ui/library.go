@@ -23,10 +23,18 @@ import (
 // fyne.Do.
 
 // roots are the places the library scans: the other tools' stores, the
-// user's folders, and the files dropped on the window (a file given as a
-// folder is listed as itself).
+// studio's own models and adapters folders, the user's folders, and the
+// files dropped on the window (a file given as a folder is listed as
+// itself). The command line scans the same (cli's libraryRoots), so what
+// the studio makes or trains, hearth chat -m and --lora find by name.
 func (st *studio) roots() library.Roots {
 	r := st.baseRoots
+	r.Hearth = slices.Clone(r.Hearth)
+	for _, dir := range library.HearthFolders(st.dir) {
+		if !slices.Contains(r.Hearth, dir) {
+			r.Hearth = append(r.Hearth, dir)
+		}
+	}
 	r.Folders = append(slices.Clone(r.Folders), st.settings.Folders...)
 	r.Folders = append(r.Folders, st.settings.Files...)
 	return r
@@ -54,7 +62,7 @@ func (st *studio) rescan(then func()) {
 	st.libraryChanged()
 	go func() {
 		lib := library.New(roots)
-		entries := lib.Scan()
+		entries, adapters := lib.ScanAll()
 		st.post(func() {
 			st.scanning--
 			if gen != st.scanGen {
@@ -64,7 +72,7 @@ func (st *studio) rescan(then func()) {
 			st.libMu.Lock()
 			st.lib = lib
 			st.libMu.Unlock()
-			st.entries, st.scanned = entries, true
+			st.entries, st.adapters, st.scanned = entries, adapters, true
 			st.entriesGen++
 			st.libraryChanged()
 			if then != nil {

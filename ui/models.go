@@ -39,27 +39,47 @@ func modelsPanel(st *studio) fyne.CanvasObject {
 }
 
 // modelColumns are the library's columns after the name, which takes the
-// width left.
+// width left. A LoRA adapter's row, listed under the models, fills them
+// from its own header (adapter), "–" where it has no such thing.
 var modelColumns = []struct {
-	title string
-	width float32
-	cell  func(st *studio, e library.Entry) string
+	title   string
+	width   float32
+	cell    func(st *studio, e library.Entry) string
+	adapter func(a *library.AdapterInfo) string
 }{
-	{"Source", 110, func(st *studio, e library.Entry) string { return st.sourceTitle(e) }},
+	{"Source", 110, func(st *studio, e library.Entry) string { return st.sourceTitle(e) }, nil},
 	{"Architecture", 110, func(_ *studio, e library.Entry) string {
 		return infoField(e, func(i *library.Info) string { return i.Arch })
-	}},
+	}, func(a *library.AdapterInfo) string { return orDash(a.Arch) }},
 	{"Parameters", 95, func(_ *studio, e library.Entry) string {
 		return infoField(e, func(i *library.Info) string { return units.Count(uint64(i.Params)) })
+	}, func(a *library.AdapterInfo) string {
+		if a.Params == 0 {
+			return "–"
+		}
+		return units.Count(uint64(a.Params))
 	}},
 	{"Quant", 85, func(_ *studio, e library.Entry) string {
 		return infoField(e, func(i *library.Info) string { return i.Quant })
+	}, func(a *library.AdapterInfo) string {
+		if a.Rank == 0 {
+			return "LoRA"
+		}
+		return fmt.Sprintf("LoRA r%d", a.Rank)
 	}},
-	{"Size", 90, func(_ *studio, e library.Entry) string { return settings.FormatSize(e.Size) }},
+	{"Size", 90, func(_ *studio, e library.Entry) string { return settings.FormatSize(e.Size) }, nil},
 	{"Context", 80, func(_ *studio, e library.Entry) string {
 		return infoField(e, func(i *library.Info) string { return formatContext(i.Context) })
-	}},
-	{"GPU memory", 150, func(st *studio, e library.Entry) string { return memoryCell(st, e) }},
+	}, func(*library.AdapterInfo) string { return "–" }},
+	{"GPU memory", 150, func(st *studio, e library.Entry) string { return memoryCell(st, e) },
+		func(*library.AdapterInfo) string { return "–" }},
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "–"
+	}
+	return s
 }
 
 // minNameWidth keeps the name column readable: the tab's minimum width,
@@ -83,7 +103,7 @@ func libraryView(st *studio) *fyne.Container {
 		},
 	)
 	details := modelDetails(st, func() (library.Entry, bool) {
-		for _, e := range st.entries {
+		for _, e := range append(slices.Clone(st.entries), st.adapters...) {
 			if e.Path == selected {
 				return e, true
 			}
@@ -109,19 +129,26 @@ func libraryView(st *studio) *fyne.Container {
 		}
 		shownGen, shownQuery = st.entriesGen, q
 		view = view[:0]
-		for _, e := range st.entries {
+		// The adapters come after the models: they are not loaded, but
+		// chatted with on one of the models above.
+		all := append(slices.Clone(st.entries), st.adapters...)
+		for _, e := range all {
 			if q == "" || matches(e, q) {
 				view = append(view, e)
 			}
+		}
+		found := plural(len(st.entries), "model")
+		if len(st.adapters) > 0 {
+			found += " and " + plural(len(st.adapters), "adapter")
 		}
 		switch {
 		case !st.scanned:
 			summary.SetText("Looking for models…")
 		case q != "":
-			summary.SetText(fmt.Sprintf("%d of %s match “%s”", len(view), plural(len(st.entries), "model"), search.Text))
+			summary.SetText(fmt.Sprintf("%d of %s match “%s”", len(view), found, search.Text))
 		default:
-			text := fmt.Sprintf("%s on this machine", plural(len(st.entries), "model"))
-			if n := unusable(st.entries); n > 0 {
+			text := fmt.Sprintf("%s on this machine", found)
+			if n := unusable(all); n > 0 {
 				text += fmt.Sprintf(" · %d cannot be used (select one to see why)", n)
 			}
 			summary.SetText(text)
@@ -167,6 +194,10 @@ func matches(e library.Entry, q string) bool {
 	fields := []string{e.Name, e.Source, sourceTitle(e.Source)}
 	if e.Info != nil {
 		fields = append(fields, e.Info.Arch, e.Info.Quant, e.Info.ModelName)
+	}
+	if a := e.Adapter; a != nil {
+		fields = append(fields, "adapter", "lora", a.Arch, a.BaseModel)
+		fields = append(fields, a.Bases...)
 	}
 	for _, f := range fields {
 		if strings.Contains(strings.ToLower(f), q) {
@@ -253,6 +284,9 @@ func updateModelRow(st *studio, row *fyne.Container, e library.Entry) {
 	if loaded {
 		name += "  · loaded"
 	}
+	if e.Adapter != nil {
+		name += "  · adapter"
+	}
 	if e.Err != "" {
 		setLabel(broken.Objects[0], name, false, widget.MediumImportance)
 		setLabel(broken.Objects[1], st.sourceTitle(e), false, widget.MediumImportance)
@@ -269,7 +303,11 @@ func updateModelRow(st *studio, row *fyne.Container, e library.Entry) {
 		if c.title == "GPU memory" && st.overBudget(e) != nil {
 			imp = widget.WarningImportance
 		}
-		setLabel(columns.Objects[i+1], c.cell(st, e), false, imp)
+		text := c.cell(st, e)
+		if e.Adapter != nil && c.adapter != nil {
+			text = c.adapter(e.Adapter)
+		}
+		setLabel(columns.Objects[i+1], text, false, imp)
 	}
 }
 
@@ -300,7 +338,13 @@ func modelDetails(st *studio, selected func() (library.Entry, bool)) *detailsCar
 	progress := widget.NewProgressBar()
 	progressText := widget.NewLabel("")
 	var current library.Entry
-	load := widget.NewButtonWithIcon("Load", theme.MediaPlayIcon(), func() { st.loadModel(current) })
+	load := widget.NewButtonWithIcon("Load", theme.MediaPlayIcon(), func() {
+		if current.Adapter != nil {
+			st.chatWithAdapter(current)
+			return
+		}
+		st.loadModel(current)
+	})
 	load.Importance = widget.HighImportance
 	unload := widget.NewButtonWithIcon("Unload", theme.MediaStopIcon(), st.unloadModel)
 	buttons := container.NewHBox(load, unload)
@@ -336,6 +380,23 @@ func modelDetails(st *studio, selected func() (library.Entry, bool)) *detailsCar
 		}
 		card.SetTitle(e.Name)
 		card.SetSubTitle(tildePath(e.Path))
+		if e.Adapter != nil {
+			// An adapter is not loaded: a chat applies it to its base.
+			about.SetText(describeAdapter(st, e))
+			memory.SetText(adapterFits(e))
+			memory.Importance, memory.Hidden = widget.MediumImportance, false
+			memory.Refresh()
+			problem.SetText(e.Err)
+			problem.Hidden = e.Err == ""
+			load.Hidden = false
+			load.SetText("Chat with it")
+			if st.adapterBase(e) == "" || st.loading != "" {
+				load.Disable()
+			} else {
+				load.Enable()
+			}
+			return
+		}
 		about.SetText(describeEntry(st, e))
 		memory.SetText(memoryLine(st, e))
 		memory.Hidden = memory.Text == ""
@@ -392,6 +453,59 @@ func describeEntry(st *studio, e library.Entry) string {
 		parts = append(parts, settings.FormatSize(e.Size)+" on disk")
 	}
 	return strings.Join(parts, " · ")
+}
+
+// describeAdapter is the details' first line for a LoRA adapter.
+func describeAdapter(st *studio, e library.Entry) string {
+	a := e.Adapter
+	parts := []string{"LoRA adapter", st.sourceTitle(e), "for " + a.For()}
+	if a.Format == library.AdapterPEFT {
+		parts[0] = "LoRA adapter (PEFT folder)"
+	}
+	if a.Rank > 0 {
+		parts = append(parts, fmt.Sprintf("rank %d", a.Rank))
+	}
+	if a.Alpha != 0 {
+		parts = append(parts, fmt.Sprintf("alpha %g", a.Alpha))
+	}
+	if a.Targets > 0 {
+		parts = append(parts, plural(a.Targets, "weight")+" adapted")
+	}
+	if e.Size > 0 {
+		parts = append(parts, settings.FormatSize(e.Size)+" on disk")
+	}
+	return strings.Join(parts, " · ")
+}
+
+// adapterFits says which of the library's models an adapter fits.
+func adapterFits(e library.Entry) string {
+	switch {
+	case e.Err != "":
+		return ""
+	case len(e.Adapter.Bases) > 0:
+		return "Fits " + strings.Join(e.Adapter.Bases, ", ") + ". Chat with it on one of them, or choose it in a chat's Adapter menu."
+	}
+	return "No model in the library fits it: add its base model (" + e.Adapter.For() + ") to chat with it."
+}
+
+// adapterBase is the model to chat with adapter e on: the loaded one if it
+// fits, else the first that does; "" when none does.
+func (st *studio) adapterBase(e library.Entry) string {
+	if e.Adapter == nil || e.Err != "" || len(e.Adapter.Bases) == 0 {
+		return ""
+	}
+	if m, ok := st.entryByPath(st.resident()); ok && slices.Contains(e.Adapter.Bases, m.Name) {
+		return m.Name
+	}
+	return e.Adapter.Bases[0]
+}
+
+// chatWithAdapter opens a chat that answers with adapter e on its base
+// model, loading the model unless it is the resident one.
+func (st *studio) chatWithAdapter(e library.Entry) {
+	if base := st.adapterBase(e); base != "" && st.chat != nil {
+		st.chat.useAdapter(base, e.Path)
+	}
 }
 
 // memoryLine is the details' estimate of GPU memory, against the limit.

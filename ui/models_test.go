@@ -446,9 +446,14 @@ func TestFirstRunScreenMakesAModel(t *testing.T) {
 		m := st.engine.Status().Model
 		return m != nil && m.Name == "tiny-llama-"+sampleQuant
 	})
-	models := filepath.Join(st.dir, "models")
-	if got := savedSettings(t, st).Folders; !slices.Equal(got, []string{models}) {
-		t.Errorf("saved folders %v, want %v", got, []string{models})
+	// The model is in Hearth's own models folder, which every command's
+	// library scans, rather than in a user folder only the studio knows.
+	if got := savedSettings(t, st).Folders; len(got) != 0 {
+		t.Errorf("saved folders %v, want none", got)
+	}
+	e, err := library.Resolve(library.Roots{Hearth: library.HearthFolders(st.dir)}, "tiny-llama-"+sampleQuant)
+	if err != nil || filepath.Dir(e.Path) != filepath.Join(st.dir, "models") {
+		t.Errorf("the made model is not in Hearth's models folder: %+v, %v", e, err)
 	}
 	l.wait(func() {
 		if text := shown(modelsTab(st)); strings.Contains(text, "Welcome to Hearth") || !strings.Contains(text, "1 model on this machine") {

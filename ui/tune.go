@@ -895,6 +895,11 @@ func (tv *tuneView) finish(r *tuneRun) {
 	}
 	tv.stats["ETA"].SetText("–")
 	tv.updateControls()
+	if err == nil {
+		// The adapter written joins the library: the Models tab and the
+		// chat's adapter menu list it.
+		tv.st.rescan(nil)
+	}
 }
 
 // trainFailure explains why a run did not finish.

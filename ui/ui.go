@@ -127,7 +127,8 @@ type studio struct {
 	libMu sync.Mutex
 	lib   *library.Library
 
-	entries    []library.Entry // the last scan, sorted by name
+	entries    []library.Entry // the last scan's models, sorted by name
+	adapters   []library.Entry // the last scan's LoRA adapters, sorted by name
 	entriesGen int             // counts the scans whose entries were shown
 	scanned    bool            // the first scan has finished
 	scanning   int             // scans under way

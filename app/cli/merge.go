@@ -27,7 +27,8 @@ func newMergeCmd() *cobra.Command {
 		Long: `Merge LoRA adapters into MODEL and write OUT.gguf.
 
 ADAPTER is a llama.cpp GGUF LoRA file (what convert_lora_to_gguf.py and
-hearth train write, what llama-cli --lora loads) or a Hugging Face PEFT folder
+hearth train write, what llama-cli --lora loads), a Hugging Face PEFT folder,
+or the name of an adapter hearth models lists
 (adapter_config.json and adapter_model.safetensors). SCALE is the adapter's
 strength, 1 by default, as llama.cpp's --lora-scaled takes it; --lora is
 repeatable and the adapters add up. Each targeted weight becomes
@@ -43,7 +44,7 @@ metadata are copied; the file appears whole or not at all.`,
 			if base == "" || out == "" || len(loras) == 0 {
 				return fmt.Errorf("merge needs -m MODEL, at least one --lora ADAPTER and -o OUT.gguf")
 			}
-			e, err := library.Resolve(library.DefaultRoots(), base)
+			e, err := library.Resolve(libraryRoots(), base)
 			if err != nil {
 				return err
 			}
@@ -85,7 +86,7 @@ metadata are copied; the file appears whole or not at all.`,
 	}
 	f := cmd.Flags()
 	f.StringVarP(&base, "model", "m", "", "the base model: a .gguf file, or a name hearth models lists")
-	f.StringArrayVar(&loras, "lora", nil, "a LoRA adapter `FILE[:SCALE]`: a GGUF LoRA file or a PEFT folder (repeatable)")
+	f.StringArrayVar(&loras, "lora", nil, "a LoRA adapter `ADAPTER[:SCALE]`: a GGUF LoRA file, a PEFT folder, or an adapter's name from hearth models (repeatable)")
 	f.StringVarP(&out, "output", "o", "", "the merged model to write")
 	f.StringVar(&typ, "type", adapter.SameType, "SAME keeps each tensor's type; F16, Q8_0, Q4_K_M, … convert the merged model")
 	f.BoolVar(&asJSON, "json", false, "print a JSON summary")
@@ -127,12 +128,27 @@ func parseLoRASpec(s string) (string, float32, error) {
 	return path, scale, nil
 }
 
+// resolveLoRA is the adapter a --lora spec names, NAME_OR_FILE[:SCALE]:
+// an existing file or folder, else an adapter lib lists by that name.
+func resolveLoRA(lib *library.Library, spec string) (string, float32, error) {
+	path, scale, err := parseLoRASpec(spec)
+	if err != nil {
+		return "", 0, err
+	}
+	e, err := lib.ResolveAdapter(path)
+	if err != nil {
+		return "", 0, fmt.Errorf("--lora: %w", err)
+	}
+	return e.Path, scale, nil
+}
+
 // readAdapters reads and checks the --lora adapters against m.
 func readAdapters(m *model.Model, specs []string) ([]adapter.Weighted, []adapterReport, error) {
 	var ws []adapter.Weighted
 	var reps []adapterReport
+	lib := library.New(libraryRoots())
 	for _, s := range specs {
-		path, scale, err := parseLoRASpec(s)
+		path, scale, err := resolveLoRA(lib, s)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -32,7 +32,7 @@ func (f *modelFlags) register(cmd *cobra.Command) {
 	cmd.Flags().IntVar(&f.batch, "batch", 512, "prompt tokens evaluated per GPU submit")
 	cmd.Flags().StringVar(&f.gpuMemory, "gpu-memory", os.Getenv("HEARTH_GPU_MEMORY"),
 		"GPU memory the model may use, e.g. 8GiB (default $HEARTH_GPU_MEMORY); a model whose estimate exceeds it is refused before loading")
-	cmd.Flags().StringArrayVar(&f.loras, "lora", nil, "apply the LoRA adapter `FILE[:SCALE]`, a GGUF LoRA file or a PEFT folder (repeatable)")
+	cmd.Flags().StringArrayVar(&f.loras, "lora", nil, "apply the LoRA adapter `ADAPTER[:SCALE]`: a GGUF LoRA file, a PEFT folder, or an adapter's name from hearth models (repeatable)")
 }
 
 // loaded is an open model and the runner evaluating it.
@@ -60,7 +60,7 @@ func (f *modelFlags) open(log io.Writer) (*loaded, error) {
 	}
 	// A path that exists wins over a name; a name is looked up in the
 	// stores hearth models lists.
-	e, err := library.Resolve(library.DefaultRoots(), f.path)
+	e, err := library.Resolve(libraryRoots(), f.path)
 	if err != nil {
 		return nil, err
 	}

@@ -18,7 +18,7 @@ func isolateStores(t *testing.T, home string) {
 	t.Helper()
 	t.Setenv("HOME", home)
 	t.Setenv("USERPROFILE", home) // os.UserHomeDir on Windows
-	for _, v := range []string{"OLLAMA_MODELS", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME"} {
+	for _, v := range []string{"OLLAMA_MODELS", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME"} {
 		t.Setenv(v, "")
 	}
 }
@@ -147,4 +147,97 @@ func TestModelsCommandFindsNothing(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rep); err != nil || string(rep["models"]) != "[]" {
 		t.Errorf("--json with nothing found: %v\n%s", err, out)
 	}
+}
+
+// TestModelsShareTheStudiosLibrary: a model where the studio's "Make and
+// load" writes it (Hearth's models folder), an adapter where training
+// writes it (Hearth's adapters folder) and a folder added in the studio are
+// all in hearth models, and -m and --lora take their names. The model was
+// "unknown" to -m, and the adapter listed as a broken model.
+func TestModelsShareTheStudiosLibrary(t *testing.T) {
+	home := t.TempDir()
+	isolateStores(t, home)
+	base, lora := mergeFixture(t)
+	hearth := filepath.Join(home, ".config", "hearth")
+	copyFile(t, base, filepath.Join(hearth, "models", "tiny-qwen2-F32.gguf"))
+	copyFile(t, lora, filepath.Join(hearth, "adapters", "tuned.gguf"))
+	added := filepath.Join(home, "added")
+	copyFile(t, base, filepath.Join(added, "added-model.gguf"))
+	if err := os.WriteFile(filepath.Join(hearth, "settings.json"), []byte(`{"folders":[`+strconvQuote(added)+`]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	out, _, err := runModelCmd(t, "", "models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	models, adapters, ok := strings.Cut(out, "Adapters")
+	if !ok {
+		t.Fatalf("no Adapters section:\n%s", out)
+	}
+	for _, s := range []string{"tiny-qwen2-F32", "hearth", "added-model"} {
+		if !strings.Contains(models, s) {
+			t.Errorf("models lack %q:\n%s", s, out)
+		}
+	}
+	if strings.Contains(models, "tuned") || strings.Contains(out, "cannot be used") || strings.Contains(out, "embedding_length") {
+		t.Errorf("the adapter is listed as a model:\n%s", out)
+	}
+	if !strings.Contains(adapters, "tuned") || !strings.Contains(adapters, "qwen2") || !strings.Contains(adapters, "tiny-qwen2-F32") {
+		t.Errorf("adapters lack tuned, for qwen2, fitting tiny-qwen2-F32:\n%s", adapters)
+	}
+
+	out, _, err = runModelCmd(t, "", "models", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep modelsReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("%v in:\n%s", err, out)
+	}
+	if len(rep.Adapters) != 1 || rep.Adapters[0].Name != "tuned" || rep.Adapters[0].Arch != "qwen2" || rep.Adapters[0].Rank != 2 ||
+		rep.Adapters[0].Format != "gguf" || !slices.Contains(rep.Adapters[0].Bases, "tiny-qwen2-F32") || rep.Adapters[0].Error != "" {
+		t.Errorf("adapters %+v", rep.Adapters)
+	}
+	if !slices.Equal(rep.Roots.Hearth, []string{filepath.Join(hearth, "models"), filepath.Join(hearth, "adapters")}) || !slices.Contains(rep.Roots.Folders, added) {
+		t.Errorf("roots %+v", rep.Roots)
+	}
+
+	logitsOf := func(args ...string) [][]float32 {
+		t.Helper()
+		stdout, log, err := runModelCmd(t, "", append([]string{"logits", "--backend", "cpu", "--tokens", "1,5,9"}, args...)...)
+		if err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, log)
+		}
+		var r logitsReport
+		if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+			t.Fatal(err)
+		}
+		return r.Logits
+	}
+	// The same file and adapter by name and by path are the same run, so
+	// the logits are equal to the bit; the adapter moves them.
+	plain := logitsOf("-m", "tiny-qwen2-F32")
+	byName := logitsOf("-m", "tiny-qwen2-F32", "--lora", "tuned:0.5")
+	byPath := logitsOf("-m", base, "--lora", lora+":0.5")
+	moved := false
+	for i := range byPath {
+		if !slices.Equal(byName[i], byPath[i]) {
+			t.Fatalf("row %d: --lora tuned and --lora %s give other logits", i, lora)
+		}
+		moved = moved || !slices.Equal(plain[i], byName[i])
+	}
+	if !moved {
+		t.Error("--lora tuned did not change the logits")
+	}
+
+	_, _, err = runModelCmd(t, "", "logits", "--backend", "cpu", "--tokens", "1", "-m", "tiny-qwen2-F32", "--lora", "tund")
+	if err == nil || !strings.Contains(err.Error(), "unknown") || !strings.Contains(err.Error(), "tuned") {
+		t.Errorf("--lora with an unknown name: %v, want it to list tuned", err)
+	}
+}
+
+func strconvQuote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
 }

@@ -90,8 +90,7 @@ func serve(ctx context.Context, mf *modelFlags, sf *serveFlags, out, log io.Writ
 			return fmt.Errorf("--gpu-memory: %w", err)
 		}
 	}
-	roots := library.DefaultRoots()
-	roots.Folders = append(roots.Folders, sf.folders...)
+	roots := libraryRoots(sf.folders...)
 	if st, err := os.Stat(mf.path); err == nil && !st.IsDir() {
 		// A file named on the command line is the operator's choice, so
 		// it joins the catalogue; requests still name only catalogue models.
@@ -101,12 +100,9 @@ func serve(ctx context.Context, mf *modelFlags, sf *serveFlags, out, log io.Writ
 	models := server.Library(lib)
 	var adapters []app.AdapterSpec
 	for _, spec := range mf.loras {
-		path, scale, err := parseLoRASpec(spec)
+		path, scale, err := resolveLoRA(lib, spec)
 		if err != nil {
 			return err
-		}
-		if _, err := os.Stat(path); err != nil {
-			return fmt.Errorf("--lora: %w", err)
 		}
 		adapters = append(adapters, app.AdapterSpec{Path: path, Scale: scale})
 	}

@@ -25,7 +25,7 @@ func loadTokenizer(name string) (*tokenizer.Tokenizer, error) {
 	// (llama.cpp's ggml-vocab-*.gguf), which the library would not list.
 	path := name
 	if _, err := os.Stat(name); err != nil {
-		e, err := library.Resolve(library.DefaultRoots(), name)
+		e, err := library.Resolve(libraryRoots(), name)
 		if err != nil {
 			return nil, err
 		}

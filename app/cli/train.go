@@ -102,7 +102,7 @@ Presets: ` + strings.Join(names, "; ") + `. Flags override the preset.`,
 
 			e := app.NewEngine(app.EngineOptions{Backend: "gpu", GPU: gpu.OptionsFromEnv(),
 				Resolve: func(name string) (string, error) {
-					en, err := library.Resolve(library.DefaultRoots(), name)
+					en, err := library.Resolve(libraryRoots(), name)
 					return en.Path, err
 				}})
 			defer e.Close()

@@ -33,7 +33,14 @@ type Info struct {
 	// Hearth cannot load the model.
 	Memory        model.Memory
 	MemoryContext int // min(Context, model.DefaultContext)
+
+	// matrices are the ggml shapes of the model's matrices: what an
+	// adapter's pairs must fit. A pointer keeps Info comparable.
+	matrices *matrixShapes
 }
+
+// matrixShapes are tensors' ggml shapes (ne[0], ne[1]), by tensor name.
+type matrixShapes map[string][2]uint64
 
 // Describe reads a GGUF file's header and tensor table (the file is
 // memory-mapped; no tensor data is read) and the model's configuration as a
@@ -45,14 +52,20 @@ type Info struct {
 //
 // A file that is not GGUF or is truncated returns a nil Info and an error.
 // A file whose header reads but which Hearth cannot run (an architecture it
-// lacks, keys that do not describe a model, a split model) returns the Info
-// and an error saying why, both non-nil.
+// lacks, keys that do not describe a model, a split model, a LoRA adapter,
+// whose error wraps ErrAdapter) returns the Info and an error saying why,
+// both non-nil.
 func Describe(path string) (*Info, error) {
-	f, err := gguf.Open(path)
-	if err != nil {
-		return nil, err // gguf's errors name the file
+	info, a, err := describeAny(path, false)
+	if a != nil {
+		info = &Info{Arch: a.Arch, Params: a.Params}
+		return info, fmt.Errorf("%s is %w (for %s): apply it to a model with --lora, or choose it as the chat's adapter", path, ErrAdapter, a.For())
 	}
-	defer f.Close()
+	return info, err
+}
+
+// describeModel is Describe of an open file that is not an adapter.
+func describeModel(f *gguf.File, path string) (*Info, error) {
 	info := headerInfo(f)
 
 	if parts := splitParts(path); len(parts) > 1 {
@@ -64,7 +77,7 @@ func Describe(path string) (*Info, error) {
 
 	cfg, err := model.ReadConfig(f)
 	if err != nil {
-		return info, fmt.Errorf("%s: %w", path, err)
+		return info, withPath(path, err)
 	}
 	embd, ok := f.Tensor("token_embd.weight")
 	if !ok || len(embd.Shape) != 2 {
@@ -72,11 +85,27 @@ func Describe(path string) (*Info, error) {
 	}
 	cfg.Vocab = int(embd.Shape[1])
 	if err := cfg.Validate(); err != nil {
-		return info, fmt.Errorf("%s: %w", path, err)
+		return info, withPath(path, err)
 	}
 	info.MemoryContext = min(cfg.Context, model.DefaultContext)
 	info.Memory = memoryEstimate(f, cfg, info.MemoryContext)
+	m := matrixShapes{}
+	for _, t := range f.Tensors() {
+		if len(t.Shape) == 2 {
+			m[t.Name] = [2]uint64{t.Shape[0], t.Shape[1]}
+		}
+	}
+	info.matrices = &m
 	return info, nil
+}
+
+// withPath is err naming the file at path, once: gguf's key errors name
+// the file already.
+func withPath(path string, err error) error {
+	if strings.Contains(err.Error(), path) {
+		return err
+	}
+	return fmt.Errorf("%s: %w", path, err)
 }
 
 // memoryEstimate is model.Model.Memory without loading the model: the KV

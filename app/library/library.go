@@ -1,10 +1,16 @@
 // Package library finds the GGUF language models already on the machine, in
 // the places other tools keep them, without copying a byte: the Ollama store,
-// the Hugging Face hub cache, LM Studio's models folder and any folder the
-// user adds. Each model becomes an Entry with the name the user types
+// the Hugging Face hub cache, LM Studio's models folder, Hearth's own models
+// and adapters folders, and any folder the user adds. The studio and every
+// command scan the same roots, so a model one of them writes, the other
+// finds. Each model becomes an Entry with the name the user types
 // (gemma3:1b, Qwen/Qwen2.5-0.5B-Instruct-GGUF:qwen2.5-0.5b-instruct-q4_k_m.gguf),
 // the file to load, and what its GGUF header says (architecture, parameters,
 // quantization, context, a GPU memory estimate).
+//
+// LoRA adapters (a GGUF file with general.type = adapter, a PEFT folder)
+// found in the same places are listed apart from the models, each with the
+// architecture it adapts and the library's models it fits.
 //
 // A store is often half-written: a pull that was interrupted, a manifest
 // whose blob was pruned, a file another tool is still downloading. Such a
@@ -29,6 +35,7 @@ import (
 	"time"
 
 	"github.com/hearthstudio/hearth/app/download"
+	"github.com/hearthstudio/hearth/app/settings"
 )
 
 // The sources an Entry can come from.
@@ -36,6 +43,7 @@ const (
 	SourceOllama      = "ollama"
 	SourceHuggingFace = "huggingface"
 	SourceLMStudio    = "lmstudio"
+	SourceHearth      = "hearth" // Hearth's own models and adapters folders
 	SourceFolder      = "folder"
 	SourceFile        = "file" // a path given to Resolve
 )
@@ -46,14 +54,26 @@ type Roots struct {
 	Ollama   string   // the Ollama store: manifests/ and blobs/
 	HFCache  string   // the Hugging Face hub cache: models--OWNER--REPO/
 	LMStudio []string // LM Studio models folders: PUBLISHER/REPO/FILE.gguf
-	Folders  []string // folders the user added, scanned recursively
+	// Hearth are Hearth's own folders: where the studio makes models and
+	// training writes adapters (HearthFolders). Scanned as user folders are.
+	Hearth  []string
+	Folders []string // folders the user added, scanned recursively
+}
+
+// HearthFolders are the folders Hearth writes into, under its config folder
+// dir (settings.Dir): models/, where the studio makes the models it offers
+// to a new user, and adapters/, where the Tune tab writes what it trains.
+func HearthFolders(dir string) []string {
+	return []string{filepath.Join(dir, "models"), filepath.Join(dir, "adapters")}
 }
 
 // DefaultRoots are where the tools keep their models by default, after the
 // environment variables each tool honours: OLLAMA_MODELS for Ollama; for the
 // Hugging Face cache the folder hearth pull and huggingface_hub download to
 // (HF_HUB_CACHE, else HF_HOME/hub, else XDG_CACHE_HOME/huggingface/hub,
-// else ~/.cache/huggingface/hub). It adds no user folders.
+// else ~/.cache/huggingface/hub); Hearth's own folders in its config folder
+// (XDG_CONFIG_HOME/hearth, else ~/.config/hearth on Linux). It adds no user
+// folders.
 func DefaultRoots() Roots {
 	home, err := os.UserHomeDir()
 	if err != nil {
@@ -71,6 +91,9 @@ func DefaultRoots() Roots {
 			filepath.Join(home, ".lmstudio", "models"),
 			filepath.Join(home, ".cache", "lm-studio", "models"),
 		}
+	}
+	if dir, err := settings.Dir(); err == nil {
+		r.Hearth = HearthFolders(dir)
 	}
 	return r
 }
@@ -96,6 +119,9 @@ type Entry struct {
 	Err string
 	// Ollama is the rest of an Ollama model's manifest; nil for other sources.
 	Ollama *OllamaLayers
+	// Adapter is set when the entry is a LoRA adapter, not a model (Info is
+	// then nil): what its header or PEFT config says.
+	Adapter *AdapterInfo
 }
 
 // OllamaLayers are the blob files of an Ollama manifest's layers other than
@@ -128,8 +154,9 @@ type fileKey struct {
 }
 
 type described struct {
-	info *Info
-	err  string
+	info    *Info
+	adapter *AdapterInfo
+	err     string
 }
 
 // New returns a library of the models under r.
@@ -140,13 +167,39 @@ func New(r Roots) *Library {
 // Scan lists the models under r, sorted by name; see Library.Scan.
 func Scan(r Roots) []Entry { return New(r).Scan() }
 
+// ScanAll lists the models and the adapters under r; see Library.ScanAll.
+func ScanAll(r Roots) (models, adapters []Entry) { return New(r).ScanAll() }
+
 // Scan lists every model under the library's roots, sorted by name, each
 // with its header read. A model that cannot be used is listed with Err; a
 // folder that cannot be read becomes an entry named by its path with Err.
+// LoRA adapters are not models and are left out; ScanAll lists them.
 func (l *Library) Scan() []Entry {
+	models, _ := l.ScanAll()
+	return models
+}
+
+// ScanAll lists what Scan does, and apart from it the LoRA adapters under
+// the roots, sorted by name, each with the names of the models it fits
+// (AdapterInfo.Bases).
+func (l *Library) ScanAll() (models, adapters []Entry) {
 	entries := l.find()
 	l.describeAll(entries)
-	return entries
+	models, adapters = splitAdapters(entries)
+	matchBases(adapters, models)
+	return models, adapters
+}
+
+// splitAdapters separates the adapters from the models, keeping the order.
+func splitAdapters(entries []Entry) (models, adapters []Entry) {
+	for _, e := range entries {
+		if e.Adapter != nil {
+			adapters = append(adapters, e)
+		} else {
+			models = append(models, e)
+		}
+	}
+	return models, adapters
 }
 
 // find lists the models without reading their headers: the part of a scan
@@ -157,6 +210,9 @@ func (l *Library) find() []Entry {
 	entries = append(entries, scanHuggingFace(l.roots.HFCache)...)
 	for _, root := range l.roots.LMStudio {
 		entries = append(entries, scanLMStudio(root)...)
+	}
+	for _, root := range l.roots.Hearth {
+		entries = append(entries, scanHearth(root)...)
 	}
 	for _, root := range l.roots.Folders {
 		entries = append(entries, scanFolder(root)...)
@@ -181,7 +237,7 @@ func dropDuplicateFiles(entries []Entry) []Entry {
 	for _, e := range entries {
 		if e.Err == "" {
 			if real, err := filepath.EvalSymlinks(e.Path); err == nil {
-				if seen[real] && (e.Source == SourceLMStudio || e.Source == SourceFolder) {
+				if seen[real] && (e.Source == SourceLMStudio || e.Source == SourceHearth || e.Source == SourceFolder) {
 					continue
 				}
 				seen[real] = true
@@ -192,8 +248,8 @@ func dropDuplicateFiles(entries []Entry) []Entry {
 	return out
 }
 
-// disambiguateFolders renames user-folder entries whose base name another
-// entry also has: each such entry takes one more folder of its path
+// disambiguateFolders renames user-folder (and Hearth-folder) entries whose
+// base name another entry also has: each such entry takes one more folder of its path
 // (models/llama.gguf and old/llama.gguf become models/llama and old/llama),
 // until the names differ or the paths run out of folders.
 func disambiguateFolders(entries []Entry) {
@@ -206,7 +262,7 @@ func disambiguateFolders(entries []Entry) {
 		changed := false
 		for i := range entries {
 			e := &entries[i]
-			if e.Source != SourceFolder || count[e.Name] < 2 {
+			if (e.Source != SourceFolder && e.Source != SourceHearth) || count[e.Name] < 2 {
 				continue
 			}
 			name, ok := folderName(e.Path, depth[i]+1)
@@ -259,6 +315,11 @@ func (l *Library) describeAll(entries []Entry) {
 // library read of the same file before.
 func (l *Library) describe(e *Entry) {
 	st, err := os.Stat(e.Path)
+	isDir := err == nil && st.IsDir()
+	if isDir {
+		// A PEFT folder: its config says what it is, and changes with it.
+		st, err = os.Stat(filepath.Join(e.Path, peftConfig))
+	}
 	if err != nil {
 		e.Err = err.Error()
 		return
@@ -268,8 +329,8 @@ func (l *Library) describe(e *Entry) {
 	d, ok := l.known[key]
 	l.mu.Unlock()
 	if !ok {
-		info, err := Describe(e.Path)
-		d = described{info: info}
+		info, ad, err := describeAny(e.Path, isDir)
+		d = described{info: info, adapter: ad}
 		if err != nil {
 			d.err = err.Error()
 		}
@@ -277,5 +338,10 @@ func (l *Library) describe(e *Entry) {
 		l.known[key] = d
 		l.mu.Unlock()
 	}
-	e.Info, e.Err = d.info, d.err
+	e.Info, e.Adapter, e.Err = d.info, d.adapter, d.err
+	if e.Adapter != nil {
+		// A copy: Bases is filled per scan, and the cached one is shared.
+		a := *e.Adapter
+		e.Adapter = &a
+	}
 }

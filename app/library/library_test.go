@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -483,7 +484,7 @@ func TestDescribeHeaders(t *testing.T) {
 			if tt.loadMem != (got.Memory.Total() > 0) {
 				t.Errorf("memory %v, want an estimate: %v", got.Memory, tt.loadMem)
 			}
-			got.Memory, got.MemoryContext = model.Memory{}, 0
+			got.Memory, got.MemoryContext, got.matrices = model.Memory{}, 0, nil
 			if tt.want.ModelName == "" {
 				got.ModelName = "" // synth names its models; not what is tested here
 			}
@@ -715,7 +716,7 @@ func TestScanReportsUnreadableFolders(t *testing.T) {
 
 func TestDefaultRoots(t *testing.T) {
 	home := filepath.FromSlash("/home/u")
-	vars := []string{"OLLAMA_MODELS", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME"}
+	vars := []string{"OLLAMA_MODELS", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME"}
 	lmstudio := []string{filepath.Join(home, ".lmstudio", "models"), filepath.Join(home, ".cache", "lm-studio", "models")}
 	tests := []struct {
 		name       string
@@ -728,6 +729,7 @@ func TestDefaultRoots(t *testing.T) {
 		{"HF_HUB_CACHE over HF_HOME", map[string]string{"HF_HUB_CACHE": "/srv/hub", "HF_HOME": "/srv/hf"}, filepath.Join(home, ".ollama", "models"), "/srv/hub"},
 		{"HUGGINGFACE_HUB_CACHE", map[string]string{"HUGGINGFACE_HUB_CACHE": "/srv/old"}, filepath.Join(home, ".ollama", "models"), "/srv/old"},
 		{"XDG_CACHE_HOME", map[string]string{"XDG_CACHE_HOME": "/srv/cache"}, filepath.Join(home, ".ollama", "models"), filepath.Join("/srv/cache", "huggingface", "hub")},
+		{"XDG_CONFIG_HOME", map[string]string{"XDG_CONFIG_HOME": "/srv/config"}, filepath.Join(home, ".ollama", "models"), filepath.Join(home, ".cache", "huggingface", "hub")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -739,6 +741,15 @@ func TestDefaultRoots(t *testing.T) {
 			r := DefaultRoots()
 			if r.Ollama != tt.ollama || r.HFCache != tt.hf || !slices.Equal(r.LMStudio, lmstudio) || r.Folders != nil {
 				t.Errorf("roots %+v, want Ollama %s, HF %s, LM Studio %v", r, tt.ollama, tt.hf, lmstudio)
+			}
+			// Hearth's own folders, where the studio makes models and
+			// training writes adapters, are in every command's library.
+			config := filepath.Join(home, ".config")
+			if c := tt.env["XDG_CONFIG_HOME"]; c != "" {
+				config = c
+			}
+			if runtime.GOOS == "linux" && !slices.Equal(r.Hearth, HearthFolders(filepath.Join(config, "hearth"))) {
+				t.Errorf("Hearth folders %v, want models and adapters in %s", r.Hearth, filepath.Join(config, "hearth"))
 			}
 		})
 	}

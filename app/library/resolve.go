@@ -95,10 +95,69 @@ func (l *Library) usable(e Entry) (Entry, error) {
 	if e.Err == "" {
 		l.describe(&e)
 	}
+	if e.Adapter != nil {
+		return e, fmt.Errorf("%q is %w (for %s): give a model with -m and this with --lora %s", e.Name, ErrAdapter, e.Adapter.For(), e.Name)
+	}
 	if e.Err != "" {
 		return e, fmt.Errorf("model %q: %s", e.Name, e.Err)
 	}
 	return e, nil
+}
+
+// ResolveAdapter finds the LoRA adapter the user named, for --lora: an
+// existing file or folder wins (its contents are checked when the adapter
+// is applied), else the name of an adapter the library lists. A name that
+// is a model's, or no adapter's, is an error that says so and lists the
+// adapters there are.
+func (l *Library) ResolveAdapter(name string) (Entry, error) {
+	if _, err := os.Stat(name); err == nil {
+		return Entry{Name: name, Path: name, Source: SourceFile}, nil
+	}
+	if name == "" {
+		return Entry{}, fmt.Errorf("%w: no adapter name given", ErrUnknown)
+	}
+	var adapters []Entry
+	for _, e := range named(l.find(), name) {
+		if e.Err == "" {
+			l.describe(&e)
+		}
+		if e.Adapter == nil {
+			if e.Err == "" {
+				return Entry{}, fmt.Errorf("%q is a model, not a LoRA adapter: run it with -m %s", name, name)
+			}
+			continue
+		}
+		adapters = append(adapters, e)
+	}
+	switch len(adapters) {
+	case 1:
+		e := adapters[0]
+		if e.Err != "" {
+			return e, fmt.Errorf("adapter %q: %s", e.Name, e.Err)
+		}
+		return e, nil
+	case 0:
+		_, all := l.ScanAll()
+		var names []string
+		for _, e := range all {
+			if e.Err == "" {
+				names = append(names, e.Name)
+			}
+		}
+		where := "no adapters in the library; give the adapter's path"
+		if len(names) > 0 {
+			where = "the library's adapters: " + strings.Join(names, ", ")
+		}
+		if looksLikePath(name) {
+			return Entry{}, fmt.Errorf("no such file %q, and %w adapter %q; %s", name, ErrUnknown, name, where)
+		}
+		return Entry{}, fmt.Errorf("%w adapter %q; %s (hearth models lists them)", ErrUnknown, name, where)
+	}
+	paths := make([]string, len(adapters))
+	for i, e := range adapters {
+		paths[i] = e.Path
+	}
+	return Entry{}, fmt.Errorf("adapter %q is ambiguous: %d adapters have that name (%s); give the path", name, len(adapters), strings.Join(paths, ", "))
 }
 
 // named is the entries called name. An unreadable folder's entry, named by
