@@ -213,6 +213,16 @@ func TestSpeakWithoutModel(t *testing.T) {
 	if !errors.Is(err, ErrNoVoiceModel) || !strings.Contains(err.Error(), filepath.Join(dir, "voices")) {
 		t.Errorf("Voices: %v", err)
 	}
+	// The message is a user's: what is missing and the command that gets
+	// it (with --dir, as dir is not the default), and no package names
+	// stacked in front ("app: no voice model: vocoder: …").
+	for _, err := range []error{e.Speak(context.Background(), SpeakRequest{Text: "Hello.", Voice: "af_heart"}, nil), err} {
+		msg := err.Error()
+		if !strings.HasPrefix(msg, "no Kokoro voice model: ") || strings.Contains(msg, "app:") || strings.Contains(msg, "vocoder:") ||
+			!strings.Contains(msg, "`hearth pull hexgrad/Kokoro-82M --dir "+dir+"`") || !strings.Contains(msg, "Download Kokoro-82M") {
+			t.Errorf("the error reads %q", msg)
+		}
+	}
 	// The default is kokoro/ in Hearth's folder.
 	d, err := DefaultKokoroDir()
 	if err != nil || filepath.Base(d) != "kokoro" || filepath.Base(filepath.Dir(d)) != "hearth" {
