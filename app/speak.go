@@ -175,6 +175,11 @@ func (e *Engine) Speak(ctx context.Context, req SpeakRequest, emit func(SpeechCh
 			return err
 		}
 		if verr != nil {
+			// A folder with no packs at all is the model's missing part,
+			// not a misspelt name.
+			if _, lerr := vocoder.ListVoicesIn(dir); errors.Is(lerr, fs.ErrNotExist) {
+				return &NoVoiceModelError{Dir: dir, Missing: lerr}
+			}
 			return verr
 		}
 		ph, err := s.phonemizer(req.Voice)

@@ -223,6 +223,15 @@ func TestSpeakWithoutModel(t *testing.T) {
 			t.Errorf("the error reads %q", msg)
 		}
 	}
+	// A Kokoro directory made by hand and left empty is the same: the
+	// model is missing, not the voice misspelt.
+	empty := t.TempDir()
+	e2 := NewEngine(EngineOptions{Backend: "cpu", Kokoro: empty})
+	defer e2.Close()
+	err = e2.Speak(context.Background(), SpeakRequest{Text: "Hello.", Voice: "af_heart"}, nil)
+	if !errors.Is(err, ErrNoVoiceModel) || !strings.Contains(err.Error(), "kokoro-v1_0.pth") || !strings.Contains(err.Error(), "hearth pull") {
+		t.Errorf("Speak with an empty Kokoro directory: %v", err)
+	}
 	// The default is kokoro/ in Hearth's folder.
 	d, err := DefaultKokoroDir()
 	if err != nil || filepath.Base(d) != "kokoro" || filepath.Base(filepath.Dir(d)) != "hearth" {

@@ -213,7 +213,7 @@ func findVoice(dir, name string) (string, error) {
 		return "", fmt.Errorf("voice %q: %w", name, err)
 	}
 	if len(have) == 0 {
-		return "", fmt.Errorf("voice %q: %s has no voice packs (*.pt, *.bin)", name, dir)
+		return "", missingf("voice %q: %s has no voice packs (*.pt, *.bin)", name, dir)
 	}
 	return "", fmt.Errorf("unknown voice %q; %s has %s", name, dir, strings.Join(have, ", "))
 }
