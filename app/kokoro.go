@@ -148,9 +148,6 @@ func PullKokoro(ctx context.Context, o KokoroPullOptions) (KokoroPull, error) {
 		pull.Fetched += res.Fetched
 	}
 
-	if err := os.MkdirAll(filepath.Join(dir, vocoder.VoicesDir), 0o755); err != nil {
-		return KokoroPull{}, fmt.Errorf("kokoro directory: %w", err)
-	}
 	// Every file is checked before any is placed, so that a file of the
 	// user's in the way leaves the directory as it was.
 	blobs := filepath.Dir(cfg.Blob)
@@ -172,6 +169,9 @@ func PullKokoro(ctx context.Context, o KokoroPullOptions) (KokoroPull, error) {
 			}
 		}
 		place, dests = append(place, r), append(dests, dest)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, vocoder.VoicesDir), 0o755); err != nil {
+		return KokoroPull{}, fmt.Errorf("kokoro directory: %w", err)
 	}
 	if err := os.MkdirAll(filepath.Join(dir, vocoder.VoicesDir), 0o755); err != nil {
 		return KokoroPull{}, fmt.Errorf("kokoro directory: %w", err)

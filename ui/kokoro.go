@@ -80,7 +80,9 @@ func (vv *voiceView) downloadKokoro() {
 		kd.progress.SetValue(0)
 		kd.progress.Show()
 		say("Asking Hugging Face for "+app.KokoroRepo+"…", widget.MediumImportance)
-		opts := app.KokoroPullOptions{Dir: dir, Voices: []string{kokoroVoiceChoice(kd.voices.Selected)}}
+		// Retries as hearth pull makes them: 327 MB over a home link meets
+		// a dropped connection now and then, and each retry resumes.
+		opts := app.KokoroPullOptions{Dir: dir, Voices: []string{kokoroVoiceChoice(kd.voices.Selected)}, Download: download.Options{Retries: 5}}
 		opts.Progress = func(p app.KokoroProgress) {
 			vv.st.post(func() {
 				if p.Total > 0 {
