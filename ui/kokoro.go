@@ -145,24 +145,32 @@ func kokoroVoiceChoice(choice string) string {
 }
 
 // noVoiceModelText is the Voice tab's no-model notice: what is missing,
-// then the two ways to get it, both of which are beside the notice.
+// then the two ways to get it, whose buttons are beside the notice.
 func noVoiceModelText(err error) string {
-	return "No Kokoro voice model was found, so Hearth cannot speak yet (" + missingModel(err) + "). Press " + downloadKokoroLabel +
-		" to get it from Hugging Face (327 MB and the voices you choose), or put its config.json, kokoro-v1_0.pth and voices folder there by hand and press Look again."
+	missing, dir := missingModel(err)
+	where := "the Kokoro folder"
+	if dir != "" {
+		where = dir
+	}
+	return "No Kokoro voice model was found, so Hearth cannot speak yet: " + missing + ". Press " + downloadKokoroLabel +
+		" to get it from Hugging Face (327 MB and the voices you choose), or put its config.json, kokoro-v1_0.pth and voices folder in " +
+		where + " by hand and press Look again."
 }
 
 // readAloudNoModelText is the chat's: the button is on the Voice tab.
 func readAloudNoModelText(err error) string {
-	return "The reply cannot be read aloud: no Kokoro voice model was found (" + missingModel(err) + "). Open the Voice tab and press " +
+	missing, _ := missingModel(err)
+	return "The reply cannot be read aloud, as no Kokoro voice model was found: " + missing + ". Open the Voice tab and press " +
 		downloadKokoroLabel + " there to get it from Hugging Face; then read the reply aloud again."
 }
 
 // missingModel is what a no-model error says is missing, without the
-// command-line remedy that the error's own text ends with.
-func missingModel(err error) string {
+// command-line remedy that the error's own text ends with, and the Kokoro
+// directory when the error names it.
+func missingModel(err error) (missing, dir string) {
 	var nm *app.NoVoiceModelError
 	if errors.As(err, &nm) {
-		return nm.Missing.Error()
+		return strings.TrimSuffix(nm.Missing.Error(), "."), nm.Dir
 	}
-	return err.Error()
+	return strings.TrimSuffix(err.Error(), "."), ""
 }
