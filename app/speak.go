@@ -112,11 +112,15 @@ type speech struct {
 	phonemizers map[string]*vocoder.Phonemizer // by language
 }
 
-// Voices names the voice packs in the Kokoro directory.
+// Voices names the voice packs in the Kokoro directory. Packs without
+// the model to speak them are no use, so a missing model is the error.
 func (e *Engine) Voices() ([]string, error) {
 	dir, err := e.KokoroDir()
 	if err != nil {
 		return nil, err
+	}
+	if _, _, err := vocoder.ModelFiles(dir); errors.Is(err, fs.ErrNotExist) {
+		return nil, &NoVoiceModelError{Dir: dir, Missing: err}
 	}
 	names, err := vocoder.ListVoicesIn(dir)
 	if errors.Is(err, fs.ErrNotExist) {

@@ -210,7 +210,7 @@ func TestSpeakWithoutModel(t *testing.T) {
 		t.Errorf("Speak: %v", err)
 	}
 	_, err = e.Voices()
-	if !errors.Is(err, ErrNoVoiceModel) || !strings.Contains(err.Error(), filepath.Join(dir, "voices")) {
+	if !errors.Is(err, ErrNoVoiceModel) || !strings.Contains(err.Error(), dir+" does not exist") {
 		t.Errorf("Voices: %v", err)
 	}
 	// The message is a user's: what is missing and the command that gets
@@ -266,5 +266,33 @@ func TestTrainReleasesSpeech(t *testing.T) {
 		return nil
 	}); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestVoicesNeedTheModel: voice packs without the weights and config to
+// speak them are the missing-model error, naming the file missing, so the
+// Voice tab offers the download rather than a Play that cannot work.
+func TestVoicesNeedTheModel(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "voices"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "voices", "af_heart.bin"), make([]byte, 10), 0o644)
+	e := NewEngine(EngineOptions{Backend: "cpu", Kokoro: dir})
+	defer e.Close()
+	for _, c := range []struct{ add, want string }{
+		{"", "no kokoro-v1_0.pth"},
+		{"kokoro-v1_0.pth", "no config.json beside"},
+	} {
+		if c.add != "" {
+			os.WriteFile(filepath.Join(dir, c.add), []byte("x"), 0o644)
+		}
+		if names, err := e.Voices(); !errors.Is(err, ErrNoVoiceModel) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Voices: %v, %v; want the missing-model error saying %q", names, err, c.want)
+		}
+	}
+	os.WriteFile(filepath.Join(dir, "config.json"), []byte("{}"), 0o644)
+	if names, err := e.Voices(); err != nil || len(names) != 1 || names[0] != "af_heart" {
+		t.Errorf("Voices with the model's files there: %v, %v", names, err)
 	}
 }

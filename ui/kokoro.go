@@ -153,8 +153,7 @@ func noVoiceModelText(err error) string {
 		where = dir
 	}
 	return "No Kokoro voice model was found, so Hearth cannot speak yet: " + missing + ". Press " + downloadKokoroLabel +
-		" to get it from Hugging Face (327 MB and the voices you choose), or put its config.json, kokoro-v1_0.pth and voices folder in " +
-		where + " by hand and press Look again."
+		" to get it from Hugging Face (327 MB and the voices you choose), or put the files in " + where + " and press Look again."
 }
 
 // readAloudNoModelText is the chat's: the button is on the Voice tab.

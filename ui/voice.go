@@ -209,7 +209,9 @@ func (vv *voiceView) build() {
 	vv.lookAgain = widget.NewButtonWithIcon("Look again", theme.ViewRefreshIcon(), vv.listVoices)
 	vv.download = widget.NewButtonWithIcon(downloadKokoroLabel, theme.DownloadIcon(), vv.downloadKokoro)
 	vv.download.Importance = widget.HighImportance
-	vv.noticeBx = container.NewBorder(nil, nil, nil, container.NewVBox(vv.download, vv.lookAgain), vv.notice)
+	// The buttons go under the notice, not beside it: beside, the wide
+	// Download button left the no-model explanation a few words a line.
+	vv.noticeBx = container.NewVBox(vv.notice, container.NewHBox(vv.download, vv.lookAgain))
 	vv.noticeBx.Hide()
 
 	form := container.NewVBox(
@@ -870,6 +872,7 @@ func (vv *voiceView) showNotice(text string, imp widget.Importance, lookAgain bo
 	if lookAgain {
 		vv.lookAgain.Show()
 		vv.download.Show()
+		defer vv.left.ScrollToBottom() // the notice and its buttons sit below the form
 	} else {
 		vv.lookAgain.Hide()
 		vv.download.Hide()

@@ -688,7 +688,7 @@ func TestVoiceErrorStates(t *testing.T) {
 		l.wait(func() {
 			text := shown(vv)
 			if !strings.Contains(text, "No Kokoro voice model") || !strings.Contains(text, "no kokoro-v1_0.pth in /home/me/.config/hearth/kokoro") ||
-				!strings.Contains(text, "Press Download Kokoro-82M") || !strings.Contains(text, "config.json, kokoro-v1_0.pth and voices folder") ||
+				!strings.Contains(text, "Press Download Kokoro-82M") || !strings.Contains(text, "put the files in /home/me/.config/hearth/kokoro and press Look again") ||
 				strings.Contains(text, "hearth pull") {
 				t.Errorf("the tab says %q", text)
 			}

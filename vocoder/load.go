@@ -30,13 +30,9 @@ var weightExts = []string{".pth", ".safetensors"}
 // read, so the ones about the directory carry no package name (the
 // caller says how to get the model).
 func LoadModel(path string) (*Model, error) {
-	weights, err := findWeights(path)
+	weights, cfgPath, err := ModelFiles(path)
 	if err != nil {
 		return nil, err
-	}
-	cfgPath := filepath.Join(filepath.Dir(weights), ConfigFile)
-	if _, err := os.Stat(cfgPath); errors.Is(err, fs.ErrNotExist) {
-		return nil, missingf("no %s beside %s: Kokoro-82M's %s goes in %s", ConfigFile, weights, ConfigFile, filepath.Dir(weights))
 	}
 	cfg, err := LoadConfig(cfgPath)
 	if err != nil {
@@ -51,6 +47,21 @@ func LoadModel(path string) (*Model, error) {
 		return nil, fmt.Errorf("%w (weights %s, config %s)", err, weights, cfgPath)
 	}
 	return m, nil
+}
+
+// ModelFiles finds the weights and the config.json that LoadModel reads
+// from path, without reading them: a quick check that the model is there,
+// with LoadModel's errors for a missing file.
+func ModelFiles(path string) (weights, config string, err error) {
+	weights, err = findWeights(path)
+	if err != nil {
+		return "", "", err
+	}
+	config = filepath.Join(filepath.Dir(weights), ConfigFile)
+	if _, err := os.Stat(config); errors.Is(err, fs.ErrNotExist) {
+		return "", "", missingf("no %s beside %s: Kokoro-82M's %s goes in %s", ConfigFile, weights, ConfigFile, filepath.Dir(weights))
+	}
+	return weights, config, nil
 }
 
 // findWeights is the weights file path names: path itself when it is a
