@@ -117,7 +117,7 @@ type voiceView struct {
 	wordAt    int // the word highlighted, -1 for none
 	notice    *widget.Label
 	lookAgain *widget.Button // "Look again", after no voice model was found
-	download  *widget.Button // "Download Kokoro-82M", beside it
+	download  *widget.Button // "Download Kokoro-82M", shown with Look again
 	noticeBx  *fyne.Container
 	pulling   *kokoroDownload // the download dialog, while open
 
@@ -209,8 +209,8 @@ func (vv *voiceView) build() {
 	vv.lookAgain = widget.NewButtonWithIcon("Look again", theme.ViewRefreshIcon(), vv.listVoices)
 	vv.download = widget.NewButtonWithIcon(downloadKokoroLabel, theme.DownloadIcon(), vv.downloadKokoro)
 	vv.download.Importance = widget.HighImportance
-	// The buttons go under the notice, not beside it: beside, the wide
-	// Download button left the no-model explanation a few words a line.
+	// The buttons go under the notice: beside it, the wide Download
+	// button would leave the explanation a few words a line.
 	vv.noticeBx = container.NewVBox(vv.notice, container.NewHBox(vv.download, vv.lookAgain))
 	vv.noticeBx.Hide()
 
