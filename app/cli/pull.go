@@ -94,7 +94,7 @@ only network access Hearth makes, and only when asked.`,
 			return printPullReport(cmd.OutOrStdout(), spec, res, asJSON)
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"path", "sha256", "bytes", …} instead of the path`)
+	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"path", "sha256", "bytes", …} (for Kokoro-82M {"dir", "voices", …}) instead of the path`)
 	cmd.Flags().StringVar(&voices, "voices", "", `Kokoro's voice packs to pull, by name (af_heart,am_adam), or "english" or "all" (default `+strings.Join(app.DefaultKokoroVoices, ",")+`)`)
 	cmd.Flags().StringVar(&dir, "dir", "", "the Kokoro directory to put Kokoro-82M in (default kokoro/ in Hearth's folder, where hearth speak looks)")
 	return cmd
