@@ -18,10 +18,38 @@ import (
 // SampleRate is the rate of every SpeechChunk's audio, in Hz.
 const SampleRate = vocoder.SampleRate
 
-// ErrNoVoiceModel is returned by Speak and Voices when the Kokoro
-// directory lacks the model or its voices; the error wrapping it names
-// the directory searched and what to put there.
-var ErrNoVoiceModel = errors.New("app: no voice model")
+// ErrNoVoiceModel is matched by the errors of Speak and Voices when the
+// Kokoro directory lacks the model or its voices: a *NoVoiceModelError,
+// which names the file missing and how to get it.
+var ErrNoVoiceModel = errors.New("no Kokoro voice model")
+
+// NoVoiceModelError says what of Kokoro is missing from its directory and
+// how to get it. Its text is a user's: the file and the remedy, with no
+// package names stacked in front.
+type NoVoiceModelError struct {
+	Dir     string // the Kokoro directory searched
+	Missing error  // what is not there, naming the file or folder
+}
+
+func (e *NoVoiceModelError) Error() string {
+	return fmt.Sprintf("%v: %v; get it with `%s` or the Voice tab's Download Kokoro-82M button", ErrNoVoiceModel, e.Missing, PullKokoroCommand(e.Dir))
+}
+
+// Is makes the error match ErrNoVoiceModel.
+func (e *NoVoiceModelError) Is(target error) bool { return target == ErrNoVoiceModel }
+
+// Unwrap gives what is missing, which matches fs.ErrNotExist.
+func (e *NoVoiceModelError) Unwrap() error { return e.Missing }
+
+// PullKokoroCommand is the command that puts Kokoro-82M in dir: hearth
+// pull, with --dir when dir is not the default.
+func PullKokoroCommand(dir string) string {
+	cmd := "hearth pull " + KokoroRepo
+	if def, err := DefaultKokoroDir(); err != nil || filepath.Clean(def) != filepath.Clean(dir) {
+		cmd += " --dir " + dir
+	}
+	return cmd
+}
 
 // SpeakRequest is one text to say.
 type SpeakRequest struct {
@@ -64,8 +92,9 @@ func DefaultKokoroDir() (string, error) {
 	return filepath.Join(dir, "kokoro"), nil
 }
 
-// kokoroDir is the engine's Kokoro directory.
-func (e *Engine) kokoroDir() (string, error) {
+// KokoroDir is the engine's Kokoro directory: EngineOptions.Kokoro, else
+// DefaultKokoroDir.
+func (e *Engine) KokoroDir() (string, error) {
 	if e.o.Kokoro != "" {
 		return e.o.Kokoro, nil
 	}
@@ -83,15 +112,22 @@ type speech struct {
 	phonemizers map[string]*vocoder.Phonemizer // by language
 }
 
-// Voices names the voice packs in the Kokoro directory.
+// Voices names the voice packs in the Kokoro directory. Packs without
+// the model to speak them are no use, so a missing model is the error.
 func (e *Engine) Voices() ([]string, error) {
-	dir, err := e.kokoroDir()
+	dir, err := e.KokoroDir()
 	if err != nil {
 		return nil, err
 	}
+	if _, _, err := vocoder.ModelFiles(dir); errors.Is(err, fs.ErrNotExist) {
+		return nil, &NoVoiceModelError{Dir: dir, Missing: err}
+	}
 	names, err := vocoder.ListVoicesIn(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, &NoVoiceModelError{Dir: dir, Missing: err}
+	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrNoVoiceModel, err)
+		return nil, err
 	}
 	return names, nil
 }
@@ -119,7 +155,7 @@ func (e *Engine) Speak(ctx context.Context, req SpeakRequest, emit func(SpeechCh
 	if emit == nil {
 		emit = func(SpeechChunk) error { return nil }
 	}
-	dir, err := e.kokoroDir()
+	dir, err := e.KokoroDir()
 	if err != nil {
 		return err
 	}
@@ -143,6 +179,11 @@ func (e *Engine) Speak(ctx context.Context, req SpeakRequest, emit func(SpeechCh
 			return err
 		}
 		if verr != nil {
+			// A folder with no packs at all is the model's missing part,
+			// not a misspelt name.
+			if _, lerr := vocoder.ListVoicesIn(dir); errors.Is(lerr, fs.ErrNotExist) {
+				return &NoVoiceModelError{Dir: dir, Missing: lerr}
+			}
 			return verr
 		}
 		ph, err := s.phonemizer(req.Voice)
@@ -180,7 +221,7 @@ func (m engineSynth) Forward(tokens []int, style []float32, speed float64, deter
 	for {
 		err := m.e.submit(m.ctx, func(context.Context) error {
 			if m.e.speech != m.s {
-				return errors.New("app: speak: the voice model was unloaded while speaking")
+				return errors.New("speech stopped: the voice model was unloaded while speaking")
 			}
 			var err error
 			audio, durations, err = m.s.synth.Forward(tokens, style, speed, deterministic)
@@ -206,7 +247,7 @@ func (e *Engine) ensureSpeech(dir string) (*speech, error) {
 	e.unloadSpeech()
 	m, err := vocoder.LoadModel(dir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%w: %w", ErrNoVoiceModel, err)
+		return nil, &NoVoiceModelError{Dir: dir, Missing: err}
 	}
 	if err != nil {
 		return nil, err

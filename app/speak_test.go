@@ -210,8 +210,27 @@ func TestSpeakWithoutModel(t *testing.T) {
 		t.Errorf("Speak: %v", err)
 	}
 	_, err = e.Voices()
-	if !errors.Is(err, ErrNoVoiceModel) || !strings.Contains(err.Error(), filepath.Join(dir, "voices")) {
+	if !errors.Is(err, ErrNoVoiceModel) || !strings.Contains(err.Error(), dir+" does not exist") {
 		t.Errorf("Voices: %v", err)
+	}
+	// The message is a user's: what is missing and the command that gets
+	// it (with --dir, as dir is not the default), and no package names
+	// stacked in front ("app: no voice model: vocoder: …").
+	for _, err := range []error{e.Speak(context.Background(), SpeakRequest{Text: "Hello.", Voice: "af_heart"}, nil), err} {
+		msg := err.Error()
+		if !strings.HasPrefix(msg, "no Kokoro voice model: ") || strings.Contains(msg, "app:") || strings.Contains(msg, "vocoder:") ||
+			!strings.Contains(msg, "`hearth pull hexgrad/Kokoro-82M --dir "+dir+"`") || !strings.Contains(msg, "Download Kokoro-82M") {
+			t.Errorf("the error reads %q", msg)
+		}
+	}
+	// A Kokoro directory made by hand and left empty is the same: the
+	// model is missing, not the voice misspelt.
+	empty := t.TempDir()
+	e2 := NewEngine(EngineOptions{Backend: "cpu", Kokoro: empty})
+	defer e2.Close()
+	err = e2.Speak(context.Background(), SpeakRequest{Text: "Hello.", Voice: "af_heart"}, nil)
+	if !errors.Is(err, ErrNoVoiceModel) || !strings.Contains(err.Error(), "kokoro-v1_0.pth") || !strings.Contains(err.Error(), "hearth pull") {
+		t.Errorf("Speak with an empty Kokoro directory: %v", err)
 	}
 	// The default is kokoro/ in Hearth's folder.
 	d, err := DefaultKokoroDir()
@@ -247,5 +266,33 @@ func TestTrainReleasesSpeech(t *testing.T) {
 		return nil
 	}); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestVoicesNeedTheModel: voice packs without the weights and config to
+// speak them are the missing-model error, naming the file missing, so the
+// Voice tab offers the download rather than a Play that cannot work.
+func TestVoicesNeedTheModel(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "voices"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "voices", "af_heart.bin"), make([]byte, 10), 0o644)
+	e := NewEngine(EngineOptions{Backend: "cpu", Kokoro: dir})
+	defer e.Close()
+	for _, c := range []struct{ add, want string }{
+		{"", "no kokoro-v1_0.pth"},
+		{"kokoro-v1_0.pth", "no config.json beside"},
+	} {
+		if c.add != "" {
+			os.WriteFile(filepath.Join(dir, c.add), []byte("x"), 0o644)
+		}
+		if names, err := e.Voices(); !errors.Is(err, ErrNoVoiceModel) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Voices: %v, %v; want the missing-model error saying %q", names, err, c.want)
+		}
+	}
+	os.WriteFile(filepath.Join(dir, "config.json"), []byte("{}"), 0o644)
+	if names, err := e.Voices(); err != nil || len(names) != 1 || names[0] != "af_heart" {
+		t.Errorf("Voices with the model's files there: %v, %v", names, err)
 	}
 }

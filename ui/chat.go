@@ -1169,7 +1169,7 @@ func (cv *chatView) readAloud(r *messageRow) {
 func readAloudFailure(err error) error {
 	switch {
 	case errors.Is(err, app.ErrNoVoiceModel):
-		return fmt.Errorf("the reply cannot be read aloud: %s", noVoiceModelText(err))
+		return errors.New(readAloudNoModelText(err))
 	case errors.Is(err, app.ErrNoAudioDevice):
 		return fmt.Errorf("the reply cannot be read aloud: there is no audio output device (%w)", err)
 	}

@@ -49,6 +49,7 @@ const (
 type speaker interface {
 	Speak(ctx context.Context, req app.SpeakRequest, emit func(app.SpeechChunk) error) error
 	Voices() ([]string, error)
+	KokoroDir() (string, error)
 }
 
 // audioPlayer is what a speech needs of app.Player. Tests give a fake.
@@ -87,10 +88,11 @@ func voicePanel(st *studio) fyne.CanvasObject {
 type voiceView struct {
 	widget.BaseWidget
 	st *studio
-	// engine and newPlayer are the studio's engine and app.NewPlayer;
-	// tests replace them.
-	engine    func() speaker
-	newPlayer func() (audioPlayer, error)
+	// engine, newPlayer and pullKokoro are the studio's engine,
+	// app.NewPlayer and app.PullKokoro; tests replace them.
+	engine     func() speaker
+	newPlayer  func() (audioPlayer, error)
+	pullKokoro func(context.Context, app.KokoroPullOptions) (app.KokoroPull, error)
 
 	text       *widget.Entry
 	voices     []string // the packs found; nil until listed
@@ -115,7 +117,9 @@ type voiceView struct {
 	wordAt    int // the word highlighted, -1 for none
 	notice    *widget.Label
 	lookAgain *widget.Button // "Look again", after no voice model was found
+	download  *widget.Button // "Download Kokoro-82M", shown with Look again
 	noticeBx  *fyne.Container
+	pulling   *kokoroDownload // the download dialog, while open
 
 	cur *speechRun // the speech being made or played, nil when none
 	// runs are the speeches started and maybe not ended: cur and those it
@@ -145,7 +149,7 @@ type voiceRow struct {
 }
 
 func newVoiceView(st *studio) *voiceView {
-	vv := &voiceView{st: st, wordAt: -1, newPlayer: openPlayer}
+	vv := &voiceView{st: st, wordAt: -1, newPlayer: openPlayer, pullKokoro: app.PullKokoro}
 	vv.engine = func() speaker { return vv.st.engine }
 	vv.ExtendBaseWidget(vv)
 	vv.build()
@@ -203,7 +207,11 @@ func (vv *voiceView) build() {
 	vv.notice = widget.NewLabel("")
 	vv.notice.Wrapping = fyne.TextWrapWord
 	vv.lookAgain = widget.NewButtonWithIcon("Look again", theme.ViewRefreshIcon(), vv.listVoices)
-	vv.noticeBx = container.NewBorder(nil, nil, nil, container.NewVBox(vv.lookAgain), vv.notice)
+	vv.download = widget.NewButtonWithIcon(downloadKokoroLabel, theme.DownloadIcon(), vv.downloadKokoro)
+	vv.download.Importance = widget.HighImportance
+	// The buttons go under the notice: beside it, the wide Download
+	// button would leave the explanation a few words a line.
+	vv.noticeBx = container.NewVBox(vv.notice, container.NewHBox(vv.download, vv.lookAgain))
 	vv.noticeBx.Hide()
 
 	form := container.NewVBox(
@@ -462,7 +470,7 @@ func (vv *voiceView) listVoices() {
 // setVoices offers names in every row, or says why there are none.
 func (vv *voiceView) setVoices(names []string, err error) {
 	if err == nil && len(names) == 0 {
-		err = fmt.Errorf("%w: the Kokoro folder has no voice packs (*.pt, *.bin)", app.ErrNoVoiceModel)
+		err = &app.NoVoiceModelError{Missing: errors.New("the Kokoro folder has no voice packs (*.pt, *.bin)")}
 	}
 	vv.voicesErr = err
 	if err != nil {
@@ -851,17 +859,6 @@ func (vv *voiceView) showFailure(err error) {
 	}
 }
 
-// noVoiceModelText is the no-model state: where the model goes and what
-// it is made of, then the engine's error, which names the file missing.
-func noVoiceModelText(err error) string {
-	where := "the kokoro folder beside Hearth's settings"
-	if dir, derr := app.DefaultKokoroDir(); derr == nil {
-		where = dir
-	}
-	return "No Kokoro voice model was found, so Hearth cannot speak yet. Put Kokoro-82M (hexgrad/Kokoro-82M) in " + where +
-		": config.json, kokoro-v1_0.pth and the voices folder of packs such as af_heart.pt; then press Look again.\n(" + err.Error() + ")"
-}
-
 func noAudioText(err error) string {
 	return "No audio output device (" + err.Error() + "): Play draws the speech without sound, and Export… still saves it."
 }
@@ -874,8 +871,11 @@ func (vv *voiceView) showNotice(text string, imp widget.Importance, lookAgain bo
 	vv.notice.SetText(text)
 	if lookAgain {
 		vv.lookAgain.Show()
+		vv.download.Show()
+		defer vv.left.ScrollToBottom() // the notice and its buttons sit below the form
 	} else {
 		vv.lookAgain.Hide()
+		vv.download.Hide()
 	}
 	vv.noticeBx.Show()
 	vv.left.Refresh()

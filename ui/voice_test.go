@@ -30,6 +30,7 @@ import (
 type fakeSpeaker struct {
 	voices    []string
 	voicesErr error
+	dir       string // the Kokoro directory it names
 	speakErr  error
 	chunks    int
 	chunkLen  int // samples
@@ -44,6 +45,8 @@ type fakeSpeaker struct {
 }
 
 func (f *fakeSpeaker) Voices() ([]string, error) { return slices.Clone(f.voices), f.voicesErr }
+
+func (f *fakeSpeaker) KokoroDir() (string, error) { return f.dir, nil }
 
 func (f *fakeSpeaker) Speak(ctx context.Context, req app.SpeakRequest, emit func(app.SpeechChunk) error) (err error) {
 	f.mu.Lock()
@@ -664,7 +667,7 @@ func TestVoiceBlendInTheTab(t *testing.T) {
 // sound card (synthesis and export go on), nothing to say, a failure. One
 // studio serves them all, its fakes replaced for each.
 func TestVoiceErrorStates(t *testing.T) {
-	noModel := fmt.Errorf("%w: /home/me/.config/hearth/kokoro has no kokoro-v1_0.pth", app.ErrNoVoiceModel)
+	noModel := &app.NoVoiceModelError{Dir: "/home/me/.config/hearth/kokoro", Missing: errors.New("no kokoro-v1_0.pth in /home/me/.config/hearth/kokoro")}
 	fs := &fakeSpeaker{voicesErr: noModel}
 	_, vv, _, l := voiceStudio(t, fs, &fakePlayer{}, nil)
 	// with lists the voices again with new fakes.
@@ -684,12 +687,13 @@ func TestVoiceErrorStates(t *testing.T) {
 	t.Run("no voice model", func(t *testing.T) {
 		l.wait(func() {
 			text := shown(vv)
-			if !strings.Contains(text, "No Kokoro voice model") || !strings.Contains(text, "/home/me/.config/hearth/kokoro") ||
-				!strings.Contains(text, "config.json, kokoro-v1_0.pth and the voices folder") {
+			if !strings.Contains(text, "No Kokoro voice model") || !strings.Contains(text, "no kokoro-v1_0.pth in /home/me/.config/hearth/kokoro") ||
+				!strings.Contains(text, "Press Download Kokoro-82M") || !strings.Contains(text, "put the files in /home/me/.config/hearth/kokoro and press Look again") ||
+				strings.Contains(text, "hearth pull") {
 				t.Errorf("the tab says %q", text)
 			}
-			if !vv.lookAgain.Visible() || !vv.play.Disabled() || !vv.export.Disabled() || !vv.rows[0].preview.Disabled() {
-				t.Errorf("Look again shown %v, Play disabled %v, Export disabled %v", vv.lookAgain.Visible(), vv.play.Disabled(), vv.export.Disabled())
+			if !vv.lookAgain.Visible() || !vv.download.Visible() || vv.download.Text != "Download Kokoro-82M" || !vv.play.Disabled() || !vv.export.Disabled() || !vv.rows[0].preview.Disabled() {
+				t.Errorf("Look again shown %v, Download shown %v, Play disabled %v, Export disabled %v", vv.lookAgain.Visible(), vv.download.Visible(), vv.play.Disabled(), vv.export.Disabled())
 			}
 			fs.voicesErr, fs.voices = nil, testVoices
 			test.Tap(vv.lookAgain)
@@ -704,7 +708,7 @@ func TestVoiceErrorStates(t *testing.T) {
 		})
 		play("Hello.")
 		l.wait(func() {
-			if !vv.noticeBx.Visible() || !strings.Contains(vv.notice.Text, "has no kokoro-v1_0.pth") || !vv.lookAgain.Visible() {
+			if !vv.noticeBx.Visible() || !strings.Contains(vv.notice.Text, "no kokoro-v1_0.pth in") || !vv.lookAgain.Visible() || !vv.download.Visible() {
 				t.Errorf("Play without a model says %q", vv.notice.Text)
 			}
 		})
@@ -835,7 +839,7 @@ func TestChatReadsAReplyAloud(t *testing.T) {
 // With no voice model the chat's read-aloud says why.
 func TestChatReadAloudWithoutAVoice(t *testing.T) {
 	st, cv := chatStudio(t)
-	fs := &fakeSpeaker{voicesErr: fmt.Errorf("%w: /nowhere/kokoro is empty", app.ErrNoVoiceModel)}
+	fs := &fakeSpeaker{voicesErr: &app.NoVoiceModelError{Dir: "/nowhere/kokoro", Missing: errors.New("/nowhere/kokoro does not exist")}}
 	on(cv, func() { useFakes(st.voice, fs, &fakePlayer{}, nil) })
 	waitFor(t, cv, "the listing", 5*time.Second, func() bool { return !st.voice.listing })
 	on(cv, func() {
@@ -844,7 +848,19 @@ func TestChatReadAloudWithoutAVoice(t *testing.T) {
 		cv.appendRows()
 		test.Tap(cv.rows[0].speak)
 	})
-	waitFor(t, cv, "a dialog", 5*time.Second, func() bool { return strings.Contains(overlayText(st.win), "No Kokoro voice model") })
+	waitFor(t, cv, "a dialog", 5*time.Second, func() bool { return strings.Contains(overlayText(st.win), "no Kokoro voice model") })
+	// It points at a button that is where it says: on the Voice tab,
+	// showing, with that label.
+	text := overlayText(st.win)
+	if !strings.Contains(text, "/nowhere/kokoro does not exist") || !strings.Contains(text, "Open the Voice tab and press Download Kokoro-82M there") {
+		t.Errorf("the dialog says %q", text)
+	}
+	on(cv, func() {
+		vv := st.voice
+		if st.tabs.Items[1].Text != "Voice" || st.tabs.Items[1].Content != vv || vv.download.Text != "Download Kokoro-82M" || !vv.download.Visible() {
+			t.Errorf("the Voice tab shows no Download Kokoro-82M button: %q, shown %v", vv.download.Text, vv.download.Visible())
+		}
+	})
 	if len(fs.requests()) != 0 {
 		t.Error("read aloud asked the engine with no voice")
 	}
@@ -876,4 +892,69 @@ func TestClockText(t *testing.T) {
 			t.Errorf("clockText(%v) = %q, want %q", d, got, want)
 		}
 	}
+}
+
+// TestVoiceDownloadKokoro: with no model the tab offers Download
+// Kokoro-82M; its dialog pulls the voices chosen into the engine's Kokoro
+// directory with a progress bar, Cancel stops it, and once it is done the
+// tab lists the voices without a restart.
+func TestVoiceDownloadKokoro(t *testing.T) {
+	const dir = "/home/me/.config/hearth/kokoro"
+	fs := &fakeSpeaker{dir: dir, voicesErr: &app.NoVoiceModelError{Dir: dir, Missing: errors.New(dir + " does not exist")}}
+	_, vv, _, l := voiceStudio(t, fs, &fakePlayer{}, nil)
+	asked := make(chan app.KokoroPullOptions, 2)
+	release := make(chan struct{})
+	l.wait(func() {
+		if !vv.noticeBx.Visible() || !vv.download.Visible() {
+			t.Fatalf("no Download button with the no-model notice %q", vv.notice.Text)
+		}
+		vv.pullKokoro = func(ctx context.Context, o app.KokoroPullOptions) (app.KokoroPull, error) {
+			asked <- o
+			o.Progress(app.KokoroProgress{File: "kokoro-v1_0.pth", Done: 50, Total: 200})
+			select {
+			case <-release:
+				return app.KokoroPull{Dir: o.Dir, Voices: testVoices}, nil
+			case <-ctx.Done():
+				return app.KokoroPull{}, fmt.Errorf("download: %w (kept for a resume)", ctx.Err())
+			}
+		}
+		test.Tap(vv.download)
+	})
+	eventually(t, l, "the download dialog", func() bool { return vv.pulling != nil })
+	kd := vv.pulling
+	l.wait(func() {
+		if kd.voices.Selected != kokoroFewVoices {
+			t.Errorf("the dialog starts with %q chosen, want the few voices", kd.voices.Selected)
+		}
+		kd.voices.SetSelected(kokoroEnglishVoices)
+		test.Tap(kd.start)
+	})
+	o := <-asked
+	if o.Dir != dir || !slices.Equal(o.Voices, []string{app.EnglishVoices}) {
+		t.Errorf("pulled with %+v, want the engine's Kokoro directory and the English voices", o)
+	}
+	eventually(t, l, "the progress", func() bool { return kd.progress.Visible() && kd.progress.Value == 0.25 })
+	l.wait(func() {
+		if kd.close.Text != "Cancel" || !kd.start.Disabled() || !strings.Contains(kd.message.Text, "kokoro-v1_0.pth") {
+			t.Errorf("while downloading: %q button, Download disabled %v, message %q", kd.close.Text, kd.start.Disabled(), kd.message.Text)
+		}
+		test.Tap(kd.close)
+	})
+	eventually(t, l, "the cancel", func() bool { return strings.HasPrefix(kd.message.Text, "Canceled") })
+	l.wait(func() {
+		if kd.close.Text != "Close" || kd.start.Disabled() || kd.progress.Visible() || vv.pulling != kd {
+			t.Errorf("after Cancel: %q button, Download disabled %v, the dialog closed %v", kd.close.Text, kd.start.Disabled(), vv.pulling != kd)
+		}
+		fs.voices, fs.voicesErr = testVoices, nil // what the finished download leaves
+		test.Tap(kd.start)
+	})
+	<-asked
+	close(release)
+	eventually(t, l, "the voices after the download", func() bool { return len(vv.voices) == len(testVoices) })
+	l.wait(func() {
+		if vv.pulling != nil || vv.download.Visible() || vv.play.Disabled() || !strings.Contains(vv.notice.Text, "Kokoro-82M is ready") {
+			t.Errorf("after the download: dialog open %v, Download shown %v, Play disabled %v, notice %q",
+				vv.pulling != nil, vv.download.Visible(), vv.play.Disabled(), vv.notice.Text)
+		}
+	})
 }

@@ -60,7 +60,7 @@ type PLBertConfig struct {
 func LoadConfig(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("vocoder: config: %w", err)
+		return nil, fmt.Errorf("config: %w", err)
 	}
 	return ParseConfig(data, path)
 }
@@ -70,10 +70,10 @@ func LoadConfig(path string) (*Config, error) {
 func ParseConfig(data []byte, name string) (*Config, error) {
 	var c Config
 	if err := json.Unmarshal(data, &c); err != nil {
-		return nil, fmt.Errorf("vocoder: config %s: %w", name, err)
+		return nil, fmt.Errorf("config %s: %w", name, err)
 	}
 	if err := c.Validate(); err != nil {
-		return nil, fmt.Errorf("vocoder: config %s: %w", name, err)
+		return nil, fmt.Errorf("config %s: %w", name, err)
 	}
 	return &c, nil
 }

@@ -26,15 +26,13 @@ var weightExts = []string{".pth", ".safetensors"}
 
 // LoadModel loads Kokoro from path: a Kokoro directory, or a .pth or
 // .safetensors file with config.json beside it. The errors name the file
-// that is missing or bad and say what to put where.
+// that is missing or bad and what belongs there; they are a user's to
+// read, so the ones about the directory carry no package name (the
+// caller says how to get the model).
 func LoadModel(path string) (*Model, error) {
-	weights, err := findWeights(path)
+	weights, cfgPath, err := ModelFiles(path)
 	if err != nil {
 		return nil, err
-	}
-	cfgPath := filepath.Join(filepath.Dir(weights), ConfigFile)
-	if _, err := os.Stat(cfgPath); errors.Is(err, fs.ErrNotExist) {
-		return nil, missingf("vocoder: no %s beside %s: put Kokoro-82M's %s (from hexgrad/Kokoro-82M) in %s", ConfigFile, weights, ConfigFile, filepath.Dir(weights))
 	}
 	cfg, err := LoadConfig(cfgPath)
 	if err != nil {
@@ -51,20 +49,35 @@ func LoadModel(path string) (*Model, error) {
 	return m, nil
 }
 
+// ModelFiles finds the weights and the config.json that LoadModel reads
+// from path, without reading them: a quick check that the model is there,
+// with LoadModel's errors for a missing file.
+func ModelFiles(path string) (weights, config string, err error) {
+	weights, err = findWeights(path)
+	if err != nil {
+		return "", "", err
+	}
+	config = filepath.Join(filepath.Dir(weights), ConfigFile)
+	if _, err := os.Stat(config); errors.Is(err, fs.ErrNotExist) {
+		return "", "", missingf("no %s beside %s: Kokoro-82M's %s goes in %s", ConfigFile, weights, ConfigFile, filepath.Dir(weights))
+	}
+	return weights, config, nil
+}
+
 // findWeights is the weights file path names: path itself when it is a
 // file, else the directory's kokoro-v1_0.pth, else its one .pth or
 // .safetensors file.
 func findWeights(path string) (string, error) {
 	info, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return "", missingf("vocoder: %s does not exist: make it a Kokoro directory holding %s, %s and %s/ (from hexgrad/Kokoro-82M)", path, ConfigFile, WeightsFile, VoicesDir)
+		return "", missingf("%s does not exist (a Kokoro directory holds %s, %s and %s/)", path, ConfigFile, WeightsFile, VoicesDir)
 	}
 	if err != nil {
-		return "", fmt.Errorf("vocoder: %w", err)
+		return "", fmt.Errorf("the Kokoro directory: %w", err)
 	}
 	if !info.IsDir() {
 		if !slices.Contains(weightExts, strings.ToLower(filepath.Ext(path))) {
-			return "", fmt.Errorf("vocoder: %s: want Kokoro's weights as .pth or .safetensors, or the directory that holds them", path)
+			return "", fmt.Errorf("%s: want Kokoro's weights as .pth or .safetensors, or the directory that holds them", path)
 		}
 		return path, nil
 	}
@@ -73,7 +86,7 @@ func findWeights(path string) (string, error) {
 	}
 	entries, err := os.ReadDir(path)
 	if err != nil {
-		return "", fmt.Errorf("vocoder: %w", err)
+		return "", fmt.Errorf("the Kokoro directory: %w", err)
 	}
 	var found []string
 	for _, e := range entries {
@@ -83,12 +96,12 @@ func findWeights(path string) (string, error) {
 	}
 	switch len(found) {
 	case 0:
-		return "", missingf("vocoder: no %s (nor any .pth or .safetensors) in %s: put Kokoro-82M's %s and %s there (from hexgrad/Kokoro-82M), with its voice packs in %s",
+		return "", missingf("no %s (nor another .pth or .safetensors) in %s, which should hold Kokoro-82M's %s, %s and voice packs in %s",
 			WeightsFile, path, WeightsFile, ConfigFile, filepath.Join(path, VoicesDir))
 	case 1:
 		return found[0], nil
 	}
-	return "", fmt.Errorf("vocoder: %s holds several weight files (%s) and no %s: name one", path, strings.Join(found, ", "), WeightsFile)
+	return "", fmt.Errorf("%s holds several weight files (%s) and no %s: name one", path, strings.Join(found, ", "), WeightsFile)
 }
 
 func fileExists(p string) bool {
@@ -112,15 +125,15 @@ func ListVoicesIn(dir string) ([]string, error) {
 	names, err := ListVoices(vd)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return nil, missingf("vocoder: no voices: %s is not there: put Kokoro's voice packs (af_heart.pt, …) in %s", vd, filepath.Join(dir, VoicesDir))
+		return nil, missingf("no voices: %s is not there (Kokoro's voice packs, af_heart.pt and the others, go in %s)", vd, filepath.Join(dir, VoicesDir))
 	case err != nil:
 		// The folder is there (or something else is in its place): telling
 		// the user to put files in it would not help. The cause is kept,
 		// so a permission error still matches fs.ErrPermission.
-		return nil, fmt.Errorf("vocoder: the voices folder %s cannot be read: %w", vd, unwrapped(err))
+		return nil, fmt.Errorf("the voices folder %s cannot be read: %w", vd, unwrapped(err))
 	}
 	if len(names) == 0 {
-		return nil, missingf("vocoder: no voice packs (*.pt, *.bin) in %s: put Kokoro's voice packs (af_heart.pt, …) in %s", vd, filepath.Join(dir, VoicesDir))
+		return nil, missingf("no voice packs (*.pt, *.bin) in %s (Kokoro's voice packs, af_heart.pt and the others, go in %s)", vd, filepath.Join(dir, VoicesDir))
 	}
 	return names, nil
 }

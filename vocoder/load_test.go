@@ -81,7 +81,7 @@ func TestLoadModelErrors(t *testing.T) {
 		want    []string // in the message
 	}{
 		{filepath.Join(root, "nowhere"), true, []string{"nowhere", "does not exist", "config.json", "kokoro-v1_0.pth", "voices"}},
-		{filepath.Join(root, "empty"), true, []string{"empty", "no kokoro-v1_0.pth", "put", "config.json"}},
+		{filepath.Join(root, "empty"), true, []string{"empty", "no kokoro-v1_0.pth", "config.json"}},
 		{filepath.Join(root, "noconfig"), true, []string{"no config.json beside", "noconfig"}},
 		{filepath.Join(root, "corrupt"), false, []string{corrupt}},
 		{corrupt, false, []string{corrupt}},

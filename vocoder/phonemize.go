@@ -33,7 +33,7 @@ type Chunk struct {
 // ErrNothingToSay is returned for text that has no word to speak: empty,
 // only punctuation or symbols, or only words in scripts espeak-ng's English
 // voices cannot read.
-var ErrNothingToSay = errors.New("vocoder: the text has nothing to speak")
+var ErrNothingToSay = errors.New("the text has nothing to speak")
 
 // Languages are the espeak-ng voices Phonemize supports, with kokoro's
 // one-letter aliases ('a' American, 'b' British English).
@@ -65,7 +65,7 @@ func NewPhonemizer(lang string, cfg *Config) (*Phonemizer, error) {
 	}
 	be, err := findEspeak()
 	if err != nil {
-		return nil, fmt.Errorf("vocoder: %w", err)
+		return nil, err // ErrNoEspeak, which says what to install
 	}
 	return &Phonemizer{voice: voice, british: voice == "en-gb", vocab: cfg.Vocab, maxTokens: cfg.MaxPhonemes(), espeak: be}, nil
 }

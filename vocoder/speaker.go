@@ -72,7 +72,7 @@ func NewSpeaker(cfg *Config, s Synthesizer, p *Phonemizer) (*Speaker, error) {
 // CheckSpeed says why speed is not one a Speaker takes, or nil.
 func CheckSpeed(speed float64) error {
 	if !(speed >= MinSpeed && speed <= MaxSpeed) {
-		return fmt.Errorf("vocoder: speed %g: want %g to %g (1 is the voice's own pace)", speed, MinSpeed, MaxSpeed)
+		return fmt.Errorf("speed %g: want %g to %g (1 is the voice's own pace)", speed, MinSpeed, MaxSpeed)
 	}
 	return nil
 }

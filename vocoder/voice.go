@@ -36,7 +36,7 @@ func LoadVoice(path string) (*Voice, error) {
 	name := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("vocoder: voice: %w", err)
+		return nil, fmt.Errorf("voice pack: %w", err)
 	}
 	var pack []float32
 	if bytes.HasPrefix(data, []byte("PK\x03\x04")) {
@@ -45,11 +45,11 @@ func LoadVoice(path string) (*Voice, error) {
 		pack, err = voiceFromBin(data)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("vocoder: voice %s: %w", path, err)
+		return nil, fmt.Errorf("voice pack %s: %w", path, err)
 	}
 	for i, x := range pack {
 		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
-			return nil, fmt.Errorf("vocoder: voice %s: value %g at row %d, column %d", path, x, i/VoiceDim, i%VoiceDim)
+			return nil, fmt.Errorf("voice pack %s: value %g at row %d, column %d", path, x, i/VoiceDim, i%VoiceDim)
 		}
 	}
 	return &Voice{Name: name, Pack: pack}, nil
@@ -91,7 +91,7 @@ func voiceFromPT(data []byte) ([]float32, error) {
 // (not counting the two pads): row n-1 of the pack, a copy.
 func (v *Voice) Style(n int) ([]float32, error) {
 	if n < 1 || n > VoiceRows {
-		return nil, fmt.Errorf("vocoder: voice %s: no style for %d phonemes (1 to %d)", v.Name, n, VoiceRows)
+		return nil, fmt.Errorf("voice pack %s: no style for %d phonemes (1 to %d)", v.Name, n, VoiceRows)
 	}
 	return slices.Clone(v.Pack[(n-1)*VoiceDim : n*VoiceDim]), nil
 }
@@ -105,7 +105,7 @@ var voiceExts = []string{".pt", ".bin"}
 func ListVoices(dir string) ([]string, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("vocoder: voices: %w", err)
+		return nil, fmt.Errorf("voice packs: %w", err)
 	}
 	seen := map[string]bool{}
 	var names []string
@@ -135,7 +135,7 @@ type VoiceWeight struct {
 // each with an optional positive weight (1 when left out).
 func ParseVoiceSpec(spec string) ([]VoiceWeight, error) {
 	if strings.TrimSpace(spec) == "" {
-		return nil, errors.New("vocoder: empty voice: name one, such as af_heart, or a blend such as af_heart:0.6,am_adam:0.4")
+		return nil, errors.New("empty voice: name one, such as af_heart, or a blend such as af_heart:0.6,am_adam:0.4")
 	}
 	var out []VoiceWeight
 	for _, term := range strings.Split(spec, ",") {
@@ -148,18 +148,18 @@ func ParseVoiceSpec(spec string) ([]VoiceWeight, error) {
 			var err error
 			w, err = strconv.ParseFloat(strings.TrimSpace(term[i+1:]), 64)
 			if err != nil {
-				return nil, fmt.Errorf("vocoder: voice spec %q: weight %q of %q is not a number", spec, term[i+1:], name)
+				return nil, fmt.Errorf("voice spec %q: weight %q of %q is not a number", spec, term[i+1:], name)
 			}
 		}
 		if name == "" {
-			return nil, fmt.Errorf("vocoder: voice spec %q: a term without a voice name", spec)
+			return nil, fmt.Errorf("voice spec %q: a term without a voice name", spec)
 		}
 		if hasW && (!(w > 0) || math.IsInf(w, 0)) {
-			return nil, fmt.Errorf("vocoder: voice spec %q: weight %g of %q must be a positive number", spec, w, name)
+			return nil, fmt.Errorf("voice spec %q: weight %g of %q must be a positive number", spec, w, name)
 		}
 		for _, o := range out {
 			if o.Name == name {
-				return nil, fmt.Errorf("vocoder: voice spec %q: %q named twice", spec, name)
+				return nil, fmt.Errorf("voice spec %q: %q named twice", spec, name)
 			}
 		}
 		out = append(out, VoiceWeight{name, w})
@@ -210,12 +210,12 @@ func findVoice(dir, name string) (string, error) {
 	}
 	have, err := ListVoices(dir)
 	if err != nil {
-		return "", fmt.Errorf("vocoder: voice %q: %w", name, err)
+		return "", fmt.Errorf("voice %q: %w", name, err)
 	}
 	if len(have) == 0 {
-		return "", fmt.Errorf("vocoder: voice %q: %s has no voice packs (*.pt, *.bin)", name, dir)
+		return "", missingf("voice %q: %s has no voice packs (*.pt, *.bin)", name, dir)
 	}
-	return "", fmt.Errorf("vocoder: unknown voice %q; %s has %s", name, dir, strings.Join(have, ", "))
+	return "", fmt.Errorf("unknown voice %q; %s has %s", name, dir, strings.Join(have, ", "))
 }
 
 // BlendVoices is the weighted mean of packs, the weights normalised to sum

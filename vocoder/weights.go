@@ -50,12 +50,12 @@ type Weights struct {
 func OpenWeights(path string) (*Weights, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("vocoder: weights: %w", err)
+		return nil, fmt.Errorf("weights: %w", err)
 	}
 	defer f.Close()
 	info, err := f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("vocoder: weights: %w", err)
+		return nil, fmt.Errorf("weights: %w", err)
 	}
 	var tensors map[string]*Tensor
 	if isTorchZip(f) {
@@ -64,7 +64,7 @@ func OpenWeights(path string) (*Weights, error) {
 		tensors, err = readSafetensors(path)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("vocoder: %s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return NewWeights(path, tensors)
 }
@@ -75,11 +75,11 @@ func OpenWeights(path string) (*Weights, error) {
 // ownership of the map. Tests use it for weights they generate.
 func NewWeights(name string, tensors map[string]*Tensor) (*Weights, error) {
 	if err := foldWeightNorm(tensors); err != nil {
-		return nil, fmt.Errorf("vocoder: %s: %w", name, err)
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	w := &Weights{Path: name, tensors: tensors}
 	if err := w.checkModules(); err != nil {
-		return nil, fmt.Errorf("vocoder: %s: %w", name, err)
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return w, nil
 }

@@ -13,6 +13,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hearthstudio/hearth/app"
+	"github.com/hearthstudio/hearth/internal/hubtest"
 )
 
 // pullHub is a local stand-in for huggingface.co holding one LFS file,
@@ -92,6 +95,66 @@ func TestPullErrors(t *testing.T) {
 		_, _, err := execute(newPullCmd(), c.spec)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("hearth pull %s: %v, want an error containing %q", c.spec, err, c.want)
+		}
+	}
+}
+
+// TestPullKokoroCommand: hearth pull hexgrad/Kokoro-82M --voices puts the
+// model and those voices where hearth speak looks by default, so that
+// speak lists them with no --model and no other step.
+func TestPullKokoroCommand(t *testing.T) {
+	hub := hubtest.New(t)
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir()) // the default Kokoro directory lies under it
+	t.Setenv("HOME", t.TempDir())
+	hub.Add(app.KokoroRepo, "config.json", []byte(`{"n_token": 178}`), false)
+	hub.Add(app.KokoroRepo, "kokoro-v1_0.pth", bytes.Repeat([]byte("weights "), 10000), true)
+	for _, v := range []string{"af_heart", "am_adam", "bf_emma"} {
+		hub.Add(app.KokoroRepo, "voices/"+v+".pt", bytes.Repeat([]byte(v), 500), true)
+	}
+	def, err := app.DefaultKokoroDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	stdout, _, err := runModelCmd(t, "", "pull", "hexgrad/Kokoro-82M@main", "--voices", "af_heart,bf_emma", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep kokoroPullReport
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("--json is not JSON: %v\n%s", err, stdout)
+	}
+	if rep.Dir != def || rep.Commit != hubtest.Commit || strings.Join(rep.Voices, ",") != "af_heart,bf_emma" || rep.Fetched != rep.Bytes {
+		t.Errorf("report %+v, want the default Kokoro directory %s and the two voices, all fetched", rep, def)
+	}
+	stdout, _, err = runModelCmd(t, "", "speak", "--list-voices")
+	if err != nil || stdout != "af_heart\nbf_emma\n" {
+		t.Errorf("hearth speak --list-voices after the pull: %q, %v", stdout, err)
+	}
+
+	// --dir fills another directory, which --model then reads; the path
+	// alone is printed.
+	other := filepath.Join(t.TempDir(), "kokoro")
+	stdout, _, err = runModelCmd(t, "", "pull", "hexgrad/Kokoro-82M", "--voices", "am_adam", "--dir", other)
+	if err != nil || stdout != other+"\n" {
+		t.Errorf("pull --dir: %q, %v; want the directory printed", stdout, err)
+	}
+	if stdout, _, err = runModelCmd(t, "", "speak", "--model", other, "--list-voices"); err != nil || stdout != "am_adam\n" {
+		t.Errorf("hearth speak --model %s --list-voices: %q, %v", other, stdout, err)
+	}
+
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"hexgrad/Kokoro-82M", "--voices", "zz_nobody"}, `no voice "zz_nobody": it has af_heart, am_adam, bf_emma`},
+		{[]string{"hexgrad/Kokoro-82M@v9"}, "no revision v9"},
+		{[]string{"hexgrad/Kokoro-82M@"}, "empty revision"},
+		{[]string{"owner/repo:m.gguf", "--voices", "af_heart"}, "--voices and --dir are for hexgrad/Kokoro-82M"},
+	} {
+		_, _, err := runModelCmd(t, "", append([]string{"pull"}, c.args...)...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("hearth pull %v: %v, want an error saying %q", c.args, err, c.want)
 		}
 	}
 }

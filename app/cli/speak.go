@@ -68,7 +68,8 @@ British English phonemes.
 
 The model is the Kokoro directory: --model DIR, by default kokoro/ in
 Hearth's folder (` + defaultKokoroHint() + `), holding config.json,
-kokoro-v1_0.pth (or .safetensors) and voices/*.pt from hexgrad/Kokoro-82M.`,
+kokoro-v1_0.pth (or .safetensors) and voices/*.pt from hexgrad/Kokoro-82M:
+hearth pull hexgrad/Kokoro-82M puts them there.`,
 		Example: `  hearth speak -t "Hello there. How are you?" --voice af_heart -o hello.wav
   hearth speak -f chapter.txt --voice af_heart:0.6,am_adam:0.4 --speed 1.1 --play
   echo "Read from stdin." | hearth speak -f - --voice bf_emma -o out.wav --words out.vtt

@@ -129,7 +129,7 @@ func speakBadInput(t *testing.T, dir string) {
 		{"both texts", []string{"-t", "Hi.", "-f", "x.txt"}, []string{"not both"}},
 		{"missing file", []string{"-f", filepath.Join(tmp, "nope.txt")}, []string{"nope.txt"}},
 		{"corrupt weights", []string{"-t", "Hi.", "--model", corrupt}, []string{filepath.Join(corrupt, "kokoro-v1_0.pth")}},
-		{"no model", []string{"-t", "Hi.", "--model", filepath.Join(tmp, "none")}, []string{"no voice model", filepath.Join(tmp, "none"), "config.json", "kokoro-v1_0.pth"}},
+		{"no model", []string{"-t", "Hi.", "--model", filepath.Join(tmp, "none")}, []string{"no Kokoro voice model", filepath.Join(tmp, "none"), "config.json", "kokoro-v1_0.pth", "hearth pull hexgrad/Kokoro-82M --dir " + filepath.Join(tmp, "none")}},
 	} {
 		args := append([]string{"speak", "--model", dir, "--backend", "cpu", "-o", wav}, c.args...)
 		_, _, err := runModelCmd(t, "", args...)
@@ -141,6 +141,10 @@ func speakBadInput(t *testing.T, dir string) {
 			if !strings.Contains(err.Error(), s) {
 				t.Errorf("%s: %q does not say %q", c.name, err, s)
 			}
+		}
+		// A user reads these: the file or voice, not Hearth's package names.
+		if strings.Contains(err.Error(), "vocoder:") || strings.Contains(err.Error(), "app:") {
+			t.Errorf("%s: %q names an internal package", c.name, err)
 		}
 		if old, _ := os.ReadFile(wav); string(old) != "old" {
 			t.Fatalf("%s: the existing output was overwritten", c.name)

@@ -1,5 +1,5 @@
-// Package download fetches GGUF files from Hugging Face model repositories
-// into the Hugging Face hub cache, laid out as huggingface_hub lays it out
+// Package download fetches files of Hugging Face model repositories (GGUF
+// models, Kokoro's weights and voices) into the Hugging Face hub cache, laid out as huggingface_hub lays it out
 // (models--OWNER--NAME/blobs, snapshots/<commit>, refs), so a model pulled
 // by Hearth is found by Python tools and the reverse, and nothing is
 // downloaded twice.

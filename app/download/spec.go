@@ -12,7 +12,7 @@ import (
 type Spec struct {
 	Repo     string // "owner/name"
 	Revision string // a branch, a tag or a commit; "main" when not given
-	File     string // a slash-separated path inside the repository, ending in .gguf
+	File     string // a slash-separated path inside the repository
 }
 
 // String is the spec in the form ParseSpec reads: owner/name[@rev]:file.
@@ -32,8 +32,10 @@ func (s Spec) String() string {
 //	https://huggingface.co/owner/name/blob/REV/path/file.gguf[?download=true]
 //
 // A URL must be on huggingface.co, hf.co or the endpoint DefaultEndpoint
-// names ($HF_ENDPOINT). Only .gguf files are accepted: Hearth runs nothing
-// else, and a path that could climb out of the cache ("..") is refused.
+// names ($HF_ENDPOINT). Only .gguf files are accepted: of a file named by
+// the user Hearth runs nothing else (Kokoro's files are fetched by the app,
+// which knows their names). A path that could climb out of the cache
+// ("..") is refused.
 func ParseSpec(s string) (Spec, error) {
 	s = strings.TrimSpace(s)
 	var spec Spec
@@ -48,6 +50,9 @@ func ParseSpec(s string) (Spec, error) {
 	}
 	if err := spec.validate(); err != nil {
 		return Spec{}, fmt.Errorf("download: %q: %w", s, err)
+	}
+	if !strings.HasSuffix(strings.ToLower(spec.File), ".gguf") {
+		return Spec{}, fmt.Errorf("download: %q: file %q: only .gguf files are downloaded by name (Kokoro-82M is pulled as hexgrad/Kokoro-82M)", s, spec.File)
 	}
 	return spec, nil
 }
@@ -126,27 +131,26 @@ func hubHost(u *url.URL, endpoint string) bool {
 var repoPart = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,94}[A-Za-z0-9_]$|^[A-Za-z0-9_]$`)
 
 func (s Spec) validate() error {
-	owner, name, ok := strings.Cut(s.Repo, "/")
+	if err := validateRepo(s.Repo, s.Revision); err != nil {
+		return err
+	}
+	return checkPath("file", s.File)
+}
+
+// validateRepo checks a repository's name and a revision.
+func validateRepo(repo, revision string) error {
+	owner, name, ok := strings.Cut(repo, "/")
 	if !ok || strings.Contains(name, "/") {
-		return fmt.Errorf("repository %q: want owner/name", s.Repo)
+		return fmt.Errorf("repository %q: want owner/name", repo)
 	}
 	for _, p := range []string{owner, name} {
 		if !repoPart.MatchString(p) || strings.Contains(p, "--") || strings.Contains(p, "..") {
-			return fmt.Errorf("repository %q: %q is not a valid owner or repository name", s.Repo, p)
+			return fmt.Errorf("repository %q: %q is not a valid owner or repository name", repo, p)
 		}
 	}
 	// The revision names a file under refs/ once resolved, so it must not
 	// climb out of it either.
-	if err := checkPath("revision", s.Revision); err != nil {
-		return err
-	}
-	if err := checkPath("file", s.File); err != nil {
-		return err
-	}
-	if !strings.HasSuffix(strings.ToLower(s.File), ".gguf") {
-		return fmt.Errorf("file %q: only .gguf files are downloaded", s.File)
-	}
-	return nil
+	return checkPath("revision", revision)
 }
 
 // checkPath accepts a relative, slash-separated path whose segments are

@@ -151,7 +151,7 @@ func resolveVoice(spec string, have []string) (string, error) {
 	}
 	terms, err := vocoder.ParseVoiceSpec(spec)
 	if err != nil {
-		return "", badRequest("voice", "%s", strings.TrimPrefix(err.Error(), "vocoder: "))
+		return "", badRequest("voice", "%s", err)
 	}
 	parts := make([]string, len(terms))
 	for i, t := range terms {
@@ -257,7 +257,7 @@ func speechError(err error) error {
 	case errors.Is(err, app.ErrNoVoiceModel):
 		return &apiError{status: http.StatusNotFound, param: "model", code: "model_not_found", msg: err.Error()}
 	case errors.Is(err, vocoder.ErrNothingToSay):
-		return badRequest("input", "%s", strings.TrimPrefix(err.Error(), "vocoder: "))
+		return badRequest("input", "%s", err)
 	}
 	return err
 }
