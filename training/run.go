@@ -23,9 +23,9 @@ type Settings struct {
 	LoRA  LoRAConfig  `json:"lora"`
 	AdamW AdamWConfig `json:"adamw"`
 	// LR is the peak learning rate; Warmup the optimizer steps of its
-	// linear warmup (negative: 3% of the steps, at least one, the common
-	// warmup_ratio 0.03), after which it decays on a cosine to zero at
-	// the last step (Schedule).
+	// linear warmup (negative: 3% of the steps, the common warmup_ratio
+	// 0.03; at most a tenth of the steps), after which it decays on a
+	// cosine towards zero (Schedule: no step runs at rate 0).
 	LR     float64 `json:"lr"`
 	Warmup int     `json:"warmup"`
 	// Epochs are passes over the training sequences; Steps, when
@@ -380,11 +380,7 @@ func Run(ctx context.Context, dev *gpu.Device, m *model.Model, c RunConfig, prog
 	if st.Step > st.Steps {
 		return nil, fmt.Errorf("training: the checkpoint is at step %d, past the %d steps asked for", st.Step, st.Steps)
 	}
-	warmup := c.Warmup
-	if warmup < 0 {
-		warmup = max(1, int(math.Round(0.03*float64(st.Steps))))
-	}
-	sched := Schedule{Peak: c.LR, Warmup: warmup, Total: st.Steps}
+	sched := Schedule{Peak: c.LR, Warmup: c.Warmup, Total: st.Steps}
 
 	// The device.
 	progress(Progress{Phase: PhaseLoad, Step: st.Step, Steps: st.Steps})

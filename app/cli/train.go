@@ -142,7 +142,7 @@ Presets: ` + strings.Join(names, "; ") + `. Flags override the preset.`,
 	f.Float32Var(&c.LoRA.Dropout, "dropout", 0, "LoRA dropout on the adapter's input")
 	f.StringVar(&targets, "targets", "", "the weights to adapt, comma-separated: "+strings.Join(training.Targets, ",")+" (the default: all of them), and "+strings.Join(training.ModelTargets, ",")+" (the embeddings and the LM head)")
 	f.Float64Var(&c.LR, "lr", def.LR, "peak learning rate")
-	f.IntVar(&c.Warmup, "warmup", def.Warmup, "warmup steps; negative is 3% of the steps")
+	f.IntVar(&c.Warmup, "warmup", def.Warmup, "warmup steps, at most a tenth of the steps; negative is 3% of them")
 	f.Float64Var(&c.Epochs, "epochs", def.Epochs, "passes over the training data")
 	f.IntVar(&c.Steps, "steps", 0, "optimizer steps to take instead of --epochs")
 	f.IntVar(&c.SeqLen, "seq-len", def.SeqLen, "tokens per packed sequence")
