@@ -193,10 +193,13 @@ func (c *RunConfig) compatible(old Settings) error {
 type Phase string
 
 const (
-	PhaseData       Phase = "data"       // reading the dataset
-	PhaseLoad       Phase = "load"       // putting the model on the device
+	PhaseData       Phase = "data"       // reading the dataset: Done of Total bytes
+	PhaseLoad       Phase = "load"       // putting the model on the device: Done of Total bytes
+	PhaseStep       Phase = "step"       // an optimizer step is under way: Done of Total passes
 	PhaseTrain      Phase = "train"      // an optimizer step was taken
+	PhaseValidating Phase = "validating" // the validation loss is being measured: Done of Total passes
 	PhaseValid      Phase = "valid"      // a validation loss was measured
+	PhaseSaving     Phase = "saving"     // a checkpoint is being written
 	PhaseCheckpoint Phase = "checkpoint" // a checkpoint was written
 	PhaseResumed    Phase = "resumed"    // a checkpoint was read: History has its losses
 	PhasePaused     Phase = "paused"     // waiting for Pause.Resume
@@ -214,10 +217,16 @@ type Progress struct {
 	Loss, ValidLoss float64
 	HasValid        bool
 	LR, GradNorm    float64
+	// Done of Total is how far the phase under way has got, in the
+	// reports sent while it runs (the phases that say so); Total is 0 in
+	// the others. A pass is one layer's forward or backward, or the LM
+	// head, of one sequence: a long step reports after each few.
+	Done, Total int64
 	// TokensPerSec are the tokens run through forward and backward per
 	// second of this session (padding excluded, prompts included: the
-	// throughput training benchmarks count); ETA the time the remaining steps will take at
-	// the recent pace.
+	// throughput training benchmarks count); ETA the time the rest of the
+	// run will take at the pace measured (pace.eta), 0 while unknown:
+	// before the first step has ended.
 	TokensPerSec float64
 	Elapsed, ETA time.Duration
 	// GPUMemory is the bytes the step holds on the device.
@@ -323,8 +332,8 @@ func Run(ctx context.Context, dev *gpu.Device, m *model.Model, c RunConfig, prog
 	ckPath := c.CheckpointPath()
 
 	// The dataset.
-	progress(Progress{Phase: PhaseData})
-	ds, rep, err := data.Load(c.Data, m.Tokenizer, m.Chat, data.Options{SeqLen: c.SeqLen, Valid: c.Valid, Seed: c.Seed})
+	read := meter(func(done, total int64) { progress(Progress{Phase: PhaseData, Done: done, Total: total}) })
+	ds, rep, err := data.Load(c.Data, m.Tokenizer, m.Chat, data.Options{SeqLen: c.SeqLen, Valid: c.Valid, Seed: c.Seed, Progress: read})
 	if err != nil {
 		return nil, err
 	}
@@ -383,8 +392,10 @@ func Run(ctx context.Context, dev *gpu.Device, m *model.Model, c RunConfig, prog
 	sched := Schedule{Peak: c.LR, Warmup: c.Warmup, Total: st.Steps}
 
 	// The device.
-	progress(Progress{Phase: PhaseLoad, Step: st.Step, Steps: st.Steps})
-	g, err := NewGPU(dev, m, lora, c.SeqLen, c.Batch*c.SeqLen)
+	uploaded := meter(func(done, total int64) {
+		progress(Progress{Phase: PhaseLoad, Step: st.Step, Steps: st.Steps, Done: done, Total: total})
+	})
+	g, err := newGPU(dev, m, lora, c.SeqLen, c.Batch*c.SeqLen, uploaded)
 	if err != nil {
 		return nil, err
 	}
@@ -424,9 +435,11 @@ type runner struct {
 	savedStep int    // its step
 	progress  func(Progress)
 
-	start     time.Time
-	tokens    int64     // tokens trained on this session
-	stepTimes []float64 // seconds of the recent steps, for the ETA
+	start  time.Time
+	tokens int64 // tokens trained on this session
+	pace   pace
+	// stepStart is when the step under way began (zero between steps).
+	stepStart time.Time
 	last      Progress
 }
 
@@ -464,11 +477,19 @@ func (r *runner) loop(ctx context.Context, sched Schedule, pause *Pause) (*Resul
 // then AdamW on the device.
 func (r *runner) step(sched Schedule) error {
 	t0 := time.Now()
+	r.stepStart = t0
+	defer func() { r.stepStart = time.Time{} }()
 	if err := r.g.ZeroGrads(); err != nil {
 		return err
 	}
 	sum, count, tokens := 0.0, 0, 0
-	for range r.c.Accum {
+	passes := r.c.Batch * r.g.examplePasses(true)
+	for k := range r.c.Accum {
+		r.g.SetPassCut(r.pace.cut(r.c.Accum*passes), func(done, total int) {
+			p := r.report(PhaseStep)
+			p.Done, p.Total = int64(k*passes+done), int64(r.c.Accum*passes)
+			r.progress(p)
+		})
 		ex := Examples(r.it.Batch(r.c.Batch))
 		s, n, err := r.g.Backward(ex)
 		if err != nil {
@@ -502,12 +523,10 @@ func (r *runner) step(sched Schedule) error {
 	r.st.Tokens += int64(tokens)
 	r.tokens += int64(tokens)
 	r.st.History = append(r.st.History, Point{Step: step, Loss: loss})
-	secs := time.Since(t0).Seconds()
-	r.st.Seconds += secs
-	r.stepTimes = append(r.stepTimes, secs)
-	if len(r.stepTimes) > 20 {
-		r.stepTimes = r.stepTimes[1:]
-	}
+	took := time.Since(t0)
+	r.st.Seconds += took.Seconds()
+	r.pace.step(took)
+	r.stepStart = time.Time{}
 	p := r.report(PhaseTrain)
 	p.Loss, p.LR, p.GradNorm = loss, lr, norm
 	r.last = p
@@ -529,15 +548,25 @@ func (r *runner) validate() error {
 	if len(r.ds.Valid.Sequences) == 0 {
 		return nil
 	}
+	t0 := time.Now()
 	sum, count := 0.0, 0
 	var batch []Example
 	tokens := 0
+	// Done of Total passes, a pass a layer or the head of one sequence.
+	perSeq := r.g.examplePasses(false)
+	total, done := int64(len(r.ds.Valid.Sequences)*perSeq), int64(0)
+	r.g.SetPassCut(r.pace.cut(r.c.Accum*r.c.Batch*r.g.examplePasses(true)), func(d, _ int) {
+		p := r.report(PhaseValidating)
+		p.Done, p.Total = done+int64(d), total
+		r.progress(p)
+	})
 	flush := func() error {
 		if len(batch) == 0 {
 			return nil
 		}
 		s, n, err := r.g.Loss(batch)
 		sum, count = sum+s, count+n
+		done += int64(len(batch) * perSeq)
 		batch, tokens = batch[:0], 0
 		return err
 	}
@@ -557,6 +586,7 @@ func (r *runner) validate() error {
 	if count == 0 || math.IsNaN(loss) || math.IsInf(loss, 0) {
 		return r.diverged(fmt.Sprintf("the validation loss is %v at step %d", loss, r.st.Step))
 	}
+	r.pace.valid = time.Since(t0)
 	r.st.History = append(r.st.History, Point{Step: r.st.Step, Loss: loss, Valid: true})
 	p := r.report(PhaseValid)
 	r.last.ValidLoss, r.last.HasValid = loss, true
@@ -568,6 +598,8 @@ func (r *runner) validate() error {
 // checkpoint copies the adapter and moments from the device and writes
 // them with the state.
 func (r *runner) checkpoint() error {
+	t0 := time.Now()
+	r.progress(r.report(PhaseSaving))
 	if err := r.g.Download(); err != nil {
 		return err
 	}
@@ -577,6 +609,7 @@ func (r *runner) checkpoint() error {
 	if err := writeCheckpoint(r.ckPath, r.st, r.lora, r.opt); err != nil {
 		return err
 	}
+	r.pace.saved = time.Since(t0)
 	r.saved, r.savedStep = r.ckPath, r.st.Step
 	r.progress(r.report(PhaseCheckpoint))
 	return nil
@@ -635,16 +668,24 @@ func (r *runner) report(phase Phase) Progress {
 	if d := time.Since(r.start).Seconds(); d > 0 && r.tokens > 0 {
 		p.TokensPerSec = float64(r.tokens) / d
 	}
-	if n := len(r.stepTimes); n > 0 {
-		mean := 0.0
-		for _, s := range r.stepTimes {
-			mean += s
-		}
-		mean /= float64(n)
-		p.ETA = time.Duration(mean * float64(r.st.Steps-r.st.Step) * float64(time.Second))
+	p.Done, p.Total = 0, 0
+	var running time.Duration
+	if !r.stepStart.IsZero() {
+		running = time.Since(r.stepStart)
 	}
+	p.ETA, _ = r.pace.eta(r.st.Steps-r.st.Step, r.after(r.c.ValidEvery), r.after(r.c.SaveEvery), running)
 	p.GPUMemory = r.g.Memory()
 	return p
+}
+
+// after is how many of the steps left end with an event every every steps
+// and at the last step: a validation or a checkpoint.
+func (r *runner) after(every int) int {
+	left := r.st.Steps/every - r.st.Step/every
+	if r.st.Steps%every != 0 && r.st.Step < r.st.Steps {
+		left++
+	}
+	return left
 }
 
 // lastPoint is the last training (or, with valid, validation) point.
