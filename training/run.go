@@ -478,7 +478,7 @@ func (r *runner) loop(ctx context.Context, sched Schedule, pause *Pause) (*Resul
 func (r *runner) step(sched Schedule) error {
 	t0 := time.Now()
 	r.stepStart = t0
-	defer func() { r.stepStart = time.Time{} }()
+	defer func() { r.stepStart = time.Time{} }() // a step that fails too
 	if err := r.g.ZeroGrads(); err != nil {
 		return err
 	}
@@ -487,7 +487,7 @@ func (r *runner) step(sched Schedule) error {
 	for k := range r.c.Accum {
 		r.g.SetPassCut(r.pace.cut(r.c.Accum*passes), func(done, total int) {
 			p := r.report(PhaseStep)
-			p.Done, p.Total = int64(k*passes+done), int64(r.c.Accum*passes)
+			p.Done, p.Total = int64(k*total+done), int64(r.c.Accum*total)
 			r.progress(p)
 		})
 		ex := Examples(r.it.Batch(r.c.Batch))
