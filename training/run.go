@@ -220,7 +220,8 @@ type Progress struct {
 	// Done of Total is how far the phase under way has got, in the
 	// reports sent while it runs (the phases that say so); Total is 0 in
 	// the others. A pass is one layer's forward or backward, or the LM
-	// head, of one sequence: a long step reports after each few.
+	// head, of one example (a packed sample): a long step reports after
+	// each few.
 	Done, Total int64
 	// TokensPerSec are the tokens run through forward and backward per
 	// second of this session (padding excluded, prompts included: the
@@ -438,9 +439,11 @@ type runner struct {
 	start  time.Time
 	tokens int64 // tokens trained on this session
 	pace   pace
-	// stepStart is when the step under way began (zero between steps).
-	stepStart time.Time
-	last      Progress
+	// stepStart is when the step under way began (zero between steps);
+	// stepPasses the passes of the last step begun.
+	stepStart  time.Time
+	stepPasses int
+	last       Progress
 }
 
 func (r *runner) loop(ctx context.Context, sched Schedule, pause *Pause) (*Result, error) {
@@ -483,14 +486,17 @@ func (r *runner) step(sched Schedule) error {
 		return err
 	}
 	sum, count, tokens := 0.0, 0, 0
-	passes := r.c.Batch * r.g.examplePasses(true)
 	for k := range r.c.Accum {
-		r.g.SetPassCut(r.pace.cut(r.c.Accum*passes), func(done, total int) {
+		ex := Examples(r.it.Batch(r.c.Batch))
+		// The micro-batches of a step hold about as many examples (packed
+		// samples) each: the step's passes are taken as Accum times this
+		// one's, and Done/Total is (k + this one's fraction)/Accum.
+		r.stepPasses = r.c.Accum * len(ex) * r.g.examplePasses(true)
+		r.g.SetPassCut(r.pace.cut(r.stepPasses), func(done, total int) {
 			p := r.report(PhaseStep)
 			p.Done, p.Total = int64(k*total+done), int64(r.c.Accum*total)
 			r.progress(p)
 		})
-		ex := Examples(r.it.Batch(r.c.Batch))
 		s, n, err := r.g.Backward(ex)
 		if err != nil {
 			return err
@@ -552,10 +558,13 @@ func (r *runner) validate() error {
 	sum, count := 0.0, 0
 	var batch []Example
 	tokens := 0
-	// Done of Total passes, a pass a layer or the head of one sequence.
-	perSeq := r.g.examplePasses(false)
-	total, done := int64(len(r.ds.Valid.Sequences)*perSeq), int64(0)
-	r.g.SetPassCut(r.pace.cut(r.c.Accum*r.c.Batch*r.g.examplePasses(true)), func(d, _ int) {
+	examples := Examples(r.ds.Valid.Sequences)
+	// Done of Total passes, a pass a layer or the head of one example; cut
+	// every as many passes as the last step was (a forward pass is no
+	// longer than a recomputation and backward).
+	perExample := r.g.examplePasses(false)
+	total, done := int64(len(examples)*perExample), int64(0)
+	r.g.SetPassCut(r.pace.cut(r.stepPasses), func(d, _ int) {
 		p := r.report(PhaseValidating)
 		p.Done, p.Total = done+int64(d), total
 		r.progress(p)
@@ -566,11 +575,11 @@ func (r *runner) validate() error {
 		}
 		s, n, err := r.g.Loss(batch)
 		sum, count = sum+s, count+n
-		done += int64(len(batch) * perSeq)
+		done += int64(len(batch) * perExample)
 		batch, tokens = batch[:0], 0
 		return err
 	}
-	for _, e := range Examples(r.ds.Valid.Sequences) {
+	for _, e := range examples {
 		if tokens+len(e.Tokens) > r.c.Batch*r.c.SeqLen {
 			if err := flush(); err != nil {
 				return err

@@ -37,17 +37,18 @@ func testRun(dir string) RunConfig {
 }
 
 // TestRunReportsMovement: in a 2-step run every long phase reports as it
-// goes, with Done advancing to Total: the dataset's bytes read, the model's
-// bytes put on the device, and the first step's passes (a submit each: its
-// length is unknown, and on a CPU adapter it takes minutes; it used to
-// show one "putting the model on the GPU" report and nothing until the
-// step ended). The ETA is unknown until the first step has ended, and
-// then there is one; no step runs at rate 0.
+// goes, with Done advancing to Total and never past it: the dataset's
+// bytes read, the model's bytes put on the device, and the first step's
+// passes (a submit each: its length is unknown, and on a CPU adapter it
+// takes minutes; it used to show one "putting the model on the GPU" report
+// and nothing until the step ended). Sequences of 160 tokens pack several
+// samples, each an example of its own passes. The ETA is unknown until
+// the first step has ended, and then there is one; no step runs at rate 0.
 func TestRunReportsMovement(t *testing.T) {
 	dev := openDevice(t)
 	m := loadSynth(t, "tiny-qwen2", "Q8_0")
 	c := testRun(t.TempDir())
-	c.Steps = 2
+	c.Steps, c.SeqLen = 2, 160
 	size, err := os.Stat(c.Data)
 	if err != nil {
 		t.Fatal(err)
@@ -56,10 +57,10 @@ func TestRunReportsMovement(t *testing.T) {
 	if _, err := Run(context.Background(), dev, m, c, func(p Progress) { reports = append(reports, p) }, nil); err != nil {
 		t.Fatal(err)
 	}
-	// moving checks the reports of phase before the first of until: at
-	// least two, Done rising (strictly, with strict) from at most from to
-	// Total.
-	moving := func(phase, until Phase, from int64, strict bool, total int64) {
+	// moving returns the reports of phase before the first of until, after
+	// checking them: at least two, one Total, Done rising (strictly, with
+	// strict) from at most from to Total.
+	moving := func(phase, until Phase, from int64, strict bool) []Progress {
 		t.Helper()
 		var got []Progress
 		for _, p := range reports {
@@ -71,28 +72,34 @@ func TestRunReportsMovement(t *testing.T) {
 			}
 		}
 		if len(got) < 2 {
-			t.Errorf("%s: %d reports before %s, want movement", phase, len(got), until)
-			return
+			t.Fatalf("%s: %d reports before %s, want movement", phase, len(got), until)
 		}
+		total := got[0].Total
 		for i, p := range got {
-			if p.Total != total || (i > 0 && (p.Done < got[i-1].Done || strict && p.Done == got[i-1].Done)) {
+			if p.Total != total || p.Done > total || i > 0 && (p.Done < got[i-1].Done || strict && p.Done == got[i-1].Done) {
 				t.Errorf("%s: report %d is %d of %d after %d, want it rising to %d", phase, i, p.Done, p.Total, got[max(i-1, 0)].Done, total)
 			}
 		}
 		if got[0].Done > from || got[len(got)-1].Done != total {
 			t.Errorf("%s: from %d to %d of %d", phase, got[0].Done, got[len(got)-1].Done, total)
 		}
+		return got
 	}
-	moving(PhaseData, PhaseLoad, 0, false, size.Size())
+	if r := moving(PhaseData, PhaseLoad, 0, false); r[0].Total != size.Size() {
+		t.Errorf("the dataset's %d bytes reported as %d", size.Size(), r[0].Total)
+	}
 	g, err := NewGPU(dev, m, mustLoRA(t, m, c.LoRA), c.SeqLen, c.Batch*c.SeqLen)
 	if err != nil {
 		t.Fatal(err)
 	}
-	upload := g.uploadBytes()
-	passes := int64(c.Batch * g.examplePasses(true))
+	upload, perExample := g.uploadBytes(), int64(g.examplePasses(true))
 	g.Close()
-	moving(PhaseLoad, PhaseStep, 0, true, upload)
-	moving(PhaseStep, PhaseTrain, 1, true, passes)
+	if r := moving(PhaseLoad, PhaseStep, 0, true); r[0].Total != upload {
+		t.Errorf("the upload's %d bytes reported as %d", upload, r[0].Total)
+	}
+	if r := moving(PhaseStep, PhaseTrain, 1, true); r[0].Total%perExample != 0 || r[0].Total <= int64(c.Batch)*perExample {
+		t.Errorf("a step of %d passes, want the passes of more examples than the %d sequences (%d each)", r[0].Total, c.Batch, perExample)
+	}
 	for _, p := range reports {
 		if p.Phase == PhaseTrain {
 			break

@@ -269,10 +269,20 @@ func (r *trainReporter) progress(p training.Progress) {
 		}
 	case training.PhaseValid:
 		lineAboveBar(r.log, r.bar, fmt.Sprintf("step %d: validation loss %.4f", p.Step, p.ValidLoss))
+		r.describeLast(p)
 	case training.PhaseCheckpoint:
 		if r.bar == nil {
 			fmt.Fprintf(r.log, "step %d: checkpoint %s\n", p.Step, p.Checkpoint)
 		}
+		r.describeLast(p)
+	}
+}
+
+// describeLast puts the last step's numbers back in the bar's description
+// after a validation or checkpoint said what it was doing there.
+func (r *trainReporter) describeLast(p training.Progress) {
+	if r.bar != nil && p.Step > 0 {
+		r.bar.Describe(trainLine(p))
 	}
 }
 
