@@ -72,26 +72,46 @@ func (o *Optimizer) Step(l *LoRA, g *Grads, count int, lr float64) (norm float64
 	return norm, nil
 }
 
-// Schedule is a linear warmup then a cosine decay to zero, transformers'
-// get_cosine_schedule_with_warmup (num_cycles 0.5), whose LambdaLR gives
-// optimizer step s (from 0: the first step's rate is LR(0)) the rate
+// Schedule is a linear warmup then a cosine decay, the shape of
+// transformers' get_cosine_schedule_with_warmup (num_cycles 0.5) with one
+// difference: no step runs at rate 0. There the warmup's first step has
+// rate Peak·0/Warmup and changes nothing, which in a 2-step run is half
+// the run; here optimizer step s (from 0) has the rate
 //
-//	Peak · s / max(1, Warmup)                                 for s < Warmup
-//	Peak · max(0, ½(1 + cos(π · (s−Warmup) / max(1, Total−Warmup))))  after
+//	Peak · (s+1) / (W+1)                                for s < W
+//	Peak · ½(1 + cos(π · (s−W) / max(1, Total−W)))      for W ≤ s < Total
 //
-// so with a warmup the first step runs at rate 0, as it does there. Past
-// Total the cosine rises again, as there too: a run stops at Total.
+// so the W warmup steps climb from Peak/(W+1) to Peak·W/(W+1), the first
+// step after them runs at the peak, and the cosine's last step, s =
+// Total−1, is still above 0 (it reaches 0 only at s = Total, which a run
+// never takes).
+//
+// W is Warmup, negative meaning 3% of the steps rounded (transformers'
+// common warmup_ratio 0.03), and at most a tenth of Total rounded down: a
+// warmup's steps are ones the run spends below its peak, and 0.1 is the top
+// of the 0.03–0.1 warmup_ratio range of the usual LoRA recipes, so a run
+// of fewer than 10 steps has none and starts at the peak.
 type Schedule struct {
 	Peak          float64
 	Warmup, Total int
 }
 
+// WarmupSteps is the warmup's steps after the default and the cap.
+func (s Schedule) WarmupSteps() int {
+	w := s.Warmup
+	if w < 0 {
+		w = int(math.Round(0.03 * float64(s.Total)))
+	}
+	return max(0, min(w, s.Total/10))
+}
+
 // LR is the learning rate of optimizer step s, from 0.
 func (s Schedule) LR(step int) float64 {
-	if step < s.Warmup {
-		return s.Peak * float64(step) / float64(max(1, s.Warmup))
+	w := s.WarmupSteps()
+	if step < w {
+		return s.Peak * float64(step+1) / float64(w+1)
 	}
-	progress := float64(step-s.Warmup) / float64(max(1, s.Total-s.Warmup))
+	progress := float64(step-w) / float64(max(1, s.Total-w))
 	return s.Peak * math.Max(0, 0.5*(1+math.Cos(math.Pi*progress)))
 }
 

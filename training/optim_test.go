@@ -6,18 +6,19 @@ import (
 	"testing"
 )
 
-// TestScheduleMatchesTransformers: values of
-// get_cosine_schedule_with_warmup(num_warmup_steps=10,
-// num_training_steps=110) times the peak, worked from its lambda.
-func TestScheduleMatchesTransformers(t *testing.T) {
+// TestScheduleCosineMatchesTransformers: after the warmup the rates are
+// those of get_cosine_schedule_with_warmup(num_warmup_steps=10,
+// num_training_steps=110) times the peak, worked from its lambda; the
+// warmup's are Peak·(s+1)/11, where transformers has Peak·s/10.
+func TestScheduleCosineMatchesTransformers(t *testing.T) {
 	s := Schedule{Peak: 2e-4, Warmup: 10, Total: 110}
 	for _, c := range []struct {
 		step int
 		want float64
 	}{
-		{0, 0},
-		{1, 2e-5},
-		{5, 1e-4},
+		{0, 2e-4 / 11},
+		{4, 2e-4 * 5 / 11},
+		{9, 2e-4 * 10 / 11},
 		{10, 2e-4},
 		{35, 2e-4 * 0.5 * (1 + math.Cos(math.Pi/4))},
 		{60, 1e-4},
@@ -30,6 +31,49 @@ func TestScheduleMatchesTransformers(t *testing.T) {
 	// No warmup: the first step runs at the peak.
 	if got := (Schedule{Peak: 1, Total: 4}).LR(0); got != 1 {
 		t.Errorf("LR(0) without warmup = %v, want 1", got)
+	}
+}
+
+// TestScheduleHasNoIdleStep: in runs of 1, 2, 3, 10 and 1000 steps with
+// warmups of none, the default and more than the run, every step's rate is
+// above 0 (transformers' schedule gives the first step 0, half of a 2-step
+// run); the rate climbs through the warmup to the peak and then never
+// rises; and the warmup is the documented one: 3% by default, at most a
+// tenth of the run, so that a run of under 10 steps has none.
+func TestScheduleHasNoIdleStep(t *testing.T) {
+	const peak = 3e-4
+	for _, total := range []int{1, 2, 3, 10, 1000} {
+		for _, warmup := range []int{-1, 0, 1, 2, 5, 30, 100, 5000} {
+			s := Schedule{Peak: peak, Warmup: warmup, Total: total}
+			lrs := make([]float64, total)
+			for i := range lrs {
+				lrs[i] = s.LR(i)
+			}
+			top := slices.Index(lrs, peak)
+			if top < 0 {
+				t.Errorf("%d steps, warmup %d: the peak is never reached: %v…", total, warmup, lrs[:min(total, 4)])
+				continue
+			}
+			if top > total/10 {
+				t.Errorf("%d steps, warmup %d: %d steps of warmup, more than a tenth of the run", total, warmup, top)
+			}
+			if warmup >= 0 && top != min(warmup, total/10) {
+				t.Errorf("%d steps, warmup %d: %d steps of warmup, want %d", total, warmup, top, min(warmup, total/10))
+			}
+			if warmup < 0 && top != min(int(math.Round(0.03*float64(total))), total/10) {
+				t.Errorf("%d steps, default warmup: %d steps of it, want 3%%", total, top)
+			}
+			for i, lr := range lrs {
+				switch {
+				case !(lr > 0):
+					t.Errorf("%d steps, warmup %d: step %d has rate %v", total, warmup, i, lr)
+				case i < top && lr != peak*float64(i+1)/float64(top+1):
+					t.Errorf("%d steps, warmup %d: warmup step %d has rate %v, want %v", total, warmup, i, lr, peak*float64(i+1)/float64(top+1))
+				case i > top && lr > lrs[i-1]:
+					t.Errorf("%d steps, warmup %d: the rate rises at step %d after the peak: %v → %v", total, warmup, i, lrs[i-1], lr)
+				}
+			}
+		}
 	}
 }
 

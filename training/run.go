@@ -23,9 +23,9 @@ type Settings struct {
 	LoRA  LoRAConfig  `json:"lora"`
 	AdamW AdamWConfig `json:"adamw"`
 	// LR is the peak learning rate; Warmup the optimizer steps of its
-	// linear warmup (negative: 3% of the steps, at least one, the common
-	// warmup_ratio 0.03), after which it decays on a cosine to zero at
-	// the last step (Schedule).
+	// linear warmup (negative: 3% of the steps, the common warmup_ratio
+	// 0.03; at most a tenth of the steps), after which it decays on a
+	// cosine towards zero (Schedule: no step runs at rate 0).
 	LR     float64 `json:"lr"`
 	Warmup int     `json:"warmup"`
 	// Epochs are passes over the training sequences; Steps, when
@@ -193,10 +193,13 @@ func (c *RunConfig) compatible(old Settings) error {
 type Phase string
 
 const (
-	PhaseData       Phase = "data"       // reading the dataset
-	PhaseLoad       Phase = "load"       // putting the model on the device
+	PhaseData       Phase = "data"       // reading the dataset: Done of Total bytes
+	PhaseLoad       Phase = "load"       // putting the model on the device: Done of Total bytes
+	PhaseStep       Phase = "step"       // an optimizer step is under way: Done of Total passes
 	PhaseTrain      Phase = "train"      // an optimizer step was taken
+	PhaseValidating Phase = "validating" // the validation loss is being measured: Done of Total passes
 	PhaseValid      Phase = "valid"      // a validation loss was measured
+	PhaseSaving     Phase = "saving"     // a checkpoint is being written
 	PhaseCheckpoint Phase = "checkpoint" // a checkpoint was written
 	PhaseResumed    Phase = "resumed"    // a checkpoint was read: History has its losses
 	PhasePaused     Phase = "paused"     // waiting for Pause.Resume
@@ -214,10 +217,17 @@ type Progress struct {
 	Loss, ValidLoss float64
 	HasValid        bool
 	LR, GradNorm    float64
+	// Done of Total is how far the phase under way has got, in the
+	// reports sent while it runs (the phases that say so); Total is 0 in
+	// the others. A pass is one layer's forward or backward, or the LM
+	// head, of one example (a packed sample): a long step reports after
+	// each few.
+	Done, Total int64
 	// TokensPerSec are the tokens run through forward and backward per
 	// second of this session (padding excluded, prompts included: the
-	// throughput training benchmarks count); ETA the time the remaining steps will take at
-	// the recent pace.
+	// throughput training benchmarks count); ETA the time the rest of the
+	// run will take at the pace measured (pace.eta), 0 while unknown:
+	// before the first step has ended.
 	TokensPerSec float64
 	Elapsed, ETA time.Duration
 	// GPUMemory is the bytes the step holds on the device.
@@ -323,8 +333,8 @@ func Run(ctx context.Context, dev *gpu.Device, m *model.Model, c RunConfig, prog
 	ckPath := c.CheckpointPath()
 
 	// The dataset.
-	progress(Progress{Phase: PhaseData})
-	ds, rep, err := data.Load(c.Data, m.Tokenizer, m.Chat, data.Options{SeqLen: c.SeqLen, Valid: c.Valid, Seed: c.Seed})
+	read := meter(func(done, total int64) { progress(Progress{Phase: PhaseData, Done: done, Total: total}) })
+	ds, rep, err := data.Load(c.Data, m.Tokenizer, m.Chat, data.Options{SeqLen: c.SeqLen, Valid: c.Valid, Seed: c.Seed, Progress: read})
 	if err != nil {
 		return nil, err
 	}
@@ -380,15 +390,13 @@ func Run(ctx context.Context, dev *gpu.Device, m *model.Model, c RunConfig, prog
 	if st.Step > st.Steps {
 		return nil, fmt.Errorf("training: the checkpoint is at step %d, past the %d steps asked for", st.Step, st.Steps)
 	}
-	warmup := c.Warmup
-	if warmup < 0 {
-		warmup = max(1, int(math.Round(0.03*float64(st.Steps))))
-	}
-	sched := Schedule{Peak: c.LR, Warmup: warmup, Total: st.Steps}
+	sched := Schedule{Peak: c.LR, Warmup: c.Warmup, Total: st.Steps}
 
 	// The device.
-	progress(Progress{Phase: PhaseLoad, Step: st.Step, Steps: st.Steps})
-	g, err := NewGPU(dev, m, lora, c.SeqLen, c.Batch*c.SeqLen)
+	uploaded := meter(func(done, total int64) {
+		progress(Progress{Phase: PhaseLoad, Step: st.Step, Steps: st.Steps, Done: done, Total: total})
+	})
+	g, err := newGPU(dev, m, lora, c.SeqLen, c.Batch*c.SeqLen, uploaded)
 	if err != nil {
 		return nil, err
 	}
@@ -428,10 +436,14 @@ type runner struct {
 	savedStep int    // its step
 	progress  func(Progress)
 
-	start     time.Time
-	tokens    int64     // tokens trained on this session
-	stepTimes []float64 // seconds of the recent steps, for the ETA
-	last      Progress
+	start  time.Time
+	tokens int64 // tokens trained on this session
+	pace   pace
+	// stepStart is when the step under way began (zero between steps);
+	// stepPasses the passes of the last step begun.
+	stepStart  time.Time
+	stepPasses int
+	last       Progress
 }
 
 func (r *runner) loop(ctx context.Context, sched Schedule, pause *Pause) (*Result, error) {
@@ -468,12 +480,23 @@ func (r *runner) loop(ctx context.Context, sched Schedule, pause *Pause) (*Resul
 // then AdamW on the device.
 func (r *runner) step(sched Schedule) error {
 	t0 := time.Now()
+	r.stepStart = t0
+	defer func() { r.stepStart = time.Time{} }() // a step that fails too
 	if err := r.g.ZeroGrads(); err != nil {
 		return err
 	}
 	sum, count, tokens := 0.0, 0, 0
-	for range r.c.Accum {
+	for k := range r.c.Accum {
 		ex := Examples(r.it.Batch(r.c.Batch))
+		// The micro-batches of a step hold about as many examples (packed
+		// samples) each: the step's passes are taken as Accum times this
+		// one's, and Done/Total is (k + this one's fraction)/Accum.
+		r.stepPasses = r.c.Accum * len(ex) * r.g.examplePasses(true)
+		r.g.SetPassCut(r.pace.cut(r.stepPasses), func(done, total int) {
+			p := r.report(PhaseStep)
+			p.Done, p.Total = int64(k*total+done), int64(r.c.Accum*total)
+			r.progress(p)
+		})
 		s, n, err := r.g.Backward(ex)
 		if err != nil {
 			return err
@@ -506,12 +529,10 @@ func (r *runner) step(sched Schedule) error {
 	r.st.Tokens += int64(tokens)
 	r.tokens += int64(tokens)
 	r.st.History = append(r.st.History, Point{Step: step, Loss: loss})
-	secs := time.Since(t0).Seconds()
-	r.st.Seconds += secs
-	r.stepTimes = append(r.stepTimes, secs)
-	if len(r.stepTimes) > 20 {
-		r.stepTimes = r.stepTimes[1:]
-	}
+	took := time.Since(t0)
+	r.st.Seconds += took.Seconds()
+	r.pace.step(took)
+	r.stepStart = time.Time{}
 	p := r.report(PhaseTrain)
 	p.Loss, p.LR, p.GradNorm = loss, lr, norm
 	r.last = p
@@ -533,19 +554,32 @@ func (r *runner) validate() error {
 	if len(r.ds.Valid.Sequences) == 0 {
 		return nil
 	}
+	t0 := time.Now()
 	sum, count := 0.0, 0
 	var batch []Example
 	tokens := 0
+	examples := Examples(r.ds.Valid.Sequences)
+	// Done of Total passes, a pass a layer or the head of one example; cut
+	// every as many passes as the last step was (a forward pass is no
+	// longer than a recomputation and backward).
+	perExample := r.g.examplePasses(false)
+	total, done := int64(len(examples)*perExample), int64(0)
+	r.g.SetPassCut(r.pace.cut(r.stepPasses), func(d, _ int) {
+		p := r.report(PhaseValidating)
+		p.Done, p.Total = done+int64(d), total
+		r.progress(p)
+	})
 	flush := func() error {
 		if len(batch) == 0 {
 			return nil
 		}
 		s, n, err := r.g.Loss(batch)
 		sum, count = sum+s, count+n
+		done += int64(len(batch) * perExample)
 		batch, tokens = batch[:0], 0
 		return err
 	}
-	for _, e := range Examples(r.ds.Valid.Sequences) {
+	for _, e := range examples {
 		if tokens+len(e.Tokens) > r.c.Batch*r.c.SeqLen {
 			if err := flush(); err != nil {
 				return err
@@ -561,6 +595,7 @@ func (r *runner) validate() error {
 	if count == 0 || math.IsNaN(loss) || math.IsInf(loss, 0) {
 		return r.diverged(fmt.Sprintf("the validation loss is %v at step %d", loss, r.st.Step))
 	}
+	r.pace.valid = time.Since(t0)
 	r.st.History = append(r.st.History, Point{Step: r.st.Step, Loss: loss, Valid: true})
 	p := r.report(PhaseValid)
 	r.last.ValidLoss, r.last.HasValid = loss, true
@@ -572,6 +607,8 @@ func (r *runner) validate() error {
 // checkpoint copies the adapter and moments from the device and writes
 // them with the state.
 func (r *runner) checkpoint() error {
+	t0 := time.Now()
+	r.progress(r.report(PhaseSaving))
 	if err := r.g.Download(); err != nil {
 		return err
 	}
@@ -581,6 +618,7 @@ func (r *runner) checkpoint() error {
 	if err := writeCheckpoint(r.ckPath, r.st, r.lora, r.opt); err != nil {
 		return err
 	}
+	r.pace.saved = time.Since(t0)
 	r.saved, r.savedStep = r.ckPath, r.st.Step
 	r.progress(r.report(PhaseCheckpoint))
 	return nil
@@ -639,16 +677,24 @@ func (r *runner) report(phase Phase) Progress {
 	if d := time.Since(r.start).Seconds(); d > 0 && r.tokens > 0 {
 		p.TokensPerSec = float64(r.tokens) / d
 	}
-	if n := len(r.stepTimes); n > 0 {
-		mean := 0.0
-		for _, s := range r.stepTimes {
-			mean += s
-		}
-		mean /= float64(n)
-		p.ETA = time.Duration(mean * float64(r.st.Steps-r.st.Step) * float64(time.Second))
+	p.Done, p.Total = 0, 0
+	var running time.Duration
+	if !r.stepStart.IsZero() {
+		running = time.Since(r.stepStart)
 	}
+	p.ETA, _ = r.pace.eta(r.st.Steps-r.st.Step, r.after(r.c.ValidEvery), r.after(r.c.SaveEvery), running)
 	p.GPUMemory = r.g.Memory()
 	return p
+}
+
+// after is how many of the steps left end with an event every every steps
+// and at the last step: a validation or a checkpoint.
+func (r *runner) after(every int) int {
+	left := r.st.Steps/every - r.st.Step/every
+	if r.st.Steps%every != 0 && r.st.Step < r.st.Steps {
+		left++
+	}
+	return left
 }
 
 // lastPoint is the last training (or, with valid, validation) point.

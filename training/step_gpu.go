@@ -61,6 +61,17 @@ type GPU struct {
 	drop        bool
 	token0      int
 
+	// cut, when positive, splits a micro-batch's chain into submits of cut
+	// passes (a layer's forward, its backward, the head), each waited for
+	// and told to onPass: a step that runs for minutes on a CPU adapter
+	// then shows movement. ch is the chain being recorded; passes and
+	// passTotal count the micro-batch's passes.
+	cut               int
+	onPass            func(done, total int)
+	ch                *gpu.Chain
+	label             string
+	passes, passTotal int
+
 	tensors []*gpu.Tensor
 	buffers []*gpu.Buffer
 }
@@ -105,6 +116,12 @@ func (g *GPU) piece(s slot) *gpuPiece {
 // the buffers for examples of at most maxTokens tokens and micro-batches
 // of at most batchTokens.
 func NewGPU(dev *gpu.Device, m *model.Model, lora *LoRA, maxTokens, batchTokens int) (*GPU, error) {
+	return newGPU(dev, m, lora, maxTokens, batchTokens, nil)
+}
+
+// newGPU is NewGPU telling uploaded, if not nil, the bytes of weights and
+// pairs on the device so far and their total after each tensor.
+func newGPU(dev *gpu.Device, m *model.Model, lora *LoRA, maxTokens, batchTokens int, uploaded func(done, total int64)) (*GPU, error) {
 	c := &m.Config
 	if err := supported(c); err != nil {
 		return nil, err
@@ -127,7 +144,7 @@ func NewGPU(dev *gpu.Device, m *model.Model, lora *LoRA, maxTokens, batchTokens 
 	if g.tile < 1 {
 		return nil, fmt.Errorf("training: one row of %d logits is over the device's %d-byte storage binding limit", c.Vocab, limit)
 	}
-	if err := g.upload(); err != nil {
+	if err := g.upload(uploaded); err != nil {
 		g.Close()
 		return nil, err
 	}
@@ -162,9 +179,44 @@ func (g *GPU) tensor(name string, typ gguf.Type, rows, cols int, data []byte) (*
 	return t, err
 }
 
-func (g *GPU) upload() error {
+// uploadBytes is what upload puts on the device, in the measure its
+// progress counts: the weights' stored bytes and the pairs' f32 bytes.
+func (g *GPU) uploadBytes() int64 {
+	m := g.m
+	n := 4 * int64(len(m.RopeFactors))
+	add := func(ws ...*model.Weight) {
+		for _, w := range ws {
+			if w != nil {
+				n += w.Bytes()
+			}
+		}
+	}
+	add(m.OutNorm, m.Output)
+	for i := range m.Layers {
+		l := &m.Layers[i]
+		add(l.AttnNorm, l.PostAttnNorm, l.FFNNorm, l.PostFFNNorm, l.QBias, l.KBias, l.VBias, l.QNorm, l.KNorm)
+		p := projections(l)
+		add(p[:]...)
+	}
+	for _, p := range g.lora.Pairs {
+		n += 4 * int64(len(p.A)+len(p.B))
+	}
+	return n
+}
+
+func (g *GPU) upload(uploaded func(done, total int64)) error {
 	m := g.m
 	var err error
+	var done, total int64
+	if uploaded != nil {
+		total = g.uploadBytes()
+		uploaded(0, total)
+	}
+	sent := func(n int64) {
+		if done += n; uploaded != nil && err == nil {
+			uploaded(done, total)
+		}
+	}
 	vector := func(w *model.Weight) *gpu.Buffer {
 		if w == nil || err != nil {
 			return nil
@@ -175,6 +227,7 @@ func (g *GPU) upload() error {
 		}
 		var b *gpu.Buffer
 		b, err = g.bufferF32(w.Name, v)
+		sent(w.Bytes())
 		return b
 	}
 	weight := func(w *model.Weight) *gpu.Tensor {
@@ -183,6 +236,7 @@ func (g *GPU) upload() error {
 		}
 		var t *gpu.Tensor
 		t, err = g.tensor(w.Name, w.Type, w.Rows, w.Cols, w.Data)
+		sent(w.Bytes())
 		return t
 	}
 	g.layers = make([]gpuLayer, len(m.Layers))
@@ -198,6 +252,7 @@ func (g *GPU) upload() error {
 	g.output = weight(m.Output)
 	if err == nil && m.RopeFactors != nil {
 		g.factors, err = g.bufferF32("rope_freqs", m.RopeFactors)
+		sent(4 * int64(len(m.RopeFactors)))
 	}
 	if err != nil {
 		return fmt.Errorf("training: %w", err)
@@ -231,6 +286,7 @@ func (g *GPU) upload() error {
 			gp.pieces = append(gp.pieces, pc)
 		}
 		g.pairs = append(g.pairs, gp)
+		sent(4 * int64(len(p.A)+len(p.B)))
 	}
 	return nil
 }
@@ -387,6 +443,50 @@ func (g *GPU) Loss(examples []Example) (sum float64, count int, err error) {
 	return g.run(examples, false)
 }
 
+// SetPassCut makes the next micro-batches submit their chain every cut
+// passes (a layer's forward, a layer's backward, the LM head) rather than
+// once, wait for it and tell onPass the passes of the micro-batch done and
+// its total, the last report at its end; cut 0 records a micro-batch in one
+// chain again, as fast GPUs want. The steps compute the same either way:
+// the same dispatches run in the same order.
+func (g *GPU) SetPassCut(cut int, onPass func(done, total int)) {
+	g.cut, g.onPass = cut, onPass
+}
+
+// examplePasses is the passes of one example: each layer forward, the
+// head, and with backward each layer's recomputation and backward.
+func (g *GPU) examplePasses(backward bool) int {
+	if backward {
+		return 2*len(g.layers) + 1
+	}
+	return len(g.layers) + 1
+}
+
+// pass ends one pass of the micro-batch being recorded; every cut passes,
+// but for the last (whose chain also reads the losses back), it submits
+// the chain, waits for it, reports and opens the next.
+func (g *GPU) pass() error {
+	g.passes++
+	if g.cut <= 0 || g.passes%g.cut != 0 || g.passes == g.passTotal {
+		return nil
+	}
+	if err := g.ch.Submit(); err != nil {
+		return err
+	}
+	if err := g.dev.Wait(); err != nil {
+		return err
+	}
+	if g.onPass != nil {
+		g.onPass(g.passes, g.passTotal)
+	}
+	ch, err := g.dev.NewChain(g.label)
+	if err != nil {
+		return err
+	}
+	g.ch = ch
+	return nil
+}
+
 func (g *GPU) run(examples []Example, backward bool) (sum float64, count int, err error) {
 	c := g.c
 	d := c.Hidden
@@ -453,22 +553,25 @@ func (g *GPU) run(examples []Example, backward bool) (sum float64, count int, er
 		}
 	}
 
-	label := "training step"
+	g.label = "training step"
 	if !backward {
-		label = "training loss"
+		g.label = "training loss"
 	}
-	ch, err := g.dev.NewChain(label)
-	if err != nil {
+	g.passes, g.passTotal = 0, len(examples)*g.examplePasses(backward)
+	if g.ch, err = g.dev.NewChain(g.label); err != nil {
 		return 0, 0, err
 	}
-	if err := g.embedForward(ch, total); err != nil {
-		ch.Discard()
+	defer func() {
+		if !g.ch.Done() {
+			g.ch.Discard()
+		}
+	}()
+	if err := g.embedForward(g.ch, total); err != nil {
 		return 0, 0, err
 	}
 	off = 0
 	for _, e := range examples {
-		if err := g.example(ch, len(e.Tokens), off, backward); err != nil {
-			ch.Discard()
+		if err := g.example(len(e.Tokens), off, backward); err != nil {
 			return 0, 0, err
 		}
 		off += len(e.Tokens)
@@ -477,22 +580,23 @@ func (g *GPU) run(examples []Example, backward bool) (sum float64, count int, er
 		// dB[id] += f·s·Σ dH[t] over the tokens t of each id.
 		pc := &g.pairs[g.lora.embed].pieces[0]
 		fs := g.lora.Config.Scale() * embedScale(c)
-		if err := ops.ScatterAddRows(ch, g.dhEmb, g.plan, pc.dB, total, c.Vocab, g.lora.Config.Rank, segments, fs); err != nil {
-			ch.Discard()
+		if err := ops.ScatterAddRows(g.ch, g.dhEmb, g.plan, pc.dB, total, c.Vocab, g.lora.Config.Rank, segments, fs); err != nil {
 			return 0, 0, err
 		}
 	}
-	rbk, err := ch.ReadBack(g.loss, 0, uint64(total)*4)
+	rbk, err := g.ch.ReadBack(g.loss, 0, uint64(total)*4)
 	if err != nil {
-		ch.Discard()
 		return 0, 0, err
 	}
-	if err := ch.Submit(); err != nil {
+	if err := g.ch.Submit(); err != nil {
 		return 0, 0, err
 	}
 	raw, err := rbk.Bytes()
 	if err != nil {
 		return 0, 0, err
+	}
+	if g.cut > 0 && g.onPass != nil {
+		g.onPass(g.passTotal, g.passTotal)
 	}
 	for i, l := range gpu.F32From(raw) {
 		if targets[i] >= 0 {
@@ -600,18 +704,22 @@ func int32s(v []int32) []uint32 {
 // example records one example of n tokens whose embedding rows, targets
 // and losses sit at token offset off of the micro-batch: its forward and
 // loss, and with backward its gradients.
-func (g *GPU) example(ch *gpu.Chain, n, off int, backward bool) error {
+func (g *GPU) example(n, off int, backward bool) error {
 	c := g.c
 	d, V := c.Hidden, c.Vocab
 	g.token0 = off
-	if err := ops.CopyF32(ch, g.emb, off*d, g.ck[0], 0, n*d); err != nil {
+	if err := ops.CopyF32(g.ch, g.emb, off*d, g.ck[0], 0, n*d); err != nil {
 		return err
 	}
 	for i := range g.layers {
-		if err := g.layer(ch, i, n, g.ck[i], g.ck[i+1]); err != nil {
+		if err := g.layer(g.ch, i, n, g.ck[i], g.ck[i+1]); err != nil {
 			return fmt.Errorf("training: layer %d: %w", i, err)
 		}
+		if err := g.pass(); err != nil {
+			return err
+		}
 	}
+	ch := g.ch
 
 	// The head, in row tiles: logits = Output · norm(x); the cross-entropy
 	// backward leaves dLoss/dlogits in place (the soft-cap's derivative
@@ -655,21 +763,29 @@ func (g *GPU) example(ch *gpu.Chain, n, off int, backward bool) error {
 			return err
 		}
 	}
+	if backward {
+		if err := ops.RMSNormBackward(ch, last, g.outNorm, g.dxn, g.dres, ops.NormBackwardArgs{NormArgs: norm}); err != nil {
+			return err
+		}
+	}
+	if err := g.pass(); err != nil {
+		return err
+	}
 	if !backward {
 		return nil
 	}
-	if err := ops.RMSNormBackward(ch, last, g.outNorm, g.dxn, g.dres, ops.NormBackwardArgs{NormArgs: norm}); err != nil {
-		return err
-	}
 	for i := len(g.layers) - 1; i >= 0; i-- {
-		if err := g.layer(ch, i, n, g.ck[i], nil); err != nil {
+		if err := g.layer(g.ch, i, n, g.ck[i], nil); err != nil {
 			return fmt.Errorf("training: layer %d (recomputed): %w", i, err)
 		}
-		if err := g.layerBackward(ch, i, n, g.ck[i]); err != nil {
+		if err := g.layerBackward(g.ch, i, n, g.ck[i]); err != nil {
 			return fmt.Errorf("training: layer %d backward: %w", i, err)
 		}
+		if err := g.pass(); err != nil {
+			return err
+		}
 	}
-	return g.embedBackward(ch, n, off)
+	return g.embedBackward(g.ch, n, off)
 }
 
 // layer records block i's forward from x, as CPU.layer, keeping its

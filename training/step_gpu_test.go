@@ -271,3 +271,78 @@ func TestGPUStepRefusesWhatItWasNotSizedFor(t *testing.T) {
 		t.Errorf("after the refusals: %v", err)
 	}
 }
+
+// TestGPUPassCutComputesTheSame: a micro-batch cut into a submit per pass
+// (the first step of a run, a long step on a CPU adapter) reports each
+// pass in order and leaves the same loss and gradients, bit for bit, as
+// the one-submit micro-batch: the same dispatches run in the same order.
+// The validation loss's forward-only passes are cut as well.
+func TestGPUPassCutComputesTheSame(t *testing.T) {
+	dev := openDevice(t)
+	m := loadSynth(t, "tiny-qwen2", "Q8_0")
+	lora := newTestLoRAWith(t, m, LoRAConfig{Rank: 4, Alpha: 8, Targets: allTargets}, 0.05, 3)
+	ex := randomExamples(m, 2, 12, 3, 41)
+	g, err := NewGPU(dev, m, lora, 12, 24)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	backward := func() (float64, *Grads) {
+		if err := g.ZeroGrads(); err != nil {
+			t.Fatal(err)
+		}
+		sum, _, err := g.Backward(ex)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gr, err := g.Grads()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sum, gr
+	}
+	whole, wholeGrads := backward()
+	var passes []int
+	g.SetPassCut(1, func(done, total int) {
+		if total != 2*(2*len(m.Layers)+1) {
+			t.Errorf("%d passes in all, want 2 examples × (2 × %d layers + the head)", total, len(m.Layers))
+		}
+		passes = append(passes, done)
+	})
+	cut, cutGrads := backward()
+	if want := 2 * (2*len(m.Layers) + 1); len(passes) != want || !slices.IsSorted(passes) || passes[0] != 1 || passes[want-1] != want {
+		t.Errorf("passes reported %v, want 1…%d", passes, want)
+	}
+	if cut != whole {
+		t.Errorf("loss %v cut into passes, %v in one submit", cut, whole)
+	}
+	for k := range wholeGrads.A {
+		if !slices.Equal(cutGrads.A[k], wholeGrads.A[k]) || !slices.Equal(cutGrads.B[k], wholeGrads.B[k]) {
+			t.Errorf("%s: the gradients differ when cut into passes", lora.Pairs[k].Name)
+		}
+	}
+
+	passes = passes[:0]
+	g.SetPassCut(2, func(done, total int) { passes = append(passes, done) })
+	lossCut, _, err := g.Loss(ex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.SetPassCut(0, nil)
+	lossWhole, _, err := g.Loss(ex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every second pass but the last, which ends the micro-batch.
+	n := 2 * (len(m.Layers) + 1)
+	var want []int
+	for d := 2; d < n; d += 2 {
+		want = append(want, d)
+	}
+	if want = append(want, n); !slices.Equal(passes, want) {
+		t.Errorf("validation passes reported %v, want %v", passes, want)
+	}
+	if lossCut != lossWhole {
+		t.Errorf("validation loss %v cut, %v whole", lossCut, lossWhole)
+	}
+}

@@ -793,7 +793,12 @@ func (tv *tuneView) showProgress(r *tuneRun, p training.Progress) {
 	if p.Steps > 0 {
 		set("Step", fmt.Sprintf("%d / %d", p.Step, p.Steps))
 		tv.progress.Max = float64(p.Steps)
-		tv.progress.SetValue(float64(p.Step))
+		done := float64(p.Step)
+		if p.Phase == training.PhaseStep && p.Total > 0 {
+			// A long step moves the bar as its passes finish.
+			done += float64(p.Done) / float64(p.Total)
+		}
+		tv.progress.SetValue(done)
 	}
 	set("Epoch", strconv.FormatFloat(p.Epoch, 'f', 2, 64))
 	if p.Step > 0 {
@@ -807,7 +812,7 @@ func (tv *tuneView) showProgress(r *tuneRun, p training.Progress) {
 		set("Tokens/s", strconv.FormatFloat(p.TokensPerSec, 'f', 0, 64))
 	}
 	if p.ETA > 0 && p.Step < p.Steps {
-		set("ETA", formatETA(p.ETA))
+		set("ETA", training.FormatETA(p.ETA))
 	} else if p.Step >= p.Steps && p.Steps > 0 {
 		set("ETA", "–")
 	}
@@ -817,28 +822,18 @@ func (tv *tuneView) showProgress(r *tuneRun, p training.Progress) {
 	if r.stopping {
 		return
 	}
-	switch p.Phase {
-	case training.PhaseData:
-		tv.headline.SetText("Reading the dataset…")
-	case training.PhaseLoad:
-		tv.headline.SetText(fmt.Sprintf("Putting %s on the GPU…", r.model))
-	case training.PhasePaused:
+	doing := p.Doing(r.model)
+	switch {
+	case p.Phase == training.PhasePaused:
 		tv.headline.SetText(fmt.Sprintf("Paused at step %d of %d", p.Step, p.Steps))
-	case training.PhaseDone:
+	case p.Phase == training.PhaseDone || p.Phase == training.PhaseData && doing == "":
+	case r.pause.Paused() && p.Phase != training.PhaseData && p.Phase != training.PhaseLoad:
+		tv.headline.SetText("Pausing after this step…")
+	case doing != "":
+		tv.headline.SetText(doing)
 	default:
-		if r.pause.Paused() {
-			tv.headline.SetText("Pausing after this step…")
-		} else {
-			tv.headline.SetText(fmt.Sprintf("Training %s", r.model))
-		}
+		tv.headline.SetText(fmt.Sprintf("Training %s", r.model))
 	}
-}
-
-func formatETA(d time.Duration) string {
-	if d < time.Minute {
-		return d.Round(time.Second).String()
-	}
-	return strings.TrimSuffix(d.Round(time.Minute).String(), "0s")
 }
 
 // reportText is the dataset's report in a few lines: what was kept, and

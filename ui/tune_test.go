@@ -221,6 +221,40 @@ func TestTuneRunsAndChatsWithTheAdapter(t *testing.T) {
 // Stop ends a run at a step with a checkpoint and the adapter; chat is
 // refused with a clear message meanwhile; Start then offers to resume,
 // and Start over asks before the checkpoint is deleted.
+// TestTuneShowsMovementWithinAStep: the reports of a run's long phases
+// move the headline and the bar: the upload's bytes, and a step's passes
+// as a fraction of the bar (it used to sit at "Putting … on the GPU…" and
+// 0% until the first step ended); the ETA is the measured one, formatted
+// as `hearth train` formats it.
+func TestTuneShowsMovementWithinAStep(t *testing.T) {
+	_, tv, _, l := tuneStudio(t)
+	l.wait(func() {
+		r := &tuneRun{model: "tiny-qwen2", pause: &training.Pause{}}
+		tv.showProgress(r, training.Progress{Phase: training.PhaseLoad, Steps: 2, Done: 30, Total: 120})
+		if h := tv.headline.Text; h != "Putting tiny-qwen2 on the GPU… 25%" {
+			t.Errorf("uploading: %q", h)
+		}
+		tv.showProgress(r, training.Progress{Phase: training.PhaseStep, Steps: 2, Done: 11, Total: 44})
+		if h := tv.headline.Text; !strings.HasPrefix(h, "Step 1 of 2… 25%") {
+			t.Errorf("in the first step: %q", h)
+		}
+		if v := tv.progress.Value / tv.progress.Max; v != 0.125 {
+			t.Errorf("a quarter into step 1 of 2 the bar is at %v, want 0.125", v)
+		}
+		if e := tv.stats["ETA"].Text; e != "–" {
+			t.Errorf("an ETA of %q before a step was measured", e)
+		}
+		eta := 95 * time.Second
+		tv.showProgress(r, training.Progress{Phase: training.PhaseStep, Step: 1, Steps: 2, Done: 22, Total: 44, ETA: eta})
+		if v := tv.progress.Value / tv.progress.Max; v != 0.75 {
+			t.Errorf("half into step 2 of 2 the bar is at %v, want 0.75", v)
+		}
+		if e := tv.stats["ETA"].Text; e != training.FormatETA(eta) {
+			t.Errorf("ETA %q, want %q", e, training.FormatETA(eta))
+		}
+	})
+}
+
 func TestTuneStopOffersResume(t *testing.T) {
 	st, tv, w, l := tuneStudio(t)
 	l.wait(func() {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -109,7 +110,7 @@ Presets: ` + strings.Join(names, "; ") + `. Flags override the preset.`,
 			ctx, stop := signal.NotifyContext(commandContext(cmd), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			out := cmd.OutOrStdout()
-			r := newTrainReporter(cmd.ErrOrStderr(), out, asJSON)
+			r := newTrainReporter(cmd.ErrOrStderr(), out, asJSON, filepath.Base(modelName))
 			res, err := e.Train(ctx, app.TrainRequest{Model: modelName, RunConfig: c, Progress: r.progress})
 			r.finish()
 			if err != nil {
@@ -142,7 +143,7 @@ Presets: ` + strings.Join(names, "; ") + `. Flags override the preset.`,
 	f.Float32Var(&c.LoRA.Dropout, "dropout", 0, "LoRA dropout on the adapter's input")
 	f.StringVar(&targets, "targets", "", "the weights to adapt, comma-separated: "+strings.Join(training.Targets, ",")+" (the default: all of them), and "+strings.Join(training.ModelTargets, ",")+" (the embeddings and the LM head)")
 	f.Float64Var(&c.LR, "lr", def.LR, "peak learning rate")
-	f.IntVar(&c.Warmup, "warmup", def.Warmup, "warmup steps; negative is 3% of the steps")
+	f.IntVar(&c.Warmup, "warmup", def.Warmup, "warmup steps, at most a tenth of the steps; negative is 3% of them")
 	f.Float64Var(&c.Epochs, "epochs", def.Epochs, "passes over the training data")
 	f.IntVar(&c.Steps, "steps", 0, "optimizer steps to take instead of --epochs")
 	f.IntVar(&c.SeqLen, "seq-len", def.SeqLen, "tokens per packed sequence")
@@ -179,16 +180,18 @@ func splitList(s string) []string {
 }
 
 // trainReporter prints a run's reports: a progress bar on a terminal,
-// a line per validation and checkpoint otherwise, or JSON lines.
+// a line per validation and checkpoint otherwise, or JSON lines. model
+// names the model in what the run is doing.
 type trainReporter struct {
 	log, out io.Writer
 	json     bool
+	model    string
 	bar      *progressbar.ProgressBar
 	lastLine time.Time
 }
 
-func newTrainReporter(log, out io.Writer, asJSON bool) *trainReporter {
-	return &trainReporter{log: log, out: out, json: asJSON}
+func newTrainReporter(log, out io.Writer, asJSON bool, model string) *trainReporter {
+	return &trainReporter{log: log, out: out, json: asJSON, model: model}
 }
 
 // progressJSON is a report as --json prints it.
@@ -203,14 +206,18 @@ type progressJSON struct {
 	GradNorm     float64 `json:"grad_norm,omitempty"`
 	TokensPerSec float64 `json:"tokens_per_second,omitempty"`
 	ETASeconds   float64 `json:"eta_seconds,omitempty"`
-	GPUMemory    uint64  `json:"gpu_memory,omitempty"`
-	Checkpoint   string  `json:"checkpoint,omitempty"`
+	// Done of Total: how far the phase under way has got (bytes of the
+	// dataset or the upload, passes of a step or a validation).
+	Done       int64  `json:"done,omitempty"`
+	Total      int64  `json:"total,omitempty"`
+	GPUMemory  uint64 `json:"gpu_memory,omitempty"`
+	Checkpoint string `json:"checkpoint,omitempty"`
 }
 
 func (r *trainReporter) progress(p training.Progress) {
 	if r.json {
 		j := progressJSON{Phase: string(p.Phase), Step: p.Step, Steps: p.Steps, Epoch: p.Epoch, LR: p.LR, GradNorm: p.GradNorm,
-			TokensPerSec: p.TokensPerSec, ETASeconds: p.ETA.Seconds(), GPUMemory: p.GPUMemory, Checkpoint: p.Checkpoint}
+			TokensPerSec: p.TokensPerSec, ETASeconds: p.ETA.Seconds(), Done: p.Done, Total: p.Total, GPUMemory: p.GPUMemory, Checkpoint: p.Checkpoint}
 		if p.Phase == training.PhaseTrain || p.Phase == training.PhaseResumed {
 			j.Loss = p.Loss
 		}
@@ -220,23 +227,34 @@ func (r *trainReporter) progress(p training.Progress) {
 		json.NewEncoder(r.out).Encode(j)
 		return
 	}
+	if doing := p.Doing(r.model); doing != "" {
+		// A long phase under way: the bar's description on a terminal
+		// (the bar itself once the steps are known), else a line a second
+		// at most, and each phase's first and last.
+		if r.bar == nil && p.Steps > 0 && isTerminal(r.log) {
+			r.newBar(p.Steps)
+		}
+		if r.bar != nil {
+			r.bar.Describe(doing)
+			r.bar.Set(p.Step)
+			return
+		}
+		if time.Since(r.lastLine) >= time.Second || p.Done == 0 || p.Done == p.Total {
+			fmt.Fprintln(r.log, doing)
+			r.lastLine = time.Now()
+		}
+		return
+	}
 	switch p.Phase {
 	case training.PhaseData:
 		if p.Report != nil {
-			fmt.Fprint(r.log, p.Report.String())
+			lineAboveBar(r.log, r.bar, strings.TrimRight(p.Report.String(), "\n"))
 		}
-	case training.PhaseLoad:
-		fmt.Fprintf(r.log, "putting the model on the GPU; %d steps\n", p.Steps)
 	case training.PhaseResumed:
-		fmt.Fprintf(r.log, "resumed at step %d of %d (loss %.4f)\n", p.Step, p.Steps, p.Loss)
+		lineAboveBar(r.log, r.bar, fmt.Sprintf("resumed at step %d of %d (loss %.4f)", p.Step, p.Steps, p.Loss))
 	case training.PhaseTrain:
 		if r.bar == nil && isTerminal(r.log) {
-			r.bar = progressbar.NewOptions(p.Steps,
-				progressbar.OptionSetWriter(r.log),
-				progressbar.OptionShowCount(),
-				progressbar.OptionSetPredictTime(false),
-				progressbar.OptionFullWidth(),
-				progressbar.OptionThrottle(100*time.Millisecond))
+			r.newBar(p.Steps)
 		}
 		line := trainLine(p)
 		if r.bar != nil {
@@ -251,11 +269,30 @@ func (r *trainReporter) progress(p training.Progress) {
 		}
 	case training.PhaseValid:
 		lineAboveBar(r.log, r.bar, fmt.Sprintf("step %d: validation loss %.4f", p.Step, p.ValidLoss))
+		r.describeLast(p)
 	case training.PhaseCheckpoint:
 		if r.bar == nil {
 			fmt.Fprintf(r.log, "step %d: checkpoint %s\n", p.Step, p.Checkpoint)
 		}
+		r.describeLast(p)
 	}
+}
+
+// describeLast puts the last step's numbers back in the bar's description
+// after a validation or checkpoint said what it was doing there.
+func (r *trainReporter) describeLast(p training.Progress) {
+	if r.bar != nil && p.Step > 0 {
+		r.bar.Describe(trainLine(p))
+	}
+}
+
+func (r *trainReporter) newBar(steps int) {
+	r.bar = progressbar.NewOptions(steps,
+		progressbar.OptionSetWriter(r.log),
+		progressbar.OptionShowCount(),
+		progressbar.OptionSetPredictTime(false),
+		progressbar.OptionFullWidth(),
+		progressbar.OptionThrottle(100*time.Millisecond))
 }
 
 func (r *trainReporter) finish() {
@@ -272,7 +309,7 @@ func trainLine(p training.Progress) string {
 	}
 	s += fmt.Sprintf(" lr %.2e %.0f tok/s", p.LR, p.TokensPerSec)
 	if p.ETA > 0 {
-		s += " ETA " + p.ETA.Round(time.Second).String()
+		s += " ETA " + training.FormatETA(p.ETA)
 	}
 	if p.GPUMemory > 0 {
 		s += " " + settings.FormatSize(int64(p.GPUMemory))

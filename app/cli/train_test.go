@@ -34,16 +34,22 @@ func TestTrainCommand(t *testing.T) {
 	}
 	var phases []string
 	var res trainResult
+	moving := map[string][]progressJSON{} // the reports of a phase under way
 	sc := bufio.NewScanner(strings.NewReader(stdout))
 	for sc.Scan() {
-		var line map[string]any
+		var line progressJSON
 		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
 			t.Fatalf("not a JSON line: %q", sc.Text())
 		}
-		if ph, ok := line["phase"].(string); ok {
-			phases = append(phases, ph)
-		} else if err := json.Unmarshal(sc.Bytes(), &res); err != nil {
-			t.Fatal(err)
+		switch {
+		case line.Phase == "":
+			if err := json.Unmarshal(sc.Bytes(), &res); err != nil {
+				t.Fatal(err)
+			}
+		case line.Total > 0:
+			moving[line.Phase] = append(moving[line.Phase], line)
+		case line.Phase != "saving":
+			phases = append(phases, line.Phase)
 		}
 	}
 	if res.Step != 2 || res.Adapter != out || res.Loss <= 0 {
@@ -51,6 +57,14 @@ func TestTrainCommand(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(phases, " "), "train train valid checkpoint done") {
 		t.Errorf("phases %v", phases)
+	}
+	// The upload and the first step (a submit per pass: its length is not
+	// known yet) report their done and total as they go.
+	for _, ph := range []string{"load", "step"} {
+		r := moving[ph]
+		if len(r) < 2 || r[len(r)-1].Done != r[len(r)-1].Total || r[0].Done >= r[1].Done {
+			t.Errorf("%s: %d reports %+v, want done rising to total", ph, len(r), r)
+		}
 	}
 	st, err := training.ReadState(out + ".checkpoint")
 	if err != nil {

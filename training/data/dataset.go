@@ -50,6 +50,10 @@ type Options struct {
 	MaxLineBytes int
 	// Vars are chat template variables (enable_thinking, …).
 	Vars map[string]any
+	// Progress, if not nil, is told by Load the bytes of the file read so
+	// far and its size, after each read (JSONL lines are tokenized as they
+	// are read, a .txt file once it is whole).
+	Progress func(done, total int64)
 }
 
 // Note is a line a Report names, and why.
@@ -147,7 +151,32 @@ func Load(path string, tok *tokenizer.Tokenizer, format *chat.Format, o Options)
 		return nil, Report{Path: path}, fmt.Errorf("data: %w", err)
 	}
 	defer f.Close()
-	return Read(f, path, tok, format, o)
+	var r io.Reader = f
+	if o.Progress != nil {
+		st, err := f.Stat()
+		if err != nil {
+			return nil, Report{Path: path}, fmt.Errorf("data: %w", err)
+		}
+		o.Progress(0, st.Size())
+		r = &countingReader{r: f, total: st.Size(), progress: o.Progress}
+	}
+	return Read(r, path, tok, format, o)
+}
+
+// countingReader tells progress the bytes read through it.
+type countingReader struct {
+	r           io.Reader
+	done, total int64
+	progress    func(done, total int64)
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if n > 0 {
+		c.done += int64(n)
+		c.progress(c.done, c.total)
+	}
+	return n, err
 }
 
 // Read reads a dataset from r; name is its file name, whose extension
