@@ -699,6 +699,7 @@ func (cv *chatView) stream(g *generation) {
 		return
 	}
 	g.conv.Messages[g.index].Content = text
+	g.shown++
 	if cv.cur == g.conv && g.index < len(cv.rows) {
 		follow := cv.atBottom()
 		cv.rows[g.index].setText(text)
@@ -971,6 +972,7 @@ type generation struct {
 	// The UI goroutine's.
 	lastSave time.Time
 	base     int // the context the turns before this one filled
+	shown    int // the updates shown so far
 
 	mu        sync.Mutex
 	text      strings.Builder
