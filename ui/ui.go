@@ -55,6 +55,10 @@ const ScreenshotsEnv = "HEARTH_SCREENSHOTS"
 // quitting mid-reply leaves the widgets to the UI goroutine.
 const QuitMidReplyEnv = "HEARTH_QUIT_MID_REPLY"
 
+// defaultWindowSize is the studio window's size when it opens: every tab
+// fits it without cutting a control.
+var defaultWindowSize = fyne.NewSize(1100, 720)
+
 // Run opens the studio window and returns when it is closed.
 func Run() error {
 	if !hasDisplay() {
@@ -72,7 +76,7 @@ func Run() error {
 	st.baseRoots = library.DefaultRoots()
 	w.SetContent(st.content())
 	w.SetOnDropped(func(_ fyne.Position, uris []fyne.URI) { st.dropped(uris) })
-	w.Resize(fyne.NewSize(1100, 720))
+	w.Resize(defaultWindowSize)
 
 	var shotErr error
 	if out := os.Getenv(ScreenshotsEnv); out != "" {
@@ -178,6 +182,7 @@ func newStudio(a fyne.App, w fyne.Window, dir string) *studio {
 		loadErrs: map[string]string{}, started: make(chan struct{})}
 	st.post = st.postToUI
 	w.SetOnClosed(func() { st.closed.Store(true) })
+	a.Settings().SetTheme(newStudioTheme())
 	st.status.Truncation = fyne.TextTruncateEllipsis
 	s, err := settings.Load(st.settingsPath())
 	st.settings = s

@@ -170,7 +170,6 @@ func (vv *voiceView) build() {
 	vv.addVoice = widget.NewButtonWithIcon("Blend another voice", theme.ContentAddIcon(), func() { vv.addRow("") })
 	vv.addVoice.Importance = widget.LowImportance
 	vv.blendLabel = widget.NewLabel("")
-	vv.blendLabel.Importance = widget.LowImportance
 	vv.blendLabel.Truncation = fyne.TextTruncateEllipsis
 	vv.blendLabel.Hide()
 	vv.addRow("")
@@ -208,12 +207,12 @@ func (vv *voiceView) build() {
 
 	form := container.NewVBox(
 		formRow("Voice", vv.rowsBox),
-		formRow("", vv.blendLabel),
+		formRow("", hint(vv.blendLabel)),
 		formRow("", container.NewHBox(vv.addVoice)),
 		formRow("Speed", container.NewBorder(nil, nil, nil, vv.speedLabel, vv.speed)),
 		formRow("Export as", vv.format),
 	)
-	vv.left = container.NewVScroll(container.NewVBox(heading, intro, vv.text, form, buttons, vv.noticeBx))
+	vv.left = scrollColumn(container.NewVBox(heading, intro, vv.text, form, buttons, vv.noticeBx))
 
 	vv.headline = widget.NewLabelWithStyle("Nothing spoken yet", fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
 	vv.headline.Truncation = fyne.TextTruncateEllipsis
