@@ -1020,7 +1020,7 @@ func (g *generation) schedule(flush func()) {
 // statistics and buttons, and the text.
 type messageRow struct {
 	box        *fyne.Container
-	meta       *widget.Label
+	meta       *hintLabel
 	body       *fyne.Container
 	md         *markdownView // an assistant's reply, as Markdown
 	plain      *widget.Label // a user's message, as typed
@@ -1036,7 +1036,7 @@ type messageRow struct {
 }
 
 func newMessageRow(cv *chatView, i int, m chats.Message, live bool) *messageRow {
-	r := &messageRow{msg: m, meta: widget.NewLabel(""), body: container.NewStack(), live: live}
+	r := &messageRow{msg: m, meta: newHintLabel(""), body: container.NewStack(), live: live}
 	r.meta.Truncation = fyne.TextTruncateEllipsis
 	r.copy = widget.NewButtonWithIcon("", theme.ContentCopyIcon(), func() {
 		cv.st.app.Clipboard().SetContent(r.msg.Content)
@@ -1066,7 +1066,7 @@ func newMessageRow(cv *chatView, i int, m chats.Message, live bool) *messageRow 
 	}
 	r.meta.SetText(replyMeta(m, live))
 	roleLabel := widget.NewLabelWithStyle(role, fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
-	header := container.NewBorder(nil, nil, roleLabel, buttons, hint(r.meta))
+	header := container.NewBorder(nil, nil, roleLabel, buttons, r.meta)
 	r.box = container.NewVBox(header, r.body)
 	r.setBusy(cv.gen != nil)
 	return r
@@ -1212,8 +1212,8 @@ func (r *messageRow) startEdit(cv *chatView, i int) {
 	resend := widget.NewButtonWithIcon("Resend", theme.MailSendIcon(), func() { cv.resend(i, e.Text) })
 	resend.Importance = widget.HighImportance
 	r.editor, r.resend = e, resend
-	note := widget.NewLabel("Resending removes the messages after this one.")
-	r.body.Objects = []fyne.CanvasObject{container.NewVBox(e, container.NewBorder(nil, nil, nil, container.NewHBox(cancel, resend), hint(note)))}
+	note := newHintLabel("Resending removes the messages after this one.")
+	r.body.Objects = []fyne.CanvasObject{container.NewVBox(e, container.NewBorder(nil, nil, nil, container.NewHBox(cancel, resend), note))}
 	r.body.Refresh()
 	cv.relayout(false)
 	cv.st.win.Canvas().Focus(e)

@@ -4,7 +4,6 @@ import (
 	"image/color"
 
 	"fyne.io/fyne/v2"
-	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
 )
@@ -19,8 +18,8 @@ const colorNameHint fyne.ThemeColorName = "hearthHint"
 //
 // Fyne draws low-importance labels in its disabled colour (0x39 on 0x17
 // in the dark variant, 1.6:1), which is right for a control that cannot
-// be used but not for text meant to be read; hint text takes colorNameHint
-// instead (see hint). Its light variant's placeholder grey (0x88 on white,
+// be used but not for text meant to be read; hint text is a hintLabel, in
+// colorNameHint. Its light variant's placeholder grey (0x88 on white,
 // 3.5:1, the colour of a form's hints) and its warning, success and error
 // colours (2.1, 1.5 and 3.7:1 on white) are darkened the same way.
 type studioTheme struct{ fyne.Theme }
@@ -65,27 +64,49 @@ func (t studioTheme) Color(n fyne.ThemeColorName, v fyne.ThemeVariant) color.Col
 	return t.Theme.Color(n, v)
 }
 
-// hintTheme is the theme inside hint: the app's theme, with the colour of
-// low-importance text (Fyne's disabled colour) replaced by the hint
-// colour. Nothing inside a hint can be disabled: it holds a label only.
-type hintTheme struct{}
+// hintLabel is quiet text that explains (a tab's description, a hint
+// under a control, a caption, a reply's header): a label in the theme's
+// hint colour. Its text is set as a Label's is, through Text or SetText.
+type hintLabel struct {
+	widget.BaseWidget
+	Text       string
+	Wrapping   fyne.TextWrap
+	Truncation fyne.TextTruncation
 
-func (hintTheme) Color(n fyne.ThemeColorName, v fyne.ThemeVariant) color.Color {
-	if n == theme.ColorNameDisabled {
-		n = colorNameHint
-	}
-	return studioTheme{appTheme()}.Color(n, v)
+	text *widget.RichText
 }
 
-func (hintTheme) Font(s fyne.TextStyle) fyne.Resource     { return appTheme().Font(s) }
-func (hintTheme) Icon(n fyne.ThemeIconName) fyne.Resource { return appTheme().Icon(n) }
-func (hintTheme) Size(n fyne.ThemeSizeName) float32       { return appTheme().Size(n) }
+func newHintLabel(text string) *hintLabel {
+	h := &hintLabel{Text: text}
+	h.ExtendBaseWidget(h)
+	return h
+}
 
-func appTheme() fyne.Theme { return fyne.CurrentApp().Settings().Theme() }
+// SetText shows text.
+func (h *hintLabel) SetText(text string) {
+	h.Text = text
+	h.Refresh()
+}
 
-// hint shows l as quiet text in the hint colour and returns what to place
-// in a layout; l stays the label to set the text of.
-func hint(l *widget.Label) fyne.CanvasObject {
-	l.Importance = widget.LowImportance
-	return container.NewThemeOverride(l, hintTheme{})
+// CreateRenderer draws the text as a Label does, with a Label's rich text
+// and so its padding, in the hint colour.
+func (h *hintLabel) CreateRenderer() fyne.WidgetRenderer {
+	h.text = widget.NewRichText(&widget.TextSegment{})
+	h.sync()
+	return widget.NewSimpleRenderer(h.text)
+}
+
+func (h *hintLabel) Refresh() {
+	if h.text != nil {
+		h.sync()
+		h.text.Refresh()
+	}
+	h.BaseWidget.Refresh()
+}
+
+func (h *hintLabel) sync() {
+	h.text.Wrapping, h.text.Truncation = h.Wrapping, h.Truncation
+	seg := h.text.Segments[0].(*widget.TextSegment)
+	seg.Text = h.Text
+	seg.Style = widget.RichTextStyle{ColorName: colorNameHint, Inline: true}
 }

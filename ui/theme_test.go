@@ -1,13 +1,12 @@
 package ui
 
 import (
-	"fmt"
 	"image/color"
 	"math"
+	"strings"
 	"testing"
 
 	"fyne.io/fyne/v2"
-	"fyne.io/fyne/v2/test"
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
 
@@ -81,15 +80,14 @@ func TestThemeTextContrast(t *testing.T) {
 	}
 }
 
-// Every label of every tab, and of a chat's messages, draws its text with
-// at least 4.5:1 contrast on the background, in both variants: the colour
-// each label asks its theme for (hint text through hint's theme), as its
-// renderer has it.
+// Every text of every tab, and of a chat's messages, but the controls',
+// keeps at least 4.5:1 contrast on the background in both variants: each
+// text segment of each rich text (a Label draws its text with one, as does
+// a hintLabel), in the colour it asks its theme for.
 func TestEveryLabelIsReadable(t *testing.T) {
 	st, w := newTestStudio(t)
-	w.Resize(fyne.NewSize(1100, 720))
-	cv := st.chat
-	reply := newMessageRow(cv, 1, chats.Message{Role: chats.Assistant, Content: "Hello.",
+	w.Resize(defaultWindowSize)
+	reply := newMessageRow(st.chat, 1, chats.Message{Role: chats.Assistant, Content: "Hello.",
 		Reply: chats.Reply{Model: "tiny-llama", Tokens: 3, TokensPerSecond: 12, Stop: "stop"}}, false)
 	roots := map[string]fyne.CanvasObject{"a reply": reply.box}
 	for _, it := range st.tabs.Items {
@@ -98,35 +96,37 @@ func TestEveryLabelIsReadable(t *testing.T) {
 	checked := 0
 	for where, root := range roots {
 		walkObjects(root, func(o fyne.CanvasObject) bool {
-			l, ok := o.(*widget.Label)
+			switch o.(type) {
+			case *widget.Button, *widget.Select, *widget.Entry, *widget.Check, *widget.ProgressBar:
+				// Controls draw their text on a background of their own,
+				// and dimmed on purpose while they cannot be used.
+				return false
+			}
+			rt, ok := o.(*widget.RichText)
 			if !ok {
 				return true
 			}
-			name, th := labelColour(l)
-			for vn, v := range variants {
-				bg := fyne.CurrentApp().Settings().Theme().Color(theme.ColorNameBackground, v)
-				if c := contrast(th.Color(name, v), bg); c < minContrast {
-					t.Errorf("%s, %s: the label %q (%s) is %.2f:1 on the background", where, vn, l.Text, name, c)
+			for _, s := range rt.Segments {
+				seg, ok := s.(*widget.TextSegment)
+				if !ok || strings.TrimSpace(seg.Text) == "" && len(rt.Segments) > 1 {
+					continue
 				}
+				name := seg.Style.ColorName
+				if name == "" {
+					name = theme.ColorNameForeground // as TextSegment draws it
+				}
+				for vn, v := range variants {
+					bg := fyne.CurrentApp().Settings().Theme().Color(theme.ColorNameBackground, v)
+					if c := contrast(rt.Theme().Color(name, v), bg); c < minContrast {
+						t.Errorf("%s, %s: the text %q (%s) is %.2f:1 on the background", where, vn, seg.Text, name, c)
+					}
+				}
+				checked++
 			}
-			checked++
 			return false
 		})
 	}
 	if checked < 20 {
-		t.Fatalf("only %d labels checked: the walk missed the tabs", checked)
+		t.Fatalf("only %d texts checked: the walk missed the tabs", checked)
 	}
-}
-
-// labelColour is the colour name l's text is drawn with and the theme that
-// resolves it: the text segment of the rich text inside l's renderer.
-func labelColour(l *widget.Label) (fyne.ThemeColorName, fyne.Theme) {
-	for _, o := range test.WidgetRenderer(l).Objects() {
-		if rt, ok := o.(*widget.RichText); ok && len(rt.Segments) > 0 {
-			if seg, ok := rt.Segments[0].(*widget.TextSegment); ok {
-				return seg.Style.ColorName, rt.Theme()
-			}
-		}
-	}
-	panic(fmt.Sprintf("the label %q has no text segment", l.Text))
 }

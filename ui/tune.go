@@ -71,15 +71,15 @@ type tuneView struct {
 	modelName  string // the chosen model, kept while a scan has not listed it yet
 	data       string // the dataset's path
 	dataName   *widget.Label
-	report     *widget.Label // the dataset's report, after a run read it
+	report     *hintLabel // the dataset's report, after a run read it
 	reportRow  fyne.CanvasObject
 	fullReport string // as hearth train prints it
 	outDir     string
 	outName    *widget.Entry
-	outFolder  *widget.Label
+	outFolder  *hintLabel
 	setting    bool // the code, not the user, is changing outName
 	preset     *widget.Select
-	about      *widget.Label
+	about      *hintLabel
 	adv        *advancedForm
 	// chooseData and chooseFolder open their dialogs; like the choices,
 	// they wait while a run goes on.
@@ -153,7 +153,7 @@ func (tv *tuneView) build() {
 	tv.chooseData = widget.NewButtonWithIcon("Choose…", theme.FolderOpenIcon(), tv.pickData)
 	// The report is a few lines, wrapped to the column's width; Details
 	// shows it whole, with every line it skipped or cut.
-	tv.report = widget.NewLabel("")
+	tv.report = newHintLabel("")
 	tv.report.Wrapping = fyne.TextWrapWord
 	details := widget.NewButton("Details", func() {
 		if tv.fullReport != "" {
@@ -165,7 +165,7 @@ func (tv *tuneView) build() {
 		}
 	})
 	details.Importance = widget.LowImportance
-	tv.reportRow = formRow("", container.NewBorder(nil, nil, nil, container.NewVBox(details), hint(tv.report)))
+	tv.reportRow = formRow("", container.NewBorder(nil, nil, nil, container.NewVBox(details), tv.report))
 	tv.reportRow.Hide()
 
 	tv.outName = widget.NewEntry()
@@ -176,7 +176,7 @@ func (tv *tuneView) build() {
 			tv.lookForRun()
 		}
 	}
-	tv.outFolder = widget.NewLabel("")
+	tv.outFolder = newHintLabel("")
 	tv.outFolder.Truncation = fyne.TextTruncateEllipsis
 	tv.chooseFolder = widget.NewButtonWithIcon("Folder…", theme.FolderIcon(), tv.pickFolder)
 
@@ -184,7 +184,7 @@ func (tv *tuneView) build() {
 	for _, p := range training.Presets {
 		names = append(names, p.Name)
 	}
-	tv.about = widget.NewLabel("")
+	tv.about = newHintLabel("")
 	tv.about.Wrapping = fyne.TextWrapWord
 	tv.adv = newAdvancedForm()
 	tv.preset = widget.NewSelect(names, tv.pickPreset)
@@ -196,9 +196,9 @@ func (tv *tuneView) build() {
 		// The name has the column's width; the folder button goes with
 		// the folder it changes.
 		formRow("Adapter", tv.outName),
-		formRow("", container.NewBorder(nil, nil, nil, tv.chooseFolder, hint(tv.outFolder))),
+		formRow("", container.NewBorder(nil, nil, nil, tv.chooseFolder, tv.outFolder)),
 		formRow("Preset", tv.preset),
-		formRow("", hint(tv.about)),
+		formRow("", tv.about),
 	)
 	advanced := widget.NewAccordion(widget.NewAccordionItem("Advanced", widget.NewForm(tv.adv.items()...)))
 
@@ -220,10 +220,10 @@ func (tv *tuneView) build() {
 	tv.plot = newLossPlot()
 	grid := container.NewGridWithColumns(4)
 	for _, name := range statNames {
-		caption := widget.NewLabel(name)
+		caption := newHintLabel(name)
 		value := widget.NewLabelWithStyle("–", fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
 		tv.stats[name] = value
-		grid.Add(container.NewVBox(hint(caption), value))
+		grid.Add(container.NewVBox(caption, value))
 	}
 	tv.chatWith = widget.NewButtonWithIcon("Chat with this adapter", theme.MailComposeIcon(), tv.chatWithAdapter)
 	tv.chatWith.Importance = widget.HighImportance

@@ -101,7 +101,7 @@ type voiceView struct {
 	restored   bool // the saved voice was put in the rows (or was gone)
 	rowsBox    *fyne.Container
 	addVoice   *widget.Button
-	blendLabel *widget.Label
+	blendLabel *hintLabel
 	speed      *widget.Slider
 	speedLabel *widget.Label
 
@@ -169,7 +169,7 @@ func (vv *voiceView) build() {
 	vv.rowsBox = container.NewVBox()
 	vv.addVoice = widget.NewButtonWithIcon("Blend another voice", theme.ContentAddIcon(), func() { vv.addRow("") })
 	vv.addVoice.Importance = widget.LowImportance
-	vv.blendLabel = widget.NewLabel("")
+	vv.blendLabel = newHintLabel("")
 	vv.blendLabel.Truncation = fyne.TextTruncateEllipsis
 	vv.blendLabel.Hide()
 	vv.addRow("")
@@ -207,7 +207,7 @@ func (vv *voiceView) build() {
 
 	form := container.NewVBox(
 		formRow("Voice", vv.rowsBox),
-		formRow("", hint(vv.blendLabel)),
+		formRow("", vv.blendLabel),
 		formRow("", container.NewHBox(vv.addVoice)),
 		formRow("Speed", container.NewBorder(nil, nil, nil, vv.speedLabel, vv.speed)),
 		formRow("Export as", vv.format),

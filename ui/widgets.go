@@ -27,10 +27,10 @@ func headingLabel(title string) *widget.Label {
 
 // introLabel is the line under a tab's title that says what the tab does,
 // wrapped and set back from the controls.
-func introLabel(text string) fyne.CanvasObject {
-	l := widget.NewLabel(text)
+func introLabel(text string) *hintLabel {
+	l := newHintLabel(text)
 	l.Wrapping = fyne.TextWrapWord
-	return hint(l)
+	return l
 }
 
 // scrollColumn is a column of controls that scrolls when the window is too
