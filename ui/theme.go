@@ -21,18 +21,18 @@ const colorNameHint fyne.ThemeColorName = "hearthHint"
 // be used but not for text meant to be read; hint text is a hintLabel, in
 // colorNameHint. Its light variant's placeholder grey (0x88 on white,
 // 3.5:1, the colour of a form's hints) and its warning, success and error
-// colours (2.1, 1.5 and 3.7:1 on white) are darkened the same way.
+// colours (2.2, 1.5 and 3.7:1 on white) are darkened the same way.
 type studioTheme struct{ fyne.Theme }
 
 func newStudioTheme() fyne.Theme { return studioTheme{theme.DefaultTheme()} }
 
 var (
 	// The dark hint sits between the disabled grey and the foreground
-	// (0xf3): 6.5:1 on the background, quieter than the text it explains.
+	// (0xf3): 6.4:1 on the background, quieter than the text it explains.
 	hintDark = color.NRGBA{R: 0x9a, G: 0x9a, B: 0x9a, A: 0xff}
-	// The light variant's foreground is already a grey (0x56, 7.4:1): the
-	// hint is the lightest grey that keeps 4.5:1 on the input background
-	// (0xf3), where placeholders show.
+	// The light variant's foreground is already a grey (0x56, 7.3:1): the
+	// hint is a lighter one that keeps 5.3:1 on the background and 4.8:1
+	// on the input background (0xf3), where placeholders show.
 	hintLight    = color.NRGBA{R: 0x6b, G: 0x6b, B: 0x6b, A: 0xff}
 	errorLight   = color.NRGBA{R: 0xc6, G: 0x28, B: 0x28, A: 0xff}
 	warningLight = color.NRGBA{R: 0xa8, G: 0x4a, B: 0x00, A: 0xff}
