@@ -731,6 +731,7 @@ func (cv *chatView) stream(g *generation) {
 		return
 	}
 	g.conv.Messages[g.index].Content = text
+	g.shown++
 	if cv.cur == g.conv && g.index < len(cv.rows) {
 		follow := cv.atBottom()
 		cv.rows[g.index].setText(text)
@@ -1003,6 +1004,7 @@ type generation struct {
 	// The UI goroutine's.
 	lastSave time.Time
 	base     int // the context the turns before this one filled
+	shown    int // the updates shown so far
 
 	mu        sync.Mutex
 	text      strings.Builder
@@ -1050,7 +1052,7 @@ func (g *generation) schedule(flush func()) {
 // statistics and buttons, and the text.
 type messageRow struct {
 	box        *fyne.Container
-	meta       *widget.Label
+	meta       *hintLabel
 	body       *fyne.Container
 	md         *markdownView // an assistant's reply, as Markdown
 	plain      *widget.Label // a user's message, as typed
@@ -1066,8 +1068,7 @@ type messageRow struct {
 }
 
 func newMessageRow(cv *chatView, i int, m chats.Message, live bool) *messageRow {
-	r := &messageRow{msg: m, meta: widget.NewLabel(""), body: container.NewStack(), live: live}
-	r.meta.Importance = widget.LowImportance
+	r := &messageRow{msg: m, meta: newHintLabel(""), body: container.NewStack(), live: live}
 	r.meta.Truncation = fyne.TextTruncateEllipsis
 	r.copy = widget.NewButtonWithIcon("", theme.ContentCopyIcon(), func() {
 		cv.st.app.Clipboard().SetContent(r.msg.Content)
@@ -1243,9 +1244,8 @@ func (r *messageRow) startEdit(cv *chatView, i int) {
 	resend := widget.NewButtonWithIcon("Resend", theme.MailSendIcon(), func() { cv.resend(i, e.Text) })
 	resend.Importance = widget.HighImportance
 	r.editor, r.resend = e, resend
-	hint := widget.NewLabel("Resending removes the messages after this one.")
-	hint.Importance = widget.LowImportance
-	r.body.Objects = []fyne.CanvasObject{container.NewVBox(e, container.NewBorder(nil, nil, nil, container.NewHBox(cancel, resend), hint))}
+	note := newHintLabel("Resending removes the messages after this one.")
+	r.body.Objects = []fyne.CanvasObject{container.NewVBox(e, container.NewBorder(nil, nil, nil, container.NewHBox(cancel, resend), note))}
 	r.body.Refresh()
 	cv.relayout(false)
 	cv.st.win.Canvas().Focus(e)

@@ -102,9 +102,15 @@ func libraryView(st *studio) *fyne.Container {
 			}
 		},
 	)
+	// With none selected, the details show the loaded model: the one its
+	// Unload button frees.
 	details := modelDetails(st, func() (library.Entry, bool) {
+		path := selected
+		if path == "" {
+			path = st.resident()
+		}
 		for _, e := range append(slices.Clone(st.entries), st.adapters...) {
-			if e.Path == selected {
+			if path != "" && e.Path == path {
 				return e, true
 			}
 		}

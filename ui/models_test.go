@@ -628,3 +628,25 @@ func TestTildePath(t *testing.T) {
 		}
 	}
 }
+
+// With no model selected in the list, the details show the loaded model,
+// beside the Unload button that frees it, not "No model selected".
+func TestModelDetailsShowTheLoadedModel(t *testing.T) {
+	st, _, l := modelsStudio(t, func(st *studio) {
+		st.settings.Folders = []string{modelFolder(t)}
+		st.settings.LastModel = "tiny-qwen3"
+	})
+	eventually(t, l, "tiny-qwen3 loaded at start", func() bool {
+		m := st.engine.Status().Model
+		return m != nil && m.Name == "tiny-qwen3" && st.loading == ""
+	})
+	l.wait(func() {
+		card := find[*widget.Card](modelsTab(st), nil)
+		if card == nil || card.Title != "tiny-qwen3" {
+			t.Errorf("the details card: %+v, want tiny-qwen3's", card)
+		}
+		if button(modelsTab(st), "Unload") == nil || button(modelsTab(st), "Loaded") == nil {
+			t.Errorf("the details do not offer Unload beside Loaded:\n%s", shown(modelsTab(st)))
+		}
+	})
+}

@@ -41,14 +41,7 @@ func TestStudioRealRunScreenshots(t *testing.T) {
 		t.Skip("no display (DISPLAY is unset): this test runs the real studio; make test runs it under xvfb-run -a, as does `xvfb-run -a go test ./ui`")
 	}
 	root := repoRoot(t)
-	bin := filepath.Join(t.TempDir(), "hearth")
-	ctx, cancel := context.WithTimeout(t.Context(), 3*realRunTimeout)
-	defer cancel()
-	build := exec.CommandContext(ctx, goTool(), "build", "-o", bin, ".")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildHearth(t)
 	update := os.Getenv("HEARTH_UPDATE_SCREENSHOTS") == "1"
 
 	// A library of one tiny model, loaded at start.
@@ -97,6 +90,81 @@ func TestStudioRealRunScreenshots(t *testing.T) {
 		}
 		copyFile(t, filepath.Join(first, "models.png"), filepath.Join(out, "first-run.png"))
 	}
+}
+
+// TestStudioQuitMidReply runs the real studio, as the screenshot test does,
+// sends a message to a tiny model and, while the reply streams, quits the
+// app or closes its window. Every widget must be touched on Fyne's UI
+// goroutine, also while the studio shuts down: Fyne's check for this (in
+// builds that do not opt out of it with the migrated_fynedo tag or a fyneDo
+// migration in FyneApp.toml, and go build does not) prints "Error in Fyne
+// call thread" when a shown widget is refreshed from another goroutine; and
+// once the UI loop has ended, fyne.Do runs its function on the caller's
+// goroutine, so an update of the reply posted after the quit is one.
+func TestStudioQuitMidReply(t *testing.T) {
+	if !hasDisplay() {
+		t.Skip("no display (DISPLAY is unset): this test runs the real studio; make test runs it under xvfb-run -a, as does `xvfb-run -a go test ./ui`")
+	}
+	bin := buildHearth(t)
+	for _, how := range []string{"quit", "close"} {
+		t.Run(how, func(t *testing.T) {
+			home := t.TempDir()
+			models := filepath.Join(home, "models")
+			writeModel(t, filepath.Join(models, "tiny-llama.gguf"), "tiny-llama")
+			s := settings.Defaults()
+			s.Folders = []string{models}
+			s.LastModel = "tiny-llama"
+			s.Sampling.MaxTokens = 0 // until the end of the turn: the reply must outlast the studio
+			if err := settings.Save(filepath.Join(home, ".config", "hearth", "settings.json"), s); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), realRunTimeout)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, bin)
+			cmd.Env = append(studioEnv(home), QuitMidReplyEnv+"="+how)
+			var out bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &out
+			err := cmd.Run()
+			if ctx.Err() != nil {
+				t.Fatalf("the studio did not quit within %s:\n%s", realRunTimeout, out.String())
+			}
+			if err != nil {
+				t.Fatalf("the studio exited with %v:\n%s", err, out.String())
+			}
+			for _, bad := range []string{"panic:", "Error in Fyne call thread"} {
+				if n := strings.Count(out.String(), bad); n > 0 {
+					t.Errorf("the studio's output has %q %d times:\n%s", bad, n, out.String())
+				}
+			}
+		})
+	}
+}
+
+// buildHearth builds the hearth binary into a temporary folder.
+func buildHearth(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "hearth")
+	ctx, cancel := context.WithTimeout(t.Context(), 3*realRunTimeout)
+	defer cancel()
+	build := exec.CommandContext(ctx, goTool(), "build", "-o", bin, ".")
+	build.Dir = repoRoot(t)
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// studioEnv is the environment of a studio whose home folder, and every
+// store and cache, is home, with no other tool's store.
+func studioEnv(home string) []string {
+	return append(os.Environ(),
+		"HOME="+home,
+		"XDG_CONFIG_HOME="+filepath.Join(home, ".config"),
+		"XDG_CACHE_HOME="+filepath.Join(home, ".cache"),
+		"XDG_DATA_HOME="+filepath.Join(home, ".local", "share"),
+		"OLLAMA_MODELS=",
+		"HF_HUB_CACHE=", "HUGGINGFACE_HUB_CACHE=", "HF_HOME=",
+	)
 }
 
 // richLibrary adds to home what the README's screenshot of the Models tab
@@ -156,13 +224,7 @@ func runStudio(t *testing.T, bin, home, prompt string) string {
 	ctx, cancel := context.WithTimeout(t.Context(), realRunTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin)
-	cmd.Env = append(os.Environ(),
-		"HOME="+home,
-		"XDG_CONFIG_HOME="+filepath.Join(home, ".config"),
-		"XDG_CACHE_HOME="+filepath.Join(home, ".cache"),
-		"XDG_DATA_HOME="+filepath.Join(home, ".local", "share"),
-		"OLLAMA_MODELS=",
-		"HF_HUB_CACHE=", "HUGGINGFACE_HUB_CACHE=", "HF_HOME=",
+	cmd.Env = append(studioEnv(home),
 		ScreenshotsEnv+"="+shots,
 		ScreenshotPromptEnv+"="+prompt,
 	)

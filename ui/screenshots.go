@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"errors"
 	"fmt"
 	"image"
 	"image/png"
@@ -74,26 +75,9 @@ func (st *studio) screenshots(dir string) error {
 // into the message box and pressing Enter, then waits for the reply to
 // end. A Chat tab without a message box is captured as it is.
 func (st *studio) screenshotChat(prompt string) {
-	var eng *app.Engine
-	sent := false
-	fyne.DoAndWait(func() {
-		eng = st.engine
-		var box *promptEntry
-		walkObjects(st.tabs.Selected().Content, func(o fyne.CanvasObject) bool {
-			if e, ok := o.(*promptEntry); ok && box == nil {
-				box = e
-			}
-			return box == nil
-		})
-		if box == nil || box.onSend == nil {
-			fmt.Fprintln(os.Stderr, "hearth: screenshots: no message box in the Chat tab; captured without a chat")
-			return
-		}
-		box.SetText(prompt)
-		box.onSend()
-		sent = true
-	})
+	eng, sent := st.sendPrompt(prompt)
 	if !sent {
+		fmt.Fprintln(os.Stderr, "hearth: screenshots: no message box in the Chat tab; captured without a chat")
 		return
 	}
 	// The reply runs on the engine: wait for it to start (a second at
@@ -111,6 +95,79 @@ func (st *studio) screenshotChat(prompt string) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// sendPrompt types prompt into the selected tab's message box and presses
+// Enter, on the UI goroutine. It returns the engine that answers, and
+// false when the tab has no message box.
+func (st *studio) sendPrompt(prompt string) (eng *app.Engine, sent bool) {
+	fyne.DoAndWait(func() {
+		eng = st.engine
+		var box *promptEntry
+		walkObjects(st.tabs.Selected().Content, func(o fyne.CanvasObject) bool {
+			if e, ok := o.(*promptEntry); ok && box == nil {
+				box = e
+			}
+			return box == nil
+		})
+		if box == nil || box.onSend == nil {
+			return
+		}
+		box.SetText(prompt)
+		box.onSend()
+		sent = true
+	})
+	return eng, sent
+}
+
+// quitMidReplyPrompt is the message quitMidReply sends: one a tiny model
+// answers at length.
+const quitMidReplyPrompt = "Tell me a long story about a warm hearth."
+
+// quitMidReply sends a message from the Chat tab once the studio has
+// started, waits until the reply has shown a few updates on screen, and,
+// while the reply is still being written, quits as how says: "quit" quits
+// the app (as a Quit menu item does, or the screenshots' end), "close"
+// closes the window (as its close button does). It runs on its own
+// goroutine.
+func (st *studio) quitMidReply(how string) error {
+	var quit func()
+	switch how {
+	case "quit":
+		quit = st.quit
+	case "close":
+		quit = st.win.Close
+	default:
+		return fmt.Errorf("%s=%q: want quit or close", QuitMidReplyEnv, how)
+	}
+	select {
+	case <-st.started:
+	case <-time.After(screenshotStartup):
+		return fmt.Errorf("quit mid-reply: the studio did not finish starting within %s", screenshotStartup)
+	}
+	fyne.DoAndWait(func() { st.tabs.SelectIndex(0) })
+	if _, sent := st.sendPrompt(quitMidReplyPrompt); !sent {
+		return errors.New("quit mid-reply: no message box in the Chat tab")
+	}
+	// Three updates: the reply is streaming, not just started.
+	const updates = 3
+	for deadline := time.Now().Add(screenshotStartup); time.Now().Before(deadline); time.Sleep(streamInterval / 3) {
+		shown, writing := 0, false
+		fyne.DoAndWait(func() {
+			if g := st.chat.gen; g != nil {
+				writing = true
+				shown = g.shown
+			}
+		})
+		if !writing {
+			return errors.New("quit mid-reply: the reply ended before the studio quit")
+		}
+		if shown >= updates {
+			fyne.DoAndWait(quit)
+			return nil
+		}
+	}
+	return fmt.Errorf("quit mid-reply: the reply showed nothing within %s", screenshotStartup)
 }
 
 // screenshotTune waits (a few seconds at most) until the Tune tab has

@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -70,15 +71,15 @@ type tuneView struct {
 	modelName  string // the chosen model, kept while a scan has not listed it yet
 	data       string // the dataset's path
 	dataName   *widget.Label
-	report     *widget.Label // the dataset's report, after a run read it
+	report     *hintLabel // the dataset's report, after a run read it
 	reportRow  fyne.CanvasObject
 	fullReport string // as hearth train prints it
 	outDir     string
 	outName    *widget.Entry
-	outFolder  *widget.Label
+	outFolder  *hintLabel
 	setting    bool // the code, not the user, is changing outName
 	preset     *widget.Select
-	about      *widget.Label
+	about      *hintLabel
 	adv        *advancedForm
 	// chooseData and chooseFolder open their dialogs; like the choices,
 	// they wait while a run goes on.
@@ -150,11 +151,10 @@ func (tv *tuneView) build() {
 	tv.dataName = widget.NewLabel("No dataset chosen")
 	tv.dataName.Truncation = fyne.TextTruncateEllipsis
 	tv.chooseData = widget.NewButtonWithIcon("Choose…", theme.FolderOpenIcon(), tv.pickData)
-	// The report is a few lines cut to the column's width, so its height
-	// never depends on a wrap; Details shows it whole.
-	tv.report = widget.NewLabel("")
-	tv.report.Truncation = fyne.TextTruncateEllipsis
-	tv.report.Importance = widget.LowImportance
+	// The report is a few lines, wrapped to the column's width; Details
+	// shows it whole, with every line it skipped or cut.
+	tv.report = newHintLabel("")
+	tv.report.Wrapping = fyne.TextWrapWord
 	details := widget.NewButton("Details", func() {
 		if tv.fullReport != "" {
 			text := widget.NewLabel(tv.fullReport)
@@ -176,18 +176,16 @@ func (tv *tuneView) build() {
 			tv.lookForRun()
 		}
 	}
-	tv.outFolder = widget.NewLabel("")
+	tv.outFolder = newHintLabel("")
 	tv.outFolder.Truncation = fyne.TextTruncateEllipsis
-	tv.outFolder.Importance = widget.LowImportance
 	tv.chooseFolder = widget.NewButtonWithIcon("Folder…", theme.FolderIcon(), tv.pickFolder)
 
 	var names []string
 	for _, p := range training.Presets {
 		names = append(names, p.Name)
 	}
-	tv.about = widget.NewLabel("")
+	tv.about = newHintLabel("")
 	tv.about.Wrapping = fyne.TextWrapWord
-	tv.about.Importance = widget.LowImportance
 	tv.adv = newAdvancedForm()
 	tv.preset = widget.NewSelect(names, tv.pickPreset)
 
@@ -195,8 +193,10 @@ func (tv *tuneView) build() {
 		formRow("Base model", tv.model),
 		formRow("Dataset", container.NewBorder(nil, nil, nil, tv.chooseData, tv.dataName)),
 		tv.reportRow,
-		formRow("Adapter", container.NewBorder(nil, nil, nil, tv.chooseFolder, tv.outName)),
-		formRow("", tv.outFolder),
+		// The name has the column's width; the folder button goes with
+		// the folder it changes.
+		formRow("Adapter", tv.outName),
+		formRow("", container.NewBorder(nil, nil, nil, tv.chooseFolder, tv.outFolder)),
 		formRow("Preset", tv.preset),
 		formRow("", tv.about),
 	)
@@ -207,7 +207,12 @@ func (tv *tuneView) build() {
 	tv.pause = widget.NewButtonWithIcon("Pause", theme.MediaPauseIcon(), tv.pauseTapped)
 	tv.stop = widget.NewButtonWithIcon("Stop", theme.MediaStopIcon(), tv.stopTapped)
 	buttons := container.NewGridWithColumns(3, tv.start, tv.pause, tv.stop)
-	tv.left = container.NewVScroll(container.NewVBox(heading, intro, form, advanced, buttons))
+	// The notice says why Start did nothing, or how the run ended: under
+	// the buttons, where the eye is when it shows.
+	tv.notice = widget.NewLabel("")
+	tv.notice.Wrapping = fyne.TextWrapWord
+	tv.notice.Hide()
+	tv.left = scrollColumn(container.NewVBox(heading, intro, form, advanced, buttons, tv.notice))
 
 	tv.headline = widget.NewLabelWithStyle("No run yet", fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
 	tv.headline.Truncation = fyne.TextTruncateEllipsis
@@ -215,20 +220,16 @@ func (tv *tuneView) build() {
 	tv.plot = newLossPlot()
 	grid := container.NewGridWithColumns(4)
 	for _, name := range statNames {
-		caption := widget.NewLabel(name)
-		caption.Importance = widget.LowImportance
+		caption := newHintLabel(name)
 		value := widget.NewLabelWithStyle("–", fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
 		tv.stats[name] = value
 		grid.Add(container.NewVBox(caption, value))
 	}
-	tv.notice = widget.NewLabel("")
-	tv.notice.Wrapping = fyne.TextWrapWord
-	tv.notice.Hide()
 	tv.chatWith = widget.NewButtonWithIcon("Chat with this adapter", theme.MailComposeIcon(), tv.chatWithAdapter)
 	tv.chatWith.Importance = widget.HighImportance
 	tv.chatWith.Hide()
 	top := container.NewVBox(tv.headline, tv.progress)
-	bottom := container.NewVBox(grid, tv.notice, container.NewHBox(tv.chatWith))
+	bottom := container.NewVBox(grid, container.NewHBox(tv.chatWith))
 	tv.right = container.NewBorder(top, bottom, nil, nil, tv.plot)
 
 	split := container.NewHSplit(container.NewPadded(tv.left), container.NewPadded(tv.right))
@@ -348,7 +349,8 @@ func (tv *tuneView) outPath() string {
 	return filepath.Join(tv.folder(), name)
 }
 
-// libraryChanged offers the library's usable models.
+// libraryChanged offers the library's usable models. Until one is
+// chosen, the loaded model is: the one a user most likely means to tune.
 func (tv *tuneView) libraryChanged() {
 	var names []string
 	for _, e := range tv.st.entries {
@@ -358,6 +360,10 @@ func (tv *tuneView) libraryChanged() {
 	}
 	tv.model.Options = names
 	tv.model.Refresh()
+	if m := tv.st.engine.Status().Model; tv.modelName == "" && tv.run == nil && m != nil && slices.Contains(names, m.Name) {
+		tv.modelName = m.Name
+		tv.choicesChanged()
+	}
 	for _, n := range names {
 		if n == tv.modelName && tv.model.Selected != n {
 			tv.model.SetSelected(n)
@@ -921,13 +927,13 @@ func (tv *tuneView) showNotice(text string, imp widget.Importance) {
 	tv.notice.Importance = imp
 	tv.notice.SetText(text)
 	tv.notice.Show()
-	tv.right.Refresh()
+	tv.left.Refresh()
 }
 
 func (tv *tuneView) hideNotice() {
 	if tv.notice.Visible() {
 		tv.notice.Hide()
-		tv.right.Refresh()
+		tv.left.Refresh()
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/storage"
 	"fyne.io/fyne/v2/test"
+	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
 
 	"github.com/hearthstudio/hearth/app"
@@ -529,4 +530,47 @@ func TestTrainFailureTexts(t *testing.T) {
 	if got := trainFailure(fmt.Errorf("x: %w", training.ErrDiverged)); !strings.Contains(got, "x: training diverged") {
 		t.Errorf("the divergence's own message is lost: %q", got)
 	}
+}
+
+// Until a base model is chosen, the Tune tab offers the loaded one; a
+// choice of the last session stays.
+func TestTuneOffersTheLoadedModel(t *testing.T) {
+	for _, c := range []struct{ saved, want string }{{"", "tiny-qwen3"}, {"tiny-llama", "tiny-llama"}} {
+		dir := modelFolder(t)
+		l := newUILoop(t)
+		st, _ := newTestStudioWith(t, func(st *studio) {
+			st.post = l.do
+			st.settings.Folders = []string{dir}
+			st.settings.LastModel = "tiny-qwen3"
+			st.settings.Tune.Model = c.saved
+		}, l.wait)
+		eventually(t, l, "tiny-qwen3 loaded", func() bool {
+			m := st.engine.Status().Model
+			return m != nil && m.Name == "tiny-qwen3" && st.loading == ""
+		})
+		l.wait(func() {
+			if tv := st.tune; tv.model.Selected != c.want || tv.modelName != c.want {
+				t.Errorf("saved %q: the Tune tab chose %q (%q), want %q", c.saved, tv.model.Selected, tv.modelName, c.want)
+			}
+		})
+	}
+}
+
+// Why Start did nothing shows under the buttons, not across the window.
+func TestTuneNoticeIsUnderStart(t *testing.T) {
+	_, tv, _, l := tuneStudio(t)
+	l.wait(func() {
+		tv.startTapped() // no dataset chosen
+		if !tv.notice.Visible() || tv.notice.Text == "" {
+			t.Fatalf("Start without a dataset showed no notice")
+		}
+		d := fyne.CurrentApp().Driver()
+		start, notice := d.AbsolutePositionForObject(tv.start), d.AbsolutePositionForObject(tv.notice)
+		// Within the column and right under the buttons: below Start by
+		// at most a button's height and two paddings.
+		below := notice.Y - (start.Y + tv.start.Size().Height)
+		if notice.X > start.X+tv.start.Size().Width || below < 0 || below > tv.start.Size().Height+2*theme.Padding() {
+			t.Errorf("the notice is at %v, Start at %v (%v): not under it", notice, start, tv.start.Size())
+		}
+	})
 }

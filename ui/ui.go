@@ -49,6 +49,16 @@ func hasDisplay() bool {
 // and how a test drives the real binary.
 const ScreenshotsEnv = "HEARTH_SCREENSHOTS"
 
+// QuitMidReplyEnv, set to quit or close, makes Run send a message from
+// the Chat tab once the studio has started and, when the reply has begun
+// to show, quit the app or close the window: how a test checks that
+// quitting mid-reply leaves the widgets to the UI goroutine.
+const QuitMidReplyEnv = "HEARTH_QUIT_MID_REPLY"
+
+// defaultWindowSize is the studio window's size when it opens: every tab
+// fits it without cutting a control.
+var defaultWindowSize = fyne.NewSize(1100, 720)
+
 // Run opens the studio window and returns when it is closed.
 func Run() error {
 	if !hasDisplay() {
@@ -66,7 +76,7 @@ func Run() error {
 	st.baseRoots = library.DefaultRoots()
 	w.SetContent(st.content())
 	w.SetOnDropped(func(_ fyne.Position, uris []fyne.URI) { st.dropped(uris) })
-	w.Resize(fyne.NewSize(1100, 720))
+	w.Resize(defaultWindowSize)
 
 	var shotErr error
 	if out := os.Getenv(ScreenshotsEnv); out != "" {
@@ -75,7 +85,15 @@ func Run() error {
 			if shotErr != nil {
 				fmt.Fprintln(os.Stderr, "hearth:", shotErr)
 			}
-			fyne.Do(a.Quit)
+			fyne.Do(st.quit)
+		}()
+	} else if how := os.Getenv(QuitMidReplyEnv); how != "" {
+		go func() {
+			shotErr = st.quitMidReply(how)
+			if shotErr != nil {
+				fmt.Fprintln(os.Stderr, "hearth:", shotErr)
+				fyne.Do(st.quit)
+			}
 		}()
 	}
 	w.ShowAndRun()
@@ -89,7 +107,8 @@ func Run() error {
 type studio struct {
 	app fyne.App
 	win fyne.Window
-	// post runs f on the UI goroutine without waiting: fyne.Do. Fyne's
+	// post runs f on the UI goroutine without waiting: postToUI, through
+	// which every report of another goroutine reaches the widgets. Fyne's
 	// test driver runs fyne.Do inline on the caller's goroutine, so tests
 	// give the studio a serial loop of their own instead.
 	post func(f func())
@@ -146,8 +165,8 @@ type studio struct {
 	// model it may start, are over: what the screenshots wait for.
 	started   chan struct{}
 	startOnce sync.Once
-	// closed is set once the window has closed; the engine goroutine
-	// reads it.
+	// closed is set once the window has closed or the studio quits, on
+	// the UI goroutine before Fyne's loop ends; other goroutines read it.
 	closed atomic.Bool
 	// api is the studio's API server (serve.go).
 	api *apiServer
@@ -160,8 +179,11 @@ type studio struct {
 // file that cannot be read is reported in the status bar, and the defaults
 // are used.
 func newStudio(a fyne.App, w fyne.Window, dir string) *studio {
-	st := &studio{app: a, win: w, post: fyne.Do, dir: dir, status: widget.NewLabel(""),
+	st := &studio{app: a, win: w, dir: dir, status: widget.NewLabel(""),
 		loadErrs: map[string]string{}, started: make(chan struct{})}
+	st.post = st.postToUI
+	w.SetOnClosed(func() { st.closed.Store(true) })
+	a.Settings().SetTheme(newStudioTheme())
 	st.status.Truncation = fyne.TextTruncateEllipsis
 	s, err := settings.Load(st.settingsPath())
 	st.settings = s
@@ -173,6 +195,30 @@ func newStudio(a fyne.App, w fyne.Window, dir string) *studio {
 	}
 	st.engine = app.NewEngine(st.engineOptions())
 	return st
+}
+
+// postToUI runs f on the UI goroutine, through fyne.Do, unless the studio
+// has closed. Once Fyne's loop has ended, fyne.Do runs f at once on the
+// caller's goroutine (a reply's, a timer's, a download's), where no widget
+// may be touched; and a report that comes while the studio shuts down has
+// no one left to tell.
+func (st *studio) postToUI(f func()) {
+	if st.closed.Load() {
+		return
+	}
+	fyne.Do(func() {
+		if !st.closed.Load() {
+			f()
+		}
+	})
+}
+
+// quit ends the studio from code, as closing its window does. It runs on
+// the UI goroutine: closed is set before Fyne's loop ends, so postToUI
+// drops what other goroutines report from then on.
+func (st *studio) quit() {
+	st.closed.Store(true)
+	st.app.Quit()
 }
 
 func (st *studio) settingsPath() string { return filepath.Join(st.dir, "settings.json") }

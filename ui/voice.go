@@ -103,7 +103,7 @@ type voiceView struct {
 	restored   bool // the saved voice was put in the rows (or was gone)
 	rowsBox    *fyne.Container
 	addVoice   *widget.Button
-	blendLabel *widget.Label
+	blendLabel *hintLabel
 	speed      *widget.Slider
 	speedLabel *widget.Label
 
@@ -173,8 +173,7 @@ func (vv *voiceView) build() {
 	vv.rowsBox = container.NewVBox()
 	vv.addVoice = widget.NewButtonWithIcon("Blend another voice", theme.ContentAddIcon(), func() { vv.addRow("") })
 	vv.addVoice.Importance = widget.LowImportance
-	vv.blendLabel = widget.NewLabel("")
-	vv.blendLabel.Importance = widget.LowImportance
+	vv.blendLabel = newHintLabel("")
 	vv.blendLabel.Truncation = fyne.TextTruncateEllipsis
 	vv.blendLabel.Hide()
 	vv.addRow("")
@@ -221,7 +220,7 @@ func (vv *voiceView) build() {
 		formRow("Speed", container.NewBorder(nil, nil, nil, vv.speedLabel, vv.speed)),
 		formRow("Export as", vv.format),
 	)
-	vv.left = container.NewVScroll(container.NewVBox(heading, intro, vv.text, form, buttons, vv.noticeBx))
+	vv.left = scrollColumn(container.NewVBox(heading, intro, vv.text, form, buttons, vv.noticeBx))
 
 	vv.headline = widget.NewLabelWithStyle("Nothing spoken yet", fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
 	vv.headline.Truncation = fyne.TextTruncateEllipsis

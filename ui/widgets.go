@@ -2,6 +2,7 @@ package ui
 
 import (
 	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
 )
@@ -26,9 +27,28 @@ func headingLabel(title string) *widget.Label {
 
 // introLabel is the line under a tab's title that says what the tab does,
 // wrapped and set back from the controls.
-func introLabel(text string) *widget.Label {
-	l := widget.NewLabel(text)
+func introLabel(text string) *hintLabel {
+	l := newHintLabel(text)
 	l.Wrapping = fyne.TextWrapWord
-	l.Importance = widget.LowImportance
 	return l
+}
+
+// scrollColumn is a column of controls that scrolls when the window is too
+// short for it. Fyne draws the scroll bar over the content's right edge,
+// where the column's buttons end, so the content is laid out a bar's
+// width (theme.SizeNameScrollBar, the bar's width under the pointer)
+// narrower.
+func scrollColumn(content fyne.CanvasObject) *container.Scroll {
+	return container.NewVScroll(container.New(scrollBarGutter{}, content))
+}
+
+type scrollBarGutter struct{}
+
+func (scrollBarGutter) MinSize(objs []fyne.CanvasObject) fyne.Size {
+	return objs[0].MinSize().AddWidthHeight(theme.Size(theme.SizeNameScrollBar), 0)
+}
+
+func (scrollBarGutter) Layout(objs []fyne.CanvasObject, size fyne.Size) {
+	objs[0].Move(fyne.NewPos(0, 0))
+	objs[0].Resize(size.SubtractWidthHeight(theme.Size(theme.SizeNameScrollBar), 0))
 }
