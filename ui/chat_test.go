@@ -645,12 +645,14 @@ func TestSamplingForm(t *testing.T) {
 // frame is drawn between two batches of fyne.Do functions, so this lag is
 // how late a frame or a click would be because of the chat's own work on
 // the UI goroutine (Markdown parsing and layout); painting itself, which
-// the test driver does not do, is not in it. The bound is 250 ms: a frame
-// at 60 Hz is 17 ms, but on this 2-core machine the engine decoding on
-// both cores and the Go scheduler add delays that are not the chat's, and
-// the bound must not be flaky; what it catches is an update whose cost
-// grows with the reply (a whole 2,000-token reply parsed per token took
-// seconds) or a wait for the engine, which would be the whole reply.
+// the test driver does not do, is not in it. What the test catches is an
+// update whose cost grows with the reply (a whole 2,000-token reply parsed
+// per token took seconds) or a wait for the engine, which would be the
+// whole reply: both cost seconds. The bounds, 1 s for the longest single
+// UI function and 2 s for the worst lag, catch those and still hold when
+// other test binaries share the 2 cores: run alone the worst lag is about
+// 40 ms, but at load averages of 12-15 it reached 583 and 725 ms, and a
+// 250 ms bound failed `make test` for load alone.
 func TestChatUINeverBlocks(t *testing.T) {
 	st, cv := chatStudio(t)
 	loadTiny(t, st)
@@ -749,8 +751,11 @@ func TestChatUINeverBlocks(t *testing.T) {
 	if len(lags) < int(elapsed/(100*time.Millisecond)) {
 		t.Errorf("only %d ticks ran in %s: the UI loop was starved", len(lags), elapsed)
 	}
-	if worst > 250*time.Millisecond {
-		t.Errorf("the UI goroutine was busy for %s at once while a reply streamed, want < 250ms", worst)
+	if longest > time.Second {
+		t.Errorf("one UI function ran for %s while a reply streamed, want < 1s", longest)
+	}
+	if worst > 2*time.Second {
+		t.Errorf("the UI goroutine was busy for %s at once while a reply streamed, want < 2s", worst)
 	}
 }
 

@@ -93,6 +93,10 @@ type voiceView struct {
 	engine     func() speaker
 	newPlayer  func() (audioPlayer, error)
 	pullKokoro func(context.Context, app.KokoroPullOptions) (app.KokoroPull, error)
+	// closeWait bounds close's wait for the speeches to end
+	// (defaultCloseWait; tests that need the wait to outlast a loaded
+	// machine's delays lengthen it).
+	closeWait time.Duration
 
 	text       *widget.Entry
 	voices     []string // the packs found; nil until listed
@@ -149,7 +153,7 @@ type voiceRow struct {
 }
 
 func newVoiceView(st *studio) *voiceView {
-	vv := &voiceView{st: st, wordAt: -1, newPlayer: openPlayer, pullKokoro: app.PullKokoro}
+	vv := &voiceView{st: st, wordAt: -1, newPlayer: openPlayer, pullKokoro: app.PullKokoro, closeWait: defaultCloseWait}
 	vv.engine = func() speaker { return vv.st.engine }
 	vv.ExtendBaseWidget(vv)
 	vv.build()
@@ -568,13 +572,13 @@ func (vv *voiceView) halt() {
 	}
 }
 
-// closeWait bounds how long closing the studio waits for its speeches to
-// end: a synthesis notices the stop only between chunks, which can take
-// seconds on a slow device.
-const closeWait = time.Second
+// defaultCloseWait bounds how long closing the studio waits for its
+// speeches to end: a synthesis notices the stop only between chunks, which
+// can take seconds on a slow device.
+const defaultCloseWait = time.Second
 
 // close stops every speech still going, the one shown and those it
-// replaced, and waits until each is silent and, for at most closeWait in
+// replaced, and waits until each is silent and, for at most vv.closeWait in
 // all, until each has ended and closed its sound. A synthesis still going
 // after that ends on its own; its sound is already stopped.
 func (vv *voiceView) close() {
@@ -582,7 +586,7 @@ func (vv *voiceView) close() {
 	for _, r := range runs {
 		r.stop()
 	}
-	deadline := time.NewTimer(closeWait)
+	deadline := time.NewTimer(vv.closeWait)
 	defer deadline.Stop()
 	for _, r := range runs {
 		select {

@@ -343,9 +343,17 @@ func TestVoiceCloseStopsEverySpeech(t *testing.T) {
 		_, vv, _, l := voiceStudio(t, fs, &fakePlayer{}, nil)
 		var mu sync.Mutex
 		var players []*fakePlayer
-		l.wait(func() { newPlayers(vv, &mu, &players) })
+		// The replaced speech ends 600 ms after its stop; close must wait
+		// for it. The default 1 s bound on that wait left too little room
+		// when other test binaries loaded the 2 cores (this failed at a
+		// load average of 18), so the bound is long here and the test
+		// still sees close wait for the speech and return once it ends.
+		l.wait(func() {
+			newPlayers(vv, &mu, &players)
+			vv.closeWait = 20 * time.Second
+		})
 		speakAndReplace(t, fs, l, vv, &mu, &players)
-		closeWithin(t, l, vv, 5*time.Second)
+		closeWithin(t, l, vv, 25*time.Second)
 		mu.Lock()
 		defer mu.Unlock()
 		for i, p := range players {
@@ -365,8 +373,8 @@ func TestVoiceCloseStopsEverySpeech(t *testing.T) {
 		var players []*fakePlayer
 		l.wait(func() { newPlayers(vv, &mu, &players) })
 		speakAndReplace(t, fs, l, vv, &mu, &players)
-		d := closeWithin(t, l, vv, closeWait+3*time.Second)
-		if d < closeWait/2 {
+		d := closeWithin(t, l, vv, vv.closeWait+3*time.Second)
+		if d < vv.closeWait/2 {
 			t.Errorf("close returned after %v while the synthesis was still going", d)
 		}
 		mu.Lock()
