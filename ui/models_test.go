@@ -22,6 +22,7 @@ import (
 	"github.com/hearthstudio/hearth/app"
 	"github.com/hearthstudio/hearth/app/library"
 	"github.com/hearthstudio/hearth/app/settings"
+	"github.com/hearthstudio/hearth/engine/gpu"
 	"github.com/hearthstudio/hearth/engine/synth"
 )
 
@@ -317,7 +318,7 @@ func TestAFailedLoadSaysWhyAndTheStudioGoesOn(t *testing.T) {
 func TestAModelOverTheMemoryLimitIsFlaggedAndRefused(t *testing.T) {
 	st, w, l := modelsStudio(t, func(st *studio) {
 		st.settings.Folders = []string{modelFolder(t)}
-		st.settings.Backend = "auto"
+		st.settings.Backend = "gpu"
 		st.settings.GPUMemory = "64KiB"
 	})
 	eventually(t, l, "the models listed", func() bool { return len(st.entries) == 2 })
@@ -474,7 +475,7 @@ func TestChoosingWhereModelsRunRestartsTheEngine(t *testing.T) {
 		if choose == nil || choose.Selected != "CPU only" {
 			t.Fatalf("no adapter choice showing CPU only")
 		}
-		choose.SetSelected("Automatic (the best GPU)")
+		choose.SetSelected("Automatic (the best GPU, or the CPU)")
 	})
 	if s := savedSettings(t, st); s.Backend != "auto" || s.Adapter != "" {
 		t.Errorf("saved backend %q adapter %q, want auto and none", s.Backend, s.Adapter)
@@ -562,6 +563,41 @@ func TestStatusText(t *testing.T) {
 		if got := statusText("GPU: X", c.s); got != c.want {
 			t.Errorf("statusText(%+v) = %q, want %q", c.s, got, c.want)
 		}
+	}
+}
+
+// TestComputeLineSaysWhy: the status bar's compute line says where models
+// run as the engine decides it (app.ChooseBackend): under auto, the CPU
+// with the reason when the best adapter is a software renderer (lavapipe,
+// as on CI), else that GPU.
+func TestComputeLineSaysWhy(t *testing.T) {
+	t.Setenv("HEARTH_ADAPTER", "")
+	var best gpu.AdapterInfo
+	if adapters, err := gpu.Adapters(gpu.Options{}); err == nil && len(adapters) > 0 {
+		best = adapters[0]
+	}
+	line := computeLine(settings.Settings{Backend: "auto"}, gpu.Options{})
+	switch best.Type {
+	case "cpu":
+		if want := "CPU: the only adapter, " + best.Name + ", is a software renderer"; !strings.HasPrefix(line, want) {
+			t.Errorf("auto over the software adapter: %q, want it to start %q", line, want)
+		}
+	case "":
+		if !strings.HasPrefix(line, "CPU: no GPU adapter") {
+			t.Errorf("auto with no adapter: %q", line)
+		}
+	default:
+		if !strings.HasPrefix(line, "GPU: "+best.Label()) {
+			t.Errorf("auto over %s: %q", best.Name, line)
+		}
+	}
+	if best.Name != "" {
+		if line := computeLine(settings.Settings{Backend: "gpu"}, gpu.Options{}); !strings.HasPrefix(line, "GPU: "+best.Label()) {
+			t.Errorf("gpu: %q", line)
+		}
+	}
+	if line := computeLine(settings.Settings{Backend: "cpu"}, gpu.Options{}); line != "CPU (no GPU used)" {
+		t.Errorf("cpu: %q", line)
 	}
 }
 
