@@ -16,8 +16,9 @@ type Backend struct {
 	GPU     bool
 	Adapter gpu.AdapterInfo
 	// Reason says why, for people: "the only adapter, llvmpipe (LLVM 15),
-	// is a software renderer, slower than Hearth's CPU path".
-	Reason string
+	// is a software renderer, slower than Hearth's CPU path". Brief says
+	// it in a few words, for a status bar: "faster than the software GPU".
+	Reason, Brief string
 }
 
 // String is "gpu: ADAPTER" or "cpu", as reports name a backend.
@@ -92,7 +93,7 @@ func DecideBackend(backend string, job Job, adapters []gpu.AdapterInfo, listErr 
 		if training {
 			return Backend{}, errors.New("training runs only on a GPU and the backend is set to cpu; choose a GPU adapter")
 		}
-		return Backend{Reason: "the backend is set to cpu"}, nil
+		return Backend{Reason: "the backend is set to cpu", Brief: "set to CPU"}, nil
 	}
 	forced := b == "gpu"
 	if listErr != nil {
@@ -102,7 +103,7 @@ func DecideBackend(backend string, job Job, adapters []gpu.AdapterInfo, listErr 
 		if forced {
 			return Backend{}, listErr
 		}
-		return Backend{Reason: "no GPU adapter could be listed: " + strings.TrimPrefix(listErr.Error(), "gpu: ")}, nil
+		return Backend{Reason: "no GPU adapter could be listed: " + strings.TrimPrefix(listErr.Error(), "gpu: "), Brief: "no GPU found"}, nil
 	}
 	if opts.Adapter == "" {
 		opts.Adapter = gpu.OptionsFromEnv().Adapter
@@ -114,26 +115,28 @@ func DecideBackend(backend string, job Job, adapters []gpu.AdapterInfo, listErr 
 	case err != nil && forced:
 		return Backend{}, err
 	case len(adapters) == 0:
-		return Backend{Reason: "no GPU adapter was found"}, nil
+		return Backend{Reason: "no GPU adapter was found", Brief: "no GPU found"}, nil
 	case err != nil:
-		return Backend{Reason: strings.TrimPrefix(err.Error(), "gpu: ")}, nil
+		return Backend{Reason: strings.TrimPrefix(err.Error(), "gpu: "), Brief: "no GPU matches HEARTH_ADAPTER"}, nil
 	case forced:
-		return Backend{GPU: true, Adapter: chosen, Reason: "the backend is set to gpu"}, nil
+		return Backend{GPU: true, Adapter: chosen, Reason: "the backend is set to gpu", Brief: "set to GPU"}, nil
 	case opts.Adapter != "":
-		return Backend{GPU: true, Adapter: chosen, Reason: fmt.Sprintf("the adapter asked for by name (%q)", opts.Adapter)}, nil
+		return Backend{GPU: true, Adapter: chosen, Reason: fmt.Sprintf("the adapter asked for by name (%q)", opts.Adapter), Brief: "asked for by name"}, nil
 	case chosen.Type == "cpu":
 		which := "the best adapter"
 		if len(adapters) == 1 {
 			which = "the only adapter"
 		}
 		if training {
-			return Backend{GPU: true, Adapter: chosen, Reason: fmt.Sprintf("Hearth trains only on a GPU, and %s, %s, is a software renderer: expect it to be slow", which, chosen.Label())}, nil
+			return Backend{GPU: true, Adapter: chosen, Reason: fmt.Sprintf("Hearth trains only on a GPU, and %s, %s, is a software renderer: expect it to be slow", which, chosen.Label()),
+				Brief: "training needs a GPU; this one is software, slow"}, nil
 		}
-		return Backend{Reason: fmt.Sprintf("%s, %s, is a software renderer, slower than Hearth's CPU path", which, chosen.Label())}, nil
+		return Backend{Reason: fmt.Sprintf("%s, %s, is a software renderer, slower than Hearth's CPU path", which, chosen.Label()),
+			Brief: "faster than the software GPU"}, nil
 	case chosen.Type == "discrete" || chosen.Type == "integrated":
-		return Backend{GPU: true, Adapter: chosen, Reason: fmt.Sprintf("the best adapter, a %s GPU", chosen.Type)}, nil
+		return Backend{GPU: true, Adapter: chosen, Reason: fmt.Sprintf("the best adapter, a %s GPU", chosen.Type), Brief: "the best GPU"}, nil
 	}
-	return Backend{GPU: true, Adapter: chosen, Reason: "the best adapter"}, nil
+	return Backend{GPU: true, Adapter: chosen, Reason: "the best adapter", Brief: "the best GPU"}, nil
 }
 
 // OpenBackend is ChooseBackend with the device opened when the choice is
@@ -149,7 +152,7 @@ func OpenBackend(backend string, job Job, opts gpu.Options) (Backend, *gpu.Devic
 		if strings.EqualFold(backend, "gpu") || job == JobTraining {
 			return Backend{}, nil, err
 		}
-		return Backend{Reason: fmt.Sprintf("the GPU adapter %s could not be opened: %v", b.Adapter.Label(), err)}, nil, nil
+		return Backend{Reason: fmt.Sprintf("the GPU adapter %s could not be opened: %v", b.Adapter.Label(), err), Brief: "the GPU failed to open"}, nil, nil
 	}
 	return b, dev, nil
 }

@@ -79,6 +79,9 @@ func TestDecideBackend(t *testing.T) {
 			if got := map[bool]string{true: b.Adapter.Name}[b.GPU]; got != c.wantGPU || (!b.GPU && b.String() != "cpu") {
 				t.Errorf("chose %s, want %q (\"\" is the CPU)", b.Explain(), c.wantGPU)
 			}
+			if b.Brief == "" || len(b.Brief) > 50 {
+				t.Errorf("brief reason %q: want a few words for the status bar", b.Brief)
+			}
 			for _, r := range c.reason {
 				if !strings.Contains(b.Reason, r) {
 					t.Errorf("reason %q does not say %q", b.Reason, r)

@@ -383,7 +383,8 @@ func (st *studio) content() fyne.CanvasObject {
 }
 
 // computeLine is the status bar's first part: where models run and, on
-// the CPU, why (app.ChooseBackend, as the engine decides).
+// the CPU, briefly why (app.ChooseBackend, as the engine decides; hearth
+// info gives the whole reason).
 func computeLine(s settings.Settings, o gpu.Options) string {
 	if s.Backend == "cpu" {
 		return "CPU (no GPU used)"
@@ -393,7 +394,7 @@ func computeLine(s settings.Settings, o gpu.Options) string {
 		return "GPU: " + err.Error()
 	}
 	if !b.GPU {
-		return "CPU: " + b.Reason
+		return "CPU (" + b.Brief + ")"
 	}
 	return fmt.Sprintf("GPU: %s (%s, %s)", b.Adapter.Label(), b.Adapter.Type, b.Adapter.Backend)
 }
