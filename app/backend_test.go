@@ -77,7 +77,7 @@ func TestDecideBackend(t *testing.T) {
 				t.Fatal(err)
 			}
 			if got := map[bool]string{true: b.Adapter.Name}[b.GPU]; got != c.wantGPU || (!b.GPU && b.String() != "cpu") {
-				t.Errorf("chose %s, want %q (\"\" is the CPU)", b.Explain(), c.wantGPU)
+				t.Errorf("chose %s (%s), want %q (\"\" is the CPU)", b, b.Reason, c.wantGPU)
 			}
 			if b.Brief == "" || len(b.Brief) > 50 {
 				t.Errorf("brief reason %q: want a few words for the status bar", b.Brief)
@@ -141,5 +141,43 @@ func TestAutoRunsTextOnTheCPUOverASoftwareAdapter(t *testing.T) {
 		if info.Backend != "gpu: "+best.Label() || info.BackendReason == "" {
 			t.Errorf("auto over the %s adapter %s: on %q because %q", best.Type, best.Name, info.Backend, info.BackendReason)
 		}
+	}
+}
+
+// TestTrainingLeavesNoDeviceBehind: a training job opens the device for
+// its run; under auto over a software adapter, where text runs on the CPU,
+// the device is released after it, and loading a model afterwards neither
+// keeps nor opens one.
+func TestTrainingLeavesNoDeviceBehind(t *testing.T) {
+	t.Setenv("HEARTH_ADAPTER", "")
+	best := preferredAdapter(t)
+	if best.Name == "" {
+		t.Fatal("no adapter: training cannot open a device here")
+	}
+	software := best.Type == "cpu"
+	e := NewEngine(EngineOptions{})
+	defer e.Close()
+	if _, err := e.Train(context.Background(), TrainRequest{Model: filepath.Join(t.TempDir(), "missing.gguf")}); err == nil {
+		t.Fatal("trained a missing model")
+	}
+	holds := func() (open bool) {
+		if err := e.submit(context.Background(), func(context.Context) error { open = e.dev != nil; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return open
+	}
+	if holds() {
+		t.Error("the device outlived the training job")
+	}
+	p, _ := synth.PresetByName("tiny-llama")
+	path := filepath.Join(t.TempDir(), "tiny.gguf")
+	if err := synth.WriteFile(path, p, synth.Options{Quant: "Q8_0", Seed: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Load(context.Background(), path, nil); err != nil {
+		t.Fatal(err)
+	}
+	if open := holds(); open == software {
+		t.Errorf("after a load over the %s adapter %s: device open %v", best.Type, best.Name, open)
 	}
 }

@@ -667,10 +667,13 @@ func (e *Engine) Train(ctx context.Context, req TrainRequest) (*training.Result,
 		if err := e.openDevice(); err != nil {
 			return fmt.Errorf("app: training needs a GPU adapter: %w", err)
 		}
-		if e.choice != nil && !e.choice.GPU {
-			// Text and speech run on the CPU: the device is only the run's.
-			defer e.releaseDevice()
-		}
+		defer func() {
+			// The device stays open only for text and speech that run on
+			// it; their first job decides (Engine.backend) and opens it.
+			if e.choice == nil || !e.choice.GPU {
+				e.releaseDevice()
+			}
+		}()
 		m, err := model.Load(path)
 		if err != nil {
 			return err
