@@ -41,8 +41,8 @@ var ErrNoModel = errors.New("app: no model is loaded: choose one")
 
 // EngineOptions configure an Engine.
 type EngineOptions struct {
-	// Backend is "gpu", "cpu" or "auto" (the GPU when an adapter exists,
-	// else the CPU reference forward pass). "" is auto.
+	// Backend is "gpu", "cpu" or "auto" ("" too): ChooseBackend says
+	// what auto picks, the CPU when the only adapter is a software one.
 	Backend string
 	// GPU picks and opens the adapter (gpu.OptionsFromEnv by default).
 	GPU gpu.Options
@@ -92,9 +92,11 @@ type ModelInfo struct {
 	Arch    string
 	Title   string // general.name, may be empty
 	Backend string // "gpu: ADAPTER" or "cpu"
-	Context int    // the KV cache's positions
-	Memory  model.Memory
-	Loaded  time.Time
+	// BackendReason says why the model runs there (Backend.Reason).
+	BackendReason string
+	Context       int // the KV cache's positions
+	Memory        model.Memory
+	Loaded        time.Time
 }
 
 // Progress reports a long step: loading ("load": bytes uploaded) or a
@@ -126,7 +128,7 @@ type Engine struct {
 
 	// Owned by the engine goroutine.
 	dev     *gpu.Device
-	noGPU   error // why the GPU could not be opened, under auto
+	choice  *Backend // where jobs run, decided by the first that needs it
 	cur     *resident
 	speech  *speech // Kokoro, loaded by the first Speak (speak.go)
 	lastJob time.Time
@@ -244,10 +246,7 @@ func (e *Engine) loop() {
 			e.drain()
 			e.unload()
 			e.unloadSpeech()
-			if e.dev != nil {
-				e.dev.Release()
-				e.dev = nil
-			}
+			e.releaseDevice()
 			return
 		case <-idle:
 			timer, idle = nil, nil
@@ -293,10 +292,7 @@ func (e *Engine) run(j *job) {
 		// device, and open both afresh on the next request.
 		e.unload()
 		e.unloadSpeech()
-		if e.dev != nil {
-			e.dev.Release()
-			e.dev = nil
-		}
+		e.releaseDevice()
 		e.setStatus(func(s *Status) {
 			s.Note = "the GPU device was lost; the model will be loaded again on the next request"
 		})
@@ -387,6 +383,9 @@ func (e *Engine) ensure(name string, progress func(Progress)) (*resident, error)
 	} else {
 		e.cur.info.Backend = "cpu"
 	}
+	if e.choice != nil {
+		e.cur.info.BackendReason = e.choice.Reason
+	}
 	info := e.cur.info
 	e.setStatus(func(s *Status) { s.Model, s.Note = &info, "" })
 	return e.cur, nil
@@ -399,33 +398,48 @@ func (e *Engine) batch() int {
 	return 512
 }
 
-// runner puts m on the GPU, or on the CPU when asked or, under auto, when
-// no adapter can be opened.
+// runner puts m where the engine's backend says (Engine.backend).
 func (e *Engine) runner(m *model.Model, progress func(Progress)) (model.Runner, error) {
 	ctx := e.o.Context
 	if ctx == 0 {
 		ctx = min(m.Config.Context, model.DefaultContext)
 	}
-	backend := strings.ToLower(e.o.Backend)
-	switch backend {
-	case "gpu", "auto":
-		if e.dev == nil && (backend == "gpu" || e.noGPU == nil) {
-			if err := e.openDevice(); err != nil {
-				if backend == "gpu" {
-					return nil, err
-				}
-				e.noGPU = err
-			}
-		}
-		if e.dev != nil {
-			return model.NewGPU(e.dev, m, model.GPUOptions{Context: ctx, Batch: e.o.Batch, Budget: e.o.GPUMemory,
-				Progress: func(done, total int64) { progress(Progress{Stage: "load", Done: done, Total: total}) }})
-		}
-	case "cpu":
-	default:
-		return nil, fmt.Errorf("app: backend %q: want gpu, cpu or auto", e.o.Backend)
+	b, err := e.backend()
+	if err != nil {
+		return nil, err
 	}
-	return model.NewCPU(m, ctx)
+	if !b.GPU {
+		return model.NewCPU(m, ctx)
+	}
+	return model.NewGPU(e.dev, m, model.GPUOptions{Context: ctx, Batch: e.o.Batch, Budget: e.o.GPUMemory,
+		Progress: func(done, total int64) { progress(Progress{Stage: "load", Done: done, Total: total}) }})
+}
+
+// backend is where the engine's jobs run, decided once (OpenBackend);
+// when that is the GPU the device is open.
+func (e *Engine) backend() (Backend, error) {
+	if e.choice == nil {
+		b, dev, err := OpenBackend(e.o.Backend, JobInference, e.o.GPU)
+		if err != nil {
+			return Backend{}, err
+		}
+		e.choice, e.dev = &b, dev
+	}
+	if e.choice.GPU {
+		// Open again after a lost device (Engine.run released it).
+		if err := e.openDevice(); err != nil {
+			return Backend{}, err
+		}
+	}
+	return *e.choice, nil
+}
+
+// releaseDevice releases the engine's GPU device, if open.
+func (e *Engine) releaseDevice() {
+	if e.dev != nil {
+		e.dev.Release()
+		e.dev = nil
+	}
 }
 
 // openDevice opens the engine's GPU device unless it is open.
@@ -645,14 +659,21 @@ func (e *Engine) Train(ctx context.Context, req TrainRequest) (*training.Result,
 			}
 			path = p
 		}
-		if strings.EqualFold(e.o.Backend, "cpu") {
-			return errors.New("app: training runs on the GPU and the engine is set to the CPU; choose a GPU adapter")
+		if _, err := ChooseBackend(e.o.Backend, JobTraining, e.o.GPU); err != nil {
+			return fmt.Errorf("app: %w", err)
 		}
 		e.unload()
 		e.unloadSpeech()
 		if err := e.openDevice(); err != nil {
 			return fmt.Errorf("app: training needs a GPU adapter: %w", err)
 		}
+		defer func() {
+			// The device stays open only for text and speech that run on
+			// it; their first job decides (Engine.backend) and opens it.
+			if e.choice == nil || !e.choice.GPU {
+				e.releaseDevice()
+			}
+		}()
 		m, err := model.Load(path)
 		if err != nil {
 			return err

@@ -239,7 +239,7 @@ func (m engineSynth) Forward(tokens []int, style []float32, speed float64, deter
 }
 
 // ensureSpeech loads Kokoro unless it is loaded: on the GPU when the
-// backend allows and a device opens, else the CPU reference.
+// engine's backend is (Engine.backend), else the CPU reference.
 func (e *Engine) ensureSpeech(dir string) (*speech, error) {
 	if e.speech != nil && e.speech.dir == dir {
 		return e.speech, nil
@@ -253,17 +253,21 @@ func (e *Engine) ensureSpeech(dir string) (*speech, error) {
 		return nil, err
 	}
 	s := &speech{dir: dir, model: m, synth: m, backend: "cpu", phonemizers: map[string]*vocoder.Phonemizer{}}
-	switch strings.ToLower(e.o.Backend) {
-	case "gpu", "auto":
+	b, err := e.backend()
+	if err != nil {
+		return nil, err
+	}
+	note := b.Reason
+	if b.GPU {
 		if err := e.speechOnGPU(s); err != nil {
 			if strings.EqualFold(e.o.Backend, "gpu") {
 				return nil, err
 			}
-			e.setStatus(func(st *Status) { st.Note = fmt.Sprintf("speech runs on the CPU: %v", err) })
+			note = err.Error()
 		}
-	case "cpu":
-	default:
-		return nil, fmt.Errorf("app: backend %q: want gpu, cpu or auto", e.o.Backend)
+	}
+	if s.release == nil && !strings.EqualFold(e.o.Backend, "cpu") {
+		e.setStatus(func(st *Status) { st.Note = "speech runs on the CPU: " + note })
 	}
 	e.speech = s
 	return s, nil
@@ -313,24 +317,6 @@ func WriteSpeech(path string, audio []float32, float32Samples bool) error {
 
 // speechOnGPU moves s's forward pass to the engine's GPU device.
 func (e *Engine) speechOnGPU(s *speech) error {
-	if e.dev == nil && (strings.EqualFold(e.o.Backend, "gpu") || e.noGPU == nil) {
-		if err := e.openDevice(); err != nil {
-			if !strings.EqualFold(e.o.Backend, "gpu") {
-				e.noGPU = err
-			}
-			return err
-		}
-	}
-	if e.dev == nil {
-		return e.noGPU
-	}
-	// A software adapter (lavapipe's llvmpipe) runs the GPU forward far
-	// slower than the CPU reference: "Hi." took 14 s there against about
-	// 1.5 s on the CPU, on the same 2-core machine. Under auto the CPU
-	// speaks; asked for the GPU by name, it is used.
-	if e.dev.Info.Type == "cpu" && !strings.EqualFold(e.o.Backend, "gpu") {
-		return fmt.Errorf("the GPU adapter %s is a software renderer, slower than the CPU forward", e.dev.Info.Label())
-	}
 	g, err := vocoder.NewGPUModel(e.dev, s.model)
 	if err != nil {
 		return err

@@ -22,6 +22,7 @@ import (
 	"github.com/hearthstudio/hearth/app"
 	"github.com/hearthstudio/hearth/app/library"
 	"github.com/hearthstudio/hearth/app/settings"
+	"github.com/hearthstudio/hearth/engine/gpu"
 	"github.com/hearthstudio/hearth/engine/synth"
 )
 
@@ -317,7 +318,7 @@ func TestAFailedLoadSaysWhyAndTheStudioGoesOn(t *testing.T) {
 func TestAModelOverTheMemoryLimitIsFlaggedAndRefused(t *testing.T) {
 	st, w, l := modelsStudio(t, func(st *studio) {
 		st.settings.Folders = []string{modelFolder(t)}
-		st.settings.Backend = "auto"
+		st.settings.Backend = "gpu"
 		st.settings.GPUMemory = "64KiB"
 	})
 	eventually(t, l, "the models listed", func() bool { return len(st.entries) == 2 })
@@ -479,7 +480,7 @@ func TestChoosingWhereModelsRunRestartsTheEngine(t *testing.T) {
 		if choose == nil || choose.Selected != "CPU only" {
 			t.Fatalf("no adapter choice showing CPU only")
 		}
-		choose.SetSelected("Automatic (the best GPU)")
+		choose.SetSelected("Automatic (the best GPU, or the CPU)")
 	})
 	if s := savedSettings(t, st); s.Backend != "auto" || s.Adapter != "" {
 		t.Errorf("saved backend %q adapter %q, want auto and none", s.Backend, s.Adapter)
@@ -491,8 +492,14 @@ func TestChoosingWhereModelsRunRestartsTheEngine(t *testing.T) {
 	if err := old.Unload(t.Context()); err == nil {
 		t.Error("the old engine still takes jobs")
 	}
-	// The compute line, made off the UI goroutine, follows the choice.
-	eventually(t, l, "the status bar naming the GPU", func() bool { return strings.HasPrefix(st.status.Text, "GPU") })
+	// The compute line, made off the UI goroutine, follows the choice:
+	// the GPU, or here over lavapipe the CPU saying why
+	// (TestComputeLineSaysWhy).
+	want := computeLine(settings.Settings{Backend: "auto"}, gpu.Options{})
+	if want == "CPU (no GPU used)" {
+		t.Fatalf("auto's compute line %q is the CPU setting's", want)
+	}
+	eventually(t, l, "the status bar saying "+want, func() bool { return strings.HasPrefix(st.status.Text, want) })
 }
 
 // fakeHub serves one file as the Hugging Face hub does: a HEAD answer with
@@ -567,6 +574,41 @@ func TestStatusText(t *testing.T) {
 		if got := statusText("GPU: X", c.s); got != c.want {
 			t.Errorf("statusText(%+v) = %q, want %q", c.s, got, c.want)
 		}
+	}
+}
+
+// TestComputeLineSaysWhy: the status bar's compute line says where models
+// run as the engine decides it (app.ChooseBackend): under auto, the CPU
+// with the reason when the best adapter is a software renderer (lavapipe,
+// as on CI), else that GPU.
+func TestComputeLineSaysWhy(t *testing.T) {
+	t.Setenv("HEARTH_ADAPTER", "")
+	var best gpu.AdapterInfo
+	if adapters, err := gpu.Adapters(gpu.Options{}); err == nil && len(adapters) > 0 {
+		best = adapters[0]
+	}
+	line := computeLine(settings.Settings{Backend: "auto"}, gpu.Options{})
+	switch best.Type {
+	case "cpu":
+		if want := "CPU (faster than the software GPU)"; line != want {
+			t.Errorf("auto over the software adapter: %q, want %q", line, want)
+		}
+	case "":
+		if line != "CPU (no GPU found)" {
+			t.Errorf("auto with no adapter: %q", line)
+		}
+	default:
+		if !strings.HasPrefix(line, "GPU: "+best.Label()) {
+			t.Errorf("auto over %s: %q", best.Name, line)
+		}
+	}
+	if best.Name != "" {
+		if line := computeLine(settings.Settings{Backend: "gpu"}, gpu.Options{}); !strings.HasPrefix(line, "GPU: "+best.Label()) {
+			t.Errorf("gpu: %q", line)
+		}
+	}
+	if line := computeLine(settings.Settings{Backend: "cpu"}, gpu.Options{}); line != "CPU (no GPU used)" {
+		t.Errorf("cpu: %q", line)
 	}
 }
 

@@ -429,25 +429,21 @@ func (st *studio) content() fyne.CanvasObject {
 	return container.NewBorder(nil, bar, nil, nil, st.tabs)
 }
 
-// computeLine is the status bar's first part: where models run.
+// computeLine is the status bar's first part: where models run and, on
+// the CPU, briefly why (app.ChooseBackend, as the engine decides; hearth
+// info gives the whole reason).
 func computeLine(s settings.Settings, o gpu.Options) string {
 	if s.Backend == "cpu" {
 		return "CPU (no GPU used)"
 	}
-	return adapterStatus(o)
-}
-
-// adapterStatus is the status bar's GPU line.
-func adapterStatus(o gpu.Options) string {
-	adapters, err := gpu.Adapters(o)
+	b, err := app.ChooseBackend(s.Backend, app.JobInference, o)
 	if err != nil {
 		return "GPU: " + err.Error()
 	}
-	chosen, err := gpu.Choose(adapters, o)
-	if err != nil {
-		return "GPU: " + err.Error()
+	if !b.GPU {
+		return "CPU (" + b.Brief + ")"
 	}
-	return fmt.Sprintf("GPU: %s (%s, %s)", chosen.Label(), chosen.Type, chosen.Backend)
+	return fmt.Sprintf("GPU: %s (%s, %s)", b.Adapter.Label(), b.Adapter.Type, b.Adapter.Backend)
 }
 
 // statusBar shows the GPU, the resident model with its memory estimate,

@@ -83,7 +83,7 @@ func newBenchCmd() *cobra.Command {
 			if prompt+1 > l.runner.Context() || gen+1 > l.runner.Context() {
 				return fmt.Errorf("-p %d / -n %d do not fit the %d-token context", prompt, gen, l.runner.Context())
 			}
-			rep := benchReport{Model: mf.path, Arch: m.Config.Arch, Backend: backendName(l), Context: l.runner.Context()}
+			rep := benchReport{Model: mf.path, Arch: m.Config.Arch, Backend: l.backend.String(), Context: l.runner.Context()}
 			rep.Params = int64(m.File.ParameterCount())
 			rep.WeightBytes = m.Memory(1, 1).Weights
 			rng := rand.New(rand.NewPCG(1, 2))

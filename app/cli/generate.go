@@ -77,11 +77,11 @@ func newGenerateCmd() *cobra.Command {
 			}
 			if asJSON {
 				return writeTokenJSON(w, generateReport{Text: text.String(), Tokens: out, PromptTokens: st.PromptTokens, Stop: st.Stop,
-					PrefillTPS: st.PrefillRate(), DecodeTPS: st.DecodeRate(), Backend: backendName(l)})
+					PrefillTPS: st.PrefillRate(), DecodeTPS: st.DecodeRate(), Backend: l.backend.String()})
 			}
 			fmt.Fprintln(w)
 			fmt.Fprintf(cmd.ErrOrStderr(), "\n%s; prompt %d tokens, %.1f tokens/s; reply %d tokens, %.1f tokens/s; stop: %s\n",
-				backendName(l), st.PromptTokens, st.PrefillRate(), st.Generated, st.DecodeRate(), st.Stop)
+				l.backend.String(), st.PromptTokens, st.PrefillRate(), st.Generated, st.DecodeRate(), st.Stop)
 			return nil
 		},
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hearthstudio/hearth/engine/gpu"
 	"github.com/hearthstudio/hearth/engine/synth"
 )
 
@@ -59,7 +60,7 @@ func TestGenerateCommand(t *testing.T) {
 		t.Errorf("gpu %v, cpu %v", g, c)
 	}
 	// Plain text streams to stdout; statistics go to stderr.
-	out, log, err := runModelCmd(t, "", "generate", "-m", m, "-p", "Hi", "-n", "4", "--seed", "5")
+	out, log, err := runModelCmd(t, "", "generate", "-m", m, "-p", "Hi", "-n", "4", "--seed", "5", "--backend", "gpu")
 	if err != nil || out == "" || !strings.Contains(log, "tokens/s") {
 		t.Errorf("streamed: %q / %q / %v", out, log, err)
 	}
@@ -101,7 +102,7 @@ func TestLogitsCommand(t *testing.T) {
 
 func TestBenchCommand(t *testing.T) {
 	m := tinyModel(t, "tiny-gemma")
-	out, log, err := runModelCmd(t, "", "bench", "-m", m, "-p", "8", "-n", "4", "-r", "1", "--json")
+	out, log, err := runModelCmd(t, "", "bench", "-m", m, "-p", "8", "-n", "4", "-r", "1", "--json", "--backend", "gpu")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, log)
 	}
@@ -113,7 +114,7 @@ func TestBenchCommand(t *testing.T) {
 		t.Errorf("results %+v", rep.Results)
 	}
 	for _, s := range []string{"topk", "host"} {
-		if _, log, err := runModelCmd(t, "", "bench", "-m", m, "-p", "0", "-n", "3", "-r", "1", "--sampler", s); err != nil {
+		if _, log, err := runModelCmd(t, "", "bench", "-m", m, "-p", "0", "-n", "3", "-r", "1", "--sampler", s, "--backend", "gpu"); err != nil {
 			t.Errorf("--sampler %s: %v\n%s", s, err, log)
 		}
 	}
@@ -128,7 +129,7 @@ func TestBenchCommand(t *testing.T) {
 func TestChatCommand(t *testing.T) {
 	m := tinyModel(t, "tiny-gemma2")
 	out, log, err := runModelCmd(t, "Hello there\nAnd a second \\\nline\n/reset\nAgain\n/exit\nnever read\n",
-		"chat", "-m", m, "-n", "6", "--temp", "0", "--system", "Be brief.")
+		"chat", "-m", m, "-n", "6", "--temp", "0", "--system", "Be brief.", "--backend", "gpu")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, log)
 	}
@@ -142,7 +143,7 @@ func TestChatCommand(t *testing.T) {
 		t.Error("no reply text")
 	}
 	// One message with -p.
-	if _, log, err := runModelCmd(t, "", "chat", "-m", m, "-p", "Hi", "-n", "3"); err != nil || strings.Count(log, "tokens/s") != 1 {
+	if _, log, err := runModelCmd(t, "", "chat", "-m", m, "-p", "Hi", "-n", "3", "--backend", "gpu"); err != nil || strings.Count(log, "tokens/s") != 1 {
 		t.Errorf("-p: %v\n%s", err, log)
 	}
 }
@@ -157,5 +158,40 @@ func TestGPUMemoryFlag(t *testing.T) {
 	}
 	if _, _, err := runModelCmd(t, "", "generate", "-m", m, "-p", "Hi", "-n", "1", "--gpu-memory", "lots"); err == nil {
 		t.Error("--gpu-memory lots accepted")
+	}
+}
+
+// TestAutoBackendSaysWhereAndWhy: under auto (the default) a model runs on
+// the CPU when the machine's best adapter is a software renderer
+// (lavapipe, as on CI), and the note on stderr says why; on a hardware
+// adapter it runs on the GPU, silently.
+func TestAutoBackendSaysWhereAndWhy(t *testing.T) {
+	t.Setenv("HEARTH_ADAPTER", "")
+	var best gpu.AdapterInfo
+	if adapters, err := gpu.Adapters(gpu.Options{}); err == nil && len(adapters) > 0 {
+		best = adapters[0]
+	}
+	m := tinyModel(t, "tiny-llama")
+	out, log, err := runModelCmd(t, "", "generate", "-m", m, "-p", "Hi", "-n", "2", "--temp", "0", "--json")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log)
+	}
+	var rep generateReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	switch best.Type {
+	case "cpu":
+		if rep.Backend != "cpu" || !strings.Contains(log, "running on the CPU: the only adapter, "+best.Name+", is a software renderer") {
+			t.Errorf("auto over the software adapter %s: on %q, stderr %q; want the CPU, saying why", best.Name, rep.Backend, log)
+		}
+	case "":
+		if rep.Backend != "cpu" || !strings.Contains(log, "running on the CPU: no GPU adapter") {
+			t.Errorf("auto with no adapter: on %q, stderr %q", rep.Backend, log)
+		}
+	default:
+		if rep.Backend != "gpu: "+best.Label() || strings.Contains(log, "running on the CPU") {
+			t.Errorf("auto over the %s adapter %s: on %q, stderr %q", best.Type, best.Name, rep.Backend, log)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hearthstudio/hearth/app"
 	"github.com/hearthstudio/hearth/engine/gpu"
 	"github.com/hearthstudio/hearth/internal/units"
 )
@@ -15,19 +16,37 @@ import (
 // infoReport is hearth info's --json shape.
 type infoReport struct {
 	Adapters []gpu.AdapterInfo `json:"adapters"`
-	Chosen   *gpu.AdapterInfo  `json:"chosen"`
-	Error    string            `json:"error,omitempty"`
+	// Chosen is the adapter the GPU backend uses (--backend gpu, and auto
+	// when Auto says gpu).
+	Chosen *gpu.AdapterInfo `json:"chosen"`
+	Error  string           `json:"error,omitempty"`
+	// Auto is where text and speech run under --backend auto, the
+	// default, and why; AutoTraining where fine-tuning does ("none" when
+	// it cannot run).
+	Auto         backendReport `json:"auto"`
+	AutoTraining backendReport `json:"auto_training"`
+}
+
+// backendReport is an app.Backend for reports.
+type backendReport struct {
+	Backend string `json:"backend"` // "gpu: ADAPTER" or "cpu"
+	Reason  string `json:"reason"`
 }
 
 func newInfoCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "info",
-		Short: "List the GPU adapters, the one Hearth uses, its limits and features",
+		Short: "List the GPU adapters, where Hearth runs models and why, the adapter's limits and features",
 		Long: `List every WebGPU adapter wgpu finds, in Hearth's order of preference
-(discrete, integrated, then CPU; native backends before GL), and the one it
-would use. HEARTH_ADAPTER=substring picks an adapter by name and
-HEARTH_BACKEND=vulkan|metal|dx12|gl restricts the backend.`,
+(discrete, integrated, then CPU; native backends before GL), the one the GPU
+backend would use, and where text, speech and training run under
+--backend auto (the default) and why: text and speech on the CPU when there is
+no adapter or the best one is a software renderer (lavapipe's llvmpipe), which
+is slower than Hearth's CPU path; training, which runs only on a GPU, on that
+adapter still. HEARTH_ADAPTER=substring picks an adapter by name (auto
+then uses it, even a software one) and HEARTH_BACKEND=vulkan|metal|dx12|gl
+restricts the backend.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts := gpu.OptionsFromEnv()
@@ -40,6 +59,16 @@ HEARTH_BACKEND=vulkan|metal|dx12|gl restricts the backend.`,
 				rep.Error = err.Error()
 			} else {
 				rep.Chosen = &chosen
+			}
+			auto, err := app.DecideBackend("auto", app.JobInference, adapters, nil, opts)
+			if err != nil {
+				return err
+			}
+			rep.Auto = backendReport{Backend: auto.String(), Reason: auto.Reason}
+			if train, err := app.DecideBackend("auto", app.JobTraining, adapters, nil, opts); err != nil {
+				rep.AutoTraining = backendReport{Backend: "none", Reason: err.Error()}
+			} else {
+				rep.AutoTraining = backendReport{Backend: train.String(), Reason: train.Reason}
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
@@ -66,12 +95,24 @@ func printInfo(w io.Writer, rep infoReport) {
 		}
 		fmt.Fprintf(w, "%s [%d] %s (%s, %s)\n", mark, a.Index, a.Label(), a.Type, a.Backend)
 	}
+	where := func(r backendReport) string {
+		switch r.Backend {
+		case "cpu":
+			return "on the CPU"
+		case "none":
+			return "nowhere"
+		}
+		return "on " + strings.TrimPrefix(r.Backend, "gpu: ")
+	}
+	fmt.Fprintf(w, "\nUnder --backend auto (the default):\n")
+	fmt.Fprintf(w, "  text and speech run %s: %s\n", where(rep.Auto), rep.Auto.Reason)
+	fmt.Fprintf(w, "  training runs %s: %s\n", where(rep.AutoTraining), rep.AutoTraining.Reason)
 	if rep.Chosen == nil {
 		return
 	}
 	c := rep.Chosen
 	l := c.Limits
-	fmt.Fprintf(w, "\nUsing %s through %s\n", c.Label(), c.Backend)
+	fmt.Fprintf(w, "\nThe GPU backend uses %s through %s\n", c.Label(), c.Backend)
 	fmt.Fprintf(w, "  vendor 0x%04x, device 0x%04x\n", c.VendorID, c.DeviceID)
 	maxBuf := units.Bytes(l.MaxBufferSize)
 	if l.MaxBufferSize == gpu.LimitCeiling {

@@ -28,6 +28,46 @@ func TestInfoJSONListsTheChosenAdapter(t *testing.T) {
 	}
 }
 
+// TestInfoSaysWhereAutoRuns: hearth info reports where text, speech and
+// training run under auto and why: over a software adapter (lavapipe, as
+// on CI) text and speech on the CPU, training on that adapter.
+func TestInfoSaysWhereAutoRuns(t *testing.T) {
+	t.Setenv("HEARTH_ADAPTER", "")
+	cmd := newInfoCmd()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetArgs([]string{"--json"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	var rep infoReport
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Chosen == nil {
+		t.Fatalf("no adapter chosen: %+v", rep)
+	}
+	onChosen := "gpu: " + rep.Chosen.Label()
+	if rep.AutoTraining.Backend != onChosen || rep.AutoTraining.Reason == "" {
+		t.Errorf("training under auto: %+v, want %s with a reason", rep.AutoTraining, onChosen)
+	}
+	if rep.Chosen.Type == "cpu" {
+		if rep.Auto.Backend != "cpu" || !strings.Contains(rep.Auto.Reason, "software renderer") {
+			t.Errorf("text under auto over the software adapter %s: %+v, want the CPU, saying why", rep.Chosen.Name, rep.Auto)
+		}
+		if !strings.Contains(rep.AutoTraining.Reason, "software renderer") {
+			t.Errorf("training on the software adapter without saying so: %q", rep.AutoTraining.Reason)
+		}
+	} else if rep.Auto.Backend != onChosen || rep.Auto.Reason == "" {
+		t.Errorf("text under auto: %+v, want %s with a reason", rep.Auto, onChosen)
+	}
+	var text bytes.Buffer
+	printInfo(&text, rep)
+	if !strings.Contains(text.String(), rep.Auto.Reason) || !strings.Contains(text.String(), rep.AutoTraining.Reason) {
+		t.Errorf("the text report leaves out a reason:\n%s", text.String())
+	}
+}
+
 func TestInfoNamesAnUnknownAdapter(t *testing.T) {
 	t.Setenv("HEARTH_ADAPTER", "no-such-gpu-anywhere")
 	cmd := newInfoCmd()

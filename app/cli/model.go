@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hearthstudio/hearth/app"
 	"github.com/hearthstudio/hearth/app/library"
 	"github.com/hearthstudio/hearth/app/settings"
 	"github.com/hearthstudio/hearth/engine/gpu"
@@ -27,7 +28,7 @@ type modelFlags struct {
 
 func (f *modelFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVarP(&f.path, "model", "m", "", "the model: a .gguf file, or a name hearth models lists (gemma3:1b, OWNER/REPO:FILE.gguf)")
-	cmd.Flags().StringVar(&f.backend, "backend", "auto", "gpu, cpu, or auto (the GPU when an adapter exists)")
+	cmd.Flags().StringVar(&f.backend, "backend", "auto", backendFlagHelp)
 	cmd.Flags().IntVar(&f.ctx, "ctx", 0, fmt.Sprintf("context length in tokens (default: the model's, at most %d)", model.DefaultContext))
 	cmd.Flags().IntVar(&f.batch, "batch", 512, "prompt tokens evaluated per GPU submit")
 	cmd.Flags().StringVar(&f.gpuMemory, "gpu-memory", os.Getenv("HEARTH_GPU_MEMORY"),
@@ -35,11 +36,17 @@ func (f *modelFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringArrayVar(&f.loras, "lora", nil, "apply the LoRA adapter `ADAPTER[:SCALE]`: a GGUF LoRA file, a PEFT folder, or an adapter's name from hearth models (repeatable)")
 }
 
+// backendFlagHelp is the --backend flag's help, for every command that has
+// it.
+const backendFlagHelp = "gpu, cpu, or auto: the best GPU adapter, or the CPU when there is none or it is a software renderer (lavapipe's llvmpipe), which is slower than Hearth's CPU path; hearth info says which and why"
+
 // loaded is an open model and the runner evaluating it.
 type loaded struct {
 	model  *model.Model
 	runner model.Runner
 	dev    *gpu.Device
+	// backend is where the runner computes and why (app.ChooseBackend).
+	backend app.Backend
 }
 
 func (l *loaded) Close() {
@@ -58,6 +65,16 @@ func (f *modelFlags) open(log io.Writer) (*loaded, error) {
 	if f.path == "" {
 		return nil, fmt.Errorf("no model: give -m with a .gguf file or a name hearth models lists")
 	}
+	if err := app.ValidBackend(f.backend); err != nil {
+		return nil, fmt.Errorf("--%w", err)
+	}
+	var budget uint64
+	if f.gpuMemory != "" {
+		var err error
+		if budget, err = settings.ParseSize(f.gpuMemory); err != nil {
+			return nil, fmt.Errorf("--gpu-memory: %w", err)
+		}
+	}
 	// A path that exists wins over a name; a name is looked up in the
 	// stores hearth models lists.
 	e, err := library.Resolve(libraryRoots(), f.path)
@@ -73,26 +90,13 @@ func (f *modelFlags) open(log io.Writer) (*loaded, error) {
 	if ctx == 0 {
 		ctx = min(m.Config.Context, model.DefaultContext)
 	}
-	backend := strings.ToLower(f.backend)
-	switch backend {
-	case "gpu", "auto":
-		dev, err := gpu.Open(gpu.OptionsFromEnv())
-		if err != nil {
-			if backend == "gpu" {
-				m.Close()
-				return nil, err
-			}
-			fmt.Fprintf(log, "no GPU (%v); running on the CPU\n", err)
-			break
-		}
-		var budget uint64
-		if f.gpuMemory != "" {
-			if budget, err = settings.ParseSize(f.gpuMemory); err != nil {
-				dev.Release()
-				m.Close()
-				return nil, fmt.Errorf("--gpu-memory: %w", err)
-			}
-		}
+	b, dev, err := app.OpenBackend(f.backend, app.JobInference, gpu.OptionsFromEnv())
+	if err != nil {
+		m.Close()
+		return nil, err
+	}
+	l.backend = b
+	if b.GPU {
 		r, err := model.NewGPU(dev, m, model.GPUOptions{Context: ctx, Batch: f.batch, Budget: budget})
 		if err != nil {
 			dev.Release()
@@ -100,12 +104,10 @@ func (f *modelFlags) open(log io.Writer) (*loaded, error) {
 			return nil, err
 		}
 		l.dev, l.runner = dev, r
-	case "cpu":
-	default:
-		m.Close()
-		return nil, fmt.Errorf("--backend %q: want gpu, cpu or auto", f.backend)
-	}
-	if l.runner == nil {
+	} else {
+		if !strings.EqualFold(f.backend, "cpu") {
+			fmt.Fprintf(log, "running on the CPU: %s\n", b.Reason)
+		}
 		r, err := model.NewCPU(m, ctx)
 		if err != nil {
 			m.Close()
@@ -124,14 +126,6 @@ func (f *modelFlags) open(log io.Writer) (*loaded, error) {
 		}
 	}
 	return l, nil
-}
-
-// backendName says where a runner computes, for reports.
-func backendName(l *loaded) string {
-	if l.dev != nil {
-		return "gpu: " + l.dev.Info.Label()
-	}
-	return "cpu"
 }
 
 // samplingFlags are the sampler's flags.

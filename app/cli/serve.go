@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -138,6 +139,9 @@ func serve(ctx context.Context, mf *modelFlags, sf *serveFlags, out, log io.Writ
 			return err
 		}
 		fmt.Fprintf(log, "loaded %s (%s, context %d)\n", name, info.Backend, info.Context)
+		if info.Backend == "cpu" && !strings.EqualFold(mf.backend, "cpu") {
+			fmt.Fprintf(log, "running on the CPU: %s\n", info.BackendReason)
+		}
 	}
 
 	srv := server.HTTPServer(server.New(engine, server.Options{Models: models, APIKey: sf.apiKey, MaxBody: int64(maxBody),

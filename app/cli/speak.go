@@ -240,7 +240,7 @@ hearth pull hexgrad/Kokoro-82M puts them there.`,
 	f.BoolVar(&play, "play", false, "play the speech as it is made")
 	f.StringVar(&words, "words", "", "write word timestamps to FILE: WebVTT for .vtt, else JSON")
 	f.StringVar(&kokoro, "model", "", "the Kokoro directory (config.json, kokoro-v1_0.pth, voices/); default kokoro/ in Hearth's folder")
-	f.StringVar(&backend, "backend", "auto", "gpu, cpu, or auto (the GPU when an adapter exists)")
+	f.StringVar(&backend, "backend", "auto", backendFlagHelp)
 	f.BoolVar(&list, "list-voices", false, "list the voice packs in the Kokoro directory")
 	f.BoolVar(&asJSON, "json", false, "print a report (or the voice list) as JSON")
 	return cmd

@@ -101,7 +101,16 @@ Presets: ` + strings.Join(names, "; ") + `. Flags override the preset.`,
 			set("max-grad-norm", func() { s.AdamW.MaxGradNorm = given.AdamW.MaxGradNorm })
 			c.Settings = s
 
-			e := app.NewEngine(app.EngineOptions{Backend: "gpu", GPU: gpu.OptionsFromEnv(),
+			// Training runs only on a GPU; a software one is used, but
+			// slowly enough to say so before the run starts.
+			b, err := app.ChooseBackend("auto", app.JobTraining, gpu.OptionsFromEnv())
+			if err != nil {
+				return err
+			}
+			if b.Adapter.Type == "cpu" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "training on %s: %s\n", b.Adapter.Label(), b.Reason)
+			}
+			e := app.NewEngine(app.EngineOptions{Backend: "auto", GPU: gpu.OptionsFromEnv(),
 				Resolve: func(name string) (string, error) {
 					en, err := library.Resolve(libraryRoots(), name)
 					return en.Path, err

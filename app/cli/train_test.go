@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hearthstudio/hearth/engine/gpu"
 	"github.com/hearthstudio/hearth/engine/synth"
 	"github.com/hearthstudio/hearth/training"
 )
@@ -28,9 +29,16 @@ func TestTrainCommand(t *testing.T) {
 	out := filepath.Join(dir, "tuned.gguf")
 	args := []string{"train", "-m", base, "-d", data, "-o", out, "--rank", "4", "--alpha", "8",
 		"--seq-len", "48", "--batch", "2", "--steps", "2", "--lr", "1e-2", "--json"}
-	stdout, _, err := execute(NewRoot(nil), args...)
+	t.Setenv("HEARTH_ADAPTER", "")
+	stdout, stderr, err := execute(NewRoot(nil), args...)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// On a software adapter (lavapipe, as on CI) it says so first.
+	if adapters, err := gpu.Adapters(gpu.Options{}); err == nil && len(adapters) > 0 && adapters[0].Type == "cpu" {
+		if want := "training on " + adapters[0].Label() + ": Hearth trains only on a GPU"; !strings.Contains(stderr, want) {
+			t.Errorf("stderr %q does not say %q", stderr, want)
+		}
 	}
 	var phases []string
 	var res trainResult

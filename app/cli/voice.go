@@ -176,7 +176,7 @@ cores).`,
 	fl.StringVarP(&out, "output", "o", "", "the voice pack to write (.bin)")
 	fl.StringVar(&blend, "blend", "", `stock voices to mix in with their shares, "af_heart:0.5" or "af_heart:0.3,am_adam:0.2"`)
 	fl.StringVar(&voices, "voices", "", "the folder of stock voices for --blend (default: the Kokoro directory's)")
-	fl.StringVar(&backend, "backend", "auto", "gpu, cpu, or auto (the GPU when a hardware adapter exists)")
+	fl.StringVar(&backend, "backend", "auto", backendFlagHelp)
 	fl.BoolVar(&asJSON, "json", false, "print a JSON report, with the style")
 	return cmd
 }
@@ -204,27 +204,18 @@ func parseVoiceBlend(spec string) ([]vocoder.VoiceWeight, float64, error) {
 	return terms, 1 - sum, nil
 }
 
-// runStyleEncoder runs the encoders on the backend asked for: the GPU
-// or the CPU. auto falls back to the CPU, saying so on stderr, when there
-// is no GPU or only a software one (lavapipe), which is slower than the
-// CPU, as speak's auto does (app.Engine's speechOnGPU); asked for the GPU
-// by name, a software adapter is used.
+// runStyleEncoder runs the encoders where app.OpenBackend says, as speak
+// does: under auto on the CPU when there is no GPU or only a software one
+// (lavapipe), saying why on stderr.
 func runStyleEncoder(cmd *cobra.Command, enc *vocoder.StyleEncoder, mel []float32, frames int, backend string) ([]float32, string, error) {
-	switch b := strings.ToLower(backend); b {
-	case "gpu", "auto":
-		dev, err := gpu.Open(gpu.OptionsFromEnv())
-		if err != nil {
-			if b == "gpu" {
-				return nil, "", err
-			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "no GPU (%v); running on the CPU\n", err)
-			break
-		}
-		if b == "auto" && dev.Info.Type == "cpu" {
-			fmt.Fprintf(cmd.ErrOrStderr(), "the GPU adapter %s is a software renderer, slower than the CPU; running on the CPU\n", dev.Info.Label())
-			dev.Release()
-			break
-		}
+	if err := app.ValidBackend(backend); err != nil {
+		return nil, "", fmt.Errorf("--%w", err)
+	}
+	b, dev, err := app.OpenBackend(backend, app.JobInference, gpu.OptionsFromEnv())
+	if err != nil {
+		return nil, "", err
+	}
+	if b.GPU {
 		defer dev.Release()
 		g, err := vocoder.NewGPUStyleEncoder(dev, enc)
 		if err != nil {
@@ -232,10 +223,10 @@ func runStyleEncoder(cmd *cobra.Command, enc *vocoder.StyleEncoder, mel []float3
 		}
 		defer g.Release()
 		s, err := g.Style(mel, frames)
-		return s, "gpu: " + dev.Info.Label(), err
-	case "cpu":
-	default:
-		return nil, "", fmt.Errorf("--backend %q: want gpu, cpu or auto", backend)
+		return s, b.String(), err
+	}
+	if !strings.EqualFold(backend, "cpu") {
+		fmt.Fprintf(cmd.ErrOrStderr(), "running on the CPU: %s\n", b.Reason)
 	}
 	s, err := enc.Style(mel, frames)
 	return s, "cpu", err
