@@ -32,8 +32,18 @@ type codec struct {
 	needsImatrix bool
 }
 
-// codecFor returns the codec of t; a zero codec for a type with no codec.
+// codecFor returns the codec of t, with the processor's vector dequantizer
+// where it has one; a zero codec for a type with no codec.
 func codecFor(t Type) codec {
+	c := scalarCodec(t)
+	if f := vectorDequantize(t); f != nil {
+		c.dequantize = f
+	}
+	return c
+}
+
+// scalarCodec returns the portable Go codec of t.
+func scalarCodec(t Type) codec {
 	switch t {
 	case TypeF32:
 		return codec{dequantize: dequantizeF32, quantize: quantizeF32}
