@@ -1,0 +1,33 @@
+package model
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestDotWithinRoundingBound checks dot (the FMA kernel where the processor
+// has one) against the exact sum in float64 for lengths that exercise the
+// 32-wide loop, the 8-wide loop and the scalar tail: any ordering of n f32
+// products and sums is within n·2⁻²⁴·Σ|aᵢbᵢ| of the exact value (the
+// classic bound for recursive summation), so a wrong lane, a dropped tail
+// or a mis-stepped pointer shows as an error far above it.
+func TestDotWithinRoundingBound(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, n := range []int{0, 1, 7, 8, 9, 31, 32, 33, 40, 63, 64, 65, 100, 896, 2048 + 13} {
+		a, b := make([]float32, n), make([]float32, n)
+		var exact, mag float64
+		for i := range a {
+			a[i], b[i] = float32(rng.NormFloat64()), float32(rng.NormFloat64()*100)
+			exact += float64(a[i]) * float64(b[i])
+			mag += math.Abs(float64(a[i]) * float64(b[i]))
+		}
+		got := float64(dot(a, b))
+		if bound := float64(n) * 0x1p-24 * mag; math.Abs(got-exact) > bound {
+			t.Errorf("n=%d: dot %v, exact %v: error %.3g above the bound %.3g", n, got, exact, math.Abs(got-exact), bound)
+		}
+		if g := float64(dotGo(a, b)); math.Abs(g-exact) > float64(n)*0x1p-24*mag {
+			t.Errorf("n=%d: dotGo %v, exact %v", n, g, exact)
+		}
+	}
+}
