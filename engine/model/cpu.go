@@ -258,9 +258,7 @@ func matmul(w *Weight, x []float32, m int) ([]float32, error) {
 			}
 			for r := c * matmulChunk; r < min((c+1)*matmulChunk, w.Rows); r++ {
 				decode(w.Data[r*rb:(r+1)*rb], row)
-				for t := range m {
-					y[t*w.Rows+r] = dot(row, x[t*w.Cols:(t+1)*w.Cols])
-				}
+				dotRows(row, x, y[r:], w.Rows)
 			}
 		}
 	}
