@@ -248,6 +248,10 @@ func matmul(w *Weight, x []float32, m int) ([]float32, error) {
 	}
 	y := make([]float32, m*w.Rows)
 	rb, chunks := w.RowBytes(), (w.Rows+matmulChunk-1)/matmulChunk
+	fused := fusedDot(w.Type)
+	if m != 1 {
+		fused = nil // prefill: a dequantized row serves every token
+	}
 	var next atomic.Int64
 	work := func() {
 		row := make([]float32, w.Cols)
@@ -257,6 +261,10 @@ func matmul(w *Weight, x []float32, m int) ([]float32, error) {
 				return
 			}
 			for r := c * matmulChunk; r < min((c+1)*matmulChunk, w.Rows); r++ {
+				if fused != nil {
+					y[r] = fused(w.Data[r*rb:(r+1)*rb], x)
+					continue
+				}
 				decode(w.Data[r*rb:(r+1)*rb], row)
 				dotRows(row, x, y[r:], w.Rows)
 			}

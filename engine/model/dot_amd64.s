@@ -139,3 +139,146 @@ d4done:
 	VMOVSS X6, 12(DX)
 	VZEROUPPER
 	RET
+
+// The fused decode kernels below dequantize a row block by block exactly
+// as gguf's vector dequantizers do and feed each run of 8 weights straight
+// into the accumulator dotFMA would use for it (runs alternate between the
+// two), so their sum is bit for bit dotFMA of the dequantized row: decode
+// skips writing the row and reading it back.
+
+#define F16SCALE \
+	VPBROADCASTW (SI), X0; \
+	VCVTPH2PS X0, Y0
+
+#define BCAST32(v, x, y) \
+	MOVL $v, AX; \
+	VMOVD AX, x; \
+	VPBROADCASTD x, y
+
+// func dotQ8_0FMA(row *byte, x *float32, blocks int) float32
+TEXT ·dotQ8_0FMA(SB), NOSPLIT, $0-28
+	MOVQ row+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ blocks+16(FP), CX
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+fq8loop:
+	F16SCALE
+	VPMOVSXBD 2(SI), Y1
+	VPMOVSXBD 10(SI), Y2
+	VPMOVSXBD 18(SI), Y3
+	VPMOVSXBD 26(SI), Y4
+	VCVTDQ2PS Y1, Y1
+	VCVTDQ2PS Y2, Y2
+	VCVTDQ2PS Y3, Y3
+	VCVTDQ2PS Y4, Y4
+	VMULPS Y0, Y1, Y1
+	VMULPS Y0, Y2, Y2
+	VMULPS Y0, Y3, Y3
+	VMULPS Y0, Y4, Y4
+	VFMADD231PS (DI), Y1, Y7
+	VFMADD231PS 32(DI), Y2, Y8
+	VFMADD231PS 64(DI), Y3, Y7
+	VFMADD231PS 96(DI), Y4, Y8
+	ADDQ $34, SI
+	ADDQ $128, DI
+	DECQ CX
+	JNZ fq8loop
+	REDUCE(Y7, Y8, X7, X8)
+	VMOVSS X7, ret+24(FP)
+	VZEROUPPER
+	RET
+
+DATA lanes<>+0(SB)/4, $0
+DATA lanes<>+4(SB)/4, $1
+DATA lanes<>+8(SB)/4, $2
+DATA lanes<>+12(SB)/4, $3
+DATA lanes<>+16(SB)/4, $4
+DATA lanes<>+20(SB)/4, $5
+DATA lanes<>+24(SB)/4, $6
+DATA lanes<>+28(SB)/4, $7
+DATA lanes<>+32(SB)/4, $8
+DATA lanes<>+36(SB)/4, $9
+DATA lanes<>+40(SB)/4, $10
+DATA lanes<>+44(SB)/4, $11
+DATA lanes<>+48(SB)/4, $12
+DATA lanes<>+52(SB)/4, $13
+DATA lanes<>+56(SB)/4, $14
+DATA lanes<>+60(SB)/4, $15
+DATA lanes<>+64(SB)/4, $16
+DATA lanes<>+68(SB)/4, $17
+DATA lanes<>+72(SB)/4, $18
+DATA lanes<>+76(SB)/4, $19
+DATA lanes<>+80(SB)/4, $20
+DATA lanes<>+84(SB)/4, $21
+DATA lanes<>+88(SB)/4, $22
+DATA lanes<>+92(SB)/4, $23
+DATA lanes<>+96(SB)/4, $24
+DATA lanes<>+100(SB)/4, $25
+DATA lanes<>+104(SB)/4, $26
+DATA lanes<>+108(SB)/4, $27
+DATA lanes<>+112(SB)/4, $28
+DATA lanes<>+116(SB)/4, $29
+DATA lanes<>+120(SB)/4, $30
+DATA lanes<>+124(SB)/4, $31
+GLOBL lanes<>(SB), RODATA|NOPTR, $128
+
+// Q5HIGH(shifts, q) ORs bit 4 into the 8 nibbles of q: bit k of qh (Y5)
+// for lane k of shifts.
+#define Q5HIGH(shifts, q) \
+	VPSRLVD shifts, Y5, Y6; \
+	VPAND Y13, Y6, Y6; \
+	VPSLLD $4, Y6, Y6; \
+	VPOR Y6, q, q
+
+// func dotQ5_0FMA(row *byte, x *float32, blocks int) float32
+TEXT ·dotQ5_0FMA(SB), NOSPLIT, $0-28
+	MOVQ row+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ blocks+16(FP), CX
+	BCAST32(15, X15, Y15)
+	BCAST32(16, X14, Y14)
+	BCAST32(1, X13, Y13)
+	VMOVDQU lanes<>+0(SB), Y9
+	VMOVDQU lanes<>+32(SB), Y10
+	VMOVDQU lanes<>+64(SB), Y11
+	VMOVDQU lanes<>+96(SB), Y12
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+fq5loop:
+	F16SCALE
+	VPBROADCASTD 2(SI), Y5
+	VPMOVZXBD 6(SI), Y1
+	VPMOVZXBD 14(SI), Y2
+	VPAND Y15, Y1, Y3
+	VPAND Y15, Y2, Y4
+	VPSRLD $4, Y1, Y1
+	VPSRLD $4, Y2, Y2
+	Q5HIGH(Y9, Y3)
+	Q5HIGH(Y10, Y4)
+	Q5HIGH(Y11, Y1)
+	Q5HIGH(Y12, Y2)
+	VPSUBD Y14, Y3, Y3
+	VPSUBD Y14, Y4, Y4
+	VPSUBD Y14, Y1, Y1
+	VPSUBD Y14, Y2, Y2
+	VCVTDQ2PS Y3, Y3
+	VCVTDQ2PS Y4, Y4
+	VCVTDQ2PS Y1, Y1
+	VCVTDQ2PS Y2, Y2
+	VMULPS Y0, Y3, Y3
+	VMULPS Y0, Y4, Y4
+	VMULPS Y0, Y1, Y1
+	VMULPS Y0, Y2, Y2
+	VFMADD231PS (DI), Y3, Y7
+	VFMADD231PS 32(DI), Y4, Y8
+	VFMADD231PS 64(DI), Y1, Y7
+	VFMADD231PS 96(DI), Y2, Y8
+	ADDQ $22, SI
+	ADDQ $128, DI
+	DECQ CX
+	JNZ fq5loop
+	REDUCE(Y7, Y8, X7, X8)
+	VMOVSS X7, ret+24(FP)
+	VZEROUPPER
+	RET

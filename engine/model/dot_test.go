@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/hearthstudio/hearth/gguf"
 )
 
 // TestDotWithinRoundingBound checks dot (the FMA kernel where the processor
@@ -54,6 +56,39 @@ func TestDotRowsMatchesDot(t *testing.T) {
 				if got := y[r*stride]; math.Float32bits(got) != math.Float32bits(want) {
 					t.Errorf("n=%d m=%d row %d: dotRows %v, dot %v", n, m, r, got, want)
 				}
+			}
+		}
+	}
+}
+
+// TestFusedDotMatchesDot: decode dots Q8_0 and Q5_0 rows without writing
+// the dequantized row; the sum must be bit for bit dot of that row, so
+// decode and prefill agree. Rows are real quantized values, 896 wide (a
+// Qwen 2.5 0.5B row) and one block.
+func TestFusedDotMatchesDot(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	for _, typ := range []gguf.Type{gguf.TypeQ8_0, gguf.TypeQ5_0} {
+		fused := fusedDot(typ)
+		if fused == nil {
+			t.Logf("%v: no fused kernel on this processor; nothing to compare", typ)
+			continue
+		}
+		for _, n := range []int{32, 896} {
+			vals, x := make([]float32, n), make([]float32, n)
+			for i := range vals {
+				vals[i], x[i] = float32(rng.NormFloat64()), float32(rng.NormFloat64())
+			}
+			size, _ := typ.RowSize(int64(n))
+			row := make([]byte, size)
+			if err := gguf.Quantize(typ, vals, row); err != nil {
+				t.Fatal(err)
+			}
+			deq := make([]float32, n)
+			if err := gguf.Dequantize(typ, row, deq); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := fused(row, x), dot(deq, x); math.Float32bits(got) != math.Float32bits(want) {
+				t.Errorf("%v n=%d: fused %v, dot of the dequantized row %v", typ, n, got, want)
 			}
 		}
 	}
