@@ -41,8 +41,69 @@ func fusedDot(t gguf.Type) func(row []byte, x []float32) float32 {
 		return blockDot(34, dotQ8_0FMA)
 	case gguf.TypeQ5_0:
 		return blockDot(22, dotQ5_0FMA)
+	case gguf.TypeQ4_K:
+		return dotQ4K
+	case gguf.TypeQ6_K:
+		return dotQ6K
 	}
 	return nil
+}
+
+// dotQ4KFMA and dotQ6KFMA add one super-block's products into the two
+// 8-lane accumulators acc[0:8] and acc[8:16]. dotQ4KFMA takes the block's
+// eight 6-bit scales at sm[0:8] and mins at sm[8:16] and multiplies them by
+// d and dmin in place; dotQ6KFMA uses s as scratch for its sixteen scales.
+//
+//go:noescape
+func dotQ4KFMA(b *byte, sm *[16]float32, x *float32, acc *[16]float32)
+
+//go:noescape
+func dotQ6KFMA(b *byte, s *[16]float32, x *float32, acc *[16]float32)
+
+// dotQ4K is the fused dot of a Q4_K row (super-blocks of 144 bytes: d, dmin,
+// 12 bytes of 6-bit scales and mins, 128 of nibbles) with x.
+func dotQ4K(row []byte, x []float32) float32 {
+	var sm, acc [16]float32
+	for i := range len(x) / 256 {
+		b, xs := (*[144]byte)(row[144*i:]), (*[256]float32)(x[256*i:])
+		for j := range 8 {
+			sc, m := scaleMinK4(j, b[4:16])
+			sm[j], sm[8+j] = float32(sc), float32(m)
+		}
+		dotQ4KFMA(&b[0], &sm, &xs[0], &acc)
+	}
+	return reduceLanes(&acc)
+}
+
+// dotQ6K is the fused dot of a Q6_K row (super-blocks of 210 bytes: 128 of
+// low nibbles, 64 of high bit pairs, 16 int8 scales, d) with x.
+func dotQ6K(row []byte, x []float32) float32 {
+	var s, acc [16]float32
+	for i := range len(x) / 256 {
+		b, xs := (*[210]byte)(row[210*i:]), (*[256]float32)(x[256*i:])
+		dotQ6KFMA(&b[0], &s, &xs[0], &acc)
+	}
+	return reduceLanes(&acc)
+}
+
+// scaleMinK4 unpacks sub-block j's 6-bit scale and min of a Q4_K/Q5_K
+// super-block (get_scale_min_k4 in ggml).
+func scaleMinK4(j int, q []byte) (sc, m uint8) {
+	if j < 4 {
+		return q[j] & 63, q[j+4] & 63
+	}
+	return q[j+4]&0xf | (q[j-4]>>6)<<4, q[j+4]>>4 | (q[j]>>6)<<4
+}
+
+// reduceLanes sums the two accumulators' lanes in dotFMA's order: lane by
+// lane, then the halves 4+4, 2+2 and 1+1.
+func reduceLanes(acc *[16]float32) float32 {
+	var a [8]float32
+	for i := range a {
+		a[i] = acc[i] + acc[8+i]
+	}
+	h0, h1, h2, h3 := a[0]+a[4], a[1]+a[5], a[2]+a[6], a[3]+a[7]
+	return (h0 + h2) + (h1 + h3)
 }
 
 // blockDot wraps the fused kernel of a 32-value block format of size

@@ -282,3 +282,166 @@ fq5loop:
 	VMOVSS X7, ret+24(FP)
 	VZEROUPPER
 	RET
+
+// The K-quant kernels take one super-block per call and carry the two
+// accumulators in acc between calls; the caller sums their lanes as REDUCE
+// does. They multiply out the scales as gguf's dequantizers do (d·scale,
+// dmin·min, one rounding each) into sm or s: Q4_K's caller has put its
+// unpacked 6-bit scales and mins there as floats, Q6_K's kernel reads its
+// int8 scales itself. Values go into the accumulators in index
+// order, as dotFMA adds them.
+
+// Q4KLOW(l, acc) / Q4KHIGH(l, acc): values l…l+7 (low nibbles of qs[l:],
+// float(q)·Y0 − Y1) or 32+l… (high nibbles, float(q)·Y2 − Y3) of a run of
+// 64, times x.
+#define Q4KLOW(l, acc) \
+	VPMOVZXBD l(SI), Y4; \
+	VPAND Y15, Y4, Y4; \
+	VCVTDQ2PS Y4, Y4; \
+	VMULPS Y0, Y4, Y4; \
+	VSUBPS Y1, Y4, Y4; \
+	VFMADD231PS (4*l)(DI), Y4, acc
+
+#define Q4KHIGH(l, acc) \
+	VPMOVZXBD l(SI), Y4; \
+	VPSRLD $4, Y4, Y4; \
+	VCVTDQ2PS Y4, Y4; \
+	VMULPS Y2, Y4, Y4; \
+	VSUBPS Y3, Y4, Y4; \
+	VFMADD231PS (4*l+128)(DI), Y4, acc
+
+// func dotQ4KFMA(b *byte, sm *[16]float32, x *float32, acc *[16]float32)
+TEXT ·dotQ4KFMA(SB), NOSPLIT, $0-32
+	MOVQ b+0(FP), SI
+	MOVQ sm+8(FP), DX
+	MOVQ x+16(FP), DI
+	MOVQ acc+24(FP), BX
+	F16SCALE
+	VMULPS (DX), Y0, Y1
+	VMOVUPS Y1, (DX)
+	VPBROADCASTW 2(SI), X0
+	VCVTPH2PS X0, Y0
+	VMULPS 32(DX), Y0, Y1
+	VMOVUPS Y1, 32(DX)
+	ADDQ $16, SI
+	VMOVUPS (BX), Y7
+	VMOVUPS 32(BX), Y8
+	BCAST32(15, X15, Y15)
+	MOVQ $4, CX
+fq4kloop:
+	VBROADCASTSS (DX), Y0
+	VBROADCASTSS 32(DX), Y1
+	VBROADCASTSS 4(DX), Y2
+	VBROADCASTSS 36(DX), Y3
+	Q4KLOW(0, Y7)
+	Q4KLOW(8, Y8)
+	Q4KLOW(16, Y7)
+	Q4KLOW(24, Y8)
+	Q4KHIGH(0, Y7)
+	Q4KHIGH(8, Y8)
+	Q4KHIGH(16, Y7)
+	Q4KHIGH(24, Y8)
+	ADDQ $32, SI
+	ADDQ $8, DX
+	ADDQ $256, DI
+	DECQ CX
+	JNZ fq4kloop
+	VMOVUPS Y7, (BX)
+	VMOVUPS Y8, 32(BX)
+	VZEROUPPER
+	RET
+
+// Q6KFMA(lo, hi, s, xoff, acc): q = (lo | hi<<4) − 32 in Ylo, times the
+// scale at s(DX), times x at xoff(DI), into acc.
+#define Q6KFMA(lo, hi, s, xoff, acc) \
+	VPSLLD $4, hi, hi; \
+	VPOR hi, lo, lo; \
+	VPSUBD Y13, lo, lo; \
+	VCVTDQ2PS lo, lo; \
+	VBROADCASTSS s(DX), Y6; \
+	VMULPS Y6, lo, lo; \
+	VFMADD231PS xoff(DI), lo, acc
+
+// Q6KQ1…Q6KQ4(l, s, acc): values l…l+7 of quarter 1…4 of a 128-value
+// half (ql at SI, qh at BX); s is the byte offset of the quarter's scale.
+#define Q6KQ1(l, s, acc) \
+	VPMOVZXBD l(SI), Y4; \
+	VPMOVZXBD l(BX), Y5; \
+	VPAND Y15, Y4, Y4; \
+	VPAND Y14, Y5, Y5; \
+	Q6KFMA(Y4, Y5, s, (4*l), acc)
+
+#define Q6KQ2(l, s, acc) \
+	VPMOVZXBD (l+32)(SI), Y4; \
+	VPMOVZXBD l(BX), Y5; \
+	VPAND Y15, Y4, Y4; \
+	VPSRLD $2, Y5, Y5; \
+	VPAND Y14, Y5, Y5; \
+	Q6KFMA(Y4, Y5, s, (4*l+128), acc)
+
+#define Q6KQ3(l, s, acc) \
+	VPMOVZXBD l(SI), Y4; \
+	VPMOVZXBD l(BX), Y5; \
+	VPSRLD $4, Y4, Y4; \
+	VPSRLD $4, Y5, Y5; \
+	VPAND Y14, Y5, Y5; \
+	Q6KFMA(Y4, Y5, s, (4*l+256), acc)
+
+#define Q6KQ4(l, s, acc) \
+	VPMOVZXBD (l+32)(SI), Y4; \
+	VPMOVZXBD l(BX), Y5; \
+	VPSRLD $4, Y4, Y4; \
+	VPSRLD $6, Y5, Y5; \
+	Q6KFMA(Y4, Y5, s, (4*l+384), acc)
+
+// func dotQ6KFMA(b *byte, s *[16]float32, x *float32, acc *[16]float32)
+TEXT ·dotQ6KFMA(SB), NOSPLIT, $0-32
+	MOVQ b+0(FP), SI
+	MOVQ s+8(FP), DX
+	MOVQ x+16(FP), DI
+	MOVQ acc+24(FP), AX
+	VMOVUPS (AX), Y7
+	VMOVUPS 32(AX), Y8
+	VPBROADCASTW 208(SI), X0
+	VCVTPH2PS X0, Y0
+	VPMOVSXBD 192(SI), Y1
+	VPMOVSXBD 200(SI), Y2
+	VCVTDQ2PS Y1, Y1
+	VCVTDQ2PS Y2, Y2
+	VMULPS Y1, Y0, Y1
+	VMULPS Y2, Y0, Y2
+	VMOVUPS Y1, (DX)
+	VMOVUPS Y2, 32(DX)
+	LEAQ 128(SI), BX
+	BCAST32(15, X15, Y15)
+	BCAST32(3, X14, Y14)
+	BCAST32(32, X13, Y13)
+	MOVQ $2, CX
+fq6kloop:
+	Q6KQ1(0, 0, Y7)
+	Q6KQ1(8, 0, Y8)
+	Q6KQ1(16, 4, Y7)
+	Q6KQ1(24, 4, Y8)
+	Q6KQ2(0, 8, Y7)
+	Q6KQ2(8, 8, Y8)
+	Q6KQ2(16, 12, Y7)
+	Q6KQ2(24, 12, Y8)
+	Q6KQ3(0, 16, Y7)
+	Q6KQ3(8, 16, Y8)
+	Q6KQ3(16, 20, Y7)
+	Q6KQ3(24, 20, Y8)
+	Q6KQ4(0, 24, Y7)
+	Q6KQ4(8, 24, Y8)
+	Q6KQ4(16, 28, Y7)
+	Q6KQ4(24, 28, Y8)
+	ADDQ $64, SI
+	ADDQ $32, BX
+	ADDQ $32, DX
+	ADDQ $512, DI
+	DECQ CX
+	JNZ fq6kloop
+	MOVQ acc+24(FP), AX
+	VMOVUPS Y7, (AX)
+	VMOVUPS Y8, 32(AX)
+	VZEROUPPER
+	RET

@@ -61,19 +61,20 @@ func TestDotRowsMatchesDot(t *testing.T) {
 	}
 }
 
-// TestFusedDotMatchesDot: decode dots Q8_0 and Q5_0 rows without writing
-// the dequantized row; the sum must be bit for bit dot of that row, so
-// decode and prefill agree. Rows are real quantized values, 896 wide (a
-// Qwen 2.5 0.5B row) and one block.
+// TestFusedDotMatchesDot: decode dots Q8_0, Q5_0, Q4_K and Q6_K rows
+// without writing the dequantized row; the sum must be bit for bit dot of
+// that row, so decode and prefill agree. Rows are real quantized values of
+// one to 28 blocks (a Qwen 2.5 0.5B row is 28 Q8_0 blocks; 2048 is a Llama
+// 3.2 1B row).
 func TestFusedDotMatchesDot(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
-	for _, typ := range []gguf.Type{gguf.TypeQ8_0, gguf.TypeQ5_0} {
+	for _, typ := range []gguf.Type{gguf.TypeQ8_0, gguf.TypeQ5_0, gguf.TypeQ4_K, gguf.TypeQ6_K} {
 		fused := fusedDot(typ)
 		if fused == nil {
 			t.Logf("%v: no fused kernel on this processor; nothing to compare", typ)
 			continue
 		}
-		for _, n := range []int{32, 896} {
+		for _, n := range []int{256, 896 / 32 * typ.BlockSize(), 2048} {
 			vals, x := make([]float32, n), make([]float32, n)
 			for i := range vals {
 				vals[i], x[i] = float32(rng.NormFloat64()), float32(rng.NormFloat64())
