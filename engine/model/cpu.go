@@ -236,8 +236,9 @@ const matmulChunk = 16
 
 // matmul returns Y[m×rows] = X[m×cols]·Wᵀ. Each row of W is dequantized
 // once into its goroutine's buffer and dotted with every activation row
-// while it is in cache; the rows are handed out in chunks to GOMAXPROCS
-// goroutines, the calling one included.
+// while it is in cache; for one activation row (decode) the types with a
+// fused kernel skip the buffer. The rows are handed out in chunks to
+// GOMAXPROCS goroutines, the calling one included.
 func matmul(w *Weight, x []float32, m int) ([]float32, error) {
 	if len(x) != m*w.Cols {
 		return nil, fmt.Errorf("model: %s: %d activations are not %d rows of %d", w.Name, len(x), m, w.Cols)
@@ -254,7 +255,10 @@ func matmul(w *Weight, x []float32, m int) ([]float32, error) {
 	}
 	var next atomic.Int64
 	work := func() {
-		row := make([]float32, w.Cols)
+		var row []float32
+		if fused == nil {
+			row = make([]float32, w.Cols)
+		}
 		for {
 			c := int(next.Add(1) - 1)
 			if c >= chunks {
