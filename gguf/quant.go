@@ -32,8 +32,18 @@ type codec struct {
 	needsImatrix bool
 }
 
-// codecFor returns the codec of t; a zero codec for a type with no codec.
+// codecFor returns the codec of t, with the processor's vector dequantizer
+// where it has one; a zero codec for a type with no codec.
 func codecFor(t Type) codec {
+	c := scalarCodec(t)
+	if f := vectorDequantize(t); f != nil {
+		c.dequantize = f
+	}
+	return c
+}
+
+// scalarCodec returns the portable Go codec of t.
+func scalarCodec(t Type) codec {
 	switch t {
 	case TypeF32:
 		return codec{dequantize: dequantizeF32, quantize: quantizeF32}
@@ -110,21 +120,32 @@ func typeList(ok func(Type) bool) string {
 
 // checkDequantize validates the arguments of Dequantize and returns t's codec.
 func checkDequantize(op string, t Type, src []byte, n int) (codec, error) {
-	if !t.Known() {
-		return codec{}, fmt.Errorf("gguf: %s %v: unknown type", op, t)
+	c, want, err := checkValueCount(op, t, n)
+	if err != nil {
+		return codec{}, err
 	}
-	c := codecFor(t)
-	if c.dequantize == nil {
-		return codec{}, fmt.Errorf("gguf: %s %v: %w (supported: %s)", op, t, ErrUnsupportedType, typeList(CanDequantize))
-	}
-	bs, ts := t.BlockSize(), t.TypeSize()
-	if n%bs != 0 {
-		return codec{}, fmt.Errorf("gguf: %s %v: %d values is not a multiple of the block size %d", op, t, n, bs)
-	}
-	if want := n / bs * ts; len(src) != want {
+	if len(src) != want {
+		bs, ts := t.BlockSize(), t.TypeSize()
 		return codec{}, fmt.Errorf("gguf: %s %v: src is %d bytes, want %d for %d values (%d bytes per block of %d)", op, t, len(src), want, n, ts, bs)
 	}
 	return c, nil
+}
+
+// checkValueCount checks that n values of t can be decoded and returns t's
+// codec and the bytes they take.
+func checkValueCount(op string, t Type, n int) (codec, int, error) {
+	if !t.Known() {
+		return codec{}, 0, fmt.Errorf("gguf: %s %v: unknown type", op, t)
+	}
+	c := codecFor(t)
+	if c.dequantize == nil {
+		return codec{}, 0, fmt.Errorf("gguf: %s %v: %w (supported: %s)", op, t, ErrUnsupportedType, typeList(CanDequantize))
+	}
+	bs, ts := t.BlockSize(), t.TypeSize()
+	if n%bs != 0 {
+		return codec{}, 0, fmt.Errorf("gguf: %s %v: %d values is not a multiple of the block size %d", op, t, n, bs)
+	}
+	return c, n / bs * ts, nil
 }
 
 // checkQuantize validates the arguments of Quantize and returns t's codec.
@@ -161,6 +182,18 @@ func Dequantize(t Type, src []byte, dst []float32) error {
 	}
 	c.dequantize(src, dst)
 	return nil
+}
+
+// Dequantizer returns Dequantize for rows of n values of type t with the
+// checks made once, for a caller that decodes a tensor row by row in a hot
+// loop. The function it returns decodes src[:row bytes] into dst[:n] and
+// panics if either is shorter.
+func Dequantizer(t Type, n int) (func(src []byte, dst []float32), error) {
+	c, size, err := checkValueCount("dequantize", t, n)
+	if err != nil {
+		return nil, err
+	}
+	return func(src []byte, dst []float32) { c.dequantize(src[:size], dst[:n]) }, nil
 }
 
 // DequantizeParallel is Dequantize split by block ranges across GOMAXPROCS

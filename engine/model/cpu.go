@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hearthstudio/hearth/engine/ops/ref"
 	"github.com/hearthstudio/hearth/gguf"
@@ -229,50 +230,65 @@ func finish(logits []float32, out Output) Result {
 	return Result{IDs: ids, Values: vals}
 }
 
-// matmul returns Y[m×rows] = X[m×cols]·Wᵀ, dequantizing each row of W once
-// and dotting it with every activation row; rows are spread over the cores.
+// matmulChunk is how many rows of W a goroutine takes at a time: small
+// enough that the cores finish together when another process slows one of
+// them (the dev machine shares its 2 cores), large enough that the shared
+// counter is touched once per several microseconds of work.
+const matmulChunk = 16
+
+// matmul returns Y[m×rows] = X[m×cols]·Wᵀ. Each row of W is dequantized
+// once into its goroutine's buffer and dotted with every activation row
+// while it is in cache; for one activation row (decode) the types with a
+// fused kernel skip the buffer. The rows are handed out in chunks to
+// GOMAXPROCS goroutines, the calling one included.
 func matmul(w *Weight, x []float32, m int) ([]float32, error) {
 	if len(x) != m*w.Cols {
 		return nil, fmt.Errorf("model: %s: %d activations are not %d rows of %d", w.Name, len(x), m, w.Cols)
 	}
+	decode, err := gguf.Dequantizer(w.Type, w.Cols)
+	if err != nil {
+		return nil, fmt.Errorf("model: %s: %w", w.Name, err)
+	}
 	y := make([]float32, m*w.Rows)
-	workers := min(runtime.GOMAXPROCS(0), w.Rows)
-	per := (w.Rows + workers - 1) / workers
-	rb := w.RowBytes()
-	var wg sync.WaitGroup
-	errs := make([]error, workers)
-	for g := range workers {
-		lo, hi := g*per, min((g+1)*per, w.Rows)
-		if lo >= hi {
-			continue
+	rb, chunks := w.RowBytes(), (w.Rows+matmulChunk-1)/matmulChunk
+	fused := fusedDot(w.Type)
+	if m != 1 {
+		fused = nil // prefill: a dequantized row serves every token
+	}
+	var next atomic.Int64
+	work := func() {
+		var row []float32
+		if fused == nil {
+			row = make([]float32, w.Cols)
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			row := make([]float32, w.Cols)
-			for r := lo; r < hi; r++ {
-				if err := gguf.Dequantize(w.Type, w.Data[r*rb:(r+1)*rb], row); err != nil {
-					errs[g] = fmt.Errorf("model: %s row %d: %w", w.Name, r, err)
-					return
-				}
-				for t := range m {
-					y[t*w.Rows+r] = dot(row, x[t*w.Cols:(t+1)*w.Cols])
-				}
+		for {
+			c := int(next.Add(1) - 1)
+			if c >= chunks {
+				return
 			}
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
+			for r := c * matmulChunk; r < min((c+1)*matmulChunk, w.Rows); r++ {
+				if fused != nil {
+					y[r] = fused(w.Data[r*rb:(r+1)*rb], x)
+					continue
+				}
+				decode(w.Data[r*rb:(r+1)*rb], row)
+				dotRows(row, x, y[r:], w.Rows)
+			}
 		}
 	}
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), chunks) - 1 {
+		wg.Go(work)
+	}
+	work()
+	wg.Wait()
 	return y, nil
 }
 
-// dot is a float32 dot product with four independent sums, so the adds
-// pipeline; the f32 rounding is the same order as a GPU's tree of partials.
-func dot(a, b []float32) float32 {
+// dotGo is the portable f32 dot product: four independent sums, so the
+// adds pipeline, combined pairwise as a GPU's tree of partials is.
+func dotGo(a, b []float32) float32 {
+	b = b[:len(a)]
 	var s0, s1, s2, s3 float32
 	i := 0
 	for ; i+4 <= len(a); i += 4 {
