@@ -88,7 +88,7 @@ func firstRunView(st *studio) *fyne.Container {
 		),
 		section("Where Hearth looks"), places,
 	)
-	return container.NewPadded(container.NewVScroll(content))
+	return container.NewPadded(scrollColumn(content))
 }
 
 func section(title string) fyne.CanvasObject {

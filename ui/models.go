@@ -582,7 +582,7 @@ func sourceTitle(source string) string {
 // GPU memory limit. Either change restarts the engine.
 func computeControls(st *studio) fyne.CanvasObject {
 	const (
-		automatic = "Automatic (the best GPU, or the CPU)"
+		automatic = "Automatic" // the status bar says where that is and why
 		cpuOnly   = "CPU only"
 	)
 	choose := widget.NewSelect([]string{automatic, cpuOnly}, nil)

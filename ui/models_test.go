@@ -480,7 +480,7 @@ func TestChoosingWhereModelsRunRestartsTheEngine(t *testing.T) {
 		if choose == nil || choose.Selected != "CPU only" {
 			t.Fatalf("no adapter choice showing CPU only")
 		}
-		choose.SetSelected("Automatic (the best GPU, or the CPU)")
+		choose.SetSelected("Automatic")
 	})
 	if s := savedSettings(t, st); s.Backend != "auto" || s.Adapter != "" {
 		t.Errorf("saved backend %q adapter %q, want auto and none", s.Backend, s.Adapter)
