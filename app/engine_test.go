@@ -214,27 +214,49 @@ func TestCancel(t *testing.T) {
 }
 
 // TestIdleUnload: the model is freed after the idle time, and loads again
-// on the next request.
+// on the next request. The reload is read from the OnStatus record, not
+// from Status after the request: with 50 ms idle the model may already be
+// unloaded again by the time a loaded machine lets the test look.
 func TestIdleUnload(t *testing.T) {
 	path := tinyModel(t)
 	var mu sync.Mutex
-	var notes []string
+	var seen []Status
 	e := cpuEngine(t, EngineOptions{IdleUnload: 50 * time.Millisecond, OnStatus: func(s Status) {
 		mu.Lock()
-		notes = append(notes, s.Note)
+		seen = append(seen, s)
 		mu.Unlock()
 	}})
+	// unloaded is the index of the first status saying the model was
+	// unloaded for idleness, -1 while none does.
+	unloaded := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		for i, s := range seen {
+			if s.Model == nil && strings.Contains(s.Note, "unloaded") {
+				return i
+			}
+		}
+		return -1
+	}
 	req := hello(2)
 	req.Model = path
 	if _, err := e.Chat(context.Background(), req, nil); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the idle unload", func() bool { return e.Status().Model == nil })
-	if s := e.Status(); !strings.Contains(s.Note, "unloaded") {
-		t.Errorf("status note %q, want it to say the model was unloaded", s.Note)
+	waitFor(t, "a status note saying the model was unloaded", func() bool { return unloaded() >= 0 })
+	if _, err := e.Chat(context.Background(), req, nil); err != nil {
+		t.Errorf("after the unload: %v", err)
 	}
-	if _, err := e.Chat(context.Background(), req, nil); err != nil || e.Status().Model == nil {
-		t.Errorf("after the unload: %v, model %v", err, e.Status().Model)
+	at := unloaded()
+	mu.Lock()
+	defer mu.Unlock()
+	reloaded := false
+	for _, s := range seen[at+1:] {
+		reloaded = reloaded || s.Model != nil && s.Model.Path == path
+	}
+	if !reloaded {
+		t.Errorf("no status after the unload had the model loaded again: %+v", seen)
 	}
 }
 

@@ -384,19 +384,37 @@ func TestRunSurvivesKill(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
 		// Wait for this child's first checkpoint, then kill at a moment
-		// after it: in a later step, or in the middle of a write.
+		// after it: in a later step, or in the middle of a write. A step on
+		// lavapipe takes seconds under load; 5 min only ends a child that
+		// hangs, inside go test's timeout.
 		started := time.Now()
-		deadline := started.Add(2 * time.Minute)
-		for time.Now().Before(deadline) {
-			if fi, err := os.Stat(ck); err == nil && fi.ModTime().After(started) {
-				break
+		deadline := started.Add(5 * time.Minute)
+		checkpointed := func() bool {
+			fi, err := os.Stat(ck)
+			return err == nil && fi.ModTime().After(started)
+		}
+		for !checkpointed() {
+			select {
+			case werr := <-exited:
+				if !checkpointed() {
+					t.Fatalf("the child ended before its first checkpoint: %v", werr)
+				}
+				exited <- werr
+			default:
+			}
+			if time.Now().After(deadline) {
+				cmd.Process.Kill()
+				<-exited
+				t.Fatalf("the child wrote no checkpoint within %v", deadline.Sub(started))
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
 		time.Sleep(after)
 		cmd.Process.Kill()
-		werr := cmd.Wait()
+		werr := <-exited
 		if werr == nil {
 			// The child finished before the kill: the run is complete.
 			break

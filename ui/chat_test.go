@@ -187,7 +187,10 @@ func send(cv *chatView, text string) {
 	})
 }
 
-// waitFor polls cond on the UI loop until it holds.
+// waitFor polls cond on the UI loop until it holds. Waits on fakes and
+// the UI itself take 30 s: they pass in milliseconds on an idle machine,
+// and 5 s failed while go test ran the other packages beside them; only a
+// hang runs out the 30 s.
 func waitFor(t *testing.T, cv *chatView, what string, timeout time.Duration, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
@@ -520,7 +523,7 @@ func TestChatWithoutAModel(t *testing.T) {
 	})
 	loadTiny(t, st)
 	greedy(cv, 4)
-	waitFor(t, cv, "the no-model banner to go", 5*time.Second, func() bool { return !cv.noModel.Visible() })
+	waitFor(t, cv, "the no-model banner to go", 30*time.Second, func() bool { return !cv.noModel.Visible() })
 	on(cv, func() { test.Tap(cv.regenerate) })
 	waitReply(t, cv)
 	on(cv, func() {

@@ -46,10 +46,24 @@ func modelsStudio(t *testing.T, setup func(*studio)) (*studio, fyne.Window, *uiL
 	return st, w, l
 }
 
-// eventually waits until cond, run on the UI loop, holds.
+// gpuWait bounds the waits for real GPU work on lavapipe (training steps,
+// a reply of a tuned model): two tiny LoRA steps take ~3.5 s on an idle
+// machine and 5-10x longer while go test runs other packages beside, so the
+// 30 s of eventually made them fail for load alone. Five minutes still ends
+// a hung run well inside go test's 20 minute timeout.
+const gpuWait = 5 * time.Minute
+
+// eventually waits until cond, run on the UI loop, holds: 30 s, ample for
+// fakes and scans that take milliseconds.
 func eventually(t *testing.T, l *uiLoop, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	eventuallyWithin(t, l, 30*time.Second, what, cond)
+}
+
+// eventuallyWithin is eventually with its deadline given.
+func eventuallyWithin(t *testing.T, l *uiLoop, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
 	for {
 		ok := false
 		l.wait(func() { ok = cond() })

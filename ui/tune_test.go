@@ -62,20 +62,11 @@ func tinyRun(tv *tuneView, epochs string) {
 	}
 }
 
+// waitRunEnd waits for the tab's run to end; the run trains on the GPU, so
+// it gets gpuWait.
 func waitRunEnd(t *testing.T, l *uiLoop, tv *tuneView) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		done := false
-		l.wait(func() { done = tv.run == nil })
-		if done {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the run did not end within a minute")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	eventuallyWithin(t, l, gpuWait, "the run to end", func() bool { return tv.run == nil })
 }
 
 func TestTunePresetsFillTheAdvancedFields(t *testing.T) {
@@ -202,7 +193,7 @@ func TestTuneRunsAndChatsWithTheAdapter(t *testing.T) {
 			t.Errorf("the adapter control shows %q", cv.adapterName.Text)
 		}
 	})
-	eventually(t, l, "the base model loaded", func() bool {
+	eventuallyWithin(t, l, gpuWait, "the base model loaded", func() bool {
 		m := st.engine.Status().Model
 		return m != nil && m.Name == "tiny-qwen2" && st.loading == ""
 	})
@@ -210,7 +201,7 @@ func TestTuneRunsAndChatsWithTheAdapter(t *testing.T) {
 		cv.input.SetText("What colour is the sky?")
 		cv.input.TypedKey(&fyne.KeyEvent{Name: fyne.KeyReturn})
 	})
-	eventually(t, l, "the reply", func() bool { return cv.gen == nil })
+	eventuallyWithin(t, l, gpuWait, "the reply", func() bool { return cv.gen == nil })
 	l.wait(func() {
 		r := cv.cur.Messages[len(cv.cur.Messages)-1].Reply
 		if r.Stop == "error" || r.Tokens == 0 {
@@ -262,11 +253,11 @@ func TestTuneStopOffersResume(t *testing.T) {
 		tinyRun(tv, "4")
 		tv.startTapped()
 	})
-	eventually(t, l, "two steps", func() bool { n, _ := tv.plot.Len(); return n >= 2 })
+	eventuallyWithin(t, l, gpuWait, "two steps", func() bool { n, _ := tv.plot.Len(); return n >= 2 })
 
 	// Pause holds the run between steps; Resume lets it go on.
 	l.wait(func() { test.Tap(tv.pause) })
-	eventually(t, l, "the pause", func() bool { return strings.HasPrefix(tv.headline.Text, "Paused at step") })
+	eventuallyWithin(t, l, gpuWait, "the pause", func() bool { return strings.HasPrefix(tv.headline.Text, "Paused at step") })
 	var paused int
 	l.wait(func() {
 		paused, _ = tv.plot.Len()
@@ -281,7 +272,7 @@ func TestTuneStopOffersResume(t *testing.T) {
 		}
 		test.Tap(tv.pause)
 	})
-	eventually(t, l, "a step after Resume", func() bool { n, _ := tv.plot.Len(); return n > paused })
+	eventuallyWithin(t, l, gpuWait, "a step after Resume", func() bool { n, _ := tv.plot.Len(); return n > paused })
 
 	// Meanwhile the Chat tab explains why it cannot answer.
 	cv := st.chat
@@ -348,7 +339,7 @@ func TestTuneStopOffersResume(t *testing.T) {
 	l.wait(tv.startTapped)
 	eventually(t, l, "the resume offer", func() bool { return tv.offer != nil })
 	l.wait(func() { test.Tap(tv.offerButtons["Resume"]) })
-	eventually(t, l, "the resumed run's next step", func() bool { n, _ := tv.plot.Len(); return n > stopped })
+	eventuallyWithin(t, l, gpuWait, "the resumed run's next step", func() bool { n, _ := tv.plot.Len(); return n > stopped })
 	l.wait(func() { test.Tap(tv.stop) })
 	waitRunEnd(t, l, tv)
 	if again, err := training.ReadState(ck); err != nil || again.Step <= state.Step || again.Steps != state.Steps {

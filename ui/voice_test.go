@@ -797,7 +797,7 @@ func TestChatReadsAReplyAloud(t *testing.T) {
 		useFakes(vv, fs, fp, nil)
 		t.Cleanup(func() { on(cv, vv.close) })
 	})
-	waitFor(t, cv, "the voices", 5*time.Second, func() bool { return !vv.listing })
+	waitFor(t, cv, "the voices", 30*time.Second, func() bool { return !vv.listing })
 	reply := "# Plan\n\nThis is **bold** and a [link](https://example.com).\n\n- first item\n- second item\n\n```go\nfmt.Println(1)\n```\n"
 	on(cv, func() {
 		vv.speed.SetValue(1.25)
@@ -813,14 +813,14 @@ func TestChatReadsAReplyAloud(t *testing.T) {
 			t.Error("the reply is not being read")
 		}
 	})
-	waitFor(t, cv, "the first chunk", 5*time.Second, func() bool { n, _, _ := fp.state(); return n == 1 })
+	waitFor(t, cv, "the first chunk", 30*time.Second, func() bool { n, _, _ := fp.state(); return n == 1 })
 	reqs := fs.requests()
 	want := "Plan\nThis is bold and a link.\nfirst item\nsecond item"
 	if len(reqs) != 1 || reqs[0].Text != want || reqs[0].Voice != "af_heart" || reqs[0].Speed != 1.25 {
 		t.Errorf("read aloud asked for %+v, want %q in af_heart at 1.25", reqs, want)
 	}
 	on(cv, func() { test.Tap(cv.rows[1].speak) })
-	waitFor(t, cv, "the reading to stop", 5*time.Second, func() bool { return cv.reading == nil && vv.cur == nil })
+	waitFor(t, cv, "the reading to stop", 30*time.Second, func() bool { return cv.reading == nil && vv.cur == nil })
 	if _, stopped, closed := fp.state(); !stopped || !closed {
 		t.Errorf("pressed again: player stopped %v, closed %v", stopped, closed)
 	}
@@ -849,14 +849,14 @@ func TestChatReadAloudWithoutAVoice(t *testing.T) {
 	st, cv := chatStudio(t)
 	fs := &fakeSpeaker{voicesErr: &app.NoVoiceModelError{Dir: "/nowhere/kokoro", Missing: errors.New("/nowhere/kokoro does not exist")}}
 	on(cv, func() { useFakes(st.voice, fs, &fakePlayer{}, nil) })
-	waitFor(t, cv, "the listing", 5*time.Second, func() bool { return !st.voice.listing })
+	waitFor(t, cv, "the listing", 30*time.Second, func() bool { return !st.voice.listing })
 	on(cv, func() {
 		cv.cur.Add(chats.Message{Role: chats.Assistant, Content: "Hi.", Reply: chats.Reply{Stop: "stop"}}, time.Now())
 		cv.truncateRows(0)
 		cv.appendRows()
 		test.Tap(cv.rows[0].speak)
 	})
-	waitFor(t, cv, "a dialog", 5*time.Second, func() bool { return strings.Contains(overlayText(st.win), "no Kokoro voice model") })
+	waitFor(t, cv, "a dialog", 30*time.Second, func() bool { return strings.Contains(overlayText(st.win), "no Kokoro voice model") })
 	// It points at a button that is where it says: on the Voice tab,
 	// showing, with that label.
 	text := overlayText(st.win)

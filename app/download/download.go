@@ -640,6 +640,10 @@ func rangeStart(cr string) (int64, bool) {
 	return n, err == nil
 }
 
+// clock is the throttle's time, a variable so the tests can read the
+// stamps it spaces calls by.
+var clock = time.Now
+
 // throttle spaces calls to a progress function.
 type throttle struct {
 	fn         func(done, total int64)
@@ -654,7 +658,7 @@ func (t *throttle) report(done, total int64, final bool) {
 	if t.fn == nil {
 		return
 	}
-	now := time.Now()
+	now := clock()
 	if final {
 		if t.calledOnce && t.done == done && t.tot == total {
 			return
