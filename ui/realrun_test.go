@@ -115,6 +115,12 @@ func TestStudioQuitMidReply(t *testing.T) {
 			s.Folders = []string{models}
 			s.LastModel = "tiny-llama"
 			s.Sampling.MaxTokens = 0 // until the end of the turn: the reply must outlast the studio
+			// On the GPU adapter (lavapipe here, about 10 tokens/s for this
+			// model) the reply streams for minutes. Under auto it would run
+			// on the CPU at ~2,000 tokens/s and could end (a sampled end of
+			// turn, or the context's) before three updates were shown, as
+			// it did in a fresh-clone run.
+			s.Backend = "gpu"
 			if err := settings.Save(filepath.Join(home, ".config", "hearth", "settings.json"), s); err != nil {
 				t.Fatal(err)
 			}
