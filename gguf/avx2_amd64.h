@@ -16,6 +16,18 @@
 	VPBROADCASTW (SI), X0; \
 	VCVTPH2PS X0, Y0
 
+// SCALE4(a, b, c, d) converts the int32 lanes of the four registers to
+// float32 (exact below 2^24) and multiplies them by the block scale Y0.
+#define SCALE4(a, b, c, d) \
+	VCVTDQ2PS a, a; \
+	VCVTDQ2PS b, b; \
+	VCVTDQ2PS c, c; \
+	VCVTDQ2PS d, d; \
+	VMULPS Y0, a, a; \
+	VMULPS Y0, b, b; \
+	VMULPS Y0, c, c; \
+	VMULPS Y0, d, d
+
 // Q8_0DECODE decodes the Q8_0 block at SI (d f16, qs int8[32]) to
 // float(q)·d: values 0…7 in Y1, 8…15 in Y2, 16…23 in Y3, 24…31 in Y4.
 #define Q8_0DECODE \
@@ -24,14 +36,7 @@
 	VPMOVSXBD 10(SI), Y2; \
 	VPMOVSXBD 18(SI), Y3; \
 	VPMOVSXBD 26(SI), Y4; \
-	VCVTDQ2PS Y1, Y1; \
-	VCVTDQ2PS Y2, Y2; \
-	VCVTDQ2PS Y3, Y3; \
-	VCVTDQ2PS Y4, Y4; \
-	VMULPS Y0, Y1, Y1; \
-	VMULPS Y0, Y2, Y2; \
-	VMULPS Y0, Y3, Y3; \
-	VMULPS Y0, Y4, Y4
+	SCALE4(Y1, Y2, Y3, Y4)
 
 // Q5_0SETUP loads Q5_0DECODE's constants: Y15 = 15, Y14 = 16, Y13 = 1 and
 // the lane numbers 0…31 (·q5Lanes) in Y9…Y12.
@@ -72,14 +77,7 @@
 	VPSUBD Y14, Y4, Y4; \
 	VPSUBD Y14, Y1, Y1; \
 	VPSUBD Y14, Y2, Y2; \
-	VCVTDQ2PS Y3, Y3; \
-	VCVTDQ2PS Y4, Y4; \
-	VCVTDQ2PS Y1, Y1; \
-	VCVTDQ2PS Y2, Y2; \
-	VMULPS Y0, Y3, Y3; \
-	VMULPS Y0, Y4, Y4; \
-	VMULPS Y0, Y1, Y1; \
-	VMULPS Y0, Y2, Y2
+	SCALE4(Y3, Y4, Y1, Y2)
 
 // Q4KLOW(l) and Q4KHIGH(l) decode 8 values of a Q4_K run of 64 (32 bytes
 // of qs at SI, Y15 = 15) into Y4: the low nibbles of qs[l:l+8] as

@@ -6,6 +6,15 @@
 // (VPMOVZXBD / VPMOVSXBD), converts them exactly to float32, and applies the
 // block's scale with the scalar codec's operations in its order.
 
+// STORE4(a, b, c, d) writes a block's four runs of 8 values to y and
+// steps DI past them.
+#define STORE4(a, b, c, d) \
+	VMOVUPS a, (DI); \
+	VMOVUPS b, 32(DI); \
+	VMOVUPS c, 64(DI); \
+	VMOVUPS d, 96(DI); \
+	ADDQ $128, DI
+
 // func dequantQ8_0AVX2(src *byte, dst *float32, blocks int)
 // Block: d f16, qs int8[32]; y = float(q)·d.
 TEXT ·dequantQ8_0AVX2(SB), NOSPLIT, $0-24
@@ -14,12 +23,8 @@ TEXT ·dequantQ8_0AVX2(SB), NOSPLIT, $0-24
 	MOVQ blocks+16(FP), CX
 q8loop:
 	Q8_0DECODE
-	VMOVUPS Y1, (DI)
-	VMOVUPS Y2, 32(DI)
-	VMOVUPS Y3, 64(DI)
-	VMOVUPS Y4, 96(DI)
+	STORE4(Y1, Y2, Y3, Y4)
 	ADDQ $34, SI
-	ADDQ $128, DI
 	DECQ CX
 	JNZ q8loop
 	VZEROUPPER
@@ -46,20 +51,9 @@ q4loop:
 	VPSUBD Y14, Y4, Y4
 	VPSUBD Y14, Y1, Y1
 	VPSUBD Y14, Y2, Y2
-	VCVTDQ2PS Y3, Y3
-	VCVTDQ2PS Y4, Y4
-	VCVTDQ2PS Y1, Y1
-	VCVTDQ2PS Y2, Y2
-	VMULPS Y0, Y3, Y3
-	VMULPS Y0, Y4, Y4
-	VMULPS Y0, Y1, Y1
-	VMULPS Y0, Y2, Y2
-	VMOVUPS Y3, (DI)
-	VMOVUPS Y4, 32(DI)
-	VMOVUPS Y1, 64(DI)
-	VMOVUPS Y2, 96(DI)
+	SCALE4(Y3, Y4, Y1, Y2)
+	STORE4(Y3, Y4, Y1, Y2)
 	ADDQ $18, SI
-	ADDQ $128, DI
 	DECQ CX
 	JNZ q4loop
 	VZEROUPPER
@@ -75,12 +69,8 @@ TEXT ·dequantQ5_0AVX2(SB), NOSPLIT, $0-24
 	Q5_0SETUP
 q5loop:
 	Q5_0DECODE
-	VMOVUPS Y3, (DI)
-	VMOVUPS Y4, 32(DI)
-	VMOVUPS Y1, 64(DI)
-	VMOVUPS Y2, 96(DI)
+	STORE4(Y3, Y4, Y1, Y2)
 	ADDQ $22, SI
-	ADDQ $128, DI
 	DECQ CX
 	JNZ q5loop
 	VZEROUPPER

@@ -147,6 +147,15 @@ d4done:
 // two), so their sum is bit for bit dotFMA of the dequantized row: decode
 // skips writing the row and reading it back.
 
+// BLOCKFMA(a, b, c, d) adds a block's four runs of 8 values times x into
+// the accumulators Y7, Y8, Y7, Y8 and steps DI past the block's x.
+#define BLOCKFMA(a, b, c, d) \
+	VFMADD231PS (DI), a, Y7; \
+	VFMADD231PS 32(DI), b, Y8; \
+	VFMADD231PS 64(DI), c, Y7; \
+	VFMADD231PS 96(DI), d, Y8; \
+	ADDQ $128, DI
+
 // func dotQ8_0FMA(row *byte, x *float32, blocks int) float32
 TEXT ·dotQ8_0FMA(SB), NOSPLIT, $0-28
 	MOVQ row+0(FP), SI
@@ -156,12 +165,8 @@ TEXT ·dotQ8_0FMA(SB), NOSPLIT, $0-28
 	VXORPS Y8, Y8, Y8
 fq8loop:
 	Q8_0DECODE
-	VFMADD231PS (DI), Y1, Y7
-	VFMADD231PS 32(DI), Y2, Y8
-	VFMADD231PS 64(DI), Y3, Y7
-	VFMADD231PS 96(DI), Y4, Y8
+	BLOCKFMA(Y1, Y2, Y3, Y4)
 	ADDQ $34, SI
-	ADDQ $128, DI
 	DECQ CX
 	JNZ fq8loop
 	REDUCE(Y7, Y8, X7, X8)
@@ -179,12 +184,8 @@ TEXT ·dotQ5_0FMA(SB), NOSPLIT, $0-28
 	VXORPS Y8, Y8, Y8
 fq5loop:
 	Q5_0DECODE
-	VFMADD231PS (DI), Y3, Y7
-	VFMADD231PS 32(DI), Y4, Y8
-	VFMADD231PS 64(DI), Y1, Y7
-	VFMADD231PS 96(DI), Y2, Y8
+	BLOCKFMA(Y3, Y4, Y1, Y2)
 	ADDQ $22, SI
-	ADDQ $128, DI
 	DECQ CX
 	JNZ fq5loop
 	REDUCE(Y7, Y8, X7, X8)
@@ -194,7 +195,7 @@ fq5loop:
 
 // The K-quant kernels take one super-block per call and carry the two
 // accumulators in acc between calls; the caller sums their lanes as REDUCE
-// does. They multiply out the scales as gguf's dequantizers do (d·scale,
+// does. They multiply out the scales as the dequantizers do (d·scale,
 // dmin·min, one rounding each) into sm or s: Q4_K's caller has put its
 // unpacked 6-bit scales and mins there as floats, Q6_K's kernel reads its
 // int8 scales itself. Values go into the accumulators in index
