@@ -251,7 +251,7 @@ func matmul(w *Weight, x []float32, m int) ([]float32, error) {
 	}
 	y := make([]float32, m*w.Rows)
 	rb, chunks := w.RowBytes(), (w.Rows+matmulChunk-1)/matmulChunk
-	fused := fusedDot(w.Type)
+	fused := gguf.FusedDot(w.Type)
 	if m != 1 {
 		fused = nil // prefill: a dequantized row serves every token
 	}

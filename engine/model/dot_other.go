@@ -2,11 +2,6 @@
 
 package model
 
-import "github.com/hearthstudio/hearth/gguf"
-
-// fusedDot has no fused kernels off amd64: rows are dequantized first.
-func fusedDot(gguf.Type) func(row []byte, x []float32) float32 { return nil }
-
 // dot is the f32 dot product of the CPU forward's matrix products.
 func dot(a, b []float32) float32 { return dotGo(a, b) }
 

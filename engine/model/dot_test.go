@@ -69,7 +69,7 @@ func TestDotRowsMatchesDot(t *testing.T) {
 func TestFusedDotMatchesDot(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	for _, typ := range []gguf.Type{gguf.TypeQ8_0, gguf.TypeQ5_0, gguf.TypeQ4_K, gguf.TypeQ6_K} {
-		fused := fusedDot(typ)
+		fused := gguf.FusedDot(typ)
 		if fused == nil {
 			t.Logf("%v: no fused kernel on this processor; nothing to compare", typ)
 			continue
