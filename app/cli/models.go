@@ -221,25 +221,16 @@ func printModels(w io.Writer, r library.Roots, entries []library.Entry) error {
 				mem = units.Bytes(uint64(i.Memory.Total()))
 			}
 		}
-		size := "-"
-		if e.Size > 0 {
-			size = units.Bytes(uint64(e.Size))
-		}
 		if e.Err != "" {
 			problems = append(problems, e)
 			mem = "(see below)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", inspectText(e.Name), e.Source, arch, params, quant, size, ctx, mem)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", inspectText(e.Name), e.Source, arch, params, quant, entrySize(e), ctx, mem)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if len(problems) > 0 {
-		fmt.Fprintf(w, "\n%d cannot be used:\n", len(problems))
-		for _, e := range problems {
-			fmt.Fprintf(w, "  %s: %s\n", inspectText(e.Name), e.Err)
-		}
-	}
+	printProblems(w, problems)
 	_, err := fmt.Fprintf(w, "\nMEMORY: GPU estimate at a context of min(CONTEXT, %d) tokens. Run one with -m NAME.\n", model.DefaultContext)
 	return err
 }
@@ -266,26 +257,37 @@ func printAdapters(w io.Writer, adapters []library.Entry) error {
 				fitsModels = strings.Join(a.Bases, ", ")
 			}
 		}
-		size := "-"
-		if e.Size > 0 {
-			size = units.Bytes(uint64(e.Size))
-		}
 		if e.Err != "" {
 			problems = append(problems, e)
 			fitsModels = "(see below)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", inspectText(e.Name), e.Source, format, inspectText(forWhat), rank, size, inspectText(fitsModels))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", inspectText(e.Name), e.Source, format, inspectText(forWhat), rank, entrySize(e), inspectText(fitsModels))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if len(problems) > 0 {
-		fmt.Fprintf(w, "\n%d cannot be used:\n", len(problems))
-		for _, e := range problems {
-			fmt.Fprintf(w, "  %s: %s\n", inspectText(e.Name), e.Err)
-		}
-	}
+	printProblems(w, problems)
 	return nil
+}
+
+// entrySize is a listed file's size, "-" when unknown.
+func entrySize(e library.Entry) string {
+	if e.Size > 0 {
+		return units.Bytes(uint64(e.Size))
+	}
+	return "-"
+}
+
+// printProblems says why each of the entries cannot be used, under a
+// table that marked them "(see below)".
+func printProblems(w io.Writer, problems []library.Entry) {
+	if len(problems) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n%d cannot be used:\n", len(problems))
+	for _, e := range problems {
+		fmt.Fprintf(w, "  %s: %s\n", inspectText(e.Name), e.Err)
+	}
 }
 
 func orDash(s string) string {
