@@ -55,7 +55,6 @@ type fakeHub struct {
 	paused      chan struct{}
 	started     chan struct{} // closed when the first body GET arrives, when not nil
 	hold        chan struct{} // that GET then waits for this, when not nil
-	pageSize    int           // entries per page of a tree listing; 0 means all on one
 
 	mu      sync.Mutex
 	heads   int
@@ -121,10 +120,6 @@ func (h *fakeHub) serveHub(w http.ResponseWriter, r *http.Request) {
 	}
 	h.mu.Unlock()
 
-	if strings.HasPrefix(r.URL.Path, "/api/models/") {
-		h.serveTree(w, r)
-		return
-	}
 	parts := strings.Split(strings.TrimPrefix(r.URL.EscapedPath(), "/"), "/")
 	if len(parts) < 5 || parts[2] != "resolve" {
 		http.NotFound(w, r)

@@ -2,106 +2,37 @@ package download
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/hearthstudio/hearth/internal/hubtest"
 )
 
-// serveTree answers the hub's tree API,
-// /api/models/{owner}/{name}/tree/{rev}[/{dir}], with the files and
-// folders directly in dir, pageSize at a time behind a Link header.
-func (h *fakeHub) serveTree(w http.ResponseWriter, r *http.Request) {
-	parts := strings.Split(strings.TrimPrefix(r.URL.EscapedPath(), "/api/models/"), "/")
-	if len(parts) < 4 || parts[2] != "tree" {
-		http.NotFound(w, r)
-		return
-	}
-	repo := parts[0] + "/" + parts[1]
-	rev, _ := url.PathUnescape(parts[3])
-	dir, _ := url.PathUnescape(strings.Join(parts[4:], "/"))
-	type lfs struct {
-		OID  string `json:"oid"`
-		Size int    `json:"size"`
-	}
-	type entry struct {
-		Type string `json:"type"`
-		Path string `json:"path"`
-		Size int    `json:"size"`
-		LFS  *lfs   `json:"lfs,omitempty"`
-	}
-	var entries []entry
-	known, dirs := false, map[string]bool{}
-	for k, f := range h.files {
-		p, ok := strings.CutPrefix(k, repo+"/")
-		if !ok {
-			continue
-		}
-		known = true
-		rest := p
-		if dir != "" {
-			if rest, ok = strings.CutPrefix(p, dir+"/"); !ok {
-				continue
-			}
-		}
-		if sub, _, ok := strings.Cut(rest, "/"); ok {
-			dirs[strings.TrimPrefix(dir+"/"+sub, "/")] = true
-			continue
-		}
-		e := entry{Type: "file", Path: p, Size: len(f.data)}
-		if f.lfs {
-			e.Size = 134 // the pointer's size, as the hub gives it
-			e.LFS = &lfs{OID: sha256Hex(f.data), Size: len(f.data)}
-		}
-		entries = append(entries, e)
-	}
-	for d := range dirs {
-		entries = append(entries, entry{Type: "directory", Path: d})
-	}
-	switch {
-	case !known:
-		w.Header().Set("X-Error-Code", "RepoNotFound")
-		w.WriteHeader(http.StatusNotFound)
-		return
-	case rev != "main" && rev != testCommit:
-		w.Header().Set("X-Error-Code", "RevisionNotFound")
-		w.WriteHeader(http.StatusNotFound)
-		return
-	case len(entries) == 0:
-		w.Header().Set("X-Error-Code", "EntryNotFound")
-		w.WriteHeader(http.StatusNotFound)
-		return
-	}
-	slices.SortFunc(entries, func(a, b entry) int { return strings.Compare(a.Path, b.Path) })
-	if h.pageSize > 0 {
-		from, _ := strconv.Atoi(r.URL.Query().Get("cursor"))
-		to := min(from+h.pageSize, len(entries))
-		if to < len(entries) {
-			w.Header().Set("Link", fmt.Sprintf(`<%s%s?cursor=%d>; rel="next"`, h.hub.URL, r.URL.EscapedPath(), to))
-		}
-		entries = entries[from:to]
-	}
-	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(entries)
-}
-
 func TestListFiles(t *testing.T) {
-	h := newFakeHub(t, false)
+	h := hubtest.New(t)
+	bytesOf := func(n int) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(i*7 + n)
+		}
+		return b
+	}
 	var want []RepoFile
 	for i := range 5 {
 		name := fmt.Sprintf("voices/v%d.pt", i)
-		data := h.add("owner/repo", name, 100+i, true)
-		want = append(want, RepoFile{Path: name, Size: int64(len(data)), SHA256: sha256Hex(data)})
+		data := bytesOf(100 + i)
+		h.Add("owner/repo", name, data, true)
+		want = append(want, RepoFile{Path: name, Size: int64(len(data)), SHA256: hubtest.SHA256(data)})
 	}
-	h.add("owner/repo", "voices/deeper/x.pt", 10, true)
-	cfg := h.add("owner/repo", "config.json", 50, false)
-	h.pageSize = 2 // three pages for the voices
-	o := h.options()
+	h.Add("owner/repo", "voices/deeper/x.pt", bytesOf(10), true)
+	cfg := bytesOf(50)
+	h.Add("owner/repo", "config.json", cfg, false)
+	h.PageSize = 2 // three pages for the voices
+	o := Options{Endpoint: h.URL, CacheDir: t.TempDir()}
 
 	got, err := ListFiles(context.Background(), "owner/repo", "main", "voices", o)
 	if err != nil {
@@ -110,7 +41,7 @@ func TestListFiles(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("voices/ lists %+v, want %+v (LFS sizes and SHA-256, no sub-folder)", got, want)
 	}
-	root, err := ListFiles(context.Background(), "owner/repo", testCommit, "", o)
+	root, err := ListFiles(context.Background(), "owner/repo", hubtest.Commit, "", o)
 	if err != nil {
 		t.Fatal(err)
 	}

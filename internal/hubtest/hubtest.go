@@ -27,6 +27,10 @@ const Commit = "fedcba9876543210fedcba9876543210fedcba98"
 // Hub is the fake hub.
 type Hub struct {
 	URL string
+	// PageSize is how many entries a page of a tree listing holds, the
+	// next page named by a Link header as the hub does; 0 lists all on
+	// one page.
+	PageSize int
 
 	mu    sync.Mutex
 	files map[string]*file // "owner/name/path" → file
@@ -266,6 +270,14 @@ func (h *Hub) serveTree(w http.ResponseWriter, r *http.Request, parts []string) 
 		return
 	}
 	slices.SortFunc(entries, func(a, b entry) int { return strings.Compare(a.Path, b.Path) })
+	if h.PageSize > 0 {
+		from, _ := strconv.Atoi(r.URL.Query().Get("cursor"))
+		to := min(from+h.PageSize, len(entries))
+		if to < len(entries) {
+			w.Header().Set("Link", fmt.Sprintf(`<%s%s?cursor=%d>; rel="next"`, h.URL, r.URL.EscapedPath(), to))
+		}
+		entries = entries[from:to]
+	}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(entries)
 }
