@@ -11,6 +11,7 @@
 // truncated, corrupt or hostile file is an error that names the file and
 // the tensor, never a panic or an allocation larger than the file. Tensor
 // data is read on demand, so a model is never held in memory. Write and
-// WriteFile produce what safetensors.torch.save_file does: the tensors in
-// name order, the header padded to 8 bytes.
+// WriteFile lay the data out in name order, so that one set of tensors
+// always gives the same bytes, after a header padded with spaces to a
+// multiple of 8 bytes as the reference writer pads it.
 package safetensors
