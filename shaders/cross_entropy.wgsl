@@ -60,17 +60,7 @@ fn target_of(lid: u32, row: u32) -> i32 {
     return workgroupUniformLoad(&tgt);
 }
 
-// tanh for any finite argument (shaders/elementwise.wgsl's tanh_safe, which
-// a family file cannot include, explains the form): the exponential only
-// sees -2|z| <= 0, and the odd series covers |z| < 0.25 where 1 - e would
-// cancel. Lavapipe's built-in tanh loses 1.3e-5 relative there.
-fn tanh_safe(z: f32) -> f32 {
-    let z2 = z * z;
-    let series = z * (1.0 + z2 * (-1.0 / 3.0 + z2 * (2.0 / 15.0 + z2 * (-17.0 / 315.0 + z2 * (62.0 / 2835.0)))));
-    let e = exp(-2.0 * abs(z));
-    let tail = sign(z) * (1.0 - e) / (1.0 + e);
-    return select(tail, series, abs(z) < 0.25);
-}
+//!include tanh_common
 
 // sech2 is 1 − tanh²(z), the soft-cap's derivative. Past |z| = 0.25 it is
 // 4e/(1+e)² with e = exp(−2|z|): 1 − tanh² would cancel to a few ulp of 1 as
