@@ -40,13 +40,8 @@ struct Params {
 @group(0) @binding(2) var<storage, read> targets: array<i32>;
 @group(0) @binding(3) var<storage, read_write> loss: array<f32>;
 
-// The lowest finite f32: the running max of a lane that has seen nothing
-// yet. exp(LOWEST - m) underflows to 0 for any real m, and no inf - inf =
-// NaN arises when two empty lanes combine.
-const LOWEST: f32 = -3.40282347e38;
+//!include reduce_common
 
-var<workgroup> red_m: array<f32, WG>;
-var<workgroup> red_s: array<f32, WG>;
 var<workgroup> tgt: i32;
 
 // target_of reads the row's target through workgroup memory: every lane
@@ -93,20 +88,7 @@ fn row_stats(lid: u32, base: u32) -> vec2<f32> {
             s += exp(v - m);
         }
     }
-    red_m[lid] = m;
-    red_s[lid] = s;
-    workgroupBarrier();
-    for (var half = WG / 2u; half > 0u; half >>= 1u) {
-        if (lid < half) {
-            let ma = red_m[lid];
-            let mb = red_m[lid + half];
-            let mm = max(ma, mb);
-            red_s[lid] = red_s[lid] * exp(ma - mm) + red_s[lid + half] * exp(mb - mm);
-            red_m[lid] = mm;
-        }
-        workgroupBarrier();
-    }
-    return vec2<f32>(red_m[0], red_s[0]);
+    return workgroup_max_sumexp(m, s, lid);
 }
 
 // The row of this workgroup, or p.rows when past the tile.
