@@ -1,10 +1,27 @@
 // Package shaders holds every WGSL kernel Hearth runs, one kernel family per
 // file, embedded into the binary so the GPU path needs no files at run time.
+//
+// Math that several families share lives in include files named
+// *_common.wgsl (reduce_common: the workgroup reductions; tanh_common:
+// tanh_safe; norm_common, attention_common, lstm_common, conv_weight_common,
+// conv1d_tiled_common, matmul_common), pasted in by an include line; an
+// include file is not a family and has no entry points of its own.
+//
+// Every compute entry point (EntryPoints) has a CPU reference in Go and is
+// dispatched by at least one test that compares the two, on lavapipe in
+// `make test`. That rule is checked, in the manner of ggml's
+// test-backend-ops: `make test` runs the suite with HEARTH_KERNEL_LOG set,
+// so each test binary logs the kernels it dispatched (engine/gpu), and then
+// fails if an entry point here was dispatched by none. A new entry point
+// comes with its parity test; one that nothing dispatches is deleted.
 package shaders
 
 import (
 	"embed"
 	"fmt"
+	"io/fs"
+	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -56,4 +73,62 @@ func read(name string) (string, error) {
 		return "", fmt.Errorf("shaders: no kernel family %q", strings.TrimSuffix(name, ".wgsl"))
 	}
 	return string(b), nil
+}
+
+// entryRE matches a compute entry point's name: the attributes between
+// @compute and fn hold no braces or semicolons.
+var entryRE = regexp.MustCompile(`@compute\b[^;{}]*?\bfn\s+([A-Za-z_][A-Za-z0-9_]*)`)
+
+// commentRE matches a line comment, which may mention an entry point.
+var commentRE = regexp.MustCompile(`//[^\n]*`)
+
+// EntryPoints returns every compute entry point Hearth ships, as
+// family.entry ("norm.rmsnorm", the name gpu.KernelSpec gives it), sorted. A
+// family is a file that no other file includes; its entry points are the
+// @compute functions of its text with its includes expanded.
+//
+// These are the names `make test` checks against the suite's dispatches (see
+// the package doc).
+func EntryPoints() ([]string, error) {
+	names, err := fs.Glob(files, "*.wgsl")
+	if err != nil {
+		return nil, err
+	}
+	included := map[string]bool{}
+	for _, name := range names {
+		src, err := read(name)
+		if err != nil {
+			return nil, err
+		}
+		for _, line := range strings.Split(src, "\n") {
+			if inc, ok := strings.CutPrefix(strings.TrimSpace(line), includePrefix); ok {
+				included[strings.TrimSpace(inc)+".wgsl"] = true
+			}
+		}
+	}
+	var entries []string
+	for _, name := range names {
+		if included[name] {
+			continue
+		}
+		family := strings.TrimSuffix(name, ".wgsl")
+		src, err := Source(family)
+		if err != nil {
+			return nil, err
+		}
+		for _, entry := range entryNames(src) {
+			entries = append(entries, family+"."+entry)
+		}
+	}
+	slices.Sort(entries)
+	return entries, nil
+}
+
+// entryNames returns the names of the @compute functions in WGSL text.
+func entryNames(src string) []string {
+	var names []string
+	for _, m := range entryRE.FindAllStringSubmatch(commentRE.ReplaceAllString(src, ""), -1) {
+		names = append(names, m[1])
+	}
+	return names
 }

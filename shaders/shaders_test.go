@@ -1,6 +1,7 @@
 package shaders
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -23,5 +24,47 @@ func TestIncludeIsExpanded(t *testing.T) {
 func TestUnknownFamily(t *testing.T) {
 	if _, err := Source("no_such_kernel"); err == nil || !strings.Contains(err.Error(), "no_such_kernel") {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// TestEntryPoints checks the list the kernel registry test compares the
+// suite's dispatches with: entry points of families with and without
+// includes, none from an include file.
+func TestEntryPoints(t *testing.T) {
+	entries, err := EntryPoints()
+	if err != nil {
+		t.Fatal(err)
+	}
+	has := map[string]bool{}
+	for _, e := range entries {
+		if has[e] {
+			t.Errorf("%s listed twice", e)
+		}
+		has[e] = true
+		family, _, _ := strings.Cut(e, ".")
+		if strings.HasSuffix(family, "_common") {
+			t.Errorf("%s: an include is not a family", e)
+		}
+	}
+	for _, want := range []string{"norm.rmsnorm", "norm.layernorm", "norm_backward.rmsnorm_weight_grad", "softmax.softmax", "cross_entropy.backward", "conv1d.conv1d"} {
+		if !has[want] {
+			t.Errorf("%s missing from %d entry points", want, len(entries))
+		}
+	}
+}
+
+func TestEntryNames(t *testing.T) {
+	for _, tc := range []struct {
+		src  string
+		want []string
+	}{
+		{"@compute @workgroup_size(WG)\nfn a(@builtin(global_invocation_id) g: vec3<u32>) {}", []string{"a"}},
+		{"@workgroup_size(64, 1, 1) @compute fn b() {}\n@compute\n@workgroup_size(WG)\nfn c() {}", []string{"b", "c"}},
+		{"fn helper() {}\n// @compute @workgroup_size(WG) fn commented() {}\nconst X: u32 = 1u;", nil},
+		{"@compute @workgroup_size(WG)\nfn d() { helper(); }\nfn helper() {}", []string{"d"}},
+	} {
+		if got := entryNames(tc.src); !slices.Equal(got, tc.want) {
+			t.Errorf("entryNames(%q) = %q, want %q", tc.src, got, tc.want)
+		}
 	}
 }

@@ -101,9 +101,12 @@ type Device struct {
 	// uniform encoding (params.go).
 	plainParams map[reflect.Type]bool
 	// source finds a kernel family's WGSL: shaders.Source, or a test's own.
-	source   func(family string) (string, error)
-	nextID   uint64
-	released bool
+	source func(family string) (string, error)
+	// kernelLog records dispatched kernels under HEARTH_KERNEL_LOG
+	// (kernel_log.go): processKernelLog, or a test's own.
+	kernelLog *kernelLog
+	nextID    uint64
+	released  bool
 }
 
 func backendName(b wgpu.BackendType) string {
@@ -340,6 +343,7 @@ func Open(opts Options) (*Device, error) {
 		staging:     map[uint64]*wgpu.Buffer{},
 		plainParams: map[reflect.Type]bool{},
 		source:      shaders.Source,
+		kernelLog:   processKernelLog,
 	}
 	dev, err := adapter.RequestDevice(&wgpu.DeviceDescriptor{
 		Label:          "hearth",
