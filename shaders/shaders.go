@@ -36,8 +36,10 @@ const includePrefix = "//!include "
 
 // Source returns the WGSL text of the named family ("norm" or "norm.wgsl"),
 // with its includes expanded.
-func Source(name string) (string, error) {
-	src, err := read(name)
+func Source(name string) (string, error) { return source(files, name) }
+
+func source(fsys fs.FS, name string) (string, error) {
+	src, err := read(fsys, name)
 	if err != nil {
 		return "", err
 	}
@@ -51,7 +53,7 @@ func Source(name string) (string, error) {
 			b.WriteString(line)
 			continue
 		}
-		text, err := read(strings.TrimSpace(inc))
+		text, err := read(fsys, strings.TrimSpace(inc))
 		if err != nil {
 			return "", fmt.Errorf("shaders: %s: include: %w", name, err)
 		}
@@ -64,11 +66,11 @@ func Source(name string) (string, error) {
 	return b.String(), nil
 }
 
-func read(name string) (string, error) {
+func read(fsys fs.FS, name string) (string, error) {
 	if !strings.HasSuffix(name, ".wgsl") {
 		name += ".wgsl"
 	}
-	b, err := files.ReadFile(name)
+	b, err := fs.ReadFile(fsys, name)
 	if err != nil {
 		return "", fmt.Errorf("shaders: no kernel family %q", strings.TrimSuffix(name, ".wgsl"))
 	}
@@ -85,18 +87,21 @@ var commentRE = regexp.MustCompile(`//[^\n]*`)
 // EntryPoints returns every compute entry point Hearth ships, as
 // family.entry ("norm.rmsnorm", the name gpu.KernelSpec gives it), sorted. A
 // family is a file that no other file includes; its entry points are the
-// @compute functions of its text with its includes expanded.
+// @compute functions of its text with its includes expanded. A file that is
+// neither (dead code) is an error.
 //
 // These are the names `make test` checks against the suite's dispatches (see
 // the package doc).
-func EntryPoints() ([]string, error) {
-	names, err := fs.Glob(files, "*.wgsl")
+func EntryPoints() ([]string, error) { return entryPoints(files) }
+
+func entryPoints(fsys fs.FS) ([]string, error) {
+	names, err := fs.Glob(fsys, "*.wgsl")
 	if err != nil {
 		return nil, err
 	}
 	included := map[string]bool{}
 	for _, name := range names {
-		src, err := read(name)
+		src, err := read(fsys, name)
 		if err != nil {
 			return nil, err
 		}
@@ -112,11 +117,15 @@ func EntryPoints() ([]string, error) {
 			continue
 		}
 		family := strings.TrimSuffix(name, ".wgsl")
-		src, err := Source(family)
+		src, err := source(fsys, family)
 		if err != nil {
 			return nil, err
 		}
-		for _, entry := range entryNames(src) {
+		found := entryNames(src)
+		if len(found) == 0 {
+			return nil, fmt.Errorf("shaders: %s has no @compute entry point and no family includes it", name)
+		}
+		for _, entry := range found {
 			entries = append(entries, family+"."+entry)
 		}
 	}

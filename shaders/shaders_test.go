@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/fstest"
 )
 
 func TestIncludeIsExpanded(t *testing.T) {
@@ -66,5 +67,25 @@ func TestEntryNames(t *testing.T) {
 		if got := entryNames(tc.src); !slices.Equal(got, tc.want) {
 			t.Errorf("entryNames(%q) = %q, want %q", tc.src, got, tc.want)
 		}
+	}
+}
+
+// TestEntryPointsOfATree lists a small tree: an include's entry point
+// belongs to each family that includes it, and a file that is neither a
+// family nor included is an error naming it.
+func TestEntryPointsOfATree(t *testing.T) {
+	entry := "@compute @workgroup_size(WG)\nfn %s() {}\n"
+	fsys := fstest.MapFS{
+		"a.wgsl":        {Data: []byte("//!include x_common\n" + strings.Replace(entry, "%s", "run", 1))},
+		"b.wgsl":        {Data: []byte("//!include x_common\nconst K: u32 = 1u;\n")},
+		"x_common.wgsl": {Data: []byte("fn helper() {}\n" + strings.Replace(entry, "%s", "shared", 1))},
+	}
+	got, err := entryPoints(fsys)
+	if want := []string{"a.run", "a.shared", "b.shared"}; err != nil || !slices.Equal(got, want) {
+		t.Errorf("entryPoints = %q, %v; want %q", got, err, want)
+	}
+	fsys["dead.wgsl"] = &fstest.MapFile{Data: []byte("fn unused() {}\n")}
+	if _, err := entryPoints(fsys); err == nil || !strings.Contains(err.Error(), "dead.wgsl") {
+		t.Errorf("with a file that is neither family nor include: err = %v, want one naming dead.wgsl", err)
 	}
 }
