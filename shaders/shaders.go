@@ -1,11 +1,12 @@
 // Package shaders holds every WGSL kernel Hearth runs, one kernel family per
 // file, embedded into the binary so the GPU path needs no files at run time.
 //
-// Math that several families share lives in include files named
-// *_common.wgsl (reduce_common: the workgroup reductions; tanh_common:
-// tanh_safe; norm_common, attention_common, lstm_common, conv_weight_common,
-// conv1d_tiled_common, matmul_common), pasted in by an include line; an
-// include file is not a family and has no entry points of its own.
+// Math that several families share lives in include files, pasted in by an
+// include line and named *_common.wgsl (reduce_common: the workgroup
+// reductions; tanh_common: tanh_safe; norm_common, attention_common,
+// lstm_common, conv_weight_common, conv1d_tiled_common, matmul_common;
+// matmul_reduce is one too). An include file is not a family: it is never
+// compiled on its own, and its entry points, if any, count as its includers'.
 //
 // Every compute entry point (EntryPoints) has a CPU reference in Go and is
 // dispatched by at least one test that compares the two, on lavapipe in
