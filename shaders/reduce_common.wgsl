@@ -10,8 +10,8 @@
 // Both arrays come with the include, 12 * WG bytes: 3 KiB at the largest WG
 // the includers launch (256), far inside WebGPU's guaranteed 16 KiB.
 //
-// Constants: WG, the workgroup size, a power of two; the includer declares
-// it as for every kernel.
+// Constants: WG, the workgroup size, a power of two (the includer's kernel
+// spec sets it).
 
 // The lowest finite f32: the running max of a lane that has seen nothing
 // yet. exp(LOWEST - m) underflows to 0 for any real m, and no inf - inf =
