@@ -103,9 +103,12 @@ type Device struct {
 	// uniform encoding (params.go).
 	plainParams map[reflect.Type]bool
 	// source finds a kernel family's WGSL: shaders.Source, or a test's own.
-	source   func(family string) (string, error)
-	nextID   uint64
-	released bool
+	source func(family string) (string, error)
+	// kernelLog records dispatched kernels under HEARTH_KERNEL_LOG
+	// (kernel_log.go): processKernelLog, or a test's own.
+	kernelLog *kernelLog
+	nextID    uint64
+	released  bool
 }
 
 func backendName(b wgpu.BackendType) string {
@@ -342,6 +345,7 @@ func Open(opts Options) (*Device, error) {
 		staging:     map[uint64]*wgpu.Buffer{},
 		plainParams: map[reflect.Type]bool{},
 		source:      shaders.Source,
+		kernelLog:   processKernelLog,
 	}
 	// shader-f16 is asked for where offered so the language probe below
 	// answers for the compiler alone; no kernel depends on it yet.
