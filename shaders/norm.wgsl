@@ -89,6 +89,32 @@ fn rmsnorm(
     }
 }
 
+// y += x / sqrt(mean(x^2) + eps) * gain: a post-norm's residual add (Gemma
+// 2/3 normalise an attention or feed-forward output before adding it to the
+// residual stream) in one dispatch. y must not be x: the first pass would
+// otherwise read values the last already changed in another invocation.
+@compute @workgroup_size(WG)
+fn rmsnorm_add(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let row = wid.x + wid.y * nwg.x;
+    if (row >= p.rows) {
+        return;
+    }
+    let base = row * p.dim;
+    var ss = 0.0;
+    for (var j = lid; j < p.dim; j += WG) {
+        let v = x[base + j];
+        ss += v * v;
+    }
+    let inv = inverseSqrt(workgroup_sum(ss, lid) / f32(p.dim) + p.eps);
+    for (var j = lid; j < p.dim; j += WG) {
+        y[base + j] += x[base + j] * inv * gain(j);
+    }
+}
+
 // y = (x - mean) / sqrt(var + eps) * gain + bias.
 //
 // Two things keep this accurate when the mean is large against the spread

@@ -24,25 +24,40 @@ func decodeKernels(t *testing.T, m *Model) []string {
 	return k
 }
 
-// TestDecodeKernels pins the dispatches of a decoded Llama token, the
-// count that bounds a small model's decode: per layer the attention norm,
-// one matmul for q, k and v, one kernel for their rotation and the cache
-// rows, the attention (one dispatch at this short history), the output
-// projection accumulating into x, the feed-forward norm, gate and up in one
-// matmul, the fused SwiGLU, and down accumulating into x: 9, where the
-// unfused chain took 13 (q, k and v apart, two rotations, a cache copy).
+// TestDecodeKernels pins the dispatches of a decoded token, the count that
+// bounds a small model's decode. A Llama layer: the attention norm, one
+// matmul for q, k and v, one kernel for their rotation and the cache rows,
+// the attention (one dispatch at this short history), the output projection
+// accumulating into x, the feed-forward norm, gate and up in one matmul, the
+// fused SwiGLU, and down accumulating into x: 9, where the unfused chain
+// took 13 (q, k and v apart, two rotations, a cache copy). Gemma 3 adds its
+// q/k norms inside the fused kernel and its post-norms as a norm-and-add
+// after each projection: 11, where the unfused chain took 19.
 func TestDecodeKernels(t *testing.T) {
-	m := synthModel(t, "tiny-llama", "F32")
-	layer := []string{"norm.rmsnorm", "matmul_float.matvec_f32", "rope_qkv.rope_qkv", "attention.attention", "matmul_float.matvec_f32",
-		"norm.rmsnorm", "matmul_float.matvec_f32", "elementwise.glu_fused", "matmul_float.matvec_f32"}
-	var want []string
-	for range m.Config.Layers {
-		want = append(want, layer...)
-	}
-	// The head: the final norm straight on x (one row), the logits, argmax.
-	want = append(want, "norm.rmsnorm", "matmul_float.matvec_f32", "sample.argmax_local")
-	if got := decodeKernels(t, m); !slices.Equal(got, want) {
-		t.Errorf("decode dispatches (%d):\n%s\nwant (%d):\n%s", len(got), strings.Join(got, " "), len(want), strings.Join(want, " "))
+	const (
+		norm, mm, rope, attn = "norm.rmsnorm", "matmul_float.matvec_f32", "rope_qkv.rope_qkv", "attention.attention"
+		glu, postNorm        = "elementwise.glu_fused", "norm.rmsnorm_add"
+	)
+	for _, tc := range []struct {
+		preset string
+		layer  []string
+	}{
+		{"tiny-llama", []string{norm, mm, rope, attn, mm, norm, mm, glu, mm}},
+		{"tiny-gemma3", []string{norm, mm, rope, attn, mm, postNorm, norm, mm, glu, mm, postNorm}},
+	} {
+		t.Run(tc.preset, func(t *testing.T) {
+			m := synthModel(t, tc.preset, "F32")
+			var want []string
+			for range m.Config.Layers {
+				want = append(want, tc.layer...)
+			}
+			// The head: the final norm straight on x (one row), the
+			// logits, argmax.
+			want = append(want, norm, mm, "sample.argmax_local")
+			if got := decodeKernels(t, m); !slices.Equal(got, want) {
+				t.Errorf("decode dispatches (%d):\n%s\nwant (%d):\n%s", len(got), strings.Join(got, " "), len(want), strings.Join(want, " "))
+			}
+		})
 	}
 }
 

@@ -743,9 +743,9 @@ func (r *GPU) record(key stepKey) (*step, error) {
 }
 
 // residual appends x += post(W · in): the output projection of attention or
-// of the feed-forward, straight into the residual stream, or through tmp and
-// a norm first (Gemma 2/3's post-norms); l, when set, adds its LoRA
-// correction to W · in before the norm.
+// of the feed-forward, straight into the residual stream, or into tmp and
+// then normed and added in one kernel (Gemma 2/3's post-norms); l, when
+// set, adds its LoRA correction to W · in before the norm.
 func (r *GPU) residual(ch *gpu.Chain, w *gpu.Tensor, l *gpuLoRA, in, post *gpu.Buffer, n int) error {
 	c := &r.m.Config
 	if post == nil {
@@ -760,8 +760,5 @@ func (r *GPU) residual(ch *gpu.Chain, w *gpu.Tensor, l *gpuLoRA, in, post *gpu.B
 	if err := r.lora(ch, l, in, r.tmp, n, ops.MatmulOptions{}); err != nil {
 		return err
 	}
-	if err := ops.RMSNorm(ch, r.tmp, post, r.tmp, ops.NormArgs{Rows: n, Dim: c.Hidden, Eps: c.Eps}); err != nil {
-		return err
-	}
-	return ops.AddInPlace(ch, r.x, r.tmp, n*c.Hidden)
+	return ops.RMSNormAdd(ch, r.tmp, post, r.x, ops.NormArgs{Rows: n, Dim: c.Hidden, Eps: c.Eps})
 }

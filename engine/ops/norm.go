@@ -53,6 +53,16 @@ func RMSNorm(c *gpu.Chain, x, w, y *gpu.Buffer, a NormArgs) error {
 	return norm(c, "rmsnorm", x, w, nil, y, a)
 }
 
+// RMSNormAdd appends y += x / sqrt(mean(x^2) + eps) * w for each row of x:
+// the post-norm and residual add of Gemma 2 and 3 in one dispatch, where
+// RMSNorm and an add took two. w is as in RMSNorm; y must be neither x nor w.
+func RMSNormAdd(c *gpu.Chain, x, w, y *gpu.Buffer, a NormArgs) error {
+	if x != nil && x == y {
+		return fmt.Errorf("ops: rmsnorm_add: y %q must not be x", y.Label())
+	}
+	return norm(c, "rmsnorm_add", x, w, nil, y, a)
+}
+
 // LayerNorm appends y = (x - mean) / sqrt(var + eps) * w + b for each row of
 // x, the variance being the biased one (divided by Dim) as in PyTorch. w and
 // b are Dim floats each, either may be nil; a.OnePlus applies w as 1 + w. y
