@@ -66,6 +66,17 @@ fn gain(j: u32) -> f32 {
     return w[j];
 }
 
+// rms_inv is 1 / sqrt(mean(x^2) + eps) of the row at base; every
+// invocation of the workgroup must call it (it synchronises them).
+fn rms_inv(base: u32, lid: u32) -> f32 {
+    var ss = 0.0;
+    for (var j = lid; j < p.dim; j += WG) {
+        let v = x[base + j];
+        ss += v * v;
+    }
+    return inverseSqrt(workgroup_sum(ss, lid) / f32(p.dim) + p.eps);
+}
+
 // y = x / sqrt(mean(x^2) + eps) * gain.
 @compute @workgroup_size(WG)
 fn rmsnorm(
@@ -78,12 +89,7 @@ fn rmsnorm(
         return; // uniform: the whole workgroup leaves together
     }
     let base = row * p.dim;
-    var ss = 0.0;
-    for (var j = lid; j < p.dim; j += WG) {
-        let v = x[base + j];
-        ss += v * v;
-    }
-    let inv = inverseSqrt(workgroup_sum(ss, lid) / f32(p.dim) + p.eps);
+    let inv = rms_inv(base, lid);
     for (var j = lid; j < p.dim; j += WG) {
         y[base + j] = x[base + j] * inv * gain(j);
     }
@@ -104,12 +110,7 @@ fn rmsnorm_add(
         return;
     }
     let base = row * p.dim;
-    var ss = 0.0;
-    for (var j = lid; j < p.dim; j += WG) {
-        let v = x[base + j];
-        ss += v * v;
-    }
-    let inv = inverseSqrt(workgroup_sum(ss, lid) / f32(p.dim) + p.eps);
+    let inv = rms_inv(base, lid);
     for (var j = lid; j < p.dim; j += WG) {
         y[base + j] += x[base + j] * inv * gain(j);
     }
