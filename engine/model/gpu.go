@@ -648,12 +648,15 @@ func (r *GPU) record(key stepKey) (*step, error) {
 			err = e
 		}
 	}
+	normed := false // xn already holds this layer's attention norm of x
 	for i := range r.layers {
 		l := &r.layers[i]
 		// Attention: x += O · attention(rope(q), rope(k), v), the
 		// projections of norm(x), side by side in qkv; then bias, q/k norms,
 		// the rotations and the cache rows of k and v at pos in one kernel.
-		try(norm(r.x, l.attnNorm, r.xn, n, d))
+		if !normed {
+			try(norm(r.x, l.attnNorm, r.xn, n, d))
+		}
 		for _, p := range l.qkv {
 			try(ops.MatMulWith(ch, p.t, r.xn, r.qkv, n, ops.MatmulOptions{YOffset: p.col, YStride: qkvd}))
 		}
@@ -668,10 +671,12 @@ func (r *GPU) record(key stepKey) (*step, error) {
 		try(ops.Attention(ch, r.q, r.kc[i], r.vc[i], r.attScratch, r.att, ops.AttentionArgs{
 			HeadDim: c.HeadDim, Heads: c.Heads, KVHeads: c.KVHeads, Tokens: n, Pos0: pos, KVLen: pos + n,
 			Scale: c.AttnScale, Window: c.Window(i), Softcap: c.AttnSoftcap}))
-		try(r.residual(ch, l.o, l.lo, r.att, l.postAttnNorm, n))
+		normed = r.residual(ch, l.o, l.lo, r.att, l.postAttnNorm, l.ffnNorm, n, try)
 
 		// Feed-forward: x += Down · (act(Gate · norm(x)) * (Up · norm(x))).
-		try(norm(r.x, l.ffnNorm, r.xn, n, d))
+		if !normed {
+			try(norm(r.x, l.ffnNorm, r.xn, n, d))
+		}
 		if l.gateUp != nil {
 			try(mm(l.gateUp, r.xn, r.gate))
 			// gate and up rows alternate per token: 2·FF floats a row.
@@ -693,7 +698,11 @@ func (r *GPU) record(key stepKey) (*step, error) {
 				try(ops.SwiGLU(ch, r.gate, r.up, r.up, n*c.FF))
 			}
 		}
-		try(r.residual(ch, l.down, l.ldown, r.up, l.postFFNNorm, n))
+		var next *gpu.Buffer // the next layer's attention norm
+		if i+1 < len(r.layers) {
+			next = r.layers[i+1].attnNorm
+		}
+		normed = r.residual(ch, l.down, l.ldown, r.up, l.postFFNNorm, next, n, try)
 		if err != nil {
 			return fail(fmt.Errorf("model: layer %d: %w", i, err))
 		}
@@ -744,21 +753,24 @@ func (r *GPU) record(key stepKey) (*step, error) {
 
 // residual appends x += post(W · in): the output projection of attention or
 // of the feed-forward, straight into the residual stream, or into tmp and
-// then normed and added in one kernel (Gemma 2/3's post-norms); l, when
-// set, adds its LoRA correction to W · in before the norm.
-func (r *GPU) residual(ch *gpu.Chain, w *gpu.Tensor, l *gpuLoRA, in, post *gpu.Buffer, n int) error {
+// then normed and added in one kernel (Gemma 2/3's post-norms), which then
+// also writes xn = norm(x)·next when next is set (the pre-norm that follows)
+// and reports that it did. l, when set, adds its LoRA correction to W · in
+// before the norm. Errors go to try.
+func (r *GPU) residual(ch *gpu.Chain, w *gpu.Tensor, l *gpuLoRA, in, post, next *gpu.Buffer, n int, try func(error)) (normed bool) {
 	c := &r.m.Config
 	if post == nil {
-		if err := ops.MatMulWith(ch, w, in, r.x, n, ops.MatmulOptions{Accumulate: true}); err != nil {
-			return err
-		}
-		return r.lora(ch, l, in, r.x, n, ops.MatmulOptions{})
+		try(ops.MatMulWith(ch, w, in, r.x, n, ops.MatmulOptions{Accumulate: true}))
+		try(r.lora(ch, l, in, r.x, n, ops.MatmulOptions{}))
+		return false
 	}
-	if err := ops.MatMul(ch, w, in, r.tmp, n); err != nil {
-		return err
+	try(ops.MatMul(ch, w, in, r.tmp, n))
+	try(r.lora(ch, l, in, r.tmp, n, ops.MatmulOptions{}))
+	a := ops.NormArgs{Rows: n, Dim: c.Hidden, Eps: c.Eps}
+	if next == nil {
+		try(ops.RMSNormAdd(ch, r.tmp, post, r.x, a))
+		return false
 	}
-	if err := r.lora(ch, l, in, r.tmp, n, ops.MatmulOptions{}); err != nil {
-		return err
-	}
-	return ops.RMSNormAdd(ch, r.tmp, post, r.x, ops.NormArgs{Rows: n, Dim: c.Hidden, Eps: c.Eps})
+	try(ops.RMSNormAddNorm(ch, r.tmp, post, r.x, next, r.xn, a))
+	return true
 }
