@@ -197,3 +197,14 @@ func TestRoPEQKVRejectsBadShapes(t *testing.T) {
 		t.Errorf("a rejected shape reached the chain: %v", c.Err())
 	}
 }
+
+func TestRoPEQKVGridWrap(t *testing.T) {
+	// 1400 tokens of 48 head slots are 67200 workgroups, past the 65535 a
+	// grid dimension holds: the grid wraps into y, as a 512-token prefill
+	// of a model with 128 head slots would.
+	rc := ropeQKVCase{name: "wrap", a: RoPEQKVArgs{RoPEArgs: RoPEArgs{Tokens: 1400, Heads: 40, HeadDim: 2, NeoX: true, Base: 10000}, KVHeads: 4, Eps: 1e-6}, bias: true, norms: true}
+	if g := gpu.Grid(rc.a.Tokens*(rc.a.Heads+2*rc.a.KVHeads), 1); g[1] < 2 {
+		t.Fatalf("grid %v does not wrap", g)
+	}
+	checkRoPEQKV(t, rc, 2)
+}
