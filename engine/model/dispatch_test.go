@@ -152,4 +152,26 @@ func TestMergeRows(t *testing.T) {
 			t.Errorf("%s: rows %v at %v, want %v at %v (bytes in order: %v)", tc.name, rows, at, tc.rows, tc.at, bytes.Equal(data, all))
 		}
 	}
+
+	// Slices of one fused tensor (Phi-3's attn_qkv) merge back into its own
+	// bytes, not a copy; a gap between slices forces the copy.
+	fused := w("attn_qkv", gguf.TypeQ8_0, 8, 0)
+	for i := range fused.Data {
+		fused.Data[i] = byte(i)
+	}
+	sq, sk, sv := fused.slice("q", 0, 4), fused.slice("k", 4, 6), fused.slice("v", 6, 8)
+	got := mergeRows("blk.0.attn_qkv", sq, sk, sv)
+	if len(got) != 1 || !bytes.Equal(got[0].w.Data, fused.Data) || &got[0].w.Data[0] != &fused.Data[0] {
+		t.Errorf("slices of one tensor: %d weights, want the fused tensor's own bytes", len(got))
+	}
+	got = mergeRows("blk.0.attn_qkv", sq, sv)
+	want := append(append([]byte(nil), sq.Data...), sv.Data...)
+	if len(got) != 1 || !bytes.Equal(got[0].w.Data, want) || got[0].w.Rows != 6 {
+		t.Errorf("slices with a gap: %d weights, want one of q's and v's rows copied", len(got))
+	}
+	for i, b := range fused.Data {
+		if b != byte(i) {
+			t.Fatalf("merging wrote into the fused tensor at byte %d", i)
+		}
+	}
 }

@@ -319,12 +319,15 @@ func mergeRows(name string, ws ...*Weight) []placedWeight {
 		m := &Weight{Name: name, Type: ws[i].Type, Cols: ws[i].Cols}
 		size := 0
 		for _, w := range ws[i:j] {
+			m.Rows += w.Rows
 			size += len(w.Data)
 		}
-		m.Data = make([]byte, 0, size)
-		for _, w := range ws[i:j] {
-			m.Rows += w.Rows
-			m.Data = append(m.Data, w.Data...)
+		m.Data = adjacent(ws[i:j], size)
+		if m.Data == nil {
+			m.Data = make([]byte, 0, size)
+			for _, w := range ws[i:j] {
+				m.Data = append(m.Data, w.Data...)
+			}
 		}
 		if j-i < len(ws) {
 			m.Name = fmt.Sprintf("%s[%d:%d]", name, i, j)
@@ -334,6 +337,25 @@ func mergeRows(name string, ws ...*Weight) []placedWeight {
 		i = j
 	}
 	return out
+}
+
+// adjacent is the size bytes from ws[0]'s first when the weights' data
+// lie back to back in one array (the slices of Phi-3's fused attn_qkv and
+// ffn_up), so merging them needs no copy; nil otherwise.
+func adjacent(ws []*Weight, size int) []byte {
+	first := ws[0].Data
+	if len(first) == 0 || cap(first) < size {
+		return nil
+	}
+	all := first[:size]
+	off := 0
+	for _, w := range ws {
+		if len(w.Data) == 0 || &all[off] != &w.Data[0] {
+			return nil
+		}
+		off += len(w.Data)
+	}
+	return all
 }
 
 func (r *GPU) allocate() error {
