@@ -22,14 +22,30 @@
 
 // A bias is bound (LayerNorm).
 const FLAG_BIAS: u32 = 4u;
+// rmsnorm_add only: also z = rmsnorm(y) * gain2 of the updated row.
+const FLAG_NEXT: u32 = 8u;
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read_write> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> w: array<f32>;
 @group(0) @binding(3) var<storage, read_write> b: array<f32>;
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
+// rmsnorm_add's next norm: its weight and its output.
+@group(0) @binding(5) var<storage, read_write> w2: array<f32>;
+@group(0) @binding(6) var<storage, read_write> z: array<f32>;
 
 //!include reduce_common
+
+// rms_inv is 1 / sqrt(mean(x^2) + eps) of the row at base; every
+// invocation of the workgroup must call it (it synchronises them).
+fn rms_inv(base: u32, lid: u32) -> f32 {
+    var ss = 0.0;
+    for (var j = lid; j < p.dim; j += WG) {
+        let v = x[base + j];
+        ss += v * v;
+    }
+    return inverseSqrt(workgroup_sum(ss, lid) / f32(p.dim) + p.eps);
+}
 
 // y = x / sqrt(mean(x^2) + eps) * gain.
 @compute @workgroup_size(WG)
@@ -43,14 +59,48 @@ fn rmsnorm(
         return; // uniform: the whole workgroup leaves together
     }
     let base = row * p.dim;
-    var ss = 0.0;
-    for (var j = lid; j < p.dim; j += WG) {
-        let v = x[base + j];
-        ss += v * v;
-    }
-    let inv = inverseSqrt(workgroup_sum(ss, lid) / f32(p.dim) + p.eps);
+    let inv = rms_inv(base, lid);
     for (var j = lid; j < p.dim; j += WG) {
         y[base + j] = x[base + j] * inv * gain(j);
+    }
+}
+
+// y += x / sqrt(mean(x^2) + eps) * gain: a post-norm's residual add (Gemma
+// 2/3 normalise an attention or feed-forward output before adding it to the
+// residual stream) in one dispatch; with FLAG_NEXT also the norm that
+// follows it, z = y / sqrt(mean(y^2) + eps) * gain2 of the updated row,
+// summed in rmsnorm's order (each invocation over its own stride, which it
+// wrote itself, then the same tree), so z is what rmsnorm would give. y must
+// not be x: the first pass would otherwise read values the last already
+// changed in another invocation.
+@compute @workgroup_size(WG)
+fn rmsnorm_add(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let row = wid.x + wid.y * nwg.x;
+    if (row >= p.rows) {
+        return;
+    }
+    let base = row * p.dim;
+    let inv = rms_inv(base, lid);
+    var ss = 0.0;
+    for (var j = lid; j < p.dim; j += WG) {
+        let v = y[base + j] + x[base + j] * inv * gain(j);
+        y[base + j] = v;
+        ss += v * v;
+    }
+    if ((p.flags & FLAG_NEXT) == 0u) {
+        return; // uniform
+    }
+    let inv2 = inverseSqrt(workgroup_sum(ss, lid) / f32(p.dim) + p.eps);
+    for (var j = lid; j < p.dim; j += WG) {
+        var g = w2[j];
+        if ((p.flags & FLAG_ONE_PLUS) != 0u) {
+            g = 1.0 + g;
+        }
+        z[base + j] = y[base + j] * inv2 * g;
     }
 }
 

@@ -29,14 +29,18 @@ type benchResult struct {
 }
 
 type benchReport struct {
-	Model       string        `json:"model"`
-	Arch        string        `json:"architecture"`
-	Params      int64         `json:"parameters"`
-	WeightBytes int64         `json:"weight_bytes"`
-	Backend     string        `json:"backend"`
-	Context     int           `json:"context"`
-	Sampler     string        `json:"sampler,omitempty"`
-	Results     []benchResult `json:"results"`
+	Model       string `json:"model"`
+	Arch        string `json:"architecture"`
+	Params      int64  `json:"parameters"`
+	WeightBytes int64  `json:"weight_bytes"`
+	Backend     string `json:"backend"`
+	Context     int    `json:"context"`
+	Sampler     string `json:"sampler,omitempty"`
+	// Dispatches is the kernel launches of one decoded token on the GPU
+	// (0 on the CPU): on a small model, launch cost rather than arithmetic
+	// bounds decode, so this is the number to compare across builds.
+	Dispatches int           `json:"dispatches_per_token,omitempty"`
+	Results    []benchResult `json:"results"`
 }
 
 func newBenchCmd() *cobra.Command {
@@ -127,6 +131,13 @@ func newBenchCmd() *cobra.Command {
 					return err
 				}
 			}
+			if g, ok := r.(*model.GPU); ok {
+				k, err := g.DecodeKernels(0)
+				if err != nil {
+					return err
+				}
+				rep.Dispatches = len(k)
+			}
 			if gen > 0 {
 				rep.Sampler = sampler
 				name := fmt.Sprintf("tg%d", gen)
@@ -147,6 +158,9 @@ func newBenchCmd() *cobra.Command {
 			w := cmd.OutOrStdout()
 			if asJSON {
 				return writeTokenJSON(w, rep)
+			}
+			if rep.Dispatches > 0 {
+				fmt.Fprintf(cmd.ErrOrStderr(), "decode: %d dispatches per token (%d layers)\n", rep.Dispatches, m.Config.Layers)
 			}
 			return writeBenchTable(w, rep)
 		},

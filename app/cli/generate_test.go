@@ -113,6 +113,10 @@ func TestBenchCommand(t *testing.T) {
 	if len(rep.Results) != 2 || rep.Results[0].Test != "pp8" || rep.Results[1].Test != "tg4" || !(rep.Results[1].TPS > 0) {
 		t.Errorf("results %+v", rep.Results)
 	}
+	// At least the layers' norms, projections and attention, and the head.
+	if least := 5*2 + 3; rep.Dispatches < least {
+		t.Errorf("dispatches per token %d, want at least %d for a 2-layer model", rep.Dispatches, least)
+	}
 	for _, s := range []string{"topk", "host"} {
 		if _, log, err := runModelCmd(t, "", "bench", "-m", m, "-p", "0", "-n", "3", "-r", "1", "--sampler", s, "--backend", "gpu"); err != nil {
 			t.Errorf("--sampler %s: %v\n%s", s, err, log)

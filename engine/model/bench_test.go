@@ -6,7 +6,8 @@ import (
 
 // BenchmarkDecode measures decode tokens/s of a tiny model on the test
 // adapter (lavapipe in CI): one forward pass, one submit and the greedy
-// token read back per token, as generation runs. ns/op is per token.
+// token read back per token, as generation runs. ns/op is per token; the
+// dispatches a token records are reported beside it.
 func BenchmarkDecode(b *testing.B) {
 	for _, name := range []string{"tiny-llama", "tiny-gemma3"} {
 		b.Run(name, func(b *testing.B) {
@@ -28,6 +29,11 @@ func BenchmarkDecode(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
+			k, err := g.DecodeKernels(1)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(len(k)), "dispatches/token")
 		})
 	}
 }

@@ -48,12 +48,12 @@ type GPU struct {
 	outNorm *gpu.Buffer
 	factors *gpu.Buffer // RoPE frequency factors; nil when the model has none
 
-	x, xn, q, k, v, att, tmp, gate, up *gpu.Buffer
-	last, logits                       *gpu.Buffer
-	kc, vc                             []*gpu.Buffer
-	attScratch                         *gpu.Buffer
-	sampleScratch, top                 *gpu.Buffer
-	penIDs, penCounts                  *gpu.Buffer
+	x, xn, qkv, q, att, tmp, gate, up *gpu.Buffer
+	last, logits                      *gpu.Buffer
+	kc, vc                            []*gpu.Buffer
+	attScratch                        *gpu.Buffer
+	sampleScratch, top                *gpu.Buffer
+	penIDs, penCounts                 *gpu.Buffer
 
 	owned   []*gpu.Buffer
 	tensors []*gpu.Tensor
@@ -75,8 +75,15 @@ type GPU struct {
 
 type gpuLayer struct {
 	attnNorm, postAttnNorm, ffnNorm, postFFNNorm *gpu.Buffer
-	qBias, kBias, vBias, qNorm, kNorm            *gpu.Buffer
-	q, k, v, o, gate, up, down                   *gpu.Tensor
+	// qkv are the q, k and v projections, their rows concatenated into as
+	// few tensors as their types allow (all three when they share one; Q4_K_M
+	// files often keep v in Q6_K): one matmul each, every one writing its
+	// columns of the qkv activation row.
+	qkv []placedTensor
+	// qkvBias is q's, k's and v's bias in qkv's column order, qkNorm q's
+	// per-head norm gain then k's; nil when the model has none.
+	qkvBias, qkNorm   *gpu.Buffer
+	o, gate, up, down *gpu.Tensor
 	// gateUp is gate and up as one tensor, gate rows first, when they share
 	// a type: one matmul instead of two, and the fused GLU after it.
 	gateUp *gpu.Tensor
@@ -90,6 +97,13 @@ type gpuLayer struct {
 // adapter's scale (rows × Σrank), so that any number of adapters costs two
 // f32 matmuls, x·Aᵀ into the scratch and its product with Bᵀ added to the
 // projection's output.
+// placedTensor is a projection whose output rows start at column col of a
+// wider activation row.
+type placedTensor struct {
+	t   *gpu.Tensor
+	col int
+}
+
 type gpuLoRA struct {
 	a, b *gpu.Tensor
 	rank int
@@ -123,8 +137,8 @@ func NewGPU(dev *gpu.Device, m *Model, o GPUOptions) (*GPU, error) {
 	limit := dev.Limits.MaxStorageBufferBindingSize
 	// Every activation buffer must fit one storage binding; the widest row
 	// is gate and up fused (2·FF floats: 295 KB for Gemma 2 27B, so at most
-	// 455 tokens a batch under lavapipe's 128 MiB).
-	widest := uint64(max(2*c.FF, c.QDim(), c.Hidden)) * 4
+	// 455 tokens a batch under lavapipe's 128 MiB), or q, k and v side by side.
+	widest := uint64(max(2*c.FF, c.QDim()+2*c.KVDim(), c.Hidden)) * 4
 	if widest > limit {
 		return nil, fmt.Errorf("model: one token's activations (%d bytes) are over the device's %d-byte storage binding limit", widest, limit)
 	}
@@ -178,16 +192,31 @@ func (r *GPU) upload() error {
 		done(w.Bytes())
 		return t, nil
 	}
-	vector := func(w *Weight) (*gpu.Buffer, error) {
-		if w == nil {
+	// vector uploads the values of ws one after another as one buffer
+	// named label, or nothing when all are nil (the model has none).
+	vector := func(label string, ws ...*Weight) (*gpu.Buffer, error) {
+		var all []float32
+		for _, w := range ws {
+			if w == nil {
+				if ws[0] != nil {
+					return nil, fmt.Errorf("model: %s: %s is missing", label, ws[0].Name)
+				}
+				continue
+			}
+			if ws[0] == nil {
+				return nil, fmt.Errorf("model: %s: %s without its companions", label, w.Name)
+			}
+			v, err := w.F32()
+			if err != nil {
+				return nil, err
+			}
+			all = append(all, v...)
+		}
+		if all == nil {
 			return nil, nil
 		}
-		v, err := w.F32()
-		if err != nil {
-			return nil, err
-		}
-		defer done(int64(len(v)) * 4)
-		return r.buffer(w.Name, v)
+		defer done(int64(len(all)) * 4)
+		return r.buffer(label, all)
 	}
 	var err error
 	if err := gpuMatmul(m.Output); err != nil {
@@ -196,7 +225,7 @@ func (r *GPU) upload() error {
 	if r.output, err = tensor(m.Output); err != nil {
 		return err
 	}
-	if r.outNorm, err = vector(m.OutNorm); err != nil {
+	if r.outNorm, err = vector("output_norm.weight", m.OutNorm); err != nil {
 		return err
 	}
 	if f := m.RopeFactorsFor(r.ctx); f != nil {
@@ -208,24 +237,35 @@ func (r *GPU) upload() error {
 	r.layers = make([]gpuLayer, len(m.Layers))
 	for i := range m.Layers {
 		l, g := &m.Layers[i], &r.layers[i]
+		blk := func(s string) string { return fmt.Sprintf("blk.%d.%s", i, s) }
 		for _, p := range []struct {
-			dst **gpu.Buffer
-			w   *Weight
-		}{{&g.attnNorm, l.AttnNorm}, {&g.postAttnNorm, l.PostAttnNorm}, {&g.ffnNorm, l.FFNNorm}, {&g.postFFNNorm, l.PostFFNNorm},
-			{&g.qBias, l.QBias}, {&g.kBias, l.KBias}, {&g.vBias, l.VBias}, {&g.qNorm, l.QNorm}, {&g.kNorm, l.KNorm}} {
-			if *p.dst, err = vector(p.w); err != nil {
+			dst   **gpu.Buffer
+			label string
+			ws    []*Weight
+		}{{&g.attnNorm, blk("attn_norm.weight"), []*Weight{l.AttnNorm}}, {&g.postAttnNorm, blk("post_attention_norm.weight"), []*Weight{l.PostAttnNorm}},
+			{&g.ffnNorm, blk("ffn_norm.weight"), []*Weight{l.FFNNorm}}, {&g.postFFNNorm, blk("post_ffw_norm.weight"), []*Weight{l.PostFFNNorm}},
+			{&g.qkvBias, blk("attn_qkv.bias"), []*Weight{l.QBias, l.KBias, l.VBias}},
+			{&g.qkNorm, blk("attn_qk_norm.weight"), []*Weight{l.QNorm, l.KNorm}}} {
+			if *p.dst, err = vector(p.label, p.ws...); err != nil {
 				return err
 			}
+		}
+		for _, p := range mergeRows(blk("attn_qkv"), l.Q, l.K, l.V) {
+			if err := gpuMatmul(p.w); err != nil {
+				return err
+			}
+			t, err := tensor(p.w)
+			if err != nil {
+				return err
+			}
+			g.qkv = append(g.qkv, placedTensor{t, p.row})
 		}
 		projections := []struct {
 			dst **gpu.Tensor
 			w   *Weight
-		}{{&g.q, l.Q}, {&g.k, l.K}, {&g.v, l.V}, {&g.o, l.O}, {&g.down, l.Down}}
+		}{{&g.o, l.O}, {&g.down, l.Down}}
 		if l.Gate.Type == l.Up.Type {
-			// The rows of both, back to back: the blocks are copied, not
-			// converted.
-			merged := &Weight{Name: fmt.Sprintf("blk.%d.ffn_gate_up", i), Type: l.Gate.Type, Rows: 2 * l.Gate.Rows, Cols: l.Gate.Cols,
-				Data: append(append(make([]byte, 0, len(l.Gate.Data)+len(l.Up.Data)), l.Gate.Data...), l.Up.Data...)}
+			merged := mergeRows(blk("ffn_gate_up"), l.Gate, l.Up)[0].w
 			projections = append(projections, struct {
 				dst **gpu.Tensor
 				w   *Weight
@@ -251,6 +291,73 @@ func (r *GPU) upload() error {
 	return nil
 }
 
+// placedWeight is a weight whose rows start at row of the projections it
+// was merged from.
+type placedWeight struct {
+	w   *Weight
+	row int
+}
+
+// mergeRows concatenates the rows of each run of neighbouring weights of
+// one type into one weight named name (or keeps a weight alone), so that one
+// matmul computes what several did: quantized rows are independent blocks,
+// so the bytes are copied, not converted.
+func mergeRows(name string, ws ...*Weight) []placedWeight {
+	var out []placedWeight
+	row := 0
+	for i := 0; i < len(ws); {
+		j := i + 1
+		for j < len(ws) && ws[j].Type == ws[i].Type && ws[j].Cols == ws[i].Cols {
+			j++
+		}
+		if j == i+1 {
+			out = append(out, placedWeight{ws[i], row})
+			row += ws[i].Rows
+			i = j
+			continue
+		}
+		m := &Weight{Name: name, Type: ws[i].Type, Cols: ws[i].Cols}
+		size := 0
+		for _, w := range ws[i:j] {
+			m.Rows += w.Rows
+			size += len(w.Data)
+		}
+		m.Data = adjacent(ws[i:j], size)
+		if m.Data == nil {
+			m.Data = make([]byte, 0, size)
+			for _, w := range ws[i:j] {
+				m.Data = append(m.Data, w.Data...)
+			}
+		}
+		if j-i < len(ws) {
+			m.Name = fmt.Sprintf("%s[%d:%d]", name, i, j)
+		}
+		out = append(out, placedWeight{m, row})
+		row += m.Rows
+		i = j
+	}
+	return out
+}
+
+// adjacent is the size bytes from ws[0]'s first when the weights' data
+// lie back to back in one array (the slices of Phi-3's fused attn_qkv and
+// ffn_up), so merging them needs no copy; nil otherwise.
+func adjacent(ws []*Weight, size int) []byte {
+	first := ws[0].Data
+	if len(first) == 0 || cap(first) < size {
+		return nil
+	}
+	all := first[:size]
+	off := 0
+	for _, w := range ws {
+		if len(w.Data) == 0 || &all[off] != &w.Data[0] {
+			return nil
+		}
+		off += len(w.Data)
+	}
+	return all
+}
+
 func (r *GPU) allocate() error {
 	c := &r.m.Config
 	b, d := r.batch, c.Hidden
@@ -263,9 +370,8 @@ func (r *GPU) allocate() error {
 	alloc(&r.x, "x", b*d)
 	alloc(&r.xn, "xn", b*d)
 	alloc(&r.tmp, "tmp", b*d)
+	alloc(&r.qkv, "qkv", b*(c.QDim()+2*c.KVDim()))
 	alloc(&r.q, "q", b*c.QDim())
-	alloc(&r.k, "k", b*c.KVDim())
-	alloc(&r.v, "v", b*c.KVDim())
 	alloc(&r.att, "att", b*c.QDim())
 	alloc(&r.gate, "gate", 2*b*c.FF) // gate, or gate and up fused
 	alloc(&r.up, "up", b*c.FF)
@@ -390,6 +496,25 @@ func (r *GPU) Forward(tokens []int32, pos int, out Output) (Result, error) {
 		res.IDs, res.Values = part.IDs, part.Values
 	}
 	return res, nil
+}
+
+// DecodeKernels names, in order, the dispatches of one token decoded at
+// pos with greedy sampling on the device, as a chat or hearth bench decodes
+// it: the chain is recorded, not run. Per-dispatch launch cost is what
+// bounds a small model's decode, so this is the count to keep low.
+func (r *GPU) DecodeKernels(pos int) ([]string, error) {
+	if r.x == nil {
+		return nil, fmt.Errorf("model: GPU runner is closed")
+	}
+	if pos < 0 || pos >= r.ctx {
+		return nil, fmt.Errorf("model: position %d is outside the %d-token context", pos, r.ctx)
+	}
+	s, err := r.record(stepKey{n: 1, pos: pos, topK: 1, logits: true})
+	if err != nil {
+		return nil, err
+	}
+	defer s.ch.Discard()
+	return s.ch.Kernels(), nil
 }
 
 // stepKey is everything a chain's recording depends on: a chain records no
@@ -525,6 +650,7 @@ func (r *GPU) inputs(tokens []int32, key stepKey, pen *Penalty) error {
 func (r *GPU) record(key stepKey) (*step, error) {
 	c := &r.m.Config
 	n, pos, d, kvd := key.n, key.pos, c.Hidden, c.KVDim()
+	qkvd := c.QDim() + 2*kvd // a token's row of qkv
 	ch, err := r.dev.NewChain("forward")
 	if err != nil {
 		return nil, err
@@ -544,46 +670,35 @@ func (r *GPU) record(key stepKey) (*step, error) {
 			err = e
 		}
 	}
+	normed := false // xn already holds this layer's attention norm of x
 	for i := range r.layers {
 		l := &r.layers[i]
 		// Attention: x += O · attention(rope(q), rope(k), v), the
-		// projections of norm(x); k and v go to the cache at pos.
-		try(norm(r.x, l.attnNorm, r.xn, n, d))
-		try(mm(l.q, r.xn, r.q))
-		try(r.lora(ch, l.lq, r.xn, r.q, n, ops.MatmulOptions{}))
-		try(mm(l.k, r.xn, r.k))
-		try(r.lora(ch, l.lk, r.xn, r.k, n, ops.MatmulOptions{}))
-		if l.vBias == nil {
-			// v needs no bias, norm or rotation: straight into the cache.
-			try(ops.MatMulWith(ch, l.v, r.xn, r.vc[i], n, ops.MatmulOptions{YOffset: pos * kvd}))
-			try(r.lora(ch, l.lv, r.xn, r.vc[i], n, ops.MatmulOptions{YOffset: pos * kvd}))
-		} else {
-			try(mm(l.v, r.xn, r.v))
-			try(r.lora(ch, l.lv, r.xn, r.v, n, ops.MatmulOptions{}))
+		// projections of norm(x), side by side in qkv; then bias, q/k norms,
+		// the rotations and the cache rows of k and v at pos in one kernel.
+		if !normed {
+			try(norm(r.x, l.attnNorm, r.xn, n, d))
 		}
-		if l.qBias != nil {
-			try(ops.AddBias(ch, r.q, l.qBias, n, c.QDim()))
-			try(ops.AddBias(ch, r.k, l.kBias, n, kvd))
-			try(ops.AddBias(ch, r.v, l.vBias, n, kvd))
-			try(ops.CopyF32(ch, r.v, 0, r.vc[i], pos*kvd, n*kvd))
+		for _, p := range l.qkv {
+			try(ops.MatMulWith(ch, p.t, r.xn, r.qkv, n, ops.MatmulOptions{YOffset: p.col, YStride: qkvd}))
 		}
-		if l.qNorm != nil {
-			try(norm(r.q, l.qNorm, r.q, n*c.Heads, c.HeadDim))
-			try(norm(r.k, l.kNorm, r.k, n*c.KVHeads, c.HeadDim))
-		}
+		try(r.lora(ch, l.lq, r.xn, r.qkv, n, ops.MatmulOptions{YStride: qkvd}))
+		try(r.lora(ch, l.lk, r.xn, r.qkv, n, ops.MatmulOptions{YOffset: c.QDim(), YStride: qkvd}))
+		try(r.lora(ch, l.lv, r.xn, r.qkv, n, ops.MatmulOptions{YOffset: c.QDim() + kvd, YStride: qkvd}))
 		base, scale := c.Rope(i)
-		rope := ops.RoPEArgs{Tokens: n, Heads: c.Heads, HeadDim: c.HeadDim, RopeDims: c.RopeDims, NeoX: c.NeoX, Base: base, FreqScale: scale, Pos0: pos, AttnFactor: c.RopeAttnFactor}
-		try(ops.RoPE(ch, r.q, r.factors, nil, rope))
-		rope.Heads = c.KVHeads
-		try(ops.RoPE(ch, r.k, r.factors, nil, rope))
-		try(ops.CopyF32(ch, r.k, 0, r.kc[i], pos*kvd, n*kvd))
+		try(ops.RoPEQKV(ch, r.qkv, l.qkvBias, l.qkNorm, r.factors, r.q, r.kc[i], r.vc[i], ops.RoPEQKVArgs{
+			RoPEArgs: ops.RoPEArgs{Tokens: n, Heads: c.Heads, HeadDim: c.HeadDim, RopeDims: c.RopeDims, NeoX: c.NeoX,
+				Base: base, FreqScale: scale, Pos0: pos, AttnFactor: c.RopeAttnFactor},
+			KVHeads: c.KVHeads, Eps: c.Eps}))
 		try(ops.Attention(ch, r.q, r.kc[i], r.vc[i], r.attScratch, r.att, ops.AttentionArgs{
 			HeadDim: c.HeadDim, Heads: c.Heads, KVHeads: c.KVHeads, Tokens: n, Pos0: pos, KVLen: pos + n,
 			Scale: c.AttnScale, Window: c.Window(i), Softcap: c.AttnSoftcap}))
-		try(r.residual(ch, l.o, l.lo, r.att, l.postAttnNorm, n))
+		normed = r.residual(ch, l.o, l.lo, r.att, l.postAttnNorm, l.ffnNorm, n, try)
 
 		// Feed-forward: x += Down · (act(Gate · norm(x)) * (Up · norm(x))).
-		try(norm(r.x, l.ffnNorm, r.xn, n, d))
+		if !normed {
+			try(norm(r.x, l.ffnNorm, r.xn, n, d))
+		}
 		if l.gateUp != nil {
 			try(mm(l.gateUp, r.xn, r.gate))
 			// gate and up rows alternate per token: 2·FF floats a row.
@@ -605,7 +720,11 @@ func (r *GPU) record(key stepKey) (*step, error) {
 				try(ops.SwiGLU(ch, r.gate, r.up, r.up, n*c.FF))
 			}
 		}
-		try(r.residual(ch, l.down, l.ldown, r.up, l.postFFNNorm, n))
+		var next *gpu.Buffer // the next layer's attention norm
+		if i+1 < len(r.layers) {
+			next = r.layers[i+1].attnNorm
+		}
+		normed = r.residual(ch, l.down, l.ldown, r.up, l.postFFNNorm, next, n, try)
 		if err != nil {
 			return fail(fmt.Errorf("model: layer %d: %w", i, err))
 		}
@@ -617,7 +736,9 @@ func (r *GPU) record(key stepKey) (*step, error) {
 	// Logits: Output · norm(x), soft-capped, for the last token or all;
 	// then the penalties and the top-k of the last row, read back.
 	rows, src := n, r.x
-	if !key.all {
+	if !key.all && n > 1 {
+		// The norm reads rows from a buffer's start: the last row is
+		// copied there (a decoded token's x is already that row).
 		try(ops.CopyF32(ch, r.x, (n-1)*d, r.last, 0, d))
 		rows, src = 1, r.last
 	}
@@ -653,25 +774,25 @@ func (r *GPU) record(key stepKey) (*step, error) {
 }
 
 // residual appends x += post(W · in): the output projection of attention or
-// of the feed-forward, straight into the residual stream, or through tmp and
-// a norm first (Gemma 2/3's post-norms); l, when set, adds its LoRA
-// correction to W · in before the norm.
-func (r *GPU) residual(ch *gpu.Chain, w *gpu.Tensor, l *gpuLoRA, in, post *gpu.Buffer, n int) error {
+// of the feed-forward, straight into the residual stream, or into tmp and
+// then normed and added in one kernel (Gemma 2/3's post-norms), which then
+// also writes xn = norm(x)·next when next is set (the pre-norm that follows)
+// and reports that it did. l, when set, adds its LoRA correction to W · in
+// before the norm. Errors go to try.
+func (r *GPU) residual(ch *gpu.Chain, w *gpu.Tensor, l *gpuLoRA, in, post, next *gpu.Buffer, n int, try func(error)) (normed bool) {
 	c := &r.m.Config
 	if post == nil {
-		if err := ops.MatMulWith(ch, w, in, r.x, n, ops.MatmulOptions{Accumulate: true}); err != nil {
-			return err
-		}
-		return r.lora(ch, l, in, r.x, n, ops.MatmulOptions{})
+		try(ops.MatMulWith(ch, w, in, r.x, n, ops.MatmulOptions{Accumulate: true}))
+		try(r.lora(ch, l, in, r.x, n, ops.MatmulOptions{}))
+		return false
 	}
-	if err := ops.MatMul(ch, w, in, r.tmp, n); err != nil {
-		return err
+	try(ops.MatMul(ch, w, in, r.tmp, n))
+	try(r.lora(ch, l, in, r.tmp, n, ops.MatmulOptions{}))
+	a := ops.NormArgs{Rows: n, Dim: c.Hidden, Eps: c.Eps}
+	if next == nil {
+		try(ops.RMSNormAdd(ch, r.tmp, post, r.x, a))
+		return false
 	}
-	if err := r.lora(ch, l, in, r.tmp, n, ops.MatmulOptions{}); err != nil {
-		return err
-	}
-	if err := ops.RMSNorm(ch, r.tmp, post, r.tmp, ops.NormArgs{Rows: n, Dim: c.Hidden, Eps: c.Eps}); err != nil {
-		return err
-	}
-	return ops.AddInPlace(ch, r.x, r.tmp, n*c.Hidden)
+	try(ops.RMSNormAddNorm(ch, r.tmp, post, r.x, next, r.xn, a))
+	return true
 }

@@ -47,7 +47,9 @@ func (m *Model) Memory(ctx, batch int) Memory {
 	}
 	e.KV = 2 * int64(c.Layers) * int64(ctx) * int64(c.KVDim()) * 4
 	b := int64(min(batch, ctx))
-	e.Activations = 4 * (b*(3*int64(c.Hidden)+2*int64(c.QDim())+2*int64(c.KVDim())+3*int64(c.FF)) + b*int64(c.Vocab))
+	// Per token: x, xn, tmp; q, k and v side by side, then q rotated and the
+	// attention's output; gate and up fused, and up; and the logits.
+	e.Activations = 4 * (b*(3*int64(c.Hidden)+3*int64(c.QDim())+2*int64(c.KVDim())+3*int64(c.FF)) + b*int64(c.Vocab))
 	return e
 }
 

@@ -33,6 +33,7 @@ const (
 	normWeight  = 1
 	normOnePlus = 2
 	normBias    = 4
+	normNext    = 8
 )
 
 // normWG is the workgroup size for rows of dim floats: one invocation per
@@ -51,7 +52,39 @@ func normWG(dim int) int {
 // Dim floats, or nil for no weight; with a.OnePlus it is applied as 1 + w. y
 // may be x, normalising in place; it must not be w.
 func RMSNorm(c *gpu.Chain, x, w, y *gpu.Buffer, a NormArgs) error {
-	return norm(c, "rmsnorm", x, w, nil, y, a)
+	return norm(c, "rmsnorm", x, w, nil, y, nil, nil, a)
+}
+
+// RMSNormAdd appends y += x / sqrt(mean(x^2) + eps) * w for each row of x:
+// the post-norm and residual add of Gemma 2 and 3 in one dispatch, where
+// RMSNorm and an add took two. w is as in RMSNorm; y must be neither x nor w.
+func RMSNormAdd(c *gpu.Chain, x, w, y *gpu.Buffer, a NormArgs) error {
+	return RMSNormAddNorm(c, x, w, y, nil, nil, a)
+}
+
+// RMSNormAddNorm is RMSNormAdd followed by z = rmsnorm(y)·w2 of the updated
+// rows, the pre-norm of whatever reads the residual stream next, in the same
+// dispatch and to the bit what RMSNorm would give. w2 is a weight as w (a.OnePlus
+// applies to both); z must be none of the other buffers. z nil is RMSNormAdd.
+func RMSNormAddNorm(c *gpu.Chain, x, w, y, w2, z *gpu.Buffer, a NormArgs) error {
+	if x != nil && x == y {
+		return fmt.Errorf("ops: rmsnorm_add: y %q must not be x", y.Label())
+	}
+	if w == nil {
+		return fmt.Errorf("ops: rmsnorm_add: the weight is nil")
+	}
+	if z != nil {
+		if w2 == nil {
+			return fmt.Errorf("ops: rmsnorm_add: next norm's weight is nil")
+		}
+		if err := needF32("rmsnorm_add", "next weight", w2, a.Dim); err != nil {
+			return err
+		}
+		if z == x || z == w || z == y || z == w2 || w2 == y {
+			return fmt.Errorf("ops: rmsnorm_add: next norm's output %q must be none of x, w, y and its weight, and y not its weight", z.Label())
+		}
+	}
+	return norm(c, "rmsnorm_add", x, w, nil, y, w2, z, a)
 }
 
 // LayerNorm appends y = (x - mean) / sqrt(var + eps) * w + b for each row of
@@ -59,10 +92,12 @@ func RMSNorm(c *gpu.Chain, x, w, y *gpu.Buffer, a NormArgs) error {
 // b are Dim floats each, either may be nil; a.OnePlus applies w as 1 + w. y
 // may be x; it must not be w or b.
 func LayerNorm(c *gpu.Chain, x, w, b, y *gpu.Buffer, a NormArgs) error {
-	return norm(c, "layernorm", x, w, b, y, a)
+	return norm(c, "layernorm", x, w, b, y, nil, nil, a)
 }
 
-func norm(c *gpu.Chain, kernel string, x, w, b, y *gpu.Buffer, a NormArgs) error {
+// norm dispatches kernel of shaders/norm.wgsl; w2 and z, rmsnorm_add's next
+// norm, are nil for the others.
+func norm(c *gpu.Chain, kernel string, x, w, b, y, w2, z *gpu.Buffer, a NormArgs) error {
 	if a.Rows <= 0 || a.Dim <= 0 {
 		return fmt.Errorf("ops: %s: shape %dx%d must be positive", kernel, a.Rows, a.Dim)
 	}
@@ -108,6 +143,14 @@ func norm(c *gpu.Chain, kernel string, x, w, b, y *gpu.Buffer, a NormArgs) error
 	} else {
 		b = x
 	}
+	if z != nil {
+		if err := needF32(kernel, "z", z, n); err != nil {
+			return err
+		}
+		flags |= normNext
+	} else {
+		w2, z = x, x // fill the slots; the kernel does not read them
+	}
 	params := normParams{Rows: uint32(a.Rows), Dim: uint32(a.Dim), Eps: a.Eps, Flags: flags}
-	return dispatch(c, gpu.Spec("norm", kernel, "WG", normWG(a.Dim)), params, gpu.Grid(a.Rows, 1), x, w, b, y)
+	return dispatch(c, gpu.Spec("norm", kernel, "WG", normWG(a.Dim)), params, gpu.Grid(a.Rows, 1), x, w, b, y, w2, z)
 }

@@ -81,6 +81,55 @@ func TestRMSNormMatchesReference(t *testing.T) {
 	}
 }
 
+// checkRMSNormAdd runs y += rmsnorm(x) * w against the float64 norm added
+// to y: the norm's relative error (rmsNormRTol) of the normalised value,
+// plus the rounding of the add, half an ulp of the sum (with a factor two of
+// margin for the ulp of a sum the float64 one rounds just under). With next,
+// the fused z = rmsnorm(y) * w2 is checked against the float64 norm of the
+// kernel's own y, within the norm's tolerance.
+func checkRMSNormAdd(t *testing.T, seed uint64, a NormArgs, xScale, wScale, yScale float32, next bool) {
+	t.Helper()
+	x, w, _ := normInputs(seed, a.Rows, a.Dim, xScale, wScale)
+	y := randVec(seed+3, a.Rows*a.Dim, yScale)
+	w2 := randVec(seed+4, a.Dim, wScale)
+	ra := ref.NormArgs{Rows: a.Rows, Dim: a.Dim, Eps: a.Eps, OnePlus: a.OnePlus}
+	normed := ref.RMSNorm(x, w, ra)
+	n := a.Rows * a.Dim
+	bx, bw, by := upload(t, "x", x), upload(t, "w", w), upload(t, "y", y)
+	var bw2, bz *gpu.Buffer
+	if next {
+		bw2, bz = upload(t, "w2", w2), scratch(t, "z", n)
+	}
+	run(t, "rmsnorm_add", func(c *gpu.Chain) error { return RMSNormAddNorm(c, bx, bw, by, bw2, bz, a) })
+	got := download(t, by, n)
+	if next {
+		assertClose(t, "rmsnorm_add next norm", download(t, bz, n), ref.RMSNorm(got, w2, ra), 0, rmsNormRTol)
+	}
+	for i := range got {
+		want := float64(y[i]) + float64(normed[i])
+		tol := rmsNormRTol*math.Abs(float64(normed[i])) + 0x1p-23*math.Abs(want)
+		if diff := math.Abs(float64(got[i]) - want); !(diff <= tol) {
+			t.Fatalf("rmsnorm_add %dx%d: [%d] = %v, want %v (y %v + norm %v; |diff| %.3g over %.3g)", a.Rows, a.Dim, i, got[i], want, y[i], normed[i], diff, tol)
+		}
+	}
+}
+
+func TestRMSNormAddMatchesReference(t *testing.T) {
+	for _, s := range normShapes {
+		for _, wt := range normWeights[1:] {
+			t.Run(fmt.Sprintf("%dx%d/%s", s.rows, s.dim, wt.name), func(t *testing.T) {
+				a := NormArgs{Rows: s.rows, Dim: s.dim, Eps: 1e-6, OnePlus: wt.onePlus}
+				for _, next := range []bool{false, true} {
+					checkRMSNormAdd(t, 1, a, 2, 1.5, 3, next)
+					// Production magnitudes: a Gemma residual stream in the
+					// hundreds to thousands, attention outputs of tens.
+					checkRMSNormAdd(t, 2, a, 40, 1.5, 3e3, next)
+				}
+			})
+		}
+	}
+}
+
 func checkLayerNorm(t *testing.T, x, w, b []float32, a NormArgs, atol float64) {
 	t.Helper()
 	want := ref.LayerNorm(x, w, b, ref.NormArgs{Rows: a.Rows, Dim: a.Dim, Eps: a.Eps, OnePlus: a.OnePlus})
@@ -175,6 +224,7 @@ func TestNormGridWrap(t *testing.T) {
 
 func TestNormRejectsBadShapes(t *testing.T) {
 	x, w, short := scratch(t, "x", 40), scratch(t, "w", 8), scratch(t, "short", 7)
+	wide := scratch(t, "y and w", 40)
 	c, err := dev.NewChain("bad norm")
 	if err != nil {
 		t.Fatal(err)
@@ -196,6 +246,14 @@ func TestNormRejectsBadShapes(t *testing.T) {
 		{"rmsnorm eps < 0", RMSNorm(c, x, w, x, with(func(a *NormArgs) { a.Eps = -1 }))},
 		{"rmsnorm one-plus without weight", RMSNorm(c, x, nil, x, with(func(a *NormArgs) { a.OnePlus = true }))},
 		{"rmsnorm nil x", RMSNorm(c, nil, w, x, ok)},
+		{"rmsnorm_add y is x", RMSNormAdd(c, x, w, x, ok)},
+		{"rmsnorm_add short y", RMSNormAdd(c, x, w, short, ok)},
+		{"rmsnorm_add y is the weight", RMSNormAdd(c, x, wide, wide, ok)},
+		{"rmsnorm_add no weight", RMSNormAdd(c, x, nil, wide, ok)},
+		{"rmsnorm_add next without weight", RMSNormAddNorm(c, x, w, wide, nil, scratch(t, "z", 40), ok)},
+		{"rmsnorm_add short next weight", RMSNormAddNorm(c, x, w, wide, short, scratch(t, "z", 40), ok)},
+		{"rmsnorm_add z is y", RMSNormAddNorm(c, x, w, wide, w, wide, ok)},
+		{"rmsnorm_add short z", RMSNormAddNorm(c, x, w, wide, w, short, ok)},
 		{"layernorm short bias", LayerNorm(c, x, w, short, x, ok)},
 		{"layernorm short weight", LayerNorm(c, x, short, w, x, ok)},
 		{"layernorm y is the bias", LayerNorm(c, x, w, x, x, ok)},

@@ -100,3 +100,36 @@ func YaRNFactors(base float64, dims int, factor float64, origCtx int, betaFast, 
 	}
 	return out
 }
+
+// RoPEQKV returns what ops.RoPEQKV writes, from qkv = [Tokens, (Heads +
+// 2·KVHeads)·HeadDim]: q = [Tokens, Heads·HeadDim] and the k and v rows of
+// the batch's positions, [Tokens, KVHeads·HeadDim] each. bias (nil for none)
+// is added first, in f32 as the kernel does; norms (nil for none), q's gain
+// then k's, normalise each q and k head (RMSNorm with eps, in float64);
+// then q and k rotate as RoPE does.
+func RoPEQKV(qkv, bias, norms, factors []float32, a RoPEArgs, kvHeads int, eps float32) (q, k, v []float32) {
+	hd := a.HeadDim
+	w := (a.Heads + 2*kvHeads) * hd
+	x := append([]float32(nil), qkv[:a.Tokens*w]...)
+	if bias != nil {
+		for t := range a.Tokens {
+			for j := range w {
+				x[t*w+j] += bias[j]
+			}
+		}
+	}
+	for t := range a.Tokens {
+		row := x[t*w : (t+1)*w]
+		q = append(q, row[:a.Heads*hd]...)
+		k = append(k, row[a.Heads*hd:(a.Heads+kvHeads)*hd]...)
+		v = append(v, row[(a.Heads+kvHeads)*hd:]...)
+	}
+	if norms != nil {
+		q = RMSNorm(q, norms[:hd], NormArgs{Rows: a.Tokens * a.Heads, Dim: hd, Eps: eps})
+		k = RMSNorm(k, norms[hd:2*hd], NormArgs{Rows: a.Tokens * kvHeads, Dim: hd, Eps: eps})
+	}
+	q = RoPE(q, factors, nil, a)
+	ka := a
+	ka.Heads = kvHeads
+	return q, RoPE(k, factors, nil, ka), v
+}
