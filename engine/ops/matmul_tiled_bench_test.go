@@ -1,0 +1,107 @@
+package ops
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/hearthstudio/hearth/engine/gpu"
+	"github.com/hearthstudio/hearth/gguf"
+)
+
+// tiledSweepLaunches are the launch shapes BenchmarkMatMulTiled compares at
+// m = 512 besides the default: 4×4, 4×8 and 8×8 register blocks; 64×64,
+// 64×128 and 128×128 tiles; stages of 16 and 32 columns; 64 to 256
+// invocations. A shape needing more workgroup memory than the device grants
+// is skipped (the 128×128 tile with 32-column stages needs 36 KiB).
+var tiledSweepLaunches = []tiledLaunch{
+	tiledLaunchSmall,
+	{ct: 16, rt: 16, rr: 4, rc: 4, ks: 1, bk: 32},
+	{ct: 8, rt: 16, rr: 4, rc: 8, ks: 2, bk: 32},
+	{ct: 8, rt: 8, rr: 8, rc: 8, ks: 1, bk: 32},
+	{ct: 16, rt: 8, rr: 8, rc: 8, ks: 1, bk: 32},
+	{ct: 16, rt: 16, rr: 8, rc: 8, ks: 1, bk: 16},
+	{ct: 16, rt: 16, rr: 8, rc: 8, ks: 1, bk: 32},
+}
+
+// BenchmarkMatMulTiled compares the prefill kernels, Y = X·Wᵀ, on the
+// projections of llama-3.1-8b (4096×4096 attention, 14336×4096 gate/up,
+// 4096×14336 down) and llama-3.2-1b (2048×2048, 8192×2048), n×k, in the
+// types of the common files. At m = 512 (pp512) it runs the matmul_<type>
+// entries ("old"), the tiled kernel with the launch MatMulWith picks
+// ("tiled", named by its shape) and every shape of tiledSweepLaunches; at m
+// = 16, 32 and 64 old against the picked launch, to place
+// matmulTiledMinRows. TFLOP/s counts 2·m·n·k per op. On a software adapter
+// it runs 256×256 weights only, which compares the kernels with each other
+// and nothing more.
+//
+// On an H200 (about 90 s):
+//
+//	go test ./engine/ops -run '^$' -bench MatMulTiled -benchtime 20x
+func BenchmarkMatMulTiled(b *testing.B) {
+	shapes := [][2]int{{4096, 4096}, {14336, 4096}, {4096, 14336}, {2048, 2048}, {8192, 2048}}
+	if dev.Info.Type == "cpu" {
+		shapes = [][2]int{{256, 256}}
+	}
+	types := []gguf.Type{gguf.TypeQ4_K, gguf.TypeQ6_K, gguf.TypeQ8_0, gguf.TypeQ4_0, gguf.TypeF16}
+	for _, m := range []int{512, 16, 32, 64} {
+		for _, s := range shapes {
+			for _, typ := range types {
+				b.Run(fmt.Sprintf("m%d/%dx%d/%v", m, s[0], s[1], typ), func(b *testing.B) {
+					benchMatMulTiled(b, typ, s[0], s[1], m)
+				})
+			}
+		}
+	}
+}
+
+// benchMatMulTiled times one weight against the old kernel and the tiled
+// launches for m rows.
+func benchMatMulTiled(b *testing.B, typ gguf.Type, n, k, m int) {
+	w := benchWeight(b, typ, n, k)
+	x, y := upload(b, "x", randVec(2, m*k, 1)), scratch(b, "y", m*n)
+	kern, ok := matmulKernelFor(typ)
+	if !ok {
+		b.Fatalf("%v has no matmul kernel", typ)
+	}
+	flops := 2 * float64(m) * float64(n) * float64(k)
+	time := func(name string, op func(c *gpu.Chain) error) {
+		b.Run(name, func(b *testing.B) {
+			benchChain(b, 1, op) // compile the pipeline outside the timing
+			b.ResetTimer()
+			benchChain(b, b.N, op)
+			b.StopTimer()
+			b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e12, "TFLOP/s")
+		})
+	}
+	time("old", func(c *gpu.Chain) error { return matmulWith(c, w, kern, x, y, m, MatmulOptions{}) })
+	picked, ok := matmulTiledLaunchFor(dev.Limits, m)
+	if !ok {
+		b.Fatalf("no tiled launch fits the device")
+	}
+	launches := []tiledLaunch{picked}
+	if m >= 512 {
+		launches = append(launches, tiledSweepLaunches...)
+	}
+	for i, l := range launches {
+		if l.check(dev.Limits) != nil || (i > 0 && l == picked) {
+			continue
+		}
+		time("tiled_"+l.String(), func(c *gpu.Chain) error { return matmulTiledWith(c, w, x, y, m, MatmulOptions{}, l) })
+	}
+}
+
+func TestMatMulTiledSweepLaunches(t *testing.T) {
+	// Every shape the benchmark tries computes the same Y: ragged tiles in
+	// both directions, k over several stages.
+	for _, l := range tiledSweepLaunches {
+		if l.check(dev.Limits) != nil {
+			continue
+		}
+		for _, c := range []struct {
+			typ gguf.Type
+			mc  matmulCase
+		}{{gguf.TypeQ4_K, matmulCase{150, 512, 70, 1, 0}}, {gguf.TypeF16, matmulCase{97, 200, 41, 1, 0}}} {
+			t.Run(fmt.Sprintf("%v/%v", l, c.typ), func(t *testing.T) { runMatmulTiled(t, c.typ, c.mc, l) })
+		}
+	}
+}
