@@ -26,6 +26,10 @@
 //     the final stores of neighbouring invocations neighbouring floats.
 //     Slices multiply the invocations of a tile without shrinking the
 //     register block.
+//   - With PF = 1 an invocation reads its share of the next stage (raw
+//     words of W decoded into registers, X's floats) right after the
+//     barrier that publishes the current one, so those loads are in flight
+//     while it multiplies; the stage in workgroup memory stays single.
 //   - At the end the slices add their blocks in workgroup memory, in slice
 //     order, and the last slice writes the tile.
 //
@@ -40,9 +44,9 @@
 // Constants prepended by gpu.Spec (four at most, so two are packed): CT
 // (column threads of a slice), RT (row threads of a slice), RB = 16·RR + RC
 // (the register block: activation rows × columns of Y, RR·RC a multiple of
-// 4), KB = 16·BK + KS (stage depth, a multiple of 8 with BK/4 a multiple of
-// KS; slices). The dispatcher checks the shape against the device's
-// workgroup memory.
+// 4), KB = 256·BK + 16·KS + PF (stage depth, a multiple of 8 with BK/4 a
+// multiple of KS; slices; prefetch 0 or 1). The dispatcher checks the shape
+// against the device's workgroup memory.
 // Grid: x (wrapped into y past 65535 by gpu.Grid) walks tiles of BN rows of
 // the chunk, z walks tiles of BM activation rows.
 
@@ -52,8 +56,9 @@
 
 const RR: u32 = RB / 16u;
 const RC: u32 = RB - 16u * RR;
-const BK: u32 = KB / 16u;
-const KS: u32 = KB - 16u * BK;
+const BK: u32 = KB / 256u;
+const KS: u32 = (KB / 16u) % 16u;
+const PF: u32 = KB % 16u;
 const SLICE: u32 = CT * RT;
 const WG: u32 = SLICE * KS;
 const BM: u32 = RT * RR;
@@ -69,11 +74,66 @@ const UR: u32 = BK / 8u;
 const XS: u32 = BN * ROW;
 const SHN: u32 = (BN + BM) * ROW;
 const ACC: u32 = RR * RC;
+// Units of W and vec4s of X an invocation stages.
+const UT: u32 = (BN * UR + WG - 1u) / WG;
+const XT: u32 = (BM * BK / 4u + WG - 1u) / WG;
 var<workgroup> sh: array<vec4<f32>, SHN>;
 
 // fma4 adds x·w to a, one column after another.
 fn fma4(a: f32, x: vec4<f32>, w: vec4<f32>) -> f32 {
     return a + x.x * w.x + x.y * w.y + x.z * w.z + x.w * w.w;
+}
+
+// fetch reads this invocation's share of the stage at column k0 into
+// registers: units lid, lid + WG, … of W's BN×BK stage (neighbouring
+// invocations decode neighbouring units of a row) and vec4s lid, lid + WG,
+// … of X's BM×BK stage (neighbouring invocations read neighbouring floats).
+fn fetch(qt: u32, lid: u32, r0: u32, j0: u32, k0: u32, wr: ptr<function, array<Unit, UT>>, xr: ptr<function, array<vec4<f32>, XT>>) {
+    for (var e = 0u; e < UT; e++) {
+        let q = lid + e * WG;
+        let i = q / UR;
+        let c = k0 + 8u * (q % UR);
+        var v = Unit(vec4<f32>(0.0), vec4<f32>(0.0));
+        if (q < BN * UR && r0 + i < p.n && c < p.k) {
+            v = unit(qt, r0 + i, c);
+        }
+        (*wr)[e] = v;
+    }
+    for (var e = 0u; e < XT; e++) {
+        let q = lid + e * WG;
+        let j = j0 + q / (BK / 4u);
+        let c = k0 + 4u * (q % (BK / 4u));
+        var v = vec4<f32>(0.0);
+        if (q < BM * (BK / 4u) && j < p.m) {
+            let o = j * p.x_stride + c;
+            if (c + 4u <= p.k) {
+                v = vec4<f32>(x[o], x[o + 1u], x[o + 2u], x[o + 3u]);
+            } else {
+                for (var t = 0u; c + t < p.k; t++) {
+                    v[t] = x[o + t];
+                }
+            }
+        }
+        (*xr)[e] = v;
+    }
+}
+
+// put stores what fetch read into the stage.
+fn put(lid: u32, wr: ptr<function, array<Unit, UT>>, xr: ptr<function, array<vec4<f32>, XT>>) {
+    for (var e = 0u; e < UT; e++) {
+        let q = lid + e * WG;
+        if (q < BN * UR) {
+            let o = (q / UR) * ROW + 2u * (q % UR);
+            sh[o] = (*wr)[e].a;
+            sh[o + 1u] = (*wr)[e].b;
+        }
+    }
+    for (var e = 0u; e < XT; e++) {
+        let q = lid + e * WG;
+        if (q < BM * (BK / 4u)) {
+            sh[XS + (q / (BK / 4u)) * ROW + q % (BK / 4u)] = (*xr)[e];
+        }
+    }
 }
 
 fn matmul_tiled(qt: u32, lid: u32, wid: vec3<u32>, nwg: vec3<u32>) {
@@ -92,43 +152,26 @@ fn matmul_tiled(qt: u32, lid: u32, wid: vec3<u32>, nwg: vec3<u32>) {
     var acc: array<f32, ACC>;
     // Every invocation runs every stage and reaches every barrier (the loop
     // bounds depend only on p). Rows past n, activation rows past m and
-    // columns past k are staged as zeros, so the multiply needs no bounds:
-    // they add exact zeros.
+    // columns past k are staged as zeros (fetch), so the multiply needs no
+    // bounds: they add exact zeros.
+    var wr: array<Unit, UT>;
+    var xr: array<vec4<f32>, XT>;
+    if (PF != 0u) {
+        fetch(qt, lid, r0, j0, 0u, &wr, &xr);
+    }
     for (var k0 = 0u; k0 < p.k; k0 += BK) {
         if (k0 > 0u) {
             workgroupBarrier(); // the previous stage's reads of sh are done
         }
-        // Neighbouring invocations decode neighbouring units of a row.
-        for (var q = lid; q < BN * UR; q += WG) {
-            let i = q / UR;
-            let u = q % UR;
-            let c = k0 + 8u * u;
-            var v = Unit(vec4<f32>(0.0), vec4<f32>(0.0));
-            if (r0 + i < p.n && c < p.k) {
-                v = unit(qt, r0 + i, c);
-            }
-            sh[i * ROW + 2u * u] = v.a;
-            sh[i * ROW + 2u * u + 1u] = v.b;
+        if (PF == 0u) {
+            fetch(qt, lid, r0, j0, k0, &wr, &xr);
         }
-        for (var q = lid; q < BM * (BK / 4u); q += WG) {
-            let i = q / (BK / 4u);
-            let u = q % (BK / 4u);
-            let j = j0 + i;
-            let c = k0 + 4u * u;
-            var v = vec4<f32>(0.0);
-            if (j < p.m) {
-                let o = j * p.x_stride + c;
-                if (c + 4u <= p.k) {
-                    v = vec4<f32>(x[o], x[o + 1u], x[o + 2u], x[o + 3u]);
-                } else {
-                    for (var e = 0u; c + e < p.k; e++) {
-                        v[e] = x[o + e];
-                    }
-                }
-            }
-            sh[XS + i * ROW + u] = v;
-        }
+        put(lid, &wr, &xr);
         workgroupBarrier();
+        // The next stage's loads are in flight while this one multiplies.
+        if (PF != 0u && k0 + BK < p.k) {
+            fetch(qt, lid, r0, j0, k0 + BK, &wr, &xr);
+        }
         let c0 = slice * CS;
         for (var u = c0; u < c0 + CS; u++) {
             var xv: array<vec4<f32>, RR>;

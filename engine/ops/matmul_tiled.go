@@ -16,8 +16,12 @@ const matmulTiledMinRows = 16
 // tiledLaunch is a launch shape of shaders/matmul_tiled.wgsl: a workgroup of
 // ks slices of ct×rt invocations owns a (rt·rr)×(ct·rc) tile of Y, each
 // invocation an rr×rc block of it in registers, and walks k bk columns a
-// stage.
-type tiledLaunch struct{ ct, rt, rr, rc, ks, bk int }
+// stage, reading the next stage while it multiplies this one when pf is
+// set.
+type tiledLaunch struct {
+	ct, rt, rr, rc, ks, bk int
+	pf                     bool
+}
 
 func (l tiledLaunch) wg() int   { return l.ct * l.rt * l.ks }
 func (l tiledLaunch) rows() int { return l.rt * l.rr } // activation rows of a tile (BM)
@@ -28,7 +32,21 @@ func (l tiledLaunch) cols() int { return l.ct * l.rc } // weight rows of a tile 
 func (l tiledLaunch) sharedBytes() int { return 16 * (l.rows() + l.cols()) * (l.bk/4 + 1) }
 
 func (l tiledLaunch) String() string {
-	return fmt.Sprintf("%dx%d_r%dx%d_ks%d_bk%d", l.rows(), l.cols(), l.rr, l.rc, l.ks, l.bk)
+	s := fmt.Sprintf("%dx%d_r%dx%d_ks%d_bk%d", l.rows(), l.cols(), l.rr, l.rc, l.ks, l.bk)
+	if l.pf {
+		s += "_pf"
+	}
+	return s
+}
+
+// consts are the constants gpu.Spec prepends (see the top of
+// shaders/matmul_tiled.wgsl).
+func (l tiledLaunch) consts() []any {
+	pf := 0
+	if l.pf {
+		pf = 1
+	}
+	return []any{"CT", l.ct, "RT", l.rt, "RB", 16*l.rr + l.rc, "KB", 256*l.bk + 16*l.ks + pf}
 }
 
 // check says why the kernel cannot be built with l or the device cannot
@@ -52,7 +70,8 @@ func (l tiledLaunch) check(lim gpu.Limits) error {
 }
 
 // The tiled launch shapes, 256 invocations each (WebGPU's guaranteed
-// maximum):
+// maximum), each reading the next stage while it multiplies (a unit of W
+// and one or two vec4s of X an invocation, 16 registers at most):
 //
 //   - tiledLaunchWide, the default where the device grants 18 KiB of
 //     workgroup memory (lavapipe 32 KiB, NVIDIA 48 KiB): a 64×64 tile, 8×8
@@ -63,9 +82,9 @@ func (l tiledLaunch) check(lim gpu.Limits) error {
 //   - tiledLaunchShort for prompts shorter than 64 rows, where a 64-row
 //     tile would be mostly padding: 16×64, 4×4 blocks, 4 slices (11.25 KiB).
 var (
-	tiledLaunchWide  = tiledLaunch{ct: 8, rt: 8, rr: 8, rc: 8, ks: 4, bk: 32}
-	tiledLaunchSmall = tiledLaunch{ct: 16, rt: 16, rr: 4, rc: 4, ks: 1, bk: 16}
-	tiledLaunchShort = tiledLaunch{ct: 16, rt: 4, rr: 4, rc: 4, ks: 4, bk: 32}
+	tiledLaunchWide  = tiledLaunch{ct: 8, rt: 8, rr: 8, rc: 8, ks: 4, bk: 32, pf: true}
+	tiledLaunchSmall = tiledLaunch{ct: 16, rt: 16, rr: 4, rc: 4, ks: 1, bk: 16, pf: true}
+	tiledLaunchShort = tiledLaunch{ct: 16, rt: 4, rr: 4, rc: 4, ks: 4, bk: 32, pf: true}
 )
 
 // matmulTiledLaunchFor picks the launch shape for m activation rows on a
@@ -138,7 +157,7 @@ func matmulTiledWith(c *gpu.Chain, w *gpu.Tensor, x, y *gpu.Buffer, m int, o Mat
 	if tiles > 65535 {
 		return fmt.Errorf("ops: %s: m=%d needs %d activation tiles, over the 65535-workgroup grid limit", kernel, m, tiles)
 	}
-	spec := gpu.Spec("matmul_tiled", "matmul_tiled_"+name, "CT", l.ct, "RT", l.rt, "RB", 16*l.rr+l.rc, "KB", 16*l.bk+l.ks)
+	spec := gpu.Spec("matmul_tiled", "matmul_tiled_"+name, l.consts()...)
 	gk, err := c.Device().Kernel(spec)
 	if err != nil {
 		return err

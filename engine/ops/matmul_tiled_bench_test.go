@@ -11,15 +11,18 @@ import (
 // tiledSweepLaunches are the launch shapes BenchmarkMatMulTiled compares at
 // m = 512 besides the default: 4×4, 4×8 and 8×8 register blocks; 64×64,
 // 64×128 and 128×128 tiles; stages of 16 and 32 columns; 64 to 256
-// invocations. A shape needing more workgroup memory than the device grants
-// is skipped (the 128×128 tile with 32-column stages needs 36 KiB).
+// invocations; with and without prefetch. A shape needing more workgroup
+// memory than the device grants is skipped (the 128×128 tile with
+// 32-column stages needs 36 KiB).
 var tiledSweepLaunches = []tiledLaunch{
+	{ct: 8, rt: 8, rr: 8, rc: 8, ks: 4, bk: 32}, // the default without prefetch
 	tiledLaunchSmall,
-	{ct: 16, rt: 16, rr: 4, rc: 4, ks: 1, bk: 32},
-	{ct: 8, rt: 16, rr: 4, rc: 8, ks: 2, bk: 32},
-	{ct: 8, rt: 8, rr: 8, rc: 8, ks: 1, bk: 32},
-	{ct: 16, rt: 8, rr: 8, rc: 8, ks: 1, bk: 32},
-	{ct: 16, rt: 16, rr: 8, rc: 8, ks: 1, bk: 16},
+	{ct: 16, rt: 16, rr: 4, rc: 4, ks: 1, bk: 32, pf: true},
+	{ct: 8, rt: 16, rr: 4, rc: 8, ks: 2, bk: 32, pf: true},
+	{ct: 8, rt: 8, rr: 8, rc: 8, ks: 1, bk: 32, pf: true},
+	{ct: 16, rt: 8, rr: 8, rc: 8, ks: 1, bk: 32, pf: true},
+	{ct: 16, rt: 16, rr: 8, rc: 8, ks: 1, bk: 16, pf: true},
+	{ct: 16, rt: 16, rr: 8, rc: 8, ks: 1, bk: 32, pf: true},
 	{ct: 16, rt: 16, rr: 8, rc: 8, ks: 1, bk: 32},
 }
 

@@ -13,8 +13,9 @@ import (
 )
 
 // tiledTestLaunches are the launch shapes the parity tests run: the three
-// MatMulWith chooses from and two the benchmark tries (an 8×4 block, a
-// 4-deep stage split in 2 slices), each where the device can run it.
+// MatMulWith chooses from (prefetching) and two without prefetch (an 8×4
+// block; a 4×8 block over 8-column stages split in 2 slices), each where
+// the device can run it.
 func tiledTestLaunches(t testing.TB) []tiledLaunch {
 	var out []tiledLaunch
 	for _, l := range []tiledLaunch{
