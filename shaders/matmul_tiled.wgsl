@@ -172,8 +172,10 @@ fn matmul_tiled(qt: u32, lid: u32, wid: vec3<u32>, nwg: vec3<u32>) {
         if (PF != 0u && k0 + BK < p.k) {
             fetch(qt, lid, r0, j0, k0 + BK, &wr, &xr);
         }
-        let c0 = slice * CS;
-        for (var u = c0; u < c0 + CS; u++) {
+        // Constant trip counts (CS, RR, RC) let the compiler unroll the
+        // block and keep xv, wv and acc in registers.
+        for (var v = 0u; v < CS; v++) {
+            let u = slice * CS + v;
             var xv: array<vec4<f32>, RR>;
             var wv: array<vec4<f32>, RC>;
             for (var a = 0u; a < RR; a++) {

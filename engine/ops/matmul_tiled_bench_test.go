@@ -35,8 +35,8 @@ var tiledShortLaunches = []tiledLaunch{
 }
 
 // BenchmarkMatMulTiled compares the prefill kernels, Y = X·Wᵀ, on the
-// projections of llama-3.1-8b (4096×4096 attention, 14336×4096 gate/up,
-// 4096×14336 down) and llama-3.2-1b (2048×2048, 8192×2048), n×k, in the
+// projections of llama-3.1-8b (4096×4096 q/o, 1024×4096 k/v, 14336×4096
+// gate/up, 4096×14336 down) and llama-3.2-1b (2048×2048, 8192×2048), n×k, in the
 // types of the common files. For each it runs, at m = 512 (pp512), the
 // matmul_<type> entries ("old"), the tiled kernel with the launch
 // MatMulWith picks (the first "tiled_" line, named by its shape) and every
@@ -50,7 +50,7 @@ var tiledShortLaunches = []tiledLaunch{
 //
 //	go test ./engine/ops -run '^$' -bench 'MatMulTiled' -benchtime 20x
 func BenchmarkMatMulTiled(b *testing.B) {
-	shapes := [][2]int{{4096, 4096}, {14336, 4096}, {4096, 14336}, {2048, 2048}, {8192, 2048}}
+	shapes := [][2]int{{4096, 4096}, {1024, 4096}, {14336, 4096}, {4096, 14336}, {2048, 2048}, {8192, 2048}}
 	if dev.Info.Type == "cpu" {
 		shapes = [][2]int{{256, 256}}
 	}
