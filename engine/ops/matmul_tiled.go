@@ -69,38 +69,35 @@ func (l tiledLaunch) check(lim gpu.Limits) error {
 	return nil
 }
 
-// The tiled launch shapes, 256 invocations each (WebGPU's guaranteed
-// maximum), each reading the next stage while it multiplies (a unit of W
-// and one or two vec4s of X an invocation, 16 registers at most):
+// The launch shapes MatMulWith picks from, 256 invocations each (WebGPU's
+// guaranteed maximum), under WebGPU's guaranteed 16 KiB of workgroup
+// memory, each reading the next stage while it multiplies (a unit of W and
+// one or two vec4s of X an invocation, 16 registers):
 //
-//   - tiledLaunchWide, the default where the device grants 18 KiB of
-//     workgroup memory (lavapipe 32 KiB, NVIDIA 48 KiB): a 64×64 tile, 8×8
-//     outputs an invocation (16 vec4 reads of workgroup memory for 256
-//     FMAs), 4 slices, 32 columns a stage.
-//   - tiledLaunchSmall, the fallback under WebGPU's guaranteed 16 KiB: the
-//     same tile with 4×4 blocks and no slices, 16 columns a stage (10 KiB).
-//   - tiledLaunchShort for prompts shorter than 64 rows, where a 64-row
-//     tile would be mostly padding: 16×64, 4×4 blocks, 4 slices (11.25 KiB).
+//   - tiledLaunchMain: the work split of the backward kernel's main shape,
+//     which runs 15-24 TFLOP/s on the H200 (docs/performance.md): a 32×64
+//     tile over 4 slices of 8×8 invocations, each owning a 4×8 block (12
+//     vec4 reads of workgroup memory for 128 FMAs), 32 columns a stage
+//     (13.5 KiB).
+//   - tiledLaunchShort for prompts shorter than 32 rows, where a 32-row
+//     tile would be mostly padding: 16×64, 4×4 blocks, 4 slices (11.25
+//     KiB).
+//
+// BenchmarkMatMulTiled compares them with bigger register blocks and tiles
+// that need up to 36 KiB.
 var (
-	tiledLaunchWide  = tiledLaunch{ct: 8, rt: 8, rr: 8, rc: 8, ks: 4, bk: 32, pf: true}
-	tiledLaunchSmall = tiledLaunch{ct: 16, rt: 16, rr: 4, rc: 4, ks: 1, bk: 16, pf: true}
+	tiledLaunchMain  = tiledLaunch{ct: 8, rt: 8, rr: 4, rc: 8, ks: 4, bk: 32, pf: true}
 	tiledLaunchShort = tiledLaunch{ct: 16, rt: 4, rr: 4, rc: 4, ks: 4, bk: 32, pf: true}
 )
 
 // matmulTiledLaunchFor picks the launch shape for m activation rows on a
-// device with limits lim: the first of the shapes above that suits m and
-// fits.
-func matmulTiledLaunchFor(lim gpu.Limits, m int) (tiledLaunch, bool) {
-	shapes := []tiledLaunch{tiledLaunchWide, tiledLaunchSmall}
-	if m < 64 {
-		shapes = []tiledLaunch{tiledLaunchShort, tiledLaunchSmall}
+// device with limits lim; ok is false where the device cannot run it.
+func matmulTiledLaunchFor(lim gpu.Limits, m int) (l tiledLaunch, ok bool) {
+	l = tiledLaunchMain
+	if m < 32 {
+		l = tiledLaunchShort
 	}
-	for _, l := range shapes {
-		if l.check(lim) == nil {
-			return l, true
-		}
-	}
-	return tiledLaunch{}, false
+	return l, l.check(lim) == nil
 }
 
 // matmulTiledTypes are the weight types the tiled kernel decodes, with their

@@ -9,15 +9,16 @@ import (
 )
 
 // tiledSweepLaunches are the launch shapes BenchmarkMatMulTiled compares at
-// m = 512 besides the default: 4×4, 4×8 and 8×8 register blocks; 64×64,
-// 64×128 and 128×128 tiles; stages of 16 and 32 columns; 64 to 256
+// m = 512 besides the default: 4×4, 4×8 and 8×8 register blocks; 32×64,
+// 64×64, 64×128 and 128×128 tiles; stages of 16 and 32 columns; 64 to 256
 // invocations; with and without prefetch. A shape needing more workgroup
 // memory than the device grants is skipped (the 128×128 tile with
 // 32-column stages needs 36 KiB).
 var tiledSweepLaunches = []tiledLaunch{
-	{ct: 8, rt: 8, rr: 8, rc: 8, ks: 4, bk: 32}, // the default without prefetch
-	tiledLaunchSmall,
-	{ct: 16, rt: 16, rr: 4, rc: 4, ks: 1, bk: 32, pf: true},
+	{ct: 8, rt: 8, rr: 4, rc: 8, ks: 4, bk: 32}, // the default without prefetch
+	{ct: 8, rt: 8, rr: 8, rc: 8, ks: 4, bk: 32, pf: true},
+	{ct: 8, rt: 8, rr: 8, rc: 8, ks: 4, bk: 32},
+	{ct: 16, rt: 16, rr: 4, rc: 4, ks: 1, bk: 16, pf: true},
 	{ct: 8, rt: 16, rr: 4, rc: 8, ks: 2, bk: 32, pf: true},
 	{ct: 8, rt: 8, rr: 8, rc: 8, ks: 1, bk: 32, pf: true},
 	{ct: 16, rt: 8, rr: 8, rc: 8, ks: 1, bk: 32, pf: true},
@@ -28,10 +29,10 @@ var tiledSweepLaunches = []tiledLaunch{
 
 // tiledShortLaunches are the shapes BenchmarkMatMulTiled adds below 64
 // rows, where a 16×64 tile gives a 4096-row weight only 64 workgroups: a
-// 16×32 tile in 8 slices, and the 16 KiB fallback.
+// 16×32 tile in 8 slices, and the two MatMulWith picks from.
 var tiledShortLaunches = []tiledLaunch{
 	{ct: 8, rt: 4, rr: 4, rc: 4, ks: 8, bk: 32, pf: true},
-	tiledLaunchSmall,
+	tiledLaunchShort, tiledLaunchMain,
 }
 
 // BenchmarkMatMulTiled compares the prefill kernels, Y = X·Wᵀ, on the

@@ -12,14 +12,15 @@ import (
 	"github.com/hearthstudio/hearth/gguf"
 )
 
-// tiledTestLaunches are the launch shapes the parity tests run: the three
-// MatMulWith chooses from (prefetching) and two without prefetch (an 8×4
-// block; a 4×8 block over 8-column stages split in 2 slices), each where
-// the device can run it.
+// tiledTestLaunches are the launch shapes the parity tests run: the two
+// MatMulWith picks from (prefetching), a 64×64 tile of 8×8 blocks, and two
+// without prefetch (an 8×4 block; a 4×8 block over 8-column stages split in
+// 2 slices), each where the device can run it.
 func tiledTestLaunches(t testing.TB) []tiledLaunch {
 	var out []tiledLaunch
 	for _, l := range []tiledLaunch{
-		tiledLaunchWide, tiledLaunchSmall, tiledLaunchShort,
+		tiledLaunchMain, tiledLaunchShort,
+		{ct: 8, rt: 8, rr: 8, rc: 8, ks: 4, bk: 32, pf: true},
 		{ct: 16, rt: 8, rr: 8, rc: 4, ks: 2, bk: 16},
 		{ct: 8, rt: 16, rr: 4, rc: 8, ks: 2, bk: 8},
 	} {
@@ -60,7 +61,7 @@ func runMatmulTiled(t *testing.T, typ gguf.Type, c matmulCase, l tiledLaunch) {
 }
 
 func TestMatMulTiledMatchesReference(t *testing.T) {
-	// Against every tile (16 or 64 activation rows, 64 weight rows, stages
+	// Against every tile (16 to 64 activation rows, 64 weight rows, stages
 	// of 8-32 columns): m below, between and past the tiles' rows; n = 37
 	// and 70, ragged in the last tile; k of one block, of several stages,
 	// and not a multiple of the stage.
