@@ -25,6 +25,10 @@ package ops
 //     x[j*p.x_stride]. With flags&1 (matmulAccumulate) the kernel adds to y
 //     instead of overwriting it.
 //
+// The tiled prefill kernel (shaders/matmul_tiled.wgsl, engine/ops/
+// matmul_tiled.go) keeps the bindings, parameters and output placement, with
+// its own entries (matmul_tiled_<type>), constants and grid.
+//
 // The K-quant engineer's file engine/ops/matmul_kquant.go provides exactly
 //
 //	func kquantKernel(t gguf.Type) (matmulKernel, bool)
