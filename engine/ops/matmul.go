@@ -25,6 +25,10 @@ package ops
 //     x[j*p.x_stride]. With flags&1 (matmulAccumulate) the kernel adds to y
 //     instead of overwriting it.
 //
+// The tiled prefill kernel (shaders/matmul_tiled.wgsl, engine/ops/
+// matmul_tiled.go) keeps the bindings, parameters and output placement, with
+// its own entries (matmul_tiled_<type>), constants and grid.
+//
 // The K-quant engineer's file engine/ops/matmul_kquant.go provides exactly
 //
 //	func kquantKernel(t gguf.Type) (matmulKernel, bool)
@@ -143,7 +147,8 @@ func MatMul(c *gpu.Chain, w *gpu.Tensor, x, y *gpu.Buffer, m int) error {
 }
 
 // MatMulWith is MatMul with the output placement of o. m == 1 takes the
-// decode (matvec) kernel. x and y must be different buffers.
+// decode (matvec) kernel, m from matmulTiledMinRows the tiled prefill kernel
+// (shaders/matmul_tiled.wgsl). x and y must be different buffers.
 func MatMulWith(c *gpu.Chain, w *gpu.Tensor, x, y *gpu.Buffer, m int, o MatmulOptions) error {
 	if w == nil {
 		return fmt.Errorf("ops: matmul: weight tensor is nil")
@@ -151,6 +156,11 @@ func MatMulWith(c *gpu.Chain, w *gpu.Tensor, x, y *gpu.Buffer, m int, o MatmulOp
 	kern, ok := matmulKernelFor(w.Type)
 	if !ok {
 		return fmt.Errorf("ops: matmul %q: weight type %v has no GPU matmul kernel", w.Name, w.Type)
+	}
+	if _, tiled := matmulTiledTypes[w.Type]; tiled && m >= matmulTiledMinRows {
+		if l, ok := matmulTiledLaunchFor(c.Device().Limits, m); ok {
+			return matmulTiledWith(c, w, x, y, m, o, l)
+		}
 	}
 	return matmulWith(c, w, kern, x, y, m, o)
 }
