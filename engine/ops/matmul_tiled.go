@@ -10,8 +10,12 @@ import (
 // matmulTiledMinRows is the prompt length from which MatMulWith takes the
 // tiled kernel (shaders/matmul_tiled.wgsl) instead of the `matmul_<type>`
 // entries. Below it a tile of BM activation rows is mostly padding and the
-// product is bound by reading W, which both kernels do once per tile.
-const matmulTiledMinRows = 16
+// product is bound by reading W, which both kernels do once per tile. On
+// the H200 (BenchmarkMatMulTiled, docs/performance.md) the old entries
+// still won at 16 rows on the 8B model's 4096- and 1024-row weights
+// (Q4_K 4.6 against 1.7 TFLOP/s at 4096²) and lost at 32 on all but the
+// 1024-row ones (Q8_0 3.2 against 2.2).
+const matmulTiledMinRows = 32
 
 // tiledLaunch is a launch shape of shaders/matmul_tiled.wgsl: a workgroup of
 // ks slices of ct×rt invocations owns a (rt·rr)×(ct·rc) tile of Y, each
@@ -70,34 +74,38 @@ func (l tiledLaunch) check(lim gpu.Limits) error {
 }
 
 // The launch shapes MatMulWith picks from, 256 invocations each (WebGPU's
-// guaranteed maximum), under WebGPU's guaranteed 16 KiB of workgroup
-// memory, each reading the next stage while it multiplies (a unit of W and
-// one or two vec4s of X an invocation, 16 registers):
+// guaranteed maximum), each reading the next stage while it multiplies (a
+// unit of W and one or two vec4s of X an invocation):
 //
-//   - tiledLaunchMain: the work split of the backward kernel's main shape,
-//     which runs 15-24 TFLOP/s on the H200 (docs/performance.md): a 32×64
-//     tile over 4 slices of 8×8 invocations, each owning a 4×8 block (12
-//     vec4 reads of workgroup memory for 128 FMAs), 32 columns a stage
-//     (13.5 KiB).
-//   - tiledLaunchShort for prompts shorter than 32 rows, where a 32-row
-//     tile would be mostly padding: 16×64, 4×4 blocks, 4 slices (11.25
-//     KiB).
+//   - tiledLaunchMain: the work split of the backward kernel's main shape:
+//     a 32×64 tile over 4 slices of 8×8 invocations, each owning a 4×8
+//     block (12 vec4 reads of workgroup memory for 128 FMAs), 32 columns
+//     a stage, 13.5 KiB, under WebGPU's guaranteed 16 KiB.
+//   - tiledLaunchLarge from 128 rows, where the device grants its 18 KiB
+//     (lavapipe's 32 KiB and the H200's 48 KiB do): 64×64, 8×8 blocks, 4
+//     slices, so each staged value feeds twice the FMAs. On the H200 at
+//     m = 512 it ran 21-23 TFLOP/s on every projection of Llama 3 8B and 1B
+//     and every type swept, the main shape 18-21; the 128×128 tile without
+//     slices reached 24-27 on the 4096- and 14336-row weights but 6.7 on
+//     the 1024-row ones (too few workgroups) and 10 on F16.
 //
-// BenchmarkMatMulTiled compares them with bigger register blocks and tiles
-// that need up to 36 KiB.
+// At 64 rows the 64-row tile leaves a 4096-row weight 64 workgroups for 132
+// SMs (3.3 TFLOP/s against the main shape's 4.5), hence the switch at 128.
 var (
 	tiledLaunchMain  = tiledLaunch{ct: 8, rt: 8, rr: 4, rc: 8, ks: 4, bk: 32, pf: true}
-	tiledLaunchShort = tiledLaunch{ct: 16, rt: 4, rr: 4, rc: 4, ks: 4, bk: 32, pf: true}
+	tiledLaunchLarge = tiledLaunch{ct: 8, rt: 8, rr: 8, rc: 8, ks: 4, bk: 32, pf: true}
 )
+
+// tiledLargeMinRows is the prompt length from which tiledLaunchLarge runs.
+const tiledLargeMinRows = 128
 
 // matmulTiledLaunchFor picks the launch shape for m activation rows on a
 // device with limits lim; ok is false where the device cannot run it.
 func matmulTiledLaunchFor(lim gpu.Limits, m int) (l tiledLaunch, ok bool) {
-	l = tiledLaunchMain
-	if m < 32 {
-		l = tiledLaunchShort
+	if m >= tiledLargeMinRows && tiledLaunchLarge.check(lim) == nil {
+		return tiledLaunchLarge, true
 	}
-	return l, l.check(lim) == nil
+	return tiledLaunchMain, tiledLaunchMain.check(lim) == nil
 }
 
 // matmulTiledTypes are the weight types the tiled kernel decodes, with their

@@ -15,8 +15,8 @@ import (
 // memory than the device grants is skipped (the 128×128 tile with
 // 32-column stages needs 36 KiB).
 var tiledSweepLaunches = []tiledLaunch{
-	{ct: 8, rt: 8, rr: 4, rc: 8, ks: 4, bk: 32}, // the default without prefetch
-	{ct: 8, rt: 8, rr: 8, rc: 8, ks: 4, bk: 32, pf: true},
+	{ct: 8, rt: 8, rr: 4, rc: 8, ks: 4, bk: 32}, // the main shape without prefetch
+	tiledLaunchMain,
 	{ct: 8, rt: 8, rr: 8, rc: 8, ks: 4, bk: 32},
 	{ct: 16, rt: 16, rr: 4, rc: 4, ks: 1, bk: 16, pf: true},
 	{ct: 8, rt: 16, rr: 4, rc: 8, ks: 2, bk: 32, pf: true},
@@ -28,11 +28,12 @@ var tiledSweepLaunches = []tiledLaunch{
 }
 
 // tiledShortLaunches are the shapes BenchmarkMatMulTiled adds below 64
-// rows, where a 16×64 tile gives a 4096-row weight only 64 workgroups: a
-// 16×32 tile in 8 slices, and the two MatMulWith picks from.
+// rows, where few tiles cover the prompt: a 16×32 tile in 8 slices, a
+// 16×64 one, and the main shape.
 var tiledShortLaunches = []tiledLaunch{
 	{ct: 8, rt: 4, rr: 4, rc: 4, ks: 8, bk: 32, pf: true},
-	tiledLaunchShort, tiledLaunchMain,
+	{ct: 16, rt: 4, rr: 4, rc: 4, ks: 4, bk: 32, pf: true},
+	tiledLaunchMain,
 }
 
 // BenchmarkMatMulTiled compares the prefill kernels, Y = X·Wᵀ, on the

@@ -19,7 +19,7 @@ import (
 func tiledTestLaunches(t testing.TB) []tiledLaunch {
 	var out []tiledLaunch
 	for _, l := range []tiledLaunch{
-		tiledLaunchMain, tiledLaunchShort,
+		tiledLaunchMain, tiledLaunchLarge,
 		{ct: 8, rt: 8, rr: 8, rc: 8, ks: 4, bk: 32, pf: true},
 		{ct: 16, rt: 8, rr: 8, rc: 4, ks: 2, bk: 16},
 		{ct: 8, rt: 16, rr: 4, rc: 8, ks: 2, bk: 8},
@@ -233,5 +233,32 @@ func TestMatMulTiledRejectsBadShapes(t *testing.T) {
 				t.Fatalf("got error %v, want one mentioning %q", err, c.wantErr)
 			}
 		})
+	}
+}
+
+// TestMatMulTiledLaunchChoice: the 64×64 tile from tiledLargeMinRows rows
+// where the device grants its workgroup memory, the 32×64 one below that
+// or on a device with WebGPU's guaranteed 16 KiB.
+func TestMatMulTiledLaunchChoice(t *testing.T) {
+	lim := func(kib uint32) gpu.Limits {
+		return gpu.Limits{MaxComputeWorkgroupStorageSize: kib << 10, MaxComputeInvocationsPerWorkgroup: 256}
+	}
+	for _, c := range []struct {
+		kib  uint32
+		m    int
+		want tiledLaunch
+	}{
+		{48, 512, tiledLaunchLarge},
+		{48, tiledLargeMinRows, tiledLaunchLarge},
+		{48, tiledLargeMinRows - 1, tiledLaunchMain},
+		{16, 512, tiledLaunchMain},
+	} {
+		got, ok := matmulTiledLaunchFor(lim(c.kib), c.m)
+		if !ok || got != c.want {
+			t.Errorf("%d KiB, m=%d: got %v (ok %v), want %v", c.kib, c.m, got, ok, c.want)
+		}
+	}
+	if _, ok := matmulTiledLaunchFor(lim(8), 512); ok {
+		t.Error("8 KiB of workgroup memory fits no tile, yet a launch was offered")
 	}
 }
