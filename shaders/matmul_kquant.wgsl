@@ -7,34 +7,39 @@
 // The binding, params and grid contract is the one documented at the top of
 // engine/ops/matmul.go. Constants prepended by gpu.Spec: WG (invocations per
 // workgroup), ROWS (weight rows per workgroup), TM (activation rows per
-// workgroup; 1 for matvec).
+// workgroup; 1 for matvec), XCH (matvec only: floats of x staged per pass,
+// 0 to read x from global memory; see matvec_common).
 //
-// Work split: a super-block is cut into 8 parts of 32 weights. Each part is
-// two runs of 16 consecutive elements chosen so that one run has exactly one
+// Parts: a super-block is cut into 8 parts of 32 weights. Each part is two
+// runs of 16 consecutive elements chosen so that one run has exactly one
 // sub-block scale (Q2_K/Q3_K/Q6_K scale 16 elements, Q4_K/Q5_K 32) and both
 // runs come from the same 16 quant bytes, so a thread decodes each scale once
 // and reads its quants as 4 words. The LANES = WG/ROWS lanes of a row walk
 // the row's parts with stride LANES: neighbouring lanes read neighbouring
-// 16-byte slices of a block (coalesced), and in each step every row of the
-// workgroup covers the same STEP activations. Those are staged once per
-// step in shared memory with coalesced loads; each decoded part is then
-// reused for the TM activation rows of the tile, and lanes reduce in shared
-// memory at the end.
+// 16-byte slices of a block (coalesced).
 //
-// Why staging: a lane's runs sit 16+ floats apart, so reading x straight
-// from global memory made every warp load touch 16-32 sectors. On an H200
-// (Vulkan) staging made decode matvecs 2.5-3x and prefill 7x faster; what
-// is left is the decoder's ALU work (replacing decode by one load made a
-// Q4_K matvec ~1.6x faster still), not memory.
+// Decode (kquant_vec, the matvec_ entries) uses the matvec_common skeleton:
+// few lanes per row and many rows per workgroup, so that one read of x
+// (16-56 KiB for a 4096-14336-wide row) serves many rows of weights and the
+// final reduction is a handful of adds. The old split (64 lanes × 4 rows,
+// every workgroup staging all of x, a 6-level tree) read more x than
+// weights and spent its time in barriers: 580 GB/s for Q4_K on an H200.
+//
+// Prefill (kquant_rows, the matmul_ entries): in each step every row of the
+// workgroup covers the same STEP activations, staged once per step in shared
+// memory with coalesced loads; each decoded part is then reused for the TM
+// activation rows of the tile, and lanes reduce in shared memory at the end.
+// A lane's runs sit 16+ floats apart, so reading x straight from global
+// memory with scalar loads made every warp load touch 16-32 sectors; on an
+// H200 (Vulkan) staging made prefill 7x faster.
 //
 // Q3_K (110 bytes) and Q6_K (210 bytes) blocks are not 4-byte aligned: their
 // block offsets are only even, so their fields are read through load16 and
 // byte_at, which assemble bytes from whichever words hold them.
 
 //!include matmul_common
+//!include matvec_common
 
-// Lanes per weight row.
-const LANES: u32 = WG / ROWS;
 // Parts of 32 weights per 256-element super-block.
 const PARTS: u32 = 8u;
 // K elements one step of the workgroup covers: every lane one part.
@@ -64,18 +69,18 @@ fn load16a(b: u32) -> vec4<u32> {
     return vec4<u32>(w[i], w[i + 1u], w[i + 2u], w[i + 3u]);
 }
 
-// load16 is the 16 bytes at any byte offset b, as 4 little-endian words. The
-// fifth word is read only when the bytes straddle it, so the last block of a
-// buffer never reads past its end.
+// load16 is the 16 bytes at any even byte offset b, as 4 little-endian
+// words. It always reads the fifth word (select, not a branch: lanes of one
+// warp decode blocks of both alignments); every use here reads fields that
+// end at least 4 bytes before the block does, so that word is inside the
+// buffer.
 fn load16(b: u32) -> vec4<u32> {
     let i = b >> 2u;
     let a = vec4<u32>(w[i], w[i + 1u], w[i + 2u], w[i + 3u]);
-    let sh = (b & 3u) * 8u;
-    if (sh == 0u) {
-        return a;
-    }
     let next = vec4<u32>(a.yzw, w[i + 4u]);
-    return (a >> vec4<u32>(sh)) | (next << vec4<u32>(32u - sh));
+    let sh = (b & 3u) * 8u;
+    // A shift by 32 - 0 wraps to 0 in WGSL; select drops that lane.
+    return select((a >> vec4<u32>(sh)) | (next << vec4<u32>(32u - sh)), a, sh == 0u);
 }
 
 // byte_at is the byte at byte offset b.
@@ -282,6 +287,52 @@ fn block_bytes(kind: u32) -> u32 {
     }
 }
 
+// ---- decode: one activation row --------------------------------------------
+
+// xslot is where chunk vec4 v of x is staged. Vec4 i of run r (16 floats)
+// goes to slot 4r + (i ^ ((r>>1 ^ r>>2) & 3)): the 8 parts of a block read
+// runs {0,1,4,5,8,9,12,13} (Q4_K/Q5_K a, and Q2_K/Q3_K in another order),
+// {2,3,6,7,...} (their b) or {0,1,2,3,8,9,10,11} (Q6_K a) and {4,...} (its b),
+// and for each of those sets the swizzle sends vec4 i of the 8 runs to 8
+// different 16-byte bank groups. Staging writes stay conflict-free: a run's
+// 4 vec4s are permuted among themselves.
+fn xslot(v: u32) -> u32 {
+    let r = v >> 2u;
+    return (v & ~3u) | ((v ^ (r >> 1u) ^ (r >> 2u)) & 3u);
+}
+
+// dot16v is v · the 16 activations at chunk vec4s o .. o+3.
+fn dot16v(v: array<vec4<f32>, 4>, e0: u32, o: u32) -> f32 {
+    return (dot(v[0], x4v(e0, o)) + dot(v[1], x4v(e0, o + 1u))) + (dot(v[2], x4v(e0, o + 2u)) + dot(v[3], x4v(e0, o + 3u)));
+}
+
+// kquant_vec: y = W·x for the workgroup's ROWS rows, LANES lanes per row,
+// each lane walking the row's parts with stride LANES, one chunk of x at a
+// time (matvec_common).
+fn kquant_vec(kind: u32, lid: u32, wid: vec3<u32>, nwg: vec3<u32>) {
+    let lane = lid % LANES;
+    let row = (wid.x + wid.y * nwg.x) * ROWS + lid / LANES;
+    let bb = block_bytes(kind);
+    let rowb = row * (p.k / 256u) * bb;
+    let chunk = chunk_len();
+    var acc = 0.0;
+    for (var e0 = 0u; e0 < p.k; e0 += chunk) {
+        let len = min(chunk, p.k - e0);
+        begin_chunk(lid, e0, len);
+        if (row < p.n) {
+            let blk0 = rowb + (e0 / 256u) * bb;
+            for (var u = lane; u < len / 256u * PARTS; u += LANES) {
+                let b = u / PARTS;
+                let pt = decode(kind, blk0 + b * bb, u % PARTS);
+                acc += dot16v(pt.a, e0, (256u * b + pt.ea) / 4u) + dot16v(pt.b, e0, (256u * b + pt.eb) / 4u);
+            }
+        }
+    }
+    store_row(lid, row, acc);
+}
+
+// ---- prefill: a tile of TM activation rows --------------------------------
+
 // xpad is the index in a padded xs row of step element e.
 fn xpad(e: u32) -> u32 {
     return e + (e >> 4u);
@@ -297,8 +348,6 @@ fn xs4(o: u32) -> vec4<f32> {
 fn dot16(v: array<vec4<f32>, 4>, o: u32) -> f32 {
     return dot(v[0], xs4(o)) + dot(v[1], xs4(o + 4u)) + dot(v[2], xs4(o + 8u)) + dot(v[3], xs4(o + 12u));
 }
-
-// ---- the product ---------------------------------------------------------
 
 // kquant_rows: the workgroup's ROWS weight rows × TM activation rows. Each
 // step stages TM×STEP activations in shared memory with coalesced loads
@@ -376,7 +425,7 @@ fn kquant_rows(kind: u32, lid: u32, wid: vec3<u32>, nwg: vec3<u32>) {
 
 @compute @workgroup_size(WG)
 fn matvec_q2_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    kquant_rows(Q2_K, lid, wid, nwg);
+    kquant_vec(Q2_K, lid, wid, nwg);
 }
 
 @compute @workgroup_size(WG)
@@ -386,7 +435,7 @@ fn matmul_q2_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id)
 
 @compute @workgroup_size(WG)
 fn matvec_q3_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    kquant_rows(Q3_K, lid, wid, nwg);
+    kquant_vec(Q3_K, lid, wid, nwg);
 }
 
 @compute @workgroup_size(WG)
@@ -396,7 +445,7 @@ fn matmul_q3_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id)
 
 @compute @workgroup_size(WG)
 fn matvec_q4_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    kquant_rows(Q4_K, lid, wid, nwg);
+    kquant_vec(Q4_K, lid, wid, nwg);
 }
 
 @compute @workgroup_size(WG)
@@ -406,7 +455,7 @@ fn matmul_q4_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id)
 
 @compute @workgroup_size(WG)
 fn matvec_q5_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    kquant_rows(Q5_K, lid, wid, nwg);
+    kquant_vec(Q5_K, lid, wid, nwg);
 }
 
 @compute @workgroup_size(WG)
@@ -416,7 +465,7 @@ fn matmul_q5_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id)
 
 @compute @workgroup_size(WG)
 fn matvec_q6_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    kquant_rows(Q6_K, lid, wid, nwg);
+    kquant_vec(Q6_K, lid, wid, nwg);
 }
 
 @compute @workgroup_size(WG)

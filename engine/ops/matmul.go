@@ -14,8 +14,10 @@ package ops
 //     (matvec_q4_0, matmul_q6_k).
 //   - Constants prepended by gpu.Spec: WG (invocations per workgroup), ROWS
 //     (output rows per workgroup), TM (activation rows per workgroup; 1 for
-//     matvec entries). How a family splits its threads among rows is its own
-//     choice, documented in its WGSL.
+//     matvec entries), XCH (floats of x a quantized matvec stages per pass, 0
+//     to read x from global memory; shaders/matvec_common.wgsl). How a
+//     family splits its threads among rows is its own choice, documented in
+//     its WGSL.
 //   - Grid: x (wrapped into y past 65535 by gpu.Grid) walks groups of ROWS
 //     rows of the chunk; z walks tiles of TM activation rows (always 1 for
 //     matvec). A kernel's row group is wid.x + wid.y * nwg.x; it must
@@ -59,6 +61,7 @@ type matmulLaunch struct {
 	wg   int // invocations per workgroup (WG)
 	rows int // output rows per workgroup (ROWS)
 	tm   int // activation rows per workgroup (TM); 1 for matvec
+	xch  int // quantized matvec: floats of x staged per pass (XCH); 0 reads x from global memory
 }
 
 // matmulKernel says where a weight type's kernels live and how to launch them.
@@ -69,21 +72,25 @@ type matmulKernel struct {
 	mat    matmulLaunch // matmul_<name>
 }
 
-// The float and legacy launch shapes. In those families all WG threads of a
-// workgroup stride over the row length together and each keeps ROWS×TM
-// partial sums, so WG must be a power of two of at least ROWS*TM. Measured on
-// an H200 at 4096×4096 (BenchmarkMatmulLaunch): decode takes 256 threads (a
-// multiple of every vendor's SIMD width, WebGPU's guaranteed maximum) sharing
-// each loaded slice of x among 4 quantized rows (705 GB/s Q4_0, 1.28 TB/s
-// Q8_0; 2 rows lose 20%, 8 gain nothing) or 8 float rows (2.9 TB/s F16
-// against 2.55 with 4). Prefill takes an 8-row × 4-activation tile over 64
-// threads: 7.2 TFLOP/s Q4_0 at m=128 against 6.1 for 4×8 and 3.8 for 2×8,
-// with 32 partial sums per thread in registers and the shared reduction at
-// 64·32 floats = 8 KiB.
+// The float and legacy launch shapes.
+//
+// Float matvec and every prefill entry: all WG threads of a workgroup stride
+// over the row length together and each keeps ROWS×TM partial sums, so WG
+// must be a power of two of at least ROWS*TM. Measured on an H200 at
+// 4096×4096 (BenchmarkMatmulLaunch): float decode takes 256 threads sharing
+// each loaded slice of x among 8 rows (2.9 TB/s F16 against 2.55 with 4).
+// Prefill takes an 8-row × 4-activation tile over 64 threads: 7.2 TFLOP/s
+// Q4_0 at m=128 against 6.1 for 4×8 and 3.8 for 2×8, with 32 partial sums
+// per thread in registers and the shared reduction at 64·32 floats = 8 KiB.
+//
+// Quantized matvec (legacyVecLaunch here, kquantVecLaunch for the K-quants;
+// shaders/matvec_common.wgsl): WG/ROWS lanes per row, a multiple of 4, each
+// summing whole blocks; x read from global memory (xch 0) or staged in
+// chunks of xch floats. BenchmarkMatVecLaunch sweeps these on a real GPU.
 var (
-	vecLaunch      = matmulLaunch{wg: 256, rows: 4, tm: 1}
-	floatVecLaunch = matmulLaunch{wg: 256, rows: 8, tm: 1}
-	matLaunch      = matmulLaunch{wg: 64, rows: 8, tm: 4}
+	legacyVecLaunch = matmulLaunch{wg: 256, rows: 16, tm: 1}
+	floatVecLaunch  = matmulLaunch{wg: 256, rows: 8, tm: 1}
+	matLaunch       = matmulLaunch{wg: 64, rows: 8, tm: 4}
 )
 
 // matmulKernels is the float and legacy-quant table. Read only.
@@ -91,11 +98,11 @@ var matmulKernels = map[gguf.Type]matmulKernel{
 	gguf.TypeF32:  {"matmul_float", "f32", floatVecLaunch, matLaunch},
 	gguf.TypeF16:  {"matmul_float", "f16", floatVecLaunch, matLaunch},
 	gguf.TypeBF16: {"matmul_float", "bf16", floatVecLaunch, matLaunch},
-	gguf.TypeQ4_0: {"matmul_legacy", "q4_0", vecLaunch, matLaunch},
-	gguf.TypeQ4_1: {"matmul_legacy", "q4_1", vecLaunch, matLaunch},
-	gguf.TypeQ5_0: {"matmul_legacy", "q5_0", vecLaunch, matLaunch},
-	gguf.TypeQ5_1: {"matmul_legacy", "q5_1", vecLaunch, matLaunch},
-	gguf.TypeQ8_0: {"matmul_legacy", "q8_0", vecLaunch, matLaunch},
+	gguf.TypeQ4_0: {"matmul_legacy", "q4_0", legacyVecLaunch, matLaunch},
+	gguf.TypeQ4_1: {"matmul_legacy", "q4_1", legacyVecLaunch, matLaunch},
+	gguf.TypeQ5_0: {"matmul_legacy", "q5_0", legacyVecLaunch, matLaunch},
+	gguf.TypeQ5_1: {"matmul_legacy", "q5_1", legacyVecLaunch, matLaunch},
+	gguf.TypeQ8_0: {"matmul_legacy", "q8_0", legacyVecLaunch, matLaunch},
 }
 
 // matmulKernelFor finds the kernels for weight type t.
@@ -196,9 +203,14 @@ func matmulWith(c *gpu.Chain, w *gpu.Tensor, kern matmulKernel, x, y *gpu.Buffer
 	if m > 1 {
 		entry, launch = "matmul_"+kern.name, kern.mat
 	}
+	if m == 1 && kern.family != "matmul_float" {
+		if err := checkVecLaunch(c.Device(), w.Name, launch); err != nil {
+			return err
+		}
+	}
 	// TM is 1 for the matvec entry so both entries of a family compile with
 	// consistent shared-memory sizes.
-	spec := gpu.Spec(kern.family, entry, "WG", launch.wg, "ROWS", launch.rows, "TM", launch.tm)
+	spec := gpu.Spec(kern.family, entry, "WG", launch.wg, "ROWS", launch.rows, "TM", launch.tm, "XCH", launch.xch)
 	gk, err := c.Device().Kernel(spec)
 	if err != nil {
 		return err
@@ -221,6 +233,24 @@ func matmulWith(c *gpu.Chain, w *gpu.Tensor, kern matmulKernel, x, y *gpu.Buffer
 		if err := c.Dispatch(gk, params, grid, ch.Buf, x, y); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// checkVecLaunch rejects a quantized matvec shape the skeleton in
+// shaders/matvec_common.wgsl cannot run: the lanes of a row must be a whole
+// multiple of 4 (their sums are read back as vec4s), a staged chunk whole
+// K-quant super-blocks, and the staging buffer plus the WG partial sums must
+// fit the device's workgroup memory.
+func checkVecLaunch(d *gpu.Device, name string, l matmulLaunch) error {
+	if l.rows < 1 || l.wg%l.rows != 0 || (l.wg/l.rows)%4 != 0 || l.tm != 1 {
+		return fmt.Errorf("ops: matvec %q: launch of %d invocations, %d rows, tm %d: want tm 1 and a multiple of 4 lanes per row", name, l.wg, l.rows, l.tm)
+	}
+	if l.xch < 0 || l.xch%256 != 0 {
+		return fmt.Errorf("ops: matvec %q: x chunk of %d floats is not a multiple of 256", name, l.xch)
+	}
+	if need := 4 * (l.xch + 4 + l.wg); need > int(d.Limits.MaxComputeWorkgroupStorageSize) {
+		return fmt.Errorf("ops: matvec %q: x chunk of %d floats needs %d bytes of workgroup memory, the device has %d", name, l.xch, need, d.Limits.MaxComputeWorkgroupStorageSize)
 	}
 	return nil
 }

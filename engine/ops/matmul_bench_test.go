@@ -133,7 +133,7 @@ func BenchmarkMatMul(b *testing.B) {
 func BenchmarkMatmulLaunch(b *testing.B) {
 	n := benchRows(b)
 	m := benchSize(b, "HEARTH_BENCH_M", 128)
-	alternatives := []matmulLaunch{{256, 2, 1}, {256, 4, 1}, {256, 8, 1}, {128, 4, 1}, {64, 4, 8}, {64, 8, 4}, {128, 4, 8}}
+	alternatives := []matmulLaunch{{256, 2, 1, 0}, {256, 4, 1, 0}, {256, 8, 1, 0}, {128, 4, 1, 0}, {64, 4, 8, 0}, {64, 8, 4, 0}, {128, 4, 8, 0}}
 	for _, typ := range floatLegacyTypes {
 		kern, _ := matmulKernelFor(typ)
 		vecShapes, matShapes := []matmulLaunch{kern.vec}, []matmulLaunch{kern.mat}

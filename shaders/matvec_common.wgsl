@@ -1,0 +1,87 @@
+// The decode (m == 1) skeleton the quantized families share (matmul_legacy,
+// matmul_kquant), pasted in after matmul_common by their include line: how a
+// workgroup's lanes get at x, and the short reduction that ends a row.
+//
+// A workgroup serves ROWS weight rows with LANES = WG/ROWS lanes each; a
+// lane walks its row's units (a legacy block, a K-quant part of 32 weights)
+// with stride LANES and keeps one partial sum. Few lanes per row keep the
+// final reduction short and let one read of x serve many rows.
+//
+// x is read as vec4 through xv, a second view of binding 2: WGSL allows two
+// variables on one binding as long as no entry point uses both, and the
+// matvec entries never touch x. Where x comes from is the XCH constant:
+//   - XCH = 0: straight from global memory. Every row of the workgroup (and
+//     every workgroup on the SM) reads the same few KiB of x, so these reads
+//     hit the L1 cache; no barrier anywhere until the reduction.
+//   - XCH > 0 (a multiple of 256): the workgroup stages x in chunks of XCH
+//     floats in workgroup memory with coalesced vec4 loads, two barriers per
+//     chunk. The family's xslot permutes the vec4 slots so that the 8 lanes
+//     of a quarter warp reading their units' activations hit 8 different
+//     groups of 4 banks.
+
+@group(0) @binding(2) var<storage, read> xv: array<vec4<f32>>;
+
+const LANES: u32 = WG / ROWS;
+// One slot more than XCH needs, so XCH = 0 still declares a valid array.
+const XSLOTS: u32 = XCH / 4u + 1u;
+var<workgroup> xsv: array<vec4<f32>, XSLOTS>;
+// The lanes' partial sums, WG/4 vec4s so a row's first lane reads its
+// LANES sums (a multiple of 4) in LANES/4 loads.
+const VRED: u32 = WG / 4u;
+var<workgroup> vred: array<vec4<f32>, VRED>;
+
+// stage_x copies the len floats of x from e0 (both multiples of 4) into xsv,
+// chunk vec4 v at slot xslot(v).
+fn stage_x(lid: u32, e0: u32, len: u32) {
+    let v0 = e0 / 4u;
+    for (var v = lid; v < len / 4u; v += WG) {
+        xsv[xslot(v)] = xv[v0 + v];
+    }
+}
+
+// x4v is x[e0 + 4v .. e0 + 4v + 3]: v counts vec4s from the chunk start e0.
+fn x4v(e0: u32, v: u32) -> vec4<f32> {
+    if (XCH == 0u) {
+        return xv[e0 / 4u + v];
+    }
+    return xsv[xslot(v)];
+}
+
+// chunk_len is how many floats one pass over x covers: XCH, or all of the
+// row when x is read from global memory.
+fn chunk_len() -> u32 {
+    return select(XCH, p.k, XCH == 0u);
+}
+
+// begin_chunk stages the chunk at e0 when x is staged. Every invocation
+// calls it (the chunk loop depends only on p.k), so the barriers are
+// uniform.
+fn begin_chunk(lid: u32, e0: u32, len: u32) {
+    if (XCH != 0u) {
+        if (e0 > 0u) {
+            workgroupBarrier(); // the previous chunk's reads of xsv are done
+        }
+        stage_x(lid, e0, len);
+        workgroupBarrier();
+    }
+}
+
+// store_row sums the LANES partial sums of each row in lane order and lets
+// the row's first lane write it (adding to y when flags bit 0 asks).
+fn store_row(lid: u32, row: u32, acc: f32) {
+    vred[lid >> 2u][lid & 3u] = acc;
+    workgroupBarrier();
+    if (lid % LANES == 0u && row < p.n) {
+        var s = vred[lid >> 2u];
+        for (var i = 1u; i < LANES / 4u; i++) {
+            s += vred[(lid >> 2u) + i];
+        }
+        let v = (s.x + s.y) + (s.z + s.w);
+        let yi = p.y_offset + p.row0 + row;
+        if ((p.flags & 1u) != 0u) {
+            y[yi] += v;
+        } else {
+            y[yi] = v;
+        }
+    }
+}
