@@ -326,10 +326,13 @@ func TestMatVecKQuantRejectsShortX(t *testing.T) {
 // TestMatVecKQuantGridWrap runs 65537 row groups, past the 65535-workgroup
 // cap of one grid dimension, so the row group index comes from x and y.
 // One Q2_K super-block per row (the smallest K-quant row) keeps it cheap;
-// row r repeats ggml block r%16, so the oracle is 16 dot products.
+// row r repeats ggml block r%16, so the oracle is 16 dot products. A
+// 4-row launch keeps the tensor small (every shape forms its row index the
+// same way).
 func TestMatVecKQuantGridWrap(t *testing.T) {
 	typ := gguf.TypeQ2_K
-	rows := kquantVecLaunch.rows*65535 + 7
+	launch := matmulLaunch{wg: 32, rows: 4, tm: 1}
+	rows := launch.rows*65535 + 7
 	q, deq := ggmlKBlocks(t, typ)
 	raw := make([]byte, 0, rows*typ.TypeSize())
 	for r := range rows {
@@ -351,6 +354,8 @@ func TestMatVecKQuantGridWrap(t *testing.T) {
 		want[r], scale[r] = bw[r%16], bs[r%16]
 	}
 	bx, by := upload(t, "x", x), scratch(t, "y", rows)
-	run(t, "matvec wrap", func(c *gpu.Chain) error { return MatVec(c, w, bx, by) })
+	kern, _ := matmulKernelFor(typ)
+	kern.vec = launch
+	run(t, "matvec wrap", func(c *gpu.Chain) error { return matmulWith(c, w, kern, bx, by, 1, MatmulOptions{}) })
 	assertKQuantClose(t, "Q2_K grid wrap", download(t, by, rows), want, scale, kquantTol)
 }

@@ -277,11 +277,14 @@ func quantize(t testing.TB, typ gguf.Type, v []float32) []byte {
 }
 
 func TestMatmulGridWrap(t *testing.T) {
-	// 262147 rows at 4 rows per workgroup is 65537 workgroups, just past the
+	// 65535 workgroups of 4 rows and 7 rows more is just past the
 	// 65535-per-dimension cap, so the grid wraps into y. K=32 (one Q4_0
-	// block per row) keeps it cheap on lavapipe.
+	// block per row) and a 4-row launch (every shape forms its row index
+	// the same way) keep it cheap on lavapipe.
 	const rows, cols = 4*65535 + 7, 32
 	typ := gguf.TypeQ4_0
+	kern, _ := matmulKernelFor(typ)
+	kern.vec = matmulLaunch{wg: 32, rows: 4, tm: 1}
 	q, _ := remix(t, typ, rows, cols)
 	x := randVec(3, cols, 1)
 	want, err := ref.MatVec(typ, rows, cols, q, x)
@@ -295,7 +298,7 @@ func TestMatmulGridWrap(t *testing.T) {
 	_, bound := denseMatMul(deq, rows, cols, x, 1)
 	w := newTensor(t, "w", typ, rows, cols, q, 0)
 	bx, by := upload(t, "x", x), scratch(t, "y", rows)
-	run(t, "matvec wrap", func(c *gpu.Chain) error { return MatVec(c, w, bx, by) })
+	run(t, "matvec wrap", func(c *gpu.Chain) error { return matmulWith(c, w, kern, bx, by, 1, MatmulOptions{}) })
 	assertMatmul(t, "gpu", download(t, by, rows), want, bound)
 }
 
@@ -403,7 +406,8 @@ func TestMatmulRejectsBadShapes(t *testing.T) {
 }
 
 // TestMatmulTypesListed pins the type table: every float and legacy type is
-// served, by the family the contract names.
+// served, by the family the contract names, and every table shape is one
+// its kernel can run.
 func TestMatmulTypesListed(t *testing.T) {
 	for _, typ := range floatLegacyTypes {
 		k, ok := matmulKernelFor(typ)
@@ -413,10 +417,130 @@ func TestMatmulTypesListed(t *testing.T) {
 		if k.name != strings.ToLower(typ.String()) {
 			t.Errorf("%v: entry suffix %q, want %q", typ, k.name, strings.ToLower(typ.String()))
 		}
-		for _, l := range []matmulLaunch{k.vec, k.mat} {
+		launches := []matmulLaunch{k.vec, k.mat}
+		if typ.BlockSize() > 1 {
+			if err := checkVecLaunch(dev, typ.String(), k.vec); err != nil {
+				t.Error(err)
+			}
+			launches = launches[1:]
+		}
+		for _, l := range launches {
 			if l.wg&(l.wg-1) != 0 || l.wg < l.rows*l.tm {
 				t.Errorf("%v: launch %+v: WG must be a power of two of at least ROWS*TM", typ, l)
 			}
 		}
+	}
+	for _, typ := range kquantTypes {
+		k, _ := matmulKernelFor(typ)
+		if err := checkVecLaunch(dev, typ.String(), k.vec); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// quantTypes are the weight types whose matvec runs on the skeleton of
+// shaders/matvec_common.wgsl.
+var quantTypes = []gguf.Type{
+	gguf.TypeQ4_0, gguf.TypeQ4_1, gguf.TypeQ5_0, gguf.TypeQ5_1, gguf.TypeQ8_0,
+	gguf.TypeQ2_K, gguf.TypeQ3_K, gguf.TypeQ4_K, gguf.TypeQ5_K, gguf.TypeQ6_K,
+}
+
+// matvecLaunchVariants are the quantized matvec shapes BenchmarkMatVecLaunch
+// sweeps: 4 to 64 lanes per row, x from global memory (xch 0) or staged in
+// chunks up to the 32 KiB of workgroup memory a big GPU offers. Every one
+// is parity-tested, so a shape the lead picks from the sweep is known good.
+var matvecLaunchVariants = []matmulLaunch{
+	{wg: 256, rows: 64, tm: 1}, {wg: 256, rows: 32, tm: 1}, {wg: 256, rows: 16, tm: 1},
+	{wg: 256, rows: 8, tm: 1}, {wg: 256, rows: 4, tm: 1},
+	{wg: 128, rows: 16, tm: 1}, {wg: 128, rows: 8, tm: 1}, {wg: 64, rows: 8, tm: 1},
+	{wg: 256, rows: 32, tm: 1, xch: 2048}, {wg: 256, rows: 32, tm: 1, xch: 4096},
+	{wg: 256, rows: 16, tm: 1, xch: 4096}, {wg: 256, rows: 64, tm: 1, xch: 4096},
+	{wg: 256, rows: 32, tm: 1, xch: 7168},
+}
+
+func (l matmulLaunch) String() string {
+	return fmt.Sprintf("wg%d_rows%d_xch%d", l.wg, l.rows, l.xch)
+}
+
+// TestMatVecLaunchShapesMatchReference runs every quantized type through
+// every benchmarked matvec shape against ref.MatMul, on rows that leave a
+// ragged last workgroup (37 rows against 4-64 per workgroup), a row of a
+// single block, and rows that end in a partial staging chunk (chunks of 256
+// and 512 floats over K = 1280 or 1056), at unit and production (±3e4)
+// activation magnitudes.
+func TestMatVecLaunchShapesMatchReference(t *testing.T) {
+	launches := append([]matmulLaunch{{wg: 256, rows: 32, tm: 1, xch: 256}, {wg: 128, rows: 8, tm: 1, xch: 512}}, matvecLaunchVariants...)
+	for _, typ := range quantTypes {
+		bs := typ.BlockSize()
+		tol := matmulRTol
+		if bs == 256 {
+			tol = kquantTol
+		}
+		shapes := []struct{ rows, cols int }{{37, 5 * 256}, {70, bs}}
+		if bs == 32 {
+			shapes = append(shapes, struct{ rows, cols int }{5, 33 * 32})
+		}
+		for _, sh := range shapes {
+			q, deq := remix(t, typ, sh.rows, sh.cols)
+			w := newTensor(t, "w", typ, sh.rows, sh.cols, q, 0)
+			for _, scale := range []float32{1, 3e4} {
+				x := randVec(uint64(sh.rows+sh.cols), sh.cols, scale)
+				want, err := ref.MatVec(typ, sh.rows, sh.cols, q, x)
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, bound := denseMatMul(deq, sh.rows, sh.cols, x, 1)
+				bx := upload(t, "x", x)
+				for _, l := range launches {
+					if checkVecLaunch(dev, "w", l) != nil {
+						continue // more workgroup memory than this adapter has
+					}
+					kern, _ := matmulKernelFor(typ)
+					kern.vec = l
+					by := scratch(t, "y", sh.rows)
+					run(t, "matvec", func(c *gpu.Chain) error { return matmulWith(c, w, kern, bx, by, 1, MatmulOptions{}) })
+					got := download(t, by, sh.rows)
+					what := fmt.Sprintf("%v %dx%d x%g %v", typ, sh.rows, sh.cols, scale, l)
+					for i := range want {
+						if d := math.Abs(float64(got[i] - want[i])); !(d <= tol*float64(bound[i])+1e-30) {
+							t.Fatalf("%s: [%d] = %v, want %v (|diff| %.3g > %.0e·Σ|wx|)", what, i, got[i], want[i], d, tol)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestMatVecRejectsBadLaunch: a quantized matvec shape the WGSL cannot run
+// is an error naming the constraint, not a wrong result.
+func TestMatVecRejectsBadLaunch(t *testing.T) {
+	q, _ := remix(t, gguf.TypeQ4_K, 4, 256)
+	w := newTensor(t, "w", gguf.TypeQ4_K, 4, 256, q, 0)
+	x, y := scratch(t, "x", 256), scratch(t, "y", 4)
+	huge := int(dev.Limits.MaxComputeWorkgroupStorageSize)/4/256*256 + 256
+	for _, c := range []struct {
+		launch  matmulLaunch
+		wantErr string
+	}{
+		{matmulLaunch{wg: 256, rows: 128, tm: 1}, "multiple of 4 lanes"},
+		{matmulLaunch{wg: 96, rows: 16, tm: 1}, "multiple of 4 lanes"},
+		{matmulLaunch{wg: 256, rows: 3, tm: 1}, "multiple of 4 lanes"},
+		{matmulLaunch{wg: 256, rows: 16, tm: 1, xch: 1000}, "not a multiple of 256"},
+		{matmulLaunch{wg: 256, rows: 16, tm: 1, xch: huge}, "workgroup memory"},
+	} {
+		t.Run(c.launch.String(), func(t *testing.T) {
+			kern, _ := matmulKernelFor(gguf.TypeQ4_K)
+			kern.vec = c.launch
+			ch, err := dev.NewChain("bad launch")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ch.Discard()
+			err = matmulWith(ch, w, kern, x, y, 1, MatmulOptions{})
+			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+				t.Fatalf("got error %v, want one mentioning %q", err, c.wantErr)
+			}
+		})
 	}
 }
