@@ -128,8 +128,8 @@ fn decode_q2_k(blk: u32, part: u32) -> Part {
     let q = load16a(blk + 16u + 32u * h + 16u * lh);
     var o: Part;
     for (var i = 0u; i < 4u; i++) {
-        o.a[i] = da * vec4<f32>(bits4(q[i], 2u * j0, 3u)) - ma;
-        o.b[i] = db * vec4<f32>(bits4(q[i], 2u * j0 + 2u, 3u)) - mb;
+        o.a[i] = da * levels(bits4(q[i], 2u * j0, 3u), 0.0) - ma;
+        o.b[i] = db * levels(bits4(q[i], 2u * j0 + 2u, 3u), 0.0) - mb;
     }
     o.ea = 128u * h + 32u * j0 + 16u * lh;
     o.eb = o.ea + 32u;
@@ -147,7 +147,8 @@ fn q3_scale(sc: u32, s: u32) -> i32 {
 
 // Q3_K, 110 bytes: hmask[32], qs[64] at 32, scales[12] at 96, d f16 at 108.
 // Element 128h + 32j + l: low bits 2j of qs[32h + l], minus 4 unless bit
-// 4h + j of hmask[l] is set, times d·(scale − 32). Parts as in Q2_K.
+// 4h + j of hmask[l] is set (the level is those 3 bits minus 4), times
+// d·(scale − 32). Parts as in Q2_K.
 fn decode_q3_k(blk: u32, part: u32) -> Part {
     let h = part >> 2u;
     let lh = (part >> 1u) & 1u;
@@ -159,10 +160,10 @@ fn decode_q3_k(blk: u32, part: u32) -> Part {
     let hm = load16(blk + 16u * lh);
     var o: Part;
     for (var i = 0u; i < 4u; i++) {
-        let qa = vec4<i32>(bits4(q[i], 2u * j0, 3u)) + 4 * vec4<i32>(bits4(hm[i], 4u * h + j0, 1u)) - 4;
-        let qb = vec4<i32>(bits4(q[i], 2u * j0 + 2u, 3u)) + 4 * vec4<i32>(bits4(hm[i], 4u * h + j0 + 1u, 1u)) - 4;
-        o.a[i] = da * vec4<f32>(qa);
-        o.b[i] = db * vec4<f32>(qb);
+        let qa = bits4(q[i], 2u * j0, 3u) | (bits4(hm[i], 4u * h + j0, 1u) << vec4<u32>(2u));
+        let qb = bits4(q[i], 2u * j0 + 2u, 3u) | (bits4(hm[i], 4u * h + j0 + 1u, 1u) << vec4<u32>(2u));
+        o.a[i] = da * levels(qa, 4.0);
+        o.b[i] = db * levels(qb, 4.0);
     }
     o.ea = 128u * h + 32u * j0 + 16u * lh;
     o.eb = o.ea + 32u;
@@ -202,8 +203,8 @@ fn decode_q4_k(blk: u32, part: u32) -> Part {
     let q = load16a(blk + 16u + 32u * pr + 16u * lh);
     var o: Part;
     for (var i = 0u; i < 4u; i++) {
-        o.a[i] = da * vec4<f32>(bits4(q[i], 0u, 15u)) - ma;
-        o.b[i] = db * vec4<f32>(bits4(q[i], 4u, 15u)) - mb;
+        o.a[i] = da * levels(bits4(q[i], 0u, 15u), 0.0) - ma;
+        o.b[i] = db * levels(bits4(q[i], 4u, 15u), 0.0) - mb;
     }
     o.ea = 64u * pr + 16u * lh;
     o.eb = o.ea + 32u;
@@ -230,8 +231,8 @@ fn decode_q5_k(blk: u32, part: u32) -> Part {
     for (var i = 0u; i < 4u; i++) {
         let qa = bits4(q[i], 0u, 15u) | (bits4(qh[i], 2u * pr, 1u) << vec4<u32>(4u));
         let qb = bits4(q[i], 4u, 15u) | (bits4(qh[i], 2u * pr + 1u, 1u) << vec4<u32>(4u));
-        o.a[i] = da * vec4<f32>(qa) - ma;
-        o.b[i] = db * vec4<f32>(qb) - mb;
+        o.a[i] = da * levels(qa, 0.0) - ma;
+        o.b[i] = db * levels(qb, 0.0) - mb;
     }
     o.ea = 64u * pr + 16u * lh;
     o.eb = o.ea + 32u;
@@ -257,8 +258,8 @@ fn decode_q6_k(blk: u32, part: u32) -> Part {
     for (var i = 0u; i < 4u; i++) {
         let qa = bits4(ql[i], 0u, 15u) | (bits4(qh[i], 2u * jl, 3u) << vec4<u32>(4u));
         let qb = bits4(ql[i], 4u, 15u) | (bits4(qh[i], 2u * jl + 4u, 3u) << vec4<u32>(4u));
-        o.a[i] = da * vec4<f32>(vec4<i32>(qa) - 32);
-        o.b[i] = db * vec4<f32>(vec4<i32>(qb) - 32);
+        o.a[i] = da * levels(qa, 32.0);
+        o.b[i] = db * levels(qb, 32.0);
     }
     o.ea = 128u * h + 32u * jl + 16u * lh;
     o.eb = o.ea + 64u;

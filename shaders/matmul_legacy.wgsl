@@ -69,9 +69,10 @@ fn high_bits(qh: u32, first: u32) -> vec4<u32> {
     return ((vec4<u32>(qh) >> (vec4<u32>(0u, 1u, 2u, 3u) + vec4<u32>(first))) & vec4<u32>(1u)) << vec4<u32>(4u);
 }
 
-// The four signed bytes of a word.
+// The four signed bytes of a word: flipping the sign bits makes each byte
+// its value + 128.
 fn sbytes(q: u32) -> vec4<f32> {
-    return vec4<f32>(vec4<i32>(bitcast<i32>(q)) << vec4<u32>(24u, 16u, 8u, 0u) >> vec4<u32>(24u));
+    return levels((vec4<u32>(q ^ 0x80808080u) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(255u), 128.0);
 }
 
 fn block_bytes(qt: u32) -> u32 {
@@ -110,20 +111,20 @@ fn decode(qt: u32, o: u32, k: u32) -> Part {
     switch qt {
         case Q4_0: { // d; qs[16]
             let q = u32_at(o + 2u + 4u * k);
-            return Part(vec4<f32>(nibbles(q, 0u)) - 8.0, vec4<f32>(nibbles(q, 4u)) - 8.0, half_at(o));
+            return Part(levels(nibbles(q, 0u), 8.0), levels(nibbles(q, 4u), 8.0), half_at(o));
         }
         case Q4_1: { // d; m; qs[16]. 20-byte blocks are word-aligned.
             let i = o >> 2u;
             let dm = unpack2x16float(w[i]);
             let q = w[i + 1u + k];
-            return Part(vec4<f32>(nibbles(q, 0u)) * dm.x + dm.y, vec4<f32>(nibbles(q, 4u)) * dm.x + dm.y, 1.0);
+            return Part(levels(nibbles(q, 0u), 0.0) * dm.x + dm.y, levels(nibbles(q, 4u), 0.0) * dm.x + dm.y, 1.0);
         }
         case Q5_0: { // d; qh u32 (bit j = bit 4 of element j); qs[16]
             let qh = u32_at(o + 2u);
             let q = u32_at(o + 6u + 4u * k);
             return Part(
-                vec4<f32>(nibbles(q, 0u) | high_bits(qh, 4u * k)) - 16.0,
-                vec4<f32>(nibbles(q, 4u) | high_bits(qh, 16u + 4u * k)) - 16.0,
+                levels(nibbles(q, 0u) | high_bits(qh, 4u * k), 16.0),
+                levels(nibbles(q, 4u) | high_bits(qh, 16u + 4u * k), 16.0),
                 half_at(o));
         }
         case Q5_1: { // d; m; qh u32; qs[16]. 24-byte blocks are word-aligned.
@@ -132,8 +133,8 @@ fn decode(qt: u32, o: u32, k: u32) -> Part {
             let qh = w[i + 1u];
             let q = w[i + 2u + k];
             return Part(
-                vec4<f32>(nibbles(q, 0u) | high_bits(qh, 4u * k)) * dm.x + dm.y,
-                vec4<f32>(nibbles(q, 4u) | high_bits(qh, 16u + 4u * k)) * dm.x + dm.y,
+                levels(nibbles(q, 0u) | high_bits(qh, 4u * k), 0.0) * dm.x + dm.y,
+                levels(nibbles(q, 4u) | high_bits(qh, 16u + 4u * k), 0.0) * dm.x + dm.y,
                 1.0);
         }
         default: { // Q8_0: d; qs int8[32]
@@ -171,8 +172,8 @@ fn decode_block(qt: u32, o: u32) -> Block {
         case Q4_0: { // d; qs[16]
             let q = words4(o + 2u);
             for (var j = 0u; j < 4u; j++) {
-                b.q[j] = vec4<f32>(nibbles(q[j], 0u)) - 8.0;
-                b.q[j + 4u] = vec4<f32>(nibbles(q[j], 4u)) - 8.0;
+                b.q[j] = levels(nibbles(q[j], 0u), 8.0);
+                b.q[j + 4u] = levels(nibbles(q[j], 4u), 8.0);
             }
             b.d = half_at(o);
         }
@@ -181,8 +182,8 @@ fn decode_block(qt: u32, o: u32) -> Block {
             let dm = unpack2x16float(w[i]);
             let q = vec4<u32>(w[i + 1u], w[i + 2u], w[i + 3u], w[i + 4u]);
             for (var j = 0u; j < 4u; j++) {
-                b.q[j] = vec4<f32>(nibbles(q[j], 0u)) * dm.x + dm.y;
-                b.q[j + 4u] = vec4<f32>(nibbles(q[j], 4u)) * dm.x + dm.y;
+                b.q[j] = levels(nibbles(q[j], 0u), 0.0) * dm.x + dm.y;
+                b.q[j + 4u] = levels(nibbles(q[j], 4u), 0.0) * dm.x + dm.y;
             }
             b.d = 1.0;
         }
@@ -190,8 +191,8 @@ fn decode_block(qt: u32, o: u32) -> Block {
             let qh = u32_at(o + 2u);
             let q = words4(o + 6u);
             for (var j = 0u; j < 4u; j++) {
-                b.q[j] = vec4<f32>(nibbles(q[j], 0u) | high_bits(qh, 4u * j)) - 16.0;
-                b.q[j + 4u] = vec4<f32>(nibbles(q[j], 4u) | high_bits(qh, 16u + 4u * j)) - 16.0;
+                b.q[j] = levels(nibbles(q[j], 0u) | high_bits(qh, 4u * j), 16.0);
+                b.q[j + 4u] = levels(nibbles(q[j], 4u) | high_bits(qh, 16u + 4u * j), 16.0);
             }
             b.d = half_at(o);
         }
@@ -201,8 +202,8 @@ fn decode_block(qt: u32, o: u32) -> Block {
             let qh = w[i + 1u];
             let q = vec4<u32>(w[i + 2u], w[i + 3u], w[i + 4u], w[i + 5u]);
             for (var j = 0u; j < 4u; j++) {
-                b.q[j] = vec4<f32>(nibbles(q[j], 0u) | high_bits(qh, 4u * j)) * dm.x + dm.y;
-                b.q[j + 4u] = vec4<f32>(nibbles(q[j], 4u) | high_bits(qh, 16u + 4u * j)) * dm.x + dm.y;
+                b.q[j] = levels(nibbles(q[j], 0u) | high_bits(qh, 4u * j), 0.0) * dm.x + dm.y;
+                b.q[j + 4u] = levels(nibbles(q[j], 4u) | high_bits(qh, 16u + 4u * j), 0.0) * dm.x + dm.y;
             }
             b.d = 1.0;
         }
