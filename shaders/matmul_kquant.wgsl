@@ -7,8 +7,8 @@
 // The binding, params and grid contract is the one documented at the top of
 // engine/ops/matmul.go. Constants prepended by gpu.Spec: WG (invocations per
 // workgroup), ROWS (weight rows per workgroup), TM (activation rows per
-// workgroup; 1 for matvec), XCH (matvec only: floats of x staged per pass,
-// 0 to read x from global memory; see matvec_common).
+// workgroup; 1 for matvec), XCH and UNROLL (matvec only, see
+// matvec_common).
 //
 // Parts: a super-block is cut into 8 parts of 32 weights. Each part is two
 // runs of 16 consecutive elements chosen so that one run has exactly one
@@ -171,14 +171,16 @@ fn decode_q3_k(blk: u32, part: u32) -> Part {
 }
 
 // scale_min_k4 is ggml's get_scale_min_k4: the 6-bit scale and min of
-// sub-block j (0..7) from the 12 bytes in s.
+// sub-block j (0..7) from the 12 bytes in s. Both of ggml's cases are
+// computed and one selected: lanes of a warp decode different sub-blocks,
+// and a branch would run both paths anyway.
 fn scale_min_k4(j: u32, s: vec3<u32>) -> vec2<u32> {
-    if (j < 4u) {
-        return vec2<u32>(kbyte(s, j) & 63u, kbyte(s, j + 4u) & 63u);
-    }
-    return vec2<u32>(
-        (kbyte(s, j + 4u) & 15u) | ((kbyte(s, j - 4u) >> 6u) << 4u),
-        (kbyte(s, j + 4u) >> 4u) | ((kbyte(s, j) >> 6u) << 4u));
+    let a = kbyte(s, j);
+    let c = kbyte(s, j + 4u);
+    let e = kbyte(s, j & 3u); // byte j - 4 when j >= 4
+    let lo = vec2<u32>(a & 63u, c & 63u);
+    let hi = vec2<u32>((c & 15u) | ((e >> 6u) << 4u), (c >> 4u) | ((a >> 6u) << 4u));
+    return select(hi, lo, j < 4u);
 }
 
 fn kbyte(s: vec3<u32>, i: u32) -> u32 {
@@ -307,6 +309,11 @@ fn dot16v(v: array<vec4<f32>, 4>, e0: u32, o: u32) -> f32 {
     return (dot(v[0], x4v(e0, o)) + dot(v[1], x4v(e0, o + 1u))) + (dot(v[2], x4v(e0, o + 2u)) + dot(v[3], x4v(e0, o + 3u)));
 }
 
+// part_dot is pt · x for a part of chunk super-block b.
+fn part_dot(pt: Part, e0: u32, b: u32) -> f32 {
+    return dot16v(pt.a, e0, (256u * b + pt.ea) / 4u) + dot16v(pt.b, e0, (256u * b + pt.eb) / 4u);
+}
+
 // kquant_vec: y = W·x for the workgroup's ROWS rows, LANES lanes per row,
 // each lane walking the row's parts with stride LANES, one chunk of x at a
 // time (matvec_common).
@@ -322,10 +329,19 @@ fn kquant_vec(kind: u32, lid: u32, wid: vec3<u32>, nwg: vec3<u32>) {
         begin_chunk(lid, e0, len);
         if (row < p.n) {
             let blk0 = rowb + (e0 / 256u) * bb;
-            for (var u = lane; u < len / 256u * PARTS; u += LANES) {
-                let b = u / PARTS;
-                let pt = decode(kind, blk0 + b * bb, u % PARTS);
-                acc += dot16v(pt.a, e0, (256u * b + pt.ea) / 4u) + dot16v(pt.b, e0, (256u * b + pt.eb) / 4u);
+            let nu = len / 256u * PARTS;
+            var u = lane;
+            if (UNROLL == 2u) {
+                // Both parts' loads are in flight before either is used.
+                for (; u + LANES < nu; u += 2u * LANES) {
+                    let u1 = u + LANES;
+                    let p0 = decode(kind, blk0 + (u / PARTS) * bb, u % PARTS);
+                    let p1 = decode(kind, blk0 + (u1 / PARTS) * bb, u1 % PARTS);
+                    acc += part_dot(p0, e0, u / PARTS) + part_dot(p1, e0, u1 / PARTS);
+                }
+            }
+            for (; u < nu; u += LANES) {
+                acc += part_dot(decode(kind, blk0 + (u / PARTS) * bb, u % PARTS), e0, u / PARTS);
             }
         }
     }

@@ -4,8 +4,8 @@
 // block is decoded in registers, never written back as f32.
 //
 // Constants: WG invocations per workgroup, ROWS output rows per workgroup,
-// TM activation rows per workgroup (1 for matvec), XCH (matvec only: floats
-// of x staged per pass, 0 to read x from global memory; see matvec_common).
+// TM activation rows per workgroup (1 for matvec), XCH and UNROLL (matvec
+// only, see matvec_common).
 // Grid: x (+ y past 65535) walks groups of ROWS rows, z walks tiles of TM
 // activation rows.
 //
@@ -227,6 +227,14 @@ fn xslot(v: u32) -> u32 {
     return (v & ~7u) | ((v ^ (v >> 3u)) & 7u);
 }
 
+// block_dot is b · x for chunk block c.
+fn block_dot(b: Block, e0: u32, c: u32) -> f32 {
+    let v = 8u * c;
+    let lo = (dot(b.q[0], x4v(e0, v)) + dot(b.q[1], x4v(e0, v + 1u))) + (dot(b.q[2], x4v(e0, v + 2u)) + dot(b.q[3], x4v(e0, v + 3u)));
+    let hi = (dot(b.q[4], x4v(e0, v + 4u)) + dot(b.q[5], x4v(e0, v + 5u))) + (dot(b.q[6], x4v(e0, v + 6u)) + dot(b.q[7], x4v(e0, v + 7u)));
+    return b.d * (lo + hi);
+}
+
 // legacy_vec: y = W·x for the workgroup's ROWS rows, LANES lanes per row,
 // each lane walking the row's blocks with stride LANES, one chunk of x at a
 // time (matvec_common).
@@ -242,12 +250,18 @@ fn legacy_vec(qt: u32, lid: u32, wid: vec3<u32>, nwg: vec3<u32>) {
         begin_chunk(lid, e0, len);
         if (row < p.n) {
             let blk0 = rowb + (e0 / 32u) * bs;
-            for (var c = lane; c < len / 32u; c += LANES) {
-                let b = decode_block(qt, blk0 + c * bs);
-                let v = 8u * c;
-                let lo = (dot(b.q[0], x4v(e0, v)) + dot(b.q[1], x4v(e0, v + 1u))) + (dot(b.q[2], x4v(e0, v + 2u)) + dot(b.q[3], x4v(e0, v + 3u)));
-                let hi = (dot(b.q[4], x4v(e0, v + 4u)) + dot(b.q[5], x4v(e0, v + 5u))) + (dot(b.q[6], x4v(e0, v + 6u)) + dot(b.q[7], x4v(e0, v + 7u)));
-                acc += b.d * (lo + hi);
+            let nc = len / 32u;
+            var c = lane;
+            if (UNROLL == 2u) {
+                // Both blocks' loads are in flight before either is used.
+                for (; c + LANES < nc; c += 2u * LANES) {
+                    let b0 = decode_block(qt, blk0 + c * bs);
+                    let b1 = decode_block(qt, blk0 + (c + LANES) * bs);
+                    acc += block_dot(b0, e0, c) + block_dot(b1, e0, c + LANES);
+                }
+            }
+            for (; c < nc; c += LANES) {
+                acc += block_dot(decode_block(qt, blk0 + c * bs), e0, c);
             }
         }
     }

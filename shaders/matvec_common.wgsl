@@ -18,6 +18,10 @@
 //     chunk. The family's xslot permutes the vec4 slots so that the 8 lanes
 //     of a quarter warp reading their units' activations hit 8 different
 //     groups of 4 banks.
+//
+// UNROLL (1 or 2) is how many units a lane decodes per loop iteration: with
+// 2, both units' weight loads are issued before either is used, doubling
+// the loads each lane has in flight at the cost of registers.
 
 @group(0) @binding(2) var<storage, read> xv: array<vec4<f32>>;
 

@@ -62,6 +62,9 @@ type matmulLaunch struct {
 	rows int // output rows per workgroup (ROWS)
 	tm   int // activation rows per workgroup (TM); 1 for matvec
 	xch  int // quantized matvec: floats of x staged per pass (XCH); 0 reads x from global memory
+	// unroll is how many units a quantized matvec lane decodes per loop
+	// iteration (UNROLL): 2, or 0 or 1 for one.
+	unroll int
 }
 
 // matmulKernel says where a weight type's kernels live and how to launch them.
@@ -85,8 +88,9 @@ type matmulKernel struct {
 //
 // Quantized matvec (legacyVecLaunch here, kquantVecLaunch for the K-quants;
 // shaders/matvec_common.wgsl): WG/ROWS lanes per row, a multiple of 4, each
-// summing whole blocks; x read from global memory (xch 0) or staged in
-// chunks of xch floats. BenchmarkMatVecLaunch sweeps these on a real GPU.
+// summing whole blocks, unroll of them per iteration; x read from global
+// memory (xch 0) or staged in chunks of xch floats. BenchmarkMatVecLaunch
+// sweeps these on a real GPU.
 var (
 	legacyVecLaunch = matmulLaunch{wg: 256, rows: 16, tm: 1}
 	floatVecLaunch  = matmulLaunch{wg: 256, rows: 8, tm: 1}
@@ -210,7 +214,7 @@ func matmulWith(c *gpu.Chain, w *gpu.Tensor, kern matmulKernel, x, y *gpu.Buffer
 	}
 	// TM is 1 for the matvec entry so both entries of a family compile with
 	// consistent shared-memory sizes.
-	spec := gpu.Spec(kern.family, entry, "WG", launch.wg, "ROWS", launch.rows, "TM", launch.tm, "XCH", launch.xch)
+	spec := gpu.Spec(kern.family, entry, "WG", launch.wg, "ROWS", launch.rows, "TM", launch.tm, "XCH", launch.xch, "UNROLL", max(launch.unroll, 1))
 	gk, err := c.Device().Kernel(spec)
 	if err != nil {
 		return err
@@ -245,6 +249,9 @@ func matmulWith(c *gpu.Chain, w *gpu.Tensor, kern matmulKernel, x, y *gpu.Buffer
 func checkVecLaunch(d *gpu.Device, name string, l matmulLaunch) error {
 	if l.rows < 1 || l.wg%l.rows != 0 || (l.wg/l.rows)%4 != 0 || l.tm != 1 {
 		return fmt.Errorf("ops: matvec %q: launch of %d invocations, %d rows, tm %d: want tm 1 and a multiple of 4 lanes per row", name, l.wg, l.rows, l.tm)
+	}
+	if l.unroll < 0 || l.unroll > 2 {
+		return fmt.Errorf("ops: matvec %q: unroll %d, want 1 or 2", name, l.unroll)
 	}
 	if l.xch < 0 || l.xch%256 != 0 {
 		return fmt.Errorf("ops: matvec %q: x chunk of %d floats is not a multiple of 256", name, l.xch)

@@ -135,7 +135,7 @@ func BenchmarkMatMul(b *testing.B) {
 func BenchmarkMatmulLaunch(b *testing.B) {
 	n := benchRows(b)
 	m := benchSize(b, "HEARTH_BENCH_M", 128)
-	alternatives := []matmulLaunch{{256, 2, 1, 0}, {256, 4, 1, 0}, {256, 8, 1, 0}, {128, 4, 1, 0}, {64, 4, 8, 0}, {64, 8, 4, 0}, {128, 4, 8, 0}}
+	alternatives := []matmulLaunch{{wg: 256, rows: 4, tm: 1}, {wg: 256, rows: 8, tm: 1}, {wg: 256, rows: 16, tm: 1}, {wg: 128, rows: 8, tm: 1}, {wg: 64, rows: 4, tm: 8}, {wg: 64, rows: 8, tm: 4}, {wg: 128, rows: 4, tm: 8}}
 	for _, typ := range floatLegacyTypes {
 		kern, _ := matmulKernelFor(typ)
 		vecShapes, matShapes := []matmulLaunch{kern.vec}, []matmulLaunch{kern.mat}

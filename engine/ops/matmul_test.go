@@ -453,13 +453,15 @@ var matvecLaunchVariants = []matmulLaunch{
 	{wg: 256, rows: 64, tm: 1}, {wg: 256, rows: 32, tm: 1}, {wg: 256, rows: 16, tm: 1},
 	{wg: 256, rows: 8, tm: 1}, {wg: 256, rows: 4, tm: 1},
 	{wg: 128, rows: 16, tm: 1}, {wg: 128, rows: 8, tm: 1}, {wg: 64, rows: 8, tm: 1},
+	{wg: 256, rows: 32, tm: 1, unroll: 2}, {wg: 256, rows: 16, tm: 1, unroll: 2},
+	{wg: 128, rows: 8, tm: 1, unroll: 2}, {wg: 256, rows: 64, tm: 1, unroll: 2},
 	{wg: 256, rows: 32, tm: 1, xch: 2048}, {wg: 256, rows: 32, tm: 1, xch: 4096},
 	{wg: 256, rows: 16, tm: 1, xch: 4096}, {wg: 256, rows: 64, tm: 1, xch: 4096},
-	{wg: 256, rows: 32, tm: 1, xch: 7168},
+	{wg: 256, rows: 32, tm: 1, xch: 4096, unroll: 2}, {wg: 256, rows: 32, tm: 1, xch: 7168},
 }
 
 func (l matmulLaunch) String() string {
-	return fmt.Sprintf("wg%d_rows%d_xch%d", l.wg, l.rows, l.xch)
+	return fmt.Sprintf("wg%d_rows%d_xch%d_u%d", l.wg, l.rows, l.xch, max(l.unroll, 1))
 }
 
 // TestMatVecLaunchShapesMatchReference runs every quantized type through
@@ -527,6 +529,7 @@ func TestMatVecRejectsBadLaunch(t *testing.T) {
 		{matmulLaunch{wg: 96, rows: 16, tm: 1}, "multiple of 4 lanes"},
 		{matmulLaunch{wg: 256, rows: 3, tm: 1}, "multiple of 4 lanes"},
 		{matmulLaunch{wg: 256, rows: 16, tm: 1, xch: 1000}, "not a multiple of 256"},
+		{matmulLaunch{wg: 256, rows: 16, tm: 1, unroll: 3}, "unroll"},
 		{matmulLaunch{wg: 256, rows: 16, tm: 1, xch: huge}, "workgroup memory"},
 	} {
 		t.Run(c.launch.String(), func(t *testing.T) {
