@@ -90,11 +90,17 @@ func denseMatMul(w []float32, rows, cols int, x []float32, m int) (y, bound []fl
 }
 
 // matmulRTol bounds the GPU's float32 summation error relative to Σ|w·x|.
-// Each output is a sum tree of depth at most 8 (one 8-weight part: two
-// 4-term dots and their sum) + the parts one thread walks (≤ 8 here) + 1 (the
-// block scale) + log2(256) (the workgroup reduction) = 25 roundings of 2^-24
-// each, about 1.5e-6 in the worst case; 2e-6 is still ~10^4 times smaller
-// than the error of a wrong nibble or scale. (Measured worst on lavapipe: 0.14 of it.)
+// Prefill and float decode: each output is a sum tree of depth at most 8
+// (one 8-weight part: two 4-term dots and their sum) + the parts one thread
+// walks (≤ 8 here) + 1 (the block scale) + log2(256) (the workgroup
+// reduction) = 25 roundings of 2^-24 each. Quantized decode: 8 for a
+// 32-weight block (product, 3 in a dot, 3 joining 8 dots, the scale), then
+// ≤ 17 blocks a lane adds up plus 1 for a 2-unit iteration (K ≤ 2080 is 65
+// blocks over ≥ 4 lanes), then LANES/4 − 1 + 2 to join the lanes; fewer
+// lanes mean more blocks each, and the sum of both stays ≤ 20 for 4-64
+// lanes: 28 roundings. Both are below 2e-6, still ~10^4 times smaller than
+// the error of a wrong nibble or scale. (Measured worst on lavapipe: 0.14
+// of it.)
 const matmulRTol = 2e-6
 
 // assertMatmul compares got with want within matmulRTol·bound (plus a tiny
