@@ -10,7 +10,11 @@ struct MatmulParams {
     x_stride: u32, // floats between activation rows
     y_stride: u32, // floats between output rows
     y_offset: u32, // float index of element (0, 0) in y
-    flags: u32,    // bit 0: accumulate into y
+    flags: u32,    // bit 0: accumulate into y; bit 1: matvec_normed_ gain is 1 + g
+    eps: f32,      // matvec_normed_: the RMSNorm epsilon
+    pad0: u32,
+    pad1: u32,
+    pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: MatmulParams;

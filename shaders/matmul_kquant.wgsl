@@ -315,35 +315,59 @@ fn part_dot(pt: Part, e0: u32, b: u32) -> f32 {
     return dot16v(pt.a, e0, (256u * b + pt.ea) / 4u) + dot16v(pt.b, e0, (256u * b + pt.eb) / 4u);
 }
 
+// kquant_parts is the lane's share of row · x over the chunk of len
+// elements at e0: its parts with stride LANES.
+fn kquant_parts(kind: u32, lane: u32, rowb: u32, e0: u32, len: u32) -> f32 {
+    let bb = block_bytes(kind);
+    let blk0 = rowb + (e0 / 256u) * bb;
+    let nu = len / 256u * PARTS;
+    var acc = 0.0;
+    var u = lane;
+    if (UNROLL == 2u) {
+        // Both parts' loads are in flight before either is used.
+        for (; u + LANES < nu; u += 2u * LANES) {
+            let u1 = u + LANES;
+            let p0 = decode(kind, blk0 + (u / PARTS) * bb, u % PARTS);
+            let p1 = decode(kind, blk0 + (u1 / PARTS) * bb, u1 % PARTS);
+            acc += part_dot(p0, e0, u / PARTS) + part_dot(p1, e0, u1 / PARTS);
+        }
+    }
+    for (; u < nu; u += LANES) {
+        acc += part_dot(decode(kind, blk0 + (u / PARTS) * bb, u % PARTS), e0, u / PARTS);
+    }
+    return acc;
+}
+
 // kquant_vec: y = W·x for the workgroup's ROWS rows, LANES lanes per row,
-// each lane walking the row's parts with stride LANES, one chunk of x at a
-// time (matvec_common).
+// one chunk of x at a time (matvec_common).
 fn kquant_vec(kind: u32, lid: u32, wid: vec3<u32>, nwg: vec3<u32>) {
     let lane = lid % LANES;
     let row = (wid.x + wid.y * nwg.x) * ROWS + lid / LANES;
-    let bb = block_bytes(kind);
-    let rowb = row * (p.k / 256u) * bb;
+    let rowb = row * (p.k / 256u) * block_bytes(kind);
     let chunk = chunk_len();
     var acc = 0.0;
     for (var e0 = 0u; e0 < p.k; e0 += chunk) {
         let len = min(chunk, p.k - e0);
         begin_chunk(lid, e0, len);
         if (row < p.n) {
-            let blk0 = rowb + (e0 / 256u) * bb;
-            let nu = len / 256u * PARTS;
-            var u = lane;
-            if (UNROLL == 2u) {
-                // Both parts' loads are in flight before either is used.
-                for (; u + LANES < nu; u += 2u * LANES) {
-                    let u1 = u + LANES;
-                    let p0 = decode(kind, blk0 + (u / PARTS) * bb, u % PARTS);
-                    let p1 = decode(kind, blk0 + (u1 / PARTS) * bb, u1 % PARTS);
-                    acc += part_dot(p0, e0, u / PARTS) + part_dot(p1, e0, u1 / PARTS);
-                }
-            }
-            for (; u < nu; u += LANES) {
-                acc += part_dot(decode(kind, blk0 + (u / PARTS) * bb, u % PARTS), e0, u / PARTS);
-            }
+            acc += kquant_parts(kind, lane, rowb, e0, len);
+        }
+    }
+    store_row(lid, row, acc);
+}
+
+// kquant_vec_normed is kquant_vec of the RMS-normalised x (XCH > 0).
+fn kquant_vec_normed(kind: u32, lid: u32, wid: vec3<u32>, nwg: vec3<u32>) {
+    let lane = lid % LANES;
+    let row = (wid.x + wid.y * nwg.x) * ROWS + lid / LANES;
+    let rowb = row * (p.k / 256u) * block_bytes(kind);
+    let inv = rms_scale(lid);
+    var acc = 0.0;
+    for (var e0 = 0u; e0 < p.k; e0 += XCH) {
+        let len = min(XCH, p.k - e0);
+        begin_chunk_normed(lid, e0, len, inv);
+        if (row < p.n) {
+            acc += kquant_parts(kind, lane, rowb, e0, len);
         }
     }
     store_row(lid, row, acc);
@@ -489,4 +513,29 @@ fn matvec_q6_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id)
 @compute @workgroup_size(WG)
 fn matmul_q6_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     kquant_rows(Q6_K, lid, wid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn matvec_normed_q2_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    kquant_vec_normed(Q2_K, lid, wid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn matvec_normed_q3_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    kquant_vec_normed(Q3_K, lid, wid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn matvec_normed_q4_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    kquant_vec_normed(Q4_K, lid, wid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn matvec_normed_q5_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    kquant_vec_normed(Q5_K, lid, wid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn matvec_normed_q6_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    kquant_vec_normed(Q6_K, lid, wid, nwg);
 }

@@ -235,34 +235,58 @@ fn block_dot(b: Block, e0: u32, c: u32) -> f32 {
     return b.d * (lo + hi);
 }
 
+// legacy_blocks is the lane's share of row · x over the chunk of len
+// elements at e0: its blocks with stride LANES.
+fn legacy_blocks(qt: u32, lane: u32, rowb: u32, e0: u32, len: u32) -> f32 {
+    let bs = block_bytes(qt);
+    let blk0 = rowb + (e0 / 32u) * bs;
+    let nc = len / 32u;
+    var acc = 0.0;
+    var c = lane;
+    if (UNROLL == 2u) {
+        // Both blocks' loads are in flight before either is used.
+        for (; c + LANES < nc; c += 2u * LANES) {
+            let b0 = decode_block(qt, blk0 + c * bs);
+            let b1 = decode_block(qt, blk0 + (c + LANES) * bs);
+            acc += block_dot(b0, e0, c) + block_dot(b1, e0, c + LANES);
+        }
+    }
+    for (; c < nc; c += LANES) {
+        acc += block_dot(decode_block(qt, blk0 + c * bs), e0, c);
+    }
+    return acc;
+}
+
 // legacy_vec: y = W·x for the workgroup's ROWS rows, LANES lanes per row,
-// each lane walking the row's blocks with stride LANES, one chunk of x at a
-// time (matvec_common).
+// one chunk of x at a time (matvec_common).
 fn legacy_vec(qt: u32, lid: u32, wid: vec3<u32>, nwg: vec3<u32>) {
     let lane = lid % LANES;
     let row = (wid.x + wid.y * nwg.x) * ROWS + lid / LANES;
-    let bs = block_bytes(qt);
-    let rowb = row * (p.k / 32u) * bs;
+    let rowb = row * (p.k / 32u) * block_bytes(qt);
     let chunk = chunk_len();
     var acc = 0.0;
     for (var e0 = 0u; e0 < p.k; e0 += chunk) {
         let len = min(chunk, p.k - e0);
         begin_chunk(lid, e0, len);
         if (row < p.n) {
-            let blk0 = rowb + (e0 / 32u) * bs;
-            let nc = len / 32u;
-            var c = lane;
-            if (UNROLL == 2u) {
-                // Both blocks' loads are in flight before either is used.
-                for (; c + LANES < nc; c += 2u * LANES) {
-                    let b0 = decode_block(qt, blk0 + c * bs);
-                    let b1 = decode_block(qt, blk0 + (c + LANES) * bs);
-                    acc += block_dot(b0, e0, c) + block_dot(b1, e0, c + LANES);
-                }
-            }
-            for (; c < nc; c += LANES) {
-                acc += block_dot(decode_block(qt, blk0 + c * bs), e0, c);
-            }
+            acc += legacy_blocks(qt, lane, rowb, e0, len);
+        }
+    }
+    store_row(lid, row, acc);
+}
+
+// legacy_vec_normed is legacy_vec of the RMS-normalised x (XCH > 0).
+fn legacy_vec_normed(qt: u32, lid: u32, wid: vec3<u32>, nwg: vec3<u32>) {
+    let lane = lid % LANES;
+    let row = (wid.x + wid.y * nwg.x) * ROWS + lid / LANES;
+    let rowb = row * (p.k / 32u) * block_bytes(qt);
+    let inv = rms_scale(lid);
+    var acc = 0.0;
+    for (var e0 = 0u; e0 < p.k; e0 += XCH) {
+        let len = min(XCH, p.k - e0);
+        begin_chunk_normed(lid, e0, len, inv);
+        if (row < p.n) {
+            acc += legacy_blocks(qt, lane, rowb, e0, len);
         }
     }
     store_row(lid, row, acc);
@@ -349,4 +373,29 @@ fn matvec_q8_0(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id)
 @compute @workgroup_size(WG)
 fn matmul_q8_0(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     matmul_body(Q8_0, lid, wid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn matvec_normed_q4_0(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    legacy_vec_normed(Q4_0, lid, wid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn matvec_normed_q4_1(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    legacy_vec_normed(Q4_1, lid, wid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn matvec_normed_q5_0(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    legacy_vec_normed(Q5_0, lid, wid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn matvec_normed_q5_1(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    legacy_vec_normed(Q5_1, lid, wid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn matvec_normed_q8_0(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    legacy_vec_normed(Q8_0, lid, wid, nwg);
 }

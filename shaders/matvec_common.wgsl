@@ -89,3 +89,48 @@ fn store_row(lid: u32, row: u32, acc: f32) {
         }
     }
 }
+
+// ---- RMSNorm fused into the product (the matvec_normed_ entries) ----------
+//
+// y = W·(x ⊙ gain / sqrt(mean(x²) + eps)). Every workgroup first sums x² over
+// the whole row itself (k floats, read from L2 as vec4s: cheaper than a
+// separate norm dispatch and a round trip of the normalised copy through
+// memory), then normalises x as it stages it, so these entries need XCH > 0.
+// gv is binding 4, referenced only from the normed entries.
+
+@group(0) @binding(4) var<storage, read> gv: array<vec4<f32>>;
+var<workgroup> rms_inv: f32;
+
+// rms_scale is 1/sqrt(mean(x²) + eps) over the p.k floats of x.
+fn rms_scale(lid: u32) -> f32 {
+    var ss = 0.0;
+    for (var v = lid; v < p.k / 4u; v += WG) {
+        let a = xv[v];
+        ss += dot(a, a);
+    }
+    vred[lid >> 2u][lid & 3u] = ss;
+    workgroupBarrier();
+    if (lid == 0u) {
+        var s = vred[0];
+        for (var i = 1u; i < VRED; i++) {
+            s += vred[i];
+        }
+        rms_inv = inverseSqrt(((s.x + s.y) + (s.z + s.w)) / f32(p.k) + p.eps);
+    }
+    workgroupBarrier();
+    return rms_inv;
+}
+
+// begin_chunk_normed is begin_chunk staging x ⊙ gain · inv.
+fn begin_chunk_normed(lid: u32, e0: u32, len: u32, inv: f32) {
+    if (e0 > 0u) {
+        workgroupBarrier();
+    }
+    let v0 = e0 / 4u;
+    let one_plus = (p.flags & 2u) != 0u;
+    for (var v = lid; v < len / 4u; v += WG) {
+        let g = gv[v0 + v];
+        xsv[xslot(v)] = xv[v0 + v] * inv * select(g, g + 1.0, one_plus);
+    }
+    workgroupBarrier();
+}

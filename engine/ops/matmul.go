@@ -9,7 +9,8 @@ package ops
 //   - Bindings: 0 `var<uniform> p: MatmulParams` (mirrors matmulParams below),
 //     1 `var<storage, read> w: array<u32>` (one row chunk of the tensor, raw
 //     GGUF bytes), 2 `var<storage, read> x: array<f32>`,
-//     3 `var<storage, read_write> y: array<f32>`.
+//     3 `var<storage, read_write> y: array<f32>`; the quantized families add
+//     4, MatVecNormed's gain (x again for their other entries).
 //   - Entry points `matvec_<type>` and `matmul_<type>`, type lowercase
 //     (matvec_q4_0, matmul_q6_k).
 //   - Constants prepended by gpu.Spec: WG (invocations per workgroup), ROWS
@@ -36,6 +37,7 @@ package ops
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/hearthstudio/hearth/engine/gpu"
 	"github.com/hearthstudio/hearth/gguf"
@@ -50,11 +52,16 @@ type matmulParams struct {
 	XStride uint32 // floats between activation rows
 	YStride uint32 // floats between output rows
 	YOffset uint32 // float index in y of element (0, 0)
-	Flags   uint32 // matmulAccumulate
+	Flags   uint32 // matmulAccumulate, matmulOnePlus
+	Eps     float32
+	_       [3]uint32 // uniform blocks are whole 16-byte rows
 }
 
-// matmulAccumulate in MatmulParams.flags makes the kernel add to y.
-const matmulAccumulate = 1
+// Flags of MatmulParams.flags: add to y; apply MatVecNormed's gain as 1 + g.
+const (
+	matmulAccumulate = 1
+	matmulOnePlus    = 2
+)
 
 // matmulLaunch is the workgroup shape of one entry point.
 type matmulLaunch struct {
@@ -166,9 +173,47 @@ func MatMulWith(c *gpu.Chain, w *gpu.Tensor, x, y *gpu.Buffer, m int, o MatmulOp
 	return matmulWith(c, w, kern, x, y, m, o)
 }
 
+// MatVecNormed appends y = W·(g ⊙ x / sqrt(mean(x²) + eps)): RMSNorm of the
+// k floats of x with gain g (1 + g with a.OnePlus) fused into the decode
+// matvec, so a projection after a norm needs no norm dispatch and no
+// normalised copy of x. a must describe one row of W.Cols floats. Each
+// workgroup recomputes mean(x²) from x and normalises x as it stages it.
+// Quantized weight types only; y is placed as o says (o.XStride is unused).
+func MatVecNormed(c *gpu.Chain, w *gpu.Tensor, x, g, y *gpu.Buffer, a NormArgs, o MatmulOptions) error {
+	if w == nil {
+		return fmt.Errorf("ops: matvec normed: weight tensor is nil")
+	}
+	kern, ok := matmulKernelFor(w.Type)
+	if !ok || kern.family == "matmul_float" {
+		return fmt.Errorf("ops: matvec normed %q: weight type %v has no fused-norm kernel (quantized types only; use RMSNorm then MatVec)", w.Name, w.Type)
+	}
+	launch := kern.vec
+	if launch.xch == 0 {
+		launch.xch = normedXCH
+	}
+	return matmulDispatch(c, w, kern, x, y, 1, o, &vecNorm{g: g, args: a, launch: launch})
+}
+
+// normedXCH is MatVecNormed's staging chunk when the table reads x from
+// global memory: the normalised x has to be written somewhere, and 2048
+// floats (8 KiB) fit WebGPU's guaranteed 16 KiB beside the partial sums.
+const normedXCH = 2048
+
+// vecNorm is the fused RMSNorm of a MatVecNormed dispatch.
+type vecNorm struct {
+	g      *gpu.Buffer
+	args   NormArgs
+	launch matmulLaunch // the table's shape with a staging chunk
+}
+
 // matmulWith dispatches with an explicit kernel table entry, so tuning
 // benchmarks can try other launch shapes.
 func matmulWith(c *gpu.Chain, w *gpu.Tensor, kern matmulKernel, x, y *gpu.Buffer, m int, o MatmulOptions) error {
+	return matmulDispatch(c, w, kern, x, y, m, o, nil)
+}
+
+// matmulDispatch is matmulWith with an optional fused norm (m = 1 only).
+func matmulDispatch(c *gpu.Chain, w *gpu.Tensor, kern matmulKernel, x, y *gpu.Buffer, m int, o MatmulOptions, nrm *vecNorm) error {
 	k, n := w.Cols, w.Rows
 	if m < 1 {
 		return fmt.Errorf("ops: matmul %q: m = %d activation rows, want at least 1", w.Name, m)
@@ -207,6 +252,38 @@ func matmulWith(c *gpu.Chain, w *gpu.Tensor, kern matmulKernel, x, y *gpu.Buffer
 	if m > 1 {
 		entry, launch = "matmul_"+kern.name, kern.mat
 	}
+	bufs := []*gpu.Buffer{nil, x, y}
+	var flags uint32
+	var eps float32
+	if nrm != nil {
+		entry, launch = "matvec_normed_"+kern.name, nrm.launch
+		a := nrm.args
+		if a.Rows != 1 || a.Dim != k {
+			return fmt.Errorf("ops: matvec normed %q: norm shape %dx%d, want 1x%d (one row of the weight's columns)", w.Name, a.Rows, a.Dim, k)
+		}
+		if !(a.Eps >= 0) || math.IsInf(float64(a.Eps), 0) {
+			return fmt.Errorf("ops: matvec normed %q: eps %v must be finite and >= 0", w.Name, a.Eps)
+		}
+		if err := needF32("matvec normed "+w.Name, "gain", nrm.g, k); err != nil {
+			return err
+		}
+		if nrm.g == y {
+			return fmt.Errorf("ops: matvec normed %q: gain and y are the same buffer %q", w.Name, y.Label())
+		}
+		if launch.xch <= 0 {
+			return fmt.Errorf("ops: matvec normed %q: launch must stage x (xch > 0)", w.Name)
+		}
+		if a.OnePlus {
+			flags |= matmulOnePlus
+		}
+		eps = a.Eps
+		bufs = append(bufs, nrm.g)
+	} else if kern.family != "matmul_float" {
+		// The quantized families declare the gain at binding 4 for their
+		// matvec_normed_ entries, and a layout spans the whole family: the
+		// other entries get x there, which they never read.
+		bufs = append(bufs, x)
+	}
 	if m == 1 && kern.family != "matmul_float" {
 		if err := checkVecLaunch(c.Device(), w.Name, launch); err != nil {
 			return err
@@ -219,7 +296,6 @@ func matmulWith(c *gpu.Chain, w *gpu.Tensor, kern matmulKernel, x, y *gpu.Buffer
 	if err != nil {
 		return err
 	}
-	var flags uint32
 	if o.Accumulate {
 		flags |= matmulAccumulate
 	}
@@ -230,11 +306,12 @@ func matmulWith(c *gpu.Chain, w *gpu.Tensor, kern matmulKernel, x, y *gpu.Buffer
 	for _, ch := range w.Chunks {
 		params := matmulParams{
 			K: uint32(k), N: uint32(ch.Rows), M: uint32(m), Row0: uint32(ch.FirstRow),
-			XStride: uint32(xs), YStride: uint32(ys), YOffset: uint32(o.YOffset), Flags: flags,
+			XStride: uint32(xs), YStride: uint32(ys), YOffset: uint32(o.YOffset), Flags: flags, Eps: eps,
 		}
 		grid := gpu.Grid(ch.Rows, launch.rows)
 		grid[2] = uint32(tiles)
-		if err := c.Dispatch(gk, params, grid, ch.Buf, x, y); err != nil {
+		bufs[0] = ch.Buf
+		if err := c.Dispatch(gk, params, grid, bufs...); err != nil {
 			return err
 		}
 	}

@@ -553,3 +553,100 @@ func TestMatVecRejectsBadLaunch(t *testing.T) {
 		})
 	}
 }
+
+// normedExtraTol is what fusing RMSNorm adds to a matvec's tolerance
+// (relative to Σ|w·x̂|, x̂ the normalised x). The GPU's sum of squares takes
+// ≤ ~75 roundings (vec4 dots, the ≤ 4 vec4s a thread adds at k ≤ 4096, 64
+// partial vec4s joined serially), so mean(x²) is off by ≤ 75·2⁻²⁴ ≈ 4.5e-6
+// relative and its inverse square root (2 ulp in Vulkan) by half that plus
+// 1.2e-7; scaling x by it and by the gain rounds twice more. Every x̂ moves
+// by the same ≤ ~2.5e-6 factor, which moves the sum by ≤ 2.5e-6·Σ|w·x̂|.
+const normedExtraTol = 3e-6
+
+// TestMatVecNormedMatchesReference checks the fused RMSNorm + matvec against
+// ref.RMSNorm followed by ref.MatVec, for every quantized type, through the
+// public entry (one staged chunk) and through a 256-float chunk that
+// normalises x in 5 passes, with a plain and a 1 + g gain, on a
+// production-magnitude residual stream (±3e4) and rows that leave a ragged
+// last workgroup.
+func TestMatVecNormedMatchesReference(t *testing.T) {
+	const rows, k = 37, 1280
+	for i, typ := range quantTypes {
+		tol := matmulRTol + normedExtraTol
+		if typ.BlockSize() == 256 {
+			tol = kquantTol + normedExtraTol
+		}
+		q, deq := remix(t, typ, rows, k)
+		w := newTensor(t, "w", typ, rows, k, q, 0)
+		x := randVec(uint64(40+i), k, 3e4)
+		g := randVec(uint64(60+i), k, 0.5)
+		a := NormArgs{Rows: 1, Dim: k, Eps: 1e-5, OnePlus: i%2 == 1}
+		xn := ref.RMSNorm(x, g, ref.NormArgs{Rows: 1, Dim: k, Eps: a.Eps, OnePlus: a.OnePlus})
+		want, err := ref.MatVec(typ, rows, k, q, xn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, bound := denseMatMul(deq, rows, k, xn, 1)
+		bx, bg := upload(t, "x", x), upload(t, "g", g)
+		kern, _ := matmulKernelFor(typ)
+		chunked := kern.vec
+		chunked.xch = 256
+		for _, via := range []string{"MatVecNormed", "xch256"} {
+			by := scratch(t, "y", rows)
+			run(t, "matvec normed", func(c *gpu.Chain) error {
+				if via == "xch256" {
+					return matmulDispatch(c, w, kern, bx, by, 1, MatmulOptions{}, &vecNorm{g: bg, args: a, launch: chunked})
+				}
+				return MatVecNormed(c, w, bx, bg, by, a, MatmulOptions{})
+			})
+			got := download(t, by, rows)
+			for r := range want {
+				if d := math.Abs(float64(got[r] - want[r])); !(d <= tol*float64(bound[r])+1e-30) {
+					t.Fatalf("%v %s one_plus=%v: [%d] = %v, want %v (|diff| %.3g > %.1e·Σ|w·x̂|)", typ, via, a.OnePlus, r, got[r], want[r], d, tol)
+				}
+			}
+		}
+	}
+}
+
+func TestMatVecNormedRejectsBadShapes(t *testing.T) {
+	q, _ := remix(t, gguf.TypeQ8_0, 4, 64)
+	w := newTensor(t, "w", gguf.TypeQ8_0, 4, 64, q, 0)
+	fq, _ := remix(t, gguf.TypeF16, 4, 64)
+	fw := newTensor(t, "fw", gguf.TypeF16, 4, 64, fq, 0)
+	x, g, y, short := scratch(t, "x", 64), scratch(t, "g", 64), scratch(t, "y", 4), scratch(t, "short", 63)
+	wide := scratch(t, "wide", 64)
+	ok := NormArgs{Rows: 1, Dim: 64, Eps: 1e-6}
+	for _, c := range []struct {
+		what, wantErr string
+		call          func(c *gpu.Chain) error
+	}{
+		{"float weight", "fused-norm", func(c *gpu.Chain) error { return MatVecNormed(c, fw, x, g, y, ok, MatmulOptions{}) }},
+		{"dim != k", "norm shape", func(c *gpu.Chain) error {
+			return MatVecNormed(c, w, x, g, y, NormArgs{Rows: 1, Dim: 32, Eps: 1e-6}, MatmulOptions{})
+		}},
+		{"two rows", "norm shape", func(c *gpu.Chain) error {
+			return MatVecNormed(c, w, x, g, y, NormArgs{Rows: 2, Dim: 64, Eps: 1e-6}, MatmulOptions{})
+		}},
+		{"negative eps", "eps", func(c *gpu.Chain) error {
+			return MatVecNormed(c, w, x, g, y, NormArgs{Rows: 1, Dim: 64, Eps: -1}, MatmulOptions{})
+		}},
+		{"short gain", "gain", func(c *gpu.Chain) error { return MatVecNormed(c, w, x, short, y, ok, MatmulOptions{}) }},
+		{"nil gain", "gain", func(c *gpu.Chain) error { return MatVecNormed(c, w, x, nil, y, ok, MatmulOptions{}) }},
+		{"gain is y", "same buffer", func(c *gpu.Chain) error { return MatVecNormed(c, w, x, wide, wide, ok, MatmulOptions{}) }},
+		{"short x", "x buffer", func(c *gpu.Chain) error { return MatVecNormed(c, w, short, g, y, ok, MatmulOptions{}) }},
+		{"nil tensor", "nil", func(c *gpu.Chain) error { return MatVecNormed(c, nil, x, g, y, ok, MatmulOptions{}) }},
+	} {
+		t.Run(c.what, func(t *testing.T) {
+			ch, err := dev.NewChain("bad normed matvec")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ch.Discard()
+			err = c.call(ch)
+			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+				t.Fatalf("got error %v, want one mentioning %q", err, c.wantErr)
+			}
+		})
+	}
+}
