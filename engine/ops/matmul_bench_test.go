@@ -174,6 +174,34 @@ func BenchmarkMatmulLaunch(b *testing.B) {
 	}
 }
 
+// benchTypes is HEARTH_BENCH_TYPES (comma-separated type names, e.g.
+// "Q5_K,Q4_1") or else def.
+func benchTypes(b *testing.B, def ...gguf.Type) []gguf.Type {
+	s := os.Getenv("HEARTH_BENCH_TYPES")
+	if s == "" {
+		return def
+	}
+	var types []gguf.Type
+	for _, name := range strings.Split(s, ",") {
+		typ, err := gguf.ParseType(strings.TrimSpace(name))
+		if err != nil {
+			b.Fatalf("HEARTH_BENCH_TYPES: %v", err)
+		}
+		types = append(types, typ)
+	}
+	return types
+}
+
+// benchShapes is def (n×k weight shapes), or one benchRows square when
+// HEARTH_BENCH_ROWS is set or the adapter is a software one.
+func benchShapes(b *testing.B, def ...[2]int) [][2]int {
+	if os.Getenv("HEARTH_BENCH_ROWS") != "" || dev.Info.Type == "cpu" {
+		n := benchRows(b)
+		return [][2]int{{n, n}}
+	}
+	return def
+}
+
 // BenchmarkMatVecLaunch sweeps the quantized matvec shapes of
 // matvecLaunchVariants (the table's shape first) as GB/s of weight bytes,
 // for the types of a Q4_K_M and a Q8_0 model file at Llama-3-8B shapes:
@@ -184,22 +212,8 @@ func BenchmarkMatmulLaunch(b *testing.B) {
 //
 //	go test ./engine/ops -run '^$' -bench MatVecLaunch -benchtime 200x
 func BenchmarkMatVecLaunch(b *testing.B) {
-	types := []gguf.Type{gguf.TypeQ4_K, gguf.TypeQ6_K, gguf.TypeQ8_0, gguf.TypeQ4_0}
-	if s := os.Getenv("HEARTH_BENCH_TYPES"); s != "" {
-		types = nil
-		for _, name := range strings.Split(s, ",") {
-			typ, err := gguf.ParseType(strings.TrimSpace(name))
-			if err != nil {
-				b.Fatalf("HEARTH_BENCH_TYPES: %v", err)
-			}
-			types = append(types, typ)
-		}
-	}
-	shapes := [][2]int{{4096, 4096}, {14336, 4096}, {4096, 14336}, {8192, 8192}}
-	if os.Getenv("HEARTH_BENCH_ROWS") != "" || dev.Info.Type == "cpu" {
-		n := benchRows(b)
-		shapes = [][2]int{{n, n}}
-	}
+	types := benchTypes(b, gguf.TypeQ4_K, gguf.TypeQ6_K, gguf.TypeQ8_0, gguf.TypeQ4_0)
+	shapes := benchShapes(b, [2]int{4096, 4096}, [2]int{14336, 4096}, [2]int{4096, 14336}, [2]int{8192, 8192})
 	for _, typ := range types {
 		kern, ok := matmulKernelFor(typ)
 		if !ok || typ.BlockSize() == 1 {
@@ -225,6 +239,42 @@ func BenchmarkMatVecLaunch(b *testing.B) {
 					benchChain(b, b.N, op)
 					b.StopTimer()
 					b.ReportMetric(float64(w.Bytes())*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+				})
+			}
+			w.Release()
+		}
+	}
+}
+
+// BenchmarkMatVecNormed compares RMSNorm followed by MatVec (two dispatches
+// and a normalised copy of x) with MatVecNormed at the shapes a norm feeds in
+// Llama 3 8B: 4096×4096 (q) and 14336×4096 (gate, up), in ns per op;
+// HEARTH_BENCH_TYPES and HEARTH_BENCH_ROWS as for BenchmarkMatVecLaunch.
+func BenchmarkMatVecNormed(b *testing.B) {
+	types := benchTypes(b, gguf.TypeQ4_K, gguf.TypeQ6_K, gguf.TypeQ8_0)
+	shapes := benchShapes(b, [2]int{4096, 4096}, [2]int{14336, 4096})
+	for _, typ := range types {
+		for _, sh := range shapes {
+			n, k := sh[0], sh[1]
+			w := benchWeight(b, typ, n, k)
+			x, g := upload(b, "x", randVec(2, k, 3)), upload(b, "g", randVec(3, k, 1))
+			xn, y := scratch(b, "xn", k), scratch(b, "y", n)
+			a := NormArgs{Rows: 1, Dim: k, Eps: 1e-5}
+			ops := map[string]func(c *gpu.Chain) error{
+				"separate": func(c *gpu.Chain) error {
+					if err := RMSNorm(c, x, g, xn, a); err != nil {
+						return err
+					}
+					return MatVec(c, w, xn, y)
+				},
+				"fused": func(c *gpu.Chain) error { return MatVecNormed(c, w, x, g, y, a, MatmulOptions{}) },
+			}
+			for _, name := range []string{"separate", "fused"} {
+				op := ops[name]
+				b.Run(fmt.Sprintf("%v/%dx%d/%s", typ, n, k, name), func(b *testing.B) {
+					benchChain(b, 1, op)
+					b.ResetTimer()
+					benchChain(b, b.N, op)
 				})
 			}
 			w.Release()
