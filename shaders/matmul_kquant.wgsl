@@ -18,7 +18,7 @@
 // the row's parts with stride LANES: neighbouring lanes read neighbouring
 // 16-byte slices of a block (coalesced).
 //
-// Decode (kquant_vec, the matvec_ entries) uses the matvec_common skeleton:
+// Decode (matvec_rows, the matvec_ entries) uses the matvec_common skeleton:
 // few lanes per row and many rows per workgroup, so that one read of x
 // (16-56 KiB for a 4096-14336-wide row) serves many rows of weights and the
 // final reduction is a handful of adds. (64 lanes × 4 rows, every
@@ -315,9 +315,9 @@ fn part_dot(pt: Part, e0: u32, b: u32) -> f32 {
     return dot16v(pt.a, e0, (256u * b + pt.ea) / 4u) + dot16v(pt.b, e0, (256u * b + pt.eb) / 4u);
 }
 
-// kquant_parts is the lane's share of row · x over the chunk of len
-// elements at e0: its parts with stride LANES.
-fn kquant_parts(kind: u32, lane: u32, rowb: u32, e0: u32, len: u32) -> f32 {
+// row_units (matvec_common) is the lane's share of row · x over the chunk
+// of len elements at e0: its parts with stride LANES.
+fn row_units(kind: u32, lane: u32, rowb: u32, e0: u32, len: u32) -> f32 {
     let bb = block_bytes(kind);
     let blk0 = rowb + (e0 / 256u) * bb;
     let nu = len / 256u * PARTS;
@@ -338,39 +338,9 @@ fn kquant_parts(kind: u32, lane: u32, rowb: u32, e0: u32, len: u32) -> f32 {
     return acc;
 }
 
-// kquant_vec: y = W·x for the workgroup's ROWS rows, LANES lanes per row,
-// one chunk of x at a time (matvec_common).
-fn kquant_vec(kind: u32, lid: u32, wid: vec3<u32>, nwg: vec3<u32>) {
-    let lane = lid % LANES;
-    let row = (wid.x + wid.y * nwg.x) * ROWS + lid / LANES;
-    let rowb = row * (p.k / 256u) * block_bytes(kind);
-    let chunk = chunk_len();
-    var acc = 0.0;
-    for (var e0 = 0u; e0 < p.k; e0 += chunk) {
-        let len = min(chunk, p.k - e0);
-        begin_chunk(lid, e0, len);
-        if (row < p.n) {
-            acc += kquant_parts(kind, lane, rowb, e0, len);
-        }
-    }
-    store_row(lid, row, acc);
-}
-
-// kquant_vec_normed is kquant_vec of the RMS-normalised x (XCH > 0).
-fn kquant_vec_normed(kind: u32, lid: u32, wid: vec3<u32>, nwg: vec3<u32>) {
-    let lane = lid % LANES;
-    let row = (wid.x + wid.y * nwg.x) * ROWS + lid / LANES;
-    let rowb = row * (p.k / 256u) * block_bytes(kind);
-    let inv = rms_scale(lid);
-    var acc = 0.0;
-    for (var e0 = 0u; e0 < p.k; e0 += XCH) {
-        let len = min(XCH, p.k - e0);
-        begin_chunk_normed(lid, e0, len, inv);
-        if (row < p.n) {
-            acc += kquant_parts(kind, lane, rowb, e0, len);
-        }
-    }
-    store_row(lid, row, acc);
+// row_bytes is a weight row's size (matvec_common).
+fn row_bytes(kind: u32) -> u32 {
+    return (p.k / 256u) * block_bytes(kind);
 }
 
 // ---- prefill: a tile of TM activation rows --------------------------------
@@ -467,7 +437,7 @@ fn kquant_rows(kind: u32, lid: u32, wid: vec3<u32>, nwg: vec3<u32>) {
 
 @compute @workgroup_size(WG)
 fn matvec_q2_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    kquant_vec(Q2_K, lid, wid, nwg);
+    matvec_rows(Q2_K, lid, wid, nwg);
 }
 
 @compute @workgroup_size(WG)
@@ -477,7 +447,7 @@ fn matmul_q2_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id)
 
 @compute @workgroup_size(WG)
 fn matvec_q3_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    kquant_vec(Q3_K, lid, wid, nwg);
+    matvec_rows(Q3_K, lid, wid, nwg);
 }
 
 @compute @workgroup_size(WG)
@@ -487,7 +457,7 @@ fn matmul_q3_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id)
 
 @compute @workgroup_size(WG)
 fn matvec_q4_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    kquant_vec(Q4_K, lid, wid, nwg);
+    matvec_rows(Q4_K, lid, wid, nwg);
 }
 
 @compute @workgroup_size(WG)
@@ -497,7 +467,7 @@ fn matmul_q4_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id)
 
 @compute @workgroup_size(WG)
 fn matvec_q5_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    kquant_vec(Q5_K, lid, wid, nwg);
+    matvec_rows(Q5_K, lid, wid, nwg);
 }
 
 @compute @workgroup_size(WG)
@@ -507,7 +477,7 @@ fn matmul_q5_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id)
 
 @compute @workgroup_size(WG)
 fn matvec_q6_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    kquant_vec(Q6_K, lid, wid, nwg);
+    matvec_rows(Q6_K, lid, wid, nwg);
 }
 
 @compute @workgroup_size(WG)
@@ -517,25 +487,25 @@ fn matmul_q6_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id)
 
 @compute @workgroup_size(WG)
 fn matvec_normed_q2_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    kquant_vec_normed(Q2_K, lid, wid, nwg);
+    matvec_rows_normed(Q2_K, lid, wid, nwg);
 }
 
 @compute @workgroup_size(WG)
 fn matvec_normed_q3_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    kquant_vec_normed(Q3_K, lid, wid, nwg);
+    matvec_rows_normed(Q3_K, lid, wid, nwg);
 }
 
 @compute @workgroup_size(WG)
 fn matvec_normed_q4_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    kquant_vec_normed(Q4_K, lid, wid, nwg);
+    matvec_rows_normed(Q4_K, lid, wid, nwg);
 }
 
 @compute @workgroup_size(WG)
 fn matvec_normed_q5_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    kquant_vec_normed(Q5_K, lid, wid, nwg);
+    matvec_rows_normed(Q5_K, lid, wid, nwg);
 }
 
 @compute @workgroup_size(WG)
 fn matvec_normed_q6_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    kquant_vec_normed(Q6_K, lid, wid, nwg);
+    matvec_rows_normed(Q6_K, lid, wid, nwg);
 }

@@ -9,7 +9,7 @@
 // Grid: x (+ y past 65535) walks groups of ROWS rows, z walks tiles of TM
 // activation rows.
 //
-// Decode (legacy_vec, the matvec_ entries) uses the matvec_common skeleton:
+// Decode (matvec_rows, the matvec_ entries) uses the matvec_common skeleton:
 // LANES = WG/ROWS lanes per row, each decoding whole 32-weight blocks (one
 // scale, 16-32 quant bytes read as 4-8 words) with stride LANES, and a
 // handful of adds to finish a row. Many rows per workgroup share each read
@@ -235,9 +235,9 @@ fn block_dot(b: Block, e0: u32, c: u32) -> f32 {
     return b.d * (lo + hi);
 }
 
-// legacy_blocks is the lane's share of row · x over the chunk of len
-// elements at e0: its blocks with stride LANES.
-fn legacy_blocks(qt: u32, lane: u32, rowb: u32, e0: u32, len: u32) -> f32 {
+// row_units (matvec_common) is the lane's share of row · x over the chunk
+// of len elements at e0: its blocks with stride LANES.
+fn row_units(qt: u32, lane: u32, rowb: u32, e0: u32, len: u32) -> f32 {
     let bs = block_bytes(qt);
     let blk0 = rowb + (e0 / 32u) * bs;
     let nc = len / 32u;
@@ -257,39 +257,9 @@ fn legacy_blocks(qt: u32, lane: u32, rowb: u32, e0: u32, len: u32) -> f32 {
     return acc;
 }
 
-// legacy_vec: y = W·x for the workgroup's ROWS rows, LANES lanes per row,
-// one chunk of x at a time (matvec_common).
-fn legacy_vec(qt: u32, lid: u32, wid: vec3<u32>, nwg: vec3<u32>) {
-    let lane = lid % LANES;
-    let row = (wid.x + wid.y * nwg.x) * ROWS + lid / LANES;
-    let rowb = row * (p.k / 32u) * block_bytes(qt);
-    let chunk = chunk_len();
-    var acc = 0.0;
-    for (var e0 = 0u; e0 < p.k; e0 += chunk) {
-        let len = min(chunk, p.k - e0);
-        begin_chunk(lid, e0, len);
-        if (row < p.n) {
-            acc += legacy_blocks(qt, lane, rowb, e0, len);
-        }
-    }
-    store_row(lid, row, acc);
-}
-
-// legacy_vec_normed is legacy_vec of the RMS-normalised x (XCH > 0).
-fn legacy_vec_normed(qt: u32, lid: u32, wid: vec3<u32>, nwg: vec3<u32>) {
-    let lane = lid % LANES;
-    let row = (wid.x + wid.y * nwg.x) * ROWS + lid / LANES;
-    let rowb = row * (p.k / 32u) * block_bytes(qt);
-    let inv = rms_scale(lid);
-    var acc = 0.0;
-    for (var e0 = 0u; e0 < p.k; e0 += XCH) {
-        let len = min(XCH, p.k - e0);
-        begin_chunk_normed(lid, e0, len, inv);
-        if (row < p.n) {
-            acc += legacy_blocks(qt, lane, rowb, e0, len);
-        }
-    }
-    store_row(lid, row, acc);
+// row_bytes is a weight row's size (matvec_common).
+fn row_bytes(qt: u32) -> u32 {
+    return (p.k / 32u) * block_bytes(qt);
 }
 
 fn matmul_body(qt: u32, lid: u32, wid: vec3<u32>, nwg: vec3<u32>) {
@@ -327,7 +297,7 @@ fn matmul_body(qt: u32, lid: u32, wid: vec3<u32>, nwg: vec3<u32>) {
 
 @compute @workgroup_size(WG)
 fn matvec_q4_0(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    legacy_vec(Q4_0, lid, wid, nwg);
+    matvec_rows(Q4_0, lid, wid, nwg);
 }
 
 @compute @workgroup_size(WG)
@@ -337,7 +307,7 @@ fn matmul_q4_0(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id)
 
 @compute @workgroup_size(WG)
 fn matvec_q4_1(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    legacy_vec(Q4_1, lid, wid, nwg);
+    matvec_rows(Q4_1, lid, wid, nwg);
 }
 
 @compute @workgroup_size(WG)
@@ -347,7 +317,7 @@ fn matmul_q4_1(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id)
 
 @compute @workgroup_size(WG)
 fn matvec_q5_0(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    legacy_vec(Q5_0, lid, wid, nwg);
+    matvec_rows(Q5_0, lid, wid, nwg);
 }
 
 @compute @workgroup_size(WG)
@@ -357,7 +327,7 @@ fn matmul_q5_0(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id)
 
 @compute @workgroup_size(WG)
 fn matvec_q5_1(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    legacy_vec(Q5_1, lid, wid, nwg);
+    matvec_rows(Q5_1, lid, wid, nwg);
 }
 
 @compute @workgroup_size(WG)
@@ -367,7 +337,7 @@ fn matmul_q5_1(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id)
 
 @compute @workgroup_size(WG)
 fn matvec_q8_0(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    legacy_vec(Q8_0, lid, wid, nwg);
+    matvec_rows(Q8_0, lid, wid, nwg);
 }
 
 @compute @workgroup_size(WG)
@@ -377,25 +347,25 @@ fn matmul_q8_0(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id)
 
 @compute @workgroup_size(WG)
 fn matvec_normed_q4_0(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    legacy_vec_normed(Q4_0, lid, wid, nwg);
+    matvec_rows_normed(Q4_0, lid, wid, nwg);
 }
 
 @compute @workgroup_size(WG)
 fn matvec_normed_q4_1(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    legacy_vec_normed(Q4_1, lid, wid, nwg);
+    matvec_rows_normed(Q4_1, lid, wid, nwg);
 }
 
 @compute @workgroup_size(WG)
 fn matvec_normed_q5_0(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    legacy_vec_normed(Q5_0, lid, wid, nwg);
+    matvec_rows_normed(Q5_0, lid, wid, nwg);
 }
 
 @compute @workgroup_size(WG)
 fn matvec_normed_q5_1(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    legacy_vec_normed(Q5_1, lid, wid, nwg);
+    matvec_rows_normed(Q5_1, lid, wid, nwg);
 }
 
 @compute @workgroup_size(WG)
 fn matvec_normed_q8_0(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    legacy_vec_normed(Q8_0, lid, wid, nwg);
+    matvec_rows_normed(Q8_0, lid, wid, nwg);
 }

@@ -1,6 +1,9 @@
 // The decode (m == 1) skeleton the quantized families share (matmul_legacy,
 // matmul_kquant), pasted in after matmul_common by their include line: how a
-// workgroup's lanes get at x, and the short reduction that ends a row.
+// workgroup's lanes get at x, the loop over chunks of x, and the short
+// reduction that ends a row. The family provides row_bytes(kind), a weight
+// row's size, and row_units(kind, lane, rowb, e0, len), one lane's share of
+// the dot product of the row at byte rowb with the len elements of x at e0.
 //
 // A workgroup serves ROWS weight rows with LANES = WG/ROWS lanes each; a
 // lane walks its row's units (a legacy block, a K-quant part of 32 weights)
@@ -90,6 +93,24 @@ fn store_row(lid: u32, row: u32, acc: f32) {
     }
 }
 
+// matvec_rows: y = W·x for the workgroup's ROWS rows, LANES lanes per row,
+// one chunk of x at a time.
+fn matvec_rows(kind: u32, lid: u32, wid: vec3<u32>, nwg: vec3<u32>) {
+    let lane = lid % LANES;
+    let row = (wid.x + wid.y * nwg.x) * ROWS + lid / LANES;
+    let rowb = row * row_bytes(kind);
+    let chunk = chunk_len();
+    var acc = 0.0;
+    for (var e0 = 0u; e0 < p.k; e0 += chunk) {
+        let len = min(chunk, p.k - e0);
+        begin_chunk(lid, e0, len);
+        if (row < p.n) {
+            acc += row_units(kind, lane, rowb, e0, len);
+        }
+    }
+    store_row(lid, row, acc);
+}
+
 // ---- RMSNorm fused into the product (the matvec_normed_ entries) ----------
 //
 // y = W·(x ⊙ gain / sqrt(mean(x²) + eps)). Every workgroup first sums x² over
@@ -133,4 +154,21 @@ fn begin_chunk_normed(lid: u32, e0: u32, len: u32, inv: f32) {
         xsv[xslot(v)] = xv[v0 + v] * inv * select(g, g + 1.0, one_plus);
     }
     workgroupBarrier();
+}
+
+// matvec_rows_normed is matvec_rows of the RMS-normalised x (XCH > 0).
+fn matvec_rows_normed(kind: u32, lid: u32, wid: vec3<u32>, nwg: vec3<u32>) {
+    let lane = lid % LANES;
+    let row = (wid.x + wid.y * nwg.x) * ROWS + lid / LANES;
+    let rowb = row * row_bytes(kind);
+    let inv = rms_scale(lid);
+    var acc = 0.0;
+    for (var e0 = 0u; e0 < p.k; e0 += XCH) {
+        let len = min(XCH, p.k - e0);
+        begin_chunk_normed(lid, e0, len, inv);
+        if (row < p.n) {
+            acc += row_units(kind, lane, rowb, e0, len);
+        }
+    }
+    store_row(lid, row, acc);
 }

@@ -205,15 +205,15 @@ func benchShapes(b *testing.B, def ...[2]int) [][2]int {
 // BenchmarkMatVecLaunch sweeps the quantized matvec shapes of
 // matvecLaunchVariants (the table's shape first) as GB/s of weight bytes,
 // for the types of a Q4_K_M and a Q8_0 model file at Llama-3-8B shapes:
-// 4096×4096 (q, o), 14336×4096 (gate, up), 4096×14336 (down) and
-// 8192×8192, written n×k. HEARTH_BENCH_TYPES (comma-separated, e.g.
+// 1024×4096 (k, v), 4096×4096 (q, o), 14336×4096 (gate, up), 4096×14336
+// (down) and 8192×8192, written n×k. HEARTH_BENCH_TYPES (comma-separated, e.g.
 // "Q5_K,Q4_1") replaces the types; HEARTH_BENCH_ROWS replaces the shapes by
 // one square (small ones for a software adapter). On an H200:
 //
 //	go test ./engine/ops -run '^$' -bench MatVecLaunch -benchtime 200x
 func BenchmarkMatVecLaunch(b *testing.B) {
 	types := benchTypes(b, gguf.TypeQ4_K, gguf.TypeQ6_K, gguf.TypeQ8_0, gguf.TypeQ4_0)
-	shapes := benchShapes(b, [2]int{4096, 4096}, [2]int{14336, 4096}, [2]int{4096, 14336}, [2]int{8192, 8192})
+	shapes := benchShapes(b, [2]int{1024, 4096}, [2]int{4096, 4096}, [2]int{14336, 4096}, [2]int{4096, 14336}, [2]int{8192, 8192})
 	for _, typ := range types {
 		kern, ok := matmulKernelFor(typ)
 		if !ok || typ.BlockSize() == 1 {
