@@ -372,10 +372,7 @@ func TestMatmulRejectsBadShapes(t *testing.T) {
 	iq := newTensor(t, "iq", gguf.TypeIQ2_XXS, 1, 256, make([]byte, 66), 0)
 	x, y := scratch(t, "x", 4*64), scratch(t, "y", 3*8)
 	short := scratch(t, "short", 63)
-	for _, c := range []struct {
-		what, wantErr string
-		call          func(c *gpu.Chain) error
-	}{
+	checkMatmulRejects(t, []matmulRejectCase{
 		{"unsupported type", "IQ2_XXS", func(c *gpu.Chain) error { return MatVec(c, iq, x, y) }},
 		{"short x", "x buffer", func(c *gpu.Chain) error { return MatVec(c, w, short, y) }},
 		{"short y for m=4", "y buffer", func(c *gpu.Chain) error { return MatMul(c, w, x, y, 4) }},
@@ -396,19 +393,7 @@ func TestMatmulRejectsBadShapes(t *testing.T) {
 			gone.Release()
 			return MatVec(c, gone, x, y)
 		}},
-	} {
-		t.Run(c.what, func(t *testing.T) {
-			ch, err := dev.NewChain("bad matmul")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ch.Discard()
-			err = c.call(ch)
-			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
-				t.Fatalf("got error %v, want one mentioning %q", err, c.wantErr)
-			}
-		})
-	}
+	})
 }
 
 // TestMatmulTypesListed pins the type table: every float and legacy type is
@@ -527,6 +512,7 @@ func TestMatVecRejectsBadLaunch(t *testing.T) {
 	w := newTensor(t, "w", gguf.TypeQ4_K, 4, 256, q, 0)
 	x, y := scratch(t, "x", 256), scratch(t, "y", 4)
 	huge := int(dev.Limits.MaxComputeWorkgroupStorageSize)/4/256*256 + 256
+	var cases []matmulRejectCase
 	for _, c := range []struct {
 		launch  matmulLaunch
 		wantErr string
@@ -538,15 +524,31 @@ func TestMatVecRejectsBadLaunch(t *testing.T) {
 		{matmulLaunch{wg: 256, rows: 16, tm: 1, unroll: 3}, "unroll"},
 		{matmulLaunch{wg: 256, rows: 16, tm: 1, xch: huge}, "workgroup memory"},
 	} {
-		t.Run(c.launch.String(), func(t *testing.T) {
-			kern, _ := matmulKernelFor(gguf.TypeQ4_K)
-			kern.vec = c.launch
-			ch, err := dev.NewChain("bad launch")
+		kern, _ := matmulKernelFor(gguf.TypeQ4_K)
+		kern.vec = c.launch
+		cases = append(cases, matmulRejectCase{c.launch.String(), c.wantErr, func(ch *gpu.Chain) error {
+			return matmulWith(ch, w, kern, x, y, 1, MatmulOptions{})
+		}})
+	}
+	checkMatmulRejects(t, cases)
+}
+
+// matmulRejectCase is a call that must fail with an error mentioning wantErr.
+type matmulRejectCase struct {
+	what, wantErr string
+	call          func(c *gpu.Chain) error
+}
+
+func checkMatmulRejects(t *testing.T, cases []matmulRejectCase) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.what, func(t *testing.T) {
+			ch, err := dev.NewChain("bad " + c.what)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer ch.Discard()
-			err = matmulWith(ch, w, kern, x, y, 1, MatmulOptions{})
+			err = c.call(ch)
 			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
 				t.Fatalf("got error %v, want one mentioning %q", err, c.wantErr)
 			}
@@ -617,10 +619,7 @@ func TestMatVecNormedRejectsBadShapes(t *testing.T) {
 	x, g, y, short := scratch(t, "x", 64), scratch(t, "g", 64), scratch(t, "y", 4), scratch(t, "short", 63)
 	wide := scratch(t, "wide", 64)
 	ok := NormArgs{Rows: 1, Dim: 64, Eps: 1e-6}
-	for _, c := range []struct {
-		what, wantErr string
-		call          func(c *gpu.Chain) error
-	}{
+	checkMatmulRejects(t, []matmulRejectCase{
 		{"float weight", "fused-norm", func(c *gpu.Chain) error { return MatVecNormed(c, fw, x, g, y, ok, MatmulOptions{}) }},
 		{"dim != k", "norm shape", func(c *gpu.Chain) error {
 			return MatVecNormed(c, w, x, g, y, NormArgs{Rows: 1, Dim: 32, Eps: 1e-6}, MatmulOptions{})
@@ -636,17 +635,5 @@ func TestMatVecNormedRejectsBadShapes(t *testing.T) {
 		{"gain is y", "same buffer", func(c *gpu.Chain) error { return MatVecNormed(c, w, x, wide, wide, ok, MatmulOptions{}) }},
 		{"short x", "x buffer", func(c *gpu.Chain) error { return MatVecNormed(c, w, short, g, y, ok, MatmulOptions{}) }},
 		{"nil tensor", "nil", func(c *gpu.Chain) error { return MatVecNormed(c, nil, x, g, y, ok, MatmulOptions{}) }},
-	} {
-		t.Run(c.what, func(t *testing.T) {
-			ch, err := dev.NewChain("bad normed matvec")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ch.Discard()
-			err = c.call(ch)
-			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
-				t.Fatalf("got error %v, want one mentioning %q", err, c.wantErr)
-			}
-		})
-	}
+	})
 }
