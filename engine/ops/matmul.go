@@ -12,11 +12,12 @@ package ops
 //     3 `var<storage, read_write> y: array<f32>`; the quantized families add
 //     4, MatVecNormed's gain (x again for their other entries).
 //   - Entry points `matvec_<type>` and `matmul_<type>`, type lowercase
-//     (matvec_q4_0, matmul_q6_k).
+//     (matvec_q4_0, matmul_q6_k); the quantized families add
+//     `matvec_normed_<type>` (MatVecNormed).
 //   - Constants prepended by gpu.Spec: WG (invocations per workgroup), ROWS
 //     (output rows per workgroup), TM (activation rows per workgroup; 1 for
-//     matvec entries), XCH (floats of x a quantized matvec stages per pass, 0
-//     to read x from global memory; shaders/matvec_common.wgsl). How a
+//     matvec entries), XCH and UNROLL (a quantized matvec's x staging chunk
+//     and units per lane iteration; shaders/matvec_common.wgsl). How a
 //     family splits its threads among rows is its own choice, documented in
 //     its WGSL.
 //   - Grid: x (wrapped into y past 65535 by gpu.Grid) walks groups of ROWS
