@@ -20,7 +20,9 @@ import "github.com/hearthstudio/hearth/gguf"
 //
 // Decode (matvec_ entries) follows shaders/matvec_common.wgsl: WG/ROWS lanes
 // per row (a multiple of 4) walk the row's parts; xch is the staging chunk
-// (0: x from global memory). checkVecLaunch holds the constraints.
+// (0: x from global memory). checkVecLaunch holds the constraints. The
+// shape is the same untuned starting point as the legacy types' (see
+// legacyVecLaunch) until BenchmarkMatVecLaunch has run on an H200.
 var (
 	kquantVecLaunch = matmulLaunch{wg: 256, rows: 16, tm: 1}
 	kquantMatLaunch = matmulLaunch{wg: 256, rows: 32, tm: 8}
