@@ -7,34 +7,40 @@
 // The binding, params and grid contract is the one documented at the top of
 // engine/ops/matmul.go. Constants prepended by gpu.Spec: WG (invocations per
 // workgroup), ROWS (weight rows per workgroup), TM (activation rows per
-// workgroup; 1 for matvec).
+// workgroup; 1 for matvec), XCH and UNROLL (matvec only, see
+// matvec_common).
 //
-// Work split: a super-block is cut into 8 parts of 32 weights. Each part is
-// two runs of 16 consecutive elements chosen so that one run has exactly one
+// Parts: a super-block is cut into 8 parts of 32 weights. Each part is two
+// runs of 16 consecutive elements chosen so that one run has exactly one
 // sub-block scale (Q2_K/Q3_K/Q6_K scale 16 elements, Q4_K/Q5_K 32) and both
 // runs come from the same 16 quant bytes, so a thread decodes each scale once
 // and reads its quants as 4 words. The LANES = WG/ROWS lanes of a row walk
 // the row's parts with stride LANES: neighbouring lanes read neighbouring
-// 16-byte slices of a block (coalesced), and in each step every row of the
-// workgroup covers the same STEP activations. Those are staged once per
-// step in shared memory with coalesced loads; each decoded part is then
-// reused for the TM activation rows of the tile, and lanes reduce in shared
-// memory at the end.
+// 16-byte slices of a block (coalesced).
 //
-// Why staging: a lane's runs sit 16+ floats apart, so reading x straight
-// from global memory made every warp load touch 16-32 sectors. On an H200
-// (Vulkan) staging made decode matvecs 2.5-3x and prefill 7x faster; what
-// is left is the decoder's ALU work (replacing decode by one load made a
-// Q4_K matvec ~1.6x faster still), not memory.
+// Decode (matvec_rows, the matvec_ entries) uses the matvec_common skeleton:
+// few lanes per row and many rows per workgroup, so that one read of x
+// (16-56 KiB for a 4096-14336-wide row) serves many rows of weights and the
+// final reduction is a handful of adds. (64 lanes × 4 rows, every
+// workgroup staging all of x and ending in a 6-level tree, read more x
+// than weights and waited at barriers: 580 GB/s for Q4_K at 8192×8192 on
+// an H200, 14% of its bandwidth.)
+//
+// Prefill (kquant_rows, the matmul_ entries): in each step every row of the
+// workgroup covers the same STEP activations, staged once per step in shared
+// memory with coalesced loads; each decoded part is then reused for the TM
+// activation rows of the tile, and lanes reduce in shared memory at the end.
+// A lane's runs sit 16+ floats apart, so reading x straight from global
+// memory with scalar loads made every warp load touch 16-32 sectors; on an
+// H200 (Vulkan) staging made prefill 7x faster.
 //
 // Q3_K (110 bytes) and Q6_K (210 bytes) blocks are not 4-byte aligned: their
 // block offsets are only even, so their fields are read through load16 and
 // byte_at, which assemble bytes from whichever words hold them.
 
 //!include matmul_common
+//!include matvec_common
 
-// Lanes per weight row.
-const LANES: u32 = WG / ROWS;
 // Parts of 32 weights per 256-element super-block.
 const PARTS: u32 = 8u;
 // K elements one step of the workgroup covers: every lane one part.
@@ -64,18 +70,18 @@ fn load16a(b: u32) -> vec4<u32> {
     return vec4<u32>(w[i], w[i + 1u], w[i + 2u], w[i + 3u]);
 }
 
-// load16 is the 16 bytes at any byte offset b, as 4 little-endian words. The
-// fifth word is read only when the bytes straddle it, so the last block of a
-// buffer never reads past its end.
+// load16 is the 16 bytes at any even byte offset b, as 4 little-endian
+// words. It always reads the fifth word (select, not a branch: lanes of one
+// warp decode blocks of both alignments); every use here reads fields that
+// end at least 4 bytes before the block does, so that word is inside the
+// buffer.
 fn load16(b: u32) -> vec4<u32> {
     let i = b >> 2u;
     let a = vec4<u32>(w[i], w[i + 1u], w[i + 2u], w[i + 3u]);
-    let sh = (b & 3u) * 8u;
-    if (sh == 0u) {
-        return a;
-    }
     let next = vec4<u32>(a.yzw, w[i + 4u]);
-    return (a >> vec4<u32>(sh)) | (next << vec4<u32>(32u - sh));
+    let sh = (b & 3u) * 8u;
+    // A shift by 32 - 0 wraps to 0 in WGSL; select drops that lane.
+    return select((a >> vec4<u32>(sh)) | (next << vec4<u32>(32u - sh)), a, sh == 0u);
 }
 
 // byte_at is the byte at byte offset b.
@@ -123,8 +129,8 @@ fn decode_q2_k(blk: u32, part: u32) -> Part {
     let q = load16a(blk + 16u + 32u * h + 16u * lh);
     var o: Part;
     for (var i = 0u; i < 4u; i++) {
-        o.a[i] = da * vec4<f32>(bits4(q[i], 2u * j0, 3u)) - ma;
-        o.b[i] = db * vec4<f32>(bits4(q[i], 2u * j0 + 2u, 3u)) - mb;
+        o.a[i] = da * levels(bits4(q[i], 2u * j0, 3u), 0.0) - ma;
+        o.b[i] = db * levels(bits4(q[i], 2u * j0 + 2u, 3u), 0.0) - mb;
     }
     o.ea = 128u * h + 32u * j0 + 16u * lh;
     o.eb = o.ea + 32u;
@@ -142,7 +148,8 @@ fn q3_scale(sc: u32, s: u32) -> i32 {
 
 // Q3_K, 110 bytes: hmask[32], qs[64] at 32, scales[12] at 96, d f16 at 108.
 // Element 128h + 32j + l: low bits 2j of qs[32h + l], minus 4 unless bit
-// 4h + j of hmask[l] is set, times d·(scale − 32). Parts as in Q2_K.
+// 4h + j of hmask[l] is set (the level is those 3 bits minus 4), times
+// d·(scale − 32). Parts as in Q2_K.
 fn decode_q3_k(blk: u32, part: u32) -> Part {
     let h = part >> 2u;
     let lh = (part >> 1u) & 1u;
@@ -154,10 +161,10 @@ fn decode_q3_k(blk: u32, part: u32) -> Part {
     let hm = load16(blk + 16u * lh);
     var o: Part;
     for (var i = 0u; i < 4u; i++) {
-        let qa = vec4<i32>(bits4(q[i], 2u * j0, 3u)) + 4 * vec4<i32>(bits4(hm[i], 4u * h + j0, 1u)) - 4;
-        let qb = vec4<i32>(bits4(q[i], 2u * j0 + 2u, 3u)) + 4 * vec4<i32>(bits4(hm[i], 4u * h + j0 + 1u, 1u)) - 4;
-        o.a[i] = da * vec4<f32>(qa);
-        o.b[i] = db * vec4<f32>(qb);
+        let qa = bits4(q[i], 2u * j0, 3u) | (bits4(hm[i], 4u * h + j0, 1u) << vec4<u32>(2u));
+        let qb = bits4(q[i], 2u * j0 + 2u, 3u) | (bits4(hm[i], 4u * h + j0 + 1u, 1u) << vec4<u32>(2u));
+        o.a[i] = da * levels(qa, 4.0);
+        o.b[i] = db * levels(qb, 4.0);
     }
     o.ea = 128u * h + 32u * j0 + 16u * lh;
     o.eb = o.ea + 32u;
@@ -165,14 +172,16 @@ fn decode_q3_k(blk: u32, part: u32) -> Part {
 }
 
 // scale_min_k4 is ggml's get_scale_min_k4: the 6-bit scale and min of
-// sub-block j (0..7) from the 12 bytes in s.
+// sub-block j (0..7) from the 12 bytes in s. Both of ggml's cases are
+// computed and one selected: lanes of a warp decode different sub-blocks,
+// and a branch would run both paths anyway.
 fn scale_min_k4(j: u32, s: vec3<u32>) -> vec2<u32> {
-    if (j < 4u) {
-        return vec2<u32>(kbyte(s, j) & 63u, kbyte(s, j + 4u) & 63u);
-    }
-    return vec2<u32>(
-        (kbyte(s, j + 4u) & 15u) | ((kbyte(s, j - 4u) >> 6u) << 4u),
-        (kbyte(s, j + 4u) >> 4u) | ((kbyte(s, j) >> 6u) << 4u));
+    let a = kbyte(s, j);
+    let c = kbyte(s, j + 4u);
+    let e = kbyte(s, j & 3u); // byte j - 4 when j >= 4
+    let lo = vec2<u32>(a & 63u, c & 63u);
+    let hi = vec2<u32>((c & 15u) | ((e >> 6u) << 4u), (c >> 4u) | ((a >> 6u) << 4u));
+    return select(hi, lo, j < 4u);
 }
 
 fn kbyte(s: vec3<u32>, i: u32) -> u32 {
@@ -197,8 +206,8 @@ fn decode_q4_k(blk: u32, part: u32) -> Part {
     let q = load16a(blk + 16u + 32u * pr + 16u * lh);
     var o: Part;
     for (var i = 0u; i < 4u; i++) {
-        o.a[i] = da * vec4<f32>(bits4(q[i], 0u, 15u)) - ma;
-        o.b[i] = db * vec4<f32>(bits4(q[i], 4u, 15u)) - mb;
+        o.a[i] = da * levels(bits4(q[i], 0u, 15u), 0.0) - ma;
+        o.b[i] = db * levels(bits4(q[i], 4u, 15u), 0.0) - mb;
     }
     o.ea = 64u * pr + 16u * lh;
     o.eb = o.ea + 32u;
@@ -225,8 +234,8 @@ fn decode_q5_k(blk: u32, part: u32) -> Part {
     for (var i = 0u; i < 4u; i++) {
         let qa = bits4(q[i], 0u, 15u) | (bits4(qh[i], 2u * pr, 1u) << vec4<u32>(4u));
         let qb = bits4(q[i], 4u, 15u) | (bits4(qh[i], 2u * pr + 1u, 1u) << vec4<u32>(4u));
-        o.a[i] = da * vec4<f32>(qa) - ma;
-        o.b[i] = db * vec4<f32>(qb) - mb;
+        o.a[i] = da * levels(qa, 0.0) - ma;
+        o.b[i] = db * levels(qb, 0.0) - mb;
     }
     o.ea = 64u * pr + 16u * lh;
     o.eb = o.ea + 32u;
@@ -252,8 +261,8 @@ fn decode_q6_k(blk: u32, part: u32) -> Part {
     for (var i = 0u; i < 4u; i++) {
         let qa = bits4(ql[i], 0u, 15u) | (bits4(qh[i], 2u * jl, 3u) << vec4<u32>(4u));
         let qb = bits4(ql[i], 4u, 15u) | (bits4(qh[i], 2u * jl + 4u, 3u) << vec4<u32>(4u));
-        o.a[i] = da * vec4<f32>(vec4<i32>(qa) - 32);
-        o.b[i] = db * vec4<f32>(vec4<i32>(qb) - 32);
+        o.a[i] = da * levels(qa, 32.0);
+        o.b[i] = db * levels(qb, 32.0);
     }
     o.ea = 128u * h + 32u * jl + 16u * lh;
     o.eb = o.ea + 64u;
@@ -282,6 +291,60 @@ fn block_bytes(kind: u32) -> u32 {
     }
 }
 
+// ---- decode: one activation row --------------------------------------------
+
+// xslot is where chunk vec4 v of x is staged. Vec4 i of run r (16 floats)
+// goes to slot 4r + (i ^ ((r>>1 ^ r>>2) & 3)): the 8 parts of a block read
+// runs {0,1,4,5,8,9,12,13} (Q4_K/Q5_K a, and Q2_K/Q3_K in another order),
+// {2,3,6,7,...} (their b) or {0,1,2,3,8,9,10,11} (Q6_K a) and {4,...} (its b),
+// and for each of those sets the swizzle sends vec4 i of the 8 runs to 8
+// different 16-byte bank groups. Staging writes stay conflict-free: a run's
+// 4 vec4s are permuted among themselves.
+fn xslot(v: u32) -> u32 {
+    let r = v >> 2u;
+    return (v & ~3u) | ((v ^ (r >> 1u) ^ (r >> 2u)) & 3u);
+}
+
+// dot16v is v · the 16 activations at chunk vec4s o .. o+3.
+fn dot16v(v: array<vec4<f32>, 4>, e0: u32, o: u32) -> f32 {
+    return (dot(v[0], x4v(e0, o)) + dot(v[1], x4v(e0, o + 1u))) + (dot(v[2], x4v(e0, o + 2u)) + dot(v[3], x4v(e0, o + 3u)));
+}
+
+// part_dot is pt · x for a part of chunk super-block b.
+fn part_dot(pt: Part, e0: u32, b: u32) -> f32 {
+    return dot16v(pt.a, e0, (256u * b + pt.ea) / 4u) + dot16v(pt.b, e0, (256u * b + pt.eb) / 4u);
+}
+
+// row_units (matvec_common) is the lane's share of row · x over the chunk
+// of len elements at e0: its parts with stride LANES.
+fn row_units(kind: u32, lane: u32, rowb: u32, e0: u32, len: u32) -> f32 {
+    let bb = block_bytes(kind);
+    let blk0 = rowb + (e0 / 256u) * bb;
+    let nu = len / 256u * PARTS;
+    var acc = 0.0;
+    var u = lane;
+    if (UNROLL == 2u) {
+        // Both parts' loads are in flight before either is used.
+        for (; u + LANES < nu; u += 2u * LANES) {
+            let u1 = u + LANES;
+            let p0 = decode(kind, blk0 + (u / PARTS) * bb, u % PARTS);
+            let p1 = decode(kind, blk0 + (u1 / PARTS) * bb, u1 % PARTS);
+            acc += part_dot(p0, e0, u / PARTS) + part_dot(p1, e0, u1 / PARTS);
+        }
+    }
+    for (; u < nu; u += LANES) {
+        acc += part_dot(decode(kind, blk0 + (u / PARTS) * bb, u % PARTS), e0, u / PARTS);
+    }
+    return acc;
+}
+
+// row_bytes is a weight row's size (matvec_common).
+fn row_bytes(kind: u32) -> u32 {
+    return (p.k / 256u) * block_bytes(kind);
+}
+
+// ---- prefill: a tile of TM activation rows --------------------------------
+
 // xpad is the index in a padded xs row of step element e.
 fn xpad(e: u32) -> u32 {
     return e + (e >> 4u);
@@ -297,8 +360,6 @@ fn xs4(o: u32) -> vec4<f32> {
 fn dot16(v: array<vec4<f32>, 4>, o: u32) -> f32 {
     return dot(v[0], xs4(o)) + dot(v[1], xs4(o + 4u)) + dot(v[2], xs4(o + 8u)) + dot(v[3], xs4(o + 12u));
 }
-
-// ---- the product ---------------------------------------------------------
 
 // kquant_rows: the workgroup's ROWS weight rows × TM activation rows. Each
 // step stages TM×STEP activations in shared memory with coalesced loads
@@ -376,7 +437,7 @@ fn kquant_rows(kind: u32, lid: u32, wid: vec3<u32>, nwg: vec3<u32>) {
 
 @compute @workgroup_size(WG)
 fn matvec_q2_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    kquant_rows(Q2_K, lid, wid, nwg);
+    matvec_rows(Q2_K, lid, wid, nwg);
 }
 
 @compute @workgroup_size(WG)
@@ -386,7 +447,7 @@ fn matmul_q2_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id)
 
 @compute @workgroup_size(WG)
 fn matvec_q3_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    kquant_rows(Q3_K, lid, wid, nwg);
+    matvec_rows(Q3_K, lid, wid, nwg);
 }
 
 @compute @workgroup_size(WG)
@@ -396,7 +457,7 @@ fn matmul_q3_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id)
 
 @compute @workgroup_size(WG)
 fn matvec_q4_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    kquant_rows(Q4_K, lid, wid, nwg);
+    matvec_rows(Q4_K, lid, wid, nwg);
 }
 
 @compute @workgroup_size(WG)
@@ -406,7 +467,7 @@ fn matmul_q4_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id)
 
 @compute @workgroup_size(WG)
 fn matvec_q5_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    kquant_rows(Q5_K, lid, wid, nwg);
+    matvec_rows(Q5_K, lid, wid, nwg);
 }
 
 @compute @workgroup_size(WG)
@@ -416,10 +477,35 @@ fn matmul_q5_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id)
 
 @compute @workgroup_size(WG)
 fn matvec_q6_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    kquant_rows(Q6_K, lid, wid, nwg);
+    matvec_rows(Q6_K, lid, wid, nwg);
 }
 
 @compute @workgroup_size(WG)
 fn matmul_q6_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     kquant_rows(Q6_K, lid, wid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn matvec_normed_q2_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    matvec_rows_normed(Q2_K, lid, wid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn matvec_normed_q3_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    matvec_rows_normed(Q3_K, lid, wid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn matvec_normed_q4_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    matvec_rows_normed(Q4_K, lid, wid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn matvec_normed_q5_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    matvec_rows_normed(Q5_K, lid, wid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn matvec_normed_q6_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    matvec_rows_normed(Q6_K, lid, wid, nwg);
 }

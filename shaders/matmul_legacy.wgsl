@@ -1,30 +1,38 @@
 // Matrix products with legacy-quantized weights (Q4_0, Q4_1, Q5_0, Q5_1,
 // Q8_0): y = W·x (matvec_<type>, decode) and Y = X·Wᵀ (matmul_<type>,
 // prefill). W is one row chunk of a GGUF tensor, read as raw u32 words; each
-// part of a block is decoded in registers, never written back as f32.
+// block is decoded in registers, never written back as f32.
 //
-// Constants: WG invocations per workgroup (a power of two, at least
-// ROWS*TM), ROWS output rows per workgroup, TM activation rows per workgroup
-// (1 for matvec). Grid: x (+ y past 65535) walks groups of ROWS rows, z walks
-// tiles of TM activation rows.
+// Constants: WG invocations per workgroup, ROWS output rows per workgroup,
+// TM activation rows per workgroup (1 for matvec), XCH and UNROLL (matvec
+// only, see matvec_common).
+// Grid: x (+ y past 65535) walks groups of ROWS rows, z walks tiles of TM
+// activation rows.
 //
-// Work split: a 32-element block is 4 parts of 8 weights, and all WG threads
-// of a workgroup stride over the parts of the row length together. A thread
-// loads the activations of its part once (TM rows of 8 floats) and reuses
-// them for all ROWS rows, and reuses each decoded part for all TM activation
-// rows; ROWS×TM partial sums per thread are then tree-reduced in shared
-// memory. Reading x once per ROWS rows matters more than it looks: with one
-// row per thread group, x (16 KiB for k=4096) is re-read for every row, and
-// on an H200 that traffic, not the 2.3 KiB of Q4_0 weights, capped matvec at
-// 130 GB/s.
+// Decode (matvec_rows, the matvec_ entries) uses the matvec_common skeleton:
+// LANES = WG/ROWS lanes per row, each decoding whole 32-weight blocks (one
+// scale, 16-32 quant bytes read as 4-8 words) with stride LANES, and a
+// handful of adds to finish a row. Many rows per workgroup share each read
+// of x. (All 256 threads of a workgroup on 4 rows left each thread 2-4
+// parts of work before an 8-level tree of 4 sums: 841 GB/s Q4_0 and 1435
+// Q8_0 at 8192×8192 on an H200, a quarter to a third of its bandwidth.)
+//
+// Prefill (matmul_body, the matmul_ entries): a 32-element block is 4 parts
+// of 8 weights, and all WG threads of a workgroup stride over the parts of
+// the row length together. A thread loads the activations of its part once
+// (TM rows of 8 floats) and reuses them for all ROWS rows, and reuses each
+// decoded part for all TM activation rows; ROWS×TM partial sums per thread
+// are then tree-reduced in shared memory (WG a power of two of at least
+// ROWS*TM).
 //
 // The blocks (ggml-common.h) are 18, 20, 22, 24 and 34 bytes, so a block is
-// only 2-byte aligned: words are fetched with byte offsets (u32_at). Every
-// block size and field offset is even, so a word is either aligned or off by
-// exactly two bytes.
+// only 2-byte aligned: words are fetched with byte offsets (u32_at, words4).
+// Every block size and field offset is even, so a word is either aligned or
+// off by exactly two bytes.
 
 //!include matmul_common
 //!include matmul_reduce
+//!include matvec_common
 
 // ggml type ids, used as a compile-time selector: each entry point passes a
 // literal, so after inlining only one decoder survives.
@@ -61,9 +69,10 @@ fn high_bits(qh: u32, first: u32) -> vec4<u32> {
     return ((vec4<u32>(qh) >> (vec4<u32>(0u, 1u, 2u, 3u) + vec4<u32>(first))) & vec4<u32>(1u)) << vec4<u32>(4u);
 }
 
-// The four signed bytes of a word.
+// The four signed bytes of a word: flipping the sign bits makes each byte
+// its value + 128.
 fn sbytes(q: u32) -> vec4<f32> {
-    return vec4<f32>(vec4<i32>(bitcast<i32>(q)) << vec4<u32>(24u, 16u, 8u, 0u) >> vec4<u32>(24u));
+    return levels((vec4<u32>(q ^ 0x80808080u) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(255u), 128.0);
 }
 
 fn block_bytes(qt: u32) -> u32 {
@@ -102,20 +111,20 @@ fn decode(qt: u32, o: u32, k: u32) -> Part {
     switch qt {
         case Q4_0: { // d; qs[16]
             let q = u32_at(o + 2u + 4u * k);
-            return Part(vec4<f32>(nibbles(q, 0u)) - 8.0, vec4<f32>(nibbles(q, 4u)) - 8.0, half_at(o));
+            return Part(levels(nibbles(q, 0u), 8.0), levels(nibbles(q, 4u), 8.0), half_at(o));
         }
         case Q4_1: { // d; m; qs[16]. 20-byte blocks are word-aligned.
             let i = o >> 2u;
             let dm = unpack2x16float(w[i]);
             let q = w[i + 1u + k];
-            return Part(vec4<f32>(nibbles(q, 0u)) * dm.x + dm.y, vec4<f32>(nibbles(q, 4u)) * dm.x + dm.y, 1.0);
+            return Part(levels(nibbles(q, 0u), 0.0) * dm.x + dm.y, levels(nibbles(q, 4u), 0.0) * dm.x + dm.y, 1.0);
         }
         case Q5_0: { // d; qh u32 (bit j = bit 4 of element j); qs[16]
             let qh = u32_at(o + 2u);
             let q = u32_at(o + 6u + 4u * k);
             return Part(
-                vec4<f32>(nibbles(q, 0u) | high_bits(qh, 4u * k)) - 16.0,
-                vec4<f32>(nibbles(q, 4u) | high_bits(qh, 16u + 4u * k)) - 16.0,
+                levels(nibbles(q, 0u) | high_bits(qh, 4u * k), 16.0),
+                levels(nibbles(q, 4u) | high_bits(qh, 16u + 4u * k), 16.0),
                 half_at(o));
         }
         case Q5_1: { // d; m; qh u32; qs[16]. 24-byte blocks are word-aligned.
@@ -124,14 +133,133 @@ fn decode(qt: u32, o: u32, k: u32) -> Part {
             let qh = w[i + 1u];
             let q = w[i + 2u + k];
             return Part(
-                vec4<f32>(nibbles(q, 0u) | high_bits(qh, 4u * k)) * dm.x + dm.y,
-                vec4<f32>(nibbles(q, 4u) | high_bits(qh, 16u + 4u * k)) * dm.x + dm.y,
+                levels(nibbles(q, 0u) | high_bits(qh, 4u * k), 0.0) * dm.x + dm.y,
+                levels(nibbles(q, 4u) | high_bits(qh, 16u + 4u * k), 0.0) * dm.x + dm.y,
                 1.0);
         }
         default: { // Q8_0: d; qs int8[32]
             return Part(sbytes(u32_at(o + 2u + 8u * k)), sbytes(u32_at(o + 6u + 8u * k)), half_at(o));
         }
     }
+}
+
+// words4 is the 16 bytes at even byte offset o as 4 little-endian words,
+// with select rather than a branch because neighbouring lanes decode blocks
+// of both alignments. Like u32_at it may read one word past the buffer for
+// the last block; WebGPU's bounds clamping makes that safe.
+fn words4(o: u32) -> vec4<u32> {
+    let i = o >> 2u;
+    let a = vec4<u32>(w[i], w[i + 1u], w[i + 2u], w[i + 3u]);
+    let next = vec4<u32>(a.yzw, w[i + 4u]);
+    let s = (o & 2u) * 8u;
+    return select((a >> vec4<u32>(s)) | (next << vec4<u32>(32u - s)), a, s == 0u);
+}
+
+// Block is one whole block: q[j] holds elements 4j..4j+3, as integer levels
+// times d for the symmetric types and as weights with d = 1 for Q4_1 and
+// Q5_1 (see Part).
+struct Block {
+    q: array<vec4<f32>, 8>,
+    d: f32,
+}
+
+// decode_block returns the block at byte offset o. In the 4- and 5-bit
+// types word j of qs holds elements 4j.. in its low nibbles and 16+4j.. in
+// its high ones.
+fn decode_block(qt: u32, o: u32) -> Block {
+    var b: Block;
+    switch qt {
+        case Q4_0: { // d; qs[16]
+            let q = words4(o + 2u);
+            for (var j = 0u; j < 4u; j++) {
+                b.q[j] = levels(nibbles(q[j], 0u), 8.0);
+                b.q[j + 4u] = levels(nibbles(q[j], 4u), 8.0);
+            }
+            b.d = half_at(o);
+        }
+        case Q4_1: { // d; m; qs[16]. 20-byte blocks are word-aligned.
+            let i = o >> 2u;
+            let dm = unpack2x16float(w[i]);
+            let q = vec4<u32>(w[i + 1u], w[i + 2u], w[i + 3u], w[i + 4u]);
+            for (var j = 0u; j < 4u; j++) {
+                b.q[j] = levels(nibbles(q[j], 0u), 0.0) * dm.x + dm.y;
+                b.q[j + 4u] = levels(nibbles(q[j], 4u), 0.0) * dm.x + dm.y;
+            }
+            b.d = 1.0;
+        }
+        case Q5_0: { // d; qh u32 (bit j = bit 4 of element j); qs[16]
+            let qh = u32_at(o + 2u);
+            let q = words4(o + 6u);
+            for (var j = 0u; j < 4u; j++) {
+                b.q[j] = levels(nibbles(q[j], 0u) | high_bits(qh, 4u * j), 16.0);
+                b.q[j + 4u] = levels(nibbles(q[j], 4u) | high_bits(qh, 16u + 4u * j), 16.0);
+            }
+            b.d = half_at(o);
+        }
+        case Q5_1: { // d; m; qh u32; qs[16]. 24-byte blocks are word-aligned.
+            let i = o >> 2u;
+            let dm = unpack2x16float(w[i]);
+            let qh = w[i + 1u];
+            let q = vec4<u32>(w[i + 2u], w[i + 3u], w[i + 4u], w[i + 5u]);
+            for (var j = 0u; j < 4u; j++) {
+                b.q[j] = levels(nibbles(q[j], 0u) | high_bits(qh, 4u * j), 0.0) * dm.x + dm.y;
+                b.q[j + 4u] = levels(nibbles(q[j], 4u) | high_bits(qh, 16u + 4u * j), 0.0) * dm.x + dm.y;
+            }
+            b.d = 1.0;
+        }
+        default: { // Q8_0: d; qs int8[32]
+            let q0 = words4(o + 2u);
+            let q1 = words4(o + 18u);
+            for (var j = 0u; j < 4u; j++) {
+                b.q[j] = sbytes(q0[j]);
+                b.q[j + 4u] = sbytes(q1[j]);
+            }
+            b.d = half_at(o);
+        }
+    }
+    return b;
+}
+
+// xslot is where chunk vec4 v of x is staged: vec4 i of block c at slot
+// 8c + (i ^ (c & 7)), so the 8 lanes of a quarter warp, reading vec4 i of 8
+// consecutive blocks, hit 8 different 16-byte bank groups.
+fn xslot(v: u32) -> u32 {
+    return (v & ~7u) | ((v ^ (v >> 3u)) & 7u);
+}
+
+// block_dot is b · x for chunk block c.
+fn block_dot(b: Block, e0: u32, c: u32) -> f32 {
+    let v = 8u * c;
+    let lo = (dot(b.q[0], x4v(e0, v)) + dot(b.q[1], x4v(e0, v + 1u))) + (dot(b.q[2], x4v(e0, v + 2u)) + dot(b.q[3], x4v(e0, v + 3u)));
+    let hi = (dot(b.q[4], x4v(e0, v + 4u)) + dot(b.q[5], x4v(e0, v + 5u))) + (dot(b.q[6], x4v(e0, v + 6u)) + dot(b.q[7], x4v(e0, v + 7u)));
+    return b.d * (lo + hi);
+}
+
+// row_units (matvec_common) is the lane's share of row · x over the chunk
+// of len elements at e0: its blocks with stride LANES.
+fn row_units(qt: u32, lane: u32, rowb: u32, e0: u32, len: u32) -> f32 {
+    let bs = block_bytes(qt);
+    let blk0 = rowb + (e0 / 32u) * bs;
+    let nc = len / 32u;
+    var acc = 0.0;
+    var c = lane;
+    if (UNROLL == 2u) {
+        // Both blocks' loads are in flight before either is used.
+        for (; c + LANES < nc; c += 2u * LANES) {
+            let b0 = decode_block(qt, blk0 + c * bs);
+            let b1 = decode_block(qt, blk0 + (c + LANES) * bs);
+            acc += block_dot(b0, e0, c) + block_dot(b1, e0, c + LANES);
+        }
+    }
+    for (; c < nc; c += LANES) {
+        acc += block_dot(decode_block(qt, blk0 + c * bs), e0, c);
+    }
+    return acc;
+}
+
+// row_bytes is a weight row's size (matvec_common).
+fn row_bytes(qt: u32) -> u32 {
+    return (p.k / 32u) * block_bytes(qt);
 }
 
 fn matmul_body(qt: u32, lid: u32, wid: vec3<u32>, nwg: vec3<u32>) {
@@ -169,7 +297,7 @@ fn matmul_body(qt: u32, lid: u32, wid: vec3<u32>, nwg: vec3<u32>) {
 
 @compute @workgroup_size(WG)
 fn matvec_q4_0(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    matmul_body(Q4_0, lid, wid, nwg);
+    matvec_rows(Q4_0, lid, wid, nwg);
 }
 
 @compute @workgroup_size(WG)
@@ -179,7 +307,7 @@ fn matmul_q4_0(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id)
 
 @compute @workgroup_size(WG)
 fn matvec_q4_1(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    matmul_body(Q4_1, lid, wid, nwg);
+    matvec_rows(Q4_1, lid, wid, nwg);
 }
 
 @compute @workgroup_size(WG)
@@ -189,7 +317,7 @@ fn matmul_q4_1(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id)
 
 @compute @workgroup_size(WG)
 fn matvec_q5_0(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    matmul_body(Q5_0, lid, wid, nwg);
+    matvec_rows(Q5_0, lid, wid, nwg);
 }
 
 @compute @workgroup_size(WG)
@@ -199,7 +327,7 @@ fn matmul_q5_0(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id)
 
 @compute @workgroup_size(WG)
 fn matvec_q5_1(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    matmul_body(Q5_1, lid, wid, nwg);
+    matvec_rows(Q5_1, lid, wid, nwg);
 }
 
 @compute @workgroup_size(WG)
@@ -209,10 +337,35 @@ fn matmul_q5_1(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id)
 
 @compute @workgroup_size(WG)
 fn matvec_q8_0(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    matmul_body(Q8_0, lid, wid, nwg);
+    matvec_rows(Q8_0, lid, wid, nwg);
 }
 
 @compute @workgroup_size(WG)
 fn matmul_q8_0(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     matmul_body(Q8_0, lid, wid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn matvec_normed_q4_0(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    matvec_rows_normed(Q4_0, lid, wid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn matvec_normed_q4_1(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    matvec_rows_normed(Q4_1, lid, wid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn matvec_normed_q5_0(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    matvec_rows_normed(Q5_0, lid, wid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn matvec_normed_q5_1(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    matvec_rows_normed(Q5_1, lid, wid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn matvec_normed_q8_0(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    matvec_rows_normed(Q8_0, lid, wid, nwg);
 }

@@ -9,13 +9,17 @@ package ops
 //   - Bindings: 0 `var<uniform> p: MatmulParams` (mirrors matmulParams below),
 //     1 `var<storage, read> w: array<u32>` (one row chunk of the tensor, raw
 //     GGUF bytes), 2 `var<storage, read> x: array<f32>`,
-//     3 `var<storage, read_write> y: array<f32>`.
+//     3 `var<storage, read_write> y: array<f32>`; the quantized families add
+//     4, MatVecNormed's gain (x again for their other entries).
 //   - Entry points `matvec_<type>` and `matmul_<type>`, type lowercase
-//     (matvec_q4_0, matmul_q6_k).
+//     (matvec_q4_0, matmul_q6_k); the quantized families add
+//     `matvec_normed_<type>` (MatVecNormed).
 //   - Constants prepended by gpu.Spec: WG (invocations per workgroup), ROWS
 //     (output rows per workgroup), TM (activation rows per workgroup; 1 for
-//     matvec entries). How a family splits its threads among rows is its own
-//     choice, documented in its WGSL.
+//     matvec entries), XCH and UNROLL (a quantized matvec's x staging chunk
+//     and units per lane iteration; shaders/matvec_common.wgsl). How a
+//     family splits its threads among rows is its own choice, documented in
+//     its WGSL.
 //   - Grid: x (wrapped into y past 65535 by gpu.Grid) walks groups of ROWS
 //     rows of the chunk; z walks tiles of TM activation rows (always 1 for
 //     matvec). A kernel's row group is wid.x + wid.y * nwg.x; it must
@@ -38,6 +42,7 @@ package ops
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/hearthstudio/hearth/engine/gpu"
 	"github.com/hearthstudio/hearth/gguf"
@@ -52,17 +57,26 @@ type matmulParams struct {
 	XStride uint32 // floats between activation rows
 	YStride uint32 // floats between output rows
 	YOffset uint32 // float index in y of element (0, 0)
-	Flags   uint32 // matmulAccumulate
+	Flags   uint32 // matmulAccumulate, matmulOnePlus
+	Eps     float32
+	_       [3]uint32 // uniform blocks are whole 16-byte rows
 }
 
-// matmulAccumulate in MatmulParams.flags makes the kernel add to y.
-const matmulAccumulate = 1
+// Flags of MatmulParams.flags: add to y; apply MatVecNormed's gain as 1 + g.
+const (
+	matmulAccumulate = 1
+	matmulOnePlus    = 2
+)
 
 // matmulLaunch is the workgroup shape of one entry point.
 type matmulLaunch struct {
 	wg   int // invocations per workgroup (WG)
 	rows int // output rows per workgroup (ROWS)
 	tm   int // activation rows per workgroup (TM); 1 for matvec
+	xch  int // quantized matvec: floats of x staged per pass (XCH); 0 reads x from global memory
+	// unroll is how many units a quantized matvec lane decodes per loop
+	// iteration (UNROLL): 2, or 0 or 1 for one.
+	unroll int
 }
 
 // matmulKernel says where a weight type's kernels live and how to launch them.
@@ -73,21 +87,29 @@ type matmulKernel struct {
 	mat    matmulLaunch // matmul_<name>
 }
 
-// The float and legacy launch shapes. In those families all WG threads of a
-// workgroup stride over the row length together and each keeps ROWS×TM
-// partial sums, so WG must be a power of two of at least ROWS*TM. Measured on
-// an H200 at 4096×4096 (BenchmarkMatmulLaunch): decode takes 256 threads (a
-// multiple of every vendor's SIMD width, WebGPU's guaranteed maximum) sharing
-// each loaded slice of x among 4 quantized rows (705 GB/s Q4_0, 1.28 TB/s
-// Q8_0; 2 rows lose 20%, 8 gain nothing) or 8 float rows (2.9 TB/s F16
-// against 2.55 with 4). Prefill takes an 8-row × 4-activation tile over 64
-// threads: 7.2 TFLOP/s Q4_0 at m=128 against 6.1 for 4×8 and 3.8 for 2×8,
-// with 32 partial sums per thread in registers and the shared reduction at
-// 64·32 floats = 8 KiB.
+// The float and legacy launch shapes.
+//
+// Float matvec and every prefill entry: all WG threads of a workgroup stride
+// over the row length together and each keeps ROWS×TM partial sums, so WG
+// must be a power of two of at least ROWS*TM. Measured on an H200 at
+// 4096×4096 (BenchmarkMatmulLaunch): float decode takes 256 threads sharing
+// each loaded slice of x among 8 rows (2.9 TB/s F16 against 2.55 with 4).
+// Prefill takes an 8-row × 4-activation tile over 64 threads: 7.2 TFLOP/s
+// Q4_0 at m=128 against 6.1 for 4×8 and 3.8 for 2×8, with 32 partial sums
+// per thread in registers and the shared reduction at 64·32 floats = 8 KiB.
+//
+// Quantized matvec (legacyVecLaunch here, kquantVecLaunch for the K-quants;
+// shaders/matvec_common.wgsl): WG/ROWS lanes per row, a multiple of 4, each
+// summing whole blocks, unroll of them per iteration; x read from global
+// memory (xch 0) or staged in chunks of xch floats. BenchmarkMatVecLaunch
+// sweeps these on a real GPU. Not yet measured there: 16 lanes per row is
+// the middle of the sweep, giving a 4096-row weight 64K invocations (a
+// quarter of what an H200 keeps resident) while each lane still sums 8
+// blocks of a 4096-wide row.
 var (
-	vecLaunch      = matmulLaunch{wg: 256, rows: 4, tm: 1}
-	floatVecLaunch = matmulLaunch{wg: 256, rows: 8, tm: 1}
-	matLaunch      = matmulLaunch{wg: 64, rows: 8, tm: 4}
+	legacyVecLaunch = matmulLaunch{wg: 256, rows: 16, tm: 1}
+	floatVecLaunch  = matmulLaunch{wg: 256, rows: 8, tm: 1}
+	matLaunch       = matmulLaunch{wg: 64, rows: 8, tm: 4}
 )
 
 // matmulKernels is the float and legacy-quant table. Read only.
@@ -95,11 +117,11 @@ var matmulKernels = map[gguf.Type]matmulKernel{
 	gguf.TypeF32:  {"matmul_float", "f32", floatVecLaunch, matLaunch},
 	gguf.TypeF16:  {"matmul_float", "f16", floatVecLaunch, matLaunch},
 	gguf.TypeBF16: {"matmul_float", "bf16", floatVecLaunch, matLaunch},
-	gguf.TypeQ4_0: {"matmul_legacy", "q4_0", vecLaunch, matLaunch},
-	gguf.TypeQ4_1: {"matmul_legacy", "q4_1", vecLaunch, matLaunch},
-	gguf.TypeQ5_0: {"matmul_legacy", "q5_0", vecLaunch, matLaunch},
-	gguf.TypeQ5_1: {"matmul_legacy", "q5_1", vecLaunch, matLaunch},
-	gguf.TypeQ8_0: {"matmul_legacy", "q8_0", vecLaunch, matLaunch},
+	gguf.TypeQ4_0: {"matmul_legacy", "q4_0", legacyVecLaunch, matLaunch},
+	gguf.TypeQ4_1: {"matmul_legacy", "q4_1", legacyVecLaunch, matLaunch},
+	gguf.TypeQ5_0: {"matmul_legacy", "q5_0", legacyVecLaunch, matLaunch},
+	gguf.TypeQ5_1: {"matmul_legacy", "q5_1", legacyVecLaunch, matLaunch},
+	gguf.TypeQ8_0: {"matmul_legacy", "q8_0", legacyVecLaunch, matLaunch},
 }
 
 // matmulKernelFor finds the kernels for weight type t.
@@ -165,9 +187,47 @@ func MatMulWith(c *gpu.Chain, w *gpu.Tensor, x, y *gpu.Buffer, m int, o MatmulOp
 	return matmulWith(c, w, kern, x, y, m, o)
 }
 
+// MatVecNormed appends y = W·(g ⊙ x / sqrt(mean(x²) + eps)): RMSNorm of the
+// k floats of x with gain g (1 + g with a.OnePlus) fused into the decode
+// matvec, so a projection after a norm needs no norm dispatch and no
+// normalised copy of x. a must describe one row of W.Cols floats. Each
+// workgroup recomputes mean(x²) from x and normalises x as it stages it.
+// Quantized weight types only; y is placed as o says (o.XStride is unused).
+func MatVecNormed(c *gpu.Chain, w *gpu.Tensor, x, g, y *gpu.Buffer, a NormArgs, o MatmulOptions) error {
+	if w == nil {
+		return fmt.Errorf("ops: matvec normed: weight tensor is nil")
+	}
+	kern, ok := matmulKernelFor(w.Type)
+	if !ok || kern.family == "matmul_float" {
+		return fmt.Errorf("ops: matvec normed %q: weight type %v has no fused-norm kernel (quantized types only; use RMSNorm then MatVec)", w.Name, w.Type)
+	}
+	launch := kern.vec
+	if launch.xch == 0 {
+		launch.xch = normedXCH
+	}
+	return matmulDispatch(c, w, kern, x, y, 1, o, &vecNorm{g: g, args: a, launch: launch})
+}
+
+// normedXCH is MatVecNormed's staging chunk when the table reads x from
+// global memory: the normalised x has to be written somewhere, and 2048
+// floats (8 KiB) fit WebGPU's guaranteed 16 KiB beside the partial sums.
+const normedXCH = 2048
+
+// vecNorm is the fused RMSNorm of a MatVecNormed dispatch.
+type vecNorm struct {
+	g      *gpu.Buffer
+	args   NormArgs
+	launch matmulLaunch // the table's shape with a staging chunk
+}
+
 // matmulWith dispatches with an explicit kernel table entry, so tuning
 // benchmarks can try other launch shapes.
 func matmulWith(c *gpu.Chain, w *gpu.Tensor, kern matmulKernel, x, y *gpu.Buffer, m int, o MatmulOptions) error {
+	return matmulDispatch(c, w, kern, x, y, m, o, nil)
+}
+
+// matmulDispatch is matmulWith with an optional fused norm (m = 1 only).
+func matmulDispatch(c *gpu.Chain, w *gpu.Tensor, kern matmulKernel, x, y *gpu.Buffer, m int, o MatmulOptions, nrm *vecNorm) error {
 	k, n := w.Cols, w.Rows
 	if m < 1 {
 		return fmt.Errorf("ops: matmul %q: m = %d activation rows, want at least 1", w.Name, m)
@@ -206,14 +266,50 @@ func matmulWith(c *gpu.Chain, w *gpu.Tensor, kern matmulKernel, x, y *gpu.Buffer
 	if m > 1 {
 		entry, launch = "matmul_"+kern.name, kern.mat
 	}
+	bufs := []*gpu.Buffer{nil, x, y}
+	var flags uint32
+	var eps float32
+	if nrm != nil {
+		entry, launch = "matvec_normed_"+kern.name, nrm.launch
+		a := nrm.args
+		if a.Rows != 1 || a.Dim != k {
+			return fmt.Errorf("ops: matvec normed %q: norm shape %dx%d, want 1x%d (one row of the weight's columns)", w.Name, a.Rows, a.Dim, k)
+		}
+		if !(a.Eps >= 0) || math.IsInf(float64(a.Eps), 0) {
+			return fmt.Errorf("ops: matvec normed %q: eps %v must be finite and >= 0", w.Name, a.Eps)
+		}
+		if err := needF32("matvec normed "+w.Name, "gain", nrm.g, k); err != nil {
+			return err
+		}
+		if nrm.g == y {
+			return fmt.Errorf("ops: matvec normed %q: gain and y are the same buffer %q", w.Name, y.Label())
+		}
+		if launch.xch <= 0 {
+			return fmt.Errorf("ops: matvec normed %q: launch must stage x (xch > 0)", w.Name)
+		}
+		if a.OnePlus {
+			flags |= matmulOnePlus
+		}
+		eps = a.Eps
+		bufs = append(bufs, nrm.g)
+	} else if kern.family != "matmul_float" {
+		// The quantized families declare the gain at binding 4 for their
+		// matvec_normed_ entries, and a layout spans the whole family: the
+		// other entries get x there, which they never read.
+		bufs = append(bufs, x)
+	}
+	if m == 1 && kern.family != "matmul_float" {
+		if err := checkVecLaunch(c.Device(), w.Name, launch); err != nil {
+			return err
+		}
+	}
 	// TM is 1 for the matvec entry so both entries of a family compile with
 	// consistent shared-memory sizes.
-	spec := gpu.Spec(kern.family, entry, "WG", launch.wg, "ROWS", launch.rows, "TM", launch.tm)
+	spec := gpu.Spec(kern.family, entry, "WG", launch.wg, "ROWS", launch.rows, "TM", launch.tm, "XCH", launch.xch, "UNROLL", max(launch.unroll, 1))
 	gk, err := c.Device().Kernel(spec)
 	if err != nil {
 		return err
 	}
-	var flags uint32
 	if o.Accumulate {
 		flags |= matmulAccumulate
 	}
@@ -224,13 +320,35 @@ func matmulWith(c *gpu.Chain, w *gpu.Tensor, kern matmulKernel, x, y *gpu.Buffer
 	for _, ch := range w.Chunks {
 		params := matmulParams{
 			K: uint32(k), N: uint32(ch.Rows), M: uint32(m), Row0: uint32(ch.FirstRow),
-			XStride: uint32(xs), YStride: uint32(ys), YOffset: uint32(o.YOffset), Flags: flags,
+			XStride: uint32(xs), YStride: uint32(ys), YOffset: uint32(o.YOffset), Flags: flags, Eps: eps,
 		}
 		grid := gpu.Grid(ch.Rows, launch.rows)
 		grid[2] = uint32(tiles)
-		if err := c.Dispatch(gk, params, grid, ch.Buf, x, y); err != nil {
+		bufs[0] = ch.Buf
+		if err := c.Dispatch(gk, params, grid, bufs...); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// checkVecLaunch rejects a quantized matvec shape the skeleton in
+// shaders/matvec_common.wgsl cannot run: the lanes of a row must be a whole
+// multiple of 4 (their sums are read back as vec4s), a staged chunk whole
+// K-quant super-blocks, and the staging buffer plus the WG partial sums must
+// fit the device's workgroup memory.
+func checkVecLaunch(d *gpu.Device, name string, l matmulLaunch) error {
+	if l.rows < 1 || l.wg%l.rows != 0 || (l.wg/l.rows)%4 != 0 || l.tm != 1 {
+		return fmt.Errorf("ops: matvec %q: launch of %d invocations, %d rows, tm %d: want tm 1 and a multiple of 4 lanes per row", name, l.wg, l.rows, l.tm)
+	}
+	if l.unroll < 0 || l.unroll > 2 {
+		return fmt.Errorf("ops: matvec %q: unroll %d, want 1 or 2", name, l.unroll)
+	}
+	if l.xch < 0 || l.xch%256 != 0 {
+		return fmt.Errorf("ops: matvec %q: x chunk of %d floats is not a multiple of 256", name, l.xch)
+	}
+	if need := 4 * (l.xch + 4 + l.wg); need > int(d.Limits.MaxComputeWorkgroupStorageSize) {
+		return fmt.Errorf("ops: matvec %q: x chunk of %d floats needs %d bytes of workgroup memory, the device has %d", name, l.xch, need, d.Limits.MaxComputeWorkgroupStorageSize)
 	}
 	return nil
 }

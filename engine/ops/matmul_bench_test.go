@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/hearthstudio/hearth/engine/gpu"
@@ -129,17 +130,18 @@ func BenchmarkMatMul(b *testing.B) {
 
 // BenchmarkMatmulLaunch compares launch shapes of the float and legacy
 // kernels (the table's shape is the one named first), for tuning on real
-// GPUs: decode shapes at m=1, prefill shapes at m=HEARTH_BENCH_M.
+// GPUs: float decode shapes at m=1, prefill shapes at m=HEARTH_BENCH_M.
+// Quantized decode shapes are BenchmarkMatVecLaunch's.
 func BenchmarkMatmulLaunch(b *testing.B) {
 	n := benchRows(b)
 	m := benchSize(b, "HEARTH_BENCH_M", 128)
-	alternatives := []matmulLaunch{{256, 2, 1}, {256, 4, 1}, {256, 8, 1}, {128, 4, 1}, {64, 4, 8}, {64, 8, 4}, {128, 4, 8}}
+	alternatives := []matmulLaunch{{wg: 256, rows: 4, tm: 1}, {wg: 256, rows: 8, tm: 1}, {wg: 256, rows: 16, tm: 1}, {wg: 128, rows: 8, tm: 1}, {wg: 64, rows: 4, tm: 8}, {wg: 64, rows: 8, tm: 4}, {wg: 128, rows: 4, tm: 8}}
 	for _, typ := range floatLegacyTypes {
 		kern, _ := matmulKernelFor(typ)
 		vecShapes, matShapes := []matmulLaunch{kern.vec}, []matmulLaunch{kern.mat}
 		for _, l := range alternatives {
 			switch {
-			case l.tm == 1 && l != kern.vec:
+			case l.tm == 1 && l != kern.vec && typ.BlockSize() == 1:
 				vecShapes = append(vecShapes, l)
 			case l.tm > 1 && l != kern.mat:
 				matShapes = append(matShapes, l)
@@ -148,6 +150,9 @@ func BenchmarkMatmulLaunch(b *testing.B) {
 		w := benchWeight(b, typ, n, n)
 		for _, mm := range []int{1, m} {
 			shapes := vecShapes
+			if mm == 1 && typ.BlockSize() > 1 {
+				continue
+			}
 			if mm > 1 {
 				shapes = matShapes
 			}
@@ -165,6 +170,114 @@ func BenchmarkMatmulLaunch(b *testing.B) {
 					b.ReportMetric(2*float64(mm)*float64(n)*float64(n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 				})
 			}
+		}
+	}
+}
+
+// benchTypes is HEARTH_BENCH_TYPES (comma-separated type names, e.g.
+// "Q5_K,Q4_1") or else def.
+func benchTypes(b *testing.B, def ...gguf.Type) []gguf.Type {
+	s := os.Getenv("HEARTH_BENCH_TYPES")
+	if s == "" {
+		return def
+	}
+	var types []gguf.Type
+	for _, name := range strings.Split(s, ",") {
+		typ, err := gguf.ParseType(strings.TrimSpace(name))
+		if err != nil {
+			b.Fatalf("HEARTH_BENCH_TYPES: %v", err)
+		}
+		types = append(types, typ)
+	}
+	return types
+}
+
+// benchShapes is def (n×k weight shapes), or one benchRows square when
+// HEARTH_BENCH_ROWS is set or the adapter is a software one.
+func benchShapes(b *testing.B, def ...[2]int) [][2]int {
+	if os.Getenv("HEARTH_BENCH_ROWS") != "" || dev.Info.Type == "cpu" {
+		n := benchRows(b)
+		return [][2]int{{n, n}}
+	}
+	return def
+}
+
+// BenchmarkMatVecLaunch sweeps the quantized matvec shapes of
+// matvecLaunchVariants (the table's shape first) as GB/s of weight bytes,
+// for the types of a Q4_K_M and a Q8_0 model file at Llama-3-8B shapes:
+// 1024×4096 (k, v), 4096×4096 (q, o), 14336×4096 (gate, up), 4096×14336
+// (down) and 8192×8192, written n×k. HEARTH_BENCH_TYPES (comma-separated, e.g.
+// "Q5_K,Q4_1") replaces the types; HEARTH_BENCH_ROWS replaces the shapes by
+// one square (small ones for a software adapter). On an H200:
+//
+//	go test ./engine/ops -run '^$' -bench MatVecLaunch -benchtime 200x
+func BenchmarkMatVecLaunch(b *testing.B) {
+	types := benchTypes(b, gguf.TypeQ4_K, gguf.TypeQ6_K, gguf.TypeQ8_0, gguf.TypeQ4_0)
+	shapes := benchShapes(b, [2]int{1024, 4096}, [2]int{4096, 4096}, [2]int{14336, 4096}, [2]int{4096, 14336}, [2]int{8192, 8192})
+	for _, typ := range types {
+		kern, ok := matmulKernelFor(typ)
+		if !ok || typ.BlockSize() == 1 {
+			b.Fatalf("%v has no quantized matvec kernel", typ)
+		}
+		launches := []matmulLaunch{kern.vec}
+		for _, l := range matvecLaunchVariants {
+			if l != kern.vec && checkVecLaunch(dev, typ.String(), l) == nil {
+				launches = append(launches, l)
+			}
+		}
+		for _, sh := range shapes {
+			n, k := sh[0], sh[1]
+			w := benchWeight(b, typ, n, k)
+			x, y := upload(b, "x", randVec(2, k, 1)), scratch(b, "y", n)
+			for _, l := range launches {
+				b.Run(fmt.Sprintf("%v/%dx%d/%v", typ, n, k, l), func(b *testing.B) {
+					kk := kern
+					kk.vec = l
+					op := func(c *gpu.Chain) error { return matmulWith(c, w, kk, x, y, 1, MatmulOptions{}) }
+					benchChain(b, 1, op)
+					b.ResetTimer()
+					benchChain(b, b.N, op)
+					b.StopTimer()
+					b.ReportMetric(float64(w.Bytes())*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+				})
+			}
+			w.Release()
+		}
+	}
+}
+
+// BenchmarkMatVecNormed compares RMSNorm followed by MatVec (two dispatches
+// and a normalised copy of x) with MatVecNormed at the shapes a norm feeds in
+// Llama 3 8B: 4096×4096 (q) and 14336×4096 (gate, up), in ns per op;
+// HEARTH_BENCH_TYPES and HEARTH_BENCH_ROWS as for BenchmarkMatVecLaunch.
+func BenchmarkMatVecNormed(b *testing.B) {
+	types := benchTypes(b, gguf.TypeQ4_K, gguf.TypeQ6_K, gguf.TypeQ8_0)
+	shapes := benchShapes(b, [2]int{4096, 4096}, [2]int{14336, 4096})
+	for _, typ := range types {
+		for _, sh := range shapes {
+			n, k := sh[0], sh[1]
+			w := benchWeight(b, typ, n, k)
+			x, g := upload(b, "x", randVec(2, k, 3)), upload(b, "g", randVec(3, k, 1))
+			xn, y := scratch(b, "xn", k), scratch(b, "y", n)
+			a := NormArgs{Rows: 1, Dim: k, Eps: 1e-5}
+			ops := map[string]func(c *gpu.Chain) error{
+				"separate": func(c *gpu.Chain) error {
+					if err := RMSNorm(c, x, g, xn, a); err != nil {
+						return err
+					}
+					return MatVec(c, w, xn, y)
+				},
+				"fused": func(c *gpu.Chain) error { return MatVecNormed(c, w, x, g, y, a, MatmulOptions{}) },
+			}
+			for _, name := range []string{"separate", "fused"} {
+				op := ops[name]
+				b.Run(fmt.Sprintf("%v/%dx%d/%s", typ, n, k, name), func(b *testing.B) {
+					benchChain(b, 1, op)
+					b.ResetTimer()
+					benchChain(b, b.N, op)
+				})
+			}
+			w.Release()
 		}
 	}
 }

@@ -3,28 +3,28 @@ package ops
 import "github.com/hearthstudio/hearth/gguf"
 
 // K-quant matmul kernels (shaders/matmul_kquant.wgsl). The WGSL cuts each
-// 256-element super-block into 8 parts of 32 weights; in each step every
-// lane of a row decodes one part, so a step covers LANES·32 elements
-// (LANES = WG/ROWS), whose activations the workgroup stages in shared
-// memory (TM·LANES·34 floats with padding).
+// 256-element super-block into 8 parts of 32 weights.
 //
-// Launch shapes must keep LANES a power of two (the lanes of a row reduce as
-// a binary tree), LANES ≥ TM (lane t stores activation row t of the tile),
-// ROWS ≤ 34 (the staging buffer also holds the WG·TM partial sums) and the
-// staging buffer within WebGPU's guaranteed 16 KiB of workgroup memory.
+// Prefill (matmul_ entries): in each step every lane of a row decodes one
+// part, so a step covers LANES·32 elements (LANES = WG/ROWS), whose
+// activations the workgroup stages in shared memory (TM·LANES·34 floats with
+// padding). The shape must keep LANES a power of two (the lanes of a row
+// reduce as a binary tree), LANES ≥ TM (lane t stores activation row t of
+// the tile), ROWS ≤ 34 (the staging buffer also holds the WG·TM partial
+// sums) and the staging buffer within WebGPU's guaranteed 16 KiB of
+// workgroup memory. Measured on an H200 through Vulkan (4096×4096 and
+// 14336×4096, alternatives 16 rows × TM 8, 32 × 4 and 64 × 4): 8 lanes per
+// row cover one super-block per step; each decoded part is reused for TM=8
+// activation rows and each staged activation (8×256, 8.5 KiB) for 32 weight
+// rows.
 //
-// Measured on an H200 through Vulkan (4096×4096 and 14336×4096 Q2_K…Q6_K,
-// alternatives tried: ROWS 1, 8 and 16 for decode; 16 rows × TM 8, 32 × 4
-// and 64 × 4 for prefill; 2 or 4 parts per lane per step; vec4 staging):
-// these two shapes were the fastest or within noise of it.
+// Decode (matvec_ entries) follows shaders/matvec_common.wgsl: WG/ROWS lanes
+// per row (a multiple of 4) walk the row's parts; xch is the staging chunk
+// (0: x from global memory). checkVecLaunch holds the constraints. The
+// shape is the same untuned starting point as the legacy types' (see
+// legacyVecLaunch) until BenchmarkMatVecLaunch has run on an H200.
 var (
-	// Decode: 64 lanes per row cover 8 super-blocks per step (2048
-	// activations, 8.5 KiB staged); 4 rows per workgroup give 1024
-	// workgroups for 4096 rows, one full wave on a 132-SM GPU.
-	kquantVecLaunch = matmulLaunch{wg: 256, rows: 4, tm: 1}
-	// Prefill: 8 lanes per row cover one super-block per step; each decoded
-	// part is reused for TM=8 activation rows and each staged activation
-	// (8×256, 8.5 KiB) for 32 weight rows.
+	kquantVecLaunch = matmulLaunch{wg: 256, rows: 16, tm: 1}
 	kquantMatLaunch = matmulLaunch{wg: 256, rows: 32, tm: 8}
 )
 

@@ -16,13 +16,17 @@ var kquantTypes = []gguf.Type{gguf.TypeQ2_K, gguf.TypeQ3_K, gguf.TypeQ4_K, gguf.
 // kquantTol bounds |GPU − oracle| as a fraction of Σ|w·x| of that output.
 // The oracle sums exact products of ggml's dequantized weights in float64,
 // so the whole difference is the GPU's f32 rounding. Each product p_i is
-// rounded once and then passes through at most ~16 additions on its way to
-// the result (3 inside a vec4 dot, 3 joining a run's 4 dots, 2 joining the
+// rounded once and then passes through at most ~25 additions on its way to
+// the result, each off by ≤ 2⁻²⁴ of a partial sum bounded by Σ|w·x|. In
+// prefill: 3 inside a vec4 dot, 3 joining a run's 4 dots, 2 joining the
 // runs into the lane's sum, ≤ 5 more parts per lane at K=1280, ≤ 6 tree
-// levels), each off by ≤ 2⁻²⁴ of a partial sum bounded by Σ|w·x|: about
-// 17·2⁻²⁴ ≈ 1e-6 relative. A driver may also fuse d·q − m into one FMA,
-// moving a weight by ≤ 2⁻²⁴·m; the mins are at most the sub-block's largest
-// |w|. 1e-5 leaves a factor ~5 over both; observed worst cases are ~1e-7.
+// levels. In decode: 3 in a dot, 2 joining 4 dots, 1 joining the runs, 1
+// joining a 2-part iteration, then the parts a lane adds up (40 parts at
+// K=1280 over 4-64 lanes) and LANES/4 + 1 joining the lanes: ≤ 18 for the
+// last two together. About 26·2⁻²⁴ ≈ 1.6e-6 relative. A driver may also
+// fuse d·q − m into one FMA, moving a weight by ≤ 2⁻²⁴·m; the mins are at
+// most the sub-block's largest |w|. 1e-5 leaves a factor ~3 over both;
+// observed worst cases are ~1e-7.
 // A decoder bug (a wrong nibble, bit, scale or sign) moves a sum by whole
 // quantization steps, 1e-3 of Σ|w·x| or more, far above this.
 const kquantTol = 1e-5
@@ -326,10 +330,13 @@ func TestMatVecKQuantRejectsShortX(t *testing.T) {
 // TestMatVecKQuantGridWrap runs 65537 row groups, past the 65535-workgroup
 // cap of one grid dimension, so the row group index comes from x and y.
 // One Q2_K super-block per row (the smallest K-quant row) keeps it cheap;
-// row r repeats ggml block r%16, so the oracle is 16 dot products.
+// row r repeats ggml block r%16, so the oracle is 16 dot products. A
+// 4-row launch keeps the tensor small (every shape forms its row index the
+// same way).
 func TestMatVecKQuantGridWrap(t *testing.T) {
 	typ := gguf.TypeQ2_K
-	rows := kquantVecLaunch.rows*65535 + 7
+	launch := matmulLaunch{wg: 32, rows: 4, tm: 1}
+	rows := launch.rows*65535 + 7
 	q, deq := ggmlKBlocks(t, typ)
 	raw := make([]byte, 0, rows*typ.TypeSize())
 	for r := range rows {
@@ -351,6 +358,8 @@ func TestMatVecKQuantGridWrap(t *testing.T) {
 		want[r], scale[r] = bw[r%16], bs[r%16]
 	}
 	bx, by := upload(t, "x", x), scratch(t, "y", rows)
-	run(t, "matvec wrap", func(c *gpu.Chain) error { return MatVec(c, w, bx, by) })
+	kern, _ := matmulKernelFor(typ)
+	kern.vec = launch
+	run(t, "matvec wrap", func(c *gpu.Chain) error { return matmulWith(c, w, kern, bx, by, 1, MatmulOptions{}) })
 	assertKQuantClose(t, "Q2_K grid wrap", download(t, by, rows), want, scale, kquantTol)
 }

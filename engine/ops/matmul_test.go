@@ -90,11 +90,17 @@ func denseMatMul(w []float32, rows, cols int, x []float32, m int) (y, bound []fl
 }
 
 // matmulRTol bounds the GPU's float32 summation error relative to Σ|w·x|.
-// Each output is a sum tree of depth at most 8 (one 8-weight part: two
-// 4-term dots and their sum) + the parts one thread walks (≤ 8 here) + 1 (the
-// block scale) + log2(256) (the workgroup reduction) = 25 roundings of 2^-24
-// each, about 1.5e-6 in the worst case; 2e-6 is still ~10^4 times smaller
-// than the error of a wrong nibble or scale. (Measured worst on lavapipe: 0.14 of it.)
+// Prefill and float decode: each output is a sum tree of depth at most 8
+// (one 8-weight part: two 4-term dots and their sum) + the parts one thread
+// walks (≤ 8 here) + 1 (the block scale) + log2(256) (the workgroup
+// reduction) = 25 roundings of 2^-24 each. Quantized decode: 8 for a
+// 32-weight block (product, 3 in a dot, 3 joining 8 dots, the scale), then
+// ≤ 17 blocks a lane adds up plus 1 for a 2-unit iteration (K ≤ 2080 is 65
+// blocks over ≥ 4 lanes), then LANES/4 − 1 + 2 to join the lanes; fewer
+// lanes mean more blocks each, and the sum of both stays ≤ 20 for 4-64
+// lanes: 28 roundings. Both are below 2e-6, still ~10^4 times smaller than
+// the error of a wrong nibble or scale. (Measured worst on lavapipe: 0.14
+// of it.)
 const matmulRTol = 2e-6
 
 // assertMatmul compares got with want within matmulRTol·bound (plus a tiny
@@ -277,11 +283,14 @@ func quantize(t testing.TB, typ gguf.Type, v []float32) []byte {
 }
 
 func TestMatmulGridWrap(t *testing.T) {
-	// 262147 rows at 4 rows per workgroup is 65537 workgroups, just past the
+	// 65535 workgroups of 4 rows and 7 rows more is just past the
 	// 65535-per-dimension cap, so the grid wraps into y. K=32 (one Q4_0
-	// block per row) keeps it cheap on lavapipe.
+	// block per row) and a 4-row launch (every shape forms its row index
+	// the same way) keep it cheap on lavapipe.
 	const rows, cols = 4*65535 + 7, 32
 	typ := gguf.TypeQ4_0
+	kern, _ := matmulKernelFor(typ)
+	kern.vec = matmulLaunch{wg: 32, rows: 4, tm: 1}
 	q, _ := remix(t, typ, rows, cols)
 	x := randVec(3, cols, 1)
 	want, err := ref.MatVec(typ, rows, cols, q, x)
@@ -295,7 +304,7 @@ func TestMatmulGridWrap(t *testing.T) {
 	_, bound := denseMatMul(deq, rows, cols, x, 1)
 	w := newTensor(t, "w", typ, rows, cols, q, 0)
 	bx, by := upload(t, "x", x), scratch(t, "y", rows)
-	run(t, "matvec wrap", func(c *gpu.Chain) error { return MatVec(c, w, bx, by) })
+	run(t, "matvec wrap", func(c *gpu.Chain) error { return matmulWith(c, w, kern, bx, by, 1, MatmulOptions{}) })
 	assertMatmul(t, "gpu", download(t, by, rows), want, bound)
 }
 
@@ -363,10 +372,7 @@ func TestMatmulRejectsBadShapes(t *testing.T) {
 	iq := newTensor(t, "iq", gguf.TypeIQ2_XXS, 1, 256, make([]byte, 66), 0)
 	x, y := scratch(t, "x", 4*64), scratch(t, "y", 3*8)
 	short := scratch(t, "short", 63)
-	for _, c := range []struct {
-		what, wantErr string
-		call          func(c *gpu.Chain) error
-	}{
+	checkMatmulRejects(t, []matmulRejectCase{
 		{"unsupported type", "IQ2_XXS", func(c *gpu.Chain) error { return MatVec(c, iq, x, y) }},
 		{"short x", "x buffer", func(c *gpu.Chain) error { return MatVec(c, w, short, y) }},
 		{"short y for m=4", "y buffer", func(c *gpu.Chain) error { return MatMul(c, w, x, y, 4) }},
@@ -387,9 +393,157 @@ func TestMatmulRejectsBadShapes(t *testing.T) {
 			gone.Release()
 			return MatVec(c, gone, x, y)
 		}},
+	})
+}
+
+// TestMatmulTypesListed pins the type table: every float and legacy type is
+// served, by the family the contract names, and every table shape is one
+// its kernel can run.
+func TestMatmulTypesListed(t *testing.T) {
+	for _, typ := range floatLegacyTypes {
+		k, ok := matmulKernelFor(typ)
+		if !ok {
+			t.Fatalf("%v has no matmul kernel", typ)
+		}
+		if k.name != strings.ToLower(typ.String()) {
+			t.Errorf("%v: entry suffix %q, want %q", typ, k.name, strings.ToLower(typ.String()))
+		}
+		launches := []matmulLaunch{k.vec, k.mat}
+		if typ.BlockSize() > 1 {
+			if err := checkVecLaunch(dev, typ.String(), k.vec); err != nil {
+				t.Error(err)
+			}
+			launches = launches[1:]
+		}
+		for _, l := range launches {
+			if l.wg&(l.wg-1) != 0 || l.wg < l.rows*l.tm {
+				t.Errorf("%v: launch %+v: WG must be a power of two of at least ROWS*TM", typ, l)
+			}
+		}
+	}
+	for _, typ := range kquantTypes {
+		k, _ := matmulKernelFor(typ)
+		if err := checkVecLaunch(dev, typ.String(), k.vec); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// quantTypes are the weight types whose matvec runs on the skeleton of
+// shaders/matvec_common.wgsl.
+var quantTypes = []gguf.Type{
+	gguf.TypeQ4_0, gguf.TypeQ4_1, gguf.TypeQ5_0, gguf.TypeQ5_1, gguf.TypeQ8_0,
+	gguf.TypeQ2_K, gguf.TypeQ3_K, gguf.TypeQ4_K, gguf.TypeQ5_K, gguf.TypeQ6_K,
+}
+
+// matvecLaunchVariants are the quantized matvec shapes BenchmarkMatVecLaunch
+// sweeps: 4 to 64 lanes per row, x from global memory (xch 0) or staged in
+// chunks up to the 32 KiB of workgroup memory a big GPU offers. Every one
+// is parity-tested, so a shape the lead picks from the sweep is known good.
+var matvecLaunchVariants = []matmulLaunch{
+	{wg: 256, rows: 64, tm: 1}, {wg: 256, rows: 32, tm: 1}, {wg: 256, rows: 16, tm: 1},
+	{wg: 256, rows: 8, tm: 1}, {wg: 256, rows: 4, tm: 1},
+	{wg: 128, rows: 16, tm: 1}, {wg: 128, rows: 8, tm: 1}, {wg: 64, rows: 8, tm: 1},
+	{wg: 256, rows: 32, tm: 1, unroll: 2}, {wg: 256, rows: 16, tm: 1, unroll: 2},
+	{wg: 128, rows: 8, tm: 1, unroll: 2}, {wg: 256, rows: 64, tm: 1, unroll: 2},
+	{wg: 256, rows: 32, tm: 1, xch: 2048}, {wg: 256, rows: 32, tm: 1, xch: 4096},
+	{wg: 256, rows: 16, tm: 1, xch: 4096}, {wg: 256, rows: 64, tm: 1, xch: 4096},
+	{wg: 256, rows: 32, tm: 1, xch: 4096, unroll: 2}, {wg: 256, rows: 32, tm: 1, xch: 7168},
+}
+
+func (l matmulLaunch) String() string {
+	return fmt.Sprintf("wg%d_rows%d_xch%d_u%d", l.wg, l.rows, l.xch, max(l.unroll, 1))
+}
+
+// TestMatVecLaunchShapesMatchReference runs every quantized type through
+// every benchmarked matvec shape against ref.MatMul, on rows that leave a
+// ragged last workgroup (37 rows against 4-64 per workgroup), a row of a
+// single block, and rows that end in a partial staging chunk (chunks of 256
+// and 512 floats over K = 1280 or 1056), at unit and production (±3e4)
+// activation magnitudes.
+func TestMatVecLaunchShapesMatchReference(t *testing.T) {
+	launches := append([]matmulLaunch{{wg: 256, rows: 32, tm: 1, xch: 256}, {wg: 128, rows: 8, tm: 1, xch: 512}}, matvecLaunchVariants...)
+	for _, typ := range quantTypes {
+		bs := typ.BlockSize()
+		tol := matmulRTol
+		if bs == 256 {
+			tol = kquantTol
+		}
+		shapes := []struct{ rows, cols int }{{37, 5 * 256}, {70, bs}}
+		if bs == 32 {
+			shapes = append(shapes, struct{ rows, cols int }{5, 33 * 32})
+		}
+		for _, sh := range shapes {
+			q, deq := remix(t, typ, sh.rows, sh.cols)
+			w := newTensor(t, "w", typ, sh.rows, sh.cols, q, 0)
+			for _, scale := range []float32{1, 3e4} {
+				x := randVec(uint64(sh.rows+sh.cols), sh.cols, scale)
+				want, err := ref.MatVec(typ, sh.rows, sh.cols, q, x)
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, bound := denseMatMul(deq, sh.rows, sh.cols, x, 1)
+				bx := upload(t, "x", x)
+				for _, l := range launches {
+					if checkVecLaunch(dev, "w", l) != nil {
+						continue // more workgroup memory than this adapter has
+					}
+					kern, _ := matmulKernelFor(typ)
+					kern.vec = l
+					by := scratch(t, "y", sh.rows)
+					run(t, "matvec", func(c *gpu.Chain) error { return matmulWith(c, w, kern, bx, by, 1, MatmulOptions{}) })
+					got := download(t, by, sh.rows)
+					what := fmt.Sprintf("%v %dx%d x%g %v", typ, sh.rows, sh.cols, scale, l)
+					for i := range want {
+						if d := math.Abs(float64(got[i] - want[i])); !(d <= tol*float64(bound[i])+1e-30) {
+							t.Fatalf("%s: [%d] = %v, want %v (|diff| %.3g > %.0e·Σ|wx|)", what, i, got[i], want[i], d, tol)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestMatVecRejectsBadLaunch: a quantized matvec shape the WGSL cannot run
+// is an error naming the constraint, not a wrong result.
+func TestMatVecRejectsBadLaunch(t *testing.T) {
+	q, _ := remix(t, gguf.TypeQ4_K, 4, 256)
+	w := newTensor(t, "w", gguf.TypeQ4_K, 4, 256, q, 0)
+	x, y := scratch(t, "x", 256), scratch(t, "y", 4)
+	huge := int(dev.Limits.MaxComputeWorkgroupStorageSize)/4/256*256 + 256
+	var cases []matmulRejectCase
+	for _, c := range []struct {
+		launch  matmulLaunch
+		wantErr string
+	}{
+		{matmulLaunch{wg: 256, rows: 128, tm: 1}, "multiple of 4 lanes"},
+		{matmulLaunch{wg: 96, rows: 16, tm: 1}, "multiple of 4 lanes"},
+		{matmulLaunch{wg: 256, rows: 3, tm: 1}, "multiple of 4 lanes"},
+		{matmulLaunch{wg: 256, rows: 16, tm: 1, xch: 1000}, "not a multiple of 256"},
+		{matmulLaunch{wg: 256, rows: 16, tm: 1, unroll: 3}, "unroll"},
+		{matmulLaunch{wg: 256, rows: 16, tm: 1, xch: huge}, "workgroup memory"},
 	} {
+		kern, _ := matmulKernelFor(gguf.TypeQ4_K)
+		kern.vec = c.launch
+		cases = append(cases, matmulRejectCase{c.launch.String(), c.wantErr, func(ch *gpu.Chain) error {
+			return matmulWith(ch, w, kern, x, y, 1, MatmulOptions{})
+		}})
+	}
+	checkMatmulRejects(t, cases)
+}
+
+// matmulRejectCase is a call that must fail with an error mentioning wantErr.
+type matmulRejectCase struct {
+	what, wantErr string
+	call          func(c *gpu.Chain) error
+}
+
+func checkMatmulRejects(t *testing.T, cases []matmulRejectCase) {
+	t.Helper()
+	for _, c := range cases {
 		t.Run(c.what, func(t *testing.T) {
-			ch, err := dev.NewChain("bad matmul")
+			ch, err := dev.NewChain("bad " + c.what)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -402,21 +556,84 @@ func TestMatmulRejectsBadShapes(t *testing.T) {
 	}
 }
 
-// TestMatmulTypesListed pins the type table: every float and legacy type is
-// served, by the family the contract names.
-func TestMatmulTypesListed(t *testing.T) {
-	for _, typ := range floatLegacyTypes {
-		k, ok := matmulKernelFor(typ)
-		if !ok {
-			t.Fatalf("%v has no matmul kernel", typ)
+// normedExtraTol is what fusing RMSNorm adds to a matvec's tolerance
+// (relative to Σ|w·x̂|, x̂ the normalised x). The GPU's sum of squares takes
+// ≤ ~75 roundings (vec4 dots, the ≤ 4 vec4s a thread adds at k ≤ 4096, 64
+// partial vec4s joined serially), so mean(x²) is off by ≤ 75·2⁻²⁴ ≈ 4.5e-6
+// relative and its inverse square root (2 ulp in Vulkan) by half that plus
+// 1.2e-7; scaling x by it and by the gain rounds twice more. Every x̂ moves
+// by the same ≤ ~2.5e-6 factor, which moves the sum by ≤ 2.5e-6·Σ|w·x̂|.
+const normedExtraTol = 3e-6
+
+// TestMatVecNormedMatchesReference checks the fused RMSNorm + matvec against
+// ref.RMSNorm followed by ref.MatVec, for every quantized type, through the
+// public entry (one staged chunk) and through a 256-float chunk that
+// normalises x in 5 passes, with a plain and a 1 + g gain, on a
+// production-magnitude residual stream (±3e4) and rows that leave a ragged
+// last workgroup.
+func TestMatVecNormedMatchesReference(t *testing.T) {
+	const rows, k = 37, 1280
+	for i, typ := range quantTypes {
+		tol := matmulRTol + normedExtraTol
+		if typ.BlockSize() == 256 {
+			tol = kquantTol + normedExtraTol
 		}
-		if k.name != strings.ToLower(typ.String()) {
-			t.Errorf("%v: entry suffix %q, want %q", typ, k.name, strings.ToLower(typ.String()))
+		q, deq := remix(t, typ, rows, k)
+		w := newTensor(t, "w", typ, rows, k, q, 0)
+		x := randVec(uint64(40+i), k, 3e4)
+		g := randVec(uint64(60+i), k, 0.5)
+		a := NormArgs{Rows: 1, Dim: k, Eps: 1e-5, OnePlus: i%2 == 1}
+		xn := ref.RMSNorm(x, g, ref.NormArgs{Rows: 1, Dim: k, Eps: a.Eps, OnePlus: a.OnePlus})
+		want, err := ref.MatVec(typ, rows, k, q, xn)
+		if err != nil {
+			t.Fatal(err)
 		}
-		for _, l := range []matmulLaunch{k.vec, k.mat} {
-			if l.wg&(l.wg-1) != 0 || l.wg < l.rows*l.tm {
-				t.Errorf("%v: launch %+v: WG must be a power of two of at least ROWS*TM", typ, l)
+		_, bound := denseMatMul(deq, rows, k, xn, 1)
+		bx, bg := upload(t, "x", x), upload(t, "g", g)
+		kern, _ := matmulKernelFor(typ)
+		chunked := kern.vec
+		chunked.xch = 256
+		for _, via := range []string{"MatVecNormed", "xch256"} {
+			by := scratch(t, "y", rows)
+			run(t, "matvec normed", func(c *gpu.Chain) error {
+				if via == "xch256" {
+					return matmulDispatch(c, w, kern, bx, by, 1, MatmulOptions{}, &vecNorm{g: bg, args: a, launch: chunked})
+				}
+				return MatVecNormed(c, w, bx, bg, by, a, MatmulOptions{})
+			})
+			got := download(t, by, rows)
+			for r := range want {
+				if d := math.Abs(float64(got[r] - want[r])); !(d <= tol*float64(bound[r])+1e-30) {
+					t.Fatalf("%v %s one_plus=%v: [%d] = %v, want %v (|diff| %.3g > %.1e·Σ|w·x̂|)", typ, via, a.OnePlus, r, got[r], want[r], d, tol)
+				}
 			}
 		}
 	}
+}
+
+func TestMatVecNormedRejectsBadShapes(t *testing.T) {
+	q, _ := remix(t, gguf.TypeQ8_0, 4, 64)
+	w := newTensor(t, "w", gguf.TypeQ8_0, 4, 64, q, 0)
+	fq, _ := remix(t, gguf.TypeF16, 4, 64)
+	fw := newTensor(t, "fw", gguf.TypeF16, 4, 64, fq, 0)
+	x, g, y, short := scratch(t, "x", 64), scratch(t, "g", 64), scratch(t, "y", 4), scratch(t, "short", 63)
+	wide := scratch(t, "wide", 64)
+	ok := NormArgs{Rows: 1, Dim: 64, Eps: 1e-6}
+	checkMatmulRejects(t, []matmulRejectCase{
+		{"float weight", "fused-norm", func(c *gpu.Chain) error { return MatVecNormed(c, fw, x, g, y, ok, MatmulOptions{}) }},
+		{"dim != k", "norm shape", func(c *gpu.Chain) error {
+			return MatVecNormed(c, w, x, g, y, NormArgs{Rows: 1, Dim: 32, Eps: 1e-6}, MatmulOptions{})
+		}},
+		{"two rows", "norm shape", func(c *gpu.Chain) error {
+			return MatVecNormed(c, w, x, g, y, NormArgs{Rows: 2, Dim: 64, Eps: 1e-6}, MatmulOptions{})
+		}},
+		{"negative eps", "eps", func(c *gpu.Chain) error {
+			return MatVecNormed(c, w, x, g, y, NormArgs{Rows: 1, Dim: 64, Eps: -1}, MatmulOptions{})
+		}},
+		{"short gain", "gain", func(c *gpu.Chain) error { return MatVecNormed(c, w, x, short, y, ok, MatmulOptions{}) }},
+		{"nil gain", "gain", func(c *gpu.Chain) error { return MatVecNormed(c, w, x, nil, y, ok, MatmulOptions{}) }},
+		{"gain is y", "same buffer", func(c *gpu.Chain) error { return MatVecNormed(c, w, x, wide, wide, ok, MatmulOptions{}) }},
+		{"short x", "x buffer", func(c *gpu.Chain) error { return MatVecNormed(c, w, short, g, y, ok, MatmulOptions{}) }},
+		{"nil tensor", "nil", func(c *gpu.Chain) error { return MatVecNormed(c, nil, x, g, y, ok, MatmulOptions{}) }},
+	})
 }
