@@ -64,11 +64,41 @@ func TestDecodeKernels(t *testing.T) {
 	}
 }
 
+// TestDecodeKernelsQuantized: with quantized weights each pre-norm goes
+// into the matvecs that read it (ops.MatVecNormed), the head's too: 7 a
+// Llama layer, 2 for the head.
+func TestDecodeKernelsQuantized(t *testing.T) {
+	const (
+		normed, mm, rope, attn = "matmul_legacy.matvec_normed_q8_0", "matmul_legacy.matvec_q8_0", "rope_qkv.rope_qkv", "attention.attention"
+		glu                    = "elementwise.glu_fused"
+	)
+	for _, tc := range []struct {
+		preset, quant string
+		layer         []string
+	}{
+		{"tiny-llama", "Q8_0", []string{normed, rope, attn, mm, normed, glu, mm}},
+	} {
+		t.Run(tc.preset, func(t *testing.T) {
+			m := synthModel(t, tc.preset, tc.quant)
+			var want []string
+			for range m.Config.Layers {
+				want = append(want, tc.layer...)
+			}
+			want = append(want, normed, "sample.argmax_local")
+			if got := decodeKernels(t, m); !slices.Equal(got, want) {
+				t.Errorf("decode dispatches (%d):\n%s\nwant (%d):\n%s", len(got), strings.Join(got, " "), len(want), strings.Join(want, " "))
+			}
+		})
+	}
+}
+
 // TestQKVDispatches checks every architecture's attention inputs at two
 // quantizations: between a layer's attention norm and its attention there
 // is one matmul per run of neighbouring q, k, v weights of one type (Q4_K_M
 // keeps v in Q6_K or Q8_0 in some layers) and then the one fused kernel: no
-// bias add, norm, rotation or copy of their own.
+// bias add, norm, rotation or copy of their own. With quantized weights the
+// norm itself goes into those matmuls unless a fused post-norm already
+// wrote it.
 func TestQKVDispatches(t *testing.T) {
 	for _, preset := range tinyPresets() {
 		for _, quant := range []string{"F32", "Q4_K_M"} {
@@ -91,19 +121,25 @@ func TestQKVDispatches(t *testing.T) {
 					if l.V.Type != l.K.Type {
 						runs++
 					}
-					// Back to the attention norm (alone, or fused with the
-					// residual add before it): the matmuls and the fused kernel.
-					j := i - 1
-					for j >= 0 && !strings.HasPrefix(k[j], "norm.rmsnorm") {
-						j--
+					// Before the attention: the fused kernel, and before
+					// it one matmul per type run.
+					if i < runs+1 || k[i-1] != "rope_qkv.rope_qkv" {
+						t.Fatalf("layer %d: %v before the attention, want rope_qkv", layer, k[:i])
 					}
-					between := k[j+1 : i]
-					if len(between) != runs+1 || between[runs] != "rope_qkv.rope_qkv" {
-						t.Errorf("layer %d (q %v, k %v, v %v): between the attention norm and the attention %v, want %d matmuls and rope_qkv", layer, l.Q.Type, l.K.Type, l.V.Type, between, runs)
-					}
-					for _, mm := range between[:min(runs, len(between))] {
+					mms := k[i-1-runs : i-1]
+					for _, mm := range mms {
 						if !strings.Contains(mm, "matvec") {
-							t.Errorf("layer %d: %s where a q/k/v matmul should be", layer, mm)
+							t.Errorf("layer %d (q %v, k %v, v %v): %s where a q/k/v matmul should be, in %v", layer, l.Q.Type, l.K.Type, l.V.Type, mm, k[:i])
+						}
+					}
+					// Before those, the attention norm: its own dispatch
+					// (rmsnorm, or rmsnorm_add fused with the residual add
+					// before it), or, for quantized weights, inside each
+					// matvec (matvec_normed_).
+					separate := i-2-runs >= 0 && strings.HasPrefix(k[i-2-runs], "norm.rmsnorm")
+					for _, mm := range mms {
+						if fused := strings.Contains(mm, "matvec_normed_"); fused == separate || fused && quant == "F32" {
+							t.Errorf("layer %d: %s with the norm before it %v", layer, mm, separate)
 						}
 					}
 					layer++

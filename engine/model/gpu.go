@@ -664,6 +664,22 @@ func (r *GPU) record(key stepKey) (*step, error) {
 		return ops.RMSNorm(ch, x, w, y, ops.NormArgs{Rows: rows, Dim: dim, Eps: c.Eps})
 	}
 	mm := func(w *gpu.Tensor, x, y *gpu.Buffer) error { return ops.MatMul(ch, w, x, y, n) }
+	// fuseNorm says whether the pre-norm of rows rows can go into the
+	// projections' matvecs (ops.MatVecNormed: each workgroup normalises x
+	// as it stages it, one dispatch fewer): one row, quantized weights,
+	// and no LoRA, which would read the normalised x from xn.
+	fuseNorm := func(rows int, lora bool, ts ...*gpu.Tensor) bool {
+		if rows != 1 || lora {
+			return false
+		}
+		for _, t := range ts {
+			if !ops.HasMatVecNormed(t.Type) {
+				return false
+			}
+		}
+		return true
+	}
+	normArgs := ops.NormArgs{Rows: 1, Dim: d, Eps: c.Eps}
 
 	try := func(e error) {
 		if err == nil {
@@ -676,11 +692,21 @@ func (r *GPU) record(key stepKey) (*step, error) {
 		// Attention: x += O · attention(rope(q), rope(k), v), the
 		// projections of norm(x), side by side in qkv; then bias, q/k norms,
 		// the rotations and the cache rows of k and v at pos in one kernel.
-		if !normed {
-			try(norm(r.x, l.attnNorm, r.xn, n, d))
+		qkvTensors := make([]*gpu.Tensor, len(l.qkv))
+		for j, p := range l.qkv {
+			qkvTensors[j] = p.t
 		}
-		for _, p := range l.qkv {
-			try(ops.MatMulWith(ch, p.t, r.xn, r.qkv, n, ops.MatmulOptions{YOffset: p.col, YStride: qkvd}))
+		if !normed && fuseNorm(n, l.lq != nil || l.lk != nil || l.lv != nil, qkvTensors...) {
+			for _, p := range l.qkv {
+				try(ops.MatVecNormed(ch, p.t, r.x, l.attnNorm, r.qkv, normArgs, ops.MatmulOptions{YOffset: p.col, YStride: qkvd}))
+			}
+		} else {
+			if !normed {
+				try(norm(r.x, l.attnNorm, r.xn, n, d))
+			}
+			for _, p := range l.qkv {
+				try(ops.MatMulWith(ch, p.t, r.xn, r.qkv, n, ops.MatmulOptions{YOffset: p.col, YStride: qkvd}))
+			}
 		}
 		try(r.lora(ch, l.lq, r.xn, r.qkv, n, ops.MatmulOptions{YStride: qkvd}))
 		try(r.lora(ch, l.lk, r.xn, r.qkv, n, ops.MatmulOptions{YOffset: c.QDim(), YStride: qkvd}))
@@ -696,11 +722,16 @@ func (r *GPU) record(key stepKey) (*step, error) {
 		normed = r.residual(ch, l.o, l.lo, r.att, l.postAttnNorm, l.ffnNorm, n, try)
 
 		// Feed-forward: x += Down · (act(Gate · norm(x)) * (Up · norm(x))).
-		if !normed {
+		fuseFFN := !normed && l.gateUp != nil && fuseNorm(n, l.lgate != nil || l.lup != nil, l.gateUp)
+		if !normed && !fuseFFN {
 			try(norm(r.x, l.ffnNorm, r.xn, n, d))
 		}
 		if l.gateUp != nil {
-			try(mm(l.gateUp, r.xn, r.gate))
+			if fuseFFN {
+				try(ops.MatVecNormed(ch, l.gateUp, r.x, l.ffnNorm, r.gate, normArgs, ops.MatmulOptions{}))
+			} else {
+				try(mm(l.gateUp, r.xn, r.gate))
+			}
 			// gate and up rows alternate per token: 2·FF floats a row.
 			try(r.lora(ch, l.lgate, r.xn, r.gate, n, ops.MatmulOptions{YStride: 2 * c.FF}))
 			try(r.lora(ch, l.lup, r.xn, r.gate, n, ops.MatmulOptions{YOffset: c.FF, YStride: 2 * c.FF}))
@@ -742,8 +773,12 @@ func (r *GPU) record(key stepKey) (*step, error) {
 		try(ops.CopyF32(ch, r.x, (n-1)*d, r.last, 0, d))
 		rows, src = 1, r.last
 	}
-	try(norm(src, r.outNorm, r.xn, rows, d))
-	try(ops.MatMul(ch, r.output, r.xn, r.logits, rows))
+	if fuseNorm(rows, r.loraOutput != nil, r.output) {
+		try(ops.MatVecNormed(ch, r.output, src, r.outNorm, r.logits, normArgs, ops.MatmulOptions{}))
+	} else {
+		try(norm(src, r.outNorm, r.xn, rows, d))
+		try(ops.MatMul(ch, r.output, r.xn, r.logits, rows))
+	}
 	try(r.lora(ch, r.loraOutput, r.xn, r.logits, rows, ops.MatmulOptions{}))
 	nl := rows * c.Vocab
 	if c.FinalSoftcap > 0 {

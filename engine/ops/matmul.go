@@ -98,16 +98,18 @@ type matmulKernel struct {
 // Q4_0 at m=128 against 6.1 for 4×8 and 3.8 for 2×8, with 32 partial sums
 // per thread in registers and the shared reduction at 64·32 floats = 8 KiB.
 //
-// Quantized matvec (legacyVecLaunch here, kquantVecLaunch for the K-quants;
+// Quantized matvec (vecLaunch, for the legacy types and the K-quants;
 // shaders/matvec_common.wgsl): WG/ROWS lanes per row, a multiple of 4, each
 // summing whole blocks, unroll of them per iteration; x read from global
 // memory (xch 0) or staged in chunks of xch floats. BenchmarkMatVecLaunch
-// sweeps these on a real GPU. Not yet measured there: 16 lanes per row is
-// the middle of the sweep, giving a 4096-row weight 64K invocations (a
-// quarter of what an H200 keeps resident) while each lane still sums 8
-// blocks of a 4096-wide row.
+// swept 18 shapes on an H200 (docs/performance.md): 16 rows of 16 lanes
+// staging 4096 floats of x at a time took the least time summed over a
+// Llama 3 8B layer's projections in Q8_0 and Q4_0 and was within 3-4% of
+// the best in Q4_K and Q6_K, against 1.3-2x longer for the same split
+// reading x from global memory. fitVecLaunch shrinks the chunk on a device
+// with less workgroup memory.
 var (
-	legacyVecLaunch = matmulLaunch{wg: 256, rows: 16, tm: 1}
+	vecLaunch       = matmulLaunch{wg: 256, rows: 16, tm: 1, xch: 4096}
 	floatVecLaunch  = matmulLaunch{wg: 256, rows: 8, tm: 1}
 	matLaunch       = matmulLaunch{wg: 64, rows: 8, tm: 4}
 )
@@ -117,11 +119,11 @@ var matmulKernels = map[gguf.Type]matmulKernel{
 	gguf.TypeF32:  {"matmul_float", "f32", floatVecLaunch, matLaunch},
 	gguf.TypeF16:  {"matmul_float", "f16", floatVecLaunch, matLaunch},
 	gguf.TypeBF16: {"matmul_float", "bf16", floatVecLaunch, matLaunch},
-	gguf.TypeQ4_0: {"matmul_legacy", "q4_0", legacyVecLaunch, matLaunch},
-	gguf.TypeQ4_1: {"matmul_legacy", "q4_1", legacyVecLaunch, matLaunch},
-	gguf.TypeQ5_0: {"matmul_legacy", "q5_0", legacyVecLaunch, matLaunch},
-	gguf.TypeQ5_1: {"matmul_legacy", "q5_1", legacyVecLaunch, matLaunch},
-	gguf.TypeQ8_0: {"matmul_legacy", "q8_0", legacyVecLaunch, matLaunch},
+	gguf.TypeQ4_0: {"matmul_legacy", "q4_0", vecLaunch, matLaunch},
+	gguf.TypeQ4_1: {"matmul_legacy", "q4_1", vecLaunch, matLaunch},
+	gguf.TypeQ5_0: {"matmul_legacy", "q5_0", vecLaunch, matLaunch},
+	gguf.TypeQ5_1: {"matmul_legacy", "q5_1", vecLaunch, matLaunch},
+	gguf.TypeQ8_0: {"matmul_legacy", "q8_0", vecLaunch, matLaunch},
 }
 
 // matmulKernelFor finds the kernels for weight type t.
@@ -206,6 +208,12 @@ func MatVecNormed(c *gpu.Chain, w *gpu.Tensor, x, g, y *gpu.Buffer, a NormArgs, 
 		launch.xch = normedXCH
 	}
 	return matmulDispatch(c, w, kern, x, y, 1, o, &vecNorm{g: g, args: a, launch: launch})
+}
+
+// HasMatVecNormed reports whether MatVecNormed takes weights of type t.
+func HasMatVecNormed(t gguf.Type) bool {
+	kern, ok := matmulKernelFor(t)
+	return ok && kern.family != "matmul_float"
 }
 
 // normedXCH is MatVecNormed's staging chunk when the table reads x from
@@ -299,6 +307,7 @@ func matmulDispatch(c *gpu.Chain, w *gpu.Tensor, kern matmulKernel, x, y *gpu.Bu
 		bufs = append(bufs, x)
 	}
 	if m == 1 && kern.family != "matmul_float" {
+		launch = fitVecLaunch(c.Device(), launch)
 		if err := checkVecLaunch(c.Device(), w.Name, launch); err != nil {
 			return err
 		}
@@ -330,6 +339,18 @@ func matmulDispatch(c *gpu.Chain, w *gpu.Tensor, kern matmulKernel, x, y *gpu.Bu
 		}
 	}
 	return nil
+}
+
+// fitVecLaunch halves l's staging chunk until it fits d's workgroup
+// memory: the table's 4096-float chunk needs 17 KiB, a device granting
+// only WebGPU's guaranteed 16 KiB runs 2048. A shape that does not stage x
+// (xch 0), or whose chunk cannot be halved to a multiple of 256, is
+// returned as it is for checkVecLaunch to judge.
+func fitVecLaunch(d *gpu.Device, l matmulLaunch) matmulLaunch {
+	for l.xch%512 == 0 && l.xch > 0 && checkVecLaunch(d, "", l) != nil {
+		l.xch /= 2 // still a multiple of 256, as the kernel needs
+	}
+	return l
 }
 
 // checkVecLaunch rejects a quantized matvec shape the skeleton in

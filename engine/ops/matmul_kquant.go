@@ -18,15 +18,9 @@ import "github.com/hearthstudio/hearth/gguf"
 // activation rows and each staged activation (8×256, 8.5 KiB) for 32 weight
 // rows.
 //
-// Decode (matvec_ entries) follows shaders/matvec_common.wgsl: WG/ROWS lanes
-// per row (a multiple of 4) walk the row's parts; xch is the staging chunk
-// (0: x from global memory). checkVecLaunch holds the constraints. The
-// shape is the same untuned starting point as the legacy types' (see
-// legacyVecLaunch) until BenchmarkMatVecLaunch has run on an H200.
-var (
-	kquantVecLaunch = matmulLaunch{wg: 256, rows: 16, tm: 1}
-	kquantMatLaunch = matmulLaunch{wg: 256, rows: 32, tm: 8}
-)
+// Decode (matvec_ entries) follows shaders/matvec_common.wgsl with the
+// legacy types' shape, vecLaunch (matmul.go says why).
+var kquantMatLaunch = matmulLaunch{wg: 256, rows: 32, tm: 8}
 
 // kquantKernel returns where the Q2_K…Q6_K kernels live and how to launch
 // them; ok is false for any other type.
@@ -46,5 +40,5 @@ func kquantKernel(t gguf.Type) (matmulKernel, bool) {
 	default:
 		return matmulKernel{}, false
 	}
-	return matmulKernel{family: "matmul_kquant", name: name, vec: kquantVecLaunch, mat: kquantMatLaunch}, true
+	return matmulKernel{family: "matmul_kquant", name: name, vec: vecLaunch, mat: kquantMatLaunch}, true
 }

@@ -637,3 +637,18 @@ func TestMatVecNormedRejectsBadShapes(t *testing.T) {
 		{"nil tensor", "nil", func(c *gpu.Chain) error { return MatVecNormed(c, nil, x, g, y, ok, MatmulOptions{}) }},
 	})
 }
+
+// TestFitVecLaunch: the table's 4096-float staging chunk (17 KiB with the
+// partial sums) is halved on a device granting WebGPU's guaranteed 16 KiB
+// and kept where the memory is there (lavapipe's 32, the H200's 48).
+func TestFitVecLaunch(t *testing.T) {
+	for _, c := range []struct {
+		kib  uint32
+		want int
+	}{{16, 2048}, {32, 4096}, {48, 4096}} {
+		d := &gpu.Device{Limits: gpu.Limits{MaxComputeWorkgroupStorageSize: c.kib << 10}}
+		if got := fitVecLaunch(d, vecLaunch); got.xch != c.want || checkVecLaunch(d, "w", got) != nil {
+			t.Errorf("%d KiB: chunk %d (%v), want %d", c.kib, got.xch, checkVecLaunch(d, "w", got), c.want)
+		}
+	}
+}
