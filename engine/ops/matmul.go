@@ -109,9 +109,9 @@ type matmulKernel struct {
 // reading x from global memory. fitVecLaunch shrinks the chunk on a device
 // with less workgroup memory.
 var (
-	vecLaunch       = matmulLaunch{wg: 256, rows: 16, tm: 1, xch: 4096}
-	floatVecLaunch  = matmulLaunch{wg: 256, rows: 8, tm: 1}
-	matLaunch       = matmulLaunch{wg: 64, rows: 8, tm: 4}
+	vecLaunch      = matmulLaunch{wg: 256, rows: 16, tm: 1, xch: 4096}
+	floatVecLaunch = matmulLaunch{wg: 256, rows: 8, tm: 1}
+	matLaunch      = matmulLaunch{wg: 64, rows: 8, tm: 4}
 )
 
 // matmulKernels is the float and legacy-quant table. Read only.
