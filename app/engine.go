@@ -400,19 +400,11 @@ func (e *Engine) batch() int {
 
 // runner puts m where the engine's backend says (Engine.backend).
 func (e *Engine) runner(m *model.Model, progress func(Progress)) (model.Runner, error) {
-	ctx := e.o.Context
-	if ctx == 0 {
-		ctx = min(m.Config.Context, model.DefaultContext)
-	}
 	b, err := e.backend()
 	if err != nil {
 		return nil, err
 	}
-	if !b.GPU {
-		return model.NewCPU(m, ctx)
-	}
-	return model.NewGPU(e.dev, m, model.GPUOptions{Context: ctx, Batch: e.o.Batch, Budget: e.o.GPUMemory,
-		Progress: func(done, total int64) { progress(Progress{Stage: "load", Done: done, Total: total}) }})
+	return newRunner(m, b, e.dev, RunnerOptions{Context: e.o.Context, Batch: e.o.Batch, GPUMemory: e.o.GPUMemory, Progress: progress})
 }
 
 // backend is where the engine's jobs run, decided once (OpenBackend);
