@@ -500,6 +500,13 @@ type Reply struct {
 	Notice string
 }
 
+// Token is one sampled token as Chat and Complete emit it.
+type Token = model.Token
+
+// ErrContextFull ends a reply whose conversation has filled the model's
+// context (model.ErrContextFull).
+var ErrContextFull = model.ErrContextFull
+
 // Chat answers the conversation's last message, calling emit with each
 // token as it is sampled. Cancelling ctx stops at the next token (or the
 // next chunk of the prompt) with Stats.Stop "canceled".
@@ -631,8 +638,8 @@ type TrainRequest struct {
 	training.RunConfig
 	// Progress hears the run's reports; Pause, if not nil, holds it
 	// between steps.
-	Progress func(training.Progress)
-	Pause    *training.Pause
+	Progress func(TrainProgress)
+	Pause    *TrainPause
 }
 
 // Train runs a fine-tuning job on the engine's device. The resident model
