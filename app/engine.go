@@ -407,11 +407,11 @@ func (e *Engine) runner(m *model.Model, progress func(Progress)) (model.Runner, 
 	return newRunner(m, b, e.dev, RunnerOptions{Context: e.o.Context, Batch: e.o.Batch, GPUMemory: e.o.GPUMemory, Progress: progress})
 }
 
-// backend is where the engine's jobs run, decided once (OpenBackend);
+// backend is where the engine's jobs run, decided once (openBackend);
 // when that is the GPU the device is open.
 func (e *Engine) backend() (Backend, error) {
 	if e.choice == nil {
-		b, dev, err := OpenBackend(e.o.Backend, JobInference, e.o.GPU)
+		b, dev, err := openBackend(e.o.Backend, JobInference, e.o.GPU)
 		if err != nil {
 			return Backend{}, err
 		}

@@ -43,3 +43,7 @@ func ProbeShaderLanguage(opts GPUOptions) (ShaderLanguage, error) {
 	defer d.Release()
 	return d.Language, nil
 }
+
+// ErrDeviceLost ends a job whose GPU device was lost (driver reset, GPU
+// removed); the engine opens a new one for the next job.
+var ErrDeviceLost = gpu.ErrDeviceLost

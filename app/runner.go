@@ -50,13 +50,13 @@ func (l *LoadedModel) Close() {
 }
 
 // LoadModel opens the .gguf at path and puts it where o.Backend says
-// (OpenBackend), opening a device for it when that is the GPU.
+// (openBackend), opening a device for it when that is the GPU.
 func LoadModel(path string, o RunnerOptions) (*LoadedModel, error) {
 	m, err := model.Load(path)
 	if err != nil {
 		return nil, err
 	}
-	b, dev, err := OpenBackend(o.Backend, JobInference, o.GPU)
+	b, dev, err := openBackend(o.Backend, JobInference, o.GPU)
 	if err != nil {
 		m.Close()
 		return nil, err

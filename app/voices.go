@@ -11,11 +11,11 @@ type VoiceWeight = vocoder.VoiceWeight
 func ParseVoiceSpec(spec string) ([]VoiceWeight, error) { return vocoder.ParseVoiceSpec(spec) }
 
 // EncodeStyle runs the voice style encoders on a reference recording's
-// mel frames where backend says (OpenBackend, as speech does: under auto
+// mel frames where backend says (openBackend, as speech does: under auto
 // on the CPU when there is no GPU or only a software one), on a device of
 // its own. onBackend, when set, hears the choice before the encoders run.
 func EncodeStyle(backend string, opts GPUOptions, enc *vocoder.StyleEncoder, mel []float32, frames int, onBackend func(Backend)) ([]float32, Backend, error) {
-	b, dev, err := OpenBackend(backend, JobInference, opts)
+	b, dev, err := openBackend(backend, JobInference, opts)
 	if err != nil {
 		return nil, Backend{}, err
 	}
