@@ -3,6 +3,11 @@
 // command line and the API server post to it. Sub-packages hold the model
 // library, downloads, chat histories, settings, the API server and the
 // command line.
+//
+// app is the only door to the GPU: the engine and LoadModel choose the
+// backend, open the device and build the runners; the studio, the API
+// server and the commands never hold a device (README's "Layers", checked
+// by TestLayers).
 package app
 
 import (
