@@ -136,10 +136,10 @@ func DecideBackend(backend string, job Job, adapters []gpu.AdapterInfo, listErr 
 	return Backend{GPU: true, Adapter: chosen, Reason: "the best adapter", Brief: "the best GPU"}, nil
 }
 
-// OpenBackend is ChooseBackend with the device opened when the choice is
+// openBackend is ChooseBackend with the device opened when the choice is
 // the GPU; the caller releases it. Under auto a device that fails to open
 // sends the job to the CPU, with that as the reason.
-func OpenBackend(backend string, job Job, opts gpu.Options) (Backend, *gpu.Device, error) {
+func openBackend(backend string, job Job, opts gpu.Options) (Backend, *gpu.Device, error) {
 	b, err := ChooseBackend(backend, job, opts)
 	if err != nil || !b.GPU {
 		return b, nil, err

@@ -3,6 +3,11 @@
 // command line and the API server post to it. Sub-packages hold the model
 // library, downloads, chat histories, settings, the API server and the
 // command line.
+//
+// app is the only door to the GPU: the engine and LoadModel choose the
+// backend, open the device and build the runners; the studio, the API
+// server and the commands never hold a device (README's "Layers", checked
+// by TestLayers).
 package app
 
 import (
@@ -400,26 +405,18 @@ func (e *Engine) batch() int {
 
 // runner puts m where the engine's backend says (Engine.backend).
 func (e *Engine) runner(m *model.Model, progress func(Progress)) (model.Runner, error) {
-	ctx := e.o.Context
-	if ctx == 0 {
-		ctx = min(m.Config.Context, model.DefaultContext)
-	}
 	b, err := e.backend()
 	if err != nil {
 		return nil, err
 	}
-	if !b.GPU {
-		return model.NewCPU(m, ctx)
-	}
-	return model.NewGPU(e.dev, m, model.GPUOptions{Context: ctx, Batch: e.o.Batch, Budget: e.o.GPUMemory,
-		Progress: func(done, total int64) { progress(Progress{Stage: "load", Done: done, Total: total}) }})
+	return newRunner(m, b, e.dev, RunnerOptions{Context: e.o.Context, Batch: e.o.Batch, GPUMemory: e.o.GPUMemory, Progress: progress})
 }
 
-// backend is where the engine's jobs run, decided once (OpenBackend);
+// backend is where the engine's jobs run, decided once (openBackend);
 // when that is the GPU the device is open.
 func (e *Engine) backend() (Backend, error) {
 	if e.choice == nil {
-		b, dev, err := OpenBackend(e.o.Backend, JobInference, e.o.GPU)
+		b, dev, err := openBackend(e.o.Backend, JobInference, e.o.GPU)
 		if err != nil {
 			return Backend{}, err
 		}
@@ -507,6 +504,13 @@ type Reply struct {
 	// Notice says why the model's own chat template was not used, if so.
 	Notice string
 }
+
+// Token is one sampled token as Chat and Complete emit it.
+type Token = model.Token
+
+// ErrContextFull ends a reply whose conversation has filled the model's
+// context (model.ErrContextFull).
+var ErrContextFull = model.ErrContextFull
 
 // Chat answers the conversation's last message, calling emit with each
 // token as it is sampled. Cancelling ctx stops at the next token (or the
@@ -639,8 +643,8 @@ type TrainRequest struct {
 	training.RunConfig
 	// Progress hears the run's reports; Pause, if not nil, holds it
 	// between steps.
-	Progress func(training.Progress)
-	Pause    *training.Pause
+	Progress func(TrainProgress)
+	Pause    *TrainPause
 }
 
 // Train runs a fine-tuning job on the engine's device. The resident model

@@ -24,7 +24,6 @@ import (
 	"github.com/hearthstudio/hearth/app"
 	"github.com/hearthstudio/hearth/app/chats"
 	"github.com/hearthstudio/hearth/app/settings"
-	"github.com/hearthstudio/hearth/engine/model"
 )
 
 const (
@@ -710,7 +709,7 @@ func (cv *chatView) startReply() {
 	eng := cv.st.engine
 	go func() {
 		defer g.cancel()
-		reply, err := eng.Chat(ctx, req, func(t model.Token) error {
+		reply, err := eng.Chat(ctx, req, func(t app.Token) error {
 			g.add(t, flush)
 			return nil
 		})
@@ -795,7 +794,7 @@ func (cv *chatView) finish(g *generation) {
 	if err != nil {
 		cv.showFailure(c, err)
 	} else if kept && stop == "length" && cv.model != nil && reply.Stats.PromptTokens+reply.Stats.Generated >= cv.model.Context {
-		cv.showFailure(c, fmt.Errorf("%w (%d tokens)", model.ErrContextFull, cv.model.Context))
+		cv.showFailure(c, fmt.Errorf("%w (%d tokens)", app.ErrContextFull, cv.model.Context))
 	}
 }
 
@@ -808,7 +807,7 @@ func (cv *chatView) showFailure(c *chats.Conversation, err error) {
 	case errors.Is(err, app.ErrNoModel):
 		text = "No model is loaded. Load one in the Models tab, then press Regenerate."
 		action = widget.NewButton("Go to Models", cv.goToModels)
-	case errors.Is(err, model.ErrContextFull):
+	case errors.Is(err, app.ErrContextFull):
 		text = fmt.Sprintf("The chat has filled the model's context: %v. Start a new chat, or edit an earlier message to shorten this one.", err)
 		action = widget.NewButton("New chat", cv.newChat)
 	case errors.Is(err, app.ErrBusy):
@@ -1015,7 +1014,7 @@ type generation struct {
 	cost      time.Duration // how long the last update took on the UI goroutine
 }
 
-func (g *generation) add(t model.Token, flush func()) {
+func (g *generation) add(t app.Token, flush func()) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.text.WriteString(t.Text)

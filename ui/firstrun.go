@@ -16,9 +16,9 @@ import (
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
 
+	"github.com/hearthstudio/hearth/app"
 	"github.com/hearthstudio/hearth/app/library"
 	"github.com/hearthstudio/hearth/app/settings"
-	"github.com/hearthstudio/hearth/engine/synth"
 	"github.com/hearthstudio/hearth/internal/units"
 )
 
@@ -136,7 +136,7 @@ func sampleMaker(st *studio) fyne.CanvasObject {
 		"The tiny ones take a second; the others are the size of the real model.")
 	about.Wrapping = fyne.TextWrapWord
 
-	presets := synth.Presets()
+	presets := app.SampleModels()
 	names := make([]string, len(presets))
 	for i, p := range presets {
 		names[i] = p.Name
@@ -144,10 +144,10 @@ func sampleMaker(st *studio) fyne.CanvasObject {
 	choose := widget.NewSelect(names, nil)
 	detail := widget.NewLabel("")
 	detail.Wrapping = fyne.TextWrapWord
-	chosen := func() (synth.Preset, bool) {
+	chosen := func() (app.SampleModel, bool) {
 		i := choose.SelectedIndex()
 		if i < 0 || i >= len(presets) {
-			return synth.Preset{}, false
+			return app.SampleModel{}, false
 		}
 		return presets[i], true
 	}
@@ -202,8 +202,8 @@ func sampleMaker(st *studio) fyne.CanvasObject {
 		texts := make([]string, len(presets))
 		for i, p := range presets {
 			texts[i] = p.Name
-			if l, err := synth.Plan(p, synth.Options{Quant: sampleQuant}); err == nil {
-				texts[i] = fmt.Sprintf("%s · %s parameters · %s", p.Name, units.Count(uint64(l.Params)), settings.FormatSize(l.FileSize))
+			if params, size, err := app.SampleModelSize(p, sampleQuant); err == nil {
+				texts[i] = fmt.Sprintf("%s · %s parameters · %s", p.Name, units.Count(params), settings.FormatSize(size))
 			}
 		}
 		st.post(func() {
@@ -221,16 +221,15 @@ func sampleMaker(st *studio) fyne.CanvasObject {
 // makeSample writes preset p (at sampleQuant) into the studio's models
 // folder, unless it is there already, and loads the model. The folder is a
 // root of every library, the command line's too. progress and done run on the UI goroutine.
-func (st *studio) makeSample(p synth.Preset, progress func(done, total int64), done func(error)) {
+func (st *studio) makeSample(p app.SampleModel, progress func(done, total int64), done func(error)) {
 	dir := library.HearthFolders(st.dir)[0]
 	path := filepath.Join(dir, p.Name+"-"+sampleQuant+".gguf")
 	go func() {
 		err := os.MkdirAll(dir, 0o755)
 		if _, serr := os.Stat(path); err == nil && errors.Is(serr, fs.ErrNotExist) {
-			err = synth.WriteFile(path, p, synth.Options{Quant: sampleQuant, Seed: 1, Context: context.Background(),
-				Progress: func(pr synth.Progress) {
-					st.post(func() { progress(pr.BytesDone, pr.BytesTotal) })
-				}})
+			err = app.WriteSampleModel(context.Background(), path, p, sampleQuant, func(done, total int64) {
+				st.post(func() { progress(done, total) })
+			})
 		}
 		st.post(func() {
 			if err != nil {

@@ -11,7 +11,7 @@ import (
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
 
-	"github.com/hearthstudio/hearth/training"
+	"github.com/hearthstudio/hearth/app"
 )
 
 // lossPlot draws a training run's loss: the training loss of every step as
@@ -23,7 +23,7 @@ import (
 // the same few objects at step 10 and at step 100 000.
 type lossPlot struct {
 	widget.BaseWidget
-	train, valid []training.Point
+	train, valid []app.TrainPoint
 	// steps is the run's length: the x axis ends there (or at the last
 	// point, if that is later).
 	steps int
@@ -45,14 +45,14 @@ func newLossPlot() *lossPlot {
 
 // Set replaces the plot's points with history (a checkpoint's, or a
 // resumed run's first report) for a run of steps.
-func (p *lossPlot) Set(history []training.Point, steps int) {
+func (p *lossPlot) Set(history []app.TrainPoint, steps int) {
 	p.train, p.valid = p.train[:0], p.valid[:0]
 	p.steps = steps
 	p.Add(history, steps)
 }
 
 // Add appends points, in step order, and sets the run's length.
-func (p *lossPlot) Add(points []training.Point, steps int) {
+func (p *lossPlot) Add(points []app.TrainPoint, steps int) {
 	for _, pt := range points {
 		if math.IsNaN(pt.Loss) || math.IsInf(pt.Loss, 0) {
 			continue
@@ -79,7 +79,7 @@ func (p *lossPlot) ranges() (x0, x1, lo, hi float64, ok bool) {
 	}
 	lo, hi = math.Inf(1), math.Inf(-1)
 	last := 0
-	for _, s := range [][]training.Point{p.train, p.valid} {
+	for _, s := range [][]app.TrainPoint{p.train, p.valid} {
 		for _, pt := range s {
 			lo, hi = min(lo, pt.Loss), max(hi, pt.Loss)
 			last = max(last, pt.Step)
@@ -98,7 +98,7 @@ func (p *lossPlot) ranges() (x0, x1, lo, hi float64, ok bool) {
 	return 0, x1, lo, hi, true
 }
 
-func minLoss(pts []training.Point) float64 {
+func minLoss(pts []app.TrainPoint) float64 {
 	m := math.Inf(1)
 	for _, pt := range pts {
 		m = min(m, pt.Loss)
@@ -116,7 +116,7 @@ type column struct {
 // of a plot width pixels wide showing steps x0..x1: each column keeps the
 // lowest and highest loss in it, so a spike is never lost, and the first
 // and last, which the line joins to the neighbouring columns.
-func downsample(pts []training.Point, x0, x1 float64, width int) []column {
+func downsample(pts []app.TrainPoint, x0, x1 float64, width int) []column {
 	if width <= 0 || len(pts) == 0 {
 		return nil
 	}

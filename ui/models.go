@@ -18,7 +18,6 @@ import (
 	"github.com/hearthstudio/hearth/app"
 	"github.com/hearthstudio/hearth/app/library"
 	"github.com/hearthstudio/hearth/app/settings"
-	"github.com/hearthstudio/hearth/engine/gpu"
 	"github.com/hearthstudio/hearth/internal/units"
 )
 
@@ -615,7 +614,7 @@ func computeControls(st *studio) fyne.CanvasObject {
 	// Listing adapters opens the Vulkan (Metal, DX12) instance: a blocking
 	// call that can take a second on some drivers.
 	go func() {
-		list, err := gpu.Adapters(gpu.Options{Backend: gpu.OptionsFromEnv().Backend})
+		list, err := app.Adapters(app.GPUOptions{Backend: app.GPUOptionsFromEnv().Backend})
 		st.post(func() {
 			if err != nil {
 				st.showError(fmt.Errorf("the GPU adapters could not be listed: %w", err))

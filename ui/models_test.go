@@ -22,7 +22,6 @@ import (
 	"github.com/hearthstudio/hearth/app"
 	"github.com/hearthstudio/hearth/app/library"
 	"github.com/hearthstudio/hearth/app/settings"
-	"github.com/hearthstudio/hearth/engine/gpu"
 	"github.com/hearthstudio/hearth/engine/synth"
 )
 
@@ -509,7 +508,7 @@ func TestChoosingWhereModelsRunRestartsTheEngine(t *testing.T) {
 	// The compute line, made off the UI goroutine, follows the choice:
 	// the GPU, or here over lavapipe the CPU saying why
 	// (TestComputeLineSaysWhy).
-	want := computeLine(settings.Settings{Backend: "auto"}, gpu.Options{})
+	want := computeLine(settings.Settings{Backend: "auto"}, app.GPUOptions{})
 	if want == "CPU (no GPU used)" {
 		t.Fatalf("auto's compute line %q is the CPU setting's", want)
 	}
@@ -597,11 +596,11 @@ func TestStatusText(t *testing.T) {
 // as on CI), else that GPU.
 func TestComputeLineSaysWhy(t *testing.T) {
 	t.Setenv("HEARTH_ADAPTER", "")
-	var best gpu.AdapterInfo
-	if adapters, err := gpu.Adapters(gpu.Options{}); err == nil && len(adapters) > 0 {
+	var best app.AdapterInfo
+	if adapters, err := app.Adapters(app.GPUOptions{}); err == nil && len(adapters) > 0 {
 		best = adapters[0]
 	}
-	line := computeLine(settings.Settings{Backend: "auto"}, gpu.Options{})
+	line := computeLine(settings.Settings{Backend: "auto"}, app.GPUOptions{})
 	switch best.Type {
 	case "cpu":
 		if want := "CPU (faster than the software GPU)"; line != want {
@@ -617,11 +616,11 @@ func TestComputeLineSaysWhy(t *testing.T) {
 		}
 	}
 	if best.Name != "" {
-		if line := computeLine(settings.Settings{Backend: "gpu"}, gpu.Options{}); !strings.HasPrefix(line, "GPU: "+best.Label()) {
+		if line := computeLine(settings.Settings{Backend: "gpu"}, app.GPUOptions{}); !strings.HasPrefix(line, "GPU: "+best.Label()) {
 			t.Errorf("gpu: %q", line)
 		}
 	}
-	if line := computeLine(settings.Settings{Backend: "cpu"}, gpu.Options{}); line != "CPU (no GPU used)" {
+	if line := computeLine(settings.Settings{Backend: "cpu"}, app.GPUOptions{}); line != "CPU (no GPU used)" {
 		t.Errorf("cpu: %q", line)
 	}
 }

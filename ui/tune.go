@@ -24,8 +24,6 @@ import (
 
 	"github.com/hearthstudio/hearth/app"
 	"github.com/hearthstudio/hearth/app/settings"
-	"github.com/hearthstudio/hearth/training"
-	"github.com/hearthstudio/hearth/training/data"
 )
 
 // tuneInterval is the shortest time between two updates of the Tune tab
@@ -181,7 +179,7 @@ func (tv *tuneView) build() {
 	tv.chooseFolder = widget.NewButtonWithIcon("Folder…", theme.FolderIcon(), tv.pickFolder)
 
 	var names []string
-	for _, p := range training.Presets {
+	for _, p := range app.TrainPresets() {
 		names = append(names, p.Name)
 	}
 	tv.about = newHintLabel("")
@@ -264,9 +262,9 @@ func (tv *tuneView) restore(s settings.Tune) {
 	tv.modelName = s.Model
 	tv.data = s.Data
 	tv.outDir = s.OutDir
-	preset, ok := training.PresetByName(s.Preset)
+	preset, ok := app.TrainPresetByName(s.Preset)
 	if !ok {
-		preset = training.Presets[0]
+		preset = app.TrainPresets()[0]
 	}
 	tv.preset.OnChanged = nil
 	tv.preset.SetSelected(preset.Name)
@@ -449,7 +447,7 @@ func (tv *tuneView) pickFolder() {
 }
 
 func (tv *tuneView) pickPreset(name string) {
-	p, ok := training.PresetByName(name)
+	p, ok := app.TrainPresetByName(name)
 	if !ok {
 		return
 	}
@@ -468,8 +466,8 @@ func (tv *tuneView) remember() {
 
 // config is the run the form asks for: the preset's settings with the
 // advanced values over them, as hearth train takes a preset and flags.
-func (tv *tuneView) config() (string, training.RunConfig, error) {
-	var c training.RunConfig
+func (tv *tuneView) config() (string, app.TrainConfig, error) {
+	var c app.TrainConfig
 	switch {
 	case tv.modelName == "":
 		return "", c, errors.New("choose the base model to train")
@@ -478,9 +476,9 @@ func (tv *tuneView) config() (string, training.RunConfig, error) {
 	case tv.outPath() == "":
 		return "", c, errors.New("name the adapter file")
 	}
-	p, ok := training.PresetByName(tv.preset.Selected)
+	p, ok := app.TrainPresetByName(tv.preset.Selected)
 	if !ok {
-		p = training.Presets[0]
+		p = app.TrainPresets()[0]
 	}
 	s, err := tv.adv.value(p.Settings)
 	if err != nil {
@@ -509,7 +507,7 @@ func (tv *tuneView) startTapped() {
 		if lines, err := countLines(c.Data); err == nil {
 			c.ValidEvery = validEvery(lines, c.Settings)
 		}
-		state, err := training.ReadState(ck)
+		state, err := app.ReadTrainState(ck)
 		_, statErr := os.Stat(ck)
 		tv.st.post(func() {
 			if tv.run != nil {
@@ -534,13 +532,13 @@ func (tv *tuneView) startTapped() {
 // (forward and backward) each, so k steps of Batch·Accum sequences pay for
 // held/3 sequences when k ≥ held·10/(3·Batch·Accum). At most 50, as
 // hearth train's default.
-func validEvery(lines int, s training.Settings) int {
+func validEvery(lines int, s app.TrainSettings) int {
 	share := s.Valid
 	switch {
 	case share < 0:
 		return 0
 	case share == 0:
-		share = data.DefaultValid
+		share = app.DefaultValidShare
 	}
 	held := max(1, math.Round(share*float64(lines)))
 	k := int(math.Ceil(held * 10 / 3 / float64(max(s.Batch*s.Accum, 1))))
@@ -578,7 +576,7 @@ func countLines(path string) (int, error) {
 
 // offerResume asks whether to continue the run of the checkpoint or to
 // start over.
-func (tv *tuneView) offerResume(model string, c training.RunConfig, state training.State) {
+func (tv *tuneView) offerResume(model string, c app.TrainConfig, state app.TrainState) {
 	ck := c.CheckpointPath()
 	what := fmt.Sprintf("A run of this adapter stopped at step %d of %d.", state.Step, state.Steps)
 	if state.Step >= state.Steps {
@@ -589,7 +587,7 @@ func (tv *tuneView) offerResume(model string, c training.RunConfig, state traini
 	resume := func() {
 		s := state.Settings
 		// The learning rate and the length may change on a resume
-		// (training.RunConfig.compatible); the rest shapes the adapter and
+		// (app.TrainConfig.compatible); the rest shapes the adapter and
 		// the data, so the checkpoint's are kept, and shown.
 		s.LR = c.LR
 		if s.Steps == 0 {
@@ -608,7 +606,7 @@ func (tv *tuneView) offerResume(model string, c training.RunConfig, state traini
 
 // offerStartOver is for a checkpoint that cannot be read: it can only be
 // deleted.
-func (tv *tuneView) offerStartOver(model string, c training.RunConfig, err error) {
+func (tv *tuneView) offerStartOver(model string, c app.TrainConfig, err error) {
 	text := fmt.Sprintf("The checkpoint of this adapter cannot be read: %v\n\nStart over deletes it.", err)
 	tv.showOffer("Start over?", text, []offerButton{
 		{"Cancel", widget.MediumImportance, nil},
@@ -618,7 +616,7 @@ func (tv *tuneView) offerStartOver(model string, c training.RunConfig, err error
 
 // confirmStartOver asks once more before the checkpoint, hours of
 // training perhaps, is deleted.
-func (tv *tuneView) confirmStartOver(model string, c training.RunConfig, state training.State) {
+func (tv *tuneView) confirmStartOver(model string, c app.TrainConfig, state app.TrainState) {
 	text := fmt.Sprintf("Delete the checkpoint of step %d of %d and train from the start?\n%s\nThis cannot be undone.",
 		state.Step, state.Steps, c.CheckpointPath())
 	tv.showOffer("Delete the checkpoint?", text, []offerButton{
@@ -627,7 +625,7 @@ func (tv *tuneView) confirmStartOver(model string, c training.RunConfig, state t
 	})
 }
 
-func (tv *tuneView) deleteAndBegin(model string, c training.RunConfig) {
+func (tv *tuneView) deleteAndBegin(model string, c app.TrainConfig) {
 	if err := os.Remove(c.CheckpointPath()); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		tv.showNotice("The checkpoint could not be deleted: "+err.Error(), widget.DangerImportance)
 		return
@@ -674,12 +672,12 @@ func (tv *tuneView) showOffer(title, text string, buttons []offerButton) {
 
 // begin starts the run on the engine, on a goroutine of its own: Train
 // blocks until the run ends.
-func (tv *tuneView) begin(model string, c training.RunConfig) {
+func (tv *tuneView) begin(model string, c app.TrainConfig) {
 	if tv.run != nil {
 		return
 	}
 	job, ctx := newStoppable()
-	r := &tuneRun{stoppable: job, model: model, cfg: c, pause: &training.Pause{}}
+	r := &tuneRun{stoppable: job, model: model, cfg: c, pause: &app.TrainPause{}}
 	tv.run, tv.last = r, nil
 	tv.lookGen++ // a lookup under way must not show an older run now
 	tv.looking = false
@@ -699,11 +697,11 @@ func (tv *tuneView) begin(model string, c training.RunConfig) {
 	flush := func() { tv.st.post(func() { tv.show(r) }) }
 	go func() {
 		defer r.cancel()
-		var res *training.Result
+		var res *app.TrainResult
 		err := os.MkdirAll(filepath.Dir(c.Out), 0o755)
 		if err == nil {
 			res, err = eng.Train(ctx, app.TrainRequest{Model: model, RunConfig: c, Pause: r.pause,
-				Progress: func(p training.Progress) { r.add(p, flush) }})
+				Progress: func(p app.TrainProgress) { r.add(p, flush) }})
 		}
 		r.mu.Lock()
 		r.res, r.err = res, err
@@ -794,13 +792,13 @@ func (tv *tuneView) show(r *tuneRun) {
 }
 
 // showProgress shows a report's numbers and what the run is doing.
-func (tv *tuneView) showProgress(r *tuneRun, p training.Progress) {
+func (tv *tuneView) showProgress(r *tuneRun, p app.TrainProgress) {
 	set := func(name, text string) { tv.stats[name].SetText(text) }
 	if p.Steps > 0 {
 		set("Step", fmt.Sprintf("%d / %d", p.Step, p.Steps))
 		tv.progress.Max = float64(p.Steps)
 		done := float64(p.Step)
-		if p.Phase == training.PhaseStep && p.Total > 0 {
+		if p.Phase == app.TrainPhaseStep && p.Total > 0 {
 			// A long step moves the bar as its passes finish.
 			done += float64(p.Done) / float64(p.Total)
 		}
@@ -818,7 +816,7 @@ func (tv *tuneView) showProgress(r *tuneRun, p training.Progress) {
 		set("Tokens/s", strconv.FormatFloat(p.TokensPerSec, 'f', 0, 64))
 	}
 	if p.ETA > 0 && p.Step < p.Steps {
-		set("ETA", training.FormatETA(p.ETA))
+		set("ETA", app.FormatETA(p.ETA))
 	} else if p.Step >= p.Steps && p.Steps > 0 {
 		set("ETA", "–")
 	}
@@ -830,10 +828,10 @@ func (tv *tuneView) showProgress(r *tuneRun, p training.Progress) {
 	}
 	doing := p.Doing(r.model)
 	switch {
-	case p.Phase == training.PhasePaused:
+	case p.Phase == app.TrainPhasePaused:
 		tv.headline.SetText(fmt.Sprintf("Paused at step %d of %d", p.Step, p.Steps))
-	case p.Phase == training.PhaseDone || p.Phase == training.PhaseData && doing == "":
-	case r.pause.Paused() && p.Phase != training.PhaseData && p.Phase != training.PhaseLoad:
+	case p.Phase == app.TrainPhaseDone || p.Phase == app.TrainPhaseData && doing == "":
+	case r.pause.Paused() && p.Phase != app.TrainPhaseData && p.Phase != app.TrainPhaseLoad:
 		tv.headline.SetText("Pausing after this step…")
 	case doing != "":
 		tv.headline.SetText(doing)
@@ -844,11 +842,11 @@ func (tv *tuneView) showProgress(r *tuneRun, p training.Progress) {
 
 // reportText is the dataset's report in a few lines: what was kept, and
 // the first lines skipped or cut.
-func reportText(r data.Report) string {
+func reportText(r app.DatasetReport) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s from %s · %d tokens (%d trained)\n%d training and %d validation sequences",
 		plural(r.Samples, "sample"), plural(r.Lines, "line"), r.Tokens, r.TrainedTokens, r.TrainSequences, r.ValidSequences)
-	notes := func(what string, n int, lines []data.Note) {
+	notes := func(what string, n int, lines []app.DatasetNote) {
 		if n == 0 {
 			return
 		}
@@ -905,11 +903,11 @@ func (tv *tuneView) finish(r *tuneRun) {
 
 // trainFailure explains why a run did not finish.
 func trainFailure(err error) string {
-	var lineErr *data.LineError
+	var lineErr *app.DatasetLineError
 	switch {
 	case errors.Is(err, app.ErrTraining):
 		return "Another fine-tuning run holds the GPU: " + err.Error() + "."
-	case errors.Is(err, training.ErrDiverged):
+	case errors.Is(err, app.ErrDiverged):
 		return "The training diverged (a loss or gradient stopped being a number): " + err.Error() + "."
 	case errors.As(err, &lineErr):
 		return "The dataset has a problem: " + err.Error() + ". Fix that line, or remove it, and start again."
@@ -965,10 +963,10 @@ func (tv *tuneView) lookForRun() {
 	if out == "" {
 		return
 	}
-	ck := training.RunConfig{Out: out}.CheckpointPath()
+	ck := app.TrainConfig{Out: out}.CheckpointPath()
 	tv.looking = true
 	go func() {
-		state, err := training.ReadState(ck)
+		state, err := app.ReadTrainState(ck)
 		_, adapterErr := os.Stat(out)
 		tv.st.post(func() {
 			if gen != tv.lookGen || tv.run != nil {
@@ -1024,7 +1022,7 @@ func (tv *tuneView) clearRun() {
 	tv.updateControls()
 }
 
-func lastLoss(h []training.Point, valid bool) string {
+func lastLoss(h []app.TrainPoint, valid bool) string {
 	for i := len(h) - 1; i >= 0; i-- {
 		if h[i].Valid == valid {
 			return strconv.FormatFloat(h[i].Loss, 'f', 4, 64)
@@ -1048,32 +1046,32 @@ func (tv *tuneView) chatWithAdapter() {
 type tuneRun struct {
 	stoppable // done is closed when Train has returned
 	model     string
-	cfg       training.RunConfig
-	pause     *training.Pause
+	cfg       app.TrainConfig
+	pause     *app.TrainPause
 
 	mu        sync.Mutex
-	latest    training.Progress
+	latest    app.TrainProgress
 	have      bool
-	points    []training.Point // not shown yet
+	points    []app.TrainPoint // not shown yet
 	reset     bool             // a resumed run's history replaces the plot's points
-	history   []training.Point
-	report    *data.Report
+	history   []app.TrainPoint
+	report    *app.DatasetReport
 	scheduled bool
-	res       *training.Result
+	res       *app.TrainResult
 	err       error
 }
 
-func (r *tuneRun) add(p training.Progress, flush func()) {
+func (r *tuneRun) add(p app.TrainProgress, flush func()) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch p.Phase {
-	case training.PhaseTrain:
-		r.points = append(r.points, training.Point{Step: p.Step, Loss: p.Loss})
-	case training.PhaseValid:
-		r.points = append(r.points, training.Point{Step: p.Step, Loss: p.ValidLoss, Valid: true})
-	case training.PhaseResumed:
+	case app.TrainPhaseTrain:
+		r.points = append(r.points, app.TrainPoint{Step: p.Step, Loss: p.Loss})
+	case app.TrainPhaseValid:
+		r.points = append(r.points, app.TrainPoint{Step: p.Step, Loss: p.ValidLoss, Valid: true})
+	case app.TrainPhaseResumed:
 		r.reset, r.history, r.points = true, p.History, nil
-	case training.PhaseData:
+	case app.TrainPhaseData:
 		if p.Report != nil {
 			r.report = p.Report
 		}
@@ -1116,7 +1114,7 @@ func (f *advancedForm) items() []*widget.FormItem {
 func formatNum(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 
 // set shows s's values.
-func (f *advancedForm) set(s training.Settings) {
+func (f *advancedForm) set(s app.TrainSettings) {
 	f.rank.SetText(strconv.Itoa(s.LoRA.Rank))
 	f.alpha.SetText(formatNum(float64(s.LoRA.Alpha)))
 	f.lr.SetText(formatNum(s.LR))
@@ -1128,7 +1126,7 @@ func (f *advancedForm) set(s training.Settings) {
 	case s.Valid < 0:
 		f.valid.SetText("0%")
 	case s.Valid == 0:
-		f.valid.SetText(formatNum(100*data.DefaultValid) + "%")
+		f.valid.SetText(formatNum(100*app.DefaultValidShare) + "%")
 	default:
 		f.valid.SetText(formatNum(100*s.Valid) + "%")
 	}
@@ -1164,7 +1162,7 @@ func (f *advancedForm) setSaved(t settings.Tune) {
 
 // save keeps the values that parse in t.
 func (f *advancedForm) save(t *settings.Tune) {
-	s, err := f.value(training.Presets[0].Settings)
+	s, err := f.value(app.TrainPresets()[0].Settings)
 	if err != nil {
 		return
 	}
@@ -1179,7 +1177,7 @@ func (f *advancedForm) enable(on bool) {
 }
 
 // value is base with the form's values over it, each checked.
-func (f *advancedForm) value(base training.Settings) (training.Settings, error) {
+func (f *advancedForm) value(base app.TrainSettings) (app.TrainSettings, error) {
 	s := base
 	var errs []error
 	integer := func(e *widget.Entry, name string, least int) int {

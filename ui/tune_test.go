@@ -18,8 +18,6 @@ import (
 	"fyne.io/fyne/v2/widget"
 
 	"github.com/hearthstudio/hearth/app"
-	"github.com/hearthstudio/hearth/training"
-	"github.com/hearthstudio/hearth/training/data"
 )
 
 // answerFormat is the sample dataset the studio ships.
@@ -73,7 +71,7 @@ func TestTunePresetsFillTheAdvancedFields(t *testing.T) {
 	st, tv, _, l := tuneStudio(t)
 	l.wait(func() {
 		text := shown(st.tuneTab.Content)
-		for _, want := range []string{"Fine-tune", "Base model", "Dataset", "Preset", "No run yet", training.Presets[0].About} {
+		for _, want := range []string{"Fine-tune", "Base model", "Dataset", "Preset", "No run yet", app.TrainPresets()[0].About} {
 			if !strings.Contains(text, want) {
 				t.Errorf("the Tune tab does not show %q:\n%s", want, text)
 			}
@@ -87,9 +85,9 @@ func TestTunePresetsFillTheAdvancedFields(t *testing.T) {
 		if !tv.start.Disabled() && !tv.stop.Disabled() {
 			t.Error("Stop is enabled with no run")
 		}
-		for _, p := range training.Presets {
+		for _, p := range app.TrainPresets() {
 			tv.preset.SetSelected(p.Name)
-			s, err := tv.adv.value(training.Settings{})
+			s, err := tv.adv.value(app.TrainSettings{})
 			if err != nil {
 				t.Fatalf("%s: %v", p.Name, err)
 			}
@@ -221,12 +219,12 @@ func TestTuneRunsAndChatsWithTheAdapter(t *testing.T) {
 func TestTuneShowsMovementWithinAStep(t *testing.T) {
 	_, tv, _, l := tuneStudio(t)
 	l.wait(func() {
-		r := &tuneRun{model: "tiny-qwen2", pause: &training.Pause{}}
-		tv.showProgress(r, training.Progress{Phase: training.PhaseLoad, Steps: 2, Done: 30, Total: 120})
+		r := &tuneRun{model: "tiny-qwen2", pause: &app.TrainPause{}}
+		tv.showProgress(r, app.TrainProgress{Phase: app.TrainPhaseLoad, Steps: 2, Done: 30, Total: 120})
 		if h := tv.headline.Text; h != "Putting tiny-qwen2 on the GPU… 25%" {
 			t.Errorf("uploading: %q", h)
 		}
-		tv.showProgress(r, training.Progress{Phase: training.PhaseStep, Steps: 2, Done: 11, Total: 44})
+		tv.showProgress(r, app.TrainProgress{Phase: app.TrainPhaseStep, Steps: 2, Done: 11, Total: 44})
 		if h := tv.headline.Text; !strings.HasPrefix(h, "Step 1 of 2… 25%") {
 			t.Errorf("in the first step: %q", h)
 		}
@@ -237,12 +235,12 @@ func TestTuneShowsMovementWithinAStep(t *testing.T) {
 			t.Errorf("an ETA of %q before a step was measured", e)
 		}
 		eta := 95 * time.Second
-		tv.showProgress(r, training.Progress{Phase: training.PhaseStep, Step: 1, Steps: 2, Done: 22, Total: 44, ETA: eta})
+		tv.showProgress(r, app.TrainProgress{Phase: app.TrainPhaseStep, Step: 1, Steps: 2, Done: 22, Total: 44, ETA: eta})
 		if v := tv.progress.Value / tv.progress.Max; v != 0.75 {
 			t.Errorf("half into step 2 of 2 the bar is at %v, want 0.75", v)
 		}
-		if e := tv.stats["ETA"].Text; e != training.FormatETA(eta) {
-			t.Errorf("ETA %q, want %q", e, training.FormatETA(eta))
+		if e := tv.stats["ETA"].Text; e != app.FormatETA(eta) {
+			t.Errorf("ETA %q, want %q", e, app.FormatETA(eta))
 		}
 	})
 }
@@ -302,13 +300,13 @@ func TestTuneStopOffersResume(t *testing.T) {
 	var ck string
 	var stopped int
 	l.wait(func() {
-		ck = training.RunConfig{Out: tv.outPath()}.CheckpointPath()
+		ck = app.TrainConfig{Out: tv.outPath()}.CheckpointPath()
 		stopped, _ = tv.plot.Len()
 		if !strings.HasPrefix(tv.headline.Text, "Stopped at step") || tv.last == nil {
 			t.Errorf("after Stop: %q, %q", tv.headline.Text, tv.notice.Text)
 		}
 	})
-	state, err := training.ReadState(ck)
+	state, err := app.ReadTrainState(ck)
 	if err != nil || state.Step != stopped || state.Step >= state.Steps {
 		t.Fatalf("the checkpoint: step %d of %d, %v; the plot has %d steps", state.Step, state.Steps, err, stopped)
 	}
@@ -342,7 +340,7 @@ func TestTuneStopOffersResume(t *testing.T) {
 	eventuallyWithin(t, l, gpuWait, "the resumed run's next step", func() bool { n, _ := tv.plot.Len(); return n > stopped })
 	l.wait(func() { test.Tap(tv.stop) })
 	waitRunEnd(t, l, tv)
-	if again, err := training.ReadState(ck); err != nil || again.Step <= state.Step || again.Steps != state.Steps {
+	if again, err := app.ReadTrainState(ck); err != nil || again.Step <= state.Step || again.Steps != state.Steps {
 		t.Errorf("after the resumed run: step %d of %d (%v), was %d of %d", again.Step, again.Steps, err, state.Step, state.Steps)
 	}
 }
@@ -402,9 +400,9 @@ func TestTuneDrops(t *testing.T) {
 // Ten thousand steps: the plot reduces them to a column per pixel that
 // keeps every spike, and its objects do not grow with the points.
 func TestLossPlotDownsamples(t *testing.T) {
-	pts := make([]training.Point, 10000)
+	pts := make([]app.TrainPoint, 10000)
 	for i := range pts {
-		pts[i] = training.Point{Step: i + 1, Loss: 3 + math.Sin(float64(i)/50)}
+		pts[i] = app.TrainPoint{Step: i + 1, Loss: 3 + math.Sin(float64(i)/50)}
 	}
 	pts[5000].Loss = 9 // a spike
 	cols := downsample(pts, 0, 10000, 400)
@@ -434,7 +432,7 @@ func TestLossPlotDownsamples(t *testing.T) {
 	p.Set(pts[:10], 10000)
 	few := len(test.WidgetRenderer(p).Objects())
 	p.Add(pts[10:], 10000)
-	p.Add([]training.Point{{Step: 5000, Loss: 4, Valid: true}, {Step: 10000, Loss: 3.5, Valid: true}}, 10000)
+	p.Add([]app.TrainPoint{{Step: 5000, Loss: 4, Valid: true}, {Step: 10000, Loss: 3.5, Valid: true}}, 10000)
 	if n := len(test.WidgetRenderer(p).Objects()); n != few {
 		t.Errorf("%d objects with 10 points, %d with 10 000", few, n)
 	}
@@ -492,7 +490,7 @@ func TestNiceTicks(t *testing.T) {
 }
 
 func TestValidEvery(t *testing.T) {
-	s := training.Presets[0].Settings // batch 4, accumulation 1, 5% held out
+	s := app.TrainPresets()[0].Settings // batch 4, accumulation 1, 5% held out
 	for _, c := range []struct{ lines, valid, want int }{
 		{30, 0, 5}, {2000, 0, 50}, {400, 0, 17}, {400, -1, 0},
 	} {
@@ -509,16 +507,16 @@ func TestTrainFailureTexts(t *testing.T) {
 		want string
 	}{
 		{fmt.Errorf("%w tiny-qwen2; requests are taken again when the run ends or is stopped", app.ErrTraining), "Another fine-tuning run holds the GPU"},
-		{fmt.Errorf("training: the loss is NaN at step 7: %w; the last good checkpoint, of step 6, is /a/b.checkpoint (resume it with a lower learning rate)", training.ErrDiverged),
+		{fmt.Errorf("training: the loss is NaN at step 7: %w; the last good checkpoint, of step 6, is /a/b.checkpoint (resume it with a lower learning rate)", app.ErrDiverged),
 			"The training diverged (a loss or gradient stopped being a number): training: the loss is NaN at step 7"},
-		{&data.LineError{Path: "chats.jsonl", Line: 12, Err: errors.New("malformed JSON")}, "The dataset has a problem: chats.jsonl:12: malformed JSON."},
+		{&app.DatasetLineError{Path: "chats.jsonl", Line: 12, Err: errors.New("malformed JSON")}, "The dataset has a problem: chats.jsonl:12: malformed JSON."},
 		{errors.New("disk full"), "The run failed: disk full"},
 	} {
 		if got := trainFailure(c.err); !strings.Contains(got, c.want) {
 			t.Errorf("trainFailure(%v) = %q, want it to say %q", c.err, got, c.want)
 		}
 	}
-	if got := trainFailure(fmt.Errorf("x: %w", training.ErrDiverged)); !strings.Contains(got, "x: training diverged") {
+	if got := trainFailure(fmt.Errorf("x: %w", app.ErrDiverged)); !strings.Contains(got, "x: training diverged") {
 		t.Errorf("the divergence's own message is lost: %q", got)
 	}
 }

@@ -26,7 +26,6 @@ import (
 	"github.com/hearthstudio/hearth/app/server"
 	"github.com/hearthstudio/hearth/app/settings"
 	"github.com/hearthstudio/hearth/assets"
-	"github.com/hearthstudio/hearth/engine/gpu"
 )
 
 // ErrNoDisplay is returned by Run on a machine with no graphical session, so
@@ -293,8 +292,8 @@ func (w *settingsWriter) flush() {
 	}
 }
 
-func (st *studio) gpuOptions() gpu.Options {
-	o := gpu.OptionsFromEnv()
+func (st *studio) gpuOptions() app.GPUOptions {
+	o := app.GPUOptionsFromEnv()
 	if st.settings.Adapter != "" {
 		o.Adapter = st.settings.Adapter
 	}
@@ -432,7 +431,7 @@ func (st *studio) content() fyne.CanvasObject {
 // computeLine is the status bar's first part: where models run and, on
 // the CPU, briefly why (app.ChooseBackend, as the engine decides; hearth
 // info gives the whole reason).
-func computeLine(s settings.Settings, o gpu.Options) string {
+func computeLine(s settings.Settings, o app.GPUOptions) string {
 	if s.Backend == "cpu" {
 		return "CPU (no GPU used)"
 	}

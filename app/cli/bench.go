@@ -84,11 +84,11 @@ func newBenchCmd() *cobra.Command {
 				return err
 			}
 			defer l.Close()
-			m := l.model
-			if prompt+1 > l.runner.Context() || max(depth, 1)+gen+1 > l.runner.Context() {
-				return fmt.Errorf("-p %d / -n %d -d %d do not fit the %d-token context", prompt, gen, depth, l.runner.Context())
+			m := l.Model
+			if prompt+1 > l.Runner.Context() || max(depth, 1)+gen+1 > l.Runner.Context() {
+				return fmt.Errorf("-p %d / -n %d -d %d do not fit the %d-token context", prompt, gen, depth, l.Runner.Context())
 			}
-			rep := benchReport{Model: mf.path, Arch: m.Config.Arch, Backend: l.backend.String(), Context: l.runner.Context()}
+			rep := benchReport{Model: mf.path, Arch: m.Config.Arch, Backend: l.Backend.String(), Context: l.Runner.Context()}
 			rep.Params = int64(m.File.ParameterCount())
 			rep.WeightBytes = m.Memory(1, 1).Weights
 			rng := rand.New(rand.NewPCG(1, 2))
@@ -120,7 +120,7 @@ func newBenchCmd() *cobra.Command {
 				rep.Results = append(rep.Results, r)
 				return nil
 			}
-			r := l.runner
+			r := l.Runner
 			if prompt > 0 {
 				ids := randomTokens(prompt)
 				if err := run(fmt.Sprintf("pp%d", prompt), prompt, func() (float64, error) {

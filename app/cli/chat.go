@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hearthstudio/hearth/app"
 	"github.com/hearthstudio/hearth/engine/chat"
 	"github.com/hearthstudio/hearth/engine/model"
 	"github.com/hearthstudio/hearth/engine/tokenizer"
@@ -41,14 +42,14 @@ func newChatCmd() *cobra.Command {
 			}
 			defer l.Close()
 			c := &chatLoop{l: l, sampling: sf, n: n, shift: shift, out: cmd.OutOrStdout(), log: cmd.ErrOrStderr(),
-				session: model.NewSession(l.runner)}
+				session: model.NewSession(l.Runner)}
 			if system != "" {
 				c.history = append(c.history, chat.Message{Role: "system", Content: system})
 			}
 			c.system = len(c.history)
 			if c.system > 0 {
-				if p, err := l.model.Chat.Render(chat.Request{Messages: c.history}); err == nil {
-					c.keep = len(l.model.Chat.Tokenize(p.Text))
+				if p, err := l.Model.Chat.Render(chat.Request{Messages: c.history}); err == nil {
+					c.keep = len(l.Model.Chat.Tokenize(p.Text))
 				}
 			}
 			if cmd.Flags().Changed("prompt") {
@@ -68,7 +69,7 @@ func newChatCmd() *cobra.Command {
 
 // chatLoop is one conversation on the command line.
 type chatLoop struct {
-	l        *loaded
+	l        *app.LoadedModel
 	session  *model.Session
 	history  []chat.Message
 	system   int // leading messages /reset keeps
@@ -116,7 +117,7 @@ func (c *chatLoop) interactive(cmd *cobra.Command, in io.Reader) error {
 
 // turn answers one user message, streaming the reply.
 func (c *chatLoop) turn(cmd *cobra.Command, text string) error {
-	m := c.l.model
+	m := c.l.Model
 	msgs := append(c.history, chat.Message{Role: "user", Content: text})
 	p, err := m.Chat.Render(chat.Request{Messages: msgs, AddGenerationPrompt: true})
 	if err != nil {
@@ -149,7 +150,7 @@ func (c *chatLoop) turn(cmd *cobra.Command, text string) error {
 // request is the generation of one reply to the rendered prompt: it ends at
 // the template's end-of-turn tokens and strings, or after -n tokens.
 func (c *chatLoop) request(prompt string) model.Request {
-	m := c.l.model
+	m := c.l.Model
 	req := model.Request{
 		Prompt: m.Chat.Tokenize(prompt), MaxTokens: c.n, Sampling: c.sampling.o,
 		StopIDs: m.Chat.StopIDs, StopStrings: m.Chat.StopStrings,

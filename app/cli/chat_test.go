@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hearthstudio/hearth/app"
 	"github.com/hearthstudio/hearth/engine/model"
 )
 
@@ -44,7 +45,7 @@ func TestChatReplyEndsAtTheTurn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req := (&chatLoop{l: &loaded{model: m}, n: defaultReplyTokens}).request("<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>")
+	req := (&chatLoop{l: &app.LoadedModel{Model: m}, n: defaultReplyTokens}).request("<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>")
 	if !slices.Contains(req.StopIDs, int32(eot)) || req.MaxTokens != defaultReplyTokens {
 		t.Errorf("stop IDs %v, max %d; want the end of turn %d and %d", req.StopIDs, req.MaxTokens, eot, defaultReplyTokens)
 	}

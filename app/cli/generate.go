@@ -43,7 +43,7 @@ func newGenerateCmd() *cobra.Command {
 				return err
 			}
 			defer l.Close()
-			tok := l.model.Tokenizer
+			tok := l.Model.Tokenizer
 			ids := tok.Encode(prompt, tokenizer.EncodeOptions{AddSpecial: true, ParseSpecial: special})
 			req := model.Request{Prompt: ids, MaxTokens: n, Sampling: sf.o, StopStrings: stops}
 			if tok.EOS() != tokenizer.None {
@@ -62,7 +62,7 @@ func newGenerateCmd() *cobra.Command {
 			var text strings.Builder
 			var out []int32
 			w := cmd.OutOrStdout()
-			st, err := model.NewSession(l.runner).Generate(ctx, req, func(t model.Token) error {
+			st, err := model.NewSession(l.Runner).Generate(ctx, req, func(t model.Token) error {
 				if t.ID >= 0 {
 					out = append(out, t.ID)
 				}
@@ -77,11 +77,11 @@ func newGenerateCmd() *cobra.Command {
 			}
 			if asJSON {
 				return writeTokenJSON(w, generateReport{Text: text.String(), Tokens: out, PromptTokens: st.PromptTokens, Stop: st.Stop,
-					PrefillTPS: st.PrefillRate(), DecodeTPS: st.DecodeRate(), Backend: l.backend.String()})
+					PrefillTPS: st.PrefillRate(), DecodeTPS: st.DecodeRate(), Backend: l.Backend.String()})
 			}
 			fmt.Fprintln(w)
 			fmt.Fprintf(cmd.ErrOrStderr(), "\n%s; prompt %d tokens, %.1f tokens/s; reply %d tokens, %.1f tokens/s; stop: %s\n",
-				l.backend.String(), st.PromptTokens, st.PrefillRate(), st.Generated, st.DecodeRate(), st.Stop)
+				l.Backend.String(), st.PromptTokens, st.PrefillRate(), st.Generated, st.DecodeRate(), st.Stop)
 			return nil
 		},
 	}

@@ -9,16 +9,15 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hearthstudio/hearth/app"
-	"github.com/hearthstudio/hearth/engine/gpu"
 	"github.com/hearthstudio/hearth/internal/units"
 )
 
 // infoReport is hearth info's --json shape.
 type infoReport struct {
-	Adapters []gpu.AdapterInfo `json:"adapters"`
+	Adapters []app.AdapterInfo `json:"adapters"`
 	// Chosen is the adapter the GPU backend uses (--backend gpu, and auto
 	// when Auto says gpu).
-	Chosen *gpu.AdapterInfo `json:"chosen"`
+	Chosen *app.AdapterInfo `json:"chosen"`
 	Error  string           `json:"error,omitempty"`
 	// Auto is where text and speech run under --backend auto, the
 	// default, and why; AutoTraining where fine-tuning does ("none" when
@@ -28,7 +27,7 @@ type infoReport struct {
 	// Language is what the chosen adapter's WGSL compiler accepts beyond
 	// core WGSL, tried on a device opened for the purpose; nil when none
 	// could be opened (LanguageError says why).
-	Language      *gpu.ShaderLanguage `json:"shader_language,omitempty"`
+	Language      *app.ShaderLanguage `json:"shader_language,omitempty"`
 	LanguageError string              `json:"shader_language_error,omitempty"`
 }
 
@@ -54,21 +53,20 @@ then uses it, even a software one) and HEARTH_BACKEND=vulkan|metal|dx12|gl
 restricts the backend.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts := gpu.OptionsFromEnv()
-			adapters, err := gpu.Adapters(opts)
+			opts := app.GPUOptionsFromEnv()
+			adapters, err := app.Adapters(opts)
 			if err != nil {
 				return err
 			}
 			rep := infoReport{Adapters: adapters}
-			if chosen, err := gpu.Choose(adapters, opts); err != nil {
+			if chosen, err := app.ChooseAdapter(adapters, opts); err != nil {
 				rep.Error = err.Error()
 			} else {
 				rep.Chosen = &chosen
-				if d, err := gpu.Open(opts); err != nil {
+				if lang, err := app.ProbeShaderLanguage(opts); err != nil {
 					rep.LanguageError = err.Error()
 				} else {
-					rep.Language = &d.Language
-					d.Release()
+					rep.Language = &lang
 				}
 			}
 			auto, err := app.DecideBackend("auto", app.JobInference, adapters, nil, opts)
@@ -126,7 +124,7 @@ func printInfo(w io.Writer, rep infoReport) {
 	fmt.Fprintf(w, "\nThe GPU backend uses %s through %s\n", c.Label(), c.Backend)
 	fmt.Fprintf(w, "  vendor 0x%04x, device 0x%04x\n", c.VendorID, c.DeviceID)
 	maxBuf := units.Bytes(l.MaxBufferSize)
-	if l.MaxBufferSize == gpu.LimitCeiling {
+	if l.MaxBufferSize == app.NoBufferLimit {
 		maxBuf = "no limit reported"
 	}
 	fmt.Fprintf(w, "  max buffer size              %s\n", maxBuf)

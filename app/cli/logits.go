@@ -36,11 +36,11 @@ func newLogitsCmd() *cobra.Command {
 				return err
 			}
 			defer l.Close()
-			res, err := l.runner.Forward(ids, 0, model.Output{All: true})
+			res, err := l.Runner.Forward(ids, 0, model.Output{All: true})
 			if err != nil {
 				return err
 			}
-			v := l.model.Config.Vocab
+			v := l.Model.Config.Vocab
 			rep := logitsReport{NVocab: v}
 			for i := range ids {
 				row := res.Logits[i*v : (i+1)*v]

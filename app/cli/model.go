@@ -11,7 +11,6 @@ import (
 	"github.com/hearthstudio/hearth/app"
 	"github.com/hearthstudio/hearth/app/library"
 	"github.com/hearthstudio/hearth/app/settings"
-	"github.com/hearthstudio/hearth/engine/gpu"
 	"github.com/hearthstudio/hearth/engine/model"
 	"github.com/hearthstudio/hearth/engine/sample"
 )
@@ -40,28 +39,9 @@ func (f *modelFlags) register(cmd *cobra.Command) {
 // it.
 const backendFlagHelp = "gpu, cpu, or auto: the best GPU adapter, or the CPU when there is none or it is a software renderer (lavapipe's llvmpipe), which is slower than Hearth's CPU path; hearth info says which and why"
 
-// loaded is an open model and the runner evaluating it.
-type loaded struct {
-	model  *model.Model
-	runner model.Runner
-	dev    *gpu.Device
-	// backend is where the runner computes and why (app.ChooseBackend).
-	backend app.Backend
-}
-
-func (l *loaded) Close() {
-	if l.runner != nil {
-		l.runner.Close()
-	}
-	if l.dev != nil {
-		l.dev.Release()
-	}
-	l.model.Close()
-}
-
-// open loads the model and its runner; notes (the backend chosen, a
-// template notice) go to log.
-func (f *modelFlags) open(log io.Writer) (*loaded, error) {
+// open loads the model and its runner (app.LoadModel); notes (the backend
+// chosen, a template notice) go to log.
+func (f *modelFlags) open(log io.Writer) (*app.LoadedModel, error) {
 	if f.path == "" {
 		return nil, fmt.Errorf("no model: give -m with a .gguf file or a name hearth models lists")
 	}
@@ -81,44 +61,21 @@ func (f *modelFlags) open(log io.Writer) (*loaded, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := model.Load(e.Path)
+	l, err := app.LoadModel(e.Path, app.RunnerOptions{
+		Backend: f.backend, GPU: app.GPUOptionsFromEnv(), Context: f.ctx, Batch: f.batch, GPUMemory: budget,
+		OnBackend: func(b app.Backend) {
+			if !b.GPU && !strings.EqualFold(f.backend, "cpu") {
+				fmt.Fprintf(log, "running on the CPU: %s\n", b.Reason)
+			}
+		},
+	})
 	if err != nil {
 		return nil, err
-	}
-	l := &loaded{model: m}
-	ctx := f.ctx
-	if ctx == 0 {
-		ctx = min(m.Config.Context, model.DefaultContext)
-	}
-	b, dev, err := app.OpenBackend(f.backend, app.JobInference, gpu.OptionsFromEnv())
-	if err != nil {
-		m.Close()
-		return nil, err
-	}
-	l.backend = b
-	if b.GPU {
-		r, err := model.NewGPU(dev, m, model.GPUOptions{Context: ctx, Batch: f.batch, Budget: budget})
-		if err != nil {
-			dev.Release()
-			m.Close()
-			return nil, err
-		}
-		l.dev, l.runner = dev, r
-	} else {
-		if !strings.EqualFold(f.backend, "cpu") {
-			fmt.Fprintf(log, "running on the CPU: %s\n", b.Reason)
-		}
-		r, err := model.NewCPU(m, ctx)
-		if err != nil {
-			m.Close()
-			return nil, err
-		}
-		l.runner = r
 	}
 	if len(f.loras) > 0 {
-		loras, err := loadLoRAs(m, f.loras)
+		loras, err := loadLoRAs(l.Model, f.loras)
 		if err == nil {
-			err = l.runner.SetAdapters(loras)
+			err = l.Runner.SetAdapters(loras)
 		}
 		if err != nil {
 			l.Close()

@@ -21,7 +21,6 @@ import (
 	"github.com/hearthstudio/hearth/app/library"
 	"github.com/hearthstudio/hearth/app/server"
 	"github.com/hearthstudio/hearth/app/settings"
-	"github.com/hearthstudio/hearth/engine/gpu"
 )
 
 // shutdownGrace is how long replies in progress may run on after SIGINT or
@@ -110,7 +109,7 @@ func serve(ctx context.Context, mf *modelFlags, sf *serveFlags, out, log io.Writ
 
 	logger := slog.New(slog.NewTextHandler(log, nil))
 	engine := app.NewEngine(app.EngineOptions{
-		Backend: mf.backend, GPU: gpu.OptionsFromEnv(), Context: mf.ctx, Batch: mf.batch, GPUMemory: budget,
+		Backend: mf.backend, GPU: app.GPUOptionsFromEnv(), Context: mf.ctx, Batch: mf.batch, GPUMemory: budget,
 		Queue: sf.queue, IdleUnload: sf.idle, Resolve: models.Resolve, OnStatus: noteLogger(logger),
 	})
 	defer engine.Close()

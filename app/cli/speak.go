@@ -15,7 +15,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hearthstudio/hearth/app"
-	"github.com/hearthstudio/hearth/engine/gpu"
 	"github.com/hearthstudio/hearth/internal/atomicfile"
 	"github.com/hearthstudio/hearth/vocoder"
 )
@@ -76,7 +75,7 @@ hearth pull hexgrad/Kokoro-82M puts them there.`,
   hearth speak --list-voices`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			e := app.NewEngine(app.EngineOptions{Backend: backend, GPU: gpu.OptionsFromEnv(), Kokoro: kokoro})
+			e := app.NewEngine(app.EngineOptions{Backend: backend, GPU: app.GPUOptionsFromEnv(), Kokoro: kokoro})
 			defer e.Close()
 			stdout, log := cmd.OutOrStdout(), cmd.ErrOrStderr()
 			if list {

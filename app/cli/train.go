@@ -18,7 +18,6 @@ import (
 	"github.com/hearthstudio/hearth/app"
 	"github.com/hearthstudio/hearth/app/library"
 	"github.com/hearthstudio/hearth/app/settings"
-	"github.com/hearthstudio/hearth/engine/gpu"
 	"github.com/hearthstudio/hearth/training"
 )
 
@@ -103,14 +102,14 @@ Presets: ` + strings.Join(names, "; ") + `. Flags override the preset.`,
 
 			// Training runs only on a GPU; a software one is used, but
 			// slowly enough to say so before the run starts.
-			b, err := app.ChooseBackend("auto", app.JobTraining, gpu.OptionsFromEnv())
+			b, err := app.ChooseBackend("auto", app.JobTraining, app.GPUOptionsFromEnv())
 			if err != nil {
 				return err
 			}
 			if b.Adapter.Type == "cpu" {
 				fmt.Fprintf(cmd.ErrOrStderr(), "training on %s: %s\n", b.Adapter.Label(), b.Reason)
 			}
-			e := app.NewEngine(app.EngineOptions{Backend: "auto", GPU: gpu.OptionsFromEnv(),
+			e := app.NewEngine(app.EngineOptions{Backend: "auto", GPU: app.GPUOptionsFromEnv(),
 				Resolve: func(name string) (string, error) {
 					en, err := library.Resolve(libraryRoots(), name)
 					return en.Path, err

@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hearthstudio/hearth/app"
-	"github.com/hearthstudio/hearth/engine/gpu"
 	"github.com/hearthstudio/hearth/internal/atomicfile"
 	"github.com/hearthstudio/hearth/vocoder"
 )
@@ -204,30 +203,19 @@ func parseVoiceBlend(spec string) ([]vocoder.VoiceWeight, float64, error) {
 	return terms, 1 - sum, nil
 }
 
-// runStyleEncoder runs the encoders where app.OpenBackend says, as speak
-// does: under auto on the CPU when there is no GPU or only a software one
-// (lavapipe), saying why on stderr.
+// runStyleEncoder runs the encoders where app.EncodeStyle says, as speak
+// does, saying on stderr why when that is the CPU under auto.
 func runStyleEncoder(cmd *cobra.Command, enc *vocoder.StyleEncoder, mel []float32, frames int, backend string) ([]float32, string, error) {
 	if err := app.ValidBackend(backend); err != nil {
 		return nil, "", fmt.Errorf("--%w", err)
 	}
-	b, dev, err := app.OpenBackend(backend, app.JobInference, gpu.OptionsFromEnv())
+	s, b, err := app.EncodeStyle(backend, app.GPUOptionsFromEnv(), enc, mel, frames, func(b app.Backend) {
+		if !b.GPU && !strings.EqualFold(backend, "cpu") {
+			fmt.Fprintf(cmd.ErrOrStderr(), "running on the CPU: %s\n", b.Reason)
+		}
+	})
 	if err != nil {
 		return nil, "", err
 	}
-	if b.GPU {
-		defer dev.Release()
-		g, err := vocoder.NewGPUStyleEncoder(dev, enc)
-		if err != nil {
-			return nil, "", err
-		}
-		defer g.Release()
-		s, err := g.Style(mel, frames)
-		return s, b.String(), err
-	}
-	if !strings.EqualFold(backend, "cpu") {
-		fmt.Fprintf(cmd.ErrOrStderr(), "running on the CPU: %s\n", b.Reason)
-	}
-	s, err := enc.Style(mel, frames)
-	return s, "cpu", err
+	return s, b.String(), nil
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/hearthstudio/hearth/app"
 	"github.com/hearthstudio/hearth/app/library"
 	"github.com/hearthstudio/hearth/engine/chat"
-	"github.com/hearthstudio/hearth/engine/gpu"
 	"github.com/hearthstudio/hearth/engine/model"
 )
 
@@ -66,7 +65,7 @@ func classify(err error) *apiError {
 		return &apiError{status: http.StatusServiceUnavailable, code: "training", msg: err.Error()}
 	case errors.Is(err, app.ErrClosed):
 		return &apiError{status: http.StatusServiceUnavailable, code: "server_shutting_down", msg: "the server is shutting down"}
-	case errors.Is(err, gpu.ErrDeviceLost):
+	case errors.Is(err, app.ErrDeviceLost):
 		return &apiError{status: http.StatusServiceUnavailable, code: "device_lost", msg: err.Error()}
 	case errors.Is(err, model.ErrContextFull):
 		return &apiError{status: http.StatusBadRequest, param: "messages", code: "context_length_exceeded", msg: err.Error()}
