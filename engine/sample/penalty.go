@@ -1,4 +1,4 @@
-package ref
+package sample
 
 // Penalize applies llama.cpp's repeat penalty and OpenAI's frequency and
 // presence penalties in place to logits[ids[i]], a token seen counts[i]
