@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/hearthstudio/hearth/internal/kokorotest"
-	"github.com/hearthstudio/hearth/vocoder"
+	"github.com/hearthstudio/hearth/vocoder/kokoro"
 )
 
 // TestSpeakStreamsChunks speaks two sentences on the CPU with the small
@@ -66,8 +66,8 @@ func TestSpeakStreamsChunks(t *testing.T) {
 		want []string
 		is   error
 	}{
-		{SpeakRequest{Text: "", Voice: "af_heart"}, []string{"nothing to speak"}, vocoder.ErrNothingToSay},
-		{SpeakRequest{Text: "?! ... ,", Voice: "bf_emma"}, []string{"nothing to speak"}, vocoder.ErrNothingToSay},
+		{SpeakRequest{Text: "", Voice: "af_heart"}, []string{"nothing to speak"}, kokoro.ErrNothingToSay},
+		{SpeakRequest{Text: "?! ... ,", Voice: "bf_emma"}, []string{"nothing to speak"}, kokoro.ErrNothingToSay},
 		{SpeakRequest{Text: "Hello.", Voice: "zz_nobody"}, []string{"zz_nobody", "af_heart, am_adam, bf_emma"}, nil},
 		{SpeakRequest{Text: "Hello.", Voice: "af_heart", Speed: 9}, []string{"speed 9"}, nil},
 	} {
@@ -131,7 +131,7 @@ func TestSpeakStreamsChunks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, rate, err := vocoder.ReadWAV(bytes.NewReader(raw))
+		got, rate, err := kokoro.ReadWAV(bytes.NewReader(raw))
 		if err != nil || rate != SampleRate || len(got) != len(all) {
 			t.Fatalf("float %v: %d samples at %d Hz, %v", f32, len(got), rate, err)
 		}

@@ -22,7 +22,7 @@ import (
 
 	"github.com/hearthstudio/hearth/app"
 	"github.com/hearthstudio/hearth/app/settings"
-	"github.com/hearthstudio/hearth/vocoder"
+	"github.com/hearthstudio/hearth/vocoder/kokoro"
 )
 
 // voiceInterval is the time between two updates of the Voice tab while
@@ -337,8 +337,8 @@ func (vv *voiceView) restore() {
 	if spec == "" {
 		return
 	}
-	terms, err := vocoder.ParseVoiceSpec(spec)
-	if err != nil || slices.ContainsFunc(terms, func(t vocoder.VoiceWeight) bool { return !slices.Contains(vv.voices, t.Name) }) {
+	terms, err := kokoro.ParseVoiceSpec(spec)
+	if err != nil || slices.ContainsFunc(terms, func(t kokoro.VoiceWeight) bool { return !slices.Contains(vv.voices, t.Name) }) {
 		return // a voice pack that is gone: the tab's default instead
 	}
 	for _, r := range vv.rows {

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/hearthstudio/hearth/internal/kokorotest"
-	"github.com/hearthstudio/hearth/vocoder"
+	"github.com/hearthstudio/hearth/vocoder/kokoro"
 )
 
 // TestSpeakCommand speaks with the small fixture model on the CPU, at
@@ -39,8 +39,8 @@ func TestSpeakCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	audio, rate, err := vocoder.ReadWAV(bytes.NewReader(raw))
-	if err != nil || rate != vocoder.SampleRate || len(audio) == 0 {
+	audio, rate, err := kokoro.ReadWAV(bytes.NewReader(raw))
+	if err != nil || rate != kokoro.SampleRate || len(audio) == 0 {
 		t.Fatalf("%d samples at %d Hz: %v", len(audio), rate, err)
 	}
 	if raw[20] != 3 { // wFormatTag: WAVE_FORMAT_IEEE_FLOAT for --float
