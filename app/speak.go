@@ -12,6 +12,7 @@ import (
 
 	"github.com/hearthstudio/hearth/app/settings"
 	"github.com/hearthstudio/hearth/internal/atomicfile"
+	"github.com/hearthstudio/hearth/vocoder/audio"
 	"github.com/hearthstudio/hearth/vocoder/kokoro"
 )
 
@@ -72,14 +73,14 @@ type SpeechChunk struct {
 }
 
 // Player plays speech through the sound card.
-type Player = kokoro.Player
+type Player = audio.Player
 
 // ErrNoAudioDevice is wrapped by NewPlayer's error on a machine without a
 // sound card (or whose sound server refused).
-var ErrNoAudioDevice = kokoro.ErrNoAudioDevice
+var ErrNoAudioDevice = audio.ErrNoAudioDevice
 
 // NewPlayer opens the sound card for SampleRate mono audio.
-func NewPlayer() (*Player, error) { return kokoro.NewPlayer() }
+func NewPlayer() (*Player, error) { return audio.NewPlayer() }
 
 // DefaultKokoroDir is where Hearth looks for Kokoro when
 // EngineOptions.Kokoro is empty: kokoro/ in Hearth's folder
@@ -303,15 +304,15 @@ func (s *speech) phonemizer(spec string) (*kokoro.Phonemizer, error) {
 	return ph, nil
 }
 
-// WriteSpeech writes audio as a SampleRate Hz mono WAV at path, 32-bit
+// WriteSpeech writes samples as a SampleRate Hz mono WAV at path, 32-bit
 // float or 16-bit PCM, atomically: a failed write leaves what was at path.
-func WriteSpeech(path string, audio []float32, float32Samples bool) error {
-	format := kokoro.PCM16
+func WriteSpeech(path string, samples []float32, float32Samples bool) error {
+	format := audio.PCM16
 	if float32Samples {
-		format = kokoro.Float32
+		format = audio.Float32
 	}
 	return atomicfile.WriteFrom(path, 0o644, func(w io.Writer) error {
-		return kokoro.WriteWAV(w, audio, SampleRate, format)
+		return audio.WriteWAV(w, samples, SampleRate, format)
 	})
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hearthstudio/hearth/internal/kokorotest"
+	"github.com/hearthstudio/hearth/vocoder/audio"
 	"github.com/hearthstudio/hearth/vocoder/kokoro"
 )
 
@@ -131,7 +132,7 @@ func TestSpeakStreamsChunks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, rate, err := kokoro.ReadWAV(bytes.NewReader(raw))
+		got, rate, err := audio.ReadWAV(bytes.NewReader(raw))
 		if err != nil || rate != SampleRate || len(got) != len(all) {
 			t.Fatalf("float %v: %d samples at %d Hz, %v", f32, len(got), rate, err)
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/hearthstudio/hearth/app"
 	"github.com/hearthstudio/hearth/engine/gpu"
 	"github.com/hearthstudio/hearth/internal/atomicfile"
+	"github.com/hearthstudio/hearth/vocoder/audio"
 	"github.com/hearthstudio/hearth/vocoder/kokoro"
 )
 
@@ -145,7 +146,7 @@ hearth pull hexgrad/Kokoro-82M puts them there.`,
 			var audioLen int64
 			// speak runs the synthesis, handing each chunk to the player,
 			// the WAV (when w is not nil) and the timeline.
-			speak := func(w *kokoro.WAVWriter) error {
+			speak := func(w *audio.WAVWriter) error {
 				return e.Speak(ctx, app.SpeakRequest{Text: text, Voice: voice, Speed: speed}, func(c app.SpeechChunk) error {
 					if player != nil {
 						player.Enqueue(c.Audio)
@@ -170,13 +171,13 @@ hearth pull hexgrad/Kokoro-82M puts them there.`,
 				// Streamed to a temporary file beside out and renamed at the
 				// end: memory stays one chunk however long the text, and a
 				// failure (or Ctrl-C) leaves what was at out.
-				format := kokoro.PCM16
+				format := audio.PCM16
 				if float {
-					format = kokoro.Float32
+					format = audio.Float32
 				}
 				var speakErr error
 				err = atomicfile.WriteFrom(out, 0o644, func(f io.Writer) error {
-					w, err := kokoro.NewWAVWriter(f, app.SampleRate, format, -1)
+					w, err := audio.NewWAVWriter(f, app.SampleRate, format, -1)
 					if err != nil {
 						return err
 					}

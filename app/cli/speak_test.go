@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/hearthstudio/hearth/internal/kokorotest"
+	"github.com/hearthstudio/hearth/vocoder/audio"
 	"github.com/hearthstudio/hearth/vocoder/kokoro"
 )
 
@@ -39,7 +40,7 @@ func TestSpeakCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	audio, rate, err := kokoro.ReadWAV(bytes.NewReader(raw))
+	audio, rate, err := audio.ReadWAV(bytes.NewReader(raw))
 	if err != nil || rate != kokoro.SampleRate || len(audio) == 0 {
 		t.Fatalf("%d samples at %d Hz: %v", len(audio), rate, err)
 	}

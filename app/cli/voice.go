@@ -14,6 +14,7 @@ import (
 	"github.com/hearthstudio/hearth/app"
 	"github.com/hearthstudio/hearth/engine/gpu"
 	"github.com/hearthstudio/hearth/internal/atomicfile"
+	"github.com/hearthstudio/hearth/vocoder/audio"
 	"github.com/hearthstudio/hearth/vocoder/kokoro"
 )
 
@@ -107,7 +108,7 @@ cores).`,
 			if err != nil {
 				return fmt.Errorf("voice: %w", err)
 			}
-			samples, rate, err := kokoro.ReadRecording(f)
+			samples, rate, err := audio.ReadRecording(f)
 			f.Close()
 			if err != nil {
 				return fmt.Errorf("voice: %s: %w", from, err)

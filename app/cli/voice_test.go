@@ -10,6 +10,7 @@ import (
 
 	"github.com/hearthstudio/hearth/engine/gpu"
 	"github.com/hearthstudio/hearth/internal/sharedtest"
+	"github.com/hearthstudio/hearth/vocoder/audio"
 	"github.com/hearthstudio/hearth/vocoder/kokoro"
 )
 
@@ -40,7 +41,7 @@ func writeReference(t *testing.T, dir string) string {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if err := kokoro.WriteWAV(f, x, rate, kokoro.PCM16); err != nil {
+	if err := audio.WriteWAV(f, x, rate, audio.PCM16); err != nil {
 		t.Fatal(err)
 	}
 	return path
@@ -163,7 +164,7 @@ func TestVoiceCommandErrors(t *testing.T) {
 	for i := range x {
 		x[i] = float32(0.3 * math.Sin(float64(i)*0.1))
 	}
-	if err := kokoro.WriteWAV(f, x, 16000, kokoro.PCM16); err != nil {
+	if err := audio.WriteWAV(f, x, 16000, audio.PCM16); err != nil {
 		t.Fatal(err)
 	}
 	f.Close()

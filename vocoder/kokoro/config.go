@@ -182,7 +182,8 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// SampleRate is Kokoro's output rate in Hz.
+// SampleRate is Kokoro's output rate in Hz (and audio.SampleRate, the rate
+// audio.Player plays at: TestPlayerRateIsKokoros holds them equal).
 const SampleRate = 24000
 
 // FrameSamples is how many output samples one predicted duration frame

@@ -6,7 +6,18 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/hearthstudio/hearth/vocoder/audio"
 )
+
+// TestPlayerRateIsKokoros: app hands Kokoro's chunks to audio.Player and
+// audio.WriteWAV unconverted, so the player's fixed rate must be the
+// model's.
+func TestPlayerRateIsKokoros(t *testing.T) {
+	if audio.SampleRate != SampleRate {
+		t.Fatalf("audio.SampleRate = %d, Kokoro's SampleRate = %d", audio.SampleRate, SampleRate)
+	}
+}
 
 // testConfigJSON has Kokoro-82M v1.0's hyper-parameters with a small
 // vocabulary of made-up ids (the real vocab is read from the model's own

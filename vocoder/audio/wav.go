@@ -1,4 +1,4 @@
-package kokoro
+package audio
 
 import (
 	"encoding/binary"
@@ -49,14 +49,14 @@ type WAVWriter struct {
 // must be an io.WriteSeeker (Close seeks back to fill in the sizes).
 func NewWAVWriter(w io.Writer, rate int, format WAVFormat, samples int64) (*WAVWriter, error) {
 	if format != PCM16 && format != Float32 {
-		return nil, fmt.Errorf("vocoder: wav: unknown format %d", format)
+		return nil, fmt.Errorf("audio: wav: unknown format %d", format)
 	}
 	if rate <= 0 {
-		return nil, fmt.Errorf("vocoder: wav: sample rate %d", rate)
+		return nil, fmt.Errorf("audio: wav: sample rate %d", rate)
 	}
 	if samples < 0 {
 		if _, ok := w.(io.WriteSeeker); !ok {
-			return nil, errors.New("vocoder: wav: the sample count must be given when the destination cannot seek")
+			return nil, errors.New("audio: wav: the sample count must be given when the destination cannot seek")
 		}
 	}
 	ww := &WAVWriter{w: w, format: format, rate: rate, declared: samples}
@@ -77,7 +77,7 @@ func (ww *WAVWriter) header(samples int64) error {
 	bps := ww.format.bytesPerSample()
 	data := samples * int64(bps)
 	if data > maxWAVData {
-		return fmt.Errorf("vocoder: wav: %d samples do not fit a WAV file's 4 GiB", samples)
+		return fmt.Errorf("audio: wav: %d samples do not fit a WAV file's 4 GiB", samples)
 	}
 	fmtLen := 16
 	if ww.format == Float32 {
@@ -111,7 +111,7 @@ func (ww *WAVWriter) header(samples int64) error {
 	ww.headLen = int64(len(h))
 	_, err := ww.w.Write(h)
 	if err != nil {
-		return fmt.Errorf("vocoder: wav: writing the header: %w", err)
+		return fmt.Errorf("audio: wav: writing the header: %w", err)
 	}
 	return nil
 }
@@ -123,11 +123,11 @@ func (ww *WAVWriter) Write(samples []float32) error {
 		return ww.err
 	}
 	if ww.declared >= 0 && ww.written+int64(len(samples)) > ww.declared {
-		ww.err = fmt.Errorf("vocoder: wav: %d samples past the %d declared", ww.written+int64(len(samples)), ww.declared)
+		ww.err = fmt.Errorf("audio: wav: %d samples past the %d declared", ww.written+int64(len(samples)), ww.declared)
 		return ww.err
 	}
 	if (ww.written+int64(len(samples)))*int64(ww.format.bytesPerSample()) > maxWAVData {
-		ww.err = errors.New("vocoder: wav: over a WAV file's 4 GiB")
+		ww.err = errors.New("audio: wav: over a WAV file's 4 GiB")
 		return ww.err
 	}
 	bps := ww.format.bytesPerSample()
@@ -143,7 +143,7 @@ func (ww *WAVWriter) Write(samples []float32) error {
 		}
 	}
 	if _, err := ww.w.Write(b); err != nil {
-		ww.err = fmt.Errorf("vocoder: wav: %w", err)
+		ww.err = fmt.Errorf("audio: wav: %w", err)
 		return ww.err
 	}
 	ww.written += int64(len(samples))
@@ -172,7 +172,7 @@ func (ww *WAVWriter) Close() error {
 	}
 	if ww.declared >= 0 {
 		if ww.written != ww.declared {
-			return fmt.Errorf("vocoder: wav: %d samples written of the %d declared", ww.written, ww.declared)
+			return fmt.Errorf("audio: wav: %d samples written of the %d declared", ww.written, ww.declared)
 		}
 		return nil
 	}
@@ -188,7 +188,7 @@ func (ww *WAVWriter) Close() error {
 		_, err = ws.Seek(end, io.SeekStart)
 	}
 	if err != nil {
-		return fmt.Errorf("vocoder: wav: patching the sizes: %w", err)
+		return fmt.Errorf("audio: wav: patching the sizes: %w", err)
 	}
 	return nil
 }
@@ -213,26 +213,26 @@ func readRIFF(r io.Reader, fmtChunk func(b []byte) error, data func(size int64, 
 	le := binary.LittleEndian
 	var hdr [12]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
-		return fmt.Errorf("vocoder: wav: header: %w", err)
+		return fmt.Errorf("audio: wav: header: %w", err)
 	}
 	if string(hdr[0:4]) != "RIFF" || string(hdr[8:12]) != "WAVE" {
-		return errors.New("vocoder: wav: not a RIFF/WAVE file")
+		return errors.New("audio: wav: not a RIFF/WAVE file")
 	}
 	sawFmt := false
 	for {
 		var ch [8]byte
 		if _, err := io.ReadFull(r, ch[:]); err != nil {
-			return fmt.Errorf("vocoder: wav: no data chunk: %w", err)
+			return fmt.Errorf("audio: wav: no data chunk: %w", err)
 		}
 		id, size := string(ch[0:4]), int64(le.Uint32(ch[4:8]))
 		switch id {
 		case "fmt ":
 			if size < 16 || size > 1<<16 {
-				return fmt.Errorf("vocoder: wav: fmt chunk of %d bytes", size)
+				return fmt.Errorf("audio: wav: fmt chunk of %d bytes", size)
 			}
 			b := make([]byte, size+size%2)
 			if _, err := io.ReadFull(r, b); err != nil {
-				return fmt.Errorf("vocoder: wav: fmt: %w", err)
+				return fmt.Errorf("audio: wav: fmt: %w", err)
 			}
 			if err := fmtChunk(b[:size]); err != nil {
 				return err
@@ -240,12 +240,12 @@ func readRIFF(r io.Reader, fmtChunk func(b []byte) error, data func(size int64, 
 			sawFmt = true
 		case "data":
 			if !sawFmt {
-				return errors.New("vocoder: wav: data before fmt")
+				return errors.New("audio: wav: data before fmt")
 			}
 			return data(size, r)
 		default:
 			if _, err := io.CopyN(io.Discard, r, size+size%2); err != nil {
-				return fmt.Errorf("vocoder: wav: chunk %q: %w", id, err)
+				return fmt.Errorf("audio: wav: chunk %q: %w", id, err)
 			}
 		}
 	}
@@ -261,20 +261,20 @@ func ReadWAV(r io.Reader) (samples []float32, rate int, err error) {
 	err = readRIFF(r, func(b []byte) error {
 		format, rate, bits = WAVFormat(le.Uint16(b[0:])), int(le.Uint32(b[4:])), int(le.Uint16(b[14:]))
 		if ch := le.Uint16(b[2:]); ch != 1 {
-			return fmt.Errorf("vocoder: wav: %d channels, want mono", ch)
+			return fmt.Errorf("audio: wav: %d channels, want mono", ch)
 		}
 		if !(format == PCM16 && bits == 16) && !(format == Float32 && bits == 32) {
-			return fmt.Errorf("vocoder: wav: format %d with %d bits: only 16-bit PCM and 32-bit float are read", format, bits)
+			return fmt.Errorf("audio: wav: format %d with %d bits: only 16-bit PCM and 32-bit float are read", format, bits)
 		}
 		return nil
 	}, func(size int64, r io.Reader) error {
 		bps := int64(bits / 8)
 		b, err := io.ReadAll(io.LimitReader(r, size))
 		if err != nil {
-			return fmt.Errorf("vocoder: wav: data: %w", err)
+			return fmt.Errorf("audio: wav: data: %w", err)
 		}
 		if int64(len(b)) != size || size%bps != 0 {
-			return fmt.Errorf("vocoder: wav: data chunk of %d bytes holds %d (truncated?)", size, len(b))
+			return fmt.Errorf("audio: wav: data chunk of %d bytes holds %d (truncated?)", size, len(b))
 		}
 		samples = make([]float32, size/bps)
 		for i := range samples {

@@ -1,4 +1,4 @@
-package kokoro
+package audio
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 
 // ErrNoAudioDevice is wrapped by NewPlayer's error when there is no sound
 // card to play on (a server, CI) or the sound system refused to open it.
-var ErrNoAudioDevice = errors.New("vocoder: no audio device")
+var ErrNoAudioDevice = errors.New("audio: no audio device")
 
 // Playback latencies. The device buffer is what ALSA (or the platform's
 // mixer) holds between oto and the speaker; the player buffer is what oto
@@ -91,7 +91,7 @@ func (p *Player) Stop() {
 // is counted as not yet heard.
 func (p *Player) Position() time.Duration {
 	device := int(p.drainDelay.Seconds() * SampleRate)
-	return samplesToDuration(p.q.speechAt(p.out.BufferedSize()/4 + device))
+	return time.Duration(p.q.speechAt(p.out.BufferedSize()/4+device)) * time.Second / SampleRate
 }
 
 // Wait blocks until everything enqueued has been played, or ctx ends

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package kokoro
+package audio
 
 // quietALSA does nothing where sound does not go through ALSA.
 func quietALSA() {}

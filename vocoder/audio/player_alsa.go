@@ -1,6 +1,6 @@
 //go:build linux && cgo
 
-package kokoro
+package audio
 
 // #cgo pkg-config: alsa
 // #include <alsa/asoundlib.h>

@@ -1,6 +1,6 @@
 //go:build !linux || cgo
 
-package kokoro
+package audio
 
 import (
 	"fmt"
