@@ -14,6 +14,7 @@ import (
 	"github.com/hearthstudio/hearth/internal/atomicfile"
 	"github.com/hearthstudio/hearth/vocoder/audio"
 	"github.com/hearthstudio/hearth/vocoder/kokoro"
+	"github.com/hearthstudio/hearth/vocoder/phonemes"
 )
 
 // SampleRate is the rate of every SpeechChunk's audio, in Hz.
@@ -107,10 +108,10 @@ func (e *Engine) KokoroDir() (string, error) {
 type speech struct {
 	dir         string
 	model       *kokoro.Model
-	synth       kokoro.Synthesizer            // model, or its GPU forward
-	release     func()                        // frees the GPU forward's buffers; nil on the CPU
-	backend     string                        // "gpu: ADAPTER" or "cpu"
-	phonemizers map[string]*kokoro.Phonemizer // by language
+	synth       kokoro.Synthesizer              // model, or its GPU forward
+	release     func()                          // frees the GPU forward's buffers; nil on the CPU
+	backend     string                          // "gpu: ADAPTER" or "cpu"
+	phonemizers map[string]*phonemes.Phonemizer // by language
 }
 
 // Voices names the voice packs in the Kokoro directory. Packs without
@@ -140,7 +141,7 @@ func (e *Engine) Voices() ([]string, error) {
 // not block long: copy the chunk into a Player (Enqueue) or a buffer and
 // return. Its error stops the speech and is returned. Cancelling ctx
 // stops between chunks. Text with nothing to speak returns an error
-// wrapping kokoro.ErrNothingToSay; an unknown voice, one listing the
+// wrapping phonemes.ErrNothingToSay; an unknown voice, one listing the
 // voices there are.
 func (e *Engine) Speak(ctx context.Context, req SpeakRequest, emit func(SpeechChunk) error) error {
 	speed := req.Speed
@@ -151,7 +152,7 @@ func (e *Engine) Speak(ctx context.Context, req SpeakRequest, emit func(SpeechCh
 		return err
 	}
 	if strings.TrimSpace(req.Text) == "" {
-		return fmt.Errorf("%w: the text is empty", kokoro.ErrNothingToSay)
+		return fmt.Errorf("%w: the text is empty", phonemes.ErrNothingToSay)
 	}
 	if emit == nil {
 		emit = func(SpeechChunk) error { return nil }
@@ -253,7 +254,7 @@ func (e *Engine) ensureSpeech(dir string) (*speech, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &speech{dir: dir, model: m, synth: m, backend: "cpu", phonemizers: map[string]*kokoro.Phonemizer{}}
+	s := &speech{dir: dir, model: m, synth: m, backend: "cpu", phonemizers: map[string]*phonemes.Phonemizer{}}
 	b, err := e.backend()
 	if err != nil {
 		return nil, err
@@ -288,7 +289,7 @@ func (e *Engine) unloadSpeech() {
 // phonemizer is the Phonemizer for a voice spec's language, made once:
 // Kokoro's voice names start with it ('a' American English, 'b' British;
 // af_heart, bf_emma), and a blend takes its first voice's.
-func (s *speech) phonemizer(spec string) (*kokoro.Phonemizer, error) {
+func (s *speech) phonemizer(spec string) (*phonemes.Phonemizer, error) {
 	lang := "en-us"
 	if terms, err := kokoro.ParseVoiceSpec(spec); err == nil && strings.HasPrefix(filepath.Base(terms[0].Name), "b") {
 		lang = "en-gb"
@@ -296,7 +297,7 @@ func (s *speech) phonemizer(spec string) (*kokoro.Phonemizer, error) {
 	if ph, ok := s.phonemizers[lang]; ok {
 		return ph, nil
 	}
-	ph, err := kokoro.NewPhonemizer(lang, s.model.Config)
+	ph, err := phonemes.NewPhonemizer(lang, s.model.Config.Vocab, s.model.Config.MaxPhonemes())
 	if err != nil {
 		return nil, err
 	}

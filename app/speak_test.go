@@ -13,7 +13,7 @@ import (
 
 	"github.com/hearthstudio/hearth/internal/kokorotest"
 	"github.com/hearthstudio/hearth/vocoder/audio"
-	"github.com/hearthstudio/hearth/vocoder/kokoro"
+	"github.com/hearthstudio/hearth/vocoder/phonemes"
 )
 
 // TestSpeakStreamsChunks speaks two sentences on the CPU with the small
@@ -67,8 +67,8 @@ func TestSpeakStreamsChunks(t *testing.T) {
 		want []string
 		is   error
 	}{
-		{SpeakRequest{Text: "", Voice: "af_heart"}, []string{"nothing to speak"}, kokoro.ErrNothingToSay},
-		{SpeakRequest{Text: "?! ... ,", Voice: "bf_emma"}, []string{"nothing to speak"}, kokoro.ErrNothingToSay},
+		{SpeakRequest{Text: "", Voice: "af_heart"}, []string{"nothing to speak"}, phonemes.ErrNothingToSay},
+		{SpeakRequest{Text: "?! ... ,", Voice: "bf_emma"}, []string{"nothing to speak"}, phonemes.ErrNothingToSay},
 		{SpeakRequest{Text: "Hello.", Voice: "zz_nobody"}, []string{"zz_nobody", "af_heart, am_adam, bf_emma"}, nil},
 		{SpeakRequest{Text: "Hello.", Voice: "af_heart", Speed: 9}, []string{"speed 9"}, nil},
 	} {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hearthstudio/hearth/app"
 	"github.com/hearthstudio/hearth/vocoder/kokoro"
+	"github.com/hearthstudio/hearth/vocoder/phonemes"
 )
 
 // maxSpeechInput is OpenAI's limit on a speech's input, in characters.
@@ -256,7 +257,7 @@ func speechError(err error) error {
 	switch {
 	case errors.Is(err, app.ErrNoVoiceModel):
 		return &apiError{status: http.StatusNotFound, param: "model", code: "model_not_found", msg: err.Error()}
-	case errors.Is(err, kokoro.ErrNothingToSay):
+	case errors.Is(err, phonemes.ErrNothingToSay):
 		return badRequest("input", "%s", err)
 	}
 	return err

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hearthstudio/hearth/vocoder/phonemes"
 )
 
 // Real-time factor benchmarks: seconds of audio per second of synthesis,
@@ -68,7 +70,7 @@ func benchModel(b *testing.B) (*Model, []benchText) {
 // bench_torch.py does: row 1, rows 1–4 joined by spaces, and the rows that
 // fit one 510-symbol pass, each kept to the vocabulary.
 func referenceUtterances(b *testing.B, cfg *Config) []benchText {
-	f, err := os.Open(filepath.Join("testdata", "phonemes", "en-us.tsv"))
+	f, err := os.Open(filepath.Join("..", "phonemes", "testdata", "phonemes", "en-us.tsv"))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -80,7 +82,7 @@ func referenceUtterances(b *testing.B, cfg *Config) []benchText {
 		if !ok {
 			b.Fatalf("en-us.tsv: line %q has no tab", sc.Text())
 		}
-		rows = append(rows, filterVocab(ps, cfg.Vocab))
+		rows = append(rows, phonemes.FilterVocab(ps, cfg.Vocab))
 	}
 	if len(rows) < 5 {
 		b.Fatalf("en-us.tsv: %d rows, want at least 5", len(rows))

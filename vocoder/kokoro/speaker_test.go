@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/hearthstudio/hearth/vocoder/phonemes"
 )
 
 // fakeSynth stands in for the model where only the plumbing is tested: a
@@ -48,8 +50,36 @@ func (f *fakeSynth) Forward(tokens []int, style []float32, speed float64, determ
 	return audio, d, nil
 }
 
-// speakerConfig is the phonemizer tests' vocabulary with Kokoro-82M's
-// frame: 2·10·6·5 = 600 samples.
+// testSymbols are misaki's phoneme symbols and Kokoro's punctuation, as
+// in vocoder/phonemes' tests; the ids given to them here are made up (the
+// real vocab comes from the model's config.json).
+const testSymbols = ";:,.!?—…\"()“” " +
+	"abcdefhijklmnopqrstuvwxyz" + "AIOQWYT" +
+	"æçðŋɑɒɔəɚɛɜɡɪɹɾʃʊʌʒʤʧθᵊᵻˈˌːʔ"
+
+// testConfig is a config of testSymbols and room for max phonemes.
+func testConfig(max int) *Config {
+	v := map[string]int{}
+	for i, r := range []rune(testSymbols) {
+		v[string(r)] = i + 1
+	}
+	return &Config{Vocab: v, PLBert: PLBertConfig{MaxPositionEmbeddings: max + 2}}
+}
+
+func newTestPhonemizer(tb testing.TB, lang string, max int) *phonemes.Phonemizer {
+	tb.Helper()
+	c := testConfig(max)
+	p, err := phonemes.NewPhonemizer(lang, c.Vocab, c.MaxPhonemes())
+	if err != nil {
+		// espeak-ng is part of the test set-up (make deps installs it):
+		// fail, do not skip.
+		tb.Fatal(err)
+	}
+	return p
+}
+
+// speakerConfig is testConfig with Kokoro-82M's frame: 2·10·6·5 = 600
+// samples.
 func speakerConfig() *Config {
 	c := testConfig(510)
 	c.StyleDim = VoiceDim / 2
@@ -230,8 +260,8 @@ func TestSpeakNothingToSay(t *testing.T) {
 	s, f := newFakeSpeaker(t)
 	for _, text := range []string{"", "   \n ", "?!... ,;", "「」"} {
 		_, err := collect(t, s, text, 1)
-		if !errors.Is(err, ErrNothingToSay) {
-			t.Errorf("%q: %v, want ErrNothingToSay", text, err)
+		if !errors.Is(err, phonemes.ErrNothingToSay) {
+			t.Errorf("%q: %v, want phonemes.ErrNothingToSay", text, err)
 		} else if !strings.Contains(err.Error(), "nothing to speak") {
 			t.Errorf("%q: message %q", text, err)
 		}
@@ -288,28 +318,6 @@ func TestSpeakCancelAndEmitError(t *testing.T) {
 	}
 }
 
-func TestChunkerKeepsText(t *testing.T) {
-	p := newTestPhonemizer(t, "en-us", 510)
-	text := `He said "stop." (Then he left.) Why?! Really... Yes, 3.5 times; then "no!" Fine`
-	cs, err := p.Phonemize(text)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ck chunker
-	out := ck.chunks(cs)
-	var got []string
-	for _, c := range out {
-		checkChunk(t, c, testConfig(510))
-		got = append(got, c.Text)
-	}
-	// The first sentence alone (with its closing quote), then whole
-	// sentences up to twice its phonemes; "3.5" is not a sentence end.
-	want := []string{`He said "stop."`, `(Then he left.) Why?! Really...`, `Yes, 3.5 times; then "no!" Fine`}
-	if strings.Join(got, "|") != strings.Join(want, "|") {
-		t.Errorf("chunks\n got %q\nwant %q", got, want)
-	}
-}
-
 // smallModel is the small fixture's model, built once for the tests that
 // need a real one (drawing its 64M weights takes seconds).
 var smallModel struct {
@@ -350,7 +358,7 @@ func (r *recordingSynth) Forward(tokens []int, style []float32, speed float64, d
 func TestSpeakRealModel(t *testing.T) {
 	m := smallFixtureModel(t)
 	cfg := m.Config
-	ph, err := NewPhonemizer("en-us", cfg)
+	ph, err := phonemes.NewPhonemizer("en-us", cfg.Vocab, cfg.MaxPhonemes())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Make the PyTorch oracle for vocoder's CPU forward pass (TestForward*).
+"""Make the PyTorch oracle for vocoder/kokoro's CPU forward pass (TestForward*).
 
 Run on a machine with torch and transformers, with hexgrad's kokoro package
 importable (PYTHONPATH; its loguru, misaki and huggingface_hub imports are
@@ -115,7 +115,7 @@ CASES = [
     ("full", kokoro_config(PLBERT_FULL, ISTFT_FULL, 3), "hˈaɪ", 1.5),
 ]
 
-# ---- the weight generator (mirrored by vocoder's forward_fixture_test.go)
+# ---- the weight generator (mirrored by vocoder/kokoro's model_test.go)
 
 M64 = (1 << 64) - 1
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Make the PyTorch oracle for vocoder's StyleTTS2 style encoder (TestStyle*).
+"""Make the PyTorch oracle for vocoder/kokoro's StyleTTS2 style encoder (TestStyle*).
 
 StyleTTS2 (yl4579/StyleTTS2) turns a reference recording into a 256-value
 style, ref_s = cat(style_encoder(mel), predictor_encoder(mel)), both
@@ -47,7 +47,7 @@ Outputs, in OUTDIR (default: styletts2/ beside this script):
   fixture.bin     the arrays, f32 little-endian, back to back
 
 Usage:
-  PYTHONPATH=.oracle/styletts2 python3 vocoder/testdata/make_style_fixture.py [OUTDIR]
+  PYTHONPATH=.oracle/styletts2 python3 vocoder/kokoro/testdata/make_style_fixture.py [OUTDIR]
 """
 import collections
 import json

@@ -41,11 +41,11 @@ Sources (not part of Hearth; kept out of git under .oracle/, which
 
 To rerun (Debian with espeak-ng / libespeak-ng1 installed):
 
-  go test ./vocoder -run TestMisakiInput -misaki.input   # if sentences.txt or
+  go test ./vocoder/phonemes -run TestMisakiInput -misaki.input   # if sentences.txt or
                                                          # the normaliser changed
   PYTHONPATH=.oracle/misaki:.oracle/misaki/stubs \\
   PHONEMIZER_ESPEAK_LIBRARY=/usr/lib/x86_64-linux-gnu/libespeak-ng.so.1 \\
-      python3 vocoder/testdata/misaki/make_misaki_fixture.py
+      python3 vocoder/phonemes/testdata/misaki/make_misaki_fixture.py
 
 It writes misaki.json next to this file.
 """

@@ -1,4 +1,4 @@
-package kokoro
+package phonemes
 
 import (
 	"encoding/json"
@@ -100,7 +100,7 @@ func TestMisakiInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(old, in) {
-		t.Fatalf("%s is stale (sentences.txt or the normaliser changed): run go test ./vocoder -run TestMisakiInput -misaki.input, then make_misaki_fixture.py", path)
+		t.Fatalf("%s is stale (sentences.txt or the normaliser changed): run go test ./vocoder/phonemes -run TestMisakiInput -misaki.input, then make_misaki_fixture.py", path)
 	}
 }
 

@@ -1,6 +1,6 @@
 //go:build cgo && (linux || darwin || freebsd)
 
-package kokoro
+package phonemes
 
 /*
 #cgo linux LDFLAGS: -ldl

@@ -1,4 +1,4 @@
-package kokoro
+package phonemes
 
 import (
 	"strings"
@@ -16,10 +16,10 @@ import (
 // waterfall are the cut points in order of preference.
 var waterfall = []string{"!.?…", ":;", ",—"}
 
-// filterVocab keeps the symbols of ps that the vocabulary has: KModel
+// FilterVocab keeps the symbols of ps that the vocabulary has: KModel
 // drops the others (vocab.get(p) is None) and they must not count
 // towards the limit or shift the word spans.
-func filterVocab(ps string, vocab map[string]int) string {
+func FilterVocab(ps string, vocab map[string]int) string {
 	return strings.Map(func(r rune) rune {
 		if _, ok := vocab[string(r)]; ok {
 			return r
@@ -38,7 +38,7 @@ func splitChunks(words []pword, max int, vocab map[string]int) []Chunk {
 		return 0
 	}
 	for i := range words {
-		words[i].phonemes = filterVocab(words[i].phonemes, vocab)
+		words[i].phonemes = FilterVocab(words[i].phonemes, vocab)
 		// A single word longer than a chunk (a run of letters espeak
 		// spells out) is cut to fit, as kokoro truncates ps[:510].
 		if utf8.RuneCountInString(words[i].phonemes) > max {

@@ -1,4 +1,4 @@
-package kokoro
+package phonemes
 
 import (
 	"errors"
@@ -52,22 +52,23 @@ type Phonemizer struct {
 	espeak    espeakBackend
 }
 
-// NewPhonemizer makes a phonemizer for lang ("en-us" or "en-gb") with the
-// model's vocabulary and its limit on symbols per utterance. It fails,
+// NewPhonemizer makes a phonemizer for lang ("en-us" or "en-gb") with a
+// model's vocabulary (symbol → token id) and its limit on symbols per
+// utterance (Kokoro's Config.Vocab and Config.MaxPhonemes). It fails,
 // wrapping ErrNoEspeak, when espeak-ng is not installed.
-func NewPhonemizer(lang string, cfg *Config) (*Phonemizer, error) {
+func NewPhonemizer(lang string, vocab map[string]int, maxPhonemes int) (*Phonemizer, error) {
 	voice, ok := languages[strings.ToLower(lang)]
 	if !ok {
-		return nil, fmt.Errorf("vocoder: language %q: only English is supported now (en-us, en-gb)", lang)
+		return nil, fmt.Errorf("phonemes: language %q: only English is supported now (en-us, en-gb)", lang)
 	}
-	if cfg == nil || len(cfg.Vocab) == 0 || cfg.MaxPhonemes() < 1 {
-		return nil, errors.New("vocoder: phonemizer: the config has no vocabulary or no room for phonemes")
+	if len(vocab) == 0 || maxPhonemes < 1 {
+		return nil, fmt.Errorf("phonemes: a vocabulary of %d symbols and room for %d phonemes: the model's config has none", len(vocab), maxPhonemes)
 	}
 	be, err := findEspeak()
 	if err != nil {
 		return nil, err // ErrNoEspeak, which says what to install
 	}
-	return &Phonemizer{voice: voice, british: voice == "en-gb", vocab: cfg.Vocab, maxTokens: cfg.MaxPhonemes(), espeak: be}, nil
+	return &Phonemizer{voice: voice, british: voice == "en-gb", vocab: vocab, maxTokens: maxPhonemes, espeak: be}, nil
 }
 
 // Backend names the espeak-ng the phonemizer uses (the library or the
@@ -142,7 +143,7 @@ func (p *Phonemizer) phonemizeTokens(toks []textToken) ([]pword, error) {
 
 	res, err := p.espeak.phonemes(p.voice, lines)
 	if err != nil {
-		return nil, fmt.Errorf("vocoder: espeak-ng: %w", err)
+		return nil, fmt.Errorf("phonemes: espeak-ng: %w", err)
 	}
 	// Lines whose output words do not pair one to one with their input
 	// words (espeak joins "in the" into ɪnðə) are aligned against each
@@ -164,7 +165,7 @@ func (p *Phonemizer) phonemizeTokens(toks []textToken) ([]pword, error) {
 	var iso []string
 	if len(isoWords) > 0 {
 		if iso, err = p.espeak.phonemes(p.voice, isoWords); err != nil {
-			return nil, fmt.Errorf("vocoder: espeak-ng: %w", err)
+			return nil, fmt.Errorf("phonemes: espeak-ng: %w", err)
 		}
 	}
 	spoken := make([][]string, len(toks))

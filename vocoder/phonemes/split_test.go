@@ -1,4 +1,4 @@
-package kokoro
+package phonemes
 
 import (
 	"strings"

@@ -1,4 +1,4 @@
-package kokoro
+package phonemes
 
 import (
 	"bufio"
@@ -19,17 +19,26 @@ const testSymbols = ";:,.!?—…\"()“” " +
 	"abcdefhijklmnopqrstuvwxyz" + "AIOQWYT" +
 	"æçðŋɑɒɔəɚɛɜɡɪɹɾʃʊʌʒʤʧθᵊᵻˈˌːʔ"
 
-func testConfig(max int) *Config {
+// testModel is what a Phonemizer takes of a model's config: the
+// vocabulary and the most phonemes an utterance may have.
+type testModel struct {
+	Vocab map[string]int
+	max   int
+}
+
+func (m *testModel) MaxPhonemes() int { return m.max }
+
+func testConfig(max int) *testModel {
 	v := map[string]int{}
 	for i, r := range []rune(testSymbols) {
 		v[string(r)] = i + 1
 	}
-	return &Config{Vocab: v, PLBert: PLBertConfig{MaxPositionEmbeddings: max + 2}}
+	return &testModel{Vocab: v, max: max}
 }
 
 func newTestPhonemizer(tb testing.TB, lang string, max int) *Phonemizer {
 	tb.Helper()
-	p, err := NewPhonemizer(lang, testConfig(max))
+	p, err := NewPhonemizer(lang, testConfig(max).Vocab, max)
 	if err != nil {
 		// espeak-ng is part of the test set-up (make deps installs it):
 		// fail, do not skip.
@@ -41,7 +50,7 @@ func newTestPhonemizer(tb testing.TB, lang string, max int) *Phonemizer {
 // checkChunk verifies a chunk's invariants: every symbol in the
 // vocabulary, the tokens the symbols' ids between two pads, each word's
 // span holding its phonemes, the limit kept.
-func checkChunk(t *testing.T, c Chunk, cfg *Config) {
+func checkChunk(t *testing.T, c Chunk, cfg *testModel) {
 	t.Helper()
 	rs := []rune(c.Phonemes)
 	if len(rs) > cfg.MaxPhonemes() || len(rs) == 0 {
@@ -163,8 +172,14 @@ func TestPhonemizeBadInput(t *testing.T) {
 	if strings.Join(silent, ",") != "你好,Привет" {
 		t.Errorf("silent words %q in %+v", silent, cs[0].Words)
 	}
-	if _, err := NewPhonemizer("fr-fr", testConfig(510)); err == nil {
+	if _, err := NewPhonemizer("fr-fr", testConfig(510).Vocab, 510); err == nil {
 		t.Error("French: no error")
+	}
+	if _, err := NewPhonemizer("en-us", nil, 510); err == nil {
+		t.Error("no vocabulary: no error")
+	}
+	if _, err := NewPhonemizer("en-us", testConfig(0).Vocab, 0); err == nil {
+		t.Error("no room for phonemes: no error")
 	}
 }
 
