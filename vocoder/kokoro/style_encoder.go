@@ -13,6 +13,7 @@ import (
 	"github.com/hearthstudio/hearth/engine/ops"
 	"github.com/hearthstudio/hearth/engine/ops/ref"
 	"github.com/hearthstudio/hearth/gguf"
+	"github.com/hearthstudio/hearth/pth"
 )
 
 // StyleTTS2's style encoders make a voice from a reference recording
@@ -255,7 +256,7 @@ func readStyleCheckpoint(path string) (map[string]*Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	if isTorchZip(f) {
+	if pth.IsZip(f) {
 		return readStylePTH(f, info.Size())
 	}
 	all, err := readSafetensors(path)
@@ -286,26 +287,26 @@ func readStyleCheckpoint(path string) (map[string]*Tensor, error) {
 // torch.save archive and reads only their tensors (the rest of a
 // StyleTTS2 checkpoint, 700 MB with the optimizer, is never read).
 func readStylePTH(f *os.File, size int64) (map[string]*Tensor, error) {
-	obj, err := loadTorchZip(f, size)
+	obj, err := pth.Load(f, size)
 	if err != nil {
 		return nil, err
 	}
-	top, err := dictItems(obj)
+	top, err := pth.DictItems(obj)
 	if err != nil {
 		return nil, fmt.Errorf("the checkpoint is %T, want a dict", obj)
 	}
 	modules := top
 	for _, it := range top {
-		if k, _ := it.key.(string); k == "net" {
-			if modules, err = dictItems(it.value); err != nil {
-				return nil, fmt.Errorf("net is %T, want a dict of state dicts", it.value)
+		if k, _ := it.Key.(string); k == "net" {
+			if modules, err = pth.DictItems(it.Value); err != nil {
+				return nil, fmt.Errorf("net is %T, want a dict of state dicts", it.Value)
 			}
 		}
 	}
 	out := map[string]*Tensor{}
 	var have []string
 	for _, m := range modules {
-		mod, ok := m.key.(string)
+		mod, ok := m.Key.(string)
 		if !ok {
 			continue
 		}
@@ -313,7 +314,7 @@ func readStylePTH(f *os.File, size int64) (map[string]*Tensor, error) {
 		if !slices.Contains(styleModules, mod) {
 			continue
 		}
-		if err := addStateDict(out, mod, m.value); err != nil {
+		if err := pth.AddStateDict(out, mod, m.Value); err != nil {
 			return nil, err
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/x448/float16"
 
 	"github.com/hearthstudio/hearth/engine/ops/ref"
+	"github.com/hearthstudio/hearth/pth/pthtest"
 )
 
 // The oracle: testdata/styletts2, made by testdata/make_style_fixture.py
@@ -430,7 +431,7 @@ func TestFoldSpectralNorm(t *testing.T) {
 
 func TestLoadStyleEncoderErrors(t *testing.T) {
 	// Kokoro's own checkpoint: no style encoders, and a hint saying so.
-	kokoro := writeTemp(t, "kokoro-v1_0.pth", fixturePTH().bytes(t))
+	kokoro := writeTemp(t, "kokoro-v1_0.pth", pthtest.Fixture().Bytes(t))
 	if _, err := LoadStyleEncoder(kokoro); err == nil || !strings.Contains(err.Error(), "not a StyleTTS2 checkpoint") || !strings.Contains(err.Error(), "Kokoro") {
 		t.Errorf("Kokoro's checkpoint: %v", err)
 	}
@@ -674,15 +675,15 @@ func TestLoadStyleEncoderBareDict(t *testing.T) {
 	rng := rand.New(rand.NewPCG(2, 3))
 	randomStyleTensors(rng, ts, "style_encoder", 4, 8, 1)
 	randomStyleTensors(rng, ts, "predictor_encoder", 4, 8, 1)
-	f := &ptFile{archive: "encoders", storages: map[string]ptStorage{}}
+	f := &pthtest.File{Archive: "encoders", Storages: map[string]pthtest.Storage{}}
 	for _, mod := range styleModules {
-		m := ptModule{name: mod}
+		m := pthtest.Module{Name: mod}
 		for name, tensor := range ts {
 			rest, ok := strings.CutPrefix(name, mod+".")
 			if !ok {
 				continue
 			}
-			key := fmt.Sprint(len(f.storages))
+			key := fmt.Sprint(len(f.Storages))
 			dtype := "F32"
 			if strings.HasSuffix(rest, ".bias") {
 				// F16 storage: the loader converts; the reference below
@@ -692,12 +693,12 @@ func TestLoadStyleEncoderBareDict(t *testing.T) {
 					tensor.Data[i] = float16From(x)
 				}
 			}
-			f.storages[key] = ptStorage{dtype, tensor.Data}
-			m.tensors = append(m.tensors, ptTensor{name: rest, storage: key, size: tensor.Shape})
+			f.Storages[key] = pthtest.Storage{DType: dtype, Data: tensor.Data}
+			m.Tensors = append(m.Tensors, pthtest.Tensor{Name: rest, Storage: key, Size: tensor.Shape})
 		}
-		f.modules = append(f.modules, m)
+		f.Modules = append(f.Modules, m)
 	}
-	got, err := LoadStyleEncoder(writeTemp(t, "encoders.pth", f.bytes(t)))
+	got, err := LoadStyleEncoder(writeTemp(t, "encoders.pth", f.Bytes(t)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/hearthstudio/hearth/pth"
 )
 
 // A Kokoro voice pack holds one style vector per utterance length: row
@@ -68,15 +70,15 @@ func voiceFromBin(data []byte) ([]float32, error) {
 }
 
 func voiceFromPT(data []byte) ([]float32, error) {
-	obj, err := loadTorchZip(bytes.NewReader(data), int64(len(data)))
+	obj, err := pth.Load(bytes.NewReader(data), int64(len(data)))
 	if err != nil {
 		return nil, err
 	}
-	pt, ok := obj.(*pthTensor)
+	pt, ok := obj.(*pth.View)
 	if !ok {
 		return nil, fmt.Errorf("holds a %T, want one tensor", obj)
 	}
-	t, err := pt.materialize("voice")
+	t, err := pt.Materialize("voice")
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/hearthstudio/hearth/internal/sharedtest"
+	"github.com/hearthstudio/hearth/pth/pthtest"
 	"github.com/x448/float16"
 )
 
@@ -67,12 +68,12 @@ func TestLoadVoicePT(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, dtype := range []string{"F32", "F16"} {
-		f := &ptFile{
-			archive:  "am_adam",
-			storages: map[string]ptStorage{"0": {dtype, bin.Pack}},
-			top:      &ptTensor{storage: "0", size: []int{VoiceRows, 1, VoiceDim}},
+		f := &pthtest.File{
+			Archive:  "am_adam",
+			Storages: map[string]pthtest.Storage{"0": {DType: dtype, Data: bin.Pack}},
+			Top:      &pthtest.Tensor{Storage: "0", Size: []int{VoiceRows, 1, VoiceDim}},
 		}
-		path := writeTemp(t, "am_adam.pt", f.bytes(t))
+		path := writeTemp(t, "am_adam.pt", f.Bytes(t))
 		pt, err := LoadVoice(path)
 		if err != nil {
 			t.Fatal(err)
@@ -90,9 +91,9 @@ func TestLoadVoicePT(t *testing.T) {
 			}
 		}
 	}
-	wrong := &ptFile{archive: "x", storages: map[string]ptStorage{"0": {"F32", make([]float32, 512)}},
-		top: &ptTensor{storage: "0", size: []int{2, 256}}}
-	if _, err := LoadVoice(writeTemp(t, "x.pt", wrong.bytes(t))); err == nil || !strings.Contains(err.Error(), "shape [2 256], want [510 1 256]") {
+	wrong := &pthtest.File{Archive: "x", Storages: map[string]pthtest.Storage{"0": {DType: "F32", Data: make([]float32, 512)}},
+		Top: &pthtest.Tensor{Storage: "0", Size: []int{2, 256}}}
+	if _, err := LoadVoice(writeTemp(t, "x.pt", wrong.Bytes(t))); err == nil || !strings.Contains(err.Error(), "shape [2 256], want [510 1 256]") {
 		t.Errorf("wrong shape: %v", err)
 	}
 }

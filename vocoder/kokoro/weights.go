@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/hearthstudio/hearth/engine/hfimport"
+	"github.com/hearthstudio/hearth/pth"
 )
 
 // Modules are the parts of Kokoro's checkpoint, in the order KModel builds
@@ -17,14 +18,10 @@ import (
 // predictor, the text encoder and the iSTFTNet decoder.
 var Modules = []string{"bert", "bert_encoder", "predictor", "text_encoder", "decoder"}
 
-// A Tensor is one weight, row-major (outermost dimension first, as PyTorch
-// shapes it) and converted to f32 whatever it was stored as.
-type Tensor struct {
-	Name  string
-	Shape []int
-	Data  []float32
-	DType string // as stored: F32, F16, BF16, …
-}
+// A Tensor is one weight, row-major and in f32: the .pth reader's tensor,
+// which the safetensors path fills too, so a checkpoint's tensors are used
+// as read.
+type Tensor = pth.Tensor
 
 // Weights is every tensor of a Kokoro checkpoint by its full name,
 // "module.param" as in the safetensors conversion
@@ -58,8 +55,8 @@ func OpenWeights(path string) (*Weights, error) {
 		return nil, fmt.Errorf("weights: %w", err)
 	}
 	var tensors map[string]*Tensor
-	if isTorchZip(f) {
-		tensors, err = readPTH(f, info.Size())
+	if pth.IsZip(f) {
+		tensors, err = pth.ReadStateDicts(f, info.Size())
 	} else {
 		tensors, err = readSafetensors(path)
 	}
@@ -94,13 +91,13 @@ func readSafetensors(path string) (map[string]*Tensor, error) {
 	defer st.Close()
 	out := map[string]*Tensor{}
 	for _, t := range st.Tensors {
-		conv, err := decoderFor(string(t.DType))
+		conv, err := pth.ElementDecoder(string(t.DType))
 		if err != nil {
 			return nil, fmt.Errorf("tensor %q: %w", t.Name, err)
 		}
 		n := t.Elements()
-		if n > maxTensorElements {
-			return nil, fmt.Errorf("tensor %q: shape %v: over %d elements", t.Name, t.Shape, int64(maxTensorElements))
+		if n > pth.MaxTensorElements {
+			return nil, fmt.Errorf("tensor %q: shape %v: over %d elements", t.Name, t.Shape, int64(pth.MaxTensorElements))
 		}
 		es := dtypeSize(string(t.DType))
 		raw := make([]byte, n*es)

@@ -1,4 +1,11 @@
-package kokoro
+// Package pth reads PyTorch checkpoints written by torch.save (PyTorch ≥
+// 1.6: the .pth and .pt files Kokoro and StyleTTS2 are released as) without
+// PyTorch and without running any pickled code: ReadStateDicts reads a
+// {module: state_dict} file into f32 Tensors; Load, DictItems, AddStateDict
+// and View.Materialize read other layouts (a voice pack's one tensor,
+// StyleTTS2's nested dicts). It is a weights format, like gguf beside it;
+// vocoder/kokoro is its user.
+package pth
 
 import (
 	"archive/zip"
@@ -37,10 +44,19 @@ import (
 // and shapes only); a larger one is not a weights file.
 const maxPickleSize = 64 << 20
 
-// maxTensorElements bounds one tensor: Kokoro's largest holds about 5M
+// A Tensor is one weight, row-major (outermost dimension first, as PyTorch
+// shapes it) and converted to f32 whatever it was stored as.
+type Tensor struct {
+	Name  string
+	Shape []int
+	Data  []float32
+	DType string // as stored, by its safetensors name: F32, F16, BF16, …
+}
+
+// MaxTensorElements bounds one tensor: Kokoro's largest holds about 5M
 // values; 2^31 keeps every index an int32 for the GPU side, and a shape
 // beyond it is a corrupt file.
-const maxTensorElements = 1 << 31
+const MaxTensorElements = 1 << 31
 
 // storageClass is a torch.<Type>Storage global of the pickle.
 type storageClass struct {
@@ -94,8 +110,9 @@ func (s *pthStorage) bytes() ([]byte, error) {
 	return b, nil
 }
 
-// pthTensor is a tensor of the pickle: a view into a storage.
-type pthTensor struct {
+// A View is a tensor of the pickle: a view into a storage, read by
+// Materialize.
+type View struct {
 	storage *pthStorage
 	offset  int64
 	size    []int64
@@ -130,7 +147,7 @@ func (rebuildTensor) Call(args ...interface{}) (interface{}, error) {
 	if len(size) != len(stride) {
 		return nil, fmt.Errorf("_rebuild_tensor_v2: size %v and stride %v differ in rank", size, stride)
 	}
-	return &pthTensor{storage: st, offset: off, size: size, stride: stride}, nil
+	return &View{storage: st, offset: off, size: size, stride: stride}, nil
 }
 
 // rebuildParameter is torch._utils._rebuild_parameter(data, requires_grad,
@@ -141,7 +158,7 @@ func (rebuildParameter) Call(args ...interface{}) (interface{}, error) {
 	if len(args) < 1 {
 		return nil, fmt.Errorf("_rebuild_parameter: no arguments")
 	}
-	if _, ok := args[0].(*pthTensor); !ok {
+	if _, ok := args[0].(*View); !ok {
 		return nil, fmt.Errorf("_rebuild_parameter: data is %T, not a tensor", args[0])
 	}
 	return args[0], nil
@@ -189,53 +206,53 @@ func pickleInts(v interface{}) ([]int64, error) {
 	return out, nil
 }
 
-// readPTH reads every tensor of a torch.save file holding a dict of state
-// dicts, {module: {name: tensor}}, into f32, keyed "module.name" with a
-// DataParallel "module." prefix of name dropped.
-func readPTH(r io.ReaderAt, size int64) (map[string]*Tensor, error) {
-	obj, err := loadTorchZip(r, size)
+// ReadStateDicts reads every tensor of a torch.save file holding a dict of
+// state dicts, {module: {name: tensor}}, into f32, keyed "module.name" with
+// a DataParallel "module." prefix of name dropped.
+func ReadStateDicts(r io.ReaderAt, size int64) (map[string]*Tensor, error) {
+	obj, err := Load(r, size)
 	if err != nil {
 		return nil, err
 	}
-	modules, err := dictItems(obj)
+	modules, err := DictItems(obj)
 	if err != nil {
 		return nil, fmt.Errorf("the checkpoint is %T, want a dict of module state dicts", obj)
 	}
 	out := map[string]*Tensor{}
 	for _, m := range modules {
-		mod, ok := m.key.(string)
+		mod, ok := m.Key.(string)
 		if !ok {
-			return nil, fmt.Errorf("module key %v is not a string", m.key)
+			return nil, fmt.Errorf("module key %v is not a string", m.Key)
 		}
-		if err := addStateDict(out, mod, m.value); err != nil {
+		if err := AddStateDict(out, mod, m.Value); err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
 }
 
-// addStateDict reads module mod's state dict, a pickled {name: tensor},
+// AddStateDict reads module mod's state dict, a pickled {name: tensor},
 // into out, keyed "mod.name" with a DataParallel "module." prefix of name
 // dropped.
-func addStateDict(out map[string]*Tensor, mod string, dict interface{}) error {
-	entries, err := dictItems(dict)
+func AddStateDict(out map[string]*Tensor, mod string, dict interface{}) error {
+	entries, err := DictItems(dict)
 	if err != nil {
 		return fmt.Errorf("module %q is %T, want a state dict", mod, dict)
 	}
 	for _, e := range entries {
-		name, ok := e.key.(string)
+		name, ok := e.Key.(string)
 		if !ok {
-			return fmt.Errorf("module %q: key %v is not a string", mod, e.key)
+			return fmt.Errorf("module %q: key %v is not a string", mod, e.Key)
 		}
-		pt, ok := e.value.(*pthTensor)
+		pt, ok := e.Value.(*View)
 		if !ok {
-			return fmt.Errorf("module %q: %q is %T, not a tensor", mod, name, e.value)
+			return fmt.Errorf("module %q: %q is %T, not a tensor", mod, name, e.Value)
 		}
 		full := mod + "." + strings.TrimPrefix(name, "module.")
 		if _, dup := out[full]; dup {
 			return fmt.Errorf("tensor %q appears twice (with and without the module. prefix?)", full)
 		}
-		t, err := pt.materialize(full)
+		t, err := pt.Materialize(full)
 		if err != nil {
 			return fmt.Errorf("tensor %q: %w", full, err)
 		}
@@ -245,17 +262,19 @@ func addStateDict(out map[string]*Tensor, mod string, dict interface{}) error {
 	return nil
 }
 
-// isTorchZip reports whether r starts as a zip archive does, which a
-// torch.save file is; the other checkpoint format here is safetensors.
-func isTorchZip(r io.ReaderAt) bool {
+// IsZip reports whether r starts as a zip archive does, which a
+// torch.save file is: what tells it from safetensors, the other
+// checkpoint format Hearth reads.
+func IsZip(r io.ReaderAt) bool {
 	var magic [4]byte
 	n, _ := r.ReadAt(magic[:], 0)
 	return n == 4 && bytes.Equal(magic[:], []byte("PK\x03\x04"))
 }
 
-// loadTorchZip unpickles a torch.save archive: tensors come back as
-// *pthTensor views whose storages are read on materialize.
-func loadTorchZip(r io.ReaderAt, size int64) (interface{}, error) {
+// Load unpickles a torch.save archive: tensors come back as *View, whose
+// storages are read on Materialize, dicts as gopickle's types (DictItems
+// lists them).
+func Load(r io.ReaderAt, size int64) (interface{}, error) {
 	zr, err := zip.NewReader(r, size)
 	if err != nil {
 		return nil, fmt.Errorf("not a PyTorch zip checkpoint (torch.save of PyTorch ≥ 1.6): %w", err)
@@ -314,7 +333,7 @@ func loadTorchZip(r io.ReaderAt, size int64) (interface{}, error) {
 			return nil, fmt.Errorf("persistent id: key %v is not a string", t.Get(2))
 		}
 		numel, err := pickleInt(t.Get(4))
-		if err != nil || numel < 0 || numel > maxTensorElements {
+		if err != nil || numel < 0 || numel > MaxTensorElements {
 			return nil, fmt.Errorf("storage %s: element count %v out of range", key, t.Get(4))
 		}
 		if s, ok := storages[key]; ok {
@@ -393,31 +412,32 @@ func unpickle(b []byte, persistentLoad func(interface{}) (interface{}, error)) (
 	return u.Load()
 }
 
-type dictItem struct{ key, value interface{} }
+// A DictItem is one entry of a pickled dict.
+type DictItem struct{ Key, Value interface{} }
 
-// dictItems lists a pickled dict or OrderedDict in order.
-func dictItems(v interface{}) ([]dictItem, error) {
+// DictItems lists a pickled dict or OrderedDict in order.
+func DictItems(v interface{}) ([]DictItem, error) {
 	switch d := v.(type) {
 	case *types.Dict:
-		out := make([]dictItem, 0, len(*d))
+		out := make([]DictItem, 0, len(*d))
 		for _, e := range *d {
-			out = append(out, dictItem{e.Key, e.Value})
+			out = append(out, DictItem{e.Key, e.Value})
 		}
 		return out, nil
 	case *types.OrderedDict:
-		out := make([]dictItem, 0, d.Len())
+		out := make([]DictItem, 0, d.Len())
 		for el := d.List.Front(); el != nil; el = el.Next() {
 			e := el.Value.(*types.OrderedDictEntry)
-			out = append(out, dictItem{e.Key, e.Value})
+			out = append(out, DictItem{e.Key, e.Value})
 		}
 		return out, nil
 	}
 	return nil, fmt.Errorf("%T is not a dict", v)
 }
 
-// materialize gathers the view into a contiguous row-major f32 tensor,
+// Materialize gathers the view into a contiguous row-major f32 tensor,
 // checking that every element it reads lies inside its storage.
-func (pt *pthTensor) materialize(name string) (*Tensor, error) {
+func (pt *View) Materialize(name string) (*Tensor, error) {
 	st := pt.storage
 	n := int64(1)
 	for i, d := range pt.size {
@@ -428,8 +448,8 @@ func (pt *pthTensor) materialize(name string) (*Tensor, error) {
 			n = 0
 			break
 		}
-		if n > maxTensorElements/d {
-			return nil, fmt.Errorf("shape %v: over %d elements", pt.size, int64(maxTensorElements))
+		if n > MaxTensorElements/d {
+			return nil, fmt.Errorf("shape %v: over %d elements", pt.size, int64(MaxTensorElements))
 		}
 		n *= d
 	}
@@ -472,7 +492,7 @@ func (pt *pthTensor) materialize(name string) (*Tensor, error) {
 	if n == 0 {
 		return t, nil
 	}
-	conv, err := decoderFor(st.class.dtype)
+	conv, err := ElementDecoder(st.class.dtype)
 	if err != nil {
 		return nil, err
 	}
@@ -495,10 +515,10 @@ func (pt *pthTensor) materialize(name string) (*Tensor, error) {
 	return t, nil
 }
 
-// decoderFor returns the little-endian element reader of a dtype. The
+// ElementDecoder returns the little-endian element reader of a dtype. The
 // integer types load as f32 too: a state dict may carry buffers such as
 // ALBERT's embeddings.position_ids (int64, values < 2^24, exact in f32).
-func decoderFor(dtype string) (func([]byte) float32, error) {
+func ElementDecoder(dtype string) (func([]byte) float32, error) {
 	switch dtype {
 	case "F32":
 		return func(b []byte) float32 { return math.Float32frombits(binary.LittleEndian.Uint32(b)) }, nil
