@@ -217,10 +217,10 @@ func TestSpeakWithoutModel(t *testing.T) {
 	}
 	// The message is a user's: what is missing and the command that gets
 	// it (with --dir, as dir is not the default), and no package names
-	// stacked in front ("app: no voice model: vocoder: …").
+	// stacked in front ("app: no voice model: kokoro: …").
 	for _, err := range []error{e.Speak(context.Background(), SpeakRequest{Text: "Hello.", Voice: "af_heart"}, nil), err} {
 		msg := err.Error()
-		if !strings.HasPrefix(msg, "no Kokoro voice model: ") || strings.Contains(msg, "app:") || strings.Contains(msg, "vocoder:") ||
+		if !strings.HasPrefix(msg, "no Kokoro voice model: ") || strings.Contains(msg, "app:") || strings.Contains(msg, "kokoro:") ||
 			!strings.Contains(msg, "`hearth pull hexgrad/Kokoro-82M --dir "+dir+"`") || !strings.Contains(msg, "Download Kokoro-82M") {
 			t.Errorf("the error reads %q", msg)
 		}

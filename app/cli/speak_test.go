@@ -144,7 +144,7 @@ func speakBadInput(t *testing.T, dir string) {
 			}
 		}
 		// A user reads these: the file or voice, not Hearth's package names.
-		if strings.Contains(err.Error(), "vocoder:") || strings.Contains(err.Error(), "app:") {
+		if strings.Contains(err.Error(), "kokoro:") || strings.Contains(err.Error(), "phonemes:") || strings.Contains(err.Error(), "audio:") || strings.Contains(err.Error(), "app:") {
 			t.Errorf("%s: %q names an internal package", c.name, err)
 		}
 		if old, _ := os.ReadFile(wav); string(old) != "old" {

@@ -75,7 +75,7 @@ func loadALBERT(l *loader, c *Config) *ALBERT {
 func (m *ALBERT) forward(tokens []int) ([]float32, error) {
 	T, E, H := len(tokens), m.EmbeddingSize, m.Hidden
 	if T > m.MaxPositions {
-		return nil, fmt.Errorf("vocoder: %d tokens, PL-BERT holds %d", T, m.MaxPositions)
+		return nil, fmt.Errorf("kokoro: %d tokens, PL-BERT holds %d", T, m.MaxPositions)
 	}
 	// Embeddings: word + position + token type 0, LayerNorm.
 	x := make([]float32, T*E)

@@ -22,7 +22,7 @@ import (
 // duration bias makes ~3 frames a token as real speech does, so Hearth and
 // PyTorch synthesise the same frames from the same weights. Run:
 //
-//	go test ./vocoder -run '^$' -bench 'GPUForward' -benchtime 10x
+//	go test ./vocoder/kokoro -run '^$' -bench 'GPUForward' -benchtime 10x
 //
 // Each utterance runs once untimed first (kernels compiled, pools grown).
 func BenchmarkGPUForward(b *testing.B) {

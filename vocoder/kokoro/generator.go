@@ -98,7 +98,7 @@ func (g *Generator) forward(x []float32, T int, style, f0 []float32, rng *rand.R
 	sines, err := ref.SineGen(f0, phase0, noise, ref.SineGenArgs{Frames: T, Upsample: g.Upsample, Harmonics: harmonics,
 		SampleRate: SampleRate, SineAmp: sineAmp, NoiseStd: noiseStd, VoicedThreshold: voicedThreshold})
 	if err != nil {
-		return nil, fmt.Errorf("vocoder: generator: %w", err)
+		return nil, fmt.Errorf("kokoro: generator: %w", err)
 	}
 	source := make([]float32, L)
 	for j := range source {
@@ -128,7 +128,7 @@ func (g *Generator) forward(x []float32, T int, style, f0 []float32, rng *rand.R
 			x, t = ref.Pad1D(x, ch, t, 1, 0, true), t+1
 		}
 		if t != srcLen {
-			return nil, fmt.Errorf("vocoder: generator stage %d: %d steps, the source has %d (upsample kernels and rates do not fit)", i, t, srcLen)
+			return nil, fmt.Errorf("kokoro: generator stage %d: %d steps, the source has %d (upsample kernels and rates do not fit)", i, t, srcLen)
 		}
 		ref.AddInPlace(x, src)
 		if i == 0 {
@@ -152,7 +152,7 @@ func (g *Generator) forward(x []float32, T int, style, f0 []float32, rng *rand.R
 	mag, phase := ref.Exp(x[:bins*t]), ref.Sin(x[bins*t:])
 	audio, err := ref.ISTFT(mag, phase, g.Window, g.Hop, t)
 	if err != nil {
-		return nil, fmt.Errorf("vocoder: generator: %w", err)
+		return nil, fmt.Errorf("kokoro: generator: %w", err)
 	}
 	return audio, nil
 }

@@ -36,11 +36,11 @@ func NewGPUModel(dev *gpu.Device, m *Model) (*GPUModel, error) {
 	var err error
 	if g.text, err = newGPUText(g); err != nil {
 		g.Release()
-		return nil, fmt.Errorf("vocoder: gpu: %w", err)
+		return nil, fmt.Errorf("kokoro: gpu: %w", err)
 	}
 	if g.dec, err = newGPUDecoder(g); err != nil {
 		g.Release()
-		return nil, fmt.Errorf("vocoder: gpu: %w", err)
+		return nil, fmt.Errorf("kokoro: gpu: %w", err)
 	}
 	return g, nil
 }
@@ -76,39 +76,39 @@ func (g *GPUModel) forward(tokens []int, style []float32, speed float64, rng *ra
 
 	durations, err := g.text.durations(tokens, prosody, speed)
 	if err != nil {
-		return nil, nil, fmt.Errorf("vocoder: gpu: durations: %w", err)
+		return nil, nil, fmt.Errorf("kokoro: gpu: durations: %w", err)
 	}
 	F := 0
 	for _, n := range durations {
 		F += n
 	}
 	if F == 0 {
-		return nil, nil, fmt.Errorf("vocoder: gpu: every duration rounded to zero frames")
+		return nil, nil, fmt.Errorf("kokoro: gpu: every duration rounded to zero frames")
 	}
 
 	ch, err := g.dev.NewChain("kokoro.frames")
 	if err != nil {
-		return nil, nil, fmt.Errorf("vocoder: gpu: %w", err)
+		return nil, nil, fmt.Errorf("kokoro: gpu: %w", err)
 	}
 	defer ch.Discard()
 	asr, f0, n, err := g.text.frames(ch, durations, prosody)
 	if err != nil {
-		return nil, nil, fmt.Errorf("vocoder: gpu: alignment and F0: %w", err)
+		return nil, nil, fmt.Errorf("kokoro: gpu: alignment and F0: %w", err)
 	}
 	out, samples, err := g.dec.generate(ch, asr, f0, n, F, timbre, rng)
 	if err != nil {
-		return nil, nil, fmt.Errorf("vocoder: gpu: decoder: %w", err)
+		return nil, nil, fmt.Errorf("kokoro: gpu: decoder: %w", err)
 	}
 	rb, err := ch.ReadBack(out, 0, uint64(samples)*4)
 	if err != nil {
-		return nil, nil, fmt.Errorf("vocoder: gpu: %w", err)
+		return nil, nil, fmt.Errorf("kokoro: gpu: %w", err)
 	}
 	if err := ch.Submit(); err != nil {
-		return nil, nil, fmt.Errorf("vocoder: gpu: %w", err)
+		return nil, nil, fmt.Errorf("kokoro: gpu: %w", err)
 	}
 	b, err := rb.Bytes()
 	if err != nil {
-		return nil, nil, fmt.Errorf("vocoder: gpu: %w", err)
+		return nil, nil, fmt.Errorf("kokoro: gpu: %w", err)
 	}
 	return gpu.F32From(b), durations, nil
 }

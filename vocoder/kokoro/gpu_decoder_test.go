@@ -338,7 +338,7 @@ func TestGPUDecoderMatchesCPUFull(t *testing.T) { checkDecoder(t, "full", true, 
 // audio's relative L2 distance from the f32 audio ("f16-err") so the speed
 // is read next to what it costs. Run:
 //
-//	go test ./vocoder -run '^$' -bench GPUDecoder -benchtime 3x
+//	go test ./vocoder/kokoro -run '^$' -bench GPUDecoder -benchtime 3x
 func BenchmarkGPUDecoder(b *testing.B) {
 	const F = 24
 	m, fx := fixtureModel(b, "full")

@@ -291,7 +291,7 @@ func nan() float64 {
 // utterance: durations (one submit and its readback) and frames (recorded,
 // submitted and waited for by reading back one float). Run:
 //
-//	go test ./vocoder -run '^$' -bench GPUText -benchtime 10x
+//	go test ./vocoder/kokoro -run '^$' -bench GPUText -benchtime 10x
 func BenchmarkGPUText(b *testing.B) {
 	m, fx := fixtureModel(b, "full")
 	cfg := m.Config

@@ -306,7 +306,7 @@ func parallelFor(n int, body func(lo, hi int)) {
 // bug in the forward, not bad input.
 func checkLen(what string, x []float32, want int) error {
 	if len(x) != want {
-		return fmt.Errorf("vocoder: %s: %d values, want %d", what, len(x), want)
+		return fmt.Errorf("kokoro: %s: %d values, want %d", what, len(x), want)
 	}
 	return nil
 }

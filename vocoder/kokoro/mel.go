@@ -45,11 +45,11 @@ func MelFrames(n int) int { return 1 + n/melHop }
 func LogMel(samples []float32) ([]float32, int, error) {
 	n := len(samples)
 	if n <= melPadding {
-		return nil, 0, fmt.Errorf("vocoder: mel: %d samples; the STFT's reflect padding needs more than %d", n, melPadding)
+		return nil, 0, fmt.Errorf("kokoro: mel: %d samples; the STFT's reflect padding needs more than %d", n, melPadding)
 	}
 	for i, x := range samples {
 		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
-			return nil, 0, fmt.Errorf("vocoder: mel: sample %d is %g", i, x)
+			return nil, 0, fmt.Errorf("kokoro: mel: sample %d is %g", i, x)
 		}
 	}
 	frames := MelFrames(n)
@@ -216,7 +216,7 @@ const (
 // band-limited and read at time n·from/to, zeros beyond the ends.
 func Resample(x []float32, from, to int) ([]float32, error) {
 	if from <= 0 || to <= 0 || from > 1<<20 || to > 1<<20 {
-		return nil, fmt.Errorf("vocoder: resample: rates %d → %d Hz must be positive and at most %d", from, to, 1<<20)
+		return nil, fmt.Errorf("kokoro: resample: rates %d → %d Hz must be positive and at most %d", from, to, 1<<20)
 	}
 	if from == to {
 		return append([]float32(nil), x...), nil
@@ -367,15 +367,15 @@ func PrepareReference(samples []float32, rate int) (mel []float32, frames int, e
 	for i, x := range samples {
 		v := math.Abs(float64(x))
 		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return nil, 0, fmt.Errorf("vocoder: reference: sample %d is %g", i, x)
+			return nil, 0, fmt.Errorf("kokoro: reference: sample %d is %g", i, x)
 		}
 		peak = math.Max(peak, v)
 	}
 	if len(samples) == 0 {
-		return nil, 0, errors.New("vocoder: reference: no samples")
+		return nil, 0, errors.New("kokoro: reference: no samples")
 	}
 	if peak < math.Pow(10, trimMinDBF/20.0) {
-		return nil, 0, fmt.Errorf("vocoder: reference: %w (peak %.1f dBFS, below %d)", ErrSilence, 20*math.Log10(math.Max(peak, 1e-12)), trimMinDBF)
+		return nil, 0, fmt.Errorf("kokoro: reference: %w (peak %.1f dBFS, below %d)", ErrSilence, 20*math.Log10(math.Max(peak, 1e-12)), trimMinDBF)
 	}
 	x, err := Resample(samples, rate, MelRate)
 	if err != nil {
@@ -386,7 +386,7 @@ func PrepareReference(samples []float32, rate int) (mel []float32, frames int, e
 		x = x[:n]
 	}
 	if len(x) < MinStyleSamples {
-		return nil, 0, fmt.Errorf("vocoder: reference: %.2f s of sound after trimming silence; the style encoder needs at least %.2f s (%d frames of %d samples at %d Hz)",
+		return nil, 0, fmt.Errorf("kokoro: reference: %.2f s of sound after trimming silence; the style encoder needs at least %.2f s (%d frames of %d samples at %d Hz)",
 			float64(len(x))/MelRate, float64(MinStyleSamples)/MelRate, MinStyleFrames, melHop, MelRate)
 	}
 	return LogMel(x)

@@ -24,14 +24,14 @@ type Model struct {
 // tensor's shape against the config and that no tensor is left over.
 func NewModel(cfg *Config, w *Weights) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("vocoder: model: %w", err)
+		return nil, fmt.Errorf("kokoro: model: %w", err)
 	}
 	if cfg.HiddenDim != decoderOut {
 		// The decoder's asr_res is Conv1d(512, 64) in the reference.
-		return nil, fmt.Errorf("vocoder: model: hidden_dim (%d) must be %d: the decoder's content residual reads that many channels", cfg.HiddenDim, decoderOut)
+		return nil, fmt.Errorf("kokoro: model: hidden_dim (%d) must be %d: the decoder's content residual reads that many channels", cfg.HiddenDim, decoderOut)
 	}
 	if cfg.ISTFTNet.UpsampleInitialChannel != decoderOut {
-		return nil, fmt.Errorf("vocoder: model: istftnet.upsample_initial_channel (%d) must be %d, the decoder's output width", cfg.ISTFTNet.UpsampleInitialChannel, decoderOut)
+		return nil, fmt.Errorf("kokoro: model: istftnet.upsample_initial_channel (%d) must be %d, the decoder's output width", cfg.ISTFTNet.UpsampleInitialChannel, decoderOut)
 	}
 	l := newLoader(w)
 	m := &Model{
@@ -43,13 +43,13 @@ func NewModel(cfg *Config, w *Weights) (*Model, error) {
 		Decoder:     loadDecoder(l, cfg),
 	}
 	if err := l.err(); err != nil {
-		return nil, fmt.Errorf("vocoder: model: %w", err)
+		return nil, fmt.Errorf("kokoro: model: %w", err)
 	}
 	if extra := l.unused(); len(extra) > 0 {
 		if len(extra) > 5 {
 			extra = append(extra[:5], fmt.Sprintf("… (%d in all)", len(extra)))
 		}
-		return nil, fmt.Errorf("vocoder: model: %s: tensors the config has no place for: %s", w.Path, strings.Join(extra, ", "))
+		return nil, fmt.Errorf("kokoro: model: %s: tensors the config has no place for: %s", w.Path, strings.Join(extra, ", "))
 	}
 	return m, nil
 }
@@ -154,7 +154,7 @@ func (m *Model) checkInput(tokens []int, style []float32, speed float64) error {
 		errs = append(errs, fmt.Errorf("speed %g must be positive and at most 1e6", speed))
 	}
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("vocoder: forward: %w", err)
+		return fmt.Errorf("kokoro: forward: %w", err)
 	}
 	return nil
 }

@@ -21,7 +21,7 @@ import (
 // fixed cost (recording every call, the upload, submit and readback).
 // The profile goes to standard output.
 //
-//	go test ./vocoder -run '^$' -bench 'GPUProfile' -benchtime 1x
+//	go test ./vocoder/kokoro -run '^$' -bench 'GPUProfile' -benchtime 1x
 //
 // Not a regression benchmark: its ns/op is the whole profiling run.
 func BenchmarkGPUProfile(b *testing.B) {

@@ -63,10 +63,10 @@ type Speaker struct {
 // phonemizer made with the same config.
 func NewSpeaker(cfg *Config, s Synthesizer, p *phonemes.Phonemizer) (*Speaker, error) {
 	if cfg == nil || s == nil || p == nil {
-		return nil, errors.New("vocoder: speaker: a config, a synthesizer and a phonemizer are all needed")
+		return nil, errors.New("kokoro: speaker: a config, a synthesizer and a phonemizer are all needed")
 	}
 	if cfg.FrameSamples() <= 0 {
-		return nil, fmt.Errorf("vocoder: speaker: the config's frames are %d samples: istftnet is missing from config.json", cfg.FrameSamples())
+		return nil, fmt.Errorf("kokoro: speaker: the config's frames are %d samples: istftnet is missing from config.json", cfg.FrameSamples())
 	}
 	return &Speaker{cfg: cfg, synth: s, phon: p}, nil
 }
@@ -88,10 +88,10 @@ func (s *Speaker) Speak(ctx context.Context, text string, voice *Voice, speed fl
 		return err
 	}
 	if voice == nil || len(voice.Pack) != VoiceRows*VoiceDim {
-		return errors.New("vocoder: speak: no voice, or a voice pack of the wrong size")
+		return errors.New("kokoro: speak: no voice, or a voice pack of the wrong size")
 	}
 	if 2*s.cfg.StyleDim != VoiceDim {
-		return fmt.Errorf("vocoder: speak: the model's style_dim (%d) is not half a voice pack's row (%d)", s.cfg.StyleDim, VoiceDim)
+		return fmt.Errorf("kokoro: speak: the model's style_dim (%d) is not half a voice pack's row (%d)", s.cfg.StyleDim, VoiceDim)
 	}
 	var (
 		at     int64 // samples of speech before the current chunk
@@ -145,10 +145,10 @@ func (s *Speaker) utter(c phonemes.Chunk, voice *Voice, speed float64, index int
 	}
 	audio, durations, err := s.synth.Forward(c.Tokens, style, speed, s.Deterministic)
 	if err != nil {
-		return Utterance{}, fmt.Errorf("vocoder: speak: chunk %d (%q): %w", index+1, excerpt(c.Text), err)
+		return Utterance{}, fmt.Errorf("kokoro: speak: chunk %d (%q): %w", index+1, excerpt(c.Text), err)
 	}
 	if len(durations) != len(c.Tokens) {
-		return Utterance{}, fmt.Errorf("vocoder: speak: chunk %d: %d durations for %d tokens", index+1, len(durations), len(c.Tokens))
+		return Utterance{}, fmt.Errorf("kokoro: speak: chunk %d: %d durations for %d tokens", index+1, len(durations), len(c.Tokens))
 	}
 	return Utterance{Index: index, Text: c.Text, Phonemes: c.Phonemes, Audio: audio, Start: samplesToDuration(at),
 		Words: wordTimes(c, durations, s.cfg.FrameSamples(), at, int64(len(audio)))}, nil

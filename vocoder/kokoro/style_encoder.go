@@ -214,7 +214,7 @@ var styleModules = []string{"style_encoder", "predictor_encoder"}
 func LoadStyleEncoder(path string) (*StyleEncoder, error) {
 	tensors, err := readStyleCheckpoint(path)
 	if err != nil {
-		return nil, fmt.Errorf("vocoder: style encoder %s: %w", path, err)
+		return nil, fmt.Errorf("kokoro: style encoder %s: %w", path, err)
 	}
 	return NewStyleEncoder(path, tensors)
 }
@@ -225,22 +225,22 @@ func LoadStyleEncoder(path string) (*StyleEncoder, error) {
 // file in errors. Tests use it for weights they generate.
 func NewStyleEncoder(name string, tensors map[string]*Tensor) (*StyleEncoder, error) {
 	if err := foldSpectralNorm(tensors); err != nil {
-		return nil, fmt.Errorf("vocoder: style encoder %s: %w", name, err)
+		return nil, fmt.Errorf("kokoro: style encoder %s: %w", name, err)
 	}
 	l := newLoader(&Weights{Path: name, tensors: tensors})
 	e := &StyleEncoder{Path: name}
 	var err error
 	if e.Acoustic, err = loadStyleNet(l, styleModules[0]); err != nil {
-		return nil, fmt.Errorf("vocoder: style encoder %s: %w", name, err)
+		return nil, fmt.Errorf("kokoro: style encoder %s: %w", name, err)
 	}
 	if e.Prosodic, err = loadStyleNet(l, styleModules[1]); err != nil {
-		return nil, fmt.Errorf("vocoder: style encoder %s: %w", name, err)
+		return nil, fmt.Errorf("kokoro: style encoder %s: %w", name, err)
 	}
 	if extra := l.unused(); len(extra) > 0 {
 		if len(extra) > 5 {
 			extra = append(extra[:5], "…")
 		}
-		return nil, fmt.Errorf("vocoder: style encoder %s: tensors no layer takes: %s (not StyleTTS2's StyleEncoder?)", name, strings.Join(extra, ", "))
+		return nil, fmt.Errorf("kokoro: style encoder %s: tensors no layer takes: %s (not StyleTTS2's StyleEncoder?)", name, strings.Join(extra, ", "))
 	}
 	return e, nil
 }
@@ -512,10 +512,10 @@ func (e *StyleEncoder) Style(mel []float32, frames int) ([]float32, error) {
 
 func checkMel(mel []float32, frames int) error {
 	if frames < MinStyleFrames || frames > MaxStyleFrames {
-		return fmt.Errorf("vocoder: style encoder: %d mel frames; it takes %d (%.2f s) to %d", frames, MinStyleFrames, float64(MinStyleSamples)/MelRate, MaxStyleFrames)
+		return fmt.Errorf("kokoro: style encoder: %d mel frames; it takes %d (%.2f s) to %d", frames, MinStyleFrames, float64(MinStyleSamples)/MelRate, MaxStyleFrames)
 	}
 	if len(mel) != MelBins*frames {
-		return fmt.Errorf("vocoder: style encoder: mel of %d values, want %d×%d", len(mel), MelBins, frames)
+		return fmt.Errorf("kokoro: style encoder: mel of %d values, want %d×%d", len(mel), MelBins, frames)
 	}
 	return nil
 }
@@ -600,11 +600,11 @@ func downsampleHalf(x []float32, c, h, w int) []float32 {
 // blend keeps the stock voice's length dependence at its weight.
 func VoiceFromStyle(name string, style []float32) (*Voice, error) {
 	if len(style) != VoiceDim {
-		return nil, fmt.Errorf("vocoder: a style of %d values, want %d", len(style), VoiceDim)
+		return nil, fmt.Errorf("kokoro: a style of %d values, want %d", len(style), VoiceDim)
 	}
 	for i, x := range style {
 		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
-			return nil, fmt.Errorf("vocoder: style value %d is %g", i, x)
+			return nil, fmt.Errorf("kokoro: style value %d is %g", i, x)
 		}
 	}
 	v := &Voice{Name: name, Pack: make([]float32, VoiceRows*VoiceDim)}
@@ -688,7 +688,7 @@ func NewGPUStyleEncoder(dev *gpu.Device, e *StyleEncoder) (*GPUStyleEncoder, err
 		gn.out = up(&Conv2d{W: n.Out.W, B: n.Out.B, In: n.Out.In, Out: n.Out.Out, Kernel: 1, Stride: 1, Groups: 1}, n.Name+".unshared")
 		if err != nil {
 			g.Release()
-			return nil, fmt.Errorf("vocoder: style encoder: gpu: %w", err)
+			return nil, fmt.Errorf("kokoro: style encoder: gpu: %w", err)
 		}
 		g.nets = append(g.nets, gn)
 	}
@@ -770,21 +770,21 @@ func (r *styleRun) release() {
 // Style is StyleEncoder.Style on the GPU.
 func (g *GPUStyleEncoder) Style(mel []float32, frames int) ([]float32, error) {
 	if g.nets == nil {
-		return nil, errors.New("vocoder: style encoder: gpu: released")
+		return nil, errors.New("kokoro: style encoder: gpu: released")
 	}
 	if err := checkMel(mel, frames); err != nil {
 		return nil, err
 	}
 	ch, err := g.dev.NewChain("style_encoder")
 	if err != nil {
-		return nil, fmt.Errorf("vocoder: style encoder: gpu: %w", err)
+		return nil, fmt.Errorf("kokoro: style encoder: gpu: %w", err)
 	}
 	defer ch.Discard()
 	r := &styleRun{dev: g.dev, ch: ch}
 	defer r.release()
 	x, err := g.dev.NewBufferF32("style.mel", mel)
 	if err != nil {
-		return nil, fmt.Errorf("vocoder: style encoder: gpu: %w", err)
+		return nil, fmt.Errorf("kokoro: style encoder: gpu: %w", err)
 	}
 	r.bufs = append(r.bufs, x)
 	half := VoiceDim / 2
@@ -796,7 +796,7 @@ func (g *GPUStyleEncoder) Style(mel []float32, frames int) ([]float32, error) {
 		}
 	}
 	if r.err != nil {
-		return nil, fmt.Errorf("vocoder: style encoder: gpu: %w", r.err)
+		return nil, fmt.Errorf("kokoro: style encoder: gpu: %w", r.err)
 	}
 	rb, err := ch.ReadBack(out, 0, VoiceDim*4)
 	if err == nil {
@@ -807,7 +807,7 @@ func (g *GPUStyleEncoder) Style(mel []float32, frames int) ([]float32, error) {
 		b, err = rb.Bytes()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("vocoder: style encoder: gpu: %w", err)
+		return nil, fmt.Errorf("kokoro: style encoder: gpu: %w", err)
 	}
 	return gpu.F32From(b), nil
 }

@@ -229,19 +229,19 @@ func findVoice(dir, name string) (string, error) {
 // predictor and decoder were trained on.
 func BlendVoices(voices []*Voice, weights []float64) (*Voice, error) {
 	if len(voices) == 0 || len(voices) != len(weights) {
-		return nil, fmt.Errorf("vocoder: blend of %d voices with %d weights", len(voices), len(weights))
+		return nil, fmt.Errorf("kokoro: blend of %d voices with %d weights", len(voices), len(weights))
 	}
 	var total float64
 	for i, w := range weights {
 		if !(w > 0) || math.IsInf(w, 0) {
-			return nil, fmt.Errorf("vocoder: blend: weight %g of %s must be a positive number", w, voices[i].Name)
+			return nil, fmt.Errorf("kokoro: blend: weight %g of %s must be a positive number", w, voices[i].Name)
 		}
 		total += w
 	}
 	acc := make([]float64, VoiceRows*VoiceDim)
 	for i, v := range voices {
 		if len(v.Pack) != len(acc) {
-			return nil, fmt.Errorf("vocoder: blend: voice %s has %d values, want %d", v.Name, len(v.Pack), len(acc))
+			return nil, fmt.Errorf("kokoro: blend: voice %s has %d values, want %d", v.Name, len(v.Pack), len(acc))
 		}
 		w := weights[i] / total
 		for j, x := range v.Pack {

@@ -283,10 +283,10 @@ func (w *Weights) Tensor(name string, shape ...int) (*Tensor, error) {
 		if near := w.near(name); len(near) > 0 {
 			hint = " (the file has " + strings.Join(near, ", ") + ")"
 		}
-		return nil, fmt.Errorf("vocoder: %s: tensor %q: %w%s", w.Path, name, ErrNoTensor, hint)
+		return nil, fmt.Errorf("kokoro: %s: tensor %q: %w%s", w.Path, name, ErrNoTensor, hint)
 	}
 	if shape != nil && !shapeMatches(t.Shape, shape) {
-		return nil, fmt.Errorf("vocoder: %s: tensor %q has shape %v, want %v", w.Path, name, t.Shape, shape)
+		return nil, fmt.Errorf("kokoro: %s: tensor %q has shape %v, want %v", w.Path, name, t.Shape, shape)
 	}
 	return t, nil
 }
