@@ -1,6 +1,19 @@
 // Package pthtest writes the torch.save format for tests, so that the .pth
 // reader (package pth) and what reads weights through it are tested
 // without PyTorch.
+//
+// The archive is what torch.save writes: a zip of
+// <archive>/data.pkl (pickle protocol 2, as torch.save writes it), one
+// <archive>/data/<key> record per storage and <archive>/version. The pickle
+// follows what torch.save emits for a dict of state dicts:
+//
+//	{'decoder': OrderedDict([('name', _rebuild_tensor_v2(
+//	    persistent_load(('storage', torch.FloatStorage, '0', 'cpu', numel)),
+//	    offset, size, stride, False, OrderedDict())), …]), …}
+//
+// (torch/serialization.py _save and torch/_tensor.py __reduce_ex__). A
+// file torch.save itself wrote is still to be added as an oracle: Kokoro's
+// decoder has fixed widths, so even a small config's file is ~100 MB.
 package pthtest
 
 import (
@@ -13,20 +26,6 @@ import (
 
 	"github.com/x448/float16"
 )
-
-// This file writes the torch.save format itself, so that the .pth reader is
-// tested without PyTorch (not on this machine): a zip of
-// <archive>/data.pkl (pickle protocol 2, as torch.save writes it), one
-// <archive>/data/<key> record per storage and <archive>/version. The pickle
-// follows what torch.save emits for a dict of state dicts:
-//
-//	{'decoder': OrderedDict([('name', _rebuild_tensor_v2(
-//	    persistent_load(('storage', torch.FloatStorage, '0', 'cpu', numel)),
-//	    offset, size, stride, False, OrderedDict())), …]), …}
-//
-// (torch/serialization.py _save and torch/_tensor.py __reduce_ex__). A
-// file torch.save itself wrote is still to be added as an oracle: Kokoro's
-// decoder has fixed widths, so even a small config's file is ~100 MB.
 
 // A Storage is one data/<key> record: its values, written as DType.
 type Storage struct {
