@@ -91,7 +91,7 @@ func TestSpeakStreamsChunks(t *testing.T) {
 	}
 
 	// The GPU forward is chosen when asked for (its parity with the CPU
-	// forward is vocoder's tests'; a sentence through it on lavapipe
+	// forward is vocoder/kokoro's tests'; a sentence through it on lavapipe
 	// takes longer than this whole test), and under auto only on a
 	// hardware adapter: CI's is lavapipe, a software one, so the CPU.
 	t.Setenv("HEARTH_ADAPTER", "")

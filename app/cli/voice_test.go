@@ -15,7 +15,7 @@ import (
 )
 
 // styleEncoderFixture is the small StyleTTS2 checkpoint torch wrote for
-// vocoder's tests (vocoder/testdata/make_style_fixture.py).
+// vocoder/kokoro's tests (vocoder/kokoro/testdata/make_style_fixture.py).
 const styleEncoderFixture = "../../vocoder/kokoro/testdata/styletts2/encoder.pth"
 
 // writeReference writes 1.2 s of a vowel-like harmonic sound at 16 kHz
@@ -90,7 +90,7 @@ func TestVoiceCommand(t *testing.T) {
 		t.Errorf("backend %q", repGPU.Backend)
 	}
 	for j := range rep.Style {
-		// vocoder's parity tests bound the GPU at 5e-6 of the scale
+		// vocoder/kokoro's parity tests bound the GPU at 5e-6 of the scale
 		// (styles of ~0.2 here); 1e-5 absolute is twice that.
 		if d := math.Abs(float64(repGPU.Style[j] - rep.Style[j])); d > 1e-5 {
 			t.Fatalf("GPU style value %d off by %g", j, d)

@@ -286,7 +286,7 @@ func appendStreamingWAVHeader(b []byte) []byte {
 }
 
 // appendPCM16 appends samples in [-1, 1] as 16-bit little-endian PCM,
-// scaled by 32767, rounded, and clipped as vocoder's WAV writer does; NaN
+// scaled by 32767, rounded, and clipped as audio's WAV writer does; NaN
 // is silence.
 func appendPCM16(b []byte, samples []float32) []byte {
 	for _, x := range samples {
