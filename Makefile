@@ -7,6 +7,7 @@
 GO        ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
 BIN       ?= hearth
 FUZZTIME  ?= 5m
+KERNEL_LOG ?= $(CURDIR)/.kernel-log
 
 # cgo headers for Fyne (GL, X11), ALSA for audio out, lavapipe (Mesa's software
 # Vulkan) so the WGSL kernels run without a GPU, Xvfb for headless GUI tests,
@@ -66,8 +67,16 @@ vet:
 # about Hearth. The API server's real-client tests (node's openai package,
 # curl) run only when HEARTH_CLIENT_TESTS is set, so a plain `go test` works
 # without Node.js.
+#
+# The suite runs with HEARTH_KERNEL_LOG: each test binary logs the kernels it
+# dispatched into KERNEL_LOG, and the last step fails if a compute entry point
+# in shaders/ was dispatched by no test (see the shaders package doc). A
+# cached package keeps its log from the run it replays; deleting KERNEL_LOG
+# makes the GPU packages run again.
 test: deps vet
-	HEARTH_CLIENT_TESTS=1 xvfb-run -a $(GO) test -timeout 20m ./...
+	mkdir -p $(KERNEL_LOG)
+	HEARTH_KERNEL_LOG=$(KERNEL_LOG) HEARTH_CLIENT_TESTS=1 xvfb-run -a $(GO) test -timeout 20m ./...
+	HEARTH_KERNEL_CHECK=$(KERNEL_LOG) $(GO) test ./engine/gpu -run '^TestEveryEntryPointIsDispatched$$' -count=1
 	@# The quantizers must match ggml bit for bit even where Go may fuse
 	@# multiply-adds (GOAMD64=v3); run them so where the CPU can.
 	@if [ "$$($(GO) env GOARCH)" = amd64 ] && grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then \

@@ -15,13 +15,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hearthstudio/hearth/engine/adapter"
 	"github.com/hearthstudio/hearth/engine/chat"
 	"github.com/hearthstudio/hearth/engine/gpu"
 	"github.com/hearthstudio/hearth/engine/model"
 	"github.com/hearthstudio/hearth/engine/sample"
 	"github.com/hearthstudio/hearth/engine/tokenizer"
 	"github.com/hearthstudio/hearth/training"
-	"github.com/hearthstudio/hearth/training/adapter"
 )
 
 // ErrBusy is returned when the engine's queue is full: the caller may try

@@ -27,17 +27,7 @@ const OP_EXP: u32 = 3u;
 @group(0) @binding(2) var<storage, read_write> alpha: array<f32>;
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
 
-// tanh for any finite argument, as elementwise.wgsl's tanh_safe: the
-// exponential only sees -2|z| (no inf/inf past |z| ~ 44) and the odd series
-// covers |z| < 0.25, where 1 - e^-2|z| would cancel (lavapipe's built-in
-// tanh loses to 1.3e-5 relative there).
-fn tanh_safe(z: f32) -> f32 {
-    let z2 = z * z;
-    let series = z * (1.0 + z2 * (-1.0 / 3.0 + z2 * (2.0 / 15.0 + z2 * (-17.0 / 315.0 + z2 * (62.0 / 2835.0)))));
-    let e = exp(-2.0 * abs(z));
-    let tail = sign(z) * (1.0 - e) / (1.0 + e);
-    return select(tail, series, abs(z) < 0.25);
-}
+//!include tanh_common
 
 // Snake1D as Kokoro's AdaINResBlock1 writes it:
 // x + (1 / alpha) * sin(alpha * x)^2, alpha per channel (shape (1, C, 1)).

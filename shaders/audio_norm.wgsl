@@ -40,21 +40,7 @@ const FLAG_STYLE: u32 = 4u;
 @group(0) @binding(4) var<storage, read_write> style: array<f32>;
 @group(0) @binding(5) var<storage, read_write> y: array<f32>;
 
-var<workgroup> red: array<f32, WG>;
-
-fn workgroup_sum(v: f32, lid: u32) -> f32 {
-    red[lid] = v;
-    workgroupBarrier();
-    for (var half = WG / 2u; half > 0u; half >>= 1u) {
-        if (lid < half) {
-            red[lid] += red[lid + half];
-        }
-        workgroupBarrier();
-    }
-    let total = red[0];
-    workgroupBarrier();
-    return total;
-}
+//!include reduce_common
 
 // affine applies the norm's own w, b and then AdaIN's style to a normalised
 // value of channel c, in torch's order: ((v * w + b) * (1 + gamma)) + beta.

@@ -38,7 +38,7 @@ const FLAG_REFLECT: u32 = 2u;
 @group(0) @binding(3) var<storage, read> bias: array<f32>;
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
 
-//!include conv_weight
+//!include conv_weight_common
 
 @compute @workgroup_size(WG)
 fn conv1d(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {

@@ -48,7 +48,7 @@ const BS_LEN: u32 = KC * NV;
 var<workgroup> ws: array<vec4<f32>, WS_LEN>; // [KC][TILE_M/4]: W^T, 4 channels a vec4
 var<workgroup> bs: array<vec4<f32>, BS_LEN>; // [KC][TILE_N/4]: B, 4 steps a vec4
 
-//!include conv_weight
+//!include conv_weight_common
 
 @compute @workgroup_size(WG)
 fn conv1d_tiled(@builtin(local_invocation_index) l: u32, @builtin(workgroup_id) wid: vec3<u32>) {

@@ -64,7 +64,7 @@ const BPER: u32 = (KC + BRS - 1u) / BRS; // staged B vec4s per invocation, 1..4
 var<workgroup> ws: array<vec4<f32>, WS_LEN2>; // [2][KC][MV], swizzled
 var<workgroup> bs: array<vec4<f32>, BS_LEN2>; // [2][KC][NV]
 
-//!include conv_weight
+//!include conv_weight_common
 
 // wload is W[co][j], 0 past the channels or K.
 fn wload(co: u32, j: u32, kt: u32) -> f32 {

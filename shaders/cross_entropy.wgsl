@@ -40,13 +40,8 @@ struct Params {
 @group(0) @binding(2) var<storage, read> targets: array<i32>;
 @group(0) @binding(3) var<storage, read_write> loss: array<f32>;
 
-// The lowest finite f32: the running max of a lane that has seen nothing
-// yet. exp(LOWEST - m) underflows to 0 for any real m, and no inf - inf =
-// NaN arises when two empty lanes combine.
-const LOWEST: f32 = -3.40282347e38;
+//!include reduce_common
 
-var<workgroup> red_m: array<f32, WG>;
-var<workgroup> red_s: array<f32, WG>;
 var<workgroup> tgt: i32;
 
 // target_of reads the row's target through workgroup memory: every lane
@@ -60,17 +55,7 @@ fn target_of(lid: u32, row: u32) -> i32 {
     return workgroupUniformLoad(&tgt);
 }
 
-// tanh for any finite argument (shaders/elementwise.wgsl's tanh_safe, which
-// a family file cannot include, explains the form): the exponential only
-// sees -2|z| <= 0, and the odd series covers |z| < 0.25 where 1 - e would
-// cancel. Lavapipe's built-in tanh loses 1.3e-5 relative there.
-fn tanh_safe(z: f32) -> f32 {
-    let z2 = z * z;
-    let series = z * (1.0 + z2 * (-1.0 / 3.0 + z2 * (2.0 / 15.0 + z2 * (-17.0 / 315.0 + z2 * (62.0 / 2835.0)))));
-    let e = exp(-2.0 * abs(z));
-    let tail = sign(z) * (1.0 - e) / (1.0 + e);
-    return select(tail, series, abs(z) < 0.25);
-}
+//!include tanh_common
 
 // sech2 is 1 − tanh²(z), the soft-cap's derivative. Past |z| = 0.25 it is
 // 4e/(1+e)² with e = exp(−2|z|): 1 − tanh² would cancel to a few ulp of 1 as
@@ -103,20 +88,7 @@ fn row_stats(lid: u32, base: u32) -> vec2<f32> {
             s += exp(v - m);
         }
     }
-    red_m[lid] = m;
-    red_s[lid] = s;
-    workgroupBarrier();
-    for (var half = WG / 2u; half > 0u; half >>= 1u) {
-        if (lid < half) {
-            let ma = red_m[lid];
-            let mb = red_m[lid + half];
-            let mm = max(ma, mb);
-            red_s[lid] = red_s[lid] * exp(ma - mm) + red_s[lid + half] * exp(mb - mm);
-            red_m[lid] = mm;
-        }
-        workgroupBarrier();
-    }
-    return vec2<f32>(red_m[0], red_s[0]);
+    return workgroup_max_sumexp(m, s, lid);
 }
 
 // The row of this workgroup, or p.rows when past the tile.

@@ -37,19 +37,7 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> partials: array<f32>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 
-var<workgroup> red: array<f32, WG>;
-
-fn workgroup_sum(v: f32, lid: u32) -> f32 {
-    red[lid] = v;
-    workgroupBarrier();
-    for (var half = WG / 2u; half > 0u; half >>= 1u) {
-        if (lid < half) {
-            red[lid] += red[lid + half];
-        }
-        workgroupBarrier();
-    }
-    return red[0];
-}
+//!include reduce_common
 
 @compute @workgroup_size(WG)
 fn sumsq_partial(

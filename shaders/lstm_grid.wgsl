@@ -53,6 +53,7 @@ var<workgroup> part: array<f32, WG>;
 var<workgroup> gsh: array<f32, R>;
 
 //!include lstm_common
+//!include tanh_common
 
 @compute @workgroup_size(WG)
 fn lstm_grid_init(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {

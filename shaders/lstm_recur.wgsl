@@ -26,6 +26,7 @@
 var<workgroup> hs: array<f32, H>;
 
 //!include lstm_common
+//!include tanh_common
 
 // lstm_whh_t writes the transposed W_hh after the gates, one vec4 per
 // invocation (i = (d * H + k) * H + j): the writes are coalesced, the four

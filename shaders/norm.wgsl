@@ -18,17 +18,9 @@
 //
 // Constants: WG, the workgroup size, a power of two.
 
-struct Params {
-    rows: u32,
-    dim: u32,
-    eps: f32,
-    flags: u32, // FLAG_* below
-}
+//!include norm_common
 
-// Flags: a weight is bound; the weight is applied as 1 + w (Gemma stores
-// its norm weights minus one); a bias is bound (LayerNorm).
-const FLAG_WEIGHT: u32 = 1u;
-const FLAG_ONE_PLUS: u32 = 2u;
+// A bias is bound (LayerNorm).
 const FLAG_BIAS: u32 = 4u;
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -37,34 +29,7 @@ const FLAG_BIAS: u32 = 4u;
 @group(0) @binding(3) var<storage, read_write> b: array<f32>;
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
 
-var<workgroup> red: array<f32, WG>;
-
-// workgroup_sum adds every invocation's v. It ends with a barrier so that the
-// next call may reuse red while no invocation is still reading red[0].
-fn workgroup_sum(v: f32, lid: u32) -> f32 {
-    red[lid] = v;
-    workgroupBarrier();
-    for (var half = WG / 2u; half > 0u; half >>= 1u) {
-        if (lid < half) {
-            red[lid] += red[lid + half];
-        }
-        workgroupBarrier();
-    }
-    let total = red[0];
-    workgroupBarrier();
-    return total;
-}
-
-// gain is what column j is multiplied by after normalising.
-fn gain(j: u32) -> f32 {
-    if ((p.flags & FLAG_WEIGHT) == 0u) {
-        return 1.0;
-    }
-    if ((p.flags & FLAG_ONE_PLUS) != 0u) {
-        return 1.0 + w[j];
-    }
-    return w[j];
-}
+//!include reduce_common
 
 // y = x / sqrt(mean(x^2) + eps) * gain.
 @compute @workgroup_size(WG)

@@ -26,15 +26,8 @@
 //
 // Constants: WG, the workgroup size, a power of two.
 
-struct Params {
-    rows: u32,
-    dim: u32,
-    eps: f32,
-    flags: u32, // FLAG_* below
-}
+//!include norm_common
 
-const FLAG_WEIGHT: u32 = 1u;
-const FLAG_ONE_PLUS: u32 = 2u;
 const FLAG_ACCUMULATE: u32 = 4u; // out += gradient instead of out = gradient
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -44,8 +37,6 @@ const FLAG_ACCUMULATE: u32 = 4u; // out += gradient instead of out = gradient
 @group(0) @binding(4) var<storage, read_write> rstd: array<f32>;
 @group(0) @binding(5) var<storage, read_write> out: array<f32>; // dx, or dw
 
-var<workgroup> red: array<vec2<f32>, WG>;
-
 // ROW_BLOCK is the rows one invocation of rmsnorm_weight_partial sums.
 // Lavapipe (Mesa's gallivm) ends an invocation's loops after 65535
 // iterations in all (its loop limiter, LP_MAX_TGSI_LOOP_ITERATIONS, is one
@@ -54,31 +45,7 @@ var<workgroup> red: array<vec2<f32>, WG>;
 // over thousands of rows more than 128 invocations.
 const ROW_BLOCK: u32 = 4096u;
 
-// workgroup_sum2 adds every invocation's v, two sums at once. It ends with a
-// barrier so that a next call may reuse red.
-fn workgroup_sum2(v: vec2<f32>, lid: u32) -> vec2<f32> {
-    red[lid] = v;
-    workgroupBarrier();
-    for (var half = WG / 2u; half > 0u; half >>= 1u) {
-        if (lid < half) {
-            red[lid] += red[lid + half];
-        }
-        workgroupBarrier();
-    }
-    let total = red[0];
-    workgroupBarrier();
-    return total;
-}
-
-fn gain(j: u32) -> f32 {
-    if ((p.flags & FLAG_WEIGHT) == 0u) {
-        return 1.0;
-    }
-    if ((p.flags & FLAG_ONE_PLUS) != 0u) {
-        return 1.0 + w[j];
-    }
-    return w[j];
-}
+//!include reduce_common
 
 // store writes v to out[i], or adds it when accumulating.
 fn store(i: u32, v: f32) {
@@ -130,7 +97,7 @@ fn rmsnorm_rstd(
         let v = x[base + j];
         ss += v * v;
     }
-    let total = workgroup_sum2(vec2<f32>(ss, 0.0), lid).x;
+    let total = workgroup_sum(ss, lid);
     if (lid == 0u) {
         rstd[row] = inverseSqrt(total / f32(p.dim) + p.eps);
     }

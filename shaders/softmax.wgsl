@@ -23,16 +23,10 @@ struct Params {
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read_write> y: array<f32>;
 
-// The lowest finite f32: the running max of a lane that has seen nothing yet.
-// exp(LOWEST - m) underflows to 0 for any real m, and no inf - inf = NaN can
-// arise when two empty lanes combine (WGSL has no infinity literal anyway).
-const LOWEST: f32 = -3.40282347e38;
-
 // U is how many loads each invocation has in flight in the main loops.
 const U: u32 = 8u;
 
-var<workgroup> red_m: array<f32, WG>;
-var<workgroup> red_s: array<f32, WG>;
+//!include reduce_common
 
 @compute @workgroup_size(WG)
 fn softmax(
@@ -81,21 +75,9 @@ fn softmax(
             s += exp(v - m);
         }
     }
-    red_m[lid] = m;
-    red_s[lid] = s;
-    workgroupBarrier();
-    for (var half = WG / 2u; half > 0u; half >>= 1u) {
-        if (lid < half) {
-            let ma = red_m[lid];
-            let mb = red_m[lid + half];
-            let mm = max(ma, mb);
-            red_s[lid] = red_s[lid] * exp(ma - mm) + red_s[lid + half] * exp(mb - mm);
-            red_m[lid] = mm;
-        }
-        workgroupBarrier();
-    }
-    let row_max = red_m[0];
-    let inv_sum = 1.0 / red_s[0];
+    let st = workgroup_max_sumexp(m, s, lid);
+    let row_max = st.x;
+    let inv_sum = 1.0 / st.y;
 
     // Pass 2: normalise, U loads ahead of their stores.
     i = lid;

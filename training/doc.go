@@ -7,7 +7,7 @@
 // the steps, validation, checkpoints that resume a run exactly
 // (checkpoint.go), pause and stop, and the adapter written as a llama.cpp
 // GGUF LoRA or a PEFT folder. Datasets are training/data, adapter files
-// and merging training/adapter. It calls engine/ops, never wgpu; the app's
+// and merging engine/adapter. It calls engine/ops, never wgpu; the app's
 // engine runs it as a job (app.Engine.Train) for `hearth train` and the
 // studio's Tune tab.
 package training

@@ -6,11 +6,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hearthstudio/hearth/engine/adapter"
 	"github.com/hearthstudio/hearth/engine/chat"
 	"github.com/hearthstudio/hearth/engine/model"
 	"github.com/hearthstudio/hearth/engine/sample"
 	"github.com/hearthstudio/hearth/engine/tokenizer"
-	"github.com/hearthstudio/hearth/training/adapter"
 )
 
 // TestFineTuningTeachesTheAnswerFormat: the studio's sample dataset

@@ -7,8 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/hearthstudio/hearth/engine/adapter"
 	"github.com/hearthstudio/hearth/engine/model"
-	"github.com/hearthstudio/hearth/training/adapter"
 )
 
 // Targets are the projections LoRA may adapt, in the order a layer's
@@ -239,7 +239,7 @@ var tensorTargets = map[string][]string{
 }
 
 // FromAdapter makes a LoRA that continues training a (a PEFT folder or a
-// GGUF LoRA read by training/adapter, a checkpoint): the same targets on
+// GGUF LoRA read by engine/adapter, a checkpoint): the same targets on
 // every layer of m (and the embeddings or the head when a has their
 // pairs), one rank, A and B copied. An adapter that NewLoRA could not have
 // made for m (a target on some layers only, ranks that differ) is refused,
@@ -349,7 +349,7 @@ func (l *LoRA) Runtime() model.LoRA {
 	return r
 }
 
-// Adapter is the adapter for export (training/adapter writes GGUF LoRA
+// Adapter is the adapter for export (engine/adapter writes GGUF LoRA
 // files and PEFT folders) for a base of architecture arch. It copies A and
 // B.
 func (l *LoRA) Adapter(arch string) *adapter.Adapter {

@@ -7,9 +7,9 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/hearthstudio/hearth/engine/adapter"
 	"github.com/hearthstudio/hearth/engine/hfimport"
 	"github.com/hearthstudio/hearth/engine/model"
-	"github.com/hearthstudio/hearth/training/adapter"
 )
 
 // peftExpected is testdata/peft/FAMILY/expected.json (make_fixtures.py).

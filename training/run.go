@@ -12,9 +12,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hearthstudio/hearth/engine/adapter"
 	"github.com/hearthstudio/hearth/engine/gpu"
 	"github.com/hearthstudio/hearth/engine/model"
-	"github.com/hearthstudio/hearth/training/adapter"
 	"github.com/hearthstudio/hearth/training/data"
 )
 

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hearthstudio/hearth/engine/adapter"
 	"github.com/hearthstudio/hearth/engine/model"
-	"github.com/hearthstudio/hearth/training/adapter"
 )
 
 // answerFormat is the sample dataset the studio ships: questions answered

@@ -234,7 +234,7 @@ func (r *CPU) example(lora *LoRA, e Example, g *Grads, drop dropouts) (float64, 
 	// llama.cpp adds it (build_inp_embd). Gemma 3 scales inside the
 	// module (Gemma3TextScaledWordEmbedding), and peft since
 	// huggingface/peft#2825 scales the pair's delta with it: the same
-	// function (see training/adapter's PEFT notes).
+	// function (see engine/adapter's PEFT notes).
 	x := make([]float32, n*d)
 	rb := m.Embed.RowBytes()
 	var ep *Pair

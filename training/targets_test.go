@@ -6,10 +6,10 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/hearthstudio/hearth/engine/adapter"
 	"github.com/hearthstudio/hearth/engine/model"
 	"github.com/hearthstudio/hearth/engine/ops/ref"
 	"github.com/hearthstudio/hearth/internal/logitstest"
-	"github.com/hearthstudio/hearth/training/adapter"
 )
 
 // TestDropoutOnlyInBackward: dropout changes Backward only, at the mask of
@@ -179,7 +179,7 @@ func TestEmbedOutputTargetsRoundTrip(t *testing.T) {
 				}
 			}
 
-			// The merged model. Tolerance: training/adapter's tolMergeF32
+			// The merged model. Tolerance: engine/adapter's tolMergeF32
 			// (W + ΔW rounded once against three f32 products).
 			out := filepath.Join(dir, "merged.gguf")
 			if err := adapter.Merge(m.Path, []adapter.Weighted{{Adapter: fromGGUF, Scale: 1}}, out, adapter.SameType); err != nil {

@@ -9,8 +9,8 @@ import (
 	"fyne.io/fyne/v2/test"
 	"fyne.io/fyne/v2/widget"
 
+	"github.com/hearthstudio/hearth/engine/adapter"
 	"github.com/hearthstudio/hearth/engine/model"
-	"github.com/hearthstudio/hearth/training/adapter"
 )
 
 // writeAdapter writes a rank-2 LoRA adapter on every target of the model at

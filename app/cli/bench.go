@@ -41,27 +41,28 @@ type benchReport struct {
 
 func newBenchCmd() *cobra.Command {
 	var mf modelFlags
-	var prompt, gen, reps int
+	var prompt, gen, reps, depth int
 	var asJSON bool
 	var profile, sampler string
 	cmd := &cobra.Command{
-		Use:   "bench -m MODEL [-p 512] [-n 128]",
+		Use:   "bench -m MODEL [-p 512] [-n 128] [-d 0]",
 		Short: "Measure prefill and decode tokens/s, like llama-bench",
 		Long: "Prefill: -p random tokens evaluated from an empty cache, one batch per submit.\n" +
 			"Decode: -n tokens generated after a 1-token prompt, as chat generates them: one forward pass\n" +
-			"and one submit per token, the sampling of --sampler. Each test runs -r times after one warm-up;\n" +
+			"and one submit per token, the sampling of --sampler; with -d, after a -d-token prompt instead, so\n" +
+			"each token attends to that much history (llama-bench's depth). Each test runs -r times after one warm-up;\n" +
 			"mean ± stddev of tokens/s.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if prompt < 0 || gen < 0 || reps < 1 {
-				return fmt.Errorf("-p %d, -n %d, -r %d: want -p, -n >= 0 and -r >= 1", prompt, gen, reps)
+			if prompt < 0 || gen < 0 || reps < 1 || depth < 0 {
+				return fmt.Errorf("-p %d, -n %d, -r %d, -d %d: want -p, -n, -d >= 0 and -r >= 1", prompt, gen, reps, depth)
 			}
 			opts, err := benchSampler(sampler)
 			if err != nil {
 				return err
 			}
 			if mf.ctx == 0 {
-				mf.ctx = prompt + gen + 1
+				mf.ctx = max(prompt, depth+1) + gen + 1
 			}
 			if profile != "" {
 				f, err := os.Create(profile)
@@ -80,8 +81,8 @@ func newBenchCmd() *cobra.Command {
 			}
 			defer l.Close()
 			m := l.model
-			if prompt+1 > l.runner.Context() || gen+1 > l.runner.Context() {
-				return fmt.Errorf("-p %d / -n %d do not fit the %d-token context", prompt, gen, l.runner.Context())
+			if prompt+1 > l.runner.Context() || max(depth, 1)+gen+1 > l.runner.Context() {
+				return fmt.Errorf("-p %d / -n %d -d %d do not fit the %d-token context", prompt, gen, depth, l.runner.Context())
 			}
 			rep := benchReport{Model: mf.path, Arch: m.Config.Arch, Backend: l.backend.String(), Context: l.runner.Context()}
 			rep.Params = int64(m.File.ParameterCount())
@@ -128,10 +129,15 @@ func newBenchCmd() *cobra.Command {
 			}
 			if gen > 0 {
 				rep.Sampler = sampler
-				if err := run(fmt.Sprintf("tg%d", gen), gen, func() (float64, error) {
+				name := fmt.Sprintf("tg%d", gen)
+				if depth > 0 {
+					name += fmt.Sprintf("@d%d", depth)
+				}
+				if err := run(name, gen, func() (float64, error) {
 					// A generation as chat runs it, from a one-token
-					// prompt; the rate counts the tokens after the first.
-					req := model.Request{Prompt: randomTokens(1), MaxTokens: gen + 1, Sampling: opts}
+					// prompt (or a depth-token one); the rate counts the
+					// tokens after the first.
+					req := model.Request{Prompt: randomTokens(max(depth, 1)), MaxTokens: gen + 1, Sampling: opts}
 					st, err := model.NewSession(r).Generate(cmd.Context(), req, func(model.Token) error { return nil })
 					return st.DecodeRate(), err
 				}); err != nil {
@@ -149,6 +155,7 @@ func newBenchCmd() *cobra.Command {
 	cmd.Flags().IntVarP(&prompt, "prompt", "p", 512, "prompt tokens for the prefill test; 0 skips it")
 	cmd.Flags().IntVarP(&gen, "n", "n", 128, "tokens for the decode test; 0 skips it")
 	cmd.Flags().IntVarP(&reps, "repetitions", "r", 3, "runs of each test after the warm-up")
+	cmd.Flags().IntVarP(&depth, "depth", "d", 0, "tokens of history the decode test starts from (a prompt of that length, not timed)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the results as JSON")
 	cmd.Flags().StringVar(&sampler, "sampler", "greedy", "decode test's sampling: greedy (argmax on the GPU), topk (temperature 0.8, top-k 40 on the GPU, the draw on the host) or host (top-k off: all logits read back, the sampler on the host)")
 	cmd.Flags().StringVar(&profile, "cpuprofile", "", "write a Go CPU profile of the run to this file (for go tool pprof)")

@@ -28,3 +28,21 @@ func TestBenchTableUnits(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchDepth checks that -d starts the decode test from that much
+// history: the test is named for it, and a depth that leaves no room for
+// the tokens in the context is refused, naming the flags.
+func TestBenchDepth(t *testing.T) {
+	m := tinyModel(t, "tiny-llama")
+	out, log, err := runModelCmd(t, "", "bench", "-m", m, "--backend", "cpu", "-p", "0", "-n", "2", "-d", "16", "-r", "1", "--json")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log)
+	}
+	if !strings.Contains(out, `"tg2@d16"`) {
+		t.Errorf("want a tg2@d16 result, got:\n%s", out)
+	}
+	_, _, err = runModelCmd(t, "", "bench", "-m", m, "--backend", "cpu", "-p", "0", "-n", "2", "-d", "40", "--ctx", "32", "-r", "1")
+	if err == nil || !strings.Contains(err.Error(), "-d 40") {
+		t.Errorf("-d 40 in a 32-token context: %v, want an error naming -d", err)
+	}
+}

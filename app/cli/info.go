@@ -25,6 +25,11 @@ type infoReport struct {
 	// it cannot run).
 	Auto         backendReport `json:"auto"`
 	AutoTraining backendReport `json:"auto_training"`
+	// Language is what the chosen adapter's WGSL compiler accepts beyond
+	// core WGSL, tried on a device opened for the purpose; nil when none
+	// could be opened (LanguageError says why).
+	Language      *gpu.ShaderLanguage `json:"shader_language,omitempty"`
+	LanguageError string              `json:"shader_language_error,omitempty"`
 }
 
 // backendReport is an app.Backend for reports.
@@ -59,6 +64,12 @@ restricts the backend.`,
 				rep.Error = err.Error()
 			} else {
 				rep.Chosen = &chosen
+				if d, err := gpu.Open(opts); err != nil {
+					rep.LanguageError = err.Error()
+				} else {
+					rep.Language = &d.Language
+					d.Release()
+				}
 			}
 			auto, err := app.DecideBackend("auto", app.JobInference, adapters, nil, opts)
 			if err != nil {
@@ -125,4 +136,10 @@ func printInfo(w io.Writer, rep infoReport) {
 	fmt.Fprintf(w, "  invocations per workgroup    %d\n", l.MaxComputeInvocationsPerWorkgroup)
 	fmt.Fprintf(w, "  workgroups per dimension     %d\n", l.MaxComputeWorkgroupsPerDimension)
 	fmt.Fprintf(w, "  features                     %s\n", strings.Join(c.Features, ", "))
+	switch {
+	case rep.Language != nil:
+		fmt.Fprintf(w, "  shader language              %s\n", rep.Language)
+	case rep.LanguageError != "":
+		fmt.Fprintf(w, "  shader language              unknown: %s\n", rep.LanguageError)
+	}
 }

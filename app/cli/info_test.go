@@ -26,6 +26,17 @@ func TestInfoJSONListsTheChosenAdapter(t *testing.T) {
 	if c.Name == "" || c.Backend == "" || c.Limits.MaxStorageBufferBindingSize == 0 || len(c.Features) == 0 {
 		t.Errorf("chosen adapter lacks name, backend, limits or features: %+v", c)
 	}
+	// The shader language is tried on a device, not read off the feature
+	// list: lavapipe reports shader-f16, which the bundled compiler cannot
+	// parse (engine/gpu's TestPinnedBindingLanguage).
+	if rep.Language == nil {
+		t.Fatalf("no shader language reported (%s)", rep.LanguageError)
+	}
+	var text bytes.Buffer
+	printInfo(&text, rep)
+	if want := "shader language              " + rep.Language.String(); !strings.Contains(text.String(), want) {
+		t.Errorf("the text report lacks %q:\n%s", want, text.String())
+	}
 }
 
 // TestInfoSaysWhereAutoRuns: hearth info reports where text, speech and

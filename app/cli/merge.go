@@ -11,8 +11,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hearthstudio/hearth/app/library"
+	"github.com/hearthstudio/hearth/engine/adapter"
 	"github.com/hearthstudio/hearth/engine/model"
-	"github.com/hearthstudio/hearth/training/adapter"
 )
 
 func newMergeCmd() *cobra.Command {

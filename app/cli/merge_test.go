@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hearthstudio/hearth/engine/adapter"
 	"github.com/hearthstudio/hearth/engine/model"
 	"github.com/hearthstudio/hearth/engine/synth"
-	"github.com/hearthstudio/hearth/training/adapter"
 )
 
 // mergeFixture writes an F32 tiny-qwen2 and a random rank-2 adapter on
@@ -50,7 +50,7 @@ func mergeFixture(t *testing.T) (base, lora string) {
 // TestMergeCommand merges an adapter at scale 0.5 and checks that the
 // merged model's logits are those of the base with --lora FILE:0.5, on the
 // CPU; both routes are f32 on an F32 base, so they differ by f32 rounding
-// only (training/adapter's tolerance, 1e-5 of the logit range).
+// only (engine/adapter's tolerance, 1e-5 of the logit range).
 func TestMergeCommand(t *testing.T) {
 	base, lora := mergeFixture(t)
 	out := filepath.Join(t.TempDir(), "merged.gguf")

@@ -115,7 +115,7 @@ func describeAny(path string, isDir bool) (*Info, *AdapterInfo, error) {
 }
 
 // describeAdapter reads a GGUF LoRA adapter's keys and tensor table (no
-// tensor data) as training/adapter.ReadGGUF reads them: general.type =
+// tensor data) as engine/adapter.ReadGGUF reads them: general.type =
 // adapter, adapter.type = lora, adapter.lora.alpha, and per adapted weight
 // NAME the tensors NAME.lora_a and NAME.lora_b. What it reads is returned
 // with the first problem found, which loading the adapter would report.
@@ -201,7 +201,7 @@ func baseModelName(f *gguf.File) string {
 }
 
 // peftConfigJSON are the keys of adapter_config.json the library shows;
-// training/adapter.ReadPEFT checks the rest when the adapter is applied.
+// engine/adapter.ReadPEFT checks the rest when the adapter is applied.
 type peftConfigJSON struct {
 	PeftType  string  `json:"peft_type"`
 	BaseModel string  `json:"base_model_name_or_path"`

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hearthstudio/hearth/engine/adapter"
 	"github.com/hearthstudio/hearth/engine/model"
 	"github.com/hearthstudio/hearth/gguf"
-	"github.com/hearthstudio/hearth/training/adapter"
 )
 
 // loraFor is a LoRA adapter of rank 2 on two of the model's weights, with

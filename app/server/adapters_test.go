@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/hearthstudio/hearth/app"
+	"github.com/hearthstudio/hearth/engine/adapter"
 	"github.com/hearthstudio/hearth/engine/model"
-	"github.com/hearthstudio/hearth/training/adapter"
 )
 
 // TestAdaptersApplyToEveryRequest: a server given an adapter (hearth serve

@@ -274,6 +274,9 @@ func (c *Chain) Dispatch(k *Kernel, params any, grid [3]uint32, bufs ...*Buffer)
 	c.pass.SetBindGroup(0, bg, nil)
 	c.pass.DispatchWorkgroups(grid[0], grid[1], grid[2])
 	c.kernels = append(c.kernels, name)
+	if err := d.kernelLog.record(name); err != nil {
+		return c.fail(err)
+	}
 	return nil
 }
 

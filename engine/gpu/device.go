@@ -80,6 +80,8 @@ func (a AdapterInfo) Label() string { return a.Name }
 type Device struct {
 	Info   AdapterInfo
 	Limits Limits
+	// Language is what the device's WGSL compiler accepts beyond core WGSL.
+	Language ShaderLanguage
 
 	instance *wgpu.Instance
 	adapter  *wgpu.Adapter
@@ -101,9 +103,12 @@ type Device struct {
 	// uniform encoding (params.go).
 	plainParams map[reflect.Type]bool
 	// source finds a kernel family's WGSL: shaders.Source, or a test's own.
-	source   func(family string) (string, error)
-	nextID   uint64
-	released bool
+	source func(family string) (string, error)
+	// kernelLog records dispatched kernels under HEARTH_KERNEL_LOG
+	// (kernel_log.go): processKernelLog, or a test's own.
+	kernelLog *kernelLog
+	nextID    uint64
+	released  bool
 }
 
 func backendName(b wgpu.BackendType) string {
@@ -340,10 +345,18 @@ func Open(opts Options) (*Device, error) {
 		staging:     map[uint64]*wgpu.Buffer{},
 		plainParams: map[reflect.Type]bool{},
 		source:      shaders.Source,
+		kernelLog:   processKernelLog,
+	}
+	// shader-f16 is asked for where offered so the language probe below
+	// answers for the compiler alone; no kernel depends on it yet.
+	var feats []wgpu.FeatureName
+	if adapter.HasFeature(wgpu.FeatureNameShaderF16) {
+		feats = append(feats, wgpu.FeatureNameShaderF16)
 	}
 	dev, err := adapter.RequestDevice(&wgpu.DeviceDescriptor{
-		Label:          "hearth",
-		RequiredLimits: &wgpu.RequiredLimits{Limits: req},
+		Label:            "hearth",
+		RequiredFeatures: feats,
+		RequiredLimits:   &wgpu.RequiredLimits{Limits: req},
 		// No DeviceLostCallback: the binding stores a Go pointer in C memory
 		// for it, which cgo's pointer check rejects with a panic. Loss is
 		// detected from submit errors and failed maps instead (markLost).
@@ -357,6 +370,7 @@ func Open(opts Options) (*Device, error) {
 	d.mapState = newMapState()
 	d.queue = dev.GetQueue()
 	d.Limits = limitsOf(dev.GetLimits().Limits)
+	d.Language = probeShaderLanguage(dev)
 	d.arena.init(d)
 	return d, nil
 }

@@ -14,32 +14,33 @@ import (
 	"github.com/x448/float16"
 
 	"github.com/hearthstudio/hearth/gguf"
+	"github.com/hearthstudio/hearth/safetensors"
 )
 
 // stTensor is a tensor for writeSafetensors: values are stored in dtype.
 type stTensor struct {
 	name   string
-	dtype  DType
+	dtype  safetensors.DType
 	shape  []int64
 	values []float32 // len = product of shape
 }
 
 // encode stores values in dtype, little-endian.
-func encode(dtype DType, values []float32) []byte {
+func encode(dtype safetensors.DType, values []float32) []byte {
 	switch dtype {
-	case F32:
+	case safetensors.F32:
 		b := make([]byte, 4*len(values))
 		for i, v := range values {
 			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
 		}
 		return b
-	case F16:
+	case safetensors.F16:
 		b := make([]byte, 2*len(values))
 		for i, v := range values {
 			binary.LittleEndian.PutUint16(b[2*i:], float16.Fromfloat32(v).Bits())
 		}
 		return b
-	case BF16:
+	case safetensors.BF16:
 		b := make([]byte, 2*len(values))
 		for i, v := range values {
 			binary.LittleEndian.PutUint16(b[2*i:], uint16(math.Float32bits(v)>>16))
@@ -49,33 +50,15 @@ func encode(dtype DType, values []float32) []byte {
 	panic("encode: dtype " + string(dtype))
 }
 
-// writeSafetensors writes a safetensors file as the format specifies: the
-// header length, the JSON header (offsets from the end of the header), the
-// data in the order of the list.
+// writeSafetensors writes tensors as a model's safetensors file, with the
+// metadata torch's save_file writes.
 func writeSafetensors(t *testing.T, path string, tensors []stTensor) {
 	t.Helper()
-	hdr := map[string]any{"__metadata__": map[string]string{"format": "pt"}}
-	var data []byte
+	var ds []safetensors.Data
 	for _, x := range tensors {
-		b := encode(x.dtype, x.values)
-		hdr[x.name] = map[string]any{
-			"dtype": x.dtype, "shape": x.shape,
-			"data_offsets": []int{len(data), len(data) + len(b)},
-		}
-		data = append(data, b...)
+		ds = append(ds, safetensors.Data{Name: x.name, DType: x.dtype, Shape: x.shape, Bytes: encode(x.dtype, x.values)})
 	}
-	writeRawSafetensors(t, path, hdr, data)
-}
-
-func writeRawSafetensors(t *testing.T, path string, hdr map[string]any, data []byte) {
-	t.Helper()
-	h, err := json.Marshal(hdr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := binary.LittleEndian.AppendUint64(nil, uint64(len(h)))
-	out = append(append(out, h...), data...)
-	if err := os.WriteFile(path, out, 0o644); err != nil {
+	if err := safetensors.WriteFile(path, ds, map[string]string{"format": "pt"}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -146,7 +129,7 @@ var features = map[string]familyFeatures{
 // newModel builds a model of class with d's shapes: the config keys every
 // class has plus extra, and random weights in dtype under Hugging Face's
 // names (a fixed seed per call so that reruns are identical).
-func newModel(class string, d dims, dtype DType, extra map[string]any) *hfModel {
+func newModel(class string, d dims, dtype safetensors.DType, extra map[string]any) *hfModel {
 	f := features[class]
 	cfg := map[string]any{
 		"architectures":           []string{class},

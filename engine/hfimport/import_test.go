@@ -10,6 +10,7 @@ import (
 
 	"github.com/hearthstudio/hearth/engine/tokenizer"
 	"github.com/hearthstudio/hearth/gguf"
+	"github.com/hearthstudio/hearth/safetensors"
 )
 
 // numpyPermute is convert_hf_to_gguf.py's permute as numpy evaluates it,
@@ -206,7 +207,7 @@ func TestImportArchitectures(t *testing.T) {
 			if c.extra["head_dim"] == nil && slices.Contains(maps(c.extra), "head_dim") {
 				d.headDim = d.hidden / d.heads
 			}
-			m := newModel(c.class, d, F16, c.extra)
+			m := newModel(c.class, d, safetensors.F16, c.extra)
 			f := importModel(t, m.write(t), Options{})
 
 			if got := f.Architecture(); got != c.arch {
@@ -360,17 +361,17 @@ func TestLlamaPermutationMovesRows(t *testing.T) {
 
 func TestImportOutputTypes(t *testing.T) {
 	for _, c := range []struct {
-		src      DType
+		src      safetensors.DType
 		opt      OutType
 		want     gguf.Type
 		fileType gguf.FileType
 	}{
-		{BF16, TypeAuto, gguf.TypeBF16, 32},
-		{F32, TypeAuto, gguf.TypeF32, 0},
-		{F16, TypeAuto, gguf.TypeF16, 1},
-		{BF16, TypeF16, gguf.TypeF16, 1},
-		{F16, TypeF32, gguf.TypeF32, 0},
-		{F32, TypeBF16, gguf.TypeBF16, 32},
+		{safetensors.BF16, TypeAuto, gguf.TypeBF16, 32},
+		{safetensors.F32, TypeAuto, gguf.TypeF32, 0},
+		{safetensors.F16, TypeAuto, gguf.TypeF16, 1},
+		{safetensors.BF16, TypeF16, gguf.TypeF16, 1},
+		{safetensors.F16, TypeF32, gguf.TypeF32, 0},
+		{safetensors.F32, TypeBF16, gguf.TypeBF16, 32},
 	} {
 		t.Run(fmt.Sprintf("%s-to-%v", c.src, c.opt), func(t *testing.T) {
 			m := newModel("GemmaForCausalLM", small, c.src, nil)
@@ -417,7 +418,7 @@ func TestParseOutType(t *testing.T) {
 func TestImportTiedAndUntied(t *testing.T) {
 	// An untied class whose checkpoint has no lm_head is tied in effect:
 	// llama.cpp reads the output from token_embd, so no output.weight.
-	m := newModel("LlamaForCausalLM", small, F16, nil)
+	m := newModel("LlamaForCausalLM", small, safetensors.F16, nil)
 	m.remove("lm_head.weight")
 	f := importModel(t, m.write(t), Options{})
 	if _, ok := f.Tensor("output.weight"); ok {
@@ -425,21 +426,21 @@ func TestImportTiedAndUntied(t *testing.T) {
 	}
 	// A tied config with an lm_head in the file (some exports keep it)
 	// still writes none.
-	m = newModel("Qwen2ForCausalLM", small, F16, nil)
-	m.tensors = append(m.tensors, stTensor{name: "lm_head.weight", dtype: F16, shape: []int64{10, 8}, values: make([]float32, 80)})
+	m = newModel("Qwen2ForCausalLM", small, safetensors.F16, nil)
+	m.tensors = append(m.tensors, stTensor{name: "lm_head.weight", dtype: safetensors.F16, shape: []int64{10, 8}, values: make([]float32, 80)})
 	f = importModel(t, m.write(t), Options{})
 	if _, ok := f.Tensor("output.weight"); ok {
 		t.Error("output.weight written for tie_word_embeddings")
 	}
 	// rotary_emb.inv_freq of old checkpoints is skipped.
-	m = newModel("LlamaForCausalLM", small, F16, nil)
-	m.tensors = append(m.tensors, stTensor{name: "model.layers.0.self_attn.rotary_emb.inv_freq", dtype: F32, shape: []int64{2}, values: []float32{1, 0.01}})
+	m = newModel("LlamaForCausalLM", small, safetensors.F16, nil)
+	m.tensors = append(m.tensors, stTensor{name: "model.layers.0.self_attn.rotary_emb.inv_freq", dtype: safetensors.F32, shape: []int64{2}, values: []float32{1, 0.01}})
 	importModel(t, m.write(t), Options{})
 }
 
 func TestImportGemma3Multimodal(t *testing.T) {
 	d := dims{vocab: 10, hidden: 8, layers: 6, ff: 12, heads: 2, kvHeads: 1, headDim: 6}
-	text := newModel("Gemma3ForCausalLM", d, BF16, map[string]any{"sliding_window": 8, "query_pre_attn_scalar": 24})
+	text := newModel("Gemma3ForCausalLM", d, safetensors.BF16, map[string]any{"sliding_window": 8, "query_pre_attn_scalar": 24})
 	want := importModel(t, text.write(t), Options{Name: "g"})
 
 	for _, prefix := range []string{"language_model.model.", "model.language_model."} {
@@ -463,8 +464,8 @@ func TestImportGemma3Multimodal(t *testing.T) {
 				vision = "vision_tower.vision_model.embeddings.patch_embedding.weight"
 			}
 			mm.tensors = append(mm.tensors,
-				stTensor{name: vision, dtype: BF16, shape: []int64{2, 3}, values: make([]float32, 6)},
-				stTensor{name: "multi_modal_projector.mm_input_projection_weight", dtype: BF16, shape: []int64{2}, values: make([]float32, 2)})
+				stTensor{name: vision, dtype: safetensors.BF16, shape: []int64{2, 3}, values: make([]float32, 6)},
+				stTensor{name: "multi_modal_projector.mm_input_projection_weight", dtype: safetensors.BF16, shape: []int64{2}, values: make([]float32, 2)})
 			got := importModel(t, mm.write(t), Options{Name: "g"})
 			if !slices.Equal(tensorNames(got), tensorNames(want)) {
 				t.Fatalf("tensors %v, want the text model's %v", tensorNames(got), tensorNames(want))
@@ -479,7 +480,7 @@ func TestImportGemma3Multimodal(t *testing.T) {
 }
 
 func TestImportSharded(t *testing.T) {
-	m := newModel("Qwen3ForCausalLM", small, BF16, nil)
+	m := newModel("Qwen3ForCausalLM", small, safetensors.BF16, nil)
 	dir := m.write(t)
 	half := len(m.tensors) / 2
 	writeSafetensors(t, dir+"/model-00001-of-00002.safetensors", m.tensors[:half])
@@ -514,7 +515,7 @@ func TestImportSharded(t *testing.T) {
 // BPE's merges apply ("ab" is one token, " a" another) and BOS is added as
 // tokenizer_config.json asks.
 func TestImportedTokenizerLoads(t *testing.T) {
-	f := importModel(t, newModel("LlamaForCausalLM", small, F16, nil).write(t), Options{})
+	f := importModel(t, newModel("LlamaForCausalLM", small, safetensors.F16, nil).write(t), Options{})
 	tok, err := tokenizer.FromGGUF(f)
 	if err != nil {
 		t.Fatal(err)
@@ -532,7 +533,7 @@ func TestImportedTokenizerLoads(t *testing.T) {
 // the key out, whose reader default is llama.cpp's 50 or 30; an absent key
 // takes the transformers default.
 func TestGemma2SoftcapNullAndAbsent(t *testing.T) {
-	m := newModel("Gemma2ForCausalLM", small, F16, map[string]any{"sliding_window": 8})
+	m := newModel("Gemma2ForCausalLM", small, safetensors.F16, map[string]any{"sliding_window": 8})
 	m.config["final_logit_softcapping"] = nil // JSON null
 	f := importModel(t, m.write(t), Options{})
 	checkKeys(t, f, "gemma2", map[string]any{
@@ -545,7 +546,7 @@ func TestGemma2SoftcapNullAndAbsent(t *testing.T) {
 // rows (and a permutation across them) the output must not change.
 func TestImportChunking(t *testing.T) {
 	d := dims{vocab: 10, hidden: 8, layers: 1, ff: 12, heads: 2, kvHeads: 1, headDim: 16}
-	m := newModel("LlamaForCausalLM", d, BF16, nil)
+	m := newModel("LlamaForCausalLM", d, safetensors.BF16, nil)
 	dir := m.write(t)
 	var want []byte
 	for _, chunk := range []int64{0, 1, 20, 33} {

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/hearthstudio/hearth/gguf"
+	"github.com/hearthstudio/hearth/safetensors"
 )
 
 // defaultChunk is how much source data a conversion decodes at a time: big
@@ -24,14 +25,14 @@ type tensorPlan struct {
 	typ   gguf.Type
 	shape []uint64 // ggml ne
 
-	src        *Tensor
+	src        *safetensors.Tensor
 	rows, cols int64
 	permHeads  int  // >0: llama.cpp's q/k row order for this many heads
 	addOne     bool // Gemma's stored gain-1 norms
 	data       []float32
 }
 
-var dtypeToGGUF = map[DType]gguf.Type{F32: gguf.TypeF32, F16: gguf.TypeF16, BF16: gguf.TypeBF16}
+var dtypeToGGUF = map[safetensors.DType]gguf.Type{safetensors.F32: gguf.TypeF32, safetensors.F16: gguf.TypeF16, safetensors.BF16: gguf.TypeBF16}
 
 // canonicalName maps a tensor name of a multimodal checkpoint to the text
 // model's own name, and reports false for the vision parts. Checkpoints
@@ -59,7 +60,7 @@ func canonicalName(name string) (string, bool) {
 // shapes checked against config.json.
 func (m *Model) plan(hp *hparams, o Options) error {
 	fam := hp.fam
-	avail := map[string]*Tensor{}
+	avail := map[string]*safetensors.Tensor{}
 	for name, t := range m.weights.tensors {
 		if hp.prefix {
 			var ok bool
@@ -103,7 +104,7 @@ func (m *Model) plan(hp *hparams, o Options) error {
 			return nil
 		}
 		used[hf] = true
-		if !t.DType.convertible() {
+		if !t.DType.Float() {
 			return fmt.Errorf("hfimport: %s: tensor %q: dtype %s cannot be imported (F32, F16 and BF16 can)", t.File(), t.Name, t.DType)
 		}
 		if !slices.Equal(t.Shape, want) {
@@ -290,7 +291,7 @@ func (p *tensorPlan) reader(chunk int64) (io.Reader, error) {
 		return bytes.NewReader(b), nil
 	}
 	if dtypeToGGUF[p.src.DType] == p.typ && !p.addOne && p.permHeads == 0 {
-		return io.NewSectionReader(p.src, 0, p.src.size), nil
+		return io.NewSectionReader(p.src, 0, p.src.Size()), nil
 	}
 	srcType := dtypeToGGUF[p.src.DType]
 	rowBytes := p.cols * int64(srcType.TypeSize())

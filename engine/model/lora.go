@@ -10,7 +10,7 @@ import (
 // weight W (rows × cols, named as the GGUF file names it), a pair A
 // (rank × cols) and B (rows × rank), and the output of every product with W
 // gains Scale·B·(A·x): y = W·x + Scale·B·A·x. The file formats and the
-// alpha/rank convention live in training/adapter; here Scale is the whole
+// alpha/rank convention live in engine/adapter; here Scale is the whole
 // factor (llama.cpp's adapter scale times alpha/rank).
 //
 // A fused tensor (Phi-3's blk.N.attn_qkv.weight and its gate-and-up

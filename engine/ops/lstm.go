@@ -53,7 +53,7 @@ func (a LSTMArgs) ScratchFloats(bidirectional bool) int {
 	return d*a.Length*4*a.Hidden + d*4*a.Hidden*a.Hidden
 }
 
-// lstmParams mirrors Params in shaders/lstm.wgsl and lstm_recur.wgsl.
+// lstmParams mirrors Params in shaders/lstm_common.wgsl.
 type lstmParams struct {
 	Input, T, Dirs, _ uint32
 }

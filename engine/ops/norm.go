@@ -20,14 +20,15 @@ type NormArgs struct {
 	OnePlus bool
 }
 
-// normParams mirrors Params in shaders/norm.wgsl.
+// normParams mirrors Params in shaders/norm_common.wgsl.
 type normParams struct {
 	Rows, Dim uint32
 	Eps       float32
 	Flags     uint32
 }
 
-// Flags of normParams, as FLAG_* in shaders/norm.wgsl.
+// Flags of normParams, as FLAG_* in shaders/norm_common.wgsl and
+// shaders/norm.wgsl.
 const (
 	normWeight  = 1
 	normOnePlus = 2

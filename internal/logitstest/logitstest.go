@@ -1,5 +1,5 @@
 // Package logitstest holds what the tests of engine/model and
-// training/adapter share to compare logits with their references: the
+// engine/adapter share to compare logits with their references: the
 // difference relative to the logit range, and the reading of the float32
 // fixtures the reference scripts write.
 package logitstest

@@ -9,8 +9,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/hearthstudio/hearth/engine/hfimport"
 	"github.com/hearthstudio/hearth/pth"
+	"github.com/hearthstudio/hearth/safetensors"
 )
 
 // Modules are the parts of Kokoro's checkpoint, in the order KModel builds
@@ -82,9 +82,9 @@ func NewWeights(name string, tensors map[string]*Tensor) (*Weights, error) {
 }
 
 // readSafetensors reads a flat safetensors file of "module.param" names
-// through hfimport's reader, which checks the header against the file.
+// through package safetensors, which checks the header against the file.
 func readSafetensors(path string) (map[string]*Tensor, error) {
-	st, err := hfimport.OpenSafetensors(path)
+	st, err := safetensors.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("neither a PyTorch zip nor a safetensors file: %w", err)
 	}

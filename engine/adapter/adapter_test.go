@@ -11,10 +11,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hearthstudio/hearth/engine/hfimport"
 	"github.com/hearthstudio/hearth/engine/model"
 	"github.com/hearthstudio/hearth/engine/synth"
 	"github.com/hearthstudio/hearth/gguf"
+	"github.com/hearthstudio/hearth/safetensors"
 )
 
 // synthFile writes preset at quant into a temporary file.
@@ -164,7 +164,7 @@ func TestPEFTRoundTrip(t *testing.T) {
 			if cfg["peft_type"] != "LORA" || cfg["r"] != 4.0 || cfg["lora_alpha"] != 4.0 || cfg["bias"] != "none" || cfg["task_type"] != "CAUSAL_LM" {
 				t.Errorf("adapter_config.json: %s", raw)
 			}
-			st, err := hfimport.OpenSafetensors(filepath.Join(dir, peftWeights))
+			st, err := safetensors.Open(filepath.Join(dir, peftWeights))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -210,11 +210,11 @@ func TestPEFTPermutesLlamaQK(t *testing.T) {
 		if err := WritePEFT(dir, a, &m.Config); err != nil {
 			t.Fatal(err)
 		}
-		st, err := hfimport.OpenSafetensors(filepath.Join(dir, peftWeights))
+		st, err := safetensors.Open(filepath.Join(dir, peftWeights))
 		if err != nil {
 			t.Fatal(err)
 		}
-		byName := map[string]*hfimport.Tensor{}
+		byName := map[string]*safetensors.Tensor{}
 		for _, ts := range st.Tensors {
 			byName[ts.Name] = ts
 		}
@@ -224,11 +224,11 @@ func TestPEFTPermutesLlamaQK(t *testing.T) {
 			heads  int
 		}{{"attn_q", "q_proj", c.Heads}, {"attn_k", "k_proj", c.KVHeads}, {"attn_v", "v_proj", 0}} {
 			p := a.Pairs["blk.1."+proj.gg+".weight"]
-			hb, err := safetensorF32(byName["base_model.model.model.layers.1.self_attn."+proj.hf+".lora_B.weight"])
+			hb, err := byName["base_model.model.model.layers.1.self_attn."+proj.hf+".lora_B.weight"].Float32()
 			if err != nil {
 				t.Fatal(err)
 			}
-			ha, err := safetensorF32(byName["base_model.model.model.layers.1.self_attn."+proj.hf+".lora_A.weight"])
+			ha, err := byName["base_model.model.model.layers.1.self_attn."+proj.hf+".lora_A.weight"].Float32()
 			if err != nil {
 				t.Fatal(err)
 			}

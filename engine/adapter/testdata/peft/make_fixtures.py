@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PEFT reference fixtures for training/adapter: peft's own save_pretrained
+"""PEFT reference fixtures for engine/adapter: peft's own save_pretrained
 output of a LoRA adapter on each tiny base model of
 engine/model/testdata/hf (made by that folder's make_fixtures.py), and
 transformers' float32 logits of the base's prompt with the adapter applied.

@@ -11,6 +11,7 @@ import (
 	"github.com/hearthstudio/hearth/engine/hfimport"
 	"github.com/hearthstudio/hearth/engine/model"
 	"github.com/hearthstudio/hearth/internal/logitstest"
+	"github.com/hearthstudio/hearth/safetensors"
 )
 
 // TestMatchesPEFT is the external oracle: for each adapter that
@@ -123,14 +124,14 @@ var readF32 = logitstest.ReadF32
 
 func safetensorsF32(t *testing.T, path string) map[string][]float32 {
 	t.Helper()
-	st, err := hfimport.OpenSafetensors(path)
+	st, err := safetensors.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
 	out := map[string][]float32{}
 	for _, ts := range st.Tensors {
-		if out[ts.Name], err = safetensorF32(ts); err != nil {
+		if out[ts.Name], err = ts.Float32(); err != nil {
 			t.Fatal(err)
 		}
 	}

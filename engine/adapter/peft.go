@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -13,10 +12,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/hearthstudio/hearth/engine/hfimport"
 	"github.com/hearthstudio/hearth/engine/model"
-	"github.com/hearthstudio/hearth/gguf"
 	"github.com/hearthstudio/hearth/internal/atomicfile"
+	"github.com/hearthstudio/hearth/safetensors"
 )
 
 // The Hugging Face PEFT format (peft's save_pretrained of a LoraConfig):
@@ -207,7 +205,7 @@ func WritePEFT(dir string, a *Adapter, c *model.Config) error {
 		// llama.cpp's alpha 0 is a factor of 1; peft has no such case.
 		return fmt.Errorf("adapter: alpha 0 (a factor of 1 in llama.cpp) has no PEFT equivalent; set alpha to the rank")
 	}
-	var tensors []stTensor
+	var tensors []safetensors.Data
 	targets := map[string]bool{}
 	for _, n := range a.Names() {
 		p := a.Pairs[n]
@@ -222,8 +220,8 @@ func WritePEFT(dir string, a *Adapter, c *model.Config) error {
 		}
 		if n == tokenEmbd {
 			tensors = append(tensors,
-				stTensor{peftPrefix + mod + ".lora_embedding_A", []int64{int64(p.Rank), int64(p.Rows)}, transpose(p.B, p.Rows, p.Rank)},
-				stTensor{peftPrefix + mod + ".lora_embedding_B", []int64{int64(p.Cols), int64(p.Rank)}, transpose(p.A, p.Rank, p.Cols)})
+				safetensors.F32Data(peftPrefix+mod+".lora_embedding_A", []int64{int64(p.Rank), int64(p.Rows)}, transpose(p.B, p.Rows, p.Rank)),
+				safetensors.F32Data(peftPrefix+mod+".lora_embedding_B", []int64{int64(p.Cols), int64(p.Rank)}, transpose(p.A, p.Rank, p.Cols)))
 			continue
 		}
 		b := p.B
@@ -231,8 +229,8 @@ func WritePEFT(dir string, a *Adapter, c *model.Config) error {
 			b = permuteRows(b, p.Rows, p.Rank, h, true)
 		}
 		tensors = append(tensors,
-			stTensor{peftPrefix + mod + ".lora_A.weight", []int64{int64(p.Rank), int64(p.Cols)}, p.A},
-			stTensor{peftPrefix + mod + ".lora_B.weight", []int64{int64(p.Rows), int64(p.Rank)}, b})
+			safetensors.F32Data(peftPrefix+mod+".lora_A.weight", []int64{int64(p.Rank), int64(p.Cols)}, p.A),
+			safetensors.F32Data(peftPrefix+mod+".lora_B.weight", []int64{int64(p.Rows), int64(p.Rank)}, b))
 	}
 	cfg.TargetModules = mapKeys(targets)
 	slices.Sort(cfg.TargetModules)
@@ -244,9 +242,7 @@ func WritePEFT(dir string, a *Adapter, c *model.Config) error {
 		return fmt.Errorf("adapter: %w", err)
 	}
 	// The weights first: a folder with a config is a complete adapter.
-	if err := atomicfile.WriteFrom(filepath.Join(dir, peftWeights), 0o644, func(w io.Writer) error {
-		return writeSafetensors(w, tensors)
-	}); err != nil {
+	if err := safetensors.WriteFile(filepath.Join(dir, peftWeights), tensors, map[string]string{"format": "pt"}); err != nil {
 		return fmt.Errorf("adapter: %w", err)
 	}
 	if err := atomicfile.Write(filepath.Join(dir, peftConfig), append(js, '\n'), 0o644); err != nil {
@@ -295,7 +291,7 @@ func ReadPEFT(dir string, c *model.Config) (*Adapter, error) {
 	}
 
 	path := filepath.Join(dir, peftWeights)
-	st, err := hfimport.OpenSafetensors(path)
+	st, err := safetensors.Open(path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, fail("no %s (adapter_model.bin, a pickle, is not read: convert it with safetensors)", peftWeights)
@@ -304,7 +300,7 @@ func ReadPEFT(dir string, c *model.Config) (*Adapter, error) {
 	}
 	defer st.Close()
 	type half struct {
-		t   *hfimport.Tensor
+		t   *safetensors.Tensor
 		emb bool
 	}
 	halves := map[string][2]*half{}
@@ -355,13 +351,13 @@ func ReadPEFT(dir string, c *model.Config) (*Adapter, error) {
 		if len(ta.Shape) != 2 || len(tb.Shape) != 2 {
 			return nil, fail("tensors %q %v and %q %v must be matrices", ta.Name, ta.Shape, tb.Name, tb.Shape)
 		}
-		av, err := safetensorF32(ta)
+		av, err := ta.Float32()
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("adapter: %w", err)
 		}
-		bv, err := safetensorF32(tb)
+		bv, err := tb.Float32()
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("adapter: %w", err)
 		}
 		p := &Pair{}
 		if gg == tokenEmbd {
@@ -390,22 +386,4 @@ func ReadPEFT(dir string, c *model.Config) (*Adapter, error) {
 		return nil, fmt.Errorf("%w (in %s)", err, dir)
 	}
 	return a, nil
-}
-
-// safetensorF32 reads an F32, F16 or BF16 tensor as float32.
-func safetensorF32(t *hfimport.Tensor) ([]float32, error) {
-	typ, ok := map[hfimport.DType]gguf.Type{hfimport.F32: gguf.TypeF32, hfimport.F16: gguf.TypeF16, hfimport.BF16: gguf.TypeBF16}[t.DType]
-	if !ok {
-		return nil, fmt.Errorf("adapter: %s: tensor %q: dtype %s cannot be read (F32, F16 and BF16 can)", t.File(), t.Name, t.DType)
-	}
-	n := t.Elements()
-	raw := make([]byte, n*int64(typ.TypeSize()))
-	if _, err := t.ReadAt(raw, 0); err != nil {
-		return nil, fmt.Errorf("adapter: %s: tensor %q: %w", t.File(), t.Name, err)
-	}
-	v := make([]float32, n)
-	if err := gguf.Dequantize(typ, raw, v); err != nil {
-		return nil, fmt.Errorf("adapter: tensor %q: %w", t.Name, err)
-	}
-	return v, nil
 }
