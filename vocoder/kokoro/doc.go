@@ -2,7 +2,10 @@
 // speech, on the GPU through engine/ops (never wgpu directly), with a CPU
 // reference of every step. Its neighbours hold what is not the model:
 // vocoder/phonemes turns text into tokens, vocoder/audio writes WAV and
-// plays sound, and pth (beside gguf) reads the PyTorch checkpoints.
+// plays sound, and pth (beside gguf and safetensors) reads the PyTorch
+// checkpoints. vocoder/ stays the home of speech, as DESIGN.md's layout
+// has it; the checkpoint reader is a weights format, so it sits with the
+// others on the ground floor.
 //
 //   - Weights: OpenWeights reads the released kokoro-v1_0.pth (a torch.save
 //     zip of the bert, bert_encoder, predictor, text_encoder and decoder
