@@ -91,7 +91,7 @@ test: deps vet
 fuzz:
 	$(GO) test ./gguf -run '^$$' -fuzz '^FuzzRead$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./engine/tokenizer -run '^$$' -fuzz '^FuzzFastPreTokenizers$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./vocoder -run '^$$' -fuzz '^FuzzReadPTH$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s
+	$(GO) test ./pth -run '^$$' -fuzz '^FuzzReadPTH$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s
 
 # bench runs the Go benchmarks (kernels, dequantize, GGUF open).
 bench: deps

@@ -13,7 +13,7 @@ import (
 	"strings"
 
 	"github.com/hearthstudio/hearth/app/download"
-	"github.com/hearthstudio/hearth/vocoder"
+	"github.com/hearthstudio/hearth/vocoder/kokoro"
 )
 
 // KokoroRepo is the Hugging Face repository Kokoro-82M is pulled from.
@@ -97,7 +97,7 @@ func PullKokoro(ctx context.Context, o KokoroPullOptions) (KokoroPull, error) {
 	// config.json first, by the revision asked for: its answer pins the
 	// commit every other file comes from, so that a push to main during
 	// the pull cannot mix two versions of the model.
-	cfg, err := download.Download(ctx, download.Spec{Repo: KokoroRepo, Revision: rev, File: vocoder.ConfigFile}, dl)
+	cfg, err := download.Download(ctx, download.Spec{Repo: KokoroRepo, Revision: rev, File: kokoro.ConfigFile}, dl)
 	if err != nil {
 		return KokoroPull{}, err
 	}
@@ -107,12 +107,12 @@ func PullKokoro(ctx context.Context, o KokoroPullOptions) (KokoroPull, error) {
 	if err != nil {
 		return KokoroPull{}, err
 	}
-	i := slices.IndexFunc(root, func(f download.RepoFile) bool { return f.Path == vocoder.WeightsFile })
+	i := slices.IndexFunc(root, func(f download.RepoFile) bool { return f.Path == kokoro.WeightsFile })
 	if i < 0 {
-		return KokoroPull{}, fmt.Errorf("%s at %s has no %s: Hearth runs Kokoro v1.0's weights", KokoroRepo, rev, vocoder.WeightsFile)
+		return KokoroPull{}, fmt.Errorf("%s at %s has no %s: Hearth runs Kokoro v1.0's weights", KokoroRepo, rev, kokoro.WeightsFile)
 	}
 	files := []download.RepoFile{root[i]}
-	listed, err := download.ListFiles(ctx, KokoroRepo, cfg.Commit, vocoder.VoicesDir, dl)
+	listed, err := download.ListFiles(ctx, KokoroRepo, cfg.Commit, kokoro.VoicesDir, dl)
 	if err != nil {
 		return KokoroPull{}, err
 	}
@@ -135,7 +135,7 @@ func PullKokoro(ctx context.Context, o KokoroPullOptions) (KokoroPull, error) {
 			o.Progress(KokoroProgress{File: file, Done: done + n, Total: pull.Bytes})
 		}
 	}
-	report(vocoder.ConfigFile, 0)
+	report(kokoro.ConfigFile, 0)
 	for _, f := range files {
 		opts := dl
 		opts.Progress = func(n, _ int64) { report(f.Path, n) }
@@ -170,10 +170,10 @@ func PullKokoro(ctx context.Context, o KokoroPullOptions) (KokoroPull, error) {
 		}
 		place, dests = append(place, r), append(dests, dest)
 	}
-	if err := os.MkdirAll(filepath.Join(dir, vocoder.VoicesDir), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(dir, kokoro.VoicesDir), 0o755); err != nil {
 		return KokoroPull{}, fmt.Errorf("kokoro directory: %w", err)
 	}
-	if err := os.MkdirAll(filepath.Join(dir, vocoder.VoicesDir), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(dir, kokoro.VoicesDir), 0o755); err != nil {
 		return KokoroPull{}, fmt.Errorf("kokoro directory: %w", err)
 	}
 	for i, r := range place {
@@ -197,7 +197,7 @@ func chooseVoices(want []string, listed []download.RepoFile) ([]download.RepoFil
 	}
 	slices.Sort(names)
 	if len(names) == 0 {
-		return nil, fmt.Errorf("%s has no voice packs (*.pt) in %s/", KokoroRepo, vocoder.VoicesDir)
+		return nil, fmt.Errorf("%s has no voice packs (*.pt) in %s/", KokoroRepo, kokoro.VoicesDir)
 	}
 	if len(want) == 0 {
 		want = DefaultKokoroVoices

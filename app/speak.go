@@ -12,11 +12,13 @@ import (
 
 	"github.com/hearthstudio/hearth/app/settings"
 	"github.com/hearthstudio/hearth/internal/atomicfile"
-	"github.com/hearthstudio/hearth/vocoder"
+	"github.com/hearthstudio/hearth/vocoder/audio"
+	"github.com/hearthstudio/hearth/vocoder/kokoro"
+	"github.com/hearthstudio/hearth/vocoder/phonemes"
 )
 
 // SampleRate is the rate of every SpeechChunk's audio, in Hz.
-const SampleRate = vocoder.SampleRate
+const SampleRate = kokoro.SampleRate
 
 // ErrNoVoiceModel is matched by the errors of Speak and Voices when the
 // Kokoro directory lacks the model or its voices: a *NoVoiceModelError,
@@ -55,12 +57,12 @@ func PullKokoroCommand(dir string) string {
 type SpeakRequest struct {
 	Text  string
 	Voice string  // a pack name or a blend "af_heart:0.6,am_adam:0.4"
-	Speed float64 // 0 means 1; otherwise vocoder.MinSpeed to vocoder.MaxSpeed
+	Speed float64 // 0 means 1; otherwise kokoro.MinSpeed to kokoro.MaxSpeed
 }
 
 // WordTime is a spoken word and when it is heard: Start and End from the
 // start of the speech.
-type WordTime = vocoder.WordTime
+type WordTime = kokoro.WordTime
 
 // SpeechChunk is one synthesised stretch of a speech (a sentence, or
 // several once the first has been heard).
@@ -72,14 +74,14 @@ type SpeechChunk struct {
 }
 
 // Player plays speech through the sound card.
-type Player = vocoder.Player
+type Player = audio.Player
 
 // ErrNoAudioDevice is wrapped by NewPlayer's error on a machine without a
 // sound card (or whose sound server refused).
-var ErrNoAudioDevice = vocoder.ErrNoAudioDevice
+var ErrNoAudioDevice = audio.ErrNoAudioDevice
 
 // NewPlayer opens the sound card for SampleRate mono audio.
-func NewPlayer() (*Player, error) { return vocoder.NewPlayer() }
+func NewPlayer() (*Player, error) { return audio.NewPlayer() }
 
 // DefaultKokoroDir is where Hearth looks for Kokoro when
 // EngineOptions.Kokoro is empty: kokoro/ in Hearth's folder
@@ -105,11 +107,11 @@ func (e *Engine) KokoroDir() (string, error) {
 // Train or Close releases it. It lives on the engine goroutine.
 type speech struct {
 	dir         string
-	model       *vocoder.Model
-	synth       vocoder.Synthesizer            // model, or its GPU forward
-	release     func()                         // frees the GPU forward's buffers; nil on the CPU
-	backend     string                         // "gpu: ADAPTER" or "cpu"
-	phonemizers map[string]*vocoder.Phonemizer // by language
+	model       *kokoro.Model
+	synth       kokoro.Synthesizer              // model, or its GPU forward
+	release     func()                          // frees the GPU forward's buffers; nil on the CPU
+	backend     string                          // "gpu: ADAPTER" or "cpu"
+	phonemizers map[string]*phonemes.Phonemizer // by language
 }
 
 // Voices names the voice packs in the Kokoro directory. Packs without
@@ -119,10 +121,10 @@ func (e *Engine) Voices() ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, _, err := vocoder.ModelFiles(dir); errors.Is(err, fs.ErrNotExist) {
+	if _, _, err := kokoro.ModelFiles(dir); errors.Is(err, fs.ErrNotExist) {
 		return nil, &NoVoiceModelError{Dir: dir, Missing: err}
 	}
-	names, err := vocoder.ListVoicesIn(dir)
+	names, err := kokoro.ListVoicesIn(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, &NoVoiceModelError{Dir: dir, Missing: err}
 	}
@@ -139,18 +141,18 @@ func (e *Engine) Voices() ([]string, error) {
 // not block long: copy the chunk into a Player (Enqueue) or a buffer and
 // return. Its error stops the speech and is returned. Cancelling ctx
 // stops between chunks. Text with nothing to speak returns an error
-// wrapping vocoder.ErrNothingToSay; an unknown voice, one listing the
+// wrapping phonemes.ErrNothingToSay; an unknown voice, one listing the
 // voices there are.
 func (e *Engine) Speak(ctx context.Context, req SpeakRequest, emit func(SpeechChunk) error) error {
 	speed := req.Speed
 	if speed == 0 {
 		speed = 1
 	}
-	if err := vocoder.CheckSpeed(speed); err != nil {
+	if err := kokoro.CheckSpeed(speed); err != nil {
 		return err
 	}
 	if strings.TrimSpace(req.Text) == "" {
-		return fmt.Errorf("%w: the text is empty", vocoder.ErrNothingToSay)
+		return fmt.Errorf("%w: the text is empty", phonemes.ErrNothingToSay)
 	}
 	if emit == nil {
 		emit = func(SpeechChunk) error { return nil }
@@ -164,13 +166,13 @@ func (e *Engine) Speak(ctx context.Context, req SpeakRequest, emit func(SpeechCh
 	// emit (a client's socket, the sound card) however slow, while each
 	// chunk's forward is one job on the engine goroutine (engineSynth), so
 	// a chat reply or another request runs between chunks.
-	var voice *vocoder.Voice
-	var sp *vocoder.Speaker
+	var voice *kokoro.Voice
+	var sp *kokoro.Speaker
 	err = e.submit(ctx, func(context.Context) error {
 		// The voice first: a misspelt name or a bad pack fails before the
 		// model's seconds of loading. A missing folder is the model's
 		// error, which says what to put where.
-		v, verr := vocoder.OpenVoice(vocoder.VoicesIn(dir), req.Voice)
+		v, verr := kokoro.OpenVoice(kokoro.VoicesIn(dir), req.Voice)
 		if verr != nil && !errors.Is(verr, fs.ErrNotExist) {
 			return verr
 		}
@@ -181,7 +183,7 @@ func (e *Engine) Speak(ctx context.Context, req SpeakRequest, emit func(SpeechCh
 		if verr != nil {
 			// A folder with no packs at all is the model's missing part,
 			// not a misspelt name.
-			if _, lerr := vocoder.ListVoicesIn(dir); errors.Is(lerr, fs.ErrNotExist) {
+			if _, lerr := kokoro.ListVoicesIn(dir); errors.Is(lerr, fs.ErrNotExist) {
 				return &NoVoiceModelError{Dir: dir, Missing: lerr}
 			}
 			return verr
@@ -191,13 +193,13 @@ func (e *Engine) Speak(ctx context.Context, req SpeakRequest, emit func(SpeechCh
 			return err
 		}
 		voice = v
-		sp, err = vocoder.NewSpeaker(s.model.Config, engineSynth{ctx: ctx, e: e, s: s}, ph)
+		sp, err = kokoro.NewSpeaker(s.model.Config, engineSynth{ctx: ctx, e: e, s: s}, ph)
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	return sp.Speak(ctx, req.Text, voice, speed, func(u vocoder.Utterance) error {
+	return sp.Speak(ctx, req.Text, voice, speed, func(u kokoro.Utterance) error {
 		return emit(SpeechChunk{Text: u.Text, Audio: u.Audio, Start: u.Start, Words: u.Words})
 	})
 }
@@ -245,14 +247,14 @@ func (e *Engine) ensureSpeech(dir string) (*speech, error) {
 		return e.speech, nil
 	}
 	e.unloadSpeech()
-	m, err := vocoder.LoadModel(dir)
+	m, err := kokoro.LoadModel(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, &NoVoiceModelError{Dir: dir, Missing: err}
 	}
 	if err != nil {
 		return nil, err
 	}
-	s := &speech{dir: dir, model: m, synth: m, backend: "cpu", phonemizers: map[string]*vocoder.Phonemizer{}}
+	s := &speech{dir: dir, model: m, synth: m, backend: "cpu", phonemizers: map[string]*phonemes.Phonemizer{}}
 	b, err := e.backend()
 	if err != nil {
 		return nil, err
@@ -287,15 +289,15 @@ func (e *Engine) unloadSpeech() {
 // phonemizer is the Phonemizer for a voice spec's language, made once:
 // Kokoro's voice names start with it ('a' American English, 'b' British;
 // af_heart, bf_emma), and a blend takes its first voice's.
-func (s *speech) phonemizer(spec string) (*vocoder.Phonemizer, error) {
+func (s *speech) phonemizer(spec string) (*phonemes.Phonemizer, error) {
 	lang := "en-us"
-	if terms, err := vocoder.ParseVoiceSpec(spec); err == nil && strings.HasPrefix(filepath.Base(terms[0].Name), "b") {
+	if terms, err := kokoro.ParseVoiceSpec(spec); err == nil && strings.HasPrefix(filepath.Base(terms[0].Name), "b") {
 		lang = "en-gb"
 	}
 	if ph, ok := s.phonemizers[lang]; ok {
 		return ph, nil
 	}
-	ph, err := vocoder.NewPhonemizer(lang, s.model.Config)
+	ph, err := phonemes.NewPhonemizer(lang, s.model.Config.Vocab, s.model.Config.MaxPhonemes())
 	if err != nil {
 		return nil, err
 	}
@@ -303,21 +305,21 @@ func (s *speech) phonemizer(spec string) (*vocoder.Phonemizer, error) {
 	return ph, nil
 }
 
-// WriteSpeech writes audio as a SampleRate Hz mono WAV at path, 32-bit
+// WriteSpeech writes samples as a SampleRate Hz mono WAV at path, 32-bit
 // float or 16-bit PCM, atomically: a failed write leaves what was at path.
-func WriteSpeech(path string, audio []float32, float32Samples bool) error {
-	format := vocoder.PCM16
+func WriteSpeech(path string, samples []float32, float32Samples bool) error {
+	format := audio.PCM16
 	if float32Samples {
-		format = vocoder.Float32
+		format = audio.Float32
 	}
 	return atomicfile.WriteFrom(path, 0o644, func(w io.Writer) error {
-		return vocoder.WriteWAV(w, audio, SampleRate, format)
+		return audio.WriteWAV(w, samples, SampleRate, format)
 	})
 }
 
 // speechOnGPU moves s's forward pass to the engine's GPU device.
 func (e *Engine) speechOnGPU(s *speech) error {
-	g, err := vocoder.NewGPUModel(e.dev, s.model)
+	g, err := kokoro.NewGPUModel(e.dev, s.model)
 	if err != nil {
 		return err
 	}

@@ -12,7 +12,8 @@ import (
 	"time"
 
 	"github.com/hearthstudio/hearth/internal/kokorotest"
-	"github.com/hearthstudio/hearth/vocoder"
+	"github.com/hearthstudio/hearth/vocoder/audio"
+	"github.com/hearthstudio/hearth/vocoder/phonemes"
 )
 
 // TestSpeakStreamsChunks speaks two sentences on the CPU with the small
@@ -66,8 +67,8 @@ func TestSpeakStreamsChunks(t *testing.T) {
 		want []string
 		is   error
 	}{
-		{SpeakRequest{Text: "", Voice: "af_heart"}, []string{"nothing to speak"}, vocoder.ErrNothingToSay},
-		{SpeakRequest{Text: "?! ... ,", Voice: "bf_emma"}, []string{"nothing to speak"}, vocoder.ErrNothingToSay},
+		{SpeakRequest{Text: "", Voice: "af_heart"}, []string{"nothing to speak"}, phonemes.ErrNothingToSay},
+		{SpeakRequest{Text: "?! ... ,", Voice: "bf_emma"}, []string{"nothing to speak"}, phonemes.ErrNothingToSay},
 		{SpeakRequest{Text: "Hello.", Voice: "zz_nobody"}, []string{"zz_nobody", "af_heart, am_adam, bf_emma"}, nil},
 		{SpeakRequest{Text: "Hello.", Voice: "af_heart", Speed: 9}, []string{"speed 9"}, nil},
 	} {
@@ -90,7 +91,7 @@ func TestSpeakStreamsChunks(t *testing.T) {
 	}
 
 	// The GPU forward is chosen when asked for (its parity with the CPU
-	// forward is vocoder's tests'; a sentence through it on lavapipe
+	// forward is vocoder/kokoro's tests'; a sentence through it on lavapipe
 	// takes longer than this whole test), and under auto only on a
 	// hardware adapter: CI's is lavapipe, a software one, so the CPU.
 	t.Setenv("HEARTH_ADAPTER", "")
@@ -131,7 +132,7 @@ func TestSpeakStreamsChunks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, rate, err := vocoder.ReadWAV(bytes.NewReader(raw))
+		got, rate, err := audio.ReadWAV(bytes.NewReader(raw))
 		if err != nil || rate != SampleRate || len(got) != len(all) {
 			t.Fatalf("float %v: %d samples at %d Hz, %v", f32, len(got), rate, err)
 		}
@@ -216,10 +217,10 @@ func TestSpeakWithoutModel(t *testing.T) {
 	}
 	// The message is a user's: what is missing and the command that gets
 	// it (with --dir, as dir is not the default), and no package names
-	// stacked in front ("app: no voice model: vocoder: …").
+	// stacked in front ("app: no voice model: kokoro: …").
 	for _, err := range []error{e.Speak(context.Background(), SpeakRequest{Text: "Hello.", Voice: "af_heart"}, nil), err} {
 		msg := err.Error()
-		if !strings.HasPrefix(msg, "no Kokoro voice model: ") || strings.Contains(msg, "app:") || strings.Contains(msg, "vocoder:") ||
+		if !strings.HasPrefix(msg, "no Kokoro voice model: ") || strings.Contains(msg, "app:") || strings.Contains(msg, "kokoro:") ||
 			!strings.Contains(msg, "`hearth pull hexgrad/Kokoro-82M --dir "+dir+"`") || !strings.Contains(msg, "Download Kokoro-82M") {
 			t.Errorf("the error reads %q", msg)
 		}

@@ -521,7 +521,7 @@ func TestVoiceExportAsksOnlyOnceSynthesised(t *testing.T) {
 
 	// Failed.
 	fs.mu.Lock()
-	fs.speakErr = errors.New("vocoder: the GPU fell over")
+	fs.speakErr = errors.New("kokoro: the GPU fell over")
 	fs.mu.Unlock()
 	l.wait(func() { vv.exportSpeech(ask) })
 	eventually(t, l, "the failure", func() bool { return vv.cur == nil && strings.Contains(vv.notice.Text, "fell over") })
@@ -722,7 +722,7 @@ func TestVoiceErrorStates(t *testing.T) {
 		})
 	})
 	t.Run("no audio device", func(t *testing.T) {
-		noDevice := fmt.Errorf("vocoder: %w: ALSA: no card", app.ErrNoAudioDevice)
+		noDevice := fmt.Errorf("audio: %w: ALSA: no card", app.ErrNoAudioDevice)
 		with(&fakeSpeaker{voices: testVoices, chunks: 2, chunkLen: 500}, nil, noDevice)
 		play("Silent.")
 		l.wait(func() {
@@ -738,7 +738,7 @@ func TestVoiceErrorStates(t *testing.T) {
 		eventually(t, l, "the preview's failure", func() bool { return vv.cur == nil && strings.Contains(vv.notice.Text, "ALSA: no card") })
 	})
 	t.Run("sound card lost", func(t *testing.T) {
-		lost := &fakePlayer{waitErr: fmt.Errorf("vocoder: %w: the device went away", app.ErrNoAudioDevice)}
+		lost := &fakePlayer{waitErr: fmt.Errorf("audio: %w: the device went away", app.ErrNoAudioDevice)}
 		with(&fakeSpeaker{voices: testVoices, chunks: 2, chunkLen: 500}, lost, nil)
 		play("Cut short.")
 		l.wait(func() {
@@ -776,7 +776,7 @@ func TestVoiceErrorStates(t *testing.T) {
 		})
 	})
 	t.Run("failure", func(t *testing.T) {
-		with(&fakeSpeaker{voices: testVoices, speakErr: errors.New("vocoder: the GPU fell over")}, &fakePlayer{}, nil)
+		with(&fakeSpeaker{voices: testVoices, speakErr: errors.New("kokoro: the GPU fell over")}, &fakePlayer{}, nil)
 		play("Hello.")
 		l.wait(func() {
 			if !strings.Contains(vv.notice.Text, "the GPU fell over") || vv.headline.Text != "The speech failed" {

@@ -16,7 +16,8 @@ import (
 
 	"github.com/hearthstudio/hearth/app"
 	"github.com/hearthstudio/hearth/internal/atomicfile"
-	"github.com/hearthstudio/hearth/vocoder"
+	"github.com/hearthstudio/hearth/vocoder/audio"
+	"github.com/hearthstudio/hearth/vocoder/kokoro"
 )
 
 // speakReport is hearth speak's --json shape.
@@ -48,9 +49,9 @@ type wordJSON struct {
 
 func newSpeakCmd() *cobra.Command {
 	var (
-		text, file, voice, out, words, kokoro, backend string
-		speed                                          float64
-		float, play, list, asJSON                      bool
+		text, file, voice, out, words, modelDir, backend string
+		speed                                            float64
+		float, play, list, asJSON                        bool
 	)
 	cmd := &cobra.Command{
 		Use:   "speak -t TEXT | -f FILE --voice NAME [-o out.wav] [--play]",
@@ -75,7 +76,7 @@ hearth pull hexgrad/Kokoro-82M puts them there.`,
   hearth speak --list-voices`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			e := app.NewEngine(app.EngineOptions{Backend: backend, GPU: app.GPUOptionsFromEnv(), Kokoro: kokoro})
+			e := app.NewEngine(app.EngineOptions{Backend: backend, GPU: app.GPUOptionsFromEnv(), Kokoro: modelDir})
 			defer e.Close()
 			stdout, log := cmd.OutOrStdout(), cmd.ErrOrStderr()
 			if list {
@@ -112,7 +113,7 @@ hearth pull hexgrad/Kokoro-82M puts them there.`,
 				}
 				text = string(data)
 			}
-			if err := vocoder.CheckSpeed(speed); err != nil {
+			if err := kokoro.CheckSpeed(speed); err != nil {
 				return fmt.Errorf("--speed: %w", err)
 			}
 
@@ -144,7 +145,7 @@ hearth pull hexgrad/Kokoro-82M puts them there.`,
 			var audioLen int64
 			// speak runs the synthesis, handing each chunk to the player,
 			// the WAV (when w is not nil) and the timeline.
-			speak := func(w *vocoder.WAVWriter) error {
+			speak := func(w *audio.WAVWriter) error {
 				return e.Speak(ctx, app.SpeakRequest{Text: text, Voice: voice, Speed: speed}, func(c app.SpeechChunk) error {
 					if player != nil {
 						player.Enqueue(c.Audio)
@@ -169,13 +170,13 @@ hearth pull hexgrad/Kokoro-82M puts them there.`,
 				// Streamed to a temporary file beside out and renamed at the
 				// end: memory stays one chunk however long the text, and a
 				// failure (or Ctrl-C) leaves what was at out.
-				format := vocoder.PCM16
+				format := audio.PCM16
 				if float {
-					format = vocoder.Float32
+					format = audio.Float32
 				}
 				var speakErr error
 				err = atomicfile.WriteFrom(out, 0o644, func(f io.Writer) error {
-					w, err := vocoder.NewWAVWriter(f, app.SampleRate, format, -1)
+					w, err := audio.NewWAVWriter(f, app.SampleRate, format, -1)
 					if err != nil {
 						return err
 					}
@@ -233,12 +234,12 @@ hearth pull hexgrad/Kokoro-82M puts them there.`,
 	f.StringVarP(&text, "text", "t", "", "the text to say")
 	f.StringVarP(&file, "file", "f", "", "read the text from FILE (- for standard input)")
 	f.StringVar(&voice, "voice", "af_heart", "a voice pack's name, or a blend such as af_heart:0.6,am_adam:0.4")
-	f.Float64Var(&speed, "speed", 1, fmt.Sprintf("speaking rate, %g to %g", vocoder.MinSpeed, vocoder.MaxSpeed))
+	f.Float64Var(&speed, "speed", 1, fmt.Sprintf("speaking rate, %g to %g", kokoro.MinSpeed, kokoro.MaxSpeed))
 	f.StringVarP(&out, "out", "o", "", "write the speech to FILE.wav (24 kHz mono)")
 	f.BoolVar(&float, "float", false, "write 32-bit float samples instead of 16-bit PCM")
 	f.BoolVar(&play, "play", false, "play the speech as it is made")
 	f.StringVar(&words, "words", "", "write word timestamps to FILE: WebVTT for .vtt, else JSON")
-	f.StringVar(&kokoro, "model", "", "the Kokoro directory (config.json, kokoro-v1_0.pth, voices/); default kokoro/ in Hearth's folder")
+	f.StringVar(&modelDir, "model", "", "the Kokoro directory (config.json, kokoro-v1_0.pth, voices/); default kokoro/ in Hearth's folder")
 	f.StringVar(&backend, "backend", "auto", backendFlagHelp)
 	f.BoolVar(&list, "list-voices", false, "list the voice packs in the Kokoro directory")
 	f.BoolVar(&asJSON, "json", false, "print a report (or the voice list) as JSON")

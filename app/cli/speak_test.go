@@ -10,7 +10,8 @@ import (
 	"testing"
 
 	"github.com/hearthstudio/hearth/internal/kokorotest"
-	"github.com/hearthstudio/hearth/vocoder"
+	"github.com/hearthstudio/hearth/vocoder/audio"
+	"github.com/hearthstudio/hearth/vocoder/kokoro"
 )
 
 // TestSpeakCommand speaks with the small fixture model on the CPU, at
@@ -39,8 +40,8 @@ func TestSpeakCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	audio, rate, err := vocoder.ReadWAV(bytes.NewReader(raw))
-	if err != nil || rate != vocoder.SampleRate || len(audio) == 0 {
+	audio, rate, err := audio.ReadWAV(bytes.NewReader(raw))
+	if err != nil || rate != kokoro.SampleRate || len(audio) == 0 {
 		t.Fatalf("%d samples at %d Hz: %v", len(audio), rate, err)
 	}
 	if raw[20] != 3 { // wFormatTag: WAVE_FORMAT_IEEE_FLOAT for --float
@@ -143,7 +144,7 @@ func speakBadInput(t *testing.T, dir string) {
 			}
 		}
 		// A user reads these: the file or voice, not Hearth's package names.
-		if strings.Contains(err.Error(), "vocoder:") || strings.Contains(err.Error(), "app:") {
+		if strings.Contains(err.Error(), "kokoro:") || strings.Contains(err.Error(), "phonemes:") || strings.Contains(err.Error(), "audio:") || strings.Contains(err.Error(), "app:") {
 			t.Errorf("%s: %q names an internal package", c.name, err)
 		}
 		if old, _ := os.ReadFile(wav); string(old) != "old" {

@@ -13,7 +13,8 @@ import (
 
 	"github.com/hearthstudio/hearth/app"
 	"github.com/hearthstudio/hearth/internal/atomicfile"
-	"github.com/hearthstudio/hearth/vocoder"
+	"github.com/hearthstudio/hearth/vocoder/audio"
+	"github.com/hearthstudio/hearth/vocoder/kokoro"
 )
 
 // voiceReport is `hearth voice --json`'s output.
@@ -85,7 +86,7 @@ cores).`,
 				return err
 			}
 			// Check everything that can be checked before the encoders run.
-			stock := make([]*vocoder.Voice, len(terms))
+			stock := make([]*kokoro.Voice, len(terms))
 			if len(terms) > 0 {
 				dir := voices
 				if dir == "" {
@@ -97,7 +98,7 @@ cores).`,
 					dir = filepath.Join(dir, "voices")
 				}
 				for i, t := range terms {
-					if stock[i], err = vocoder.OpenVoice(dir, t.Name); err != nil {
+					if stock[i], err = kokoro.OpenVoice(dir, t.Name); err != nil {
 						return fmt.Errorf("voice: --blend: %w", err)
 					}
 				}
@@ -106,16 +107,16 @@ cores).`,
 			if err != nil {
 				return fmt.Errorf("voice: %w", err)
 			}
-			samples, rate, err := vocoder.ReadRecording(f)
+			samples, rate, err := audio.ReadRecording(f)
 			f.Close()
 			if err != nil {
 				return fmt.Errorf("voice: %s: %w", from, err)
 			}
-			mel, frames, err := vocoder.PrepareReference(samples, rate)
+			mel, frames, err := kokoro.PrepareReference(samples, rate)
 			if err != nil {
 				return fmt.Errorf("voice: %s: %w", from, err)
 			}
-			enc, err := vocoder.LoadStyleEncoder(encoder)
+			enc, err := kokoro.LoadStyleEncoder(encoder)
 			if err != nil {
 				return err
 			}
@@ -123,7 +124,7 @@ cores).`,
 			if err != nil {
 				return err
 			}
-			v, err := vocoder.VoiceFromStyle(strings.TrimSuffix(filepath.Base(out), filepath.Ext(out)), style)
+			v, err := kokoro.VoiceFromStyle(strings.TrimSuffix(filepath.Base(out), filepath.Ext(out)), style)
 			if err != nil {
 				return err
 			}
@@ -133,7 +134,7 @@ cores).`,
 					weights = append(weights, t.Weight)
 				}
 				name := v.Name
-				if v, err = vocoder.BlendVoices(append([]*vocoder.Voice{v}, stock...), weights); err != nil {
+				if v, err = kokoro.BlendVoices(append([]*kokoro.Voice{v}, stock...), weights); err != nil {
 					return err
 				}
 				v.Name = name
@@ -165,7 +166,7 @@ cores).`,
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "blend: %s\n", strings.Join(parts, ", "))
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s (%d×%d voice pack)\n", out, vocoder.VoiceRows, vocoder.VoiceDim)
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s (%d×%d voice pack)\n", out, kokoro.VoiceRows, kokoro.VoiceDim)
 			return nil
 		},
 	}
@@ -182,11 +183,11 @@ cores).`,
 
 // parseVoiceBlend reads --blend: stock voices, each with an explicit
 // share, the shares summing below 1; the recording gets the rest.
-func parseVoiceBlend(spec string) ([]vocoder.VoiceWeight, float64, error) {
+func parseVoiceBlend(spec string) ([]kokoro.VoiceWeight, float64, error) {
 	if strings.TrimSpace(spec) == "" {
 		return nil, 1, nil
 	}
-	terms, err := vocoder.ParseVoiceSpec(spec)
+	terms, err := kokoro.ParseVoiceSpec(spec)
 	if err != nil {
 		return nil, 0, fmt.Errorf("voice: --blend: %w", err)
 	}
@@ -205,7 +206,7 @@ func parseVoiceBlend(spec string) ([]vocoder.VoiceWeight, float64, error) {
 
 // runStyleEncoder runs the encoders where app.EncodeStyle says, as speak
 // does, saying on stderr why when that is the CPU under auto.
-func runStyleEncoder(cmd *cobra.Command, enc *vocoder.StyleEncoder, mel []float32, frames int, backend string) ([]float32, string, error) {
+func runStyleEncoder(cmd *cobra.Command, enc *kokoro.StyleEncoder, mel []float32, frames int, backend string) ([]float32, string, error) {
 	if err := app.ValidBackend(backend); err != nil {
 		return nil, "", fmt.Errorf("--%w", err)
 	}

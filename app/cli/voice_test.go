@@ -10,12 +10,13 @@ import (
 
 	"github.com/hearthstudio/hearth/engine/gpu"
 	"github.com/hearthstudio/hearth/internal/sharedtest"
-	"github.com/hearthstudio/hearth/vocoder"
+	"github.com/hearthstudio/hearth/vocoder/audio"
+	"github.com/hearthstudio/hearth/vocoder/kokoro"
 )
 
 // styleEncoderFixture is the small StyleTTS2 checkpoint torch wrote for
-// vocoder's tests (vocoder/testdata/make_style_fixture.py).
-const styleEncoderFixture = "../../vocoder/testdata/styletts2/encoder.pth"
+// vocoder/kokoro's tests (vocoder/kokoro/testdata/make_style_fixture.py).
+const styleEncoderFixture = "../../vocoder/kokoro/testdata/styletts2/encoder.pth"
 
 // writeReference writes 1.2 s of a vowel-like harmonic sound at 16 kHz
 // between 0.3 s silences, as a 16-bit WAV.
@@ -40,7 +41,7 @@ func writeReference(t *testing.T, dir string) string {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if err := vocoder.WriteWAV(f, x, rate, vocoder.PCM16); err != nil {
+	if err := audio.WriteWAV(f, x, rate, audio.PCM16); err != nil {
 		t.Fatal(err)
 	}
 	return path
@@ -63,14 +64,14 @@ func TestVoiceCommand(t *testing.T) {
 	if rep.Rate != 16000 || rep.Backend != "cpu" || rep.Frames < 96 || rep.Frames > 110 || len(rep.Style) != 256 || rep.RefShare != 1 {
 		t.Errorf("report %+v", rep)
 	}
-	v, err := vocoder.LoadVoice(out)
+	v, err := kokoro.LoadVoice(out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for r := range vocoder.VoiceRows {
+	for r := range kokoro.VoiceRows {
 		for j, want := range rep.Style {
-			if v.Pack[r*vocoder.VoiceDim+j] != want {
-				t.Fatalf("row %d, value %d: %g, want the style's %g", r, j, v.Pack[r*vocoder.VoiceDim+j], want)
+			if v.Pack[r*kokoro.VoiceDim+j] != want {
+				t.Fatalf("row %d, value %d: %g, want the style's %g", r, j, v.Pack[r*kokoro.VoiceDim+j], want)
 			}
 		}
 	}
@@ -89,7 +90,7 @@ func TestVoiceCommand(t *testing.T) {
 		t.Errorf("backend %q", repGPU.Backend)
 	}
 	for j := range rep.Style {
-		// vocoder's parity tests bound the GPU at 5e-6 of the scale
+		// vocoder/kokoro's parity tests bound the GPU at 5e-6 of the scale
 		// (styles of ~0.2 here); 1e-5 absolute is twice that.
 		if d := math.Abs(float64(repGPU.Style[j] - rep.Style[j])); d > 1e-5 {
 			t.Fatalf("GPU style value %d off by %g", j, d)
@@ -131,17 +132,17 @@ func TestVoiceCommand(t *testing.T) {
 	if !strings.Contains(stdout, "blend: recording 0.50, af_heart 0.50") || !strings.Contains(stdout, "wrote "+outMix) {
 		t.Errorf("output: %s", stdout)
 	}
-	mix, err := vocoder.LoadVoice(outMix)
+	mix, err := kokoro.LoadVoice(outMix)
 	if err != nil {
 		t.Fatal(err)
 	}
-	heart, err := vocoder.LoadVoice(filepath.Join(voices, "af_heart.bin"))
+	heart, err := kokoro.LoadVoice(filepath.Join(voices, "af_heart.bin"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range []int{0, 200, vocoder.VoiceRows - 1} {
-		for j := 0; j < vocoder.VoiceDim; j += 17 {
-			i := r*vocoder.VoiceDim + j
+	for _, r := range []int{0, 200, kokoro.VoiceRows - 1} {
+		for j := 0; j < kokoro.VoiceDim; j += 17 {
+			i := r*kokoro.VoiceDim + j
 			want := 0.5*float64(rep.Style[j]) + 0.5*float64(heart.Pack[i])
 			// One f32 rounding of a mean of values up to ~1.
 			if math.Abs(float64(mix.Pack[i])-want) > 1e-6 {
@@ -163,7 +164,7 @@ func TestVoiceCommandErrors(t *testing.T) {
 	for i := range x {
 		x[i] = float32(0.3 * math.Sin(float64(i)*0.1))
 	}
-	if err := vocoder.WriteWAV(f, x, 16000, vocoder.PCM16); err != nil {
+	if err := audio.WriteWAV(f, x, 16000, audio.PCM16); err != nil {
 		t.Fatal(err)
 	}
 	f.Close()

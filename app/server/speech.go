@@ -14,7 +14,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/hearthstudio/hearth/app"
-	"github.com/hearthstudio/hearth/vocoder"
+	"github.com/hearthstudio/hearth/vocoder/kokoro"
+	"github.com/hearthstudio/hearth/vocoder/phonemes"
 )
 
 // maxSpeechInput is OpenAI's limit on a speech's input, in characters.
@@ -120,7 +121,7 @@ func (r speechRequest) check() error {
 		return &apiError{status: http.StatusBadRequest, param: "instructions", code: "unsupported_parameter",
 			msg: "instructions are not supported: Kokoro's voices take none; choose the voice and speed instead"}
 	}
-	return inRange("speed", r.Speed, vocoder.MinSpeed, vocoder.MaxSpeed)
+	return inRange("speed", r.Speed, kokoro.MinSpeed, kokoro.MaxSpeed)
 }
 
 // voice is the request's voice spec, unresolved.
@@ -149,7 +150,7 @@ func resolveVoice(spec string, have []string) (string, error) {
 	if strings.TrimSpace(spec) == "" {
 		return "", badRequest("voice", "voice is required: one of %s, a blend of them such as af_heart:0.6,am_adam:0.4, or one of OpenAI's voices", list)
 	}
-	terms, err := vocoder.ParseVoiceSpec(spec)
+	terms, err := kokoro.ParseVoiceSpec(spec)
 	if err != nil {
 		return "", badRequest("voice", "%s", err)
 	}
@@ -256,7 +257,7 @@ func speechError(err error) error {
 	switch {
 	case errors.Is(err, app.ErrNoVoiceModel):
 		return &apiError{status: http.StatusNotFound, param: "model", code: "model_not_found", msg: err.Error()}
-	case errors.Is(err, vocoder.ErrNothingToSay):
+	case errors.Is(err, phonemes.ErrNothingToSay):
 		return badRequest("input", "%s", err)
 	}
 	return err
@@ -285,7 +286,7 @@ func appendStreamingWAVHeader(b []byte) []byte {
 }
 
 // appendPCM16 appends samples in [-1, 1] as 16-bit little-endian PCM,
-// scaled by 32767, rounded, and clipped as vocoder's WAV writer does; NaN
+// scaled by 32767, rounded, and clipped as audio's WAV writer does; NaN
 // is silence.
 func appendPCM16(b []byte, samples []float32) []byte {
 	for _, x := range samples {

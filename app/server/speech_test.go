@@ -282,8 +282,8 @@ func checkNoVoiceModel(t *testing.T, dir, where string) {
 		t.Errorf("code %q, param %q, message %q: want model_not_found about model, naming %s", deref(e.Code), deref(e.Param), e.Message, where)
 	}
 	// A client's user reads it: the command that gets the model, and no
-	// package names stacked in front ("app: no voice model: vocoder: …").
-	if !strings.HasPrefix(e.Message, "no Kokoro voice model: ") || strings.Contains(e.Message, "app:") || strings.Contains(e.Message, "vocoder:") ||
+	// package names stacked in front ("app: no voice model: kokoro: …").
+	if !strings.HasPrefix(e.Message, "no Kokoro voice model: ") || strings.Contains(e.Message, "app:") || strings.Contains(e.Message, "kokoro:") ||
 		!strings.Contains(e.Message, "hearth pull hexgrad/Kokoro-82M") {
 		t.Errorf("the 404 says %q", e.Message)
 	}

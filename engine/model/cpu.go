@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/hearthstudio/hearth/engine/ops/ref"
+	"github.com/hearthstudio/hearth/engine/sample"
 	"github.com/hearthstudio/hearth/gguf"
 )
 
@@ -221,7 +222,7 @@ func attention(q, k, v []float32, a ref.AttentionArgs) []float32 {
 // logits on the host, as the GPU path does in its kernels.
 func finish(logits []float32, out Output) Result {
 	if p := out.Penalty; p != nil {
-		ref.Penalize(logits, p.IDs, p.Counts, p.Repeat, p.Frequency, p.Presence)
+		sample.Penalize(logits, p.IDs, p.Counts, p.Repeat, p.Frequency, p.Presence)
 	}
 	if out.TopK == 0 {
 		return Result{Logits: logits}

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/hearthstudio/hearth/engine/gpu"
-	"github.com/hearthstudio/hearth/engine/ops/ref"
+	"github.com/hearthstudio/hearth/engine/sample"
 )
 
 // uploadU32 puts v on the device as u32 words.
@@ -36,7 +36,7 @@ func penaltyList(seed uint64, vocab, extra, n int, maxCount uint32) (ids, counts
 }
 
 // checkPenalize runs Penalize on logits and compares the whole vector with
-// ref.Penalize: logits the kernel must not touch exactly, penalised ones
+// sample.Penalize, the sampler's CPU penalty and so the kernel's reference: logits the kernel must not touch exactly, penalised ones
 // within the bound below.
 func checkPenalize(t *testing.T, logits []float32, ids, counts []uint32, p PenaltyArgs) {
 	t.Helper()
@@ -45,7 +45,7 @@ func checkPenalize(t *testing.T, logits []float32, ids, counts []uint32, p Penal
 	run(t, "penalize", func(c *gpu.Chain) error { return Penalize(c, bl, bi, bc, n, p) })
 	got := download(t, bl, len(logits))
 	want := append([]float32(nil), logits...)
-	ref.Penalize(want[:p.Vocab], ids, counts, p.Repeat, p.Frequency, p.Presence)
+	sample.Penalize(want[:p.Vocab], ids, counts, p.Repeat, p.Frequency, p.Presence)
 
 	count := make(map[uint32]uint32, n)
 	for i, id := range ids {

@@ -12,8 +12,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
-
-	"github.com/hearthstudio/hearth/engine/ops/ref"
 )
 
 // pcgStream is the PCG stream constant: any fixed value makes the draws a
@@ -107,7 +105,7 @@ func (s *Sampler) candidates(logits []float32, history []int32) []cand {
 		// part of the exponentials they take); writing into the caller's
 		// slice would make Sample unsafe on logits the caller still reads.
 		s.x = append(s.x[:0], logits...)
-		ref.Penalize(s.x, ids, counts, s.o.RepeatPenalty, s.o.FrequencyPenalty, s.o.PresencePenalty)
+		Penalize(s.x, ids, counts, s.o.RepeatPenalty, s.o.FrequencyPenalty, s.o.PresencePenalty)
 		x = s.x
 	}
 	return s.truncateAll(x)
@@ -423,14 +421,14 @@ func (s *Sampler) topPenalized(x []float32, k int, ids, counts []uint32) []cand 
 		_, found := slices.BinarySearch(ids, uint32(e.id))
 		return found
 	})
-	// Penalise a gathered copy of the few values, with ref.Penalize, so
+	// Penalise a gathered copy of the few values with Penalize, so
 	// the formula has one definition for the CPU and the kernel's test.
 	s.pv, s.pos = s.pv[:0], s.pos[:0]
 	for j, id := range ids {
 		s.pv = append(s.pv, x[id])
 		s.pos = append(s.pos, uint32(j))
 	}
-	ref.Penalize(s.pv, s.pos, counts, s.o.RepeatPenalty, s.o.FrequencyPenalty, s.o.PresencePenalty)
+	Penalize(s.pv, s.pos, counts, s.o.RepeatPenalty, s.o.FrequencyPenalty, s.o.PresencePenalty)
 	for j, id := range ids {
 		c = append(c, cand{notNaN(s.pv[j]), int32(id)})
 	}

@@ -264,7 +264,7 @@ func TestKeptSetMatchesFullSort(t *testing.T) {
 							s := mustNew(t, o)
 							ids, counts := s.Penalties(history)
 							px = slices.Clone(x)
-							ref.Penalize(px, ids, counts, o.RepeatPenalty, o.FrequencyPenalty, o.PresencePenalty)
+							Penalize(px, ids, counts, o.RepeatPenalty, o.FrequencyPenalty, o.PresencePenalty)
 						}
 						var got []int32
 						for _, c := range mustNew(t, o).candidates(x, history) {
@@ -540,7 +540,7 @@ func TestSeedsReproduce(t *testing.T) {
 }
 
 // TestCandidatesMatchSample runs the GPU path on the CPU (Penalties, then
-// ref.Penalize and ref.TopK, the kernels' references, then SampleCandidates)
+// Penalize and ref.TopK, the kernels' references, then SampleCandidates)
 // next to Sample with the same seed: with top-k on, the two must draw the
 // same tokens, step after step.
 func TestCandidatesMatchSample(t *testing.T) {
@@ -554,7 +554,7 @@ func TestCandidatesMatchSample(t *testing.T) {
 
 		ids, counts := gpu.Penalties(history)
 		px := slices.Clone(x)
-		ref.Penalize(px, ids, counts, o.RepeatPenalty, o.FrequencyPenalty, o.PresencePenalty)
+		Penalize(px, ids, counts, o.RepeatPenalty, o.FrequencyPenalty, o.PresencePenalty)
 		cids, cvals := ref.TopK(px, o.CandidateCount(128))
 		if got := gpu.SampleCandidates(cids, cvals); got != want {
 			t.Fatalf("step %d: candidates drew %d, Sample drew %d", step, got, want)

@@ -1,7 +1,7 @@
 // Package kokorotest writes a Kokoro directory for tests of the code that
 // loads one (the engine's speech job, hearth speak): config.json and
 // random weights of the small committed fixture
-// (vocoder/testdata/torch/forward-small.json, whose weights
+// (vocoder/kokoro/testdata/torch/forward-small.json, whose weights
 // make_forward_fixture.py draws from a hash of each tensor's name), saved
 // as kokoro-v1_0.safetensors, and the real voice packs from
 // shared/testdata/kokoro/voices in voices/. The model speaks noise, in
@@ -41,7 +41,7 @@ type FixtureTensor struct {
 func WriteDir(tb testing.TB, dir string) string {
 	tb.Helper()
 	_, self, _, _ := runtime.Caller(0)
-	src := filepath.Join(filepath.Dir(self), "..", "..", "vocoder", "testdata", "torch", "forward-small.json")
+	src := filepath.Join(filepath.Dir(self), "..", "..", "vocoder", "kokoro", "testdata", "torch", "forward-small.json")
 	b, err := os.ReadFile(src)
 	if err != nil {
 		tb.Fatal(err)

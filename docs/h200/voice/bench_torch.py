@@ -2,14 +2,14 @@
 """Real-time factor of the reference Kokoro-82M (hexgrad's KModel) on CUDA.
 
 The model is KModel with Kokoro-82M's own config and the random weights of
-vocoder/testdata/make_forward_fixture.py's recipe (imported from there),
+vocoder/kokoro/testdata/make_forward_fixture.py's recipe (imported from there),
 except the duration head's bias, which is calibrated here so the utterances
 last about as long per phoneme as real speech (RATE frames a token: 3
 frames of 25 ms). The recipe goes to OUTDIR/voice_recipe.json for
-vocoder's BenchmarkGPUForward (HEARTH_VOICE_RECIPE), so both sides run the
+vocoder/kokoro's BenchmarkGPUForward (HEARTH_VOICE_RECIPE), so both sides run the
 same weights on the same tokens and make the same number of frames.
 
-Inputs are three utterances cut from vocoder/testdata/phonemes/en-us.tsv
+Inputs are three utterances cut from vocoder/phonemes/testdata/phonemes/en-us.tsv
 (the reference phonemes): one sentence, four, and as many as fit the 510
 symbols of one forward pass. Each is timed as KPipeline runs it
 (forward_with_tokens under torch.no_grad, fp32, torch's default cuDNN
@@ -29,7 +29,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
 OUT = sys.argv[1]
-sys.path.insert(0, os.path.join(ROOT, "vocoder", "testdata"))
+sys.path.insert(0, os.path.join(ROOT, "vocoder", "kokoro", "testdata"))
 sys.argv = [sys.argv[0], OUT]  # make_forward_fixture reads its OUTDIR from argv
 import make_forward_fixture as fx  # noqa: E402
 
@@ -54,7 +54,7 @@ RUNS = 10
 
 def utterances(vocab):
     rows = []
-    with open(os.path.join(ROOT, "vocoder", "testdata", "phonemes", "en-us.tsv")) as f:
+    with open(os.path.join(ROOT, "vocoder", "phonemes", "testdata", "phonemes", "en-us.tsv")) as f:
         for line in f:
             _, ps = line.rstrip("\n").split("\t")
             rows.append("".join(p for p in ps if p in vocab))
