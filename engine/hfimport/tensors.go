@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/hearthstudio/hearth/engine/arch"
 	"github.com/hearthstudio/hearth/gguf"
 	"github.com/hearthstudio/hearth/safetensors"
 )
@@ -119,7 +120,7 @@ func (m *Model) plan(hp *hparams, o Options) error {
 			p.rows, p.cols = want[0], want[1]
 			p.shape = []uint64{uint64(want[1]), uint64(want[0])}
 		}
-		if fam.gemmaNorms && strings.HasSuffix(hf, "norm.weight") {
+		if fam.arch.NormPlusOne && strings.HasSuffix(hf, "norm.weight") {
 			p.addOne = true
 		}
 		if tweak != nil {
@@ -129,7 +130,7 @@ func (m *Model) plan(hp *hparams, o Options) error {
 		return nil
 	}
 	permute := func(heads int) func(*tensorPlan) {
-		if !fam.permuteQK {
+		if !fam.arch.PermuteQK {
 			return nil
 		}
 		return func(p *tensorPlan) {
@@ -140,8 +141,7 @@ func (m *Model) plan(hp *hparams, o Options) error {
 		}
 	}
 
-	H, V, F := int64(hp.hidden), int64(hp.vocab), int64(hp.ff)
-	q, kv := int64(hp.heads*hp.headDim), int64(hp.kvHeads*hp.headDim)
+	H, V := int64(hp.hidden), int64(hp.vocab)
 	if err := add("token_embd.weight", "model.embed_tokens.weight", []int64{V, H}, true, nil); err != nil {
 		return err
 	}
@@ -167,56 +167,16 @@ func (m *Model) plan(hp *hparams, o Options) error {
 			m.plans = append(m.plans, &tensorPlan{name: f.name, typ: gguf.TypeF32, shape: []uint64{uint64(len(data))}, data: data})
 		}
 	}
+	sizes := arch.Sizes{Hidden: hp.hidden, FF: hp.ff, Heads: hp.heads, KVHeads: hp.kvHeads, HeadDim: hp.headDim}
+	heads := map[arch.Heads]int{arch.QHeads: hp.heads, arch.KVHeads: hp.kvHeads}
 	for i := range hp.layers {
-		hf := func(s string) string { return fmt.Sprintf("model.layers.%d.%s", i, s) }
-		gg := func(s string) string { return fmt.Sprintf("blk.%d.%s", i, s) }
-		type entry struct {
-			gg, hf   string
-			want     []int64
-			required bool
-			tweak    func(*tensorPlan)
-		}
-		es := []entry{{gg("attn_norm.weight"), hf("input_layernorm.weight"), []int64{H}, true, nil}}
-		if fam.fused {
-			es = append(es,
-				entry{gg("attn_qkv.weight"), hf("self_attn.qkv_proj.weight"), []int64{q + 2*kv, H}, true, nil},
-				entry{gg("attn_qkv.bias"), hf("self_attn.qkv_proj.bias"), []int64{q + 2*kv}, false, nil})
-		} else {
-			es = append(es,
-				entry{gg("attn_q.weight"), hf("self_attn.q_proj.weight"), []int64{q, H}, true, permute(hp.heads)},
-				entry{gg("attn_k.weight"), hf("self_attn.k_proj.weight"), []int64{kv, H}, true, permute(hp.kvHeads)},
-				entry{gg("attn_v.weight"), hf("self_attn.v_proj.weight"), []int64{kv, H}, true, nil},
-				entry{gg("attn_q.bias"), hf("self_attn.q_proj.bias"), []int64{q}, fam.qkvBias, permute(hp.heads)},
-				entry{gg("attn_k.bias"), hf("self_attn.k_proj.bias"), []int64{kv}, fam.qkvBias, permute(hp.kvHeads)},
-				entry{gg("attn_v.bias"), hf("self_attn.v_proj.bias"), []int64{kv}, fam.qkvBias, nil})
-		}
-		es = append(es,
-			entry{gg("attn_output.weight"), hf("self_attn.o_proj.weight"), []int64{H, q}, true, nil},
-			entry{gg("attn_output.bias"), hf("self_attn.o_proj.bias"), []int64{H}, false, nil})
-		if fam.qkNorm {
-			d := int64(hp.headDim)
-			es = append(es,
-				entry{gg("attn_q_norm.weight"), hf("self_attn.q_norm.weight"), []int64{d}, true, nil},
-				entry{gg("attn_k_norm.weight"), hf("self_attn.k_norm.weight"), []int64{d}, true, nil})
-		}
-		if fam.postNorms {
-			es = append(es,
-				entry{gg("post_attention_norm.weight"), hf("post_attention_layernorm.weight"), []int64{H}, true, nil},
-				entry{gg("ffn_norm.weight"), hf("pre_feedforward_layernorm.weight"), []int64{H}, true, nil},
-				entry{gg("post_ffw_norm.weight"), hf("post_feedforward_layernorm.weight"), []int64{H}, true, nil})
-		} else {
-			es = append(es, entry{gg("ffn_norm.weight"), hf("post_attention_layernorm.weight"), []int64{H}, true, nil})
-		}
-		if fam.fused {
-			es = append(es, entry{gg("ffn_up.weight"), hf("mlp.gate_up_proj.weight"), []int64{2 * F, H}, true, nil})
-		} else {
-			es = append(es,
-				entry{gg("ffn_gate.weight"), hf("mlp.gate_proj.weight"), []int64{F, H}, true, nil},
-				entry{gg("ffn_up.weight"), hf("mlp.up_proj.weight"), []int64{F, H}, true, nil})
-		}
-		es = append(es, entry{gg("ffn_down.weight"), hf("mlp.down_proj.weight"), []int64{H, F}, true, nil})
-		for _, e := range es {
-			if err := add(e.gg, e.hf, e.want, e.required, e.tweak); err != nil {
+		for _, t := range fam.arch.Block {
+			var tweak func(*tensorPlan)
+			if t.Permute != arch.NoHeads {
+				tweak = permute(heads[t.Permute])
+			}
+			gg, hf := fmt.Sprintf("blk.%d.%s", i, t.GGUF), fmt.Sprintf("model.layers.%d.%s", i, t.HF)
+			if err := add(gg, hf, t.Shape(sizes), !t.Optional, tweak); err != nil {
 				return err
 			}
 		}
