@@ -191,3 +191,15 @@ func (a *Arch) Tensor(gguf string) (*Tensor, bool) {
 	}
 	return nil, false
 }
+
+// Interleaved reports whether the architecture's layers mix
+// sliding-window and global attention (Gemma 2 and 3), so that every model
+// of it has a window.
+func (a *Arch) Interleaved() bool {
+	for _, c := range a.HF {
+		if c.Window == WindowAlternate || c.Window == WindowPattern {
+			return true
+		}
+	}
+	return false
+}

@@ -255,7 +255,8 @@ func (p Preset) Validate() error {
 	if p.Name == "" {
 		return errors.New("synth: preset has no name")
 	}
-	if _, ok := arch.Lookup(p.Arch); !ok {
+	rec, ok := arch.Lookup(p.Arch)
+	if !ok {
 		return fail("architecture %q is not one of %s", p.Arch, strings.Join(arch.Names(), ", "))
 	}
 	for _, d := range []struct {
@@ -287,21 +288,20 @@ func (p Preset) Validate() error {
 	}
 	if r := p.Llama3Rope; r != nil {
 		switch {
-		case p.Arch != "llama":
+		case !rec.PermuteQK:
 			return fail("llama3 RoPE scaling is Llama's; %s has none", p.Arch)
 		case !(r.Factor > 0) || !(r.LowFreqFactor > 0) || !(r.HighFreqFactor > r.LowFreqFactor) || r.OriginalContext <= 0:
 			return fail("llama3 RoPE scaling needs factor > 0, 0 < low_freq_factor < high_freq_factor and original_context > 0, not %+v", *r)
 		}
 	}
-	gemma23 := p.Arch == "gemma2" || p.Arch == "gemma3"
 	switch {
-	case gemma23 && p.QueryPreAttnScalar <= 0:
+	case rec.AttnScale && p.QueryPreAttnScalar <= 0:
 		return fail("%s needs query_pre_attn_scalar", p.Arch)
-	case gemma23 && p.SlidingWindow == 0:
+	case rec.Interleaved() && p.SlidingWindow == 0:
 		return fail("%s needs a sliding window", p.Arch)
-	case !gemma23 && p.QueryPreAttnScalar != 0:
+	case !rec.AttnScale && p.QueryPreAttnScalar != 0:
 		return fail("query_pre_attn_scalar is Gemma 2/3's; %s has none", p.Arch)
-	case p.Arch != "gemma2" && (p.AttnSoftcap != 0 || p.FinalSoftcap != 0):
+	case !rec.Softcap && (p.AttnSoftcap != 0 || p.FinalSoftcap != 0):
 		return fail("soft-capping is Gemma 2's; %s has none", p.Arch)
 	case p.Arch == "gemma3" && !(p.RopeBaseSWA > 1):
 		return fail("gemma3 needs rope_base_swa, the base of its sliding-window layers")
