@@ -313,3 +313,7 @@ func ImportTo(dir string, w io.Writer, o Options) error {
 	_, err = m.WriteTo(w)
 	return err
 }
+
+// Classes lists the transformers classes Open converts (engine/arch's
+// records), a multimodal one marked " (text only)".
+func Classes() []string { return arch.HFClassNames() }
