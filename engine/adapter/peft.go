@@ -136,23 +136,12 @@ func permuteHeads(c *model.Config, name string) int {
 	return 0
 }
 
-// permutedRow is the Hugging Face row of GGUF row r under llama.cpp's q/k
-// permutation for heads heads: w.reshape(heads, 2, half, cols).swapaxes(1,
-// 2).reshape(rows, cols), which interleaves the two rotate_half halves of
-// each head (engine/hfimport's permutedRow, for the same converter).
-func permutedRow(r, rows, heads int) int {
-	per := rows / heads
-	half := per / 2
-	h, rem := r/per, r%per
-	return h*per + (rem%2)*half + rem/2
-}
-
 // permuteRows reorders the rows (of cols values) of the GGUF-ordered m into
 // Hugging Face order (toHF) or back.
 func permuteRows(m []float32, rows, cols, heads int, toHF bool) []float32 {
 	out := make([]float32, len(m))
 	for r := range rows {
-		g, h := r, permutedRow(r, rows, heads)
+		g, h := r, arch.PermutedRow(r, rows, heads)
 		src, dst := g, h
 		if !toHF {
 			src, dst = h, g

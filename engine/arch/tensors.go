@@ -151,3 +151,17 @@ func StandardBlock(l Layout) []Tensor {
 	}
 	return b
 }
+
+// PermutedRow is the transformers row of GGUF row r of a q or k projection
+// (or its bias, or its LoRA B) of rows rows under llama.cpp's permutation
+// for heads heads: w.reshape(heads, 2, half, cols).swapaxes(1,
+// 2).reshape(rows, cols), which interleaves the two rotate_half halves of
+// each head into the (2i, 2i+1) pairs of Llama's RoPE. engine/hfimport
+// applies it on import and engine/adapter to PEFT adapters, both as
+// llama.cpp's converters do.
+func PermutedRow(r, rows, heads int) int {
+	per := rows / heads
+	half := per / 2
+	h, rem := r/per, r%per
+	return h*per + (rem%2)*half + rem/2
+}

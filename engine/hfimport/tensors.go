@@ -230,14 +230,9 @@ func quoteAll(s []string) []string {
 }
 
 // permutedRow is the source row of output row r under llama.cpp's q/k
-// permutation for heads heads of rows/heads rows each:
-// w.reshape(heads, 2, half, cols).swapaxes(1, 2).reshape(rows, cols), which
-// interleaves the two rotate_half halves of each head.
+// permutation (arch.PermutedRow), in the plan's row type.
 func permutedRow(r, rows int64, heads int) int64 {
-	per := rows / int64(heads)
-	half := per / 2
-	h, rem := r/per, r%per
-	return h*per + (rem%2)*half + rem/2
+	return int64(arch.PermutedRow(int(r), int(rows), heads))
 }
 
 // reader streams the plan's output bytes.
