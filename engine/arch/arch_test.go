@@ -2,6 +2,7 @@ package arch
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 
@@ -108,22 +109,10 @@ func TestStandardBlockFollowsLayout(t *testing.T) {
 			"ffn_down.weight":    {10, 7},
 			"attn_norm.weight":   {10},
 		}[x.GGUF]
-		if got := x.Shape(s); want != nil && !equal(got, want) {
+		if got := x.Shape(s); want != nil && !slices.Equal(got, want) {
 			t.Errorf("%s: shape %v, want %v", x.GGUF, got, want)
 		}
 	}
-}
-
-func equal(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // TestReadConfigAppliesLayout: a file of each architecture, with only the
