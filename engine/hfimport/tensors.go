@@ -169,8 +169,9 @@ func (m *Model) plan(hp *hparams, o Options) error {
 	}
 	sizes := arch.Sizes{Hidden: hp.hidden, FF: hp.ff, Heads: hp.heads, KVHeads: hp.kvHeads, HeadDim: hp.headDim}
 	heads := map[arch.Heads]int{arch.QHeads: hp.heads, arch.KVHeads: hp.kvHeads}
+	layer := importOrder(fam.arch.Block)
 	for i := range hp.layers {
-		for _, t := range fam.arch.Block {
+		for _, t := range layer {
 			var tweak func(*tensorPlan)
 			if t.Permute != arch.NoHeads {
 				tweak = permute(heads[t.Permute])
@@ -219,6 +220,35 @@ func (m *Model) plan(hp *hparams, o Options) error {
 	}
 	m.progress = o.Progress
 	return nil
+}
+
+// importOrder is a layer's tensors in the order this importer writes them:
+// the attention norm, the q/k/v projections, their biases, the output
+// projection and its bias, the head norms, the other norms, the
+// feed-forward. It is not the record's (the forward's) order, but the bases
+// of committed fixtures (training/testdata/peft_quant) were imported in it
+// and record it tensor by tensor, and remaking them needs transformers.
+func importOrder(block []arch.Tensor) []arch.Tensor {
+	rank := func(t arch.Tensor) int {
+		switch {
+		case t.GGUF == "attn_norm.weight":
+			return 0
+		case strings.HasPrefix(t.GGUF, "attn_output."):
+			return 3
+		case strings.HasPrefix(t.GGUF, "ffn_") && t.Kind != arch.Norm:
+			return 6
+		case t.Kind == arch.Norm && t.Rows == arch.DimHeadDim:
+			return 4
+		case t.Kind == arch.Norm:
+			return 5
+		case t.Kind == arch.Bias:
+			return 2
+		}
+		return 1
+	}
+	out := slices.Clone(block)
+	slices.SortStableFunc(out, func(a, b arch.Tensor) int { return rank(a) - rank(b) })
+	return out
 }
 
 func quoteAll(s []string) []string {
