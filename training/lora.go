@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/hearthstudio/hearth/engine/adapter"
+	"github.com/hearthstudio/hearth/engine/arch"
 	"github.com/hearthstudio/hearth/engine/model"
 )
 
@@ -230,14 +231,6 @@ func NewLoRA(m *model.Model, c LoRAConfig, seed uint64) (*LoRA, error) {
 	return l, nil
 }
 
-// tensorTargets maps a pair's tensor in block N to the targets that adapt
-// it: a fused tensor (Phi-3's attn_qkv, its gate-and-up ffn_up) to its
-// projections.
-var tensorTargets = map[string][]string{
-	"attn_q": {"q"}, "attn_k": {"k"}, "attn_v": {"v"}, "attn_qkv": {"q", "k", "v"}, "attn_output": {"o"},
-	"ffn_gate": {"gate"}, "ffn_up": {"up"}, "ffn_down": {"down"},
-}
-
 // FromAdapter makes a LoRA that continues training a (a PEFT folder or a
 // GGUF LoRA read by engine/adapter, a checkpoint): the same targets on
 // every layer of m (and the embeddings or the head when a has their
@@ -264,10 +257,16 @@ func FromAdapter(m *model.Model, a *adapter.Adapter) (*LoRA, error) {
 		}
 		var layer int
 		var tensor string
-		if _, err := fmt.Sscanf(strings.ReplaceAll(name, ".", " "), "blk %d %s weight", &layer, &tensor); err != nil || tensorTargets[tensor] == nil {
+		var proj *arch.Tensor
+		if _, err := fmt.Sscanf(strings.ReplaceAll(name, ".", " "), "blk %d %s weight", &layer, &tensor); err == nil {
+			proj = layerTensor(&m.Config, tensor+".weight")
+		}
+		if proj == nil || len(proj.LoRA) == 0 {
 			return nil, fmt.Errorf("training: adapter tensor %q is not a layer projection training adapts", name)
 		}
-		for _, t := range tensorTargets[tensor] {
+		// A fused tensor (Phi-3's attn_qkv, its gate-and-up ffn_up) is
+		// adapted by each of its projections' targets.
+		for _, t := range proj.LoRA {
 			if !seen[t] {
 				seen[t] = true
 				c.Targets = append(c.Targets, t)
@@ -405,12 +404,28 @@ func (g *Grads) tensors() [][]float32 {
 	return out
 }
 
-// supported refuses the architectures the training step does not cover
-// yet, by name.
-func supported(c *model.Config) error {
-	switch c.Arch {
-	case "llama", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3":
+// layerTensor is the tensor map's entry of a layer tensor of c's
+// architecture, nil when it has none.
+func layerTensor(c *model.Config, name string) *arch.Tensor {
+	a, ok := arch.Lookup(c.Arch)
+	if !ok {
 		return nil
 	}
-	return fmt.Errorf("training: LoRA training of architecture %q is not supported (llama, qwen2, qwen3, gemma, gemma2, gemma3, phi3 are)", c.Arch)
+	t, _ := a.Tensor(name)
+	return t
+}
+
+// supported refuses, by name, the architectures whose record says the
+// training step does not cover them.
+func supported(c *model.Config) error {
+	if a, ok := arch.Lookup(c.Arch); ok && a.Trainable {
+		return nil
+	}
+	var names []string
+	for _, a := range arch.All() {
+		if a.Trainable {
+			names = append(names, a.Name)
+		}
+	}
+	return fmt.Errorf("training: LoRA training of architecture %q is not supported (%s are)", c.Arch, strings.Join(names, ", "))
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -32,10 +33,7 @@ convert_hf_to_gguf.py writes: Llama's q/k rows permuted for ggml's RoPE,
 Gemma's norm weights +1, Llama 3's rope_freqs, Phi-3's fused tensors kept
 fused, no output.weight when the embeddings are tied.
 
-Architectures: LlamaForCausalLM, MistralForCausalLM, GemmaForCausalLM,
-Gemma2ForCausalLM, Gemma3ForCausalLM (and the text part of
-Gemma3ForConditionalGeneration), Qwen2ForCausalLM, Qwen3ForCausalLM,
-Phi3ForCausalLM.
+Architectures: ` + strings.Join(hfimport.Classes(), ", ") + `.
 
 --type sets the type of the 2-D weights: auto (their own dtype, the
 default), f32, f16 or bf16; norms and biases are always F32. A byte-level

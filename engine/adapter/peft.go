@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/hearthstudio/hearth/engine/arch"
 	"github.com/hearthstudio/hearth/engine/model"
 	"github.com/hearthstudio/hearth/internal/atomicfile"
 	"github.com/hearthstudio/hearth/safetensors"
@@ -27,9 +28,9 @@ import (
 // The factor on a pair is lora_alpha/r (lora_alpha/√r with use_rslora);
 // rank_pattern gives some modules another r, which the pair's shape shows.
 //
-// The module names are transformers' for the families Hearth runs; the
-// GGUF names are llama.cpp's converter's (engine/hfimport/tensors.go maps
-// the same modules). llama.cpp's converter permutes the rows of Llama's
+// The module names are transformers' and the GGUF names llama.cpp's
+// converter's, both from the architecture's tensor map in engine/arch (the
+// one engine/hfimport converts checkpoints with). llama.cpp's converter permutes the rows of Llama's
 // q_proj and k_proj (LlamaModel.permute in convert_hf_to_gguf.py) for its
 // RoPE layout, and convert_lora_to_gguf.py applies the same permute to the
 // LoRA tensor, which moves B's rows (LoraTorchTensor reshapes B, A being
@@ -49,44 +50,43 @@ const (
 	peftPrefix  = "base_model.model."
 )
 
-// hfModules are the transformers module paths of the GGUF targets of a
-// block (after "model.layers.N."), per architecture.
-func hfModules(arch string) map[string]string {
-	if arch == "phi3" {
-		return map[string]string{
-			"attn_qkv": "self_attn.qkv_proj", "attn_output": "self_attn.o_proj",
-			"ffn_up": "mlp.gate_up_proj", "ffn_down": "mlp.down_proj",
-		}
+var blockTarget = regexp.MustCompile(`^blk\.(\d+)\.([a-z_]+\.weight)$`)
+
+// blockMatrix is the layer projection of GGUF target name in a model of
+// architecture name, with its layer's number.
+func blockMatrix(name, target string) (*arch.Tensor, string, bool) {
+	a, ok := arch.Lookup(name)
+	if !ok {
+		return nil, "", false
 	}
-	return map[string]string{
-		"attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj", "attn_output": "self_attn.o_proj",
-		"ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj",
+	m := blockTarget.FindStringSubmatch(target)
+	if m == nil {
+		return nil, "", false
 	}
+	t, ok := a.Tensor(m[2])
+	if !ok || t.Kind != arch.Matrix {
+		return nil, "", false
+	}
+	return t, m[1], true
 }
 
-var blockTarget = regexp.MustCompile(`^blk\.(\d+)\.([a-z_]+)\.weight$`)
-
 // hfModule is the transformers module of GGUF target name.
-func hfModule(arch, name string) (string, bool) {
+func hfModule(archName, name string) (string, bool) {
 	switch name {
 	case tokenEmbd:
 		return "model.embed_tokens", true
 	case "output.weight":
 		return "lm_head", true
 	}
-	m := blockTarget.FindStringSubmatch(name)
-	if m == nil {
-		return "", false
-	}
-	mod, ok := hfModules(arch)[m[2]]
+	t, layer, ok := blockMatrix(archName, name)
 	if !ok {
 		return "", false
 	}
-	return "model.layers." + m[1] + "." + mod, true
+	return "model.layers." + layer + "." + t.Module(), true
 }
 
 // ggufTarget is the GGUF name of transformers module mod.
-func ggufTarget(arch, mod string) (string, bool) {
+func ggufTarget(archName, mod string) (string, bool) {
 	switch mod {
 	case "model.embed_tokens":
 		return tokenEmbd, true
@@ -104,9 +104,13 @@ func ggufTarget(arch, mod string) (string, bool) {
 	if _, err := strconv.Atoi(rest[:i]); err != nil {
 		return "", false
 	}
-	for gg, hf := range hfModules(arch) {
-		if rest[i+1:] == hf {
-			return "blk." + rest[:i] + "." + gg + ".weight", true
+	a, ok := arch.Lookup(archName)
+	if !ok {
+		return "", false
+	}
+	for _, t := range a.Block {
+		if t.Kind == arch.Matrix && rest[i+1:] == t.Module() {
+			return "blk." + rest[:i] + "." + t.GGUF, true
 		}
 	}
 	return "", false
@@ -115,27 +119,21 @@ func ggufTarget(arch, mod string) (string, bool) {
 // permuteHeads is the head count llama.cpp's converter permutes the rows
 // of target name with (0: none): Llama's q and k.
 func permuteHeads(c *model.Config, name string) int {
-	if c.Arch != "llama" {
+	a, ok := arch.Lookup(c.Arch)
+	if !ok || !a.PermuteQK {
 		return 0
 	}
-	switch {
-	case strings.HasSuffix(name, ".attn_q.weight"):
+	t, _, ok := blockMatrix(c.Arch, name)
+	if !ok {
+		return 0
+	}
+	switch t.Permute {
+	case arch.QHeads:
 		return c.Heads
-	case strings.HasSuffix(name, ".attn_k.weight"):
+	case arch.KVHeads:
 		return c.KVHeads
 	}
 	return 0
-}
-
-// permutedRow is the Hugging Face row of GGUF row r under llama.cpp's q/k
-// permutation for heads heads: w.reshape(heads, 2, half, cols).swapaxes(1,
-// 2).reshape(rows, cols), which interleaves the two rotate_half halves of
-// each head (engine/hfimport's permutedRow, for the same converter).
-func permutedRow(r, rows, heads int) int {
-	per := rows / heads
-	half := per / 2
-	h, rem := r/per, r%per
-	return h*per + (rem%2)*half + rem/2
 }
 
 // permuteRows reorders the rows (of cols values) of the GGUF-ordered m into
@@ -143,7 +141,7 @@ func permutedRow(r, rows, heads int) int {
 func permuteRows(m []float32, rows, cols, heads int, toHF bool) []float32 {
 	out := make([]float32, len(m))
 	for r := range rows {
-		g, h := r, permutedRow(r, rows, heads)
+		g, h := r, arch.PermutedRow(r, rows, heads)
 		src, dst := g, h
 		if !toHF {
 			src, dst = h, g

@@ -2,7 +2,8 @@ package chat
 
 import (
 	"embed"
-	"strings"
+
+	"github.com/hearthstudio/hearth/engine/arch"
 )
 
 // The built-in templates, for files without tokenizer.chat_template or
@@ -32,12 +33,12 @@ type vocabulary interface {
 	ID(text string) (int32, bool)
 }
 
-// builtinFor picks the built-in template for a model: by architecture
-// (general.architecture) where that decides the format, otherwise by the
-// turn markers its vocabulary has ("llama" is both Llama 2 and Llama 3,
-// and many fine-tunes of any architecture use ChatML). ChatML is the last
-// resort.
-func builtinFor(arch string, vocab vocabulary) string {
+// builtinFor picks the built-in template for a model: the one its
+// architecture's record (engine/arch) names where the architecture decides
+// the format, otherwise by the turn markers its vocabulary has ("llama" is
+// both Llama 2 and Llama 3, and many fine-tunes of any architecture use
+// ChatML), then the record's fallback. ChatML is the last resort.
+func builtinFor(archName string, vocab vocabulary) string {
 	has := func(s string) bool {
 		if vocab == nil {
 			return false
@@ -45,13 +46,9 @@ func builtinFor(arch string, vocab vocabulary) string {
 		_, ok := vocab.ID(s)
 		return ok
 	}
-	switch {
-	case strings.HasPrefix(arch, "gemma") && arch != "gemma4":
-		return "gemma"
-	case strings.HasPrefix(arch, "qwen"):
-		return "chatml"
-	case arch == "phi3":
-		return "phi3"
+	a, known := arch.Lookup(archName)
+	if known && a.ChatTemplate != "" {
+		return a.ChatTemplate
 	}
 	switch {
 	case has("<|start_header_id|>") && has("<|eot_id|>"):
@@ -62,8 +59,10 @@ func builtinFor(arch string, vocab vocabulary) string {
 		return "gemma"
 	case has("<|user|>") && has("<|end|>"):
 		return "phi3"
-	case has("[INST]") || arch == "llama" || arch == "mistral":
+	case has("[INST]") || archName == "mistral":
 		return "llama2"
+	case known && a.ChatFallback != "":
+		return a.ChatFallback
 	}
 	return "chatml"
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/hearthstudio/hearth/engine/arch"
 	"github.com/hearthstudio/hearth/engine/tokenizer"
 	"github.com/hearthstudio/hearth/gguf"
 	"github.com/hearthstudio/hearth/internal/sharedtest"
@@ -203,6 +204,19 @@ func TestBuiltinChoice(t *testing.T) {
 		}
 		if builtinSource(tc.want) == "" {
 			t.Errorf("no built-in %q", tc.want)
+		}
+	}
+}
+
+// TestArchitecturesNameBuiltins: every template an architecture's record
+// names is one this package has, so a typo in a record fails here rather
+// than as a panic in NewFormat.
+func TestArchitecturesNameBuiltins(t *testing.T) {
+	for _, a := range arch.All() {
+		for _, name := range []string{a.ChatTemplate, a.ChatFallback} {
+			if name != "" && builtinSource(name) == "" {
+				t.Errorf("%s: no built-in template %q", a.Name, name)
+			}
 		}
 	}
 }

@@ -6,89 +6,15 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/hearthstudio/hearth/engine/arch"
 )
 
-// windowKind is how a family's layers use the sliding window.
-type windowKind int
-
-const (
-	windowNone      windowKind = iota // full attention everywhere (llama, gemma)
-	windowAll                         // every layer, when the config sets one (mistral, phi3)
-	windowAlternate                   // even layers sliding, odd layers global (gemma2)
-	windowPattern                     // every Nth layer global (gemma3)
-	windowRefused                     // Qwen's max_window_layers scheme, which Hearth does not run
-)
-
-// A family is what differs between the Hugging Face architectures this
-// package converts: data that the one conversion consults.
+// A family is what the conversion consults of the class being converted:
+// its architecture's record and the class's own defaults.
 type family struct {
-	arch       string // general.architecture
-	permuteQK  bool   // llama.cpp's interleaved RoPE layout for q and k
-	gemmaNorms bool   // norm weights are stored as gain-1: add 1
-	postNorms  bool   // gemma2/3's norms after attention and feed-forward
-	qkNorm     bool   // RMSNorm of q and k per head (qwen3, gemma3)
-	qkvBias    bool   // q, k and v carry biases (qwen2)
-	fused      bool   // phi3's qkv_proj and gate_up_proj
-	window     windowKind
-	softcap    bool // gemma2's attention and final logit soft-capping
-	attnScale  bool // 1/sqrt(query_pre_attn_scalar) instead of 1/sqrt(head_dim)
-
-	tied bool // the class default of tie_word_embeddings
-	// The class defaults of the numeric keys a config.json may omit
-	// (Gemma 3's text_config inside a multimodal config omits most).
-	defaults map[string]float64
-}
-
-// families are the architectures by the class name in config.json's
-// "architectures", with their transformers class defaults.
-var families = map[string]*family{
-	"LlamaForCausalLM": {
-		arch: "llama", permuteQK: true,
-		defaults: map[string]float64{"rms_norm_eps": 1e-6, "rope_theta": 10000, "max_position_embeddings": 2048},
-	},
-	"MistralForCausalLM": {
-		arch: "llama", permuteQK: true, window: windowAll,
-		defaults: map[string]float64{"rms_norm_eps": 1e-6, "rope_theta": 10000, "max_position_embeddings": 4096 * 32},
-	},
-	"GemmaForCausalLM": {
-		arch: "gemma", gemmaNorms: true, tied: true,
-		defaults: map[string]float64{"rms_norm_eps": 1e-6, "rope_theta": 10000, "max_position_embeddings": 8192, "head_dim": 256},
-	},
-	"Gemma2ForCausalLM": {
-		arch: "gemma2", gemmaNorms: true, postNorms: true, window: windowAlternate, softcap: true, attnScale: true, tied: true,
-		defaults: map[string]float64{
-			"rms_norm_eps": 1e-6, "rope_theta": 10000, "max_position_embeddings": 8192, "head_dim": 256,
-			"query_pre_attn_scalar": 256, "sliding_window": 4096,
-			"attn_logit_softcapping": 50, "final_logit_softcapping": 30,
-		},
-	},
-	"Gemma3ForCausalLM": {
-		arch: "gemma3", gemmaNorms: true, postNorms: true, qkNorm: true, window: windowPattern, attnScale: true, tied: true,
-		defaults: map[string]float64{
-			"vocab_size": 262208, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
-			"num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
-			"rms_norm_eps": 1e-6, "rope_theta": 1e6, "rope_local_base_freq": 10000,
-			"max_position_embeddings": 131072, "query_pre_attn_scalar": 256, "sliding_window": 4096,
-		},
-	},
-	"Qwen2ForCausalLM": {
-		arch: "qwen2", qkvBias: true, window: windowRefused,
-		defaults: map[string]float64{"rms_norm_eps": 1e-6, "rope_theta": 10000, "max_position_embeddings": 32768},
-	},
-	"Qwen3ForCausalLM": {
-		arch: "qwen3", qkNorm: true, window: windowRefused,
-		defaults: map[string]float64{"rms_norm_eps": 1e-6, "rope_theta": 10000, "max_position_embeddings": 32768, "head_dim": 128},
-	},
-	"Phi3ForCausalLM": {
-		arch: "phi3", fused: true, window: windowAll,
-		defaults: map[string]float64{"rms_norm_eps": 1e-5, "rope_theta": 10000, "max_position_embeddings": 4096},
-	},
-}
-
-// multimodal are the vision-language classes whose text model is one of
-// families: its config is text_config and its tensors carry a prefix.
-var multimodal = map[string]string{
-	"Gemma3ForConditionalGeneration": "Gemma3ForCausalLM",
+	arch  *arch.Arch
+	class *arch.HFClass
 }
 
 // ropeParams is one RoPE of a config, as transformers' rope_parameters (v5)
@@ -147,23 +73,24 @@ func parseConfig(dir string) (*hparams, error) {
 	}
 	hp := &hparams{class: archs[0]}
 	c := top
-	if text, ok := multimodal[hp.class]; ok {
+	a, class, prefixed, ok := arch.HFClassByName(hp.class)
+	if !ok {
+		return nil, fmt.Errorf("hfimport: %s: architecture %q is not supported (supported: %s)", path, archs[0], strings.Join(arch.HFClassNames(), ", "))
+	}
+	if prefixed {
 		if c, err = top.obj("text_config"); err != nil {
 			return nil, err
 		}
 		if c.m == nil {
 			c.m = map[string]any{}
 		}
-		hp.class, hp.prefix = text, true
+		hp.class, hp.prefix = class.Name, true
 	}
-	fam, ok := families[hp.class]
-	if !ok {
-		return nil, fmt.Errorf("hfimport: %s: architecture %q is not supported (supported: %s)", path, archs[0], strings.Join(supported(), ", "))
-	}
+	fam := &family{arch: a, class: class}
 	hp.fam = fam
 
 	num := func(key string) (float64, error) {
-		def, ok := fam.defaults[key]
+		def, ok := fam.class.Defaults[key]
 		if !c.has(key) && !ok {
 			return 0, c.errorf(key, "is missing")
 		}
@@ -171,7 +98,7 @@ func parseConfig(dir string) (*hparams, error) {
 	}
 	integer := func(key string) (int, error) {
 		if !c.has(key) {
-			def, ok := fam.defaults[key]
+			def, ok := fam.class.Defaults[key]
 			if !ok {
 				return 0, c.errorf(key, "is missing")
 			}
@@ -195,13 +122,13 @@ func parseConfig(dir string) (*hparams, error) {
 	}
 	// Without num_key_value_heads every head has its own K and V (MHA).
 	hp.kvHeads = hp.heads
-	if c.has("num_key_value_heads") || fam.defaults["num_key_value_heads"] != 0 {
+	if c.has("num_key_value_heads") || fam.class.Defaults["num_key_value_heads"] != 0 {
 		if hp.kvHeads, err = integer("num_key_value_heads"); err != nil {
 			return nil, err
 		}
 	}
 	// head_dim is null or absent in most Llama-style configs: hidden/heads.
-	if c.has("head_dim") || fam.defaults["head_dim"] != 0 {
+	if c.has("head_dim") || fam.class.Defaults["head_dim"] != 0 {
 		if hp.headDim, err = integer("head_dim"); err != nil {
 			return nil, err
 		}
@@ -220,12 +147,12 @@ func parseConfig(dir string) (*hparams, error) {
 	if hp.eps, err = num("rms_norm_eps"); err != nil {
 		return nil, err
 	}
-	if hp.tied, err = c.bool("tie_word_embeddings", fam.tied); err != nil {
+	if hp.tied, err = c.bool("tie_word_embeddings", fam.class.Tied); err != nil {
 		return nil, err
 	}
 	// A multimodal config keeps tie_word_embeddings at its top.
 	if hp.prefix && !c.has("tie_word_embeddings") {
-		if hp.tied, err = top.bool("tie_word_embeddings", fam.tied); err != nil {
+		if hp.tied, err = top.bool("tie_word_embeddings", fam.class.Tied); err != nil {
 			return nil, err
 		}
 	}
@@ -252,7 +179,7 @@ func parseConfig(dir string) (*hparams, error) {
 	if err := hp.parseWindow(c); err != nil {
 		return nil, err
 	}
-	if fam.attnScale {
+	if fam.arch.AttnScale {
 		if hp.qpas, err = num("query_pre_attn_scalar"); err != nil {
 			return nil, err
 		}
@@ -260,7 +187,7 @@ func parseConfig(dir string) (*hparams, error) {
 			return nil, c.errorf("query_pre_attn_scalar", "is %g, want a positive number", hp.qpas)
 		}
 	}
-	if fam.softcap {
+	if fam.arch.Softcap {
 		// null turns a cap off; absent takes the class default.
 		for _, f := range []struct {
 			key string
@@ -279,24 +206,12 @@ func parseConfig(dir string) (*hparams, error) {
 			return nil, err
 		}
 	}
-	if fam.arch == "phi3" {
+	if fam.arch.LongRoPE {
 		if hp.origCtx, err = c.int("original_max_position_embeddings", 0); err != nil {
 			return nil, err
 		}
 	}
 	return hp, nil
-}
-
-func supported() []string {
-	var names []string
-	for n := range families {
-		names = append(names, n)
-	}
-	for n := range multimodal {
-		names = append(names, n+" (text only)")
-	}
-	slices.Sort(names)
-	return names
 }
 
 // parseRope reads the RoPE of c: transformers 5's rope_parameters (one
@@ -305,7 +220,7 @@ func supported() []string {
 // rope_local_base_freq.
 func (hp *hparams) parseRope(c object) error {
 	fam := hp.fam
-	theta, err := c.float("rope_theta", fam.defaults["rope_theta"])
+	theta, err := c.float("rope_theta", fam.class.Defaults["rope_theta"])
 	if err != nil {
 		return err
 	}
@@ -347,7 +262,7 @@ func (hp *hparams) parseRope(c object) error {
 			return err
 		}
 		hp.ropeLocal = hp.rope
-		if fam.window == windowPattern {
+		if fam.class.Window == arch.WindowPattern {
 			hp.ropeLocal = localDefault
 		}
 	default:
@@ -362,18 +277,18 @@ func (hp *hparams) parseRope(c object) error {
 			return err
 		}
 		hp.ropeLocal = hp.rope
-		if fam.window == windowPattern {
+		if fam.class.Window == arch.WindowPattern {
 			// Gemma 3's rope_scaling is for the global layers only.
 			hp.ropeLocal = localDefault
 		}
 	}
-	if hp.ropeLocal.typ != "default" && fam.window == windowPattern {
+	if hp.ropeLocal.typ != "default" && fam.class.Window == arch.WindowPattern {
 		return fmt.Errorf("hfimport: %s: the sliding layers' RoPE is %q: GGUF has no scaling for them", c.file, hp.ropeLocal.typ)
 	}
-	if hp.rope.typ == "longrope" && fam.arch != "phi3" {
+	if hp.rope.typ == "longrope" && !fam.arch.LongRoPE {
 		return fmt.Errorf("hfimport: %s: longrope RoPE scaling on %s is not supported (Phi-3's only)", c.file, hp.class)
 	}
-	if hp.rope.typ == "llama3" && !fam.permuteQK {
+	if hp.rope.typ == "llama3" && !fam.arch.PermuteQK {
 		return fmt.Errorf("hfimport: %s: llama3 RoPE scaling on %s is not supported", c.file, hp.class)
 	}
 	if hp.rope.partial <= 0 || hp.rope.partial > 1 {
@@ -472,7 +387,7 @@ func (hp *hparams) parseWindow(c object) error {
 		if c.isNull("sliding_window") {
 			return nil
 		}
-		def, ok := hp.fam.defaults["sliding_window"]
+		def, ok := hp.fam.class.Defaults["sliding_window"]
 		if !c.has("sliding_window") && !ok {
 			return nil
 		}
@@ -486,12 +401,12 @@ func (hp *hparams) parseWindow(c object) error {
 		hp.window = w
 		return nil
 	}
-	switch hp.fam.window {
-	case windowNone:
+	switch hp.fam.class.Window {
+	case arch.WindowNone:
 		return nil
-	case windowAll:
+	case arch.WindowAll:
 		return window()
-	case windowRefused:
+	case arch.WindowRefused:
 		on, err := c.bool("use_sliding_window", false)
 		if err != nil {
 			return err
@@ -500,7 +415,7 @@ func (hp *hparams) parseWindow(c object) error {
 			return fmt.Errorf("hfimport: %s: use_sliding_window (Qwen's sliding window on the layers from max_window_layers) is not supported", c.file)
 		}
 		return nil
-	case windowAlternate:
+	case arch.WindowAlternate:
 		if err := window(); err != nil {
 			return err
 		}
@@ -510,7 +425,7 @@ func (hp *hparams) parseWindow(c object) error {
 			}
 		}
 		return nil
-	case windowPattern:
+	case arch.WindowPattern:
 		if err := window(); err != nil {
 			return err
 		}

@@ -5,7 +5,9 @@
 //
 // The architectures are Llama (and Mistral, written as "llama"), Gemma 1-3
 // (Gemma 3 text, also the text part of Gemma3ForConditionalGeneration), Qwen
-// 2 and 3, and Phi-3. The conversion is the converter's:
+// 2 and 3, and Phi-3: the transformers classes that engine/arch's records
+// list, each with its defaults, and each layer's tensors named by the
+// record's tensor map. The conversion is the converter's:
 //
 //   - Llama's q and k rows are permuted from Hugging Face's rotate_half
 //     layout to ggml's interleaved RoPE pairs; the NeoX-RoPE families are

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/hearthstudio/hearth/engine/arch"
 	"github.com/hearthstudio/hearth/engine/tokenizer"
 	"github.com/hearthstudio/hearth/gguf"
 )
@@ -100,7 +101,7 @@ func Open(dir string, o Options) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Model{Dir: dir, Class: hp.class, Architecture: hp.fam.arch, weights: w}
+	m := &Model{Dir: dir, Class: hp.class, Architecture: hp.fam.arch.Name, weights: w}
 	if err := m.plan(hp, o); err != nil {
 		w.Close()
 		return nil, err
@@ -120,7 +121,7 @@ func Open(dir string, o Options) (*Model, error) {
 		name = filepath.Base(abs)
 	}
 	m.Metadata = append([]gguf.KV{
-		{Key: "general.architecture", Value: gguf.ValueOf(hp.fam.arch)},
+		{Key: "general.architecture", Value: gguf.ValueOf(hp.fam.arch.Name)},
 		{Key: "general.name", Value: gguf.ValueOf(name)},
 		{Key: "general.file_type", Value: gguf.ValueOf(uint32(m.FileType))},
 		{Key: "general.quantization_version", Value: gguf.ValueOf(uint32(gguf.QuantizationVersion))},
@@ -134,7 +135,7 @@ func (m *Model) Close() error { return m.weights.Close() }
 // archMetadata is the ARCH.* keys of the contract, with the types llama.cpp
 // writes (counts UINT32, the rest FLOAT32).
 func archMetadata(hp *hparams) []gguf.KV {
-	a := hp.fam.arch + "."
+	a := hp.fam.arch.Name + "."
 	var kv []gguf.KV
 	u32 := func(k string, v int) { kv = append(kv, gguf.KV{Key: a + k, Value: gguf.ValueOf(uint32(v))}) }
 	f32 := func(k string, v float64) { kv = append(kv, gguf.KV{Key: a + k, Value: gguf.ValueOf(float32(v))}) }
@@ -188,22 +189,22 @@ func archMetadata(hp *hparams) []gguf.KV {
 	if hp.window > 0 {
 		u32("attention.sliding_window", hp.window)
 	}
-	if hp.fam.window == windowPattern {
+	if hp.fam.class.Window == arch.WindowPattern {
 		f32("rope.freq_base_swa", hp.ropeLocal.theta)
 		if hp.swaPattern != 6 {
 			u32("attention.sliding_window_pattern", hp.swaPattern)
 		}
 	}
-	if hp.fam.attnScale {
+	if hp.fam.arch.AttnScale {
 		f32("attention.scale", 1/math.Sqrt(hp.qpas))
 	}
 	// Gemma 2's caps are always written: a reader's default for an absent
 	// key is 50 and 30 (llama.cpp's), so a cap that config.json turns off
 	// (null) must be said, as 0.
-	if hp.fam.softcap || hp.attnSoftcap > 0 {
+	if hp.fam.arch.Softcap || hp.attnSoftcap > 0 {
 		f32("attn_logit_softcapping", hp.attnSoftcap)
 	}
-	if hp.fam.softcap || hp.finalSoftcap > 0 {
+	if hp.fam.arch.Softcap || hp.finalSoftcap > 0 {
 		f32("final_logit_softcapping", hp.finalSoftcap)
 	}
 	return kv
@@ -312,3 +313,7 @@ func ImportTo(dir string, w io.Writer, o Options) error {
 	_, err = m.WriteTo(w)
 	return err
 }
+
+// Classes lists the transformers classes Open converts (engine/arch's
+// records), a multimodal one marked " (text only)".
+func Classes() []string { return arch.HFClassNames() }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/hearthstudio/hearth/engine/arch"
 	"github.com/hearthstudio/hearth/gguf"
 	"github.com/hearthstudio/hearth/safetensors"
 )
@@ -119,7 +120,7 @@ func (m *Model) plan(hp *hparams, o Options) error {
 			p.rows, p.cols = want[0], want[1]
 			p.shape = []uint64{uint64(want[1]), uint64(want[0])}
 		}
-		if fam.gemmaNorms && strings.HasSuffix(hf, "norm.weight") {
+		if fam.arch.NormPlusOne && strings.HasSuffix(hf, "norm.weight") {
 			p.addOne = true
 		}
 		if tweak != nil {
@@ -129,7 +130,7 @@ func (m *Model) plan(hp *hparams, o Options) error {
 		return nil
 	}
 	permute := func(heads int) func(*tensorPlan) {
-		if !fam.permuteQK {
+		if !fam.arch.PermuteQK {
 			return nil
 		}
 		return func(p *tensorPlan) {
@@ -140,8 +141,7 @@ func (m *Model) plan(hp *hparams, o Options) error {
 		}
 	}
 
-	H, V, F := int64(hp.hidden), int64(hp.vocab), int64(hp.ff)
-	q, kv := int64(hp.heads*hp.headDim), int64(hp.kvHeads*hp.headDim)
+	H, V := int64(hp.hidden), int64(hp.vocab)
 	if err := add("token_embd.weight", "model.embed_tokens.weight", []int64{V, H}, true, nil); err != nil {
 		return err
 	}
@@ -167,56 +167,17 @@ func (m *Model) plan(hp *hparams, o Options) error {
 			m.plans = append(m.plans, &tensorPlan{name: f.name, typ: gguf.TypeF32, shape: []uint64{uint64(len(data))}, data: data})
 		}
 	}
+	sizes := arch.Sizes{Hidden: hp.hidden, FF: hp.ff, Heads: hp.heads, KVHeads: hp.kvHeads, HeadDim: hp.headDim}
+	heads := map[arch.Heads]int{arch.QHeads: hp.heads, arch.KVHeads: hp.kvHeads}
+	layer := importOrder(fam.arch.Block)
 	for i := range hp.layers {
-		hf := func(s string) string { return fmt.Sprintf("model.layers.%d.%s", i, s) }
-		gg := func(s string) string { return fmt.Sprintf("blk.%d.%s", i, s) }
-		type entry struct {
-			gg, hf   string
-			want     []int64
-			required bool
-			tweak    func(*tensorPlan)
-		}
-		es := []entry{{gg("attn_norm.weight"), hf("input_layernorm.weight"), []int64{H}, true, nil}}
-		if fam.fused {
-			es = append(es,
-				entry{gg("attn_qkv.weight"), hf("self_attn.qkv_proj.weight"), []int64{q + 2*kv, H}, true, nil},
-				entry{gg("attn_qkv.bias"), hf("self_attn.qkv_proj.bias"), []int64{q + 2*kv}, false, nil})
-		} else {
-			es = append(es,
-				entry{gg("attn_q.weight"), hf("self_attn.q_proj.weight"), []int64{q, H}, true, permute(hp.heads)},
-				entry{gg("attn_k.weight"), hf("self_attn.k_proj.weight"), []int64{kv, H}, true, permute(hp.kvHeads)},
-				entry{gg("attn_v.weight"), hf("self_attn.v_proj.weight"), []int64{kv, H}, true, nil},
-				entry{gg("attn_q.bias"), hf("self_attn.q_proj.bias"), []int64{q}, fam.qkvBias, permute(hp.heads)},
-				entry{gg("attn_k.bias"), hf("self_attn.k_proj.bias"), []int64{kv}, fam.qkvBias, permute(hp.kvHeads)},
-				entry{gg("attn_v.bias"), hf("self_attn.v_proj.bias"), []int64{kv}, fam.qkvBias, nil})
-		}
-		es = append(es,
-			entry{gg("attn_output.weight"), hf("self_attn.o_proj.weight"), []int64{H, q}, true, nil},
-			entry{gg("attn_output.bias"), hf("self_attn.o_proj.bias"), []int64{H}, false, nil})
-		if fam.qkNorm {
-			d := int64(hp.headDim)
-			es = append(es,
-				entry{gg("attn_q_norm.weight"), hf("self_attn.q_norm.weight"), []int64{d}, true, nil},
-				entry{gg("attn_k_norm.weight"), hf("self_attn.k_norm.weight"), []int64{d}, true, nil})
-		}
-		if fam.postNorms {
-			es = append(es,
-				entry{gg("post_attention_norm.weight"), hf("post_attention_layernorm.weight"), []int64{H}, true, nil},
-				entry{gg("ffn_norm.weight"), hf("pre_feedforward_layernorm.weight"), []int64{H}, true, nil},
-				entry{gg("post_ffw_norm.weight"), hf("post_feedforward_layernorm.weight"), []int64{H}, true, nil})
-		} else {
-			es = append(es, entry{gg("ffn_norm.weight"), hf("post_attention_layernorm.weight"), []int64{H}, true, nil})
-		}
-		if fam.fused {
-			es = append(es, entry{gg("ffn_up.weight"), hf("mlp.gate_up_proj.weight"), []int64{2 * F, H}, true, nil})
-		} else {
-			es = append(es,
-				entry{gg("ffn_gate.weight"), hf("mlp.gate_proj.weight"), []int64{F, H}, true, nil},
-				entry{gg("ffn_up.weight"), hf("mlp.up_proj.weight"), []int64{F, H}, true, nil})
-		}
-		es = append(es, entry{gg("ffn_down.weight"), hf("mlp.down_proj.weight"), []int64{H, F}, true, nil})
-		for _, e := range es {
-			if err := add(e.gg, e.hf, e.want, e.required, e.tweak); err != nil {
+		for _, t := range layer {
+			var tweak func(*tensorPlan)
+			if t.Permute != arch.NoHeads {
+				tweak = permute(heads[t.Permute])
+			}
+			gg, hf := fmt.Sprintf("blk.%d.%s", i, t.GGUF), fmt.Sprintf("model.layers.%d.%s", i, t.HF)
+			if err := add(gg, hf, t.Shape(sizes), !t.Optional, tweak); err != nil {
 				return err
 			}
 		}
@@ -261,6 +222,35 @@ func (m *Model) plan(hp *hparams, o Options) error {
 	return nil
 }
 
+// importOrder is a layer's tensors in the order this importer writes them:
+// the attention norm, the q/k/v projections, their biases, the output
+// projection and its bias, the head norms, the other norms, the
+// feed-forward. It is not the record's (the forward's) order, but the bases
+// of committed fixtures (training/testdata/peft_quant) were imported in it
+// and record it tensor by tensor, and remaking them needs transformers.
+func importOrder(block []arch.Tensor) []arch.Tensor {
+	rank := func(t arch.Tensor) int {
+		switch {
+		case t.GGUF == "attn_norm.weight":
+			return 0
+		case strings.HasPrefix(t.GGUF, "attn_output."):
+			return 3
+		case strings.HasPrefix(t.GGUF, "ffn_") && t.Kind != arch.Norm:
+			return 6
+		case t.Kind == arch.Norm && t.Rows == arch.DimHeadDim:
+			return 4
+		case t.Kind == arch.Norm:
+			return 5
+		case t.Kind == arch.Bias:
+			return 2
+		}
+		return 1
+	}
+	out := slices.Clone(block)
+	slices.SortStableFunc(out, func(a, b arch.Tensor) int { return rank(a) - rank(b) })
+	return out
+}
+
 func quoteAll(s []string) []string {
 	out := make([]string, len(s))
 	for i, x := range s {
@@ -270,14 +260,9 @@ func quoteAll(s []string) []string {
 }
 
 // permutedRow is the source row of output row r under llama.cpp's q/k
-// permutation for heads heads of rows/heads rows each:
-// w.reshape(heads, 2, half, cols).swapaxes(1, 2).reshape(rows, cols), which
-// interleaves the two rotate_half halves of each head.
+// permutation (arch.PermutedRow), in the plan's row type.
 func permutedRow(r, rows int64, heads int) int64 {
-	per := rows / int64(heads)
-	half := per / 2
-	h, rem := r/per, r%per
-	return h*per + (rem%2)*half + rem/2
+	return int64(arch.PermutedRow(int(r), int(rows), heads))
 }
 
 // reader streams the plan's output bytes.

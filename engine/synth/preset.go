@@ -5,21 +5,23 @@ import (
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/hearthstudio/hearth/engine/arch"
 )
 
 // Preset is the shape of one model: what its config.json says, in the terms
-// of the GGUF keys it becomes. Which tensors a layer has beyond the common
-// ones (Qwen 2's q/k/v biases, QK-norms, Gemma 2/3's post-norms, Phi-3's
-// fused projections) follows from Arch, as it does in llama.cpp; the Has*
-// and Fused methods report it.
+// of the GGUF keys it becomes. Which tensors a layer has (Qwen 2's q/k/v
+// biases, QK-norms, Gemma 2/3's post-norms, Phi-3's fused projections)
+// follows from Arch, as it does in llama.cpp: the layer is its engine/arch
+// record's tensor map, and the Has* and Fused methods report its layout.
 type Preset struct {
 	// Name is what --preset takes: "llama-3.2-1b".
 	Name string
 	// Model names the real model whose shapes this is (its Hugging Face
 	// repository), or says what a test preset is for.
 	Model string
-	// Arch is general.architecture: llama, gemma, gemma2, gemma3, qwen2,
-	// qwen3 or phi3.
+	// Arch is general.architecture, the name of an engine/arch record,
+	// which says which tensors a layer holds.
 	Arch string
 
 	Vocab   int // tokens; rows of token_embd and output
@@ -211,24 +213,30 @@ func PresetNames() string {
 	return strings.Join(names, ", ")
 }
 
-// archs are the architectures a preset may have: the contract of Hearth's
-// loader.
-var archs = []string{"llama", "gemma", "gemma2", "gemma3", "qwen2", "qwen3", "phi3"}
+// layout is the graph of p's architecture as its engine/arch record gives
+// it; an architecture without a record has the base graph (Validate
+// refuses it).
+func (p Preset) layout() arch.Layout {
+	if a, ok := arch.Lookup(p.Arch); ok {
+		return a.Layout
+	}
+	return arch.Layout{}
+}
 
 // HasQKVBias reports whether the layers have attn_q/k/v.bias (Qwen 2).
-func (p Preset) HasQKVBias() bool { return p.Arch == "qwen2" }
+func (p Preset) HasQKVBias() bool { return p.layout().QKVBias }
 
 // HasQKNorm reports whether the layers have attn_q_norm and attn_k_norm
 // (Qwen 3, Gemma 3).
-func (p Preset) HasQKNorm() bool { return p.Arch == "qwen3" || p.Arch == "gemma3" }
+func (p Preset) HasQKNorm() bool { return p.layout().QKNorm }
 
 // HasPostNorms reports whether the layers have post_attention_norm and
 // post_ffw_norm (Gemma 2, Gemma 3).
-func (p Preset) HasPostNorms() bool { return p.Arch == "gemma2" || p.Arch == "gemma3" }
+func (p Preset) HasPostNorms() bool { return p.layout().PostNorms }
 
 // Fused reports whether the layers have attn_qkv instead of attn_q/k/v and
 // a double-height ffn_up instead of ffn_gate and ffn_up (Phi-3).
-func (p Preset) Fused() bool { return p.Arch == "phi3" }
+func (p Preset) Fused() bool { return p.layout().Fused }
 
 // ropeDims is rope.dimension_count.
 func (p Preset) ropeDims() int {
@@ -247,12 +255,9 @@ func (p Preset) Validate() error {
 	if p.Name == "" {
 		return errors.New("synth: preset has no name")
 	}
-	known := false
-	for _, a := range archs {
-		known = known || a == p.Arch
-	}
-	if !known {
-		return fail("architecture %q is not one of %s", p.Arch, strings.Join(archs, ", "))
+	rec, ok := arch.Lookup(p.Arch)
+	if !ok {
+		return fail("architecture %q is not one of %s", p.Arch, strings.Join(arch.Names(), ", "))
 	}
 	for _, d := range []struct {
 		name string
@@ -283,21 +288,20 @@ func (p Preset) Validate() error {
 	}
 	if r := p.Llama3Rope; r != nil {
 		switch {
-		case p.Arch != "llama":
+		case !rec.PermuteQK:
 			return fail("llama3 RoPE scaling is Llama's; %s has none", p.Arch)
 		case !(r.Factor > 0) || !(r.LowFreqFactor > 0) || !(r.HighFreqFactor > r.LowFreqFactor) || r.OriginalContext <= 0:
 			return fail("llama3 RoPE scaling needs factor > 0, 0 < low_freq_factor < high_freq_factor and original_context > 0, not %+v", *r)
 		}
 	}
-	gemma23 := p.Arch == "gemma2" || p.Arch == "gemma3"
 	switch {
-	case gemma23 && p.QueryPreAttnScalar <= 0:
+	case rec.AttnScale && p.QueryPreAttnScalar <= 0:
 		return fail("%s needs query_pre_attn_scalar", p.Arch)
-	case gemma23 && p.SlidingWindow == 0:
+	case rec.Interleaved() && p.SlidingWindow == 0:
 		return fail("%s needs a sliding window", p.Arch)
-	case !gemma23 && p.QueryPreAttnScalar != 0:
+	case !rec.AttnScale && p.QueryPreAttnScalar != 0:
 		return fail("query_pre_attn_scalar is Gemma 2/3's; %s has none", p.Arch)
-	case p.Arch != "gemma2" && (p.AttnSoftcap != 0 || p.FinalSoftcap != 0):
+	case !rec.Softcap && (p.AttnSoftcap != 0 || p.FinalSoftcap != 0):
 		return fail("soft-capping is Gemma 2's; %s has none", p.Arch)
 	case p.Arch == "gemma3" && !(p.RopeBaseSWA > 1):
 		return fail("gemma3 needs rope_base_swa, the base of its sliding-window layers")

@@ -1,6 +1,10 @@
 package synth
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/hearthstudio/hearth/engine/arch"
+)
 
 // tensorKind says how a tensor's values are made.
 type tensorKind int
@@ -25,8 +29,6 @@ type tensorSpec struct {
 // FFN), the final norm and the output.
 func (p Preset) tensors() []tensorSpec {
 	h, v := uint64(p.Hidden), uint64(p.Vocab)
-	q, kv := uint64(p.Heads*p.HeadDim), uint64(p.KVHeads*p.HeadDim)
-	ff, hd := uint64(p.FF), uint64(p.HeadDim)
 
 	var ts []tensorSpec
 	add := func(kind tensorKind, name string, shape ...uint64) {
@@ -36,41 +38,25 @@ func (p Preset) tensors() []tensorSpec {
 	if p.Llama3Rope != nil {
 		add(kindRopeFreqs, "rope_freqs.weight", uint64(p.ropeDims()/2))
 	}
+	a, ok := arch.Lookup(p.Arch)
+	if !ok {
+		// Validate refuses such a preset; without a record there is no layer.
+		return ts
+	}
+	sizes := arch.Sizes{Hidden: p.Hidden, FF: p.FF, Heads: p.Heads, KVHeads: p.KVHeads, HeadDim: p.HeadDim}
+	kinds := map[arch.Kind]tensorKind{arch.Matrix: kindMatrix, arch.Norm: kindNorm, arch.Bias: kindBias}
 	for l := range p.Layers {
-		b := fmt.Sprintf("blk.%d.", l)
-		add(kindNorm, b+"attn_norm.weight", h)
-		if p.Fused() {
-			add(kindMatrix, b+"attn_qkv.weight", h, q+2*kv)
-		} else {
-			for _, proj := range []struct {
-				name string
-				rows uint64
-			}{{"q", q}, {"k", kv}, {"v", kv}} {
-				add(kindMatrix, b+"attn_"+proj.name+".weight", h, proj.rows)
-				if p.HasQKVBias() {
-					add(kindBias, b+"attn_"+proj.name+".bias", proj.rows)
-				}
-				if p.HasQKNorm() && proj.name != "v" {
-					add(kindNorm, b+"attn_"+proj.name+"_norm.weight", hd)
-				}
+		for _, t := range a.Block {
+			if t.Optional {
+				continue
 			}
-		}
-		add(kindMatrix, b+"attn_output.weight", q, h)
-		if p.HasPostNorms() {
-			add(kindNorm, b+"post_attention_norm.weight", h)
-		}
-		add(kindNorm, b+"ffn_norm.weight", h)
-		if p.Fused() {
-			// Gate rows first, then up, as the converter keeps Phi-3's
-			// gate_up_proj.
-			add(kindMatrix, b+"ffn_up.weight", h, 2*ff)
-		} else {
-			add(kindMatrix, b+"ffn_gate.weight", h, ff)
-			add(kindMatrix, b+"ffn_up.weight", h, ff)
-		}
-		add(kindMatrix, b+"ffn_down.weight", ff, h)
-		if p.HasPostNorms() {
-			add(kindNorm, b+"post_ffw_norm.weight", h)
+			// ggml's shape is innermost first: [cols, rows].
+			shape := t.Shape(sizes)
+			ne := make([]uint64, len(shape))
+			for i, d := range shape {
+				ne[len(shape)-1-i] = uint64(d)
+			}
+			add(kinds[t.Kind], fmt.Sprintf("blk.%d.%s", l, t.GGUF), ne...)
 		}
 	}
 	add(kindNorm, "output_norm.weight", h)

@@ -1,0 +1,360 @@
+package arch
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/hearthstudio/hearth/gguf"
+)
+
+// Config is an architecture's hyper-parameters, from the GGUF keys.
+type Config struct {
+	Arch    string // general.architecture
+	Name    string // general.name, may be empty
+	Vocab   int    // rows of token_embd (set when the weights load)
+	Hidden  int    // embedding_length
+	Layers  int    // block_count
+	Heads   int    // attention.head_count
+	KVHeads int    // attention.head_count_kv
+	HeadDim int    // attention.key_length (= value_length)
+	FF      int    // feed_forward_length
+	Context int    // context_length: the longest context the model was trained for
+	Eps     float32
+
+	// RoPE. Layers with a sliding window rotate with RopeBaseLocal and
+	// RopeScaleLocal when those are set (Gemma 3's local layers), the others
+	// with RopeBase and RopeScale (the frequency scale: 1/factor of a linear
+	// scaling).
+	RopeBase, RopeScale           float32
+	RopeBaseLocal, RopeScaleLocal float32
+	RopeDims                      int  // rotated dims of each head
+	NeoX                          bool // NeoX pairs (i, i+d/2); else Llama's (2i, 2i+1)
+
+	// Long-context RoPE. RopeAttnFactor multiplies every rotated q and k
+	// value (0 means 1): YaRN's attention scaling, LongRoPE's
+	// rope.scaling.attn_factor. RopeOrigContext is the context the model
+	// was pre-trained for (rope.scaling.original_context_length, else
+	// Context): a runner with a longer context uses LongRoPE's long
+	// factors. YaRN, when not nil, blends each pair's frequency; Model's
+	// RopeFactors hold the blend.
+	RopeAttnFactor  float32
+	RopeOrigContext int
+	YaRN            *YaRN
+
+	// SlidingWindow, when > 0, limits attention to that many positions
+	// (the query's own included) in the layers Sliding reports.
+	SlidingWindow int
+	// SlidingPeriod: with a window, layer i is global when
+	// (i+1)%SlidingPeriod == 0 (Gemma 2: 2, Gemma 3: 6); 0 makes every layer
+	// sliding (Mistral, Phi-3).
+	SlidingPeriod int
+	// SlidingLayers, when not nil, says layer by layer which ones slide
+	// (the per-layer form of the pattern) and SlidingPeriod is unused.
+	SlidingLayers []bool
+
+	AttnScale    float32 // q·k scale; 0 means 1/sqrt(HeadDim)
+	AttnSoftcap  float32 // Gemma 2's attention score cap; 0 means none
+	FinalSoftcap float32 // Gemma 2's logit cap; 0 means none
+	EmbedScale   float32 // embeddings are multiplied by this (Gemma: sqrt(Hidden)); 0 means 1
+	GELU         bool    // GeGLU feed-forward (Gemma) instead of SwiGLU
+	PostNorms    bool    // Gemma 2/3: norms after attention and feed-forward too
+	QKNorm       bool    // Qwen 3, Gemma 3: RMSNorm of each q and k head
+	QKVBias      bool    // Qwen 2: biases on the q, k and v projections
+}
+
+// YaRN is the RoPE scaling of that name (Peng et al. 2023) as llama.cpp
+// reads it: the frequencies of a context Factor times the original one,
+// with the ramp between extrapolated and interpolated pairs from BetaFast
+// to BetaSlow rotations, ExtFactor scaling the extrapolated share.
+type YaRN struct {
+	Factor, BetaFast, BetaSlow, ExtFactor float32
+}
+
+// Sliding reports whether layer i uses the sliding window.
+func (c *Config) Sliding(i int) bool {
+	if c.SlidingWindow <= 0 {
+		return false
+	}
+	if c.SlidingLayers != nil {
+		return i < len(c.SlidingLayers) && c.SlidingLayers[i]
+	}
+	return c.SlidingPeriod == 0 || (i+1)%c.SlidingPeriod != 0
+}
+
+// Window is layer i's attention window in positions; 0 means none.
+func (c *Config) Window(i int) int {
+	if c.Sliding(i) {
+		return c.SlidingWindow
+	}
+	return 0
+}
+
+// Rope is layer i's frequency base and scale.
+func (c *Config) Rope(i int) (base, scale float32) {
+	if c.Sliding(i) && c.RopeBaseLocal != 0 {
+		return c.RopeBaseLocal, c.RopeScaleLocal
+	}
+	return c.RopeBase, c.RopeScale
+}
+
+// QDim and KVDim are the widths of the q and of the k (or v) projections.
+func (c *Config) QDim() int  { return c.Heads * c.HeadDim }
+func (c *Config) KVDim() int { return c.KVHeads * c.HeadDim }
+
+// Validate checks that the hyper-parameters describe a model the forward
+// passes can run.
+func (c *Config) Validate() error {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"vocab size", c.Vocab}, {"embedding_length", c.Hidden}, {"block_count", c.Layers},
+		{"attention.head_count", c.Heads}, {"attention.head_count_kv", c.KVHeads},
+		{"attention.key_length", c.HeadDim}, {"feed_forward_length", c.FF}, {"context_length", c.Context}} {
+		if f.v <= 0 {
+			return fmt.Errorf("%s: %s is %d, must be positive", c.Arch, f.name, f.v)
+		}
+	}
+	if c.Heads%c.KVHeads != 0 {
+		return fmt.Errorf("%s: attention.head_count (%d) must be a multiple of attention.head_count_kv (%d)", c.Arch, c.Heads, c.KVHeads)
+	}
+	if c.HeadDim > 256 {
+		return fmt.Errorf("%s: attention.key_length %d: heads wider than 256 are not supported", c.Arch, c.HeadDim)
+	}
+	if c.RopeDims <= 0 || c.RopeDims > c.HeadDim || c.RopeDims%2 != 0 {
+		return fmt.Errorf("%s: rope.dimension_count %d must be even and within the head's %d dims", c.Arch, c.RopeDims, c.HeadDim)
+	}
+	if !(c.RopeBase > 0) || math.IsInf(float64(c.RopeBase), 0) {
+		return fmt.Errorf("%s: rope.freq_base %v must be positive", c.Arch, c.RopeBase)
+	}
+	if !(c.Eps > 0) {
+		return fmt.Errorf("%s: attention.layer_norm_rms_epsilon %v must be positive", c.Arch, c.Eps)
+	}
+	if c.SlidingWindow < 0 || c.SlidingPeriod < 0 {
+		return fmt.Errorf("%s: sliding window %d / period %d must not be negative", c.Arch, c.SlidingWindow, c.SlidingPeriod)
+	}
+	return nil
+}
+
+// ReadConfig reads a model's hyper-parameters. An architecture Hearth does
+// not implement is refused by name.
+func ReadConfig(f *gguf.File) (Config, error) {
+	arch := f.Architecture()
+	if arch == "" {
+		return Config{}, fmt.Errorf("no general.architecture key: not a model file?")
+	}
+	a, ok := Lookup(arch)
+	if !ok {
+		return Config{}, fmt.Errorf("architecture %q is not supported (supported: %s)", arch, strings.Join(Names(), ", "))
+	}
+	c := Config{Arch: arch}
+	var err error
+	c.Name, _ = f.StringOr("general.name", "")
+	key := func(k string) string { return arch + "." + k }
+	ints := []struct {
+		dst *int
+		key string
+		def int // -1: required
+	}{
+		{&c.Hidden, "embedding_length", -1},
+		{&c.Layers, "block_count", -1},
+		{&c.Context, "context_length", -1},
+		{&c.SlidingWindow, "attention.sliding_window", 0},
+	}
+	for _, k := range ints {
+		if k.def < 0 {
+			*k.dst, err = f.Int(key(k.key))
+		} else {
+			*k.dst, err = f.IntOr(key(k.key), k.def)
+		}
+		if err != nil {
+			return Config{}, err
+		}
+	}
+	// llama.cpp reads these three as a scalar or as one value per layer
+	// (its get_key_or_arr); converters of models whose layers differ write
+	// arrays, and some write arrays of equal values.
+	if c.Heads, err = perLayerInt(f, key("attention.head_count"), c.Layers, -1); err != nil {
+		return Config{}, err
+	}
+	if c.FF, err = perLayerInt(f, key("feed_forward_length"), c.Layers, -1); err != nil {
+		return Config{}, err
+	}
+	if c.KVHeads, err = perLayerInt(f, key("attention.head_count_kv"), c.Layers, c.Heads); err != nil {
+		return Config{}, err
+	}
+	if c.Heads <= 0 {
+		return Config{}, fmt.Errorf("%s: attention.head_count is %d, must be positive", arch, c.Heads)
+	}
+	if c.HeadDim, err = f.IntOr(key("attention.key_length"), c.Hidden/c.Heads); err != nil {
+		return Config{}, err
+	}
+	if vd, err := f.IntOr(key("attention.value_length"), c.HeadDim); err != nil {
+		return Config{}, err
+	} else if vd != c.HeadDim {
+		return Config{}, fmt.Errorf("%s: attention.value_length %d differs from key_length %d: not supported", arch, vd, c.HeadDim)
+	}
+	if c.RopeDims, err = f.IntOr(key("rope.dimension_count"), c.HeadDim); err != nil {
+		return Config{}, err
+	}
+	if c.Eps, err = f.Float32Or(key("attention.layer_norm_rms_epsilon"), 1e-5); err != nil {
+		return Config{}, err
+	}
+	if c.RopeBase, err = f.Float32Or(key("rope.freq_base"), 10000); err != nil {
+		return Config{}, err
+	}
+	if err := readRopeScaling(f, &c); err != nil {
+		return Config{}, err
+	}
+	a.Layout.apply(&c)
+	if a.Configure != nil {
+		if err := a.Configure(f, &c); err != nil {
+			return Config{}, err
+		}
+	}
+	return c, nil
+}
+
+// perLayerInt reads a key llama.cpp accepts as one integer for every layer
+// or as an array of one integer per layer. Hearth's layers all have the
+// same shape, so an array must hold one value repeated; def < 0 makes the
+// key required.
+func perLayerInt(f *gguf.File, key string, layers, def int) (int, error) {
+	v, ok := f.Value(key)
+	if !ok && def >= 0 {
+		return def, nil
+	}
+	if !ok || v.Type() != gguf.ValueArray {
+		return f.Int(key)
+	}
+	xs, err := f.Int64s(key)
+	if err != nil {
+		return 0, fmt.Errorf("%w (an integer, or an array of one integer per layer)", err)
+	}
+	if len(xs) != layers {
+		return 0, fmt.Errorf("key %q: an array of %d values for %d layers; want one per layer", key, len(xs), layers)
+	}
+	for i, x := range xs {
+		if x != xs[0] {
+			return 0, fmt.Errorf("key %q: layer %d has %d, layer 0 %d: layers of different widths are not supported", key, i, x, xs[0])
+		}
+	}
+	return int(xs[0]), nil
+}
+
+// readSlidingPattern reads ARCH.attention.sliding_window_pattern in either
+// of its forms: an integer period (llama.cpp's converter; layer i is
+// global when (i+1) % period == 0) into c.SlidingPeriod, or an array of one
+// bool per layer, true for a sliding layer (Ollama's converter, from
+// layer_types) into c.SlidingLayers. A missing key leaves def as the
+// period.
+func readSlidingPattern(f *gguf.File, c *Config, def int) error {
+	key := c.Arch + ".attention.sliding_window_pattern"
+	v, ok := f.Value(key)
+	switch {
+	case !ok:
+		c.SlidingPeriod = def
+		return nil
+	case v.Type() != gguf.ValueArray:
+		p, err := f.Int(key)
+		if err != nil {
+			return fmt.Errorf("%w (an integer period, or an array of one bool per layer)", err)
+		}
+		if p < 0 {
+			return fmt.Errorf("key %q: period %d must not be negative", key, p)
+		}
+		c.SlidingPeriod = p
+		return nil
+	}
+	layers, isBools := v.Any().([]bool)
+	if !isBools {
+		return fmt.Errorf("key %q: is ARRAY of %s, want an integer period or an array of one bool per layer", key, v.ElemType())
+	}
+	if len(layers) != c.Layers {
+		return fmt.Errorf("key %q: %d bools for %d layers; want one per layer", key, len(layers), c.Layers)
+	}
+	c.SlidingLayers = slices.Clone(layers)
+	return nil
+}
+
+// readRopeScaling reads ARCH.rope.scaling.*: the type (llama.cpp's default
+// when absent is linear with no factor, that is none), a linear factor,
+// YaRN's fields under llama.cpp's names (yarn_beta_fast, ...) or Ollama's
+// (beta_fast, ..., extrapolation_factor), and the attention factor that
+// llama.cpp applies under every type. LongRoPE is said by its factor
+// tensors (weights.go), so its type, which newer converters write, needs
+// nothing here.
+func readRopeScaling(f *gguf.File, c *Config) error {
+	key := func(k string) string { return c.Arch + ".rope.scaling." + k }
+	c.RopeScale = 1
+	var err error
+	if c.RopeOrigContext, err = f.IntOr(key("original_context_length"), c.Context); err != nil {
+		return err
+	}
+	attn, err := f.Float32Or(key("attn_factor"), 1)
+	if err != nil {
+		return err
+	}
+	if !(attn > 0) || math.IsInf(float64(attn), 0) {
+		return fmt.Errorf("%s: rope.scaling.attn_factor %v must be positive", c.Arch, attn)
+	}
+	c.RopeAttnFactor = attn
+	scaling, err := f.StringOr(key("type"), "none")
+	if err != nil {
+		return err
+	}
+	factor, err := f.Float32Or(key("factor"), 1)
+	if err != nil {
+		return err
+	}
+	if !(factor > 0) || math.IsInf(float64(factor), 0) {
+		return fmt.Errorf("%s: rope.scaling.factor %v must be positive", c.Arch, factor)
+	}
+	// either reads a float under llama.cpp's key or else Ollama's.
+	either := func(llama, ollama string, def float32) (float32, error) {
+		d, err := f.Float32Or(key(ollama), def)
+		if err != nil {
+			return 0, err
+		}
+		return f.Float32Or(key(llama), d)
+	}
+	switch scaling {
+	case "none", "", "longrope":
+	case "linear":
+		c.RopeScale = 1 / factor
+	case "yarn":
+		y := YaRN{Factor: factor}
+		if y.BetaFast, err = either("yarn_beta_fast", "beta_fast", 32); err != nil {
+			return err
+		}
+		if y.BetaSlow, err = either("yarn_beta_slow", "beta_slow", 1); err != nil {
+			return err
+		}
+		if y.ExtFactor, err = either("yarn_ext_factor", "extrapolation_factor", 1); err != nil {
+			return err
+		}
+		if lm, err := f.Float32Or(key("yarn_log_multiplier"), 0); err != nil {
+			return err
+		} else if lm != 0 {
+			return fmt.Errorf("%s: rope.scaling.yarn_log_multiplier %v (DeepSeek's mscale_all_dim) is not supported", c.Arch, lm)
+		}
+		if c.RopeOrigContext <= 0 {
+			return fmt.Errorf("%s: rope.scaling.original_context_length %d must be positive for yarn", c.Arch, c.RopeOrigContext)
+		}
+		// transformers' attention_factor, which llama.cpp's converter
+		// writes as yarn_attn_factor, replaces the default 1 + 0.1 ln s.
+		m := float32(1)
+		if factor > 1 {
+			m = float32(1 + 0.1*math.Log(float64(factor)))
+		}
+		if m, err = f.Float32Or(key("yarn_attn_factor"), m); err != nil {
+			return err
+		}
+		c.RopeAttnFactor *= m
+		c.YaRN = &y
+	default:
+		return fmt.Errorf("%s: rope.scaling.type %q is not supported (none, linear, yarn and longrope are)", c.Arch, scaling)
+	}
+	return nil
+}
