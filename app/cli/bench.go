@@ -41,12 +41,14 @@ type benchReport struct {
 	// bounds decode, so this is the number to compare across builds.
 	Dispatches int           `json:"dispatches_per_token,omitempty"`
 	Results    []benchResult `json:"results"`
+	// Profile is where a decoded token's GPU time goes (--profile).
+	Profile *model.DecodeProfile `json:"decode_profile,omitempty"`
 }
 
 func newBenchCmd() *cobra.Command {
 	var mf modelFlags
 	var prompt, gen, reps, depth int
-	var asJSON bool
+	var asJSON, gpuProfile bool
 	var profile, sampler string
 	cmd := &cobra.Command{
 		Use:   "bench -m MODEL [-p 512] [-n 128] [-d 0]",
@@ -155,9 +157,25 @@ func newBenchCmd() *cobra.Command {
 					return err
 				}
 			}
+			if gpuProfile {
+				g, ok := r.(*model.GPU)
+				if !ok {
+					return fmt.Errorf("--profile times GPU dispatches; the model runs on %s", l.Backend)
+				}
+				// At the decode test's history: the token after its
+				// prompt and the tokens it generated.
+				p, err := g.ProfileDecode(min(max(depth, 1)+gen, r.Context()-1), 3)
+				if err != nil {
+					return err
+				}
+				rep.Profile = &p
+			}
 			w := cmd.OutOrStdout()
 			if asJSON {
 				return writeTokenJSON(w, rep)
+			}
+			if rep.Profile != nil {
+				defer fmt.Fprint(w, "\n", rep.Profile)
 			}
 			if rep.Dispatches > 0 {
 				fmt.Fprintf(cmd.ErrOrStderr(), "decode: %d dispatches per token (%d layers)\n", rep.Dispatches, m.Config.Layers)
@@ -171,6 +189,7 @@ func newBenchCmd() *cobra.Command {
 	cmd.Flags().IntVarP(&reps, "repetitions", "r", 3, "runs of each test after the warm-up")
 	cmd.Flags().IntVarP(&depth, "depth", "d", 0, "tokens of history the decode test starts from (a prompt of that length, not timed)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the results as JSON")
+	cmd.Flags().BoolVar(&gpuProfile, "profile", false, "on the GPU, time every dispatch of a decoded token (prefixes of its chain) and print where the token's time goes, by kernel")
 	cmd.Flags().StringVar(&sampler, "sampler", "greedy", "decode test's sampling: greedy (argmax on the GPU), topk (temperature 0.8, top-k 40 on the GPU, the draw on the host) or host (top-k off: all logits read back, the sampler on the host)")
 	cmd.Flags().StringVar(&profile, "cpuprofile", "", "write a Go CPU profile of the run to this file (for go tool pprof)")
 	return cmd

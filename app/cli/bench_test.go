@@ -46,3 +46,27 @@ func TestBenchDepth(t *testing.T) {
 		t.Errorf("-d 40 in a 32-token context: %v, want an error naming -d", err)
 	}
 }
+
+// TestBenchProfile: --profile prints where a decoded token's GPU time
+// goes, by kernel (and puts it in --json); on the CPU it is refused, naming
+// the flag.
+func TestBenchProfile(t *testing.T) {
+	m := tinyModel(t, "tiny-llama")
+	out, log, err := runModelCmd(t, "", "bench", "-m", m, "--backend", "gpu", "-p", "0", "-n", "2", "-r", "1", "--profile")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log)
+	}
+	if !strings.Contains(out, "decode profile:") || !strings.Contains(out, "attention.attention") {
+		t.Errorf("no profile by kernel in:\n%s", out)
+	}
+	out, log, err = runModelCmd(t, "", "bench", "-m", m, "--backend", "gpu", "-p", "0", "-n", "2", "-r", "1", "--profile", "--json")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log)
+	}
+	if !strings.Contains(out, `"decode_profile"`) {
+		t.Errorf("no decode_profile in --json:\n%s", out)
+	}
+	if _, _, err := runModelCmd(t, "", "bench", "-m", m, "--backend", "cpu", "-p", "0", "-n", "2", "-r", "1", "--profile"); err == nil || !strings.Contains(err.Error(), "--profile") {
+		t.Errorf("--profile on the CPU: %v, want an error naming --profile", err)
+	}
+}

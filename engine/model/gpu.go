@@ -38,6 +38,9 @@ type GPU struct {
 	dev   *gpu.Device
 	ctx   int
 	batch int
+	// keepFirst, when set, is 1 + the dispatches record keeps
+	// (ProfileDecode's prefixes).
+	keepFirst int
 	// logitRows bounds the rows of an all-positions Forward per chain: the
 	// logits buffer must fit one storage binding (128 MiB on lavapipe is
 	// 261 rows of a 128256-token vocabulary).
@@ -654,6 +657,9 @@ func (r *GPU) record(key stepKey) (*step, error) {
 	ch, err := r.dev.NewChain("forward")
 	if err != nil {
 		return nil, err
+	}
+	if r.keepFirst > 0 {
+		ch.KeepFirst(r.keepFirst - 1)
 	}
 	s := &step{key: key, ch: ch}
 	fail := func(err error) (*step, error) {

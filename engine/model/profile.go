@@ -1,0 +1,166 @@
+package model
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hearthstudio/hearth/engine/ops"
+)
+
+// DecodeProfile is where a decoded token's GPU time goes, measured by
+// timing prefixes of its chain (gpu.Chain.KeepFirst): the first p
+// dispatches of the token's chain are submitted and waited for, for every
+// p, and the difference between consecutive prefixes is what a dispatch
+// adds, its kernel's own time together with the barrier before it.
+type DecodeProfile struct {
+	// Token is the whole chain's time, Fixed that of its empty prefix (the
+	// submit, the token's inputs and the readback).
+	Token, Fixed time.Duration
+	// Kernels sums the dispatches by kernel (family.entry), the most
+	// expensive first.
+	Kernels []KernelTime
+	// Dispatches is how many dispatches the chain records.
+	Dispatches int
+	// Empty is the time one dependent dispatch of a one-workgroup kernel
+	// adds in a chain of them: the floor every dispatch of a token pays
+	// whatever its work.
+	Empty time.Duration
+}
+
+// KernelTime is one kernel's share of a decoded token.
+type KernelTime struct {
+	Name  string
+	Count int
+	Time  time.Duration
+}
+
+// String is the profile as a table.
+func (p DecodeProfile) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "decode profile: %v a token, %d dispatches; the empty chain %v; a dependent one-workgroup dispatch adds %v\n",
+		p.Token.Round(time.Microsecond), p.Dispatches, p.Fixed.Round(time.Microsecond), p.Empty.Round(100*time.Nanosecond))
+	fmt.Fprintf(&b, "%-44s %6s %10s %10s %6s\n", "kernel", "count", "µs/token", "µs each", "share")
+	for _, k := range p.Kernels {
+		us := float64(k.Time) / float64(time.Microsecond)
+		fmt.Fprintf(&b, "%-44s %6d %10.1f %10.2f %5.1f%%\n", k.Name, k.Count, us, us/float64(k.Count), 100*float64(k.Time)/float64(p.Token))
+	}
+	return b.String()
+}
+
+// ProfileDecode profiles the token decoded at pos (greedy, as hearth bench
+// decodes), each prefix timed reps times and the fastest kept, so a
+// dispatch's share is not the noise of one submit. It costs about
+// reps × dispatches / 2 token times, and it overwrites the cache rows at
+// pos, as decoding a token there would.
+func (r *GPU) ProfileDecode(pos, reps int) (DecodeProfile, error) {
+	if r.x == nil {
+		return DecodeProfile{}, fmt.Errorf("model: GPU runner is closed")
+	}
+	if pos < 0 || pos >= r.ctx || reps < 1 {
+		return DecodeProfile{}, fmt.Errorf("model: profile at position %d with %d repetitions: want a position in the %d-token context and at least one repetition", pos, reps, r.ctx)
+	}
+	key := stepKey{n: 1, pos: pos, topK: 1, logits: true}
+	names, err := r.DecodeKernels(pos)
+	if err != nil {
+		return DecodeProfile{}, err
+	}
+	if r.next != nil {
+		r.next.ch.Discard()
+		r.next = nil
+	}
+	defer func() { r.keepFirst = 0 }()
+	prefix := func(keep int) (time.Duration, error) {
+		best := time.Duration(1<<63 - 1)
+		for range reps {
+			r.keepFirst = keep + 1
+			s, err := r.record(key)
+			if err != nil {
+				return 0, err
+			}
+			if err := r.inputs([]int32{0}, key, nil); err != nil {
+				s.ch.Discard()
+				return 0, err
+			}
+			start := time.Now()
+			if err := s.ch.Submit(); err != nil {
+				return 0, err
+			}
+			if err := r.dev.Wait(); err != nil {
+				return 0, err
+			}
+			best = min(best, time.Since(start))
+		}
+		return best, nil
+	}
+	// A warm-up: the first submits of a chain pay for what the driver
+	// sets up once.
+	if _, err := prefix(len(names)); err != nil {
+		return DecodeProfile{}, err
+	}
+	times := make([]time.Duration, len(names)+1)
+	for p := range times {
+		if times[p], err = prefix(p); err != nil {
+			return DecodeProfile{}, err
+		}
+	}
+	by := map[string]*KernelTime{}
+	for i, name := range names {
+		k := by[name]
+		if k == nil {
+			k = &KernelTime{Name: name}
+			by[name] = k
+		}
+		k.Count++
+		k.Time += max(times[i+1]-times[i], 0)
+	}
+	prof := DecodeProfile{Token: times[len(names)], Fixed: times[0], Dispatches: len(names)}
+	for _, k := range by {
+		prof.Kernels = append(prof.Kernels, *k)
+	}
+	sort.Slice(prof.Kernels, func(i, j int) bool { return prof.Kernels[i].Time > prof.Kernels[j].Time })
+	if prof.Empty, err = r.emptyDispatch(reps); err != nil {
+		return DecodeProfile{}, err
+	}
+	return prof, nil
+}
+
+// emptyDispatch times chains of 1 and 257 dependent one-element adds (a
+// single workgroup each, each reading what the one before wrote) and
+// returns what one adds.
+func (r *GPU) emptyDispatch(reps int) (time.Duration, error) {
+	chain := func(n int) (time.Duration, error) {
+		best := time.Duration(1<<63 - 1)
+		for range reps {
+			ch, err := r.dev.NewChain("empty dispatches")
+			if err != nil {
+				return 0, err
+			}
+			for range n {
+				if err := ops.AddInPlace(ch, r.xn, r.x, 1); err != nil {
+					ch.Discard()
+					return 0, err
+				}
+			}
+			start := time.Now()
+			if err := ch.Submit(); err != nil {
+				return 0, err
+			}
+			if err := r.dev.Wait(); err != nil {
+				return 0, err
+			}
+			best = min(best, time.Since(start))
+		}
+		return best, nil
+	}
+	one, err := chain(1)
+	if err != nil {
+		return 0, err
+	}
+	many, err := chain(257)
+	if err != nil {
+		return 0, err
+	}
+	return (many - one) / 256, nil
+}
