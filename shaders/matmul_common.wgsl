@@ -10,7 +10,7 @@ struct MatmulParams {
     x_stride: u32, // floats between activation rows
     y_stride: u32, // floats between output rows
     y_offset: u32, // float index of element (0, 0) in y
-    flags: u32,    // bit 0: accumulate into y; bit 1: matvec_normed_ gain is 1 + g
+    flags: u32,    // bit 0: accumulate into y; bit 1: matvec_normed_ gain is 1 + g; bit 2: matvec_glu_ takes GELU
     eps: f32,      // matvec_normed_: the RMSNorm epsilon
     pad0: u32,
     pad1: u32,

@@ -40,6 +40,7 @@
 
 //!include matmul_common
 //!include matvec_common
+//!include glu_common
 
 // Parts of 32 weights per 256-element super-block.
 const PARTS: u32 = 8u;
@@ -508,4 +509,29 @@ fn matvec_normed_q5_k(@builtin(local_invocation_index) lid: u32, @builtin(workgr
 @compute @workgroup_size(WG)
 fn matvec_normed_q6_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     matvec_rows_normed(Q6_K, lid, wid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn matvec_glu_q2_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    matvec_rows_glu(Q2_K, lid, wid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn matvec_glu_q3_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    matvec_rows_glu(Q3_K, lid, wid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn matvec_glu_q4_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    matvec_rows_glu(Q4_K, lid, wid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn matvec_glu_q5_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    matvec_rows_glu(Q5_K, lid, wid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn matvec_glu_q6_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    matvec_rows_glu(Q6_K, lid, wid, nwg);
 }

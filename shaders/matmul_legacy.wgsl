@@ -33,6 +33,7 @@
 //!include matmul_common
 //!include matmul_reduce
 //!include matvec_common
+//!include glu_common
 
 // ggml type ids, used as a compile-time selector: each entry point passes a
 // literal, so after inlining only one decoder survives.
@@ -368,4 +369,29 @@ fn matvec_normed_q5_1(@builtin(local_invocation_index) lid: u32, @builtin(workgr
 @compute @workgroup_size(WG)
 fn matvec_normed_q8_0(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     matvec_rows_normed(Q8_0, lid, wid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn matvec_glu_q4_0(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    matvec_rows_glu(Q4_0, lid, wid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn matvec_glu_q4_1(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    matvec_rows_glu(Q4_1, lid, wid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn matvec_glu_q5_0(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    matvec_rows_glu(Q5_0, lid, wid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn matvec_glu_q5_1(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    matvec_rows_glu(Q5_1, lid, wid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn matvec_glu_q8_0(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    matvec_rows_glu(Q8_0, lid, wid, nwg);
 }

@@ -172,3 +172,51 @@ fn matvec_rows_normed(kind: u32, lid: u32, wid: vec3<u32>, nwg: vec3<u32>) {
     }
     store_row(lid, row, acc);
 }
+
+// ---- A gated linear unit fused into the product (the matvec_glu_ entries) --
+//
+// y = W·(act(gate) ⊙ up) with x = [gate | up], 2·p.k floats (one token's row
+// of a merged gate-up projection): the feed-forward's down projection reads
+// the gate-up output directly, with no GLU dispatch and no round trip of the
+// activated vector through memory. act is SiLU (SwiGLU), or GELU's tanh
+// approximation (GeGLU) when flags bit 2 is set; silu and gelu come from
+// glu_common, which the family includes, so the staged values are exactly
+// what elementwise's glu_fused writes. Needs XCH > 0.
+
+// glu4 is act(g) ⊙ u.
+fn glu4(g: vec4<f32>, u: vec4<f32>, use_gelu: bool) -> vec4<f32> {
+    if (use_gelu) {
+        return vec4<f32>(gelu(g.x), gelu(g.y), gelu(g.z), gelu(g.w)) * u;
+    }
+    return vec4<f32>(silu(g.x), silu(g.y), silu(g.z), silu(g.w)) * u;
+}
+
+// begin_chunk_glu is begin_chunk staging act(gate) ⊙ up.
+fn begin_chunk_glu(lid: u32, e0: u32, len: u32) {
+    if (e0 > 0u) {
+        workgroupBarrier();
+    }
+    let v0 = e0 / 4u;
+    let up = p.k / 4u; // up starts p.k floats after gate
+    let use_gelu = (p.flags & 4u) != 0u;
+    for (var v = lid; v < len / 4u; v += WG) {
+        xsv[xslot(v)] = glu4(xv[v0 + v], xv[up + v0 + v], use_gelu);
+    }
+    workgroupBarrier();
+}
+
+// matvec_rows_glu is matvec_rows of act(gate) ⊙ up (XCH > 0).
+fn matvec_rows_glu(kind: u32, lid: u32, wid: vec3<u32>, nwg: vec3<u32>) {
+    let lane = lid % LANES;
+    let row = (wid.x + wid.y * nwg.x) * ROWS + lid / LANES;
+    let rowb = row * row_bytes(kind);
+    var acc = 0.0;
+    for (var e0 = 0u; e0 < p.k; e0 += XCH) {
+        let len = min(XCH, p.k - e0);
+        begin_chunk_glu(lid, e0, len);
+        if (row < p.n) {
+            acc += row_units(kind, lane, rowb, e0, len);
+        }
+    }
+    store_row(lid, row, acc);
+}

@@ -70,13 +70,13 @@ func TestDecodeKernels(t *testing.T) {
 func TestDecodeKernelsQuantized(t *testing.T) {
 	const (
 		normed, mm, rope, attn = "matmul_legacy.matvec_normed_q8_0", "matmul_legacy.matvec_q8_0", "rope_qkv.rope_qkv", "attention.attention"
-		glu                    = "elementwise.glu_fused"
+		gluMM                  = "matmul_legacy.matvec_glu_q8_0"
 	)
 	for _, tc := range []struct {
 		preset, quant string
 		layer         []string
 	}{
-		{"tiny-llama", "Q8_0", []string{normed, rope, attn, mm, normed, glu, mm}},
+		{"tiny-llama", "Q8_0", []string{normed, rope, attn, mm, normed, gluMM}},
 	} {
 		t.Run(tc.preset, func(t *testing.T) {
 			m := synthModel(t, tc.preset, tc.quant)

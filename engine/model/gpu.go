@@ -725,13 +725,14 @@ func (r *GPU) record(key stepKey) (*step, error) {
 		try(ops.Attention(ch, r.q, r.kc[i], r.vc[i], r.attScratch, r.att, ops.AttentionArgs{
 			HeadDim: c.HeadDim, Heads: c.Heads, KVHeads: c.KVHeads, Tokens: n, Pos0: pos, KVLen: pos + n,
 			Scale: c.AttnScale, Window: c.Window(i), Softcap: c.AttnSoftcap}))
-		normed = r.residual(ch, l.o, l.lo, r.att, l.postAttnNorm, l.ffnNorm, n, try)
+		normed = r.residual(ch, l.o, l.lo, r.att, l.postAttnNorm, l.ffnNorm, n, try, nil)
 
 		// Feed-forward: x += Down · (act(Gate · norm(x)) * (Up · norm(x))).
 		fuseFFN := !normed && l.gateUp != nil && fuseNorm(n, l.lgate != nil || l.lup != nil, l.gateUp)
 		if !normed && !fuseFFN {
 			try(norm(r.x, l.ffnNorm, r.xn, n, d))
 		}
+		var glu *ops.GLUArgs // set when the down matvec applies the GLU to gate
 		if l.gateUp != nil {
 			if fuseFFN {
 				try(ops.MatVecNormed(ch, l.gateUp, r.x, l.ffnNorm, r.gate, normArgs, ops.MatmulOptions{}))
@@ -741,7 +742,11 @@ func (r *GPU) record(key stepKey) (*step, error) {
 			// gate and up rows alternate per token: 2·FF floats a row.
 			try(r.lora(ch, l.lgate, r.xn, r.gate, n, ops.MatmulOptions{YStride: 2 * c.FF}))
 			try(r.lora(ch, l.lup, r.xn, r.gate, n, ops.MatmulOptions{YOffset: c.FF, YStride: 2 * c.FF}))
-			if c.GELU {
+			// A decoded token's GLU goes into the down matvec (ops.MatVecGLU),
+			// unless a LoRA on down has to read the activated row from up.
+			if n == 1 && l.ldown == nil && ops.HasMatVecGLU(l.down.Type) {
+				glu = &ops.GLUArgs{FF: c.FF, GELU: c.GELU}
+			} else if c.GELU {
 				try(ops.GeGLUFused(ch, r.gate, r.up, n, c.FF))
 			} else {
 				try(ops.SwiGLUFused(ch, r.gate, r.up, n, c.FF))
@@ -761,7 +766,11 @@ func (r *GPU) record(key stepKey) (*step, error) {
 		if i+1 < len(r.layers) {
 			next = r.layers[i+1].attnNorm
 		}
-		normed = r.residual(ch, l.down, l.ldown, r.up, l.postFFNNorm, next, n, try)
+		if glu != nil {
+			normed = r.residual(ch, l.down, nil, r.gate, l.postFFNNorm, next, n, try, glu)
+		} else {
+			normed = r.residual(ch, l.down, l.ldown, r.up, l.postFFNNorm, next, n, try, nil)
+		}
 		if err != nil {
 			return fail(fmt.Errorf("model: layer %d: %w", i, err))
 		}
@@ -819,15 +828,22 @@ func (r *GPU) record(key stepKey) (*step, error) {
 // then normed and added in one kernel (Gemma 2/3's post-norms), which then
 // also writes xn = norm(x)·next when next is set (the pre-norm that follows)
 // and reports that it did. l, when set, adds its LoRA correction to W · in
-// before the norm. Errors go to try.
-func (r *GPU) residual(ch *gpu.Chain, w *gpu.Tensor, l *gpuLoRA, in, post, next *gpu.Buffer, n int, try func(error)) (normed bool) {
+// before the norm. With glu set, in is one token's [gate | up] and W reads
+// act(gate)·up (ops.MatVecGLU). Errors go to try.
+func (r *GPU) residual(ch *gpu.Chain, w *gpu.Tensor, l *gpuLoRA, in, post, next *gpu.Buffer, n int, try func(error), glu *ops.GLUArgs) (normed bool) {
 	c := &r.m.Config
+	product := func(y *gpu.Buffer, o ops.MatmulOptions) error {
+		if glu != nil {
+			return ops.MatVecGLU(ch, w, in, y, *glu, o)
+		}
+		return ops.MatMulWith(ch, w, in, y, n, o)
+	}
 	if post == nil {
-		try(ops.MatMulWith(ch, w, in, r.x, n, ops.MatmulOptions{Accumulate: true}))
+		try(product(r.x, ops.MatmulOptions{Accumulate: true}))
 		try(r.lora(ch, l, in, r.x, n, ops.MatmulOptions{}))
 		return false
 	}
-	try(ops.MatMul(ch, w, in, r.tmp, n))
+	try(product(r.tmp, ops.MatmulOptions{}))
 	try(r.lora(ch, l, in, r.tmp, n, ops.MatmulOptions{}))
 	a := ops.NormArgs{Rows: n, Dim: c.Hidden, Eps: c.Eps}
 	if next == nil {

@@ -13,7 +13,8 @@ package ops
 //     4, MatVecNormed's gain (x again for their other entries).
 //   - Entry points `matvec_<type>` and `matmul_<type>`, type lowercase
 //     (matvec_q4_0, matmul_q6_k); the quantized families add
-//     `matvec_normed_<type>` (MatVecNormed).
+//     `matvec_normed_<type>` (MatVecNormed) and `matvec_glu_<type>`
+//     (MatVecGLU).
 //   - Constants prepended by gpu.Spec: WG (invocations per workgroup), ROWS
 //     (output rows per workgroup), TM (activation rows per workgroup; 1 for
 //     matvec entries), XCH and UNROLL (a quantized matvec's x staging chunk
@@ -57,15 +58,17 @@ type matmulParams struct {
 	XStride uint32 // floats between activation rows
 	YStride uint32 // floats between output rows
 	YOffset uint32 // float index in y of element (0, 0)
-	Flags   uint32 // matmulAccumulate, matmulOnePlus
+	Flags   uint32 // matmulAccumulate, matmulOnePlus, matmulGELU
 	Eps     float32
 	_       [3]uint32 // uniform blocks are whole 16-byte rows
 }
 
-// Flags of MatmulParams.flags: add to y; apply MatVecNormed's gain as 1 + g.
+// Flags of MatmulParams.flags: add to y; apply MatVecNormed's gain as 1 + g;
+// MatVecGLU's activation is GELU (else SiLU).
 const (
 	matmulAccumulate = 1
 	matmulOnePlus    = 2
+	matmulGELU       = 4
 )
 
 // matmulLaunch is the workgroup shape of one entry point.
@@ -203,11 +206,7 @@ func MatVecNormed(c *gpu.Chain, w *gpu.Tensor, x, g, y *gpu.Buffer, a NormArgs, 
 	if !ok || kern.family == "matmul_float" {
 		return fmt.Errorf("ops: matvec normed %q: weight type %v has no fused-norm kernel (quantized types only; use RMSNorm then MatVec)", w.Name, w.Type)
 	}
-	launch := kern.vec
-	if launch.xch == 0 {
-		launch.xch = normedXCH
-	}
-	return matmulDispatch(c, w, kern, x, y, 1, o, &vecNorm{g: g, args: a, launch: launch})
+	return matmulDispatch(c, w, kern, x, y, 1, o, &vecFusion{g: g, norm: a, launch: stagedLaunch(kern)})
 }
 
 // HasMatVecNormed reports whether MatVecNormed takes weights of type t.
@@ -216,15 +215,60 @@ func HasMatVecNormed(t gguf.Type) bool {
 	return ok && kern.family != "matmul_float"
 }
 
-// normedXCH is MatVecNormed's staging chunk when the table reads x from
-// global memory: the normalised x has to be written somewhere, and 2048
-// floats (8 KiB) fit WebGPU's guaranteed 16 KiB beside the partial sums.
-const normedXCH = 2048
+// GLUArgs describe the gated linear unit MatVecGLU applies to its input.
+type GLUArgs struct {
+	// FF is the width of gate and of up: the input holds [gate | up], 2·FF
+	// floats, and the weight has FF columns.
+	FF int
+	// GELU selects gelu(gate)·up with GELU's tanh approximation (GeGLU,
+	// Gemma) instead of silu(gate)·up (SwiGLU, Llama).
+	GELU bool
+}
 
-// vecNorm is the fused RMSNorm of a MatVecNormed dispatch.
-type vecNorm struct {
-	g      *gpu.Buffer
-	args   NormArgs
+// MatVecGLU appends y = W·(act(gate) ⊙ up) for gateUp = [gate | up], one
+// token's row of a merged gate-up projection: the activation of
+// SwiGLUFused/GeGLUFused fused into the decode matvec of the down
+// projection, so the feed-forward needs no GLU dispatch and no activated
+// copy in memory. Each workgroup applies the activation as it stages x.
+// Quantized weight types only; y is placed as o says (o.XStride is unused).
+func MatVecGLU(c *gpu.Chain, w *gpu.Tensor, gateUp, y *gpu.Buffer, a GLUArgs, o MatmulOptions) error {
+	if w == nil {
+		return fmt.Errorf("ops: matvec glu: weight tensor is nil")
+	}
+	kern, ok := matmulKernelFor(w.Type)
+	if !ok || kern.family == "matmul_float" {
+		return fmt.Errorf("ops: matvec glu %q: weight type %v has no fused-GLU kernel (quantized types only; use SwiGLUFused or GeGLUFused then MatVec)", w.Name, w.Type)
+	}
+	if a.FF != w.Cols {
+		return fmt.Errorf("ops: matvec glu %q: ff %d, want the weight's %d columns", w.Name, a.FF, w.Cols)
+	}
+	return matmulDispatch(c, w, kern, gateUp, y, 1, o, &vecFusion{glu: &a, launch: stagedLaunch(kern)})
+}
+
+// HasMatVecGLU reports whether MatVecGLU takes weights of type t.
+func HasMatVecGLU(t gguf.Type) bool { return HasMatVecNormed(t) }
+
+// stagedLaunch is kern's matvec shape with a staging chunk, which the fused
+// entries need: they write the transformed x somewhere.
+func stagedLaunch(kern matmulKernel) matmulLaunch {
+	l := kern.vec
+	if l.xch == 0 {
+		l.xch = stagedXCH
+	}
+	return l
+}
+
+// stagedXCH is a fused matvec's staging chunk when the table reads x from
+// global memory: 2048 floats (8 KiB) fit WebGPU's guaranteed 16 KiB beside
+// the partial sums.
+const stagedXCH = 2048
+
+// vecFusion is what a fused matvec computes from x as it stages it: the
+// RMSNorm of MatVecNormed (glu nil) or the gated activation of MatVecGLU.
+type vecFusion struct {
+	g      *gpu.Buffer // the norm's gain
+	norm   NormArgs
+	glu    *GLUArgs
 	launch matmulLaunch // the table's shape with a staging chunk
 }
 
@@ -234,8 +278,9 @@ func matmulWith(c *gpu.Chain, w *gpu.Tensor, kern matmulKernel, x, y *gpu.Buffer
 	return matmulDispatch(c, w, kern, x, y, m, o, nil)
 }
 
-// matmulDispatch is matmulWith with an optional fused norm (m = 1 only).
-func matmulDispatch(c *gpu.Chain, w *gpu.Tensor, kern matmulKernel, x, y *gpu.Buffer, m int, o MatmulOptions, nrm *vecNorm) error {
+// matmulDispatch is matmulWith with an optional fused norm or GLU (m = 1
+// only).
+func matmulDispatch(c *gpu.Chain, w *gpu.Tensor, kern matmulKernel, x, y *gpu.Buffer, m int, o MatmulOptions, fu *vecFusion) error {
 	k, n := w.Cols, w.Rows
 	if m < 1 {
 		return fmt.Errorf("ops: matmul %q: m = %d activation rows, want at least 1", w.Name, m)
@@ -253,7 +298,11 @@ func matmulDispatch(c *gpu.Chain, w *gpu.Tensor, kern matmulKernel, x, y *gpu.Bu
 	if m > 1 && ys < n {
 		return fmt.Errorf("ops: matmul %q: y stride %d is less than n=%d, output rows would overlap", w.Name, ys, n)
 	}
-	if err := needF32("matmul "+w.Name, "x", x, (m-1)*xs+k); err != nil {
+	xlen := (m-1)*xs + k
+	if fu != nil && fu.glu != nil {
+		xlen = 2 * k // [gate | up]
+	}
+	if err := needF32("matmul "+w.Name, "x", x, xlen); err != nil {
 		return err
 	}
 	if err := needF32("matmul "+w.Name, "y", y, o.YOffset+(m-1)*ys+n); err != nil {
@@ -277,19 +326,29 @@ func matmulDispatch(c *gpu.Chain, w *gpu.Tensor, kern matmulKernel, x, y *gpu.Bu
 	bufs := []*gpu.Buffer{nil, x, y}
 	var flags uint32
 	var eps float32
-	if nrm != nil {
-		entry, launch = "matvec_normed_"+kern.name, nrm.launch
-		a := nrm.args
+	switch {
+	case fu != nil && fu.glu != nil:
+		entry, launch = "matvec_glu_"+kern.name, fu.launch
+		if launch.xch <= 0 {
+			return fmt.Errorf("ops: matvec glu %q: launch must stage x (xch > 0)", w.Name)
+		}
+		if fu.glu.GELU {
+			flags |= matmulGELU
+		}
+		bufs = append(bufs, x)
+	case fu != nil:
+		entry, launch = "matvec_normed_"+kern.name, fu.launch
+		a := fu.norm
 		if a.Rows != 1 || a.Dim != k {
 			return fmt.Errorf("ops: matvec normed %q: norm shape %dx%d, want 1x%d (one row of the weight's columns)", w.Name, a.Rows, a.Dim, k)
 		}
 		if !(a.Eps >= 0) || math.IsInf(float64(a.Eps), 0) {
 			return fmt.Errorf("ops: matvec normed %q: eps %v must be finite and >= 0", w.Name, a.Eps)
 		}
-		if err := needF32("matvec normed "+w.Name, "gain", nrm.g, k); err != nil {
+		if err := needF32("matvec normed "+w.Name, "gain", fu.g, k); err != nil {
 			return err
 		}
-		if nrm.g == y {
+		if fu.g == y {
 			return fmt.Errorf("ops: matvec normed %q: gain and y are the same buffer %q", w.Name, y.Label())
 		}
 		if launch.xch <= 0 {
@@ -299,8 +358,8 @@ func matmulDispatch(c *gpu.Chain, w *gpu.Tensor, kern matmulKernel, x, y *gpu.Bu
 			flags |= matmulOnePlus
 		}
 		eps = a.Eps
-		bufs = append(bufs, nrm.g)
-	} else if kern.family != "matmul_float" {
+		bufs = append(bufs, fu.g)
+	case kern.family != "matmul_float":
 		// The quantized families declare the gain at binding 4 for their
 		// matvec_normed_ entries, and a layout spans the whole family: the
 		// other entries get x there, which they never read.

@@ -597,7 +597,7 @@ func TestMatVecNormedMatchesReference(t *testing.T) {
 			by := scratch(t, "y", rows)
 			run(t, "matvec normed", func(c *gpu.Chain) error {
 				if via == "xch256" {
-					return matmulDispatch(c, w, kern, bx, by, 1, MatmulOptions{}, &vecNorm{g: bg, args: a, launch: chunked})
+					return matmulDispatch(c, w, kern, bx, by, 1, MatmulOptions{}, &vecFusion{g: bg, norm: a, launch: chunked})
 				}
 				return MatVecNormed(c, w, bx, bg, by, a, MatmulOptions{})
 			})
