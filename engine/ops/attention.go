@@ -107,6 +107,12 @@ const (
 	// AttentionTiled is one workgroup per (head, tile of queries); an error
 	// when no tile fits the device at the head dim.
 	AttentionTiled
+	// AttentionDecode is one workgroup per (KV head, query token, split of
+	// the keys) serving every query head of the KV head's group (up to 8 a
+	// workgroup), split-K when scratch allows; an error when the head dim
+	// is not a multiple of 4 or the device's workgroup memory holds no
+	// tile of it.
+	AttentionDecode
 )
 
 // AttentionOptions tune AttentionWith, for tests and benchmarks.
@@ -115,6 +121,11 @@ type AttentionOptions struct {
 	// Tile is the tiled kernel's tile; zero is attentionTileFor's choice.
 	// A nonzero tile implies AttentionTiled.
 	Tile AttentionTile
+	// Splits, when > 0, is how many splits the decode kernel divides the
+	// keys into (fewer when scratch is short, or when the history has
+	// fewer tiles); zero is attentionDecodeSplit's choice. Only with
+	// AttentionDecode.
+	Splits int
 }
 
 // AttentionWith is Attention on a chosen path and tile. Every path computes
@@ -137,10 +148,22 @@ func AttentionWith(c *gpu.Chain, q, k, v, scratch, out *gpu.Buffer, a AttentionA
 	if out == q || out == k || out == v || out == scratch || scratch == q || scratch == k || scratch == v {
 		return fmt.Errorf("ops: attention: out %q and scratch %q must be distinct from each other and the inputs", out.Label(), scratch.Label())
 	}
-	if o.Path < AttentionAuto || o.Path > AttentionTiled {
-		return fmt.Errorf("ops: attention: path %d: want AttentionAuto, AttentionPerQuery or AttentionTiled", o.Path)
+	if o.Path < AttentionAuto || o.Path > AttentionDecode {
+		return fmt.Errorf("ops: attention: path %d: want AttentionAuto, AttentionPerQuery, AttentionTiled or AttentionDecode", o.Path)
+	}
+	if o.Splits < 0 || o.Splits > 0 && o.Path != AttentionDecode {
+		return fmt.Errorf("ops: attention: %d splits: a split count is an option of AttentionDecode only, and positive", o.Splits)
 	}
 	limit := c.Device().Limits.MaxComputeWorkgroupStorageSize
+	if o.Path == AttentionDecode || o.Path == AttentionAuto && a.decodes() {
+		shape, err := attentionDecodeShapeFor(a, limit)
+		switch {
+		case err == nil:
+			return attentionDecode(c, q, k, v, scratch, out, a, shape, o.Splits)
+		case o.Path == AttentionDecode:
+			return err
+		}
+	}
 	tile := o.Tile
 	switch {
 	case tile != (AttentionTile{}):
@@ -160,14 +183,7 @@ func AttentionWith(c *gpu.Chain, q, k, v, scratch, out *gpu.Buffer, a AttentionA
 	}
 
 	splits, chunk := a.split()
-	if need := a.partialBytes(splits); need > scratch.Size() {
-		splits = int(scratch.Size() / a.partialBytes(1))
-		if splits < 2 {
-			splits = 1
-		}
-		chunk = (a.maxVisible() + splits - 1) / splits
-		splits = (a.maxVisible() + chunk - 1) / chunk
-	}
+	splits, chunk = a.fitSplits(scratch, splits, chunk)
 	params := a.params(splits, chunk)
 	grid := [3]uint32{uint32(a.Heads), uint32(a.Tokens), 1}
 	if splits == 1 {
@@ -273,13 +289,29 @@ func attentionTileFor(a AttentionArgs, limit uint32) (AttentionTile, bool) {
 	return last, last != (AttentionTile{})
 }
 
+// fitSplits returns splits partials of chunk keys, or, when scratch holds
+// fewer partials, as many as it holds (one: no split).
+func (a AttentionArgs) fitSplits(scratch *gpu.Buffer, splits, chunk int) (int, int) {
+	if a.partialBytes(splits) <= scratch.Size() {
+		return splits, chunk
+	}
+	splits = max(1, int(scratch.Size()/a.partialBytes(1)))
+	chunk = (a.maxVisible() + splits - 1) / splits
+	return (a.maxVisible() + chunk - 1) / chunk, chunk
+}
+
 // AttentionScratchBytes is the scratch that lets Attention split a's keys as
-// far as it wants to; 0 when a runs in a single pass anyway.
+// far as it wants to on any device, on whichever kernel it runs; 0 when a
+// runs in a single pass anyway.
 func AttentionScratchBytes(a AttentionArgs) uint64 {
 	if a.check() != nil {
 		return 0
 	}
 	splits, _ := a.split()
+	if a.decodes() {
+		// The smallest tile the decode kernel takes allows the most splits.
+		splits = max(splits, a.decodeSplits(attentionDecodeTiles[len(attentionDecodeTiles)-1]))
+	}
 	if splits == 1 {
 		return 0
 	}

@@ -76,3 +76,47 @@ func attentionPairs(a AttentionArgs) int {
 	}
 	return n
 }
+
+// BenchmarkAttentionDecode compares the per-query kernel (split-K) with the
+// decode kernel that serves a KV head's whole query group (its own splits,
+// then forced ones) on decode shapes: Llama 3 8B (32 heads of 128 on 8),
+// Llama 3.2 1B (32 of 64 on 8) and Gemma 3 1B (4 of 256 on 1) at 512 and
+// 4096 keys. GB/s counts each KV head's keys and values once, the traffic
+// the decode kernel is meant to approach.
+func BenchmarkAttentionDecode(b *testing.B) {
+	for _, shape := range []struct {
+		name string
+		a    AttentionArgs
+	}{
+		{"llama8b", AttentionArgs{HeadDim: 128, Heads: 32, KVHeads: 8, Tokens: 1}},
+		{"llama1b", AttentionArgs{HeadDim: 64, Heads: 32, KVHeads: 8, Tokens: 1}},
+		{"gemma3-1b", AttentionArgs{HeadDim: 256, Heads: 4, KVHeads: 1, Tokens: 1, Scale: 1.0 / 16}},
+	} {
+		for _, kv := range []int{512, 4096} {
+			a := shape.a
+			a.Pos0, a.KVLen = kv-1, kv
+			qn, kvn := a.Tokens*a.Heads*a.HeadDim, a.KVLen*a.KVHeads*a.HeadDim
+			q, k, v := upload(b, "q", randVec(1, qn, 1)), upload(b, "k", randVec(2, kvn, 1)), upload(b, "v", randVec(3, kvn, 1))
+			out := scratch(b, "out", qn)
+			sc := scratch(b, "scratch", int(a.partialBytes(256)/4))
+			paths := []struct {
+				name string
+				o    AttentionOptions
+			}{
+				{"per-query", AttentionOptions{Path: AttentionPerQuery}},
+				{"decode", AttentionOptions{Path: AttentionDecode}},
+			}
+			for _, s := range []int{16, 32, 64, 128} {
+				paths = append(paths, struct {
+					name string
+					o    AttentionOptions
+				}{fmt.Sprintf("decode/splits%d", s), AttentionOptions{Path: AttentionDecode, Splits: s}})
+			}
+			for _, p := range paths {
+				b.Run(fmt.Sprintf("%s_kv%d/%s", shape.name, kv, p.name), func(b *testing.B) {
+					benchDispatches(b, 20, float64(2*kvn*4), out, func(c *gpu.Chain) error { return AttentionWith(c, q, k, v, sc, out, a, p.o) })
+				})
+			}
+		}
+	}
+}
