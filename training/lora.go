@@ -33,16 +33,16 @@ var ModelTargets = []string{"embed", "output"}
 // targetTensor is each target's GGUF tensor in block N: blk.N.<name>.weight.
 var targetTensor = [...]string{"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"}
 
-// The targets as indices into a layer's projections.
+// The targets as indices into a layer's projections, model.Proj's order.
 const (
-	tQ = iota
-	tK
-	tV
-	tO
-	tGate
-	tUp
-	tDown
-	numTargets
+	tQ         = int(model.ProjQ)
+	tK         = int(model.ProjK)
+	tV         = int(model.ProjV)
+	tO         = int(model.ProjO)
+	tGate      = int(model.ProjGate)
+	tUp        = int(model.ProjUp)
+	tDown      = int(model.ProjDown)
+	numTargets = int(model.NumProj)
 )
 
 // LoRAConfig chooses the adapter: y = W·x + Alpha/Rank·B·(A·x) on each
@@ -162,7 +162,7 @@ func NewLoRA(m *model.Model, c LoRAConfig, seed uint64) (*LoRA, error) {
 	l := &LoRA{Config: c, index: make([][numTargets]slot, len(m.Layers)), embed: -1, head: -1}
 	rng := rand.New(rand.NewPCG(seed, 0x4c6f5241)) // "LoRA"
 	for i := range m.Layers {
-		ws := projections(&m.Layers[i])
+		ws := m.Layers[i].Projections()
 		// A fused tensor is adapted when any of its projections is
 		// named.
 		fusedOn := map[string]bool{}
@@ -299,11 +299,6 @@ func fusedName(w *model.Weight) string {
 		return w.Name[:i]
 	}
 	return ""
-}
-
-// projections are a layer's weights in target order.
-func projections(l *model.Layer) [numTargets]*model.Weight {
-	return [numTargets]*model.Weight{l.Q, l.K, l.V, l.O, l.Gate, l.Up, l.Down}
 }
 
 // pair returns layer i's pair for target t with its slot, nil when the

@@ -110,9 +110,8 @@ func (d *dropout) apply(x []float32, m, cols int) []float32 {
 
 // frozenLayer is one block's base weights in f32.
 type frozenLayer struct {
-	attnNorm, postAttnNorm, ffnNorm, postFFNNorm []float32
-	qBias, kBias, vBias, qNorm, kNorm            []float32
-	proj                                         [numTargets]linear
+	model.LayerVectors
+	proj [numTargets]linear
 }
 
 // linear is a frozen rows × cols weight in f32.
@@ -143,10 +142,10 @@ func NewCPU(m *model.Model) (*CPU, error) {
 	}
 	for i := range m.Layers {
 		l, f := &m.Layers[i], &r.layers[i]
-		f.attnNorm, f.postAttnNorm, f.ffnNorm, f.postFFNNorm = vec(l.AttnNorm), vec(l.PostAttnNorm), vec(l.FFNNorm), vec(l.PostFFNNorm)
-		f.qBias, f.kBias, f.vBias = vec(l.QBias), vec(l.KBias), vec(l.VBias)
-		f.qNorm, f.kNorm = vec(l.QNorm), vec(l.KNorm)
-		for t, w := range projections(l) {
+		if err == nil {
+			f.LayerVectors, err = l.Vectors()
+		}
+		for t, w := range l.Projections() {
 			f.proj[t] = lin(w)
 		}
 	}
@@ -260,7 +259,11 @@ func (r *CPU) example(lora *LoRA, e Example, g *Grads, drop dropouts) (float64, 
 	inputs := make([][]float32, len(r.layers))
 	for i := range r.layers {
 		inputs[i] = x
-		x = r.layer(i, lora, x, n, drop).out
+		a, err := r.layer(i, lora, x, n, drop)
+		if err != nil {
+			return 0, 0, err
+		}
+		x = a.Out
 	}
 
 	// Logits = Output · norm(x); the loss is the cross-entropy of the
@@ -304,7 +307,10 @@ func (r *CPU) example(lora *LoRA, e Example, g *Grads, drop dropouts) (float64, 
 	}
 	dx := ref.RMSNormBackward(x, r.outNorm, dxn, normArgs)
 	for i := len(r.layers) - 1; i >= 0; i-- {
-		a := r.layer(i, lora, inputs[i], n, drop)
+		a, err := r.layer(i, lora, inputs[i], n, drop)
+		if err != nil {
+			return 0, 0, err
+		}
 		dx = r.layerBackward(i, lora, a, dx, g)
 	}
 	if ep != nil {
@@ -353,96 +359,39 @@ func embedBackward(p *Pair, fs float32, ids []int32, dx, dA, dB []float32) {
 	ref.ScatterAddRows(dB, dh, ids, p.Rank, fs)
 }
 
-// activations are what one layer's backward needs of its forward.
+// activations are what one layer's backward needs of its forward: the
+// block's intermediates (model.ForwardLayerCPU records them) and its LoRA
+// pairs' own.
 type activations struct {
-	n            int
-	x, xn        []float32             // input, attention-norm output
-	qIn, kIn     []float32             // q and k before QK-norm (after bias)
-	q, k, v      []float32             // what attention saw (q, k rotated)
-	att          []float32             // attention output, O's input
-	o            []float32             // O's output, before the post-norm
-	x2, xn2      []float32             // after the attention residual; FFN-norm output
-	gate, up, h  []float32             // gate and up projections; GLU output, Down's input
-	f            []float32             // Down's output, before the post-norm
-	out          []float32             // the layer's output
-	ha           [numTargets][]float32 // A·drop(x) of each adapted projection
-	xd           [numTargets][]float32 // drop(x), its input after dropout
-	drop         [numTargets]*dropout  // its mask, nil for none
-	attention    ref.AttentionArgs
-	ropeQ, ropeK ref.RoPEArgs
+	model.LayerActivations
+	n    int
+	ha   [numTargets][]float32 // A·drop(x) of each adapted projection
+	xd   [numTargets][]float32 // drop(x), its input after dropout
+	drop [numTargets]*dropout  // its mask, nil for none
 }
 
-// layer is block i's forward over n tokens, as model.CPU.Forward's loop
-// body: norm, q/k/v (+ LoRA, + bias), QK-norm, RoPE, attention, O (+ LoRA),
-// post-norm, residual, norm, gate/up (+ LoRA), GLU, down (+ LoRA),
-// post-norm, residual.
-func (r *CPU) layer(i int, lora *LoRA, x []float32, n int, drop dropouts) *activations {
-	c, l := r.c, &r.layers[i]
-	d := c.Hidden
-	a := &activations{n: n, x: x}
-	norm := func(x, w []float32, rows, dim int) []float32 {
-		return ref.RMSNorm(x, w, ref.NormArgs{Rows: rows, Dim: dim, Eps: c.Eps})
-	}
+// layer is block i's forward over n tokens, model.ForwardLayerCPU with
+// every projection summed in float64 and gaining its LoRA correction.
+func (r *CPU) layer(i int, lora *LoRA, x []float32, n int, drop dropouts) (*activations, error) {
+	l := &r.layers[i]
+	a := &activations{n: n}
 	// mul is W·x plus the LoRA correction scale·B·(A·drop(x)), keeping
 	// A·drop(x) and drop(x) (x itself without dropout; a fused pair's
 	// slices share one mask, that of their pair).
-	mul := func(t int, x []float32) []float32 {
+	mul := func(p model.Proj, x []float32, n int) ([]float32, error) {
+		t := int(p)
 		y := matmul(l.proj[t], x, n)
 		if p, s := lora.pair(i, t); p != nil {
 			a.drop[t] = drop.of(s.k)
 			a.xd[t] = a.drop[t].apply(x, n, p.Cols)
 			a.ha[t] = loraForward(p, s, lora.Config.Scale(), a.xd[t], y, n)
 		}
-		return y
+		return y, nil
 	}
-
-	// Attention: x += O · attention(rope(q), rope(k), v).
-	a.xn = norm(x, l.attnNorm, n, d)
-	q, k, v := mul(tQ, a.xn), mul(tK, a.xn), mul(tV, a.xn)
-	if l.qBias != nil {
-		ref.AddBias(q, l.qBias)
-		ref.AddBias(k, l.kBias)
-		ref.AddBias(v, l.vBias)
+	if _, err := r.m.ForwardLayerCPU(i, x, n, model.CPULayer{Vectors: &l.LayerVectors, Mul: mul, Factors: r.m.RopeFactors}, &a.LayerActivations); err != nil {
+		return nil, fmt.Errorf("training: %w", err)
 	}
-	a.qIn, a.kIn = q, k
-	if l.qNorm != nil {
-		q = norm(q, l.qNorm, n*c.Heads, c.HeadDim)
-		k = norm(k, l.kNorm, n*c.KVHeads, c.HeadDim)
-	}
-	base, scale := c.Rope(i)
-	a.ropeQ = ref.RoPEArgs{Tokens: n, Heads: c.Heads, HeadDim: c.HeadDim, RopeDims: c.RopeDims, NeoX: c.NeoX, Base: base, FreqScale: scale, AttnFactor: c.RopeAttnFactor}
-	a.ropeK = a.ropeQ
-	a.ropeK.Heads = c.KVHeads
-	a.q = ref.RoPE(q, r.m.RopeFactors, nil, a.ropeQ)
-	a.k = ref.RoPE(k, r.m.RopeFactors, nil, a.ropeK)
-	a.v = v
-	a.attention = ref.AttentionArgs{
-		HeadDim: c.HeadDim, Heads: c.Heads, KVHeads: c.KVHeads, Tokens: n, KVLen: n,
-		Scale: c.AttnScale, Window: c.Window(i), Softcap: c.AttnSoftcap,
-	}
-	a.att = ref.Attention(a.q, a.k, a.v, a.attention)
-	a.o = mul(tO, a.att)
-	o := a.o
-	if l.postAttnNorm != nil {
-		o = norm(o, l.postAttnNorm, n, d)
-	}
-	a.x2 = ref.Add(x, o)
-
-	// Feed-forward: x += Down · (act(Gate · norm(x)) * (Up · norm(x))).
-	a.xn2 = norm(a.x2, l.ffnNorm, n, d)
-	a.gate, a.up = mul(tGate, a.xn2), mul(tUp, a.xn2)
-	if c.GELU {
-		a.h = ref.GeGLU(a.gate, a.up)
-	} else {
-		a.h = ref.SwiGLU(a.gate, a.up)
-	}
-	a.f = mul(tDown, a.h)
-	f := a.f
-	if l.postFFNNorm != nil {
-		f = norm(f, l.postFFNNorm, n, d)
-	}
-	a.out = ref.Add(a.x2, f)
-	return a
+	return a, nil
 }
 
 // layerBackward takes the gradient of block i's output to that of its
@@ -476,37 +425,37 @@ func (r *CPU) layerBackward(i int, lora *LoRA, a *activations, dout []float32, g
 	// Feed-forward: out = x2 + post(f).
 	dx2 := append([]float32(nil), dout...)
 	df := dout
-	if l.postFFNNorm != nil {
-		df = normBack(a.f, l.postFFNNorm, df, n, d)
+	if l.PostFFNNorm != nil {
+		df = normBack(a.F, l.PostFFNNorm, df, n, d)
 	}
-	dh := mulBack(tDown, a.h, df)
+	dh := mulBack(tDown, a.H, df)
 	var dgate, dup []float32
 	if c.GELU {
-		dgate, dup = ref.GeGLUBackward(a.gate, a.up, dh)
+		dgate, dup = ref.GeGLUBackward(a.Gate, a.Up, dh)
 	} else {
-		dgate, dup = ref.SwiGLUBackward(a.gate, a.up, dh)
+		dgate, dup = ref.SwiGLUBackward(a.Gate, a.Up, dh)
 	}
-	dxn2 := mulBack(tGate, a.xn2, dgate)
-	ref.AddInPlace(dxn2, mulBack(tUp, a.xn2, dup))
-	ref.AddInPlace(dx2, normBack(a.x2, l.ffnNorm, dxn2, n, d))
+	dxn2 := mulBack(tGate, a.XN2, dgate)
+	ref.AddInPlace(dxn2, mulBack(tUp, a.XN2, dup))
+	ref.AddInPlace(dx2, normBack(a.X2, l.FFNNorm, dxn2, n, d))
 
 	// Attention: x2 = x + post(O·att).
 	do := dx2
-	if l.postAttnNorm != nil {
-		do = normBack(a.o, l.postAttnNorm, do, n, d)
+	if l.PostAttnNorm != nil {
+		do = normBack(a.O, l.PostAttnNorm, do, n, d)
 	}
-	datt := mulBack(tO, a.att, do)
-	dq, dk, dv := ref.AttentionBackward(a.q, a.k, a.v, datt, a.attention)
-	dq = ref.RoPEBackward(dq, r.m.RopeFactors, nil, a.ropeQ)
-	dk = ref.RoPEBackward(dk, r.m.RopeFactors, nil, a.ropeK)
-	if l.qNorm != nil {
-		dq = normBack(a.qIn, l.qNorm, dq, n*c.Heads, c.HeadDim)
-		dk = normBack(a.kIn, l.kNorm, dk, n*c.KVHeads, c.HeadDim)
+	datt := mulBack(tO, a.Att, do)
+	dq, dk, dv := ref.AttentionBackward(a.Q, a.K, a.V, datt, a.Attention)
+	dq = ref.RoPEBackward(dq, r.m.RopeFactors, nil, a.RopeQ)
+	dk = ref.RoPEBackward(dk, r.m.RopeFactors, nil, a.RopeK)
+	if l.QNorm != nil {
+		dq = normBack(a.QIn, l.QNorm, dq, n*c.Heads, c.HeadDim)
+		dk = normBack(a.KIn, l.KNorm, dk, n*c.KVHeads, c.HeadDim)
 	}
-	dxn := mulBack(tQ, a.xn, dq)
-	ref.AddInPlace(dxn, mulBack(tK, a.xn, dk))
-	ref.AddInPlace(dxn, mulBack(tV, a.xn, dv))
-	dx := normBack(a.x, l.attnNorm, dxn, n, d)
+	dxn := mulBack(tQ, a.XN, dq)
+	ref.AddInPlace(dxn, mulBack(tK, a.XN, dk))
+	ref.AddInPlace(dxn, mulBack(tV, a.XN, dv))
+	dx := normBack(a.X, l.AttnNorm, dxn, n, d)
 	ref.AddInPlace(dx, dx2)
 	return dx
 }

@@ -195,7 +195,7 @@ func (g *GPU) uploadBytes() int64 {
 	for i := range m.Layers {
 		l := &m.Layers[i]
 		add(l.AttnNorm, l.PostAttnNorm, l.FFNNorm, l.PostFFNNorm, l.QBias, l.KBias, l.VBias, l.QNorm, l.KNorm)
-		p := projections(l)
+		p := l.Projections()
 		add(p[:]...)
 	}
 	for _, p := range g.lora.Pairs {
@@ -244,7 +244,7 @@ func (g *GPU) upload(uploaded func(done, total int64)) error {
 		l, gl := &m.Layers[i], &g.layers[i]
 		gl.attnNorm, gl.postAttnNorm, gl.ffnNorm, gl.postFFNNorm = vector(l.AttnNorm), vector(l.PostAttnNorm), vector(l.FFNNorm), vector(l.PostFFNNorm)
 		gl.qBias, gl.kBias, gl.vBias, gl.qNorm, gl.kNorm = vector(l.QBias), vector(l.KBias), vector(l.VBias), vector(l.QNorm), vector(l.KNorm)
-		for t, w := range projections(l) {
+		for t, w := range l.Projections() {
 			gl.proj[t] = weight(w)
 		}
 	}

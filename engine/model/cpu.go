@@ -21,7 +21,9 @@ type CPU struct {
 	m    *Model
 	ctx  int
 	k, v [][]float32 // per layer: [ctx, KVHeads, HeadDim]
-	vec  map[*Weight][]float32
+	// layers and outNorm are the small weights, dequantized once.
+	layers  []LayerVectors
+	outNorm []float32
 	// factors are the RoPE factors for this context (Model.RopeFactorsFor).
 	factors []float32
 	// loras are the adapters SetAdapters set; nil runs the base alone.
@@ -34,33 +36,21 @@ func NewCPU(m *Model, ctx int) (*CPU, error) {
 	if ctx <= 0 {
 		return nil, fmt.Errorf("model: context %d must be positive", ctx)
 	}
-	r := &CPU{m: m, ctx: ctx, vec: map[*Weight][]float32{}, factors: m.RopeFactorsFor(ctx)}
-	for range c.Layers {
+	r := &CPU{m: m, ctx: ctx, factors: m.RopeFactorsFor(ctx)}
+	for i := range m.Layers {
 		r.k = append(r.k, make([]float32, ctx*c.KVDim()))
 		r.v = append(r.v, make([]float32, ctx*c.KVDim()))
-	}
-	// Norm gains and biases are small; dequantize them once.
-	for i := range m.Layers {
-		l := &m.Layers[i]
-		for _, w := range []*Weight{l.AttnNorm, l.PostAttnNorm, l.FFNNorm, l.PostFFNNorm, l.QBias, l.KBias, l.VBias, l.QNorm, l.KNorm} {
-			if err := r.dequantize(w); err != nil {
-				return nil, err
-			}
+		v, err := m.Layers[i].Vectors()
+		if err != nil {
+			return nil, err
 		}
+		r.layers = append(r.layers, v)
 	}
-	if err := r.dequantize(m.OutNorm); err != nil {
+	var err error
+	if r.outNorm, err = m.OutNorm.F32(); err != nil {
 		return nil, err
 	}
 	return r, nil
-}
-
-func (r *CPU) dequantize(w *Weight) error {
-	if w == nil {
-		return nil
-	}
-	v, err := w.F32()
-	r.vec[w] = v
-	return err
 }
 
 // Context implements Runner.
@@ -83,7 +73,7 @@ func (r *CPU) Forward(tokens []int32, pos int, out Output) (Result, error) {
 	if r.k == nil {
 		return Result{}, fmt.Errorf("model: CPU runner is closed")
 	}
-	n, d, kvd := len(tokens), c.Hidden, c.KVDim()
+	n, d := len(tokens), c.Hidden
 
 	// x = embedding rows, scaled (Gemma: sqrt(d_model)).
 	x := make([]float32, n*d)
@@ -101,81 +91,26 @@ func (r *CPU) Forward(tokens []int32, pos int, out Output) (Result, error) {
 		}
 	}
 
-	norm := func(x []float32, w *Weight, rows, dim int) []float32 {
-		return ref.RMSNorm(x, r.vec[w], ref.NormArgs{Rows: rows, Dim: dim, Eps: c.Eps})
-	}
-	var err error
-	mul := func(w *Weight, x []float32) []float32 {
+	// Every product gains the adapters' corrections.
+	mul := func(w *Weight, x []float32) ([]float32, error) {
+		y, err := matmul(w, x, len(x)/w.Cols)
 		if err != nil {
-			return nil
+			return nil, err
 		}
-		var y []float32
-		y, err = matmul(w, x, len(x)/w.Cols)
-		if err == nil {
-			applyLoRA(loraParts(r.loras, w), x, y, len(x)/w.Cols)
-		}
-		return y
+		applyLoRA(loraParts(r.loras, w), x, y, len(x)/w.Cols)
+		return y, nil
 	}
-
 	for i := range m.Layers {
-		l := &m.Layers[i]
-		// Attention: x += O · attention(rope(q), rope(k), v), q, k, v
-		// projections of norm(x).
-		xn := norm(x, l.AttnNorm, n, d)
-		q, k, v := mul(l.Q, xn), mul(l.K, xn), mul(l.V, xn)
+		ws := m.Layers[i].Projections()
+		var err error
+		x, err = m.ForwardLayerCPU(i, x, n, CPULayer{
+			Vectors: &r.layers[i],
+			Mul:     func(p Proj, x []float32, _ int) ([]float32, error) { return mul(ws[p], x) },
+			Factors: r.factors, Pos: pos, K: r.k[i], V: r.v[i],
+		}, nil)
 		if err != nil {
 			return Result{}, err
 		}
-		if l.QBias != nil {
-			ref.AddBias(q, r.vec[l.QBias])
-			ref.AddBias(k, r.vec[l.KBias])
-			ref.AddBias(v, r.vec[l.VBias])
-		}
-		if l.QNorm != nil {
-			q = norm(q, l.QNorm, n*c.Heads, c.HeadDim)
-			k = norm(k, l.KNorm, n*c.KVHeads, c.HeadDim)
-		}
-		base, scale := c.Rope(i)
-		rope := ref.RoPEArgs{Tokens: n, HeadDim: c.HeadDim, RopeDims: c.RopeDims, NeoX: c.NeoX, Base: base, FreqScale: scale, Pos0: pos, AttnFactor: c.RopeAttnFactor}
-		rope.Heads = c.Heads
-		q = ref.RoPE(q, r.factors, nil, rope)
-		rope.Heads = c.KVHeads
-		k = ref.RoPE(k, r.factors, nil, rope)
-		copy(r.k[i][pos*kvd:], k)
-		copy(r.v[i][pos*kvd:], v)
-		att := attention(q, r.k[i], r.v[i], ref.AttentionArgs{
-			HeadDim: c.HeadDim, Heads: c.Heads, KVHeads: c.KVHeads, Tokens: n, Pos0: pos, KVLen: pos + n,
-			Scale: c.AttnScale, Window: c.Window(i), Softcap: c.AttnSoftcap,
-		})
-		o := mul(l.O, att)
-		if err != nil {
-			return Result{}, err
-		}
-		if l.PostAttnNorm != nil {
-			o = norm(o, l.PostAttnNorm, n, d)
-		}
-		ref.AddInPlace(x, o)
-
-		// Feed-forward: x += Down · (act(Gate · norm(x)) * (Up · norm(x))).
-		xn = norm(x, l.FFNNorm, n, d)
-		g, u := mul(l.Gate, xn), mul(l.Up, xn)
-		if err != nil {
-			return Result{}, err
-		}
-		var h []float32
-		if c.GELU {
-			h = ref.GeGLU(g, u)
-		} else {
-			h = ref.SwiGLU(g, u)
-		}
-		f := mul(l.Down, h)
-		if err != nil {
-			return Result{}, err
-		}
-		if l.PostFFNNorm != nil {
-			f = norm(f, l.PostFFNNorm, n, d)
-		}
-		ref.AddInPlace(x, f)
 	}
 
 	// Logits: Output · norm(x), soft-capped (Gemma 2), for the last token or
@@ -184,7 +119,7 @@ func (r *CPU) Forward(tokens []int32, pos int, out Output) (Result, error) {
 	if !out.All {
 		x, rows = x[(n-1)*d:], 1
 	}
-	logits := mul(m.Output, norm(x, m.OutNorm, rows, d))
+	logits, err := mul(m.Output, ref.RMSNorm(x, r.outNorm, ref.NormArgs{Rows: rows, Dim: d, Eps: c.Eps}))
 	if err != nil {
 		return Result{}, err
 	}

@@ -1,0 +1,189 @@
+package model
+
+import (
+	"fmt"
+
+	"github.com/hearthstudio/hearth/engine/ops/ref"
+)
+
+// Proj names one projection of a block, in the order a LoRA step indexes
+// its targets.
+type Proj int
+
+// The projections of a block.
+const (
+	ProjQ Proj = iota
+	ProjK
+	ProjV
+	ProjO
+	ProjGate
+	ProjUp
+	ProjDown
+	// NumProj counts the projections.
+	NumProj
+)
+
+// Projections returns l's weights indexed by Proj.
+func (l *Layer) Projections() [NumProj]*Weight {
+	return [NumProj]*Weight{l.Q, l.K, l.V, l.O, l.Gate, l.Up, l.Down}
+}
+
+// LayerVectors are a block's small weights in f32: its norm gains, q/k/v
+// biases and QK-norm gains, nil where the architecture has none.
+type LayerVectors struct {
+	AttnNorm, PostAttnNorm, FFNNorm, PostFFNNorm []float32
+	QBias, KBias, VBias, QNorm, KNorm            []float32
+}
+
+// Vectors dequantizes l's small weights.
+func (l *Layer) Vectors() (LayerVectors, error) {
+	var v LayerVectors
+	for _, p := range []struct {
+		dst *[]float32
+		w   *Weight
+	}{
+		{&v.AttnNorm, l.AttnNorm}, {&v.PostAttnNorm, l.PostAttnNorm}, {&v.FFNNorm, l.FFNNorm}, {&v.PostFFNNorm, l.PostFFNNorm},
+		{&v.QBias, l.QBias}, {&v.KBias, l.KBias}, {&v.VBias, l.VBias}, {&v.QNorm, l.QNorm}, {&v.KNorm, l.KNorm},
+	} {
+		if p.w == nil {
+			continue
+		}
+		f, err := p.w.F32()
+		if err != nil {
+			return LayerVectors{}, err
+		}
+		*p.dst = f
+	}
+	return v, nil
+}
+
+// LayerActivations are the intermediates of one block's CPU forward, what
+// a backward pass through the block needs.
+type LayerActivations struct {
+	X, XN       []float32 // input, attention-norm output
+	QIn, KIn    []float32 // q and k before QK-norm (after bias)
+	Q, K, V     []float32 // what attention saw (q, k rotated)
+	Att         []float32 // attention output, O's input
+	O           []float32 // O's output, before the post-norm
+	X2, XN2     []float32 // after the attention residual; FFN-norm output
+	Gate, Up, H []float32 // gate and up projections; GLU output, Down's input
+	F           []float32 // Down's output, before the post-norm
+	Out         []float32 // the block's output
+	// Attention and RopeQ/RopeK are the arguments the forward ran with.
+	Attention    ref.AttentionArgs
+	RopeQ, RopeK ref.RoPEArgs
+}
+
+// CPULayer is what one block's CPU forward runs with.
+type CPULayer struct {
+	Vectors *LayerVectors
+	// Mul returns projection p of x (rows × its columns): W·x and whatever
+	// the caller adds to it (LoRA), summed as the caller chooses.
+	Mul func(p Proj, x []float32, rows int) ([]float32, error)
+	// Factors are the RoPE factors (Model.RopeFactorsFor), nil for none.
+	Factors []float32
+	// Pos is the position of the first token.
+	Pos int
+	// K and V are the block's cache (context × KVDim): the tokens' keys
+	// and values go in at Pos and attention reads positions 0..Pos+n. Nil
+	// attends over the tokens' own keys and values.
+	K, V []float32
+}
+
+// ForwardLayerCPU runs block i over the n tokens of x (n × Hidden) with the
+// ops of engine/ops/ref: norm, q/k/v (+ bias), QK-norm, RoPE, attention, O,
+// post-norm, residual, norm, gate/up, GLU, down, post-norm, residual. It
+// returns the block's output in a new slice; acts, when not nil, receives
+// every intermediate.
+func (m *Model) ForwardLayerCPU(i int, x []float32, n int, s CPULayer, acts *LayerActivations) ([]float32, error) {
+	c, lv := &m.Config, s.Vectors
+	d := c.Hidden
+	a := acts
+	if a == nil {
+		a = &LayerActivations{}
+	}
+	a.X = x
+	norm := func(x, w []float32, rows, dim int) []float32 {
+		return ref.RMSNorm(x, w, ref.NormArgs{Rows: rows, Dim: dim, Eps: c.Eps})
+	}
+	var err error
+	mul := func(p Proj, x []float32) []float32 {
+		if err != nil {
+			return nil
+		}
+		var y []float32
+		y, err = s.Mul(p, x, n)
+		return y
+	}
+
+	// Attention: x += O · attention(rope(q), rope(k), v), q, k, v
+	// projections of norm(x).
+	a.XN = norm(x, lv.AttnNorm, n, d)
+	q, k, v := mul(ProjQ, a.XN), mul(ProjK, a.XN), mul(ProjV, a.XN)
+	if err != nil {
+		return nil, err
+	}
+	if lv.QBias != nil {
+		ref.AddBias(q, lv.QBias)
+		ref.AddBias(k, lv.KBias)
+		ref.AddBias(v, lv.VBias)
+	}
+	a.QIn, a.KIn = q, k
+	if lv.QNorm != nil {
+		q = norm(q, lv.QNorm, n*c.Heads, c.HeadDim)
+		k = norm(k, lv.KNorm, n*c.KVHeads, c.HeadDim)
+	}
+	base, scale := c.Rope(i)
+	a.RopeQ = ref.RoPEArgs{Tokens: n, Heads: c.Heads, HeadDim: c.HeadDim, RopeDims: c.RopeDims, NeoX: c.NeoX, Base: base, FreqScale: scale, Pos0: s.Pos, AttnFactor: c.RopeAttnFactor}
+	a.RopeK = a.RopeQ
+	a.RopeK.Heads = c.KVHeads
+	a.Q = ref.RoPE(q, s.Factors, nil, a.RopeQ)
+	a.K = ref.RoPE(k, s.Factors, nil, a.RopeK)
+	a.V = v
+	a.Attention = ref.AttentionArgs{
+		HeadDim: c.HeadDim, Heads: c.Heads, KVHeads: c.KVHeads, Tokens: n, Pos0: s.Pos, KVLen: s.Pos + n,
+		Scale: c.AttnScale, Window: c.Window(i), Softcap: c.AttnSoftcap,
+	}
+	keys, values := a.K, a.V
+	if s.K != nil {
+		kvd := c.KVDim()
+		if len(s.K) < (s.Pos+n)*kvd || len(s.V) < (s.Pos+n)*kvd {
+			return nil, fmt.Errorf("model: layer %d: cache of %d values is short of %d positions", i, len(s.K), s.Pos+n)
+		}
+		copy(s.K[s.Pos*kvd:], a.K)
+		copy(s.V[s.Pos*kvd:], a.V)
+		keys, values = s.K, s.V
+	}
+	a.Att = attention(a.Q, keys, values, a.Attention)
+	a.O = mul(ProjO, a.Att)
+	if err != nil {
+		return nil, err
+	}
+	o := a.O
+	if lv.PostAttnNorm != nil {
+		o = norm(o, lv.PostAttnNorm, n, d)
+	}
+	a.X2 = ref.Add(x, o)
+
+	// Feed-forward: x += Down · (act(Gate · norm(x)) * (Up · norm(x))).
+	a.XN2 = norm(a.X2, lv.FFNNorm, n, d)
+	a.Gate, a.Up = mul(ProjGate, a.XN2), mul(ProjUp, a.XN2)
+	if err != nil {
+		return nil, err
+	}
+	if c.GELU {
+		a.H = ref.GeGLU(a.Gate, a.Up)
+	} else {
+		a.H = ref.SwiGLU(a.Gate, a.Up)
+	}
+	a.F = mul(ProjDown, a.H)
+	if err != nil {
+		return nil, err
+	}
+	f := a.F
+	if lv.PostFFNNorm != nil {
+		f = norm(f, lv.PostFFNNorm, n, d)
+	}
+	a.Out = ref.Add(a.X2, f)
+	return a.Out, nil
+}
