@@ -36,7 +36,7 @@ func decodeKernels(t *testing.T, m *Model) []string {
 // took 19 (and one leading norm for the first layer).
 func TestDecodeKernels(t *testing.T) {
 	const (
-		norm, mm, rope, attn = "norm.rmsnorm", "matmul_float.matvec_f32", "rope_qkv.rope_qkv", "attention.attention"
+		norm, mm, rope, attn = "norm.rmsnorm", "matmul_float.matvec_f32", "rope_qkv.rope_qkv", "attention_decode.attention_decode"
 		glu, postNorm        = "elementwise.glu_fused", "norm.rmsnorm_add"
 	)
 	for _, tc := range []struct {
@@ -69,7 +69,7 @@ func TestDecodeKernels(t *testing.T) {
 // Llama layer, 2 for the head.
 func TestDecodeKernelsQuantized(t *testing.T) {
 	const (
-		normed, mm, rope, attn = "matmul_legacy.matvec_normed_q8_0", "matmul_legacy.matvec_q8_0", "rope_qkv.rope_qkv", "attention.attention"
+		normed, mm, rope, attn = "matmul_legacy.matvec_normed_q8_0", "matmul_legacy.matvec_q8_0", "rope_qkv.rope_qkv", "attention_decode.attention_decode"
 		gluMM                  = "matmul_legacy.matvec_glu_q8_0"
 	)
 	for _, tc := range []struct {
@@ -107,7 +107,9 @@ func TestQKVDispatches(t *testing.T) {
 				k := decodeKernels(t, m)
 				layer := 0
 				for i, name := range k {
-					if name != "attention.attention" {
+					// The decode kernel where query heads share KV heads,
+					// the per-query one where they do not (phi3).
+					if name != "attention_decode.attention_decode" && name != "attention.attention" {
 						continue
 					}
 					if layer >= len(m.Layers) {
