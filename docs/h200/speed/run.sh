@@ -1,7 +1,7 @@
 # Run 4 (final): the peer (llama.cpp CUDA) built and measured beside hearth-base (the tree
 # before this session's speed work) and hearth-new (main), same files, one lease.
 source .device/env.sh
-( mkdir -p $W/src && tar xJf .device/peer/llama.cpp-ec98e2002-src.tar.xz -C $W/src && cp .device/peer/anchor.cpp $W/src/ &&
+( mkdir -p $W/src && tar xJf .device/peer/llama.cpp-ec98e2002-src.tar.xz -C $W/src && cp .device/peer/anchor.cpp $W/src/  # ../shared/peer/anchor.cpp with ANCHOR_DEPTH (docs/performance.md) &&
   cmake -S $W/src -B $W/build -DANCHOR_CUDA=ON -DANCHOR_VULKAN=OFF -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null &&
   cmake --build $W/build -j14 >/dev/null ) > $OUT/peer-build.txt 2>&1 &
 PB=$!
