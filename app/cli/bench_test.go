@@ -56,7 +56,7 @@ func TestBenchProfile(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, log)
 	}
-	if !strings.Contains(out, "decode profile:") || !strings.Contains(out, "attention.attention") {
+	if !strings.Contains(out, "decode profile:") || !strings.Contains(out, "rope_qkv.rope_qkv") {
 		t.Errorf("no profile by kernel in:\n%s", out)
 	}
 	out, log, err = runModelCmd(t, "", "bench", "-m", m, "--backend", "gpu", "-p", "0", "-n", "2", "-r", "1", "--profile", "--json")
