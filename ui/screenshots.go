@@ -146,28 +146,39 @@ func (st *studio) quitMidReply(how string) error {
 		return fmt.Errorf("quit mid-reply: the studio did not finish starting within %s", screenshotStartup)
 	}
 	fyne.DoAndWait(func() { st.tabs.SelectIndex(0) })
-	if _, sent := st.sendPrompt(quitMidReplyPrompt); !sent {
-		return errors.New("quit mid-reply: no message box in the Chat tab")
-	}
-	// Three updates: the reply is streaming, not just started.
-	const updates = 3
-	for deadline := time.Now().Add(screenshotStartup); time.Now().Before(deadline); time.Sleep(streamInterval / 3) {
-		shown, writing := 0, false
-		fyne.DoAndWait(func() {
-			if g := st.chat.gen; g != nil {
-				writing = true
-				shown = g.shown
+	// The test model has random weights, so a reply can sample its end of
+	// turn within a few tokens; then the prompt is sent again, a few
+	// times, so the studio still quits only while a reply streams.
+	const tries = 5
+	for try := 0; try < tries; try++ {
+		if _, sent := st.sendPrompt(quitMidReplyPrompt); !sent {
+			return errors.New("quit mid-reply: no message box in the Chat tab")
+		}
+		// Three updates: the reply is streaming, not just started.
+		const updates = 3
+		ended := false
+		for deadline := time.Now().Add(screenshotStartup); time.Now().Before(deadline); time.Sleep(streamInterval / 3) {
+			shown, writing := 0, false
+			fyne.DoAndWait(func() {
+				if g := st.chat.gen; g != nil {
+					writing = true
+					shown = g.shown
+				}
+			})
+			if !writing {
+				ended = true
+				break
 			}
-		})
-		if !writing {
-			return errors.New("quit mid-reply: the reply ended before the studio quit")
+			if shown >= updates {
+				fyne.DoAndWait(quit)
+				return nil
+			}
 		}
-		if shown >= updates {
-			fyne.DoAndWait(quit)
-			return nil
+		if !ended {
+			return fmt.Errorf("quit mid-reply: the reply showed nothing within %s", screenshotStartup)
 		}
 	}
-	return fmt.Errorf("quit mid-reply: the reply showed nothing within %s", screenshotStartup)
+	return fmt.Errorf("quit mid-reply: %d replies ended before the studio quit", tries)
 }
 
 // screenshotTune waits (a few seconds at most) until the Tune tab has
