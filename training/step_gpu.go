@@ -12,8 +12,10 @@ import (
 )
 
 // GPU is the training step on the device, the CPU step's graph through
-// engine/ops kernels: the frozen weights uploaded as stored (quantized
-// blocks, read by the matmul and matmul-backward kernels), the LoRA pairs,
+// engine/ops kernels: the frozen weights uploaded as stored by
+// model.UploadWeights (quantized blocks, read by the matmul and
+// matmul-backward kernels), each layer's forward recorded by
+// model.GPUWeights.RecordLayer with its activations kept, the LoRA pairs,
 // their gradients and AdamW moments in device buffers. One chain (one
 // submit) runs a micro-batch: per example the forward, keeping each
 // layer's input, the LM head tiled under the binding limit with the
@@ -31,23 +33,23 @@ type GPU struct {
 	maxTokens, batchTokens int // the longest example; tokens of a micro-batch
 	tile                   int // logit rows per head tile
 
-	layers  []gpuLayer
-	outNorm *gpu.Buffer
-	output  *gpu.Tensor
-	factors *gpu.Buffer
-	pairs   []gpuPair
+	w     *model.GPUWeights // the unmerged layout
+	pairs []gpuPair
 
 	// Inputs of a micro-batch: embedding rows, targets, per-token losses.
 	emb, targets, loss *gpu.Buffer
 	// ck[i] is layer i's input (ck[Layers] the last output).
 	ck []*gpu.Buffer
 	// The activations of one layer, and the gradients of its backward.
-	xn, q, k, v, qIn, kIn, att, o, o2, x2, xn2, gate, up, h, f, f2 *gpu.Buffer
-	ha                                                             [numTargets]*gpu.Buffer
-	hs, dh                                                         *gpu.Buffer // scaled A·x; a pair's dH
-	dres, dtmp, dff, dgate, dup, dxn, datt, dq, dk, dv, stats      *gpu.Buffer
-	attScratch, htile, logits, partials, norm                      *gpu.Buffer
-	partials2                                                      *gpu.Buffer // GradNorm's
+	xn, q, k, v, qIn, kIn, att, o, x2, xn2, gate, up, h, f    *gpu.Buffer
+	ha                                                        [numTargets]*gpu.Buffer
+	hs, dh                                                    *gpu.Buffer // scaled A·x; a pair's dH
+	dres, dtmp, dff, dgate, dup, dxn, datt, dq, dk, dv, stats *gpu.Buffer
+	attScratch, htile, logits, partials, norm                 *gpu.Buffer
+	partials2                                                 *gpu.Buffer // GradNorm's
+	// spare receives the output of a layer recomputed before its backward,
+	// which reads only the intermediates.
+	spare *gpu.Buffer
 	// The embedding pair's: token ids, B's rows of them (H), dL/dH, and
 	// the plan of dB's scatter-add. The head pair's A·x of a tile.
 	ids, hEmb, dhEmb, plan, hHead *gpu.Buffer
@@ -74,12 +76,6 @@ type GPU struct {
 
 	tensors []*gpu.Tensor
 	buffers []*gpu.Buffer
-}
-
-type gpuLayer struct {
-	attnNorm, postAttnNorm, ffnNorm, postFFNNorm *gpu.Buffer
-	qBias, kBias, vBias, qNorm, kNorm            *gpu.Buffer
-	proj                                         [numTargets]*gpu.Tensor
 }
 
 // gpuPair is one LoRA pair on the device: A and B as F32 tensors (what
@@ -180,24 +176,10 @@ func (g *GPU) tensor(name string, typ gguf.Type, rows, cols int, data []byte) (*
 }
 
 // uploadBytes is what upload puts on the device, in the measure its
-// progress counts: the weights' stored bytes and the pairs' f32 bytes.
+// progress counts: the weights as model.Memory counts them and the pairs'
+// f32 bytes.
 func (g *GPU) uploadBytes() int64 {
-	m := g.m
-	n := 4 * int64(len(m.RopeFactors))
-	add := func(ws ...*model.Weight) {
-		for _, w := range ws {
-			if w != nil {
-				n += w.Bytes()
-			}
-		}
-	}
-	add(m.OutNorm, m.Output)
-	for i := range m.Layers {
-		l := &m.Layers[i]
-		add(l.AttnNorm, l.PostAttnNorm, l.FFNNorm, l.PostFFNNorm, l.QBias, l.KBias, l.VBias, l.QNorm, l.KNorm)
-		p := l.Projections()
-		add(p[:]...)
-	}
+	n := g.m.Memory(1, 1).Weights
 	for _, p := range g.lora.Pairs {
 		n += 4 * int64(len(p.A)+len(p.B))
 	}
@@ -217,43 +199,7 @@ func (g *GPU) upload(uploaded func(done, total int64)) error {
 			uploaded(done, total)
 		}
 	}
-	vector := func(w *model.Weight) *gpu.Buffer {
-		if w == nil || err != nil {
-			return nil
-		}
-		var v []float32
-		if v, err = w.F32(); err != nil {
-			return nil
-		}
-		var b *gpu.Buffer
-		b, err = g.bufferF32(w.Name, v)
-		sent(w.Bytes())
-		return b
-	}
-	weight := func(w *model.Weight) *gpu.Tensor {
-		if err != nil {
-			return nil
-		}
-		var t *gpu.Tensor
-		t, err = g.tensor(w.Name, w.Type, w.Rows, w.Cols, w.Data)
-		sent(w.Bytes())
-		return t
-	}
-	g.layers = make([]gpuLayer, len(m.Layers))
-	for i := range m.Layers {
-		l, gl := &m.Layers[i], &g.layers[i]
-		gl.attnNorm, gl.postAttnNorm, gl.ffnNorm, gl.postFFNNorm = vector(l.AttnNorm), vector(l.PostAttnNorm), vector(l.FFNNorm), vector(l.PostFFNNorm)
-		gl.qBias, gl.kBias, gl.vBias, gl.qNorm, gl.kNorm = vector(l.QBias), vector(l.KBias), vector(l.VBias), vector(l.QNorm), vector(l.KNorm)
-		for t, w := range l.Projections() {
-			gl.proj[t] = weight(w)
-		}
-	}
-	g.outNorm = vector(m.OutNorm)
-	g.output = weight(m.Output)
-	if err == nil && m.RopeFactors != nil {
-		g.factors, err = g.bufferF32("rope_freqs", m.RopeFactors)
-		sent(4 * int64(len(m.RopeFactors)))
-	}
+	g.w, err = model.UploadWeights(g.dev, m, model.GPUWeightOptions{Factors: m.RopeFactors, Sent: sent})
 	if err != nil {
 		return fmt.Errorf("training: %w", err)
 	}
@@ -316,8 +262,8 @@ func (g *GPU) allocate() error {
 	}{
 		{&g.xn, "xn", T * d}, {&g.q, "q", T * qd}, {&g.k, "k", T * kvd}, {&g.v, "v", T * kvd},
 		{&g.qIn, "q in", T * qd}, {&g.kIn, "k in", T * kvd}, {&g.att, "att", T * qd},
-		{&g.o, "o", T * d}, {&g.o2, "o post", T * d}, {&g.x2, "x2", T * d}, {&g.xn2, "xn2", T * d},
-		{&g.gate, "gate", T * ff}, {&g.up, "up", T * ff}, {&g.h, "h", T * ff}, {&g.f, "f", T * d}, {&g.f2, "f post", T * d},
+		{&g.o, "o", T * d}, {&g.x2, "x2", T * d}, {&g.xn2, "xn2", T * d},
+		{&g.gate, "gate", T * ff}, {&g.up, "up", T * ff}, {&g.h, "h", T * ff}, {&g.f, "f", T * d}, {&g.spare, "recomputed output", T * d},
 		{&g.hs, "lora h scaled", T * g.lora.Config.Rank}, {&g.dh, "lora dh", T * g.lora.Config.Rank},
 		{&g.dres, "d residual", T * d}, {&g.dtmp, "d tmp", T * d}, {&g.dff, "d ff", T * ff},
 		{&g.dgate, "d gate", T * ff}, {&g.dup, "d up", T * ff}, {&g.dxn, "d xn", T * d},
@@ -375,13 +321,14 @@ func (g *GPU) gradBuffers() []ops.GradBuffer {
 
 // Close releases the device buffers.
 func (g *GPU) Close() {
+	g.w.Release()
 	for _, t := range g.tensors {
 		t.Release()
 	}
 	for _, b := range g.buffers {
 		b.Release()
 	}
-	g.tensors, g.buffers = nil, nil
+	g.w, g.tensors, g.buffers = nil, nil, nil
 }
 
 // ZeroGrads clears the accumulated gradients.
@@ -457,9 +404,9 @@ func (g *GPU) SetPassCut(cut int, onPass func(done, total int)) {
 // head, and with backward each layer's recomputation and backward.
 func (g *GPU) examplePasses(backward bool) int {
 	if backward {
-		return 2*len(g.layers) + 1
+		return 2*len(g.w.Layers) + 1
 	}
-	return len(g.layers) + 1
+	return len(g.w.Layers) + 1
 }
 
 // pass ends one pass of the micro-batch being recorded; every cut passes,
@@ -711,7 +658,7 @@ func (g *GPU) example(n, off int, backward bool) error {
 	if err := ops.CopyF32(g.ch, g.emb, off*d, g.ck[0], 0, n*d); err != nil {
 		return err
 	}
-	for i := range g.layers {
+	for i := range g.w.Layers {
 		if err := g.layer(g.ch, i, n, g.ck[i], g.ck[i+1]); err != nil {
 			return fmt.Errorf("training: layer %d: %w", i, err)
 		}
@@ -724,9 +671,9 @@ func (g *GPU) example(n, off int, backward bool) error {
 	// The head, in row tiles: logits = Output · norm(x); the cross-entropy
 	// backward leaves dLoss/dlogits in place (the soft-cap's derivative
 	// included), and dxn[tile] = dlogits · Output.
-	last := g.ck[len(g.layers)]
+	last := g.ck[len(g.w.Layers)]
 	norm := ops.NormArgs{Rows: n, Dim: d, Eps: c.Eps}
-	if err := ops.RMSNorm(ch, last, g.outNorm, g.xn, norm); err != nil {
+	if err := ops.RMSNorm(ch, last, g.w.OutNorm, g.xn, norm); err != nil {
 		return err
 	}
 	for r0 := 0; r0 < n; r0 += g.tile {
@@ -739,7 +686,7 @@ func (g *GPU) example(n, off int, backward bool) error {
 			}
 			src = g.htile
 		}
-		if err := ops.MatMul(ch, g.output, src, g.logits, tn); err != nil {
+		if err := ops.MatMul(ch, g.w.Output, src, g.logits, tn); err != nil {
 			return err
 		}
 		hx, err := g.headForward(ch, src, tn, r0)
@@ -756,7 +703,7 @@ func (g *GPU) example(n, off int, backward bool) error {
 		if err := ops.CrossEntropyBackward(ch, g.logits, g.targets, g.loss, tn, V, o); err != nil {
 			return err
 		}
-		if err := ops.MatMulBackwardInputWith(ch, g.output, g.logits, g.dxn, tn, ops.MatmulBackwardOptions{DXOffset: r0 * d, Partials: g.partials}); err != nil {
+		if err := ops.MatMulBackwardInputWith(ch, g.w.Output, g.logits, g.dxn, tn, ops.MatmulBackwardOptions{DXOffset: r0 * d, Partials: g.partials}); err != nil {
 			return err
 		}
 		if err := g.headBackward(ch, hx, tn, r0); err != nil {
@@ -764,7 +711,7 @@ func (g *GPU) example(n, off int, backward bool) error {
 		}
 	}
 	if backward {
-		if err := ops.RMSNormBackward(ch, last, g.outNorm, g.dxn, g.dres, ops.NormBackwardArgs{NormArgs: norm}); err != nil {
+		if err := ops.RMSNormBackward(ch, last, g.w.OutNorm, g.dxn, g.dres, ops.NormBackwardArgs{NormArgs: norm}); err != nil {
 			return err
 		}
 	}
@@ -774,8 +721,8 @@ func (g *GPU) example(n, off int, backward bool) error {
 	if !backward {
 		return nil
 	}
-	for i := len(g.layers) - 1; i >= 0; i-- {
-		if err := g.layer(g.ch, i, n, g.ck[i], nil); err != nil {
+	for i := len(g.w.Layers) - 1; i >= 0; i-- {
+		if err := g.layer(g.ch, i, n, g.ck[i], g.spare); err != nil {
 			return fmt.Errorf("training: layer %d (recomputed): %w", i, err)
 		}
 		if err := g.layerBackward(g.ch, i, n, g.ck[i]); err != nil {
@@ -788,98 +735,30 @@ func (g *GPU) example(n, off int, backward bool) error {
 	return g.embedBackward(g.ch, n, off)
 }
 
-// layer records block i's forward from x, as CPU.layer, keeping its
-// activations in g's buffers; out, when not nil, gets the output (the
-// recomputation before the backward needs none).
+// layer records block i's forward from x into out, as CPU.layer: the
+// model's own recorder with every activation kept in g's buffers and the
+// pairs' terms added by loraForward.
 func (g *GPU) layer(ch *gpu.Chain, i, n int, x, out *gpu.Buffer) error {
-	c, l := g.c, &g.layers[i]
-	d, qd, kvd, ff := c.Hidden, c.QDim(), c.KVDim(), c.FF
-	var err error
-	try := func(e error) {
-		if err == nil {
-			err = e
-		}
-	}
-	norm := func(x, w, y *gpu.Buffer, rows, dim int) {
-		try(ops.RMSNorm(ch, x, w, y, ops.NormArgs{Rows: rows, Dim: dim, Eps: c.Eps}))
-	}
-	mul := func(t int, x, y *gpu.Buffer) {
-		try(ops.MatMul(ch, l.proj[t], x, y, n))
-		try(g.loraForward(ch, i, t, x, y, n))
-	}
-
-	// Attention: x2 = x + post(O · attention(rope(q), rope(k), v)).
-	norm(x, l.attnNorm, g.xn, n, d)
-	mul(tQ, g.xn, g.q)
-	mul(tK, g.xn, g.k)
-	mul(tV, g.xn, g.v)
-	if l.qBias != nil {
-		try(ops.AddBias(ch, g.q, l.qBias, n, qd))
-		try(ops.AddBias(ch, g.k, l.kBias, n, kvd))
-		try(ops.AddBias(ch, g.v, l.vBias, n, kvd))
-	}
-	if l.qNorm != nil {
-		// The norms' inputs, for their backward.
-		try(ops.CopyF32(ch, g.q, 0, g.qIn, 0, n*qd))
-		try(ops.CopyF32(ch, g.k, 0, g.kIn, 0, n*kvd))
-		norm(g.q, l.qNorm, g.q, n*c.Heads, c.HeadDim)
-		norm(g.k, l.kNorm, g.k, n*c.KVHeads, c.HeadDim)
-	}
-	rq, rk := g.rope(i, n)
-	try(ops.RoPE(ch, g.q, g.factors, nil, rq))
-	try(ops.RoPE(ch, g.k, g.factors, nil, rk))
-	try(ops.Attention(ch, g.q, g.k, g.v, g.attScratch, g.att, g.attention(i, n)))
-	mul(tO, g.att, g.o)
-	o := g.o
-	if l.postAttnNorm != nil {
-		norm(g.o, l.postAttnNorm, g.o2, n, d)
-		o = g.o2
-	}
-	try(ops.Add(ch, x, o, g.x2, n*d))
-
-	// Feed-forward: out = x2 + post(Down · act(Gate · norm(x2)) * (Up · norm(x2))).
-	norm(g.x2, l.ffnNorm, g.xn2, n, d)
-	mul(tGate, g.xn2, g.gate)
-	mul(tUp, g.xn2, g.up)
-	if c.GELU {
-		try(ops.GeGLU(ch, g.gate, g.up, g.h, n*ff))
-	} else {
-		try(ops.SwiGLU(ch, g.gate, g.up, g.h, n*ff))
-	}
-	mul(tDown, g.h, g.f)
-	if out == nil {
-		return err
-	}
-	f := g.f
-	if l.postFFNNorm != nil {
-		norm(g.f, l.postFFNNorm, g.f2, n, d)
-		f = g.f2
-	}
-	try(ops.Add(ch, g.x2, f, out, n*d))
+	a := model.GPUActivations{Keep: true, X: x, X2: g.x2, Out: out, XN: g.xn, XN2: g.xn2,
+		Q: g.q, K: g.k, V: g.v, QIn: g.qIn, KIn: g.kIn, Att: g.att, AttScratch: g.attScratch,
+		O: g.o, F: g.f, Gate: g.gate, Up: g.up, H: g.h}
+	_, err := g.w.RecordLayer(ch, i, &a, model.GPULayerArgs{
+		N: n,
+		LoRA: func(ch *gpu.Chain, p model.Proj, x, y *gpu.Buffer, n int, o ops.MatmulOptions) error {
+			return g.loraForward(ch, i, int(p), x, y, n, o)
+		},
+		Adapted: func(p model.Proj) bool {
+			pp, _ := g.lora.pair(i, int(p))
+			return pp != nil
+		},
+	})
 	return err
 }
 
-func (g *GPU) rope(i, n int) (q, k ops.RoPEArgs) {
-	c := g.c
-	base, scale := c.Rope(i)
-	q = ops.RoPEArgs{Tokens: n, Heads: c.Heads, HeadDim: c.HeadDim, RopeDims: c.RopeDims, NeoX: c.NeoX, Base: base, FreqScale: scale, AttnFactor: c.RopeAttnFactor}
-	k = q
-	k.Heads = c.KVHeads
-	return q, k
-}
-
-func (g *GPU) attention(i, n int) ops.AttentionArgs {
-	c := g.c
-	return ops.AttentionArgs{
-		HeadDim: c.HeadDim, Heads: c.Heads, KVHeads: c.KVHeads, Tokens: n, KVLen: n,
-		Scale: c.AttnScale, Window: c.Window(i), Softcap: c.AttnSoftcap,
-	}
-}
-
 // loraForward appends y += s·B·(A·drop(x)) for layer i's pair of target t
-// (B the projection's piece), A·drop(x) kept in g.ha[t] for the backward;
-// without dropout drop(x) is x, with it g.xd.
-func (g *GPU) loraForward(ch *gpu.Chain, i, t int, x, y *gpu.Buffer, n int) error {
+// (B the projection's piece), y placed by o, A·drop(x) kept in g.ha[t] for
+// the backward; without dropout drop(x) is x, with it g.xd.
+func (g *GPU) loraForward(ch *gpu.Chain, i, t int, x, y *gpu.Buffer, n int, o ops.MatmulOptions) error {
 	pp, sl := g.lora.pair(i, t)
 	if pp == nil {
 		return nil
@@ -897,14 +776,15 @@ func (g *GPU) loraForward(ch *gpu.Chain, i, t int, x, y *gpu.Buffer, n int) erro
 	if err := ops.Scale(ch, g.ha[t], g.hs, n*r, s); err != nil {
 		return err
 	}
-	return ops.MatMulWith(ch, g.piece(sl).b, g.hs, y, n, ops.MatmulOptions{Accumulate: true})
+	o.Accumulate = true
+	return ops.MatMulWith(ch, g.piece(sl).b, g.hs, y, n, o)
 }
 
 // mulBackward appends dx (= or +=, acc) dy·W for layer i's projection of
 // target t, and its pair's part: dB += s·dyᵀ·h, dH = s·dy·B, dA += dHᵀ·x,
 // dx += dH·A (see loraBackward).
 func (g *GPU) mulBackward(ch *gpu.Chain, i, t int, x, dy, dx *gpu.Buffer, n int, acc bool) error {
-	if err := ops.MatMulBackwardInputWith(ch, g.layers[i].proj[t], dy, dx, n, ops.MatmulBackwardOptions{Accumulate: acc}); err != nil {
+	if err := ops.MatMulBackwardInputWith(ch, g.w.Layers[i].Proj(model.Proj(t)), dy, dx, n, ops.MatmulBackwardOptions{Accumulate: acc}); err != nil {
 		return err
 	}
 	pp, sl := g.lora.pair(i, t)
@@ -942,7 +822,7 @@ func (g *GPU) mulBackward(ch *gpu.Chain, i, t int, x, dy, dx *gpu.Buffer, n int,
 // layerBackward records block i's backward, as CPU.layerBackward: g.dres
 // holds the gradient of the layer's output and gets that of its input x.
 func (g *GPU) layerBackward(ch *gpu.Chain, i, n int, x *gpu.Buffer) error {
-	c, l := g.c, &g.layers[i]
+	c, l := g.c, &g.w.Layers[i]
 	d, ff := c.Hidden, c.FF
 	var err error
 	try := func(e error) {
@@ -956,8 +836,8 @@ func (g *GPU) layerBackward(ch *gpu.Chain, i, n int, x *gpu.Buffer) error {
 
 	// Feed-forward: out = x2 + post(f).
 	df := g.dres
-	if l.postFFNNorm != nil {
-		normBack(g.f, l.postFFNNorm, g.dres, g.dtmp, n, d, false)
+	if l.PostFFNNorm != nil {
+		normBack(g.f, l.PostFFNNorm, g.dres, g.dtmp, n, d, false)
 		df = g.dtmp
 	}
 	try(g.mulBackward(ch, i, tDown, g.h, df, g.dff, n, false))
@@ -968,27 +848,27 @@ func (g *GPU) layerBackward(ch *gpu.Chain, i, n int, x *gpu.Buffer) error {
 	}
 	try(g.mulBackward(ch, i, tGate, g.xn2, g.dgate, g.dxn, n, false))
 	try(g.mulBackward(ch, i, tUp, g.xn2, g.dup, g.dxn, n, true))
-	normBack(g.x2, l.ffnNorm, g.dxn, g.dres, n, d, true) // dres = dx2
+	normBack(g.x2, l.FFNNorm, g.dxn, g.dres, n, d, true) // dres = dx2
 
 	// Attention: x2 = x + post(O·att).
 	do := g.dres
-	if l.postAttnNorm != nil {
-		normBack(g.o, l.postAttnNorm, g.dres, g.dtmp, n, d, false)
+	if l.PostAttnNorm != nil {
+		normBack(g.o, l.PostAttnNorm, g.dres, g.dtmp, n, d, false)
 		do = g.dtmp
 	}
 	try(g.mulBackward(ch, i, tO, g.att, do, g.datt, n, false))
-	try(ops.AttentionBackward(ch, g.q, g.k, g.v, g.datt, g.stats, g.dq, g.dk, g.dv, g.attention(i, n)))
-	rq, rk := g.rope(i, n)
-	try(ops.RoPEBackward(ch, g.dq, g.factors, nil, rq))
-	try(ops.RoPEBackward(ch, g.dk, g.factors, nil, rk))
-	if l.qNorm != nil {
-		normBack(g.qIn, l.qNorm, g.dq, g.dq, n*c.Heads, c.HeadDim, false)
-		normBack(g.kIn, l.kNorm, g.dk, g.dk, n*c.KVHeads, c.HeadDim, false)
+	try(ops.AttentionBackward(ch, g.q, g.k, g.v, g.datt, g.stats, g.dq, g.dk, g.dv, model.AttentionArgs(c, i, n, 0)))
+	rq, rk := model.RoPEArgs(c, i, n, 0)
+	try(ops.RoPEBackward(ch, g.dq, g.w.Factors, nil, rq))
+	try(ops.RoPEBackward(ch, g.dk, g.w.Factors, nil, rk))
+	if l.QNorm != nil {
+		normBack(g.qIn, l.QNorm, g.dq, g.dq, n*c.Heads, c.HeadDim, false)
+		normBack(g.kIn, l.KNorm, g.dk, g.dk, n*c.KVHeads, c.HeadDim, false)
 	}
 	try(g.mulBackward(ch, i, tQ, g.xn, g.dq, g.dxn, n, false))
 	try(g.mulBackward(ch, i, tK, g.xn, g.dk, g.dxn, n, true))
 	try(g.mulBackward(ch, i, tV, g.xn, g.dv, g.dxn, n, true))
-	normBack(x, l.attnNorm, g.dxn, g.dres, n, d, true) // dres = dx
+	normBack(x, l.AttnNorm, g.dxn, g.dres, n, d, true) // dres = dx
 	return err
 }
 
@@ -1147,7 +1027,7 @@ func (g *GPU) moments(o *Optimizer, upload bool) error {
 // Memory is the bytes the step holds on the device: the frozen weights,
 // the pairs with their gradients and moments, and the activations.
 func (g *GPU) Memory() uint64 {
-	var n uint64
+	n := g.w.Bytes()
 	for _, t := range g.tensors {
 		n += uint64(t.Bytes())
 	}

@@ -6,7 +6,12 @@
 // Architectures differ by data, not by copies of the forward pass: each one
 // is a record in engine/arch (one file per architecture there) whose Layout
 // and Configure fill a Config, and the one forward pass of each backend
-// consults the Config's fields.
+// consults the Config's fields. A block's forward is written once per
+// backend: ForwardLayerCPU (layer_cpu.go) and GPUWeights.RecordLayer
+// (layer_gpu.go), over weights uploaded once by UploadWeights
+// (weights_gpu.go). The runners (cpu.go, gpu.go) and the training steps
+// call them; training keeps the intermediates and adds its LoRA terms
+// through the recorders' hooks.
 package model
 
 import (

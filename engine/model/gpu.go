@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 
 	"github.com/hearthstudio/hearth/engine/gpu"
 	"github.com/hearthstudio/hearth/engine/ops"
@@ -46,10 +45,7 @@ type GPU struct {
 	// 261 rows of a 128256-token vocabulary).
 	logitRows int
 
-	layers  []gpuLayer
-	output  *gpu.Tensor
-	outNorm *gpu.Buffer
-	factors *gpu.Buffer // RoPE frequency factors; nil when the model has none
+	w *GPUWeights // merged layout
 
 	x, xn, qkv, q, att, tmp, gate, up *gpu.Buffer
 	last, logits                      *gpu.Buffer
@@ -58,9 +54,8 @@ type GPU struct {
 	sampleScratch, top                *gpu.Buffer
 	penIDs, penCounts                 *gpu.Buffer
 
-	owned   []*gpu.Buffer
-	tensors []*gpu.Tensor
-	embed   []float32 // host rows of the batch's embeddings
+	owned []*gpu.Buffer
+	embed []float32 // host rows of the batch's embeddings
 
 	next    *step // the decode step recorded ahead, if any
 	penUsed int   // penalty entries the last step wrote
@@ -68,6 +63,7 @@ type GPU struct {
 	// LoRA adapters (SetAdapters): the host copies for the embedding rows,
 	// the head's pair, the device tensors and the rank-sized scratch.
 	loras       []LoRA
+	loraLayers  [][NumProj]*gpuLoRA
 	loraOutput  *gpuLoRA
 	loraTensors []*gpu.Tensor
 	loraT       *gpu.Buffer
@@ -76,37 +72,11 @@ type GPU struct {
 	uploaded, weight int64 // bytes uploaded and to upload, for progress
 }
 
-type gpuLayer struct {
-	attnNorm, postAttnNorm, ffnNorm, postFFNNorm *gpu.Buffer
-	// qkv are the q, k and v projections, their rows concatenated into as
-	// few tensors as their types allow (all three when they share one; Q4_K_M
-	// files often keep v in Q6_K): one matmul each, every one writing its
-	// columns of the qkv activation row.
-	qkv []placedTensor
-	// qkvBias is q's, k's and v's bias in qkv's column order, qkNorm q's
-	// per-head norm gain then k's; nil when the model has none.
-	qkvBias, qkNorm   *gpu.Buffer
-	o, gate, up, down *gpu.Tensor
-	// gateUp is gate and up as one tensor, gate rows first, when they share
-	// a type: one matmul instead of two, and the fused GLU after it.
-	gateUp *gpu.Tensor
-	// The LoRA pairs of each projection; nil without adapters, and then
-	// the chain has no dispatch for them.
-	lq, lk, lv, lo, lgate, lup, ldown *gpuLoRA
-}
-
 // gpuLoRA is one projection's adapters on the device: every adapter's A
 // stacked (Σrank × cols) and every B side by side, each scaled by its
 // adapter's scale (rows × Σrank), so that any number of adapters costs two
 // f32 matmuls, x·Aᵀ into the scratch and its product with Bᵀ added to the
 // projection's output.
-// placedTensor is a projection whose output rows start at column col of a
-// wider activation row.
-type placedTensor struct {
-	t   *gpu.Tensor
-	col int
-}
-
 type gpuLoRA struct {
 	a, b *gpu.Tensor
 	rank int
@@ -175,190 +145,15 @@ func NewGPU(dev *gpu.Device, m *Model, o GPUOptions) (*GPU, error) {
 }
 
 func (r *GPU) upload() error {
-	m := r.m
-	r.weight = m.Memory(r.ctx, r.batch).Weights
-	done := func(n int64) {
+	r.weight = r.m.Memory(r.ctx, r.batch).Weights
+	var err error
+	r.w, err = UploadWeights(r.dev, r.m, GPUWeightOptions{Merge: true, Factors: r.m.RopeFactorsFor(r.ctx), Sent: func(n int64) {
 		r.uploaded += n
 		if r.progress != nil {
 			r.progress(r.uploaded, r.weight)
 		}
-	}
-	tensor := func(w *Weight) (*gpu.Tensor, error) {
-		if w == nil {
-			return nil, nil
-		}
-		t, err := r.dev.NewTensor(w.Name, w.Type, w.Rows, w.Cols, w.Data, 0)
-		if err != nil {
-			return nil, err
-		}
-		r.tensors = append(r.tensors, t)
-		done(w.Bytes())
-		return t, nil
-	}
-	// vector uploads the values of ws one after another as one buffer
-	// named label, or nothing when all are nil (the model has none).
-	vector := func(label string, ws ...*Weight) (*gpu.Buffer, error) {
-		var all []float32
-		for _, w := range ws {
-			if w == nil {
-				if ws[0] != nil {
-					return nil, fmt.Errorf("model: %s: %s is missing", label, ws[0].Name)
-				}
-				continue
-			}
-			if ws[0] == nil {
-				return nil, fmt.Errorf("model: %s: %s without its companions", label, w.Name)
-			}
-			v, err := w.F32()
-			if err != nil {
-				return nil, err
-			}
-			all = append(all, v...)
-		}
-		if all == nil {
-			return nil, nil
-		}
-		defer done(int64(len(all)) * 4)
-		return r.buffer(label, all)
-	}
-	var err error
-	if err := gpuMatmul(m.Output); err != nil {
-		return err
-	}
-	if r.output, err = tensor(m.Output); err != nil {
-		return err
-	}
-	if r.outNorm, err = vector("output_norm.weight", m.OutNorm); err != nil {
-		return err
-	}
-	if f := m.RopeFactorsFor(r.ctx); f != nil {
-		r.factors, err = r.buffer("rope_factors", f)
-	}
-	if err != nil {
-		return err
-	}
-	r.layers = make([]gpuLayer, len(m.Layers))
-	for i := range m.Layers {
-		l, g := &m.Layers[i], &r.layers[i]
-		blk := func(s string) string { return fmt.Sprintf("blk.%d.%s", i, s) }
-		for _, p := range []struct {
-			dst   **gpu.Buffer
-			label string
-			ws    []*Weight
-		}{{&g.attnNorm, blk("attn_norm.weight"), []*Weight{l.AttnNorm}}, {&g.postAttnNorm, blk("post_attention_norm.weight"), []*Weight{l.PostAttnNorm}},
-			{&g.ffnNorm, blk("ffn_norm.weight"), []*Weight{l.FFNNorm}}, {&g.postFFNNorm, blk("post_ffw_norm.weight"), []*Weight{l.PostFFNNorm}},
-			{&g.qkvBias, blk("attn_qkv.bias"), []*Weight{l.QBias, l.KBias, l.VBias}},
-			{&g.qkNorm, blk("attn_qk_norm.weight"), []*Weight{l.QNorm, l.KNorm}}} {
-			if *p.dst, err = vector(p.label, p.ws...); err != nil {
-				return err
-			}
-		}
-		for _, p := range mergeRows(blk("attn_qkv"), l.Q, l.K, l.V) {
-			if err := gpuMatmul(p.w); err != nil {
-				return err
-			}
-			t, err := tensor(p.w)
-			if err != nil {
-				return err
-			}
-			g.qkv = append(g.qkv, placedTensor{t, p.row})
-		}
-		projections := []struct {
-			dst **gpu.Tensor
-			w   *Weight
-		}{{&g.o, l.O}, {&g.down, l.Down}}
-		if l.Gate.Type == l.Up.Type {
-			merged := mergeRows(blk("ffn_gate_up"), l.Gate, l.Up)[0].w
-			projections = append(projections, struct {
-				dst **gpu.Tensor
-				w   *Weight
-			}{&g.gateUp, merged})
-		} else {
-			projections = append(projections, struct {
-				dst **gpu.Tensor
-				w   *Weight
-			}{&g.gate, l.Gate}, struct {
-				dst **gpu.Tensor
-				w   *Weight
-			}{&g.up, l.Up})
-		}
-		for _, p := range projections {
-			if err := gpuMatmul(p.w); err != nil {
-				return err
-			}
-			if *p.dst, err = tensor(p.w); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// placedWeight is a weight whose rows start at row of the projections it
-// was merged from.
-type placedWeight struct {
-	w   *Weight
-	row int
-}
-
-// mergeRows concatenates the rows of each run of neighbouring weights of
-// one type into one weight named name (or keeps a weight alone), so that one
-// matmul computes what several did: quantized rows are independent blocks,
-// so the bytes are copied, not converted.
-func mergeRows(name string, ws ...*Weight) []placedWeight {
-	var out []placedWeight
-	row := 0
-	for i := 0; i < len(ws); {
-		j := i + 1
-		for j < len(ws) && ws[j].Type == ws[i].Type && ws[j].Cols == ws[i].Cols {
-			j++
-		}
-		if j == i+1 {
-			out = append(out, placedWeight{ws[i], row})
-			row += ws[i].Rows
-			i = j
-			continue
-		}
-		m := &Weight{Name: name, Type: ws[i].Type, Cols: ws[i].Cols}
-		size := 0
-		for _, w := range ws[i:j] {
-			m.Rows += w.Rows
-			size += len(w.Data)
-		}
-		m.Data = adjacent(ws[i:j], size)
-		if m.Data == nil {
-			m.Data = make([]byte, 0, size)
-			for _, w := range ws[i:j] {
-				m.Data = append(m.Data, w.Data...)
-			}
-		}
-		if j-i < len(ws) {
-			m.Name = fmt.Sprintf("%s[%d:%d]", name, i, j)
-		}
-		out = append(out, placedWeight{m, row})
-		row += m.Rows
-		i = j
-	}
-	return out
-}
-
-// adjacent is the size bytes from ws[0]'s first when the weights' data
-// lie back to back in one array (the slices of Phi-3's fused attn_qkv and
-// ffn_up), so merging them needs no copy; nil otherwise.
-func adjacent(ws []*Weight, size int) []byte {
-	first := ws[0].Data
-	if len(first) == 0 || cap(first) < size {
-		return nil
-	}
-	all := first[:size]
-	off := 0
-	for _, w := range ws {
-		if len(w.Data) == 0 || &all[off] != &w.Data[0] {
-			return nil
-		}
-		off += len(w.Data)
-	}
-	return all
+	}})
+	return err
 }
 
 func (r *GPU) allocate() error {
@@ -404,22 +199,6 @@ func (r *GPU) allocate() error {
 	return err
 }
 
-// gpuMatmul checks that w's type has a GPU matmul kernel.
-func gpuMatmul(w *Weight) error {
-	if !slices.Contains(ops.MatmulTypes(), w.Type) {
-		return fmt.Errorf("model: tensor %q: type %v has no GPU matmul kernel (the CPU backend runs it: --backend cpu)", w.Name, w.Type)
-	}
-	return nil
-}
-
-func (r *GPU) buffer(label string, v []float32) (*gpu.Buffer, error) {
-	b, err := r.dev.NewBufferF32(label, v)
-	if err == nil {
-		r.owned = append(r.owned, b)
-	}
-	return b, err
-}
-
 func (r *GPU) scratch(label string, floats int) (*gpu.Buffer, error) {
 	return r.scratchBytes(label, uint64(floats)*4)
 }
@@ -450,13 +229,11 @@ func (r *GPU) Close() {
 	}
 	// Buffers must outlive the work that reads them.
 	_ = r.dev.Wait()
-	for _, t := range r.tensors {
-		t.Release()
-	}
+	r.w.Release()
 	for _, b := range r.owned {
 		b.Release()
 	}
-	r.tensors, r.owned = nil, nil
+	r.w, r.owned = nil, nil
 	r.releaseLoRA()
 	r.x = nil // Forward reports the runner closed
 }
@@ -652,8 +429,7 @@ func (r *GPU) inputs(tokens []int32, key stepKey, pen *Penalty) error {
 // record records the chain of one batch.
 func (r *GPU) record(key stepKey) (*step, error) {
 	c := &r.m.Config
-	n, pos, d, kvd := key.n, key.pos, c.Hidden, c.KVDim()
-	qkvd := c.QDim() + 2*kvd // a token's row of qkv
+	n, pos, d := key.n, key.pos, c.Hidden
 	ch, err := r.dev.NewChain("forward")
 	if err != nil {
 		return nil, err
@@ -666,113 +442,30 @@ func (r *GPU) record(key stepKey) (*step, error) {
 		ch.Discard()
 		return nil, err
 	}
-	norm := func(x, w, y *gpu.Buffer, rows, dim int) error {
-		return ops.RMSNorm(ch, x, w, y, ops.NormArgs{Rows: rows, Dim: dim, Eps: c.Eps})
-	}
-	mm := func(w *gpu.Tensor, x, y *gpu.Buffer) error { return ops.MatMul(ch, w, x, y, n) }
-	// fuseNorm says whether the pre-norm of rows rows can go into the
-	// projections' matvecs (ops.MatVecNormed: each workgroup normalises x
-	// as it stages it, one dispatch fewer): one row, quantized weights,
-	// and no LoRA, which would read the normalised x from xn.
-	fuseNorm := func(rows int, lora bool, ts ...*gpu.Tensor) bool {
-		if rows != 1 || lora {
-			return false
-		}
-		for _, t := range ts {
-			if !ops.HasMatVecNormed(t.Type) {
-				return false
-			}
-		}
-		return true
-	}
-	normArgs := ops.NormArgs{Rows: 1, Dim: d, Eps: c.Eps}
-
 	try := func(e error) {
 		if err == nil {
 			err = e
 		}
 	}
+	acts := GPUActivations{X: r.x, XN: r.xn, XN2: r.xn, QKV: r.qkv, Q: r.q, Att: r.att, AttScratch: r.attScratch,
+		O: r.tmp, F: r.tmp, Gate: r.gate, Up: r.up, H: r.up}
 	normed := false // xn already holds this layer's attention norm of x
-	for i := range r.layers {
-		l := &r.layers[i]
-		// Attention: x += O · attention(rope(q), rope(k), v), the
-		// projections of norm(x), side by side in qkv; then bias, q/k norms,
-		// the rotations and the cache rows of k and v at pos in one kernel.
-		qkvTensors := make([]*gpu.Tensor, len(l.qkv))
-		for j, p := range l.qkv {
-			qkvTensors[j] = p.t
+	for i := range r.w.Layers {
+		a := acts
+		a.K, a.V = r.kc[i], r.vc[i]
+		args := GPULayerArgs{N: n, Pos: pos, Normed: normed}
+		if i+1 < len(r.w.Layers) {
+			args.Next = r.w.Layers[i+1].AttnNorm
 		}
-		if !normed && fuseNorm(n, l.lq != nil || l.lk != nil || l.lv != nil, qkvTensors...) {
-			for _, p := range l.qkv {
-				try(ops.MatVecNormed(ch, p.t, r.x, l.attnNorm, r.qkv, normArgs, ops.MatmulOptions{YOffset: p.col, YStride: qkvd}))
-			}
-		} else {
-			if !normed {
-				try(norm(r.x, l.attnNorm, r.xn, n, d))
-			}
-			for _, p := range l.qkv {
-				try(ops.MatMulWith(ch, p.t, r.xn, r.qkv, n, ops.MatmulOptions{YOffset: p.col, YStride: qkvd}))
+		if r.loraLayers != nil {
+			l := &r.loraLayers[i]
+			args.Adapted = func(p Proj) bool { return l[p] != nil }
+			args.LoRA = func(ch *gpu.Chain, p Proj, x, y *gpu.Buffer, n int, o ops.MatmulOptions) error {
+				return r.lora(ch, l[p], x, y, n, o)
 			}
 		}
-		try(r.lora(ch, l.lq, r.xn, r.qkv, n, ops.MatmulOptions{YStride: qkvd}))
-		try(r.lora(ch, l.lk, r.xn, r.qkv, n, ops.MatmulOptions{YOffset: c.QDim(), YStride: qkvd}))
-		try(r.lora(ch, l.lv, r.xn, r.qkv, n, ops.MatmulOptions{YOffset: c.QDim() + kvd, YStride: qkvd}))
-		base, scale := c.Rope(i)
-		try(ops.RoPEQKV(ch, r.qkv, l.qkvBias, l.qkNorm, r.factors, r.q, r.kc[i], r.vc[i], ops.RoPEQKVArgs{
-			RoPEArgs: ops.RoPEArgs{Tokens: n, Heads: c.Heads, HeadDim: c.HeadDim, RopeDims: c.RopeDims, NeoX: c.NeoX,
-				Base: base, FreqScale: scale, Pos0: pos, AttnFactor: c.RopeAttnFactor},
-			KVHeads: c.KVHeads, Eps: c.Eps}))
-		try(ops.Attention(ch, r.q, r.kc[i], r.vc[i], r.attScratch, r.att, ops.AttentionArgs{
-			HeadDim: c.HeadDim, Heads: c.Heads, KVHeads: c.KVHeads, Tokens: n, Pos0: pos, KVLen: pos + n,
-			Scale: c.AttnScale, Window: c.Window(i), Softcap: c.AttnSoftcap}))
-		normed = r.residual(ch, l.o, l.lo, r.att, l.postAttnNorm, l.ffnNorm, n, try, nil)
-
-		// Feed-forward: x += Down · (act(Gate · norm(x)) * (Up · norm(x))).
-		fuseFFN := !normed && l.gateUp != nil && fuseNorm(n, l.lgate != nil || l.lup != nil, l.gateUp)
-		if !normed && !fuseFFN {
-			try(norm(r.x, l.ffnNorm, r.xn, n, d))
-		}
-		var glu *ops.GLUArgs // set when the down matvec applies the GLU to gate
-		if l.gateUp != nil {
-			if fuseFFN {
-				try(ops.MatVecNormed(ch, l.gateUp, r.x, l.ffnNorm, r.gate, normArgs, ops.MatmulOptions{}))
-			} else {
-				try(mm(l.gateUp, r.xn, r.gate))
-			}
-			// gate and up rows alternate per token: 2·FF floats a row.
-			try(r.lora(ch, l.lgate, r.xn, r.gate, n, ops.MatmulOptions{YStride: 2 * c.FF}))
-			try(r.lora(ch, l.lup, r.xn, r.gate, n, ops.MatmulOptions{YOffset: c.FF, YStride: 2 * c.FF}))
-			// A decoded token's GLU goes into the down matvec (ops.MatVecGLU),
-			// unless a LoRA on down has to read the activated row from up.
-			if n == 1 && l.ldown == nil && ops.HasMatVecGLU(l.down.Type) {
-				glu = &ops.GLUArgs{FF: c.FF, GELU: c.GELU}
-			} else if c.GELU {
-				try(ops.GeGLUFused(ch, r.gate, r.up, n, c.FF))
-			} else {
-				try(ops.SwiGLUFused(ch, r.gate, r.up, n, c.FF))
-			}
-		} else {
-			try(mm(l.gate, r.xn, r.gate))
-			try(r.lora(ch, l.lgate, r.xn, r.gate, n, ops.MatmulOptions{}))
-			try(mm(l.up, r.xn, r.up))
-			try(r.lora(ch, l.lup, r.xn, r.up, n, ops.MatmulOptions{}))
-			if c.GELU {
-				try(ops.GeGLU(ch, r.gate, r.up, r.up, n*c.FF))
-			} else {
-				try(ops.SwiGLU(ch, r.gate, r.up, r.up, n*c.FF))
-			}
-		}
-		var next *gpu.Buffer // the next layer's attention norm
-		if i+1 < len(r.layers) {
-			next = r.layers[i+1].attnNorm
-		}
-		if glu != nil {
-			normed = r.residual(ch, l.down, nil, r.gate, l.postFFNNorm, next, n, try, glu)
-		} else {
-			normed = r.residual(ch, l.down, l.ldown, r.up, l.postFFNNorm, next, n, try, nil)
-		}
-		if err != nil {
-			return fail(fmt.Errorf("model: layer %d: %w", i, err))
+		if normed, err = r.w.RecordLayer(ch, i, &a, args); err != nil {
+			return fail(err)
 		}
 	}
 	if !key.logits {
@@ -788,11 +481,12 @@ func (r *GPU) record(key stepKey) (*step, error) {
 		try(ops.CopyF32(ch, r.x, (n-1)*d, r.last, 0, d))
 		rows, src = 1, r.last
 	}
-	if fuseNorm(rows, r.loraOutput != nil, r.output) {
-		try(ops.MatVecNormed(ch, r.output, src, r.outNorm, r.logits, normArgs, ops.MatmulOptions{}))
+	if rows == 1 && r.loraOutput == nil && ops.HasMatVecNormed(r.w.Output.Type) {
+		// The final norm goes into the head's matvec (see RecordLayer).
+		try(ops.MatVecNormed(ch, r.w.Output, src, r.w.OutNorm, r.logits, ops.NormArgs{Rows: 1, Dim: d, Eps: c.Eps}, ops.MatmulOptions{}))
 	} else {
-		try(norm(src, r.outNorm, r.xn, rows, d))
-		try(ops.MatMul(ch, r.output, r.xn, r.logits, rows))
+		try(ops.RMSNorm(ch, src, r.w.OutNorm, r.xn, ops.NormArgs{Rows: rows, Dim: d, Eps: c.Eps}))
+		try(ops.MatMul(ch, r.w.Output, r.xn, r.logits, rows))
 	}
 	try(r.lora(ch, r.loraOutput, r.xn, r.logits, rows, ops.MatmulOptions{}))
 	nl := rows * c.Vocab
@@ -821,35 +515,4 @@ func (r *GPU) record(key stepKey) (*step, error) {
 		return fail(err)
 	}
 	return s, nil
-}
-
-// residual appends x += post(W · in): the output projection of attention or
-// of the feed-forward, straight into the residual stream, or into tmp and
-// then normed and added in one kernel (Gemma 2/3's post-norms), which then
-// also writes xn = norm(x)·next when next is set (the pre-norm that follows)
-// and reports that it did. l, when set, adds its LoRA correction to W · in
-// before the norm. With glu set, in is one token's [gate | up] and W reads
-// act(gate)·up (ops.MatVecGLU). Errors go to try.
-func (r *GPU) residual(ch *gpu.Chain, w *gpu.Tensor, l *gpuLoRA, in, post, next *gpu.Buffer, n int, try func(error), glu *ops.GLUArgs) (normed bool) {
-	c := &r.m.Config
-	product := func(y *gpu.Buffer, o ops.MatmulOptions) error {
-		if glu != nil {
-			return ops.MatVecGLU(ch, w, in, y, *glu, o)
-		}
-		return ops.MatMulWith(ch, w, in, y, n, o)
-	}
-	if post == nil {
-		try(product(r.x, ops.MatmulOptions{Accumulate: true}))
-		try(r.lora(ch, l, in, r.x, n, ops.MatmulOptions{}))
-		return false
-	}
-	try(product(r.tmp, ops.MatmulOptions{}))
-	try(r.lora(ch, l, in, r.tmp, n, ops.MatmulOptions{}))
-	a := ops.NormArgs{Rows: n, Dim: c.Hidden, Eps: c.Eps}
-	if next == nil {
-		try(ops.RMSNormAdd(ch, r.tmp, post, r.x, a))
-		return false
-	}
-	try(ops.RMSNormAddNorm(ch, r.tmp, post, r.x, next, r.xn, a))
-	return true
 }

@@ -55,13 +55,10 @@ func (r *GPU) uploadLoRA() error {
 	if r.loraOutput, err = up(m.Output); err != nil {
 		return err
 	}
+	r.loraLayers = make([][NumProj]*gpuLoRA, len(m.Layers))
 	for i := range m.Layers {
-		l, g := &m.Layers[i], &r.layers[i]
-		for _, p := range []struct {
-			dst **gpuLoRA
-			w   *Weight
-		}{{&g.lq, l.Q}, {&g.lk, l.K}, {&g.lv, l.V}, {&g.lo, l.O}, {&g.lgate, l.Gate}, {&g.lup, l.Up}, {&g.ldown, l.Down}} {
-			if *p.dst, err = up(p.w); err != nil {
+		for p, w := range m.Layers[i].Projections() {
+			if r.loraLayers[i][p], err = up(w); err != nil {
 				return err
 			}
 		}
@@ -121,11 +118,7 @@ func (r *GPU) releaseLoRA() {
 	r.loraTensors = nil
 	r.loraT.Release()
 	r.loraT = nil
-	r.loras, r.loraOutput = nil, nil
-	for i := range r.layers {
-		g := &r.layers[i]
-		g.lq, g.lk, g.lv, g.lo, g.lgate, g.lup, g.ldown = nil, nil, nil, nil, nil, nil, nil
-	}
+	r.loras, r.loraOutput, r.loraLayers = nil, nil, nil
 }
 
 // lora appends y += B·(A·x) for the n rows of x (the scale is in B), y

@@ -1,0 +1,276 @@
+package model
+
+import (
+	"fmt"
+
+	"github.com/hearthstudio/hearth/engine/gpu"
+	"github.com/hearthstudio/hearth/engine/ops"
+)
+
+// GPUActivations are the buffers one block's GPU forward (RecordLayer)
+// reads and writes. Serving passes one set for every block, the stream
+// updated in place and the scratch shared; a training step sets Keep and
+// gives every intermediate its backward reads a buffer of its own.
+type GPUActivations struct {
+	// Keep keeps every intermediate (ForwardLayerCPU's LayerActivations):
+	// X is left as it is, the stream after attention goes to X2 and the
+	// block's output to Out, q and k before their QK-norm to QIn and KIn,
+	// and no kernel fusion drops a value the backward reads. It needs the
+	// unmerged weight layout and position 0.
+	Keep bool
+	// X is the residual stream, n rows of Hidden: the block's input, and
+	// without Keep its output too.
+	X, X2, Out *gpu.Buffer
+	// XN and XN2 receive the attention and FFN norms' outputs (serving:
+	// one buffer).
+	XN, XN2 *gpu.Buffer
+	// QKV receives the merged q|k|v projections (serving); with Keep they go
+	// to Q, K and V.
+	QKV *gpu.Buffer
+	// Q gets the rotated queries. K and V are the block's keys and values:
+	// serving's cache (context rows, the tokens' written at pos); with Keep
+	// the tokens' own n rows.
+	Q, K, V    *gpu.Buffer
+	QIn, KIn   *gpu.Buffer
+	Att        *gpu.Buffer // attention's output, O's input
+	AttScratch *gpu.Buffer // ops.Attention's split scratch
+	// O and F receive O's and Down's products before their post-norms
+	// (serving: one scratch).
+	O, F *gpu.Buffer
+	// Gate and Up receive the gate and up projections (merged: Gate holds
+	// both per row, 2·FF floats) and H the GLU's output, Down's input
+	// (serving: H is Up).
+	Gate, Up, H *gpu.Buffer
+}
+
+// GPULayerArgs are one RecordLayer call's tokens and hooks.
+type GPULayerArgs struct {
+	N, Pos int // tokens and the position of the first
+	// Normed says XN already holds this block's attention norm of X (the
+	// block before wrote it); Next, when set, is the next block's attention
+	// norm gain, which this block's last residual then applies into XN.
+	// Serving's fusions: Keep takes neither.
+	Normed bool
+	Next   *gpu.Buffer
+	// LoRA, when set, appends projection p's adapter term, y += Δp(x) for
+	// the n rows of x, y placed by o; Adapted says which projections have
+	// one (a kernel fusion that would hide x from it is then skipped).
+	LoRA    func(ch *gpu.Chain, p Proj, x, y *gpu.Buffer, n int, o ops.MatmulOptions) error
+	Adapted func(p Proj) bool
+}
+
+// RoPEArgs are c's block i's rotations of q and k for n tokens from pos.
+func RoPEArgs(c *Config, i, n, pos int) (q, k ops.RoPEArgs) {
+	base, scale := c.Rope(i)
+	q = ops.RoPEArgs{Tokens: n, Heads: c.Heads, HeadDim: c.HeadDim, RopeDims: c.RopeDims, NeoX: c.NeoX,
+		Base: base, FreqScale: scale, Pos0: pos, AttnFactor: c.RopeAttnFactor}
+	k = q
+	k.Heads = c.KVHeads
+	return q, k
+}
+
+// AttentionArgs are c's block i's attention of n tokens from pos over the
+// positions up to theirs.
+func AttentionArgs(c *Config, i, n, pos int) ops.AttentionArgs {
+	return ops.AttentionArgs{
+		HeadDim: c.HeadDim, Heads: c.Heads, KVHeads: c.KVHeads, Tokens: n, Pos0: pos, KVLen: pos + n,
+		Scale: c.AttnScale, Window: c.Window(i), Softcap: c.AttnSoftcap,
+	}
+}
+
+// RecordLayer appends block i's forward over s.N tokens to ch, the GPU
+// counterpart of ForwardLayerCPU: norm, q/k/v (+ bias), QK-norm, RoPE,
+// attention, O, post-norm, residual, norm, gate/up, GLU, down, post-norm,
+// residual. Serving fuses what a decoded token allows (the pre-norms into
+// the projections' matvecs, bias + QK-norm + RoPE + cache write in one
+// kernel, the GLU into the down matvec, post-norm + residual + the next
+// pre-norm in one); with a.Keep the same graph runs unfused, keeping what
+// the backward reads. It reports whether XN now holds the next block's
+// attention norm (s.Next applied).
+func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPULayerArgs) (normed bool, err error) {
+	c, l := w.c, &w.Layers[i]
+	n, d := s.N, c.Hidden
+	if a.Keep && (!l.unmerged() || s.Pos != 0 || s.Normed || s.Next != nil) {
+		return false, fmt.Errorf("model: layer %d: keeping activations needs unmerged weights at position 0 without cross-block fusion", i)
+	}
+	try := func(e error) {
+		if err == nil {
+			err = e
+		}
+	}
+	adapted := func(ps ...Proj) bool {
+		for _, p := range ps {
+			if s.LoRA != nil && s.Adapted != nil && s.Adapted(p) {
+				return true
+			}
+		}
+		return false
+	}
+	lora := func(p Proj, x, y *gpu.Buffer, o ops.MatmulOptions) {
+		if adapted(p) {
+			try(s.LoRA(ch, p, x, y, n, o))
+		}
+	}
+	norm := func(x, g, y *gpu.Buffer, rows, dim int) {
+		try(ops.RMSNorm(ch, x, g, y, ops.NormArgs{Rows: rows, Dim: dim, Eps: c.Eps}))
+	}
+	// fuseNorm says whether a pre-norm can go into the projections' matvecs
+	// (ops.MatVecNormed: each workgroup normalises x as it stages it, one
+	// dispatch fewer): one row, quantized weights, nothing kept, and no LoRA,
+	// which would read the normalised x.
+	fuseNorm := func(lora bool, ts ...*gpu.Tensor) bool {
+		if n != 1 || lora || a.Keep {
+			return false
+		}
+		for _, t := range ts {
+			if !ops.HasMatVecNormed(t.Type) {
+				return false
+			}
+		}
+		return true
+	}
+	normArgs := ops.NormArgs{Rows: 1, Dim: d, Eps: c.Eps}
+	rq, rk := RoPEArgs(c, i, n, s.Pos)
+
+	// Attention: x += post(O · attention(rope(q), rope(k), v)), the
+	// projections of norm(x).
+	if a.Keep {
+		w.keptQKV(ch, i, a, s.N, norm, lora, try)
+		try(ops.RoPE(ch, a.Q, w.Factors, nil, rq))
+		try(ops.RoPE(ch, a.K, w.Factors, nil, rk))
+	} else {
+		// q, k and v side by side in QKV; then bias, QK-norms, the rotations
+		// and the cache rows of k and v at pos in one kernel.
+		kvd := c.KVDim()
+		qkvd := c.QDim() + 2*kvd // a token's row of QKV
+		ts := make([]*gpu.Tensor, len(l.QKV))
+		for j, p := range l.QKV {
+			ts[j] = p.T
+		}
+		if !s.Normed && fuseNorm(adapted(ProjQ, ProjK, ProjV), ts...) {
+			for _, p := range l.QKV {
+				try(ops.MatVecNormed(ch, p.T, a.X, l.AttnNorm, a.QKV, normArgs, ops.MatmulOptions{YOffset: p.Col, YStride: qkvd}))
+			}
+		} else {
+			if !s.Normed {
+				norm(a.X, l.AttnNorm, a.XN, n, d)
+			}
+			for _, p := range l.QKV {
+				try(ops.MatMulWith(ch, p.T, a.XN, a.QKV, n, ops.MatmulOptions{YOffset: p.Col, YStride: qkvd}))
+			}
+		}
+		lora(ProjQ, a.XN, a.QKV, ops.MatmulOptions{YStride: qkvd})
+		lora(ProjK, a.XN, a.QKV, ops.MatmulOptions{YOffset: c.QDim(), YStride: qkvd})
+		lora(ProjV, a.XN, a.QKV, ops.MatmulOptions{YOffset: c.QDim() + kvd, YStride: qkvd})
+		try(ops.RoPEQKV(ch, a.QKV, l.QKVBias, l.QKNorm, w.Factors, a.Q, a.K, a.V, ops.RoPEQKVArgs{RoPEArgs: rq, KVHeads: c.KVHeads, Eps: c.Eps}))
+	}
+	try(ops.Attention(ch, a.Q, a.K, a.V, a.AttScratch, a.Att, AttentionArgs(c, i, n, s.Pos)))
+
+	// residual appends x += post(W · in): straight into the stream, or into
+	// tmp and then normed and added in one kernel (Gemma 2/3's post-norms),
+	// which then also writes xn = norm(x)·next when next is set (the
+	// pre-norm that follows) and reports that it did. p's LoRA term goes
+	// into W · in before the norm. With glu set, in is one token's
+	// [gate | up] and W reads act(gate)·up (ops.MatVecGLU).
+	residual := func(x *gpu.Buffer, t *gpu.Tensor, p Proj, in, post, tmp, next, xn *gpu.Buffer, glu *ops.GLUArgs) bool {
+		product := func(y *gpu.Buffer, o ops.MatmulOptions) error {
+			if glu != nil {
+				return ops.MatVecGLU(ch, t, in, y, *glu, o)
+			}
+			return ops.MatMulWith(ch, t, in, y, n, o)
+		}
+		if post == nil {
+			try(product(x, ops.MatmulOptions{Accumulate: true}))
+			lora(p, in, x, ops.MatmulOptions{})
+			return false
+		}
+		try(product(tmp, ops.MatmulOptions{}))
+		lora(p, in, tmp, ops.MatmulOptions{})
+		na := ops.NormArgs{Rows: n, Dim: d, Eps: c.Eps}
+		if next == nil {
+			try(ops.RMSNormAdd(ch, tmp, post, x, na))
+			return false
+		}
+		try(ops.RMSNormAddNorm(ch, tmp, post, x, next, xn, na))
+		return true
+	}
+	x := a.X
+	if a.Keep {
+		try(ops.CopyF32(ch, a.X, 0, a.X2, 0, n*d))
+		x = a.X2
+	}
+	normed = residual(x, l.O, ProjO, a.Att, l.PostAttnNorm, a.O, l.FFNNorm, a.XN2, nil)
+
+	// Feed-forward: x += post(Down · (act(Gate · norm(x)) * (Up · norm(x)))).
+	fuseFFN := !normed && l.GateUp != nil && fuseNorm(adapted(ProjGate, ProjUp), l.GateUp)
+	if !normed && !fuseFFN {
+		norm(x, l.FFNNorm, a.XN2, n, d)
+	}
+	var glu *ops.GLUArgs // set when the down matvec applies the GLU to Gate
+	if l.GateUp != nil {
+		if fuseFFN {
+			try(ops.MatVecNormed(ch, l.GateUp, x, l.FFNNorm, a.Gate, normArgs, ops.MatmulOptions{}))
+		} else {
+			try(ops.MatMul(ch, l.GateUp, a.XN2, a.Gate, n))
+		}
+		// gate and up rows alternate per token: 2·FF floats a row.
+		lora(ProjGate, a.XN2, a.Gate, ops.MatmulOptions{YStride: 2 * c.FF})
+		lora(ProjUp, a.XN2, a.Gate, ops.MatmulOptions{YOffset: c.FF, YStride: 2 * c.FF})
+		// A decoded token's GLU goes into the down matvec (ops.MatVecGLU),
+		// unless a LoRA on down has to read the activated row from H.
+		if n == 1 && !adapted(ProjDown) && ops.HasMatVecGLU(l.Down.Type) {
+			glu = &ops.GLUArgs{FF: c.FF, GELU: c.GELU}
+		} else if c.GELU {
+			try(ops.GeGLUFused(ch, a.Gate, a.H, n, c.FF))
+		} else {
+			try(ops.SwiGLUFused(ch, a.Gate, a.H, n, c.FF))
+		}
+	} else {
+		try(ops.MatMul(ch, l.Gate, a.XN2, a.Gate, n))
+		lora(ProjGate, a.XN2, a.Gate, ops.MatmulOptions{})
+		try(ops.MatMul(ch, l.Up, a.XN2, a.Up, n))
+		lora(ProjUp, a.XN2, a.Up, ops.MatmulOptions{})
+		if c.GELU {
+			try(ops.GeGLU(ch, a.Gate, a.Up, a.H, n*c.FF))
+		} else {
+			try(ops.SwiGLU(ch, a.Gate, a.Up, a.H, n*c.FF))
+		}
+	}
+	if a.Keep {
+		try(ops.CopyF32(ch, a.X2, 0, a.Out, 0, n*d))
+		x = a.Out
+	}
+	if glu != nil {
+		normed = residual(x, l.Down, ProjDown, a.Gate, l.PostFFNNorm, a.F, s.Next, a.XN, glu)
+	} else {
+		normed = residual(x, l.Down, ProjDown, a.H, l.PostFFNNorm, a.F, s.Next, a.XN, nil)
+	}
+	if err != nil {
+		return false, fmt.Errorf("model: layer %d: %w", i, err)
+	}
+	return normed, nil
+}
+
+// keptQKV appends the unfused q, k, v stage: the projections of norm(X)
+// into Q, K and V, their biases, and QK-norm with its inputs kept in QIn
+// and KIn.
+func (w *GPUWeights) keptQKV(ch *gpu.Chain, i int, a *GPUActivations, n int, norm func(x, g, y *gpu.Buffer, rows, dim int), lora func(Proj, *gpu.Buffer, *gpu.Buffer, ops.MatmulOptions), try func(error)) {
+	c, l := w.c, &w.Layers[i]
+	qd, kvd := c.QDim(), c.KVDim()
+	norm(a.X, l.AttnNorm, a.XN, n, c.Hidden)
+	for j, y := range []*gpu.Buffer{a.Q, a.K, a.V} {
+		try(ops.MatMul(ch, l.QKV[j].T, a.XN, y, n))
+		lora(ProjQ+Proj(j), a.XN, y, ops.MatmulOptions{})
+	}
+	if l.QBias != nil {
+		try(ops.AddBias(ch, a.Q, l.QBias, n, qd))
+		try(ops.AddBias(ch, a.K, l.KBias, n, kvd))
+		try(ops.AddBias(ch, a.V, l.VBias, n, kvd))
+	}
+	if l.QNorm != nil {
+		try(ops.CopyF32(ch, a.Q, 0, a.QIn, 0, n*qd))
+		try(ops.CopyF32(ch, a.K, 0, a.KIn, 0, n*kvd))
+		norm(a.Q, l.QNorm, a.Q, n*c.Heads, c.HeadDim)
+		norm(a.K, l.KNorm, a.K, n*c.KVHeads, c.HeadDim)
+	}
+}
