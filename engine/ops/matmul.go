@@ -34,12 +34,8 @@ package ops
 // matmul_tiled.go) keeps the bindings, parameters and output placement, with
 // its own entries (matmul_tiled_<type>), constants and grid.
 //
-// The K-quant engineer's file engine/ops/matmul_kquant.go provides exactly
-//
-//	func kquantKernel(t gguf.Type) (matmulKernel, bool)
-//
-// returning the launch shape of Q2_K…Q6_K (ok=false for any other type); it
-// must not keep mutable state. matmulKernelFor consults the table here first.
+// The K-quants' launch shapes (Q2_K…Q6_K) are engine/ops/matmul_kquant.go's
+// kquantKernel, stateless; matmulKernelFor consults the table here first.
 
 import (
 	"fmt"
