@@ -114,6 +114,15 @@ func (f *Format) Render(r Request) (Prompt, error) {
 	return Prompt{Text: text, Template: f.Fallback.Name(), Notice: notice}, nil
 }
 
+// ToolSyntax is how the model writes tool calls: the syntax of the
+// template Render uses (the model's, else the built-in one).
+func (f *Format) ToolSyntax() ToolSyntax {
+	if f.Template != nil {
+		return ToolSyntaxFor(f.Template.Source())
+	}
+	return ToolSyntaxFor(f.Fallback.Source())
+}
+
 // Tokenize encodes a rendered prompt: special tokens in it are tokens, and
 // BOS is added where the vocabulary asks for it unless the template already
 // wrote it (llama.cpp does the same, to avoid a doubled BOS).

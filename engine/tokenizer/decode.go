@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -11,6 +12,9 @@ type DecodeOptions struct {
 	// Special writes control tokens ("<|eot_id|>", "<s>") as their text;
 	// without it they decode to nothing.
 	Special bool
+	// Keep are control tokens written as their text even without Special:
+	// the markers a chat's tool-call parser reads ("[TOOL_CALLS]").
+	Keep []string
 }
 
 // Decode is the text of ids. Bytes that do not form valid UTF-8 become
@@ -55,7 +59,7 @@ func (d *Decoder) Next(id int32) (string, error) {
 	}
 	piece := d.t.pieces[id]
 	typ := d.t.vocab.TypeOf(int(id))
-	if typ == Control && !d.opts.Special {
+	if typ == Control && !d.opts.Special && !slices.Contains(d.opts.Keep, string(piece)) {
 		// sentencepiece decodes a run of byte tokens as a unit, and an
 		// invisible control token ends the run.
 		if d.t.spm != nil {
