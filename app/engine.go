@@ -484,7 +484,10 @@ type ChatRequest struct {
 	GenerateOptions
 	Messages []chat.Message
 	// Tools are the function definitions the client sent, as JSON, for
-	// templates that render them.
+	// templates that render them. With tools, the reply's calls in the
+	// model's syntax (chat.ToolSyntax) are parsed into Reply.ToolCalls,
+	// and streamed text that may open a call is held back until it is
+	// known not to.
 	Tools []json.RawMessage
 }
 
@@ -500,7 +503,10 @@ type CompleteRequest struct {
 type Reply struct {
 	Model string // the name the model was asked by
 	Text  string
-	Stats model.Stats
+	// ToolCalls are the calls the reply made (only with tools); Text is
+	// then what the model wrote before them.
+	ToolCalls []chat.ToolCall
+	Stats     model.Stats
 	// Notice says why the model's own chat template was not used, if so.
 	Notice string
 }
@@ -519,10 +525,10 @@ func (e *Engine) Chat(ctx context.Context, req ChatRequest, emit func(model.Toke
 	if len(req.Messages) == 0 {
 		return Reply{}, fmt.Errorf("app: a chat request needs at least one message")
 	}
-	return e.generate(ctx, req.GenerateOptions, emit, func(m *model.Model) (model.Request, string, error) {
+	return e.generate(ctx, req.GenerateOptions, emit, func(m *model.Model) (prepared, error) {
 		p, err := m.Chat.Render(chat.Request{Messages: req.Messages, Tools: req.Tools, AddGenerationPrompt: true})
 		if err != nil {
-			return model.Request{}, "", err
+			return prepared{}, err
 		}
 		mr := model.Request{Prompt: m.Chat.Tokenize(p.Text), StopIDs: m.Chat.StopIDs,
 			StopStrings: append(slices.Clone(m.Chat.StopStrings), req.Stop...)}
@@ -532,7 +538,12 @@ func (e *Engine) Chat(ctx context.Context, req ChatRequest, emit func(model.Toke
 				mr.Keep = len(m.Chat.Tokenize(sp.Text))
 			}
 		}
-		return mr, p.Notice, nil
+		out := prepared{req: mr, notice: p.Notice}
+		if len(req.Tools) > 0 {
+			syntax := m.Chat.ToolSyntax()
+			out.tools = &syntax
+		}
+		return out, nil
 	})
 }
 
@@ -546,7 +557,7 @@ func leadingSystem(msgs []chat.Message) int {
 
 // Complete continues req.Prompt as raw text.
 func (e *Engine) Complete(ctx context.Context, req CompleteRequest, emit func(model.Token) error) (Reply, error) {
-	return e.generate(ctx, req.GenerateOptions, emit, func(m *model.Model) (model.Request, string, error) {
+	return e.generate(ctx, req.GenerateOptions, emit, func(m *model.Model) (prepared, error) {
 		tok := m.Tokenizer
 		mr := model.Request{Prompt: tok.Encode(req.Prompt, tokenizer.EncodeOptions{AddSpecial: true, ParseSpecial: req.Special}),
 			StopStrings: req.Stop}
@@ -555,14 +566,22 @@ func (e *Engine) Complete(ctx context.Context, req CompleteRequest, emit func(mo
 				mr.StopIDs = append(mr.StopIDs, id)
 			}
 		}
-		return mr, "", nil
+		return prepared{req: mr}, nil
 	})
+}
+
+// prepared is a generation's model request, the notice of its template, and
+// the tool-call syntax to parse its reply with (nil: none).
+type prepared struct {
+	req    model.Request
+	notice string
+	tools  *chat.ToolSyntax
 }
 
 // generate loads the model, builds its request with prepare, and runs it on
 // the resident session.
 func (e *Engine) generate(ctx context.Context, o GenerateOptions, emit func(model.Token) error,
-	prepare func(*model.Model) (model.Request, string, error)) (Reply, error) {
+	prepare func(*model.Model) (prepared, error)) (Reply, error) {
 	if o.MaxTokens < 0 {
 		return Reply{}, fmt.Errorf("app: max tokens %d must not be negative", o.MaxTokens)
 	}
@@ -583,29 +602,48 @@ func (e *Engine) generate(ctx context.Context, o GenerateOptions, emit func(mode
 		if err := e.applyAdapters(r, o.Adapters); err != nil {
 			return err
 		}
-		req, notice, err := prepare(r.m)
+		p, err := prepare(r.m)
 		if err != nil {
 			return err
 		}
-		reply.Notice = notice
+		req := p.req
+		reply.Notice = p.notice
 		req.MaxTokens, req.Sampling = o.MaxTokens, o.Sampling
 		if o.Shift {
 			req.Overflow = model.OverflowShift
 		}
-		req.Decoder = r.m.Tokenizer.NewDecoder(tokenizer.DecodeOptions{})
+		var dopts tokenizer.DecodeOptions
+		if p.tools != nil {
+			dopts.Keep = p.tools.Markers()
+		}
+		req.Decoder = r.m.Tokenizer.NewDecoder(dopts)
 		req.Progress = func(done, total int) {
 			progress(Progress{Stage: "prefill", Done: int64(done), Total: int64(total)})
 		}
 		var text strings.Builder
+		sent := 0 // bytes of text emitted; the rest may be a tool call
 		reply.Stats, err = r.session.Generate(ctx, req, func(t model.Token) error {
 			text.WriteString(t.Text)
+			if p.tools != nil {
+				all := text.String()
+				safe := max(sent, len(all)-p.tools.Held(all))
+				t.Text, sent = all[sent:safe], safe
+			}
 			if emit == nil {
 				return nil
 			}
 			return emit(t)
 		})
 		reply.Text = text.String()
-		return err
+		if err != nil || p.tools == nil {
+			return err
+		}
+		reply.Text, reply.ToolCalls = p.tools.Parse(reply.Text)
+		if reply.ToolCalls == nil && sent < len(reply.Text) && emit != nil {
+			// No call after all: what was held back is text.
+			return emit(model.Token{ID: -1, Text: reply.Text[sent:]})
+		}
+		return nil
 	})
 	return reply, err
 }

@@ -59,7 +59,7 @@ func TestOpenAINodeClient(t *testing.T) {
 
 	// npm ci writes node_modules; a copy keeps the source tree clean.
 	dir := t.TempDir()
-	for _, f := range []string{"package.json", "package-lock.json", ".npmrc", "openai_client.mjs"} {
+	for _, f := range []string{"package.json", "package-lock.json", ".npmrc", "openai_client.mjs", "openai_tools.mjs"} {
 		b, err := os.ReadFile(filepath.Join("testdata", "clients", f))
 		if err != nil {
 			t.Fatal(err)
@@ -130,6 +130,53 @@ func TestOpenAINodeClient(t *testing.T) {
 	}
 	if nf := got.NotFound; nf.Status != 404 || nf.Code != "model_not_found" || nf.Type != "invalid_request_error" {
 		t.Errorf("unknown model: %+v", nf)
+	}
+
+	// Tool calling through the package's helpers, against the model that
+	// answers with a call (toolcaller_test.go).
+	out = runClient(t, dir, []string{"HEARTH_BASE_URL=" + ts.URL + "/v1", "HEARTH_MODEL=" + toolCaller, "HEARTH_API_KEY=" + key}, node, "openai_tools.mjs")
+	t.Logf("%s", out)
+	type toolMessage struct {
+		Role      string          `json:"role"`
+		Content   *string         `json:"content"`
+		ToolCalls []openAIToolUse `json:"tool_calls"`
+	}
+	var tools struct {
+		Chat, Stream struct {
+			FinishReason string      `json:"finish_reason"`
+			Message      toolMessage `json:"message"`
+		}
+		RunTools struct {
+			Calls    []map[string]any `json:"calls"`
+			Messages []struct {
+				Role      string `json:"role"`
+				ToolCalls int    `json:"tool_calls"`
+			} `json:"messages"`
+		} `json:"run_tools"`
+	}
+	if err := json.Unmarshal(out, &tools); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for what, r := range map[string]struct {
+		FinishReason string      `json:"finish_reason"`
+		Message      toolMessage `json:"message"`
+	}{"create": tools.Chat, "stream helper": tools.Stream} {
+		m := r.Message
+		if r.FinishReason != "tool_calls" || m.Role != "assistant" || len(m.ToolCalls) != 1 || m.ToolCalls[0].Function.Name != "get_weather" ||
+			m.ToolCalls[0].Function.Arguments != wantWeatherArgs || !strings.HasPrefix(m.ToolCalls[0].ID, "call_") || (m.Content != nil && *m.Content != "") {
+			t.Errorf("%s: %+v", what, r)
+		}
+	}
+	// Two rounds: each called get_weather with the parsed arguments, and
+	// the second request carried the first call and its result.
+	rt := tools.RunTools
+	var roles []string
+	for _, m := range rt.Messages {
+		roles = append(roles, m.Role)
+	}
+	if len(rt.Calls) != 2 || rt.Calls[0]["city"] != "Paris" || rt.Calls[0]["unit"] != "celsius" ||
+		strings.Join(roles, ",") != "user,assistant,tool,assistant,tool" {
+		t.Errorf("runTools: calls %v, messages %v", rt.Calls, roles)
 	}
 }
 

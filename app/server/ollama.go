@@ -123,19 +123,35 @@ type ollamaMessage struct {
 	Content   string            `json:"content"`
 	Thinking  string            `json:"thinking"`
 	Images    []json.RawMessage `json:"images"`
-	ToolCalls []struct {
-		Function struct {
-			Name      string          `json:"name"`
-			Arguments json.RawMessage `json:"arguments"`
-		} `json:"function"`
-	} `json:"tool_calls"`
-	ToolName string `json:"tool_name"`
+	ToolCalls []ollamaToolCall  `json:"tool_calls"`
+	ToolName  string            `json:"tool_name"`
+}
+
+// ollamaToolCall is a call an assistant made, as Ollama's clients send it
+// and get it: the arguments an object.
+type ollamaToolCall struct {
+	Function struct {
+		Index     *int            `json:"index,omitempty"`
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	} `json:"function"`
 }
 
 // ollamaMessageOut is the assistant's message in a response.
 type ollamaMessageOut struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
+	Role      string           `json:"role"`
+	Content   string           `json:"content"`
+	ToolCalls []ollamaToolCall `json:"tool_calls,omitempty"`
+}
+
+func ollamaToolCalls(calls []chat.ToolCall) []ollamaToolCall {
+	var out []ollamaToolCall
+	for i, c := range calls {
+		var o ollamaToolCall
+		o.Function.Index, o.Function.Name, o.Function.Arguments = &i, c.Function.Name, c.Function.Arguments
+		out = append(out, o)
+	}
+	return out
 }
 
 // ollamaMetrics are the statistics of a final response, in nanoseconds.
@@ -288,8 +304,14 @@ func (s *server) ollamaChat(w http.ResponseWriter, r *http.Request) error {
 	}
 	final := ollamaResponse{Model: m.Name, CreatedAt: time.Now().UTC(), Message: &ollamaMessageOut{Role: "assistant"},
 		Done: true, DoneReason: finishReason(reply.Stats), ollamaMetrics: metricsOf(run, reply.Stats)}
-	if run.s == nil {
-		final.Message.Content = reply.Text
+	calls := ollamaToolCalls(reply.ToolCalls)
+	switch {
+	case run.s == nil:
+		final.Message.Content, final.Message.ToolCalls = reply.Text, calls
+	case calls != nil:
+		// Ollama streams the calls in a line of their own before the last.
+		run.s.write(ndjsonLine(ollamaResponse{Model: m.Name, CreatedAt: time.Now().UTC(),
+			Message: &ollamaMessageOut{Role: "assistant", ToolCalls: calls}}))
 	}
 	return ollamaFinish(w, run, final)
 }

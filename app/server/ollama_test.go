@@ -208,14 +208,18 @@ func TestOllamaListings(t *testing.T) {
 
 	var tags struct{ Models []map[string]any }
 	resp, data = ts.do(t, "GET", "/api/tags", nil)
-	if err := json.Unmarshal(data, &tags); err != nil || len(tags.Models) != 2 {
+	if err := json.Unmarshal(data, &tags); err != nil || len(tags.Models) != 3 { // llama, qwen, toolCaller
 		t.Fatalf("tags: %v %s", err, data)
 	}
 	for _, m := range tags.Models {
 		hasKeys(t, "tag", m, "name", "model", "modified_at", "size", "digest", "details")
 		d := m["details"].(map[string]any)
 		hasKeys(t, "details", d, "format", "family", "families", "parameter_size", "quantization_level")
-		if d["format"] != "gguf" || d["quantization_level"] != "Q8_0" || d["parameter_size"] == "" || m["size"].(float64) <= 0 {
+		quant := map[string]string{toolCaller: "F32"}[m["name"].(string)]
+		if quant == "" {
+			quant = "Q8_0"
+		}
+		if d["format"] != "gguf" || d["quantization_level"] != quant || d["parameter_size"] == "" || m["size"].(float64) <= 0 {
 			t.Errorf("tag %v", m)
 		}
 	}

@@ -137,7 +137,11 @@ type openAIMessage struct {
 	ReasoningContent string `json:"reasoning_content"`
 }
 
+// openAIToolUse is a call an assistant made, as OpenAI's clients send it
+// and get it: the arguments a string holding their JSON; Index places it
+// in a stream.
 type openAIToolUse struct {
+	Index    *int   `json:"index,omitempty"`
 	ID       string `json:"id"`
 	Type     string `json:"type"`
 	Function struct {
@@ -236,8 +240,27 @@ type chatChoice struct {
 }
 
 type chatMessageOut struct {
-	Role    string  `json:"role,omitempty"`
-	Content *string `json:"content,omitempty"`
+	Role      string          `json:"role,omitempty"`
+	Content   *string         `json:"content,omitempty"`
+	ToolCalls []openAIToolUse `json:"tool_calls,omitempty"`
+}
+
+// openAIToolCalls converts a reply's calls, giving each an id where the
+// model wrote none; streamed ones carry their index.
+func openAIToolCalls(calls []chat.ToolCall, stream bool) []openAIToolUse {
+	var out []openAIToolUse
+	for i, c := range calls {
+		o := openAIToolUse{ID: c.ID, Type: "function"}
+		if o.ID == "" {
+			o.ID = newID("call_")
+		}
+		if stream {
+			o.Index = &i
+		}
+		o.Function.Name, o.Function.Arguments = c.Function.Name, string(c.Function.Arguments)
+		out = append(out, o)
+	}
+	return out
 }
 
 // chatChunk is one server-sent event of a streamed chat reply.
@@ -280,7 +303,8 @@ func (s *server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 	if req.Logprobs != nil && *req.Logprobs || req.TopLogprobs != nil {
 		return unsupported("logprobs", "logprobs")
 	}
-	if err := checkToolChoice(req.ToolChoice); err != nil {
+	tools, err := toolsFor(req.Tools, req.ToolChoice)
+	if err != nil {
 		return err
 	}
 	msgs, err := req.messages()
@@ -292,7 +316,7 @@ func (s *server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 	run := newRun(w, "text/event-stream", req.Stream)
 	defer run.end()
 	opts.Progress = run.progress
-	creq := app.ChatRequest{GenerateOptions: opts, Messages: msgs, Tools: req.Tools}
+	creq := app.ChatRequest{GenerateOptions: opts, Messages: msgs, Tools: tools}
 	chunk := func(delta chatMessageOut, finish *string) []byte {
 		return sseEvent(chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: m.Name,
 			Choices: []chatChoice{{Delta: &delta, FinishReason: finish}}})
@@ -314,10 +338,20 @@ func (s *server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	finish := finishReason(reply.Stats)
+	if reply.ToolCalls != nil {
+		finish = "tool_calls"
+	}
 	if !req.Stream {
+		msg := &chatMessageOut{Role: "assistant", Content: &reply.Text, ToolCalls: openAIToolCalls(reply.ToolCalls, false)}
+		if reply.ToolCalls != nil && reply.Text == "" {
+			msg.Content = nil
+		}
 		return writeJSON(w, http.StatusOK, chatCompletion{ID: id, Object: "chat.completion", Created: created, Model: m.Name,
-			Choices: []chatChoice{{Message: &chatMessageOut{Role: "assistant", Content: &reply.Text}, FinishReason: &finish}},
+			Choices: []chatChoice{{Message: msg, FinishReason: &finish}},
 			Usage:   usageOf(reply.Stats)})
+	}
+	if reply.ToolCalls != nil {
+		run.s.write(chunk(chatMessageOut{ToolCalls: openAIToolCalls(reply.ToolCalls, true)}, nil))
 	}
 	run.s.write(chunk(chatMessageOut{}, &finish))
 	if req.includeUsage() {
@@ -328,18 +362,21 @@ func (s *server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// checkToolChoice accepts what a template can honour: the tools are in the
-// prompt and the model decides ("auto"), or the client says "none". Forcing
-// a call ("required", a named function) needs constrained decoding.
-func checkToolChoice(raw json.RawMessage) error {
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil
+// toolsFor is the tools a request's template renders, by its tool_choice:
+// all of them for "auto" (the model decides), none for "none". Forcing a
+// call ("required", a named function) needs constrained decoding.
+func toolsFor(tools []json.RawMessage, choice json.RawMessage) ([]json.RawMessage, error) {
+	if len(choice) == 0 || string(choice) == "null" {
+		return tools, nil
 	}
 	var s string
-	if json.Unmarshal(raw, &s) == nil && (s == "auto" || s == "none") {
-		return nil
+	if json.Unmarshal(choice, &s) == nil && (s == "auto" || s == "none") {
+		if s == "none" {
+			return nil, nil
+		}
+		return tools, nil
 	}
-	return unsupported("tool_choice", "tool_choice "+string(raw)+" (only \"auto\" and \"none\")")
+	return nil, unsupported("tool_choice", "tool_choice "+string(choice)+" (only \"auto\" and \"none\")")
 }
 
 // sseEvent is v as one server-sent event.

@@ -19,8 +19,9 @@ import (
 )
 
 // modelsDir holds the tiny synthetic models every test serves, written once
-// by TestMain: tiny-llama (the Llama 3 template, the most common) and
-// tiny-qwen3 (ChatML, and the faster of the two on lavapipe).
+// by TestMain: tiny-llama (the Llama 3 template, the most common),
+// tiny-qwen3 (ChatML, and the faster of the two on lavapipe), and
+// tool-caller, built to answer with a tool call (toolcaller_test.go).
 var modelsDir string
 
 const (
@@ -44,6 +45,10 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
+	}
+	if err := writeToolCaller(dir); err != nil {
+		fmt.Fprintln(os.Stderr, "tool-calling model:", err)
+		os.Exit(1)
 	}
 	modelsDir = dir
 	code := m.Run()

@@ -1,0 +1,156 @@
+package server
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/hearthstudio/hearth/app"
+)
+
+var weatherTool = map[string]any{"type": "function", "function": map[string]any{
+	"name": "get_weather", "description": "The weather in a city",
+	"parameters": map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}, "required": []string{"city"}},
+}}
+
+var weatherQuestion = []map[string]any{{"role": "user", "content": "What is the weather in Paris?"}}
+
+// wantWeatherArgs are toolCallReply's arguments: the Llama 3 "parameters" become
+// OpenAI's arguments, compacted.
+const wantWeatherArgs = `{"city":"Paris","unit":"celsius"}`
+
+func TestOpenAIToolCalls(t *testing.T) {
+	ts := newTestServer(t, app.EngineOptions{}, Options{})
+	body := map[string]any{"model": toolCaller, "messages": weatherQuestion, "tools": []any{weatherTool}, "temperature": 0}
+
+	var whole struct {
+		Choices []struct {
+			Message struct {
+				Role      string          `json:"role"`
+				Content   *string         `json:"content"`
+				ToolCalls []openAIToolUse `json:"tool_calls"`
+			} `json:"message"`
+			FinishReason string `json:"finish_reason"`
+		} `json:"choices"`
+	}
+	ts.post(t, "/v1/chat/completions", body, &whole)
+	c := whole.Choices[0]
+	if c.FinishReason != "tool_calls" || c.Message.Content != nil || len(c.Message.ToolCalls) != 1 {
+		t.Fatalf("reply %+v, want one call, no content, finish tool_calls", c)
+	}
+	call := c.Message.ToolCalls[0]
+	if !strings.HasPrefix(call.ID, "call_") || call.Type != "function" || call.Function.Name != "get_weather" || call.Function.Arguments != wantWeatherArgs {
+		t.Errorf("call %+v, want get_weather(%s)", call, wantWeatherArgs)
+	}
+
+	// Streamed: no byte of the call as content, then one tool_calls delta
+	// with its index, then finish_reason tool_calls.
+	body["stream"] = true
+	_, data := ts.do(t, "POST", "/v1/chat/completions", body)
+	var content string
+	var deltas []openAIToolUse
+	var finish string
+	for _, ev := range sseData(t, data) {
+		if ev == "[DONE]" {
+			continue
+		}
+		var ch struct {
+			Choices []struct {
+				Delta        chatMessageOut `json:"delta"`
+				FinishReason *string        `json:"finish_reason"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal([]byte(ev), &ch); err != nil {
+			t.Fatalf("%v: %s", err, ev)
+		}
+		for _, choice := range ch.Choices {
+			content += deref(choice.Delta.Content)
+			deltas = append(deltas, choice.Delta.ToolCalls...)
+			if choice.FinishReason != nil {
+				finish = *choice.FinishReason
+			}
+		}
+	}
+	if content != "" || finish != "tool_calls" || len(deltas) != 1 || deltas[0].Index == nil || *deltas[0].Index != 0 ||
+		deltas[0].Function.Name != "get_weather" || deltas[0].Function.Arguments != wantWeatherArgs || !strings.HasPrefix(deltas[0].ID, "call_") {
+		t.Errorf("stream: content %q, finish %q, calls %+v", content, finish, deltas)
+	}
+
+	// Without tools, or with tool_choice none, the same output is text.
+	for _, extra := range []map[string]any{{"tools": nil}, {"tool_choice": "none"}} {
+		b := map[string]any{"model": toolCaller, "messages": weatherQuestion, "tools": []any{weatherTool}, "temperature": 0}
+		for k, v := range extra {
+			b[k] = v
+		}
+		var plain chatCompletion
+		ts.post(t, "/v1/chat/completions", b, &plain)
+		if got := deref(plain.Choices[0].Message.Content); got != toolCallReply || *plain.Choices[0].FinishReason != "stop" {
+			t.Errorf("%v: %q (%s), want the call as text", extra, got, *plain.Choices[0].FinishReason)
+		}
+	}
+
+	// The conversation goes on: the assistant's call and the tool's result
+	// render through the template, and the model answers.
+	history := append(weatherQuestion,
+		map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{map[string]any{"id": call.ID, "type": "function",
+			"function": map[string]any{"name": "get_weather", "arguments": wantWeatherArgs}}}},
+		map[string]any{"role": "tool", "tool_call_id": call.ID, "content": `{"temperature": 18}`})
+	resp, data := ts.do(t, "POST", "/v1/chat/completions", map[string]any{"model": toolCaller, "messages": history, "tools": []any{weatherTool}})
+	if resp.StatusCode != 200 {
+		t.Errorf("a conversation with a tool result: %d %s", resp.StatusCode, data)
+	}
+}
+
+// A random model with tools writes no call: whatever it writes comes back
+// as text, and a stream carries all of it.
+func TestToolsWithoutACall(t *testing.T) {
+	ts := newTestServer(t, app.EngineOptions{}, Options{})
+	for _, name := range []string{qwen, llama} {
+		body := map[string]any{"model": name, "messages": weatherQuestion, "tools": []any{weatherTool}, "temperature": 0, "max_tokens": 12}
+		var whole chatCompletion
+		ts.post(t, "/v1/chat/completions", body, &whole)
+		body["stream"] = true
+		_, data := ts.do(t, "POST", "/v1/chat/completions", body)
+		text, finish, _ := streamedChat(t, data)
+		if want := deref(whole.Choices[0].Message.Content); text != want || finish != *whole.Choices[0].FinishReason || whole.Choices[0].Message.ToolCalls != nil {
+			t.Errorf("%s: streamed %q (%s), whole %q (%s) %v", name, text, finish, want, *whole.Choices[0].FinishReason, whole.Choices[0].Message.ToolCalls)
+		}
+	}
+}
+
+func TestOllamaToolCalls(t *testing.T) {
+	ts := newTestServer(t, app.EngineOptions{}, Options{})
+	body := map[string]any{"model": toolCaller, "messages": weatherQuestion, "tools": []any{weatherTool}, "stream": false}
+	var whole struct {
+		Message struct {
+			Content   string           `json:"content"`
+			ToolCalls []ollamaToolCall `json:"tool_calls"`
+		} `json:"message"`
+		Done bool `json:"done"`
+	}
+	ts.post(t, "/api/chat", body, &whole)
+	if whole.Message.Content != "" || len(whole.Message.ToolCalls) != 1 || whole.Message.ToolCalls[0].Function.Name != "get_weather" ||
+		string(whole.Message.ToolCalls[0].Function.Arguments) != wantWeatherArgs || !whole.Done {
+		t.Errorf("/api/chat: %+v", whole)
+	}
+
+	body["stream"] = true
+	_, data := ts.do(t, "POST", "/api/chat", body)
+	objs := ndjson(t, data)
+	var content string
+	calls := 0
+	for _, o := range objs {
+		msg := o["message"].(map[string]any)
+		content += msg["content"].(string)
+		if tc, ok := msg["tool_calls"].([]any); ok {
+			calls += len(tc)
+			args := tc[0].(map[string]any)["function"].(map[string]any)["arguments"].(map[string]any)
+			if args["city"] != "Paris" {
+				t.Errorf("streamed call arguments %v", args)
+			}
+		}
+	}
+	if content != "" || calls != 1 || objs[len(objs)-1]["done"] != true {
+		t.Errorf("streamed /api/chat: content %q, %d calls, last %v", content, calls, objs[len(objs)-1])
+	}
+}
