@@ -239,6 +239,25 @@ func (p samplingParams) check(maxTemperature float64) error {
 
 // apply sets the values p gives on o, which check has passed, and the seed:
 // seed, or a random one when it is nil.
+// over is p with what it leaves unset taken from d.
+func (p samplingParams) over(d samplingParams) samplingParams {
+	for _, f := range []struct{ dst, src **float64 }{
+		{&p.Temperature, &d.Temperature}, {&p.TopP, &d.TopP}, {&p.MinP, &d.MinP}, {&p.RepeatPenalty, &d.RepeatPenalty},
+		{&p.FrequencyPenalty, &d.FrequencyPenalty}, {&p.PresencePenalty, &d.PresencePenalty},
+	} {
+		if *f.dst == nil {
+			*f.dst = *f.src
+		}
+	}
+	if p.TopK == nil {
+		p.TopK = d.TopK
+	}
+	if p.Seed == nil {
+		p.Seed = d.Seed
+	}
+	return p
+}
+
 func (p samplingParams) apply(o sample.Options, seed *uint64) sample.Options {
 	set := func(dst *float32, v *float64) {
 		if v != nil {

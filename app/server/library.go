@@ -34,6 +34,9 @@ func (l libraryModels) List() []Model {
 		if hex, ok := strings.CutPrefix(filepath.Base(e.Path), "sha256-"); ok && e.Source == library.SourceOllama {
 			m.Digest = hex
 		}
+		if e.Ollama != nil {
+			m.System, m.Options = e.Ollama.System, e.Ollama.Params
+		}
 		out = append(out, m)
 	}
 	return out

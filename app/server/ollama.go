@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/hearthstudio/hearth/app"
@@ -33,6 +34,46 @@ type ollamaOptions struct {
 	NumPredict  *int     `json:"num_predict"`
 	Stop        []string `json:"stop"`
 	NumCtx      *int     `json:"num_ctx"`
+}
+
+// over is o with what it leaves unset taken from d: a request's options
+// over its model's Modelfile parameters.
+func (o ollamaOptions) over(d ollamaOptions) ollamaOptions {
+	o.samplingParams = o.samplingParams.over(d.samplingParams)
+	for _, p := range []struct{ dst, src **int }{
+		{&o.RepeatLastN, &d.RepeatLastN}, {&o.NumPredict, &d.NumPredict}, {&o.NumCtx, &d.NumCtx},
+	} {
+		if *p.dst == nil {
+			*p.dst = *p.src
+		}
+	}
+	if o.Stop == nil {
+		o.Stop = d.Stop
+	}
+	return o
+}
+
+// modelParams are m's Modelfile parameters as options; a parameters layer
+// that does not read as Ollama's options (a hand-edited store) gives none,
+// with a line in the log, rather than failing every request.
+func (s *server) modelParams(m Model) ollamaOptions {
+	var o ollamaOptions
+	if strings.TrimSpace(m.Options) == "" {
+		return o
+	}
+	if err := json.Unmarshal([]byte(m.Options), &o); err != nil {
+		s.log.Warn("the model's Modelfile parameters are not Ollama options; ignoring them", "model", m.Name, "err", err)
+		return ollamaOptions{}
+	}
+	return o
+}
+
+// withSystem is msgs opened by m's own system prompt when they have none.
+func withSystem(m Model, msgs []chat.Message) []chat.Message {
+	if m.System == "" || (len(msgs) > 0 && msgs[0].Role == "system") {
+		return msgs
+	}
+	return append([]chat.Message{{Role: "system", Content: m.System}}, msgs...)
 }
 
 // generateOptions checks the options and builds the engine's.
@@ -243,7 +284,7 @@ func (s *server) readOllama(w http.ResponseWriter, r *http.Request, req ollamaBo
 	if err := c.check(); err != nil {
 		return Model{}, app.GenerateOptions{}, err
 	}
-	opts, err := c.Options.generateOptions(m.Name)
+	opts, err := c.Options.over(s.modelParams(m)).generateOptions(m.Name)
 	opts.Adapters = s.o.Adapters
 	return m, opts, err
 }
@@ -297,7 +338,7 @@ func (s *server) ollamaChat(w http.ResponseWriter, r *http.Request) error {
 	emit := ollamaEmit(run, func(text string) ollamaResponse {
 		return ollamaResponse{Model: m.Name, CreatedAt: time.Now().UTC(), Message: &ollamaMessageOut{Role: "assistant", Content: text}}
 	})
-	reply, err := s.engine.Chat(r.Context(), app.ChatRequest{GenerateOptions: opts, Messages: msgs, Tools: req.Tools}, emit)
+	reply, err := s.engine.Chat(r.Context(), app.ChatRequest{GenerateOptions: opts, Messages: withSystem(m, msgs), Tools: req.Tools}, emit)
 	s.touch()
 	if done, err := s.finishStream(run, err, reply, ollamaAPI); done {
 		return err
@@ -371,7 +412,7 @@ func (s *server) ollamaGenerate(w http.ResponseWriter, r *http.Request) error {
 			msgs = append(msgs, chat.Message{Role: "system", Content: req.System})
 		}
 		msgs = append(msgs, chat.Message{Role: "user", Content: req.Prompt})
-		reply, err = s.engine.Chat(r.Context(), app.ChatRequest{GenerateOptions: opts, Messages: msgs}, emit)
+		reply, err = s.engine.Chat(r.Context(), app.ChatRequest{GenerateOptions: opts, Messages: withSystem(m, msgs)}, emit)
 	}
 	s.touch()
 	if done, err := s.finishStream(run, err, reply, ollamaAPI); done {

@@ -286,9 +286,23 @@ func (s *server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 	if limit == nil {
 		limitParam, limit = "max_tokens", req.MaxTokens
 	}
+	// The model's Modelfile parameters are the defaults, but for
+	// temperature and top_p, whose defaults are OpenAI's (as in Ollama's
+	// OpenAI layer).
+	params := s.modelParams(m)
+	params.Temperature, params.TopP = nil, nil
+	req.samplingParams = req.samplingParams.over(params.samplingParams)
 	opts, err := req.generateOptions(m.Name, limitParam, limit)
 	if err != nil {
 		return err
+	}
+	if len(opts.Stop) == 0 && params.Stop != nil {
+		if opts.Stop, err = checkStops(params.Stop); err != nil {
+			return err
+		}
+	}
+	if params.RepeatLastN != nil {
+		opts.Sampling.RepeatLastN = *params.RepeatLastN
 	}
 	opts.Adapters = s.o.Adapters
 	if req.ResponseFormat != nil {
@@ -316,7 +330,7 @@ func (s *server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 	run := newRun(w, "text/event-stream", req.Stream)
 	defer run.end()
 	opts.Progress = run.progress
-	creq := app.ChatRequest{GenerateOptions: opts, Messages: msgs, Tools: tools}
+	creq := app.ChatRequest{GenerateOptions: opts, Messages: withSystem(m, msgs), Tools: tools}
 	chunk := func(delta chatMessageOut, finish *string) []byte {
 		return sseEvent(chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: m.Name,
 			Choices: []chatChoice{{Delta: &delta, FinishReason: finish}}})

@@ -44,6 +44,13 @@ type Model struct {
 	Params  uint64 // parameter count
 	Quant   string // "Q4_K_M", "Q8_0", "F16"
 	Context int    // the context length the model was trained for
+	// System and Options are an Ollama store model's own system prompt
+	// and parameters (its Modelfile's SYSTEM and PARAMETER lines: a JSON
+	// object of Ollama options), "" when it has none. As in Ollama, the
+	// system prompt opens a conversation that has none of its own, and the
+	// parameters are the defaults of the options a request leaves out.
+	System  string
+	Options string
 }
 
 // Models is the catalogue the server serves: the only models a request can

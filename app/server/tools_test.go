@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/hearthstudio/hearth/app"
+	"github.com/hearthstudio/hearth/app/library"
 )
 
 var weatherTool = map[string]any{"type": "function", "function": map[string]any{
@@ -152,5 +153,73 @@ func TestOllamaToolCalls(t *testing.T) {
 	}
 	if content != "" || calls != 1 || objs[len(objs)-1]["done"] != true {
 		t.Errorf("streamed /api/chat: content %q, %d calls, last %v", content, calls, objs[len(objs)-1])
+	}
+}
+
+// modelfileModels gives every model of a catalogue an Ollama Modelfile's
+// system prompt and parameters.
+type modelfileModels struct {
+	Models
+	system, options string
+}
+
+func (m modelfileModels) List() []Model {
+	ms := m.Models.List()
+	for i := range ms {
+		ms[i].System, ms[i].Options = m.system, m.options
+	}
+	return ms
+}
+
+// An Ollama store model's own system prompt opens a conversation without
+// one, and its parameters are the defaults under a request's options, as
+// Ollama applies them; OpenAI's endpoints keep OpenAI's temperature and
+// top_p defaults.
+func TestModelfileSystemAndParameters(t *testing.T) {
+	plain := newTestServer(t, app.EngineOptions{}, Options{})
+	ts := newTestServer(t, app.EngineOptions{}, Options{})
+	ts.Config.Handler = New(ts.engine, Options{Models: modelfileModels{Library(library.New(library.Roots{Folders: []string{modelsDir}})),
+		"You are a pirate. Answer as one.", `{"num_predict": 3, "top_k": 1, "repeat_last_n": 0, "stop": ["<|im_end|>"]}`}})
+
+	type ollamaCounts struct {
+		Message struct {
+			Content string `json:"content"`
+		} `json:"message"`
+		PromptEvalCount int `json:"prompt_eval_count"`
+		EvalCount       int `json:"eval_count"`
+	}
+	ask := func(s *testServer, msgs []map[string]any, options map[string]any) ollamaCounts {
+		var out ollamaCounts
+		body := map[string]any{"model": qwen, "messages": msgs, "stream": false}
+		if options != nil {
+			body["options"] = options
+		}
+		s.post(t, "/api/chat", body, &out)
+		return out
+	}
+	q := []map[string]any{{"role": "user", "content": "Why is the sky blue?"}}
+	withOwn := append([]map[string]any{{"role": "system", "content": "Be brief."}}, q...)
+	base := ask(plain, q, map[string]any{"num_predict": 3})
+	got := ask(ts, q, nil)
+	if got.EvalCount != 3 || got.PromptEvalCount <= base.PromptEvalCount {
+		t.Errorf("Modelfile defaults: %d tokens from a %d-token prompt, want 3 from more than %d (the system prompt)", got.EvalCount, got.PromptEvalCount, base.PromptEvalCount)
+	}
+	if own, want := ask(ts, withOwn, map[string]any{"num_predict": 5}), ask(plain, withOwn, map[string]any{"num_predict": 5}); own.PromptEvalCount != want.PromptEvalCount || own.EvalCount != 5 {
+		t.Errorf("a request's own system prompt and num_predict: %+v, want the prompt of %+v and 5 tokens", own, want)
+	}
+
+	// top_k 1 from the Modelfile makes OpenAI's temperature-1 default
+	// sampling greedy: the same reply as temperature 0 without it.
+	var greedy, sampled chatCompletion
+	plain.post(t, "/v1/chat/completions", map[string]any{"model": qwen, "messages": withOwn, "temperature": 0, "max_tokens": 6}, &greedy)
+	ts.post(t, "/v1/chat/completions", map[string]any{"model": qwen, "messages": withOwn, "max_tokens": 6, "seed": 99}, &sampled)
+	if g, s := deref(greedy.Choices[0].Message.Content), deref(sampled.Choices[0].Message.Content); g != s {
+		t.Errorf("OpenAI with the Modelfile's top_k 1: %q, want the greedy %q", s, g)
+	}
+
+	// Parameters that are not Ollama's options are ignored, not fatal.
+	ts.Config.Handler = New(ts.engine, Options{Models: modelfileModels{Library(library.New(library.Roots{Folders: []string{modelsDir}})), "", `{"num_predict": "many"}`}})
+	if got := ask(ts, q, map[string]any{"num_predict": 2}); got.EvalCount != 2 {
+		t.Errorf("with unreadable Modelfile parameters: %+v", got)
 	}
 }
