@@ -72,6 +72,19 @@ type Request struct {
 	// between which a cancellation is seen, so a long prompt can be shown
 	// and stopped.
 	Progress func(done, total int)
+	// Constraint, when set, limits each step's tokens (structured output):
+	// the whole vocabulary's logits come back to the host for it.
+	Constraint Constraint
+}
+
+// Constraint limits the tokens a generation may sample, as a grammar does
+// (engine/structured's JSON schemas).
+type Constraint interface {
+	// Limit sets to -Inf the logit of every token but the keep best that
+	// may come next (keep <= 0: every one that may); an error when none may.
+	Limit(logits []float32, keep int) error
+	// Accept moves past the sampled token.
+	Accept(id int32) error
 }
 
 // PrefillChunk is the most prompt tokens evaluated between two progress
@@ -163,7 +176,7 @@ func (s *Session) Generate(ctx context.Context, req Request, emit func(Token) er
 	// list outgrows the GPU's (a repeat window beyond MaxPenaltyTokens
 	// distinct tokens), every logit for the host's sampler.
 	out := func() Output {
-		if exact {
+		if exact || req.Constraint != nil {
 			return Output{}
 		}
 		o := Output{TopK: k}
@@ -175,11 +188,22 @@ func (s *Session) Generate(ctx context.Context, req Request, emit func(Token) er
 		}
 		return o
 	}
-	pick := func(res Result) int32 {
-		if res.Logits != nil {
-			return sampler.Sample(res.Logits, history)
+	pick := func(res Result) (int32, error) {
+		if c := req.Constraint; c != nil {
+			keep := req.Sampling.TopK
+			if req.Sampling.Temperature == 0 {
+				keep = 1
+			}
+			if err := c.Limit(res.Logits, keep); err != nil {
+				return -1, err
+			}
+			id := sampler.Sample(res.Logits, history)
+			return id, c.Accept(id)
 		}
-		return sampler.SampleCandidates(res.IDs, res.Values)
+		if res.Logits != nil {
+			return sampler.Sample(res.Logits, history), nil
+		}
+		return sampler.SampleCandidates(res.IDs, res.Values), nil
 	}
 	forward := func(tokens []int32, pos int) (Result, error) {
 		res, err := s.r.Forward(tokens, pos, out())
@@ -243,7 +267,10 @@ func (s *Session) Generate(ctx context.Context, req Request, emit func(Token) er
 		return nil
 	}
 	for {
-		id := pick(res)
+		id, err := pick(res)
+		if err != nil {
+			return st, fmt.Errorf("model: %w", err)
+		}
 		if id < 0 {
 			return st, fmt.Errorf("model: the sampler found no candidate token")
 		}

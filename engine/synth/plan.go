@@ -100,6 +100,9 @@ func Plan(p Preset, o Options) (*Layout, error) {
 	return l.plan(target, o.Strict)
 }
 
+// Vocab is the model's vocabulary, as its file will hold it.
+func (l *Layout) Vocab() *tokenizer.Vocab { return l.vocab }
+
 // Requantized is the layout of the same model (preset, seed, tokenizer) at
 // another quantization; it reuses l's tokenizer and header, so it costs a
 // fraction of a Plan.

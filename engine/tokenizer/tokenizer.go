@@ -119,6 +119,17 @@ func (t *Tokenizer) Token(id int32) string {
 	return t.vocab.Tokens[id]
 }
 
+// Piece is the bytes token id writes in the middle of a text, as the
+// decoder emits them ("the" with its space, one byte for a byte token);
+// nil for a control token, which writes nothing, and for an id out of
+// range. The slice must not be modified.
+func (t *Tokenizer) Piece(id int32) []byte {
+	if id < 0 || int(id) >= len(t.pieces) || t.vocab.TypeOf(int(id)) == Control {
+		return nil
+	}
+	return t.pieces[id]
+}
+
 // Type is the type of token id; 0 for an id out of range.
 func (t *Tokenizer) Type(id int32) TokenType {
 	if id < 0 || int(id) >= len(t.vocab.Tokens) {
