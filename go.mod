@@ -9,6 +9,7 @@ require (
 	github.com/dlclark/regexp2 v1.11.5
 	github.com/ebitengine/oto/v3 v3.4.0
 	github.com/nlpodyssey/gopickle v0.2.0
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	github.com/schollz/progressbar/v3 v3.19.1
 	github.com/spf13/cobra v1.10.2
 	github.com/x448/float16 v0.8.4

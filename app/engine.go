@@ -25,6 +25,7 @@ import (
 	"github.com/hearthstudio/hearth/engine/gpu"
 	"github.com/hearthstudio/hearth/engine/model"
 	"github.com/hearthstudio/hearth/engine/sample"
+	"github.com/hearthstudio/hearth/engine/structured"
 	"github.com/hearthstudio/hearth/engine/tokenizer"
 	"github.com/hearthstudio/hearth/training"
 )
@@ -470,6 +471,10 @@ type GenerateOptions struct {
 	// Adapters are LoRA adapters applied to the model for this request
 	// (hot-swapped: the weights stay resident); none runs the base.
 	Adapters []AdapterSpec
+	// Format, when set, holds the reply to a JSON document of that schema
+	// (structured output): each step samples only the tokens that can
+	// continue it, and the turn can end only once it is whole.
+	Format *structured.Schema
 }
 
 // AdapterSpec is a LoRA adapter file (a llama.cpp GGUF LoRA or a PEFT
@@ -617,6 +622,9 @@ func (e *Engine) generate(ctx context.Context, o GenerateOptions, emit func(mode
 			dopts.Keep = p.tools.Markers()
 		}
 		req.Decoder = r.m.Tokenizer.NewDecoder(dopts)
+		if o.Format != nil {
+			req.Constraint = structured.NewConstraint(o.Format, r.m.Tokenizer, req.StopIDs)
+		}
 		req.Progress = func(done, total int) {
 			progress(Progress{Stage: "prefill", Done: int64(done), Total: int64(total)})
 		}

@@ -59,7 +59,7 @@ func TestOpenAINodeClient(t *testing.T) {
 
 	// npm ci writes node_modules; a copy keeps the source tree clean.
 	dir := t.TempDir()
-	for _, f := range []string{"package.json", "package-lock.json", ".npmrc", "openai_client.mjs", "openai_tools.mjs"} {
+	for _, f := range []string{"package.json", "package-lock.json", ".npmrc", "openai_client.mjs", "openai_tools.mjs", "openai_structured.mjs"} {
 		b, err := os.ReadFile(filepath.Join("testdata", "clients", f))
 		if err != nil {
 			t.Fatal(err)
@@ -177,6 +177,22 @@ func TestOpenAINodeClient(t *testing.T) {
 	if len(rt.Calls) != 2 || rt.Calls[0]["city"] != "Paris" || rt.Calls[0]["unit"] != "celsius" ||
 		strings.Join(roles, ",") != "user,assistant,tool,assistant,tool" {
 		t.Errorf("runTools: calls %v, messages %v", rt.Calls, roles)
+	}
+
+	// Structured output through the parse helper, from a random model.
+	out = runClient(t, dir, []string{"HEARTH_BASE_URL=" + ts.URL + "/v1", "HEARTH_MODEL=" + qwen, "HEARTH_API_KEY=" + key,
+		"HEARTH_SCHEMA=" + weatherSchema}, node, "openai_structured.mjs")
+	t.Logf("%s", out)
+	var parsed struct {
+		FinishReason string          `json:"finish_reason"`
+		Content      string          `json:"content"`
+		Parsed       json.RawMessage `json:"parsed"`
+	}
+	if err := json.Unmarshal(out, &parsed); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if err := valid(validator(t, weatherSchema), string(parsed.Parsed)); err != nil || parsed.FinishReason != "stop" {
+		t.Errorf("parse helper: %s (%s): %v", parsed.Parsed, parsed.FinishReason, err)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/hearthstudio/hearth/engine/chat"
 	"github.com/hearthstudio/hearth/engine/model"
 	"github.com/hearthstudio/hearth/engine/sample"
+	"github.com/hearthstudio/hearth/engine/structured"
 )
 
 // ollamaDefaults are the sampling options of an Ollama request that sets
@@ -121,11 +122,28 @@ type ollamaRequest struct {
 	Think     json.RawMessage `json:"think"`
 }
 
-// check refuses what Hearth cannot do yet: structured output and thinking.
-func (r ollamaRequest) check() error {
-	if f := bytes.TrimSpace(r.Format); len(f) > 0 && string(f) != "null" && string(f) != `""` {
-		return unsupported("format", "format "+string(f))
+// format is the request's structured output: "json" for any object, a
+// JSON schema, or nil for none.
+func (r ollamaRequest) format() (*structured.Schema, error) {
+	f := bytes.TrimSpace(r.Format)
+	switch string(f) {
+	case "", "null", `""`:
+		return nil, nil
+	case `"json"`:
+		return structured.AnyObject(), nil
 	}
+	if f[0] != '{' {
+		return nil, badRequest("format", "format must be \"json\" or a JSON schema, got %s", f)
+	}
+	s, err := structured.Compile(json.RawMessage(f))
+	if err != nil {
+		return nil, badRequest("format", "%v", err)
+	}
+	return s, nil
+}
+
+// check refuses what Hearth cannot do yet: thinking.
+func (r ollamaRequest) check() error {
 	if t := bytes.TrimSpace(r.Think); len(t) > 0 && string(t) != "null" && string(t) != "false" {
 		return unsupported("think", "think")
 	}
@@ -285,7 +303,11 @@ func (s *server) readOllama(w http.ResponseWriter, r *http.Request, req ollamaBo
 		return Model{}, app.GenerateOptions{}, err
 	}
 	opts, err := c.Options.over(s.modelParams(m)).generateOptions(m.Name)
+	if err != nil {
+		return m, opts, err
+	}
 	opts.Adapters = s.o.Adapters
+	opts.Format, err = c.format()
 	return m, opts, err
 }
 

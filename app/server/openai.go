@@ -12,6 +12,7 @@ import (
 	"github.com/hearthstudio/hearth/engine/chat"
 	"github.com/hearthstudio/hearth/engine/model"
 	"github.com/hearthstudio/hearth/engine/sample"
+	"github.com/hearthstudio/hearth/engine/structured"
 )
 
 // openAIDefaults are the sampling options of an OpenAI request that sets
@@ -119,7 +120,11 @@ type chatRequest struct {
 	Tools               []json.RawMessage `json:"tools"`
 	ToolChoice          json.RawMessage   `json:"tool_choice"`
 	ResponseFormat      *struct {
-		Type string `json:"type"`
+		Type       string `json:"type"`
+		JSONSchema *struct {
+			Name   string          `json:"name"`
+			Schema json.RawMessage `json:"schema"`
+		} `json:"json_schema"`
 	} `json:"response_format"`
 	Logprobs    *bool `json:"logprobs"`
 	TopLogprobs *int  `json:"top_logprobs"`
@@ -305,11 +310,18 @@ func (s *server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 		opts.Sampling.RepeatLastN = *params.RepeatLastN
 	}
 	opts.Adapters = s.o.Adapters
-	if req.ResponseFormat != nil {
-		switch t := req.ResponseFormat.Type; t {
+	if rf := req.ResponseFormat; rf != nil {
+		switch t := rf.Type; t {
 		case "", "text":
-		case "json_object", "json_schema":
-			return unsupported("response_format", "response_format "+t)
+		case "json_object":
+			opts.Format = structured.AnyObject()
+		case "json_schema":
+			if rf.JSONSchema == nil || len(rf.JSONSchema.Schema) == 0 {
+				return badRequest("response_format.json_schema.schema", "response_format json_schema needs json_schema.schema")
+			}
+			if opts.Format, err = structured.Compile(rf.JSONSchema.Schema); err != nil {
+				return badRequest("response_format.json_schema.schema", "%v", err)
+			}
 		default:
 			return badRequest("response_format", "response_format type %q: want text, json_object or json_schema", t)
 		}
