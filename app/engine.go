@@ -11,6 +11,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -494,6 +495,11 @@ type ChatRequest struct {
 	// and streamed text that may open a call is held back until it is
 	// known not to.
 	Tools []json.RawMessage
+	// RequireCall holds the reply to one call to any of Tools, or with
+	// CallName to that function (constrained as Format constrains, in the
+	// model's call syntax); without it the model decides.
+	RequireCall bool
+	CallName    string
 }
 
 // CompleteRequest continues raw text, with no template.
@@ -547,6 +553,11 @@ func (e *Engine) Chat(ctx context.Context, req ChatRequest, emit func(model.Toke
 		if len(req.Tools) > 0 {
 			syntax := m.Chat.ToolSyntax()
 			out.tools = &syntax
+			if req.RequireCall {
+				if out.format, err = syntax.Forced(req.Tools, req.CallName); err != nil {
+					return prepared{}, err
+				}
+			}
 		}
 		return out, nil
 	})
@@ -581,6 +592,7 @@ type prepared struct {
 	req    model.Request
 	notice string
 	tools  *chat.ToolSyntax
+	format *structured.Schema // overrides GenerateOptions.Format
 }
 
 // generate loads the model, builds its request with prepare, and runs it on
@@ -622,8 +634,8 @@ func (e *Engine) generate(ctx context.Context, o GenerateOptions, emit func(mode
 			dopts.Keep = p.tools.Markers()
 		}
 		req.Decoder = r.m.Tokenizer.NewDecoder(dopts)
-		if o.Format != nil {
-			req.Constraint = structured.NewConstraint(o.Format, r.m.Tokenizer, req.StopIDs)
+		if format := cmp.Or(p.format, o.Format); format != nil {
+			req.Constraint = structured.NewConstraint(format, r.m.Tokenizer, req.StopIDs)
 		}
 		req.Progress = func(done, total int) {
 			progress(Progress{Stage: "prefill", Done: int64(done), Total: int64(total)})

@@ -329,7 +329,7 @@ func (s *server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 	if req.Logprobs != nil && *req.Logprobs || req.TopLogprobs != nil {
 		return unsupported("logprobs", "logprobs")
 	}
-	tools, err := toolsFor(req.Tools, req.ToolChoice)
+	tools, require, name, err := toolsFor(req.Tools, req.ToolChoice)
 	if err != nil {
 		return err
 	}
@@ -342,7 +342,7 @@ func (s *server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 	run := newRun(w, "text/event-stream", req.Stream)
 	defer run.end()
 	opts.Progress = run.progress
-	creq := app.ChatRequest{GenerateOptions: opts, Messages: withSystem(m, msgs), Tools: tools}
+	creq := app.ChatRequest{GenerateOptions: opts, Messages: withSystem(m, msgs), Tools: tools, RequireCall: require, CallName: name}
 	chunk := func(delta chatMessageOut, finish *string) []byte {
 		return sseEvent(chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: m.Name,
 			Choices: []chatChoice{{Delta: &delta, FinishReason: finish}}})
@@ -388,21 +388,40 @@ func (s *server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// toolsFor is the tools a request's template renders, by its tool_choice:
-// all of them for "auto" (the model decides), none for "none". Forcing a
-// call ("required", a named function) needs constrained decoding.
-func toolsFor(tools []json.RawMessage, choice json.RawMessage) ([]json.RawMessage, error) {
-	if len(choice) == 0 || string(choice) == "null" {
-		return tools, nil
+// toolsFor reads a request's tool_choice: the tools its template renders
+// (none for "none"), and whether a call is required ("required", or a
+// named function: name), checked here so that a function whose parameters
+// cannot be enforced is the client's error. "auto" lets the model decide.
+func toolsFor(tools []json.RawMessage, raw json.RawMessage) (_ []json.RawMessage, require bool, name string, _ error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return tools, false, "", nil
 	}
-	var s string
-	if json.Unmarshal(choice, &s) == nil && (s == "auto" || s == "none") {
-		if s == "none" {
-			return nil, nil
+	var choice string
+	if json.Unmarshal(raw, &choice) != nil {
+		var fn struct {
+			Type     string `json:"type"`
+			Function struct {
+				Name string `json:"name"`
+			} `json:"function"`
 		}
-		return tools, nil
+		if json.Unmarshal(raw, &fn) != nil || fn.Type != "function" || fn.Function.Name == "" {
+			return nil, false, "", badRequest("tool_choice", "tool_choice must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": …}}, got %s", raw)
+		}
+		name = fn.Function.Name
+	} else if choice != "auto" && choice != "none" && choice != "required" {
+		return nil, false, "", badRequest("tool_choice", "tool_choice %q: want auto, none, required or a function", choice)
 	}
-	return nil, unsupported("tool_choice", "tool_choice "+string(choice)+" (only \"auto\" and \"none\")")
+	switch {
+	case choice == "auto":
+		return tools, false, "", nil
+	case choice == "none":
+		return nil, false, "", nil
+	}
+	// Any syntax will do for the check: the schema's arguments are the same.
+	if _, err := chat.ToolsJSON.Forced(tools, name); err != nil {
+		return nil, false, "", badRequest("tool_choice", "%v", err)
+	}
+	return tools, true, name, nil
 }
 
 // sseEvent is v as one server-sent event.

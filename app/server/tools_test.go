@@ -223,3 +223,49 @@ func TestModelfileSystemAndParameters(t *testing.T) {
 		t.Errorf("with unreadable Modelfile parameters: %+v", got)
 	}
 }
+
+// tool_choice required or a named function makes even a random model
+// call: each reply, whatever the seed, is one call to an allowed function
+// whose arguments validate against its parameters.
+func TestRequiredToolCalls(t *testing.T) {
+	ts := newTestServer(t, app.EngineOptions{}, Options{})
+	params := `{"type": "object", "properties": {"city": {"type": "string", "maxLength": 8}, "days": {"type": "integer"}}, "required": ["city"], "additionalProperties": false}`
+	v := validator(t, params)
+	clock := map[string]any{"type": "function", "function": map[string]any{"name": "now", "parameters": map[string]any{"type": "object", "properties": map[string]any{}, "additionalProperties": false}}}
+	weather := map[string]any{"type": "function", "function": map[string]any{"name": "get_weather", "parameters": json.RawMessage(params)}}
+	for i := range 12 {
+		name := []string{qwen, llama}[i%2]
+		choice := any("required")
+		if i%3 == 2 {
+			choice = map[string]any{"type": "function", "function": map[string]any{"name": "get_weather"}}
+		}
+		var r struct {
+			Choices []struct {
+				Message struct {
+					ToolCalls []openAIToolUse `json:"tool_calls"`
+				} `json:"message"`
+				FinishReason string `json:"finish_reason"`
+			} `json:"choices"`
+		}
+		ts.post(t, "/v1/chat/completions", map[string]any{"model": name, "messages": weatherQuestion, "tools": []any{clock, weather},
+			"tool_choice": choice, "seed": i, "max_tokens": 300}, &r)
+		c := r.Choices[0]
+		if c.FinishReason != "tool_calls" || len(c.Message.ToolCalls) != 1 {
+			t.Errorf("#%d %s: %+v", i, name, c)
+			continue
+		}
+		call := c.Message.ToolCalls[0].Function
+		switch {
+		case call.Name == "get_weather":
+			if err := valid(v, call.Arguments); err != nil {
+				t.Errorf("#%d %s: get_weather(%s): %v", i, name, call.Arguments, err)
+			}
+		case call.Name == "now" && i%3 != 2:
+			if call.Arguments != "{}" {
+				t.Errorf("#%d %s: now(%s)", i, name, call.Arguments)
+			}
+		default:
+			t.Errorf("#%d %s: called %s with tool_choice %v", i, name, call.Name, choice)
+		}
+	}
+}

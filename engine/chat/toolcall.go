@@ -3,8 +3,11 @@ package chat
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"unicode"
+
+	"github.com/hearthstudio/hearth/engine/structured"
 )
 
 // ToolSyntax is how a model family writes function calls in its reply:
@@ -316,4 +319,53 @@ func compact(raw []byte) json.RawMessage {
 		return raw
 	}
 	return b.Bytes()
+}
+
+// Forced is the schema of a reply that is one call, in s's syntax, to the
+// function named name, or to any of tools when name is "": what OpenAI's
+// tool_choice "required" or a named function holds the reply to
+// (engine/structured). A function whose parameters use what structured
+// output cannot enforce is an error naming it.
+func (s ToolSyntax) Forced(tools []json.RawMessage, name string) (*structured.Schema, error) {
+	argsKey, prefix, suffix := "arguments", "", ""
+	switch s {
+	case ToolsJSON:
+		argsKey = "parameters" // as Llama 3's template asks
+	case ToolsHermes:
+		prefix, suffix = hermesOpen+"\n", "\n"+hermesClose
+	case ToolsMistral:
+		// v0.3's list, whose [TOOL_CALLS] marker is a control token that
+		// writes no text; Parse reads the bare list.
+		prefix, suffix = "[", "]"
+	case ToolsPhi4:
+		prefix, suffix = phi4Open, "]"
+	}
+	var calls []*structured.Schema
+	for i, raw := range tools {
+		var t struct {
+			Type     string `json:"type"`
+			Function struct {
+				Name       string          `json:"name"`
+				Parameters json.RawMessage `json:"parameters"`
+			} `json:"function"`
+		}
+		if err := json.Unmarshal(raw, &t); err != nil || t.Function.Name == "" {
+			return nil, fmt.Errorf("chat: tools[%d] is not a function definition with a name", i)
+		}
+		if name != "" && t.Function.Name != name {
+			continue
+		}
+		c, err := structured.Call(t.Function.Name, argsKey, t.Function.Parameters)
+		if err != nil {
+			return nil, fmt.Errorf("chat: tools[%d]: %w", i, err)
+		}
+		calls = append(calls, c)
+	}
+	if len(calls) == 0 {
+		if name != "" {
+			return nil, fmt.Errorf("chat: no tool is named %q", name)
+		}
+		return nil, fmt.Errorf("chat: a call is required but no tools were given")
+	}
+	return structured.AnyOf(calls...).Between(prefix, suffix), nil
 }

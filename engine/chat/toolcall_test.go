@@ -2,8 +2,11 @@ package chat
 
 import (
 	"encoding/json"
+	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/hearthstudio/hearth/engine/structured"
 )
 
 // The replies are what each family writes, as the model cards and the
@@ -130,5 +133,57 @@ func TestToolSyntaxFor(t *testing.T) {
 		if got := ToolSyntaxFor(src); got != want {
 			t.Errorf("ToolSyntaxFor(%q) = %v, want %v", src, got, want)
 		}
+	}
+}
+
+// A reply held to Forced's schema is a call Parse reads: for each syntax,
+// 12 replies drawn byte by byte at random among what the matcher allows
+// parse into one call to an allowed function with valid arguments.
+func TestForcedCallsParse(t *testing.T) {
+	tools := []json.RawMessage{
+		json.RawMessage(`{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 8}, "days": {"type": "integer"}}, "required": ["city"], "additionalProperties": false}}}`),
+		json.RawMessage(`{"type": "function", "function": {"name": "now"}}`),
+	}
+	rng := rand.New(rand.NewPCG(9, 9))
+	for _, syntax := range []ToolSyntax{ToolsJSON, ToolsHermes, ToolsMistral, ToolsPhi4} {
+		for _, name := range []string{"", "get_weather"} {
+			s, err := syntax.Forced(tools, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for g := range 12 {
+				m := structured.NewMatcher(s)
+				var out []byte
+				for !m.Done() || (m.More() && rng.IntN(4) > 0) {
+					var ok []byte
+					for c := range 256 {
+						if m.Clone().Feed([]byte{byte(c)}) {
+							ok = append(ok, byte(c))
+						}
+					}
+					if len(ok) == 0 {
+						break
+					}
+					c := ok[rng.IntN(len(ok))]
+					m.Feed([]byte{c})
+					out = append(out, c)
+					if len(out) > 2000 {
+						t.Fatalf("%v #%d: no end: %q", syntax, g, out)
+					}
+				}
+				text, calls := syntax.Parse(string(out))
+				if len(calls) != 1 || text != "" || (name != "" && calls[0].Function.Name != name) ||
+					(calls[0].Function.Name != "get_weather" && calls[0].Function.Name != "now") {
+					t.Errorf("%v %q #%d: %q parsed to %q %+v", syntax, name, g, out, text, calls)
+				}
+			}
+		}
+	}
+	if _, err := ToolsHermes.Forced(tools, "fly"); err == nil || !strings.Contains(err.Error(), `"fly"`) {
+		t.Errorf("an unknown function: %v", err)
+	}
+	bad := []json.RawMessage{json.RawMessage(`{"type": "function", "function": {"name": "f", "parameters": {"type": "string", "pattern": "x"}}}`)}
+	if _, err := ToolsJSON.Forced(bad, ""); err == nil || !strings.Contains(err.Error(), "pattern") {
+		t.Errorf("parameters with a pattern: %v", err)
 	}
 }

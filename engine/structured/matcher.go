@@ -62,9 +62,18 @@ type frame struct {
 	lits   []string
 }
 
-// NewMatcher starts a document of schema s.
+// NewMatcher starts a document of schema s. Its prefix and suffix are
+// literal frames below and above the value.
 func NewMatcher(s *Schema) *Matcher {
-	return &Matcher{threads: [][]frame{{{w: fValue, n: s.root}}}}
+	var t []frame
+	if s.suffix != "" {
+		t = append(t, frame{w: fLiteral, lits: []string{s.suffix}})
+	}
+	t = append(t, frame{w: fValue, n: s.root})
+	if s.prefix != "" {
+		t = append(t, frame{w: fLiteral, lits: []string{s.prefix}})
+	}
+	return &Matcher{threads: [][]frame{t}}
 }
 
 // Clone is an independent copy. The parses are shared, not copied: step

@@ -75,13 +75,17 @@ type prop struct {
 
 var anyValue = &node{kind: kindAny}
 
-// Schema is a compiled JSON schema.
-type Schema struct{ root *node }
+// Schema is a compiled JSON schema, and the texts its documents are
+// written between (Between).
+type Schema struct {
+	root           *node
+	prefix, suffix string
+}
 
 // AnyObject is what json_object mode and Ollama's format "json" ask for: a
 // JSON object, anything in it.
 func AnyObject() *Schema {
-	return &Schema{&node{kind: kindObject, additional: anyValue, maxItems: -1, maxLen: -1}}
+	return &Schema{root: &node{kind: kindObject, additional: anyValue, maxItems: -1, maxLen: -1}}
 }
 
 // Compile reads a JSON schema. An unsupported keyword or a malformed schema
@@ -96,7 +100,7 @@ func Compile(schema json.RawMessage) (*Schema, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Schema{n}, nil
+	return &Schema{root: n}, nil
 }
 
 type compiler struct {
@@ -376,4 +380,38 @@ func literals(at string, values []json.RawMessage) (*node, error) {
 		n.literals = append(n.literals, b.String())
 	}
 	return n, nil
+}
+
+// Call is the schema of a function call object {"name": name, argsKey:
+// arguments}, the arguments a document of params (a JSON schema; empty for
+// any object): what a forced tool call writes.
+func Call(name, argsKey string, params json.RawMessage) (*Schema, error) {
+	args := AnyObject().root
+	if len(bytes.TrimSpace(params)) > 0 {
+		p, err := Compile(params)
+		if err != nil {
+			return nil, fmt.Errorf("function %s's parameters: %w", name, err)
+		}
+		args = p.root
+	}
+	lit, _ := literals("#", []json.RawMessage{json.RawMessage(quote(name))})
+	return &Schema{root: &node{kind: kindObject, props: []prop{{quote("name"), lit}, {quote(argsKey), args}}, required: []bool{true, true}}}, nil
+}
+
+// AnyOf is the schema of a document of any of ss.
+func AnyOf(ss ...*Schema) *Schema {
+	if len(ss) == 1 {
+		return ss[0]
+	}
+	n := &node{kind: kindAnyOf}
+	for _, s := range ss {
+		n.alts = append(n.alts, s.root)
+	}
+	return &Schema{root: n}
+}
+
+// Between is the schema of s's documents written between prefix and
+// suffix, as a tool-call syntax wraps its JSON ("<tool_call>\n" … "\n</tool_call>").
+func (s *Schema) Between(prefix, suffix string) *Schema {
+	return &Schema{root: s.root, prefix: prefix, suffix: suffix}
 }
