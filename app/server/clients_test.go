@@ -103,6 +103,13 @@ func TestOpenAINodeClient(t *testing.T) {
 			Status     int
 			Code, Type string
 		} `json:"not_found"`
+		Embeddings struct {
+			Object  string
+			Vectors [][]float32
+			Usage   struct {
+				PromptTokens int `json:"prompt_tokens"`
+			}
+		}
 	}
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatalf("%v\n%s", err, out)
@@ -130,6 +137,27 @@ func TestOpenAINodeClient(t *testing.T) {
 	}
 	if nf := got.NotFound; nf.Status != 404 || nf.Code != "model_not_found" || nf.Type != "invalid_request_error" {
 		t.Errorf("unknown model: %+v", nf)
+	}
+	// The embeddings as the package decoded them from base64 are the
+	// floats the server gives in JSON.
+	var floats struct {
+		Data []struct {
+			Embedding []float32 `json:"embedding"`
+		} `json:"data"`
+	}
+	_, data = ts.do(t, "POST", "/v1/embeddings", map[string]any{"model": llama, "input": []string{"Why is the sky blue?", "Rayleigh scattering."}},
+		"Authorization", "Bearer "+key)
+	if err := json.Unmarshal(data, &floats); err != nil {
+		t.Fatalf("%v: %s", err, data)
+	}
+	if e := got.Embeddings; e.Object != "list" || len(e.Vectors) != 2 || e.Usage.PromptTokens == 0 || len(floats.Data) != 2 {
+		t.Errorf("embeddings: %+v", e)
+	} else {
+		for i, v := range e.Vectors {
+			if !slices.Equal(v, floats.Data[i].Embedding) {
+				t.Errorf("embedding %d: the client's decoding differs from the JSON floats", i)
+			}
+		}
 	}
 
 	// Tool calling through the package's helpers, against the model that

@@ -168,11 +168,14 @@ func (s *server) routes() {
 	s.handle("/api/show", ollamaAPI, http.MethodPost, s.show)
 	s.handle("/api/chat", ollamaAPI, http.MethodPost, s.ollamaChat)
 	s.handle("/api/generate", ollamaAPI, http.MethodPost, s.ollamaGenerate)
+	s.handle("/api/embed", ollamaAPI, http.MethodPost, s.ollamaEmbed)
+	s.handle("/api/embeddings", ollamaAPI, http.MethodPost, s.ollamaEmbeddings)
 
 	s.handle("/v1/models", openAIAPI, http.MethodGet, s.listModels)
 	s.handle("/v1/models/{model...}", openAIAPI, http.MethodGet, s.getModel)
 	s.handle("/v1/chat/completions", openAIAPI, http.MethodPost, s.chatCompletions)
 	s.handle("/v1/completions", openAIAPI, http.MethodPost, s.completions)
+	s.handle("/v1/embeddings", openAIAPI, http.MethodPost, s.embeddings)
 	s.handle("/v1/audio/speech", openAIAPI, http.MethodPost, s.audioSpeech)
 
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

@@ -113,6 +113,9 @@ func (r *CPU) Forward(tokens []int32, pos int, out Output) (Result, error) {
 		}
 	}
 
+	if out.Hidden {
+		return Result{Hidden: ref.RMSNorm(x, r.outNorm, ref.NormArgs{Rows: n, Dim: d, Eps: c.Eps})}, nil
+	}
 	// Logits: Output · norm(x), soft-capped (Gemma 2), for the last token or
 	// every one.
 	rows := n

@@ -273,6 +273,7 @@ func (r *GPU) Forward(tokens []int32, pos int, out Output) (Result, error) {
 			return Result{}, err
 		}
 		res.Logits = append(res.Logits, part.Logits...)
+		res.Hidden = append(res.Hidden, part.Hidden...)
 		res.IDs, res.Values = part.IDs, part.Values
 	}
 	return res, nil
@@ -307,6 +308,7 @@ type stepKey struct {
 	pen     ops.PenaltyArgs
 	logits  bool // the batch ends in logits: the prompt's last batch, or every batch with all
 	all     bool
+	hidden  bool // every batch ends in its final hidden states instead
 }
 
 // step is a recorded chain waiting for its inputs.
@@ -319,7 +321,7 @@ type step struct {
 // evaluate runs one batch: its recorded chain (the one recorded ahead if it
 // fits), its inputs, one submit, and the readback.
 func (r *GPU) evaluate(tokens []int32, pos int, out Output, final bool) (Result, error) {
-	key := stepKey{n: len(tokens), pos: pos, logits: final || out.All, all: out.All}
+	key := stepKey{n: len(tokens), pos: pos, logits: (final || out.All) && !out.Hidden, all: out.All, hidden: out.Hidden}
 	if final {
 		key.topK = out.TopK
 		if p := out.Penalty; p != nil {
@@ -364,6 +366,9 @@ func (r *GPU) evaluate(tokens []int32, pos int, out Output, final bool) (Result,
 	raw, err := s.rb.Bytes()
 	if err != nil {
 		return Result{}, err
+	}
+	if key.hidden {
+		return Result{Hidden: gpu.F32From(raw)}, nil
 	}
 	k := key.topK
 	switch {
@@ -467,6 +472,16 @@ func (r *GPU) record(key stepKey) (*step, error) {
 		if normed, err = r.w.RecordLayer(ch, i, &a, args); err != nil {
 			return fail(err)
 		}
+	}
+	if key.hidden {
+		try(ops.RMSNorm(ch, r.x, r.w.OutNorm, r.xn, ops.NormArgs{Rows: n, Dim: d, Eps: c.Eps}))
+		if err == nil {
+			s.rb, err = ch.ReadBack(r.xn, 0, uint64(n*d)*4)
+		}
+		if err != nil {
+			return fail(err)
+		}
+		return s, nil
 	}
 	if !key.logits {
 		return s, nil

@@ -45,6 +45,9 @@ type Output struct {
 	TopK int
 	// Penalty, when not nil, is applied to the last token's logits first.
 	Penalty *Penalty
+	// Hidden returns every token's final hidden state, norm(x) before the
+	// LM head, instead of logits: what an embedding pools.
+	Hidden bool
 }
 
 // Penalty lowers the logits of tokens already seen: repeat (llama.cpp's:
@@ -66,6 +69,8 @@ type Result struct {
 	// TopK 1 the GPU returns the argmax id alone and Values holds NaN.
 	IDs    []uint32
 	Values []float32
+	// Hidden is Hidden floats per token with Output.Hidden.
+	Hidden []float32
 }
 
 // checkForward validates a Forward call against the model and the cache.

@@ -35,6 +35,27 @@ func (s *Session) Cached() int { return len(s.cached) }
 // Reset forgets the cache's contents.
 func (s *Session) Reset() { s.cached = s.cached[:0] }
 
+// Hidden evaluates tokens from position 0 and returns each one's final
+// hidden state (Output.Hidden: Hidden floats a token), what an embedding
+// pools. The cache then holds these tokens. More tokens than the context
+// holds is an error.
+func (s *Session) Hidden(tokens []int32) ([]float32, error) {
+	if len(tokens) == 0 {
+		return nil, fmt.Errorf("model: no tokens to embed")
+	}
+	if n := s.r.Context(); len(tokens) > n {
+		return nil, fmt.Errorf("%w: %d tokens to embed, context %d", ErrContextFull, len(tokens), n)
+	}
+	s.r.setOwner(s)
+	s.cached = s.cached[:0]
+	res, err := s.r.Forward(tokens, 0, Output{Hidden: true})
+	if err != nil {
+		return nil, err
+	}
+	s.cached = append(s.cached, tokens...)
+	return res.Hidden, nil
+}
+
 // Overflow says what Generate does when prompt and reply outgrow the context.
 type Overflow int
 

@@ -61,6 +61,10 @@ out.completion = {
   usage: completion.usage,
 };
 
+// The package asks for base64 and decodes it to floats.
+const emb = await client.embeddings.create({ model, input: ["Why is the sky blue?", "Rayleigh scattering."] });
+out.embeddings = { object: emb.object, vectors: emb.data.map((d) => Array.from(d.embedding)), usage: emb.usage };
+
 try {
   await client.chat.completions.create({ model: "no-such-model", messages });
   out.not_found = null;

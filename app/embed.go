@@ -1,0 +1,148 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/hearthstudio/hearth/engine/model"
+	"github.com/hearthstudio/hearth/engine/tokenizer"
+)
+
+// EmbedRequest asks for the embeddings of texts.
+type EmbedRequest struct {
+	// Model names the model, loading it first if it is not resident.
+	Model  string
+	Inputs []string
+	// Truncate cuts an input longer than the context to its start;
+	// without it such an input is an error.
+	Truncate bool
+	// Progress is told about loading.
+	Progress func(Progress)
+	// Adapters are LoRA adapters applied first, as GenerateOptions'.
+	Adapters []AdapterSpec
+	// Unnormalized returns the pooled vectors as they are, not scaled to
+	// unit length (Ollama's legacy /api/embeddings).
+	Unnormalized bool
+}
+
+// EmbedReply is one vector per input, in order.
+type EmbedReply struct {
+	Model   string
+	Vectors [][]float32
+	// Tokens counts the input tokens evaluated.
+	Tokens int
+}
+
+// Pooling is how a model's per-token hidden states become one vector: the
+// GGUF key <arch>.pooling_type as llama.cpp writes it for embedding models.
+type Pooling int
+
+// The pooling types, numbered as llama.cpp numbers them.
+const (
+	PoolMean Pooling = 1
+	PoolCLS  Pooling = 2
+	PoolLast Pooling = 3
+)
+
+// poolingOf is m's pooling: its file's pooling_type, else mean (a chat
+// model has none; llama.cpp's server and Ollama pool those by the mean).
+func poolingOf(m *model.Model) (Pooling, error) {
+	key := m.Config.Arch + ".pooling_type"
+	v, err := m.File.Uint32Or(key, uint32(PoolMean))
+	if err != nil {
+		return 0, err
+	}
+	switch p := Pooling(v); p {
+	case PoolMean, PoolCLS, PoolLast:
+		return p, nil
+	}
+	return 0, fmt.Errorf("app: %s = %d: pooling of that type is not supported (mean 1, cls 2, last 3)", key, v)
+}
+
+// Embed evaluates each input (with the tokenizer's BOS where it adds one)
+// and pools its tokens' final hidden states, normalised to unit length as
+// OpenAI and Ollama return them.
+func (e *Engine) Embed(ctx context.Context, req EmbedRequest) (EmbedReply, error) {
+	if len(req.Inputs) == 0 {
+		return EmbedReply{}, fmt.Errorf("app: nothing to embed")
+	}
+	progress := req.Progress
+	if progress == nil {
+		progress = func(Progress) {}
+	}
+	var reply EmbedReply
+	err := e.submit(ctx, func(ctx context.Context) error {
+		r, err := e.ensure(req.Model, progress)
+		if err != nil {
+			return err
+		}
+		reply.Model = r.info.Name
+		if err := e.applyAdapters(r, req.Adapters); err != nil {
+			return err
+		}
+		pool, err := poolingOf(r.m)
+		if err != nil {
+			return err
+		}
+		d, n := r.m.Config.Hidden, r.runner.Context()
+		for i, text := range req.Inputs {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			ids := r.m.Tokenizer.Encode(text, tokenizer.EncodeOptions{AddSpecial: true})
+			if len(ids) == 0 {
+				return fmt.Errorf("app: input %d is empty", i)
+			}
+			if len(ids) > n {
+				if !req.Truncate {
+					return fmt.Errorf("%w: input %d is %d tokens, the context %d", model.ErrContextFull, i, len(ids), n)
+				}
+				ids = ids[:n]
+			}
+			h, err := r.session.Hidden(ids)
+			if err != nil {
+				return err
+			}
+			reply.Tokens += len(ids)
+			reply.Vectors = append(reply.Vectors, pooled(h, len(ids), d, pool, !req.Unnormalized))
+		}
+		return nil
+	})
+	return reply, err
+}
+
+// pooled is the vector of n tokens' hidden states h (n × d), scaled to
+// unit length with normalize.
+func pooled(h []float32, n, d int, p Pooling, normalize bool) []float32 {
+	v := make([]float32, d)
+	switch p {
+	case PoolCLS:
+		copy(v, h[:d])
+	case PoolLast:
+		copy(v, h[(n-1)*d:])
+	default:
+		sum := make([]float64, d)
+		for t := range n {
+			for j, x := range h[t*d : (t+1)*d] {
+				sum[j] += float64(x)
+			}
+		}
+		for j := range v {
+			v[j] = float32(sum[j] / float64(n))
+		}
+	}
+	if !normalize {
+		return v
+	}
+	var norm float64
+	for _, x := range v {
+		norm += float64(x) * float64(x)
+	}
+	if norm = math.Sqrt(norm); norm > 0 {
+		for j := range v {
+			v[j] = float32(float64(v[j]) / norm)
+		}
+	}
+	return v
+}

@@ -1,0 +1,121 @@
+package server
+
+import (
+	"encoding/base64"
+	"encoding/binary"
+	"math"
+	"testing"
+
+	"github.com/hearthstudio/hearth/app"
+)
+
+func norm(v []float32) float64 {
+	var s float64
+	for _, x := range v {
+		s += float64(x) * float64(x)
+	}
+	return math.Sqrt(s)
+}
+
+func TestEmbeddings(t *testing.T) {
+	ts := newTestServer(t, app.EngineOptions{Context: 32}, Options{})
+	type openAIEmbeddings struct {
+		Object string `json:"object"`
+		Data   []struct {
+			Object    string    `json:"object"`
+			Index     int       `json:"index"`
+			Embedding []float32 `json:"embedding"`
+		} `json:"data"`
+		Model string `json:"model"`
+		Usage struct {
+			PromptTokens int `json:"prompt_tokens"`
+			TotalTokens  int `json:"total_tokens"`
+		} `json:"usage"`
+	}
+	var f openAIEmbeddings
+	inputs := []string{"Why is the sky blue?", "Rayleigh scattering.", "Why is the sky blue?"}
+	ts.post(t, "/v1/embeddings", map[string]any{"model": qwen, "input": inputs}, &f)
+	if f.Object != "list" || len(f.Data) != 3 || f.Model != qwen || f.Usage.PromptTokens == 0 || f.Usage.TotalTokens != f.Usage.PromptTokens {
+		t.Fatalf("%+v", f)
+	}
+	for i, d := range f.Data {
+		if d.Object != "embedding" || d.Index != i || len(d.Embedding) != 128 || math.Abs(norm(d.Embedding)-1) > 1e-5 {
+			t.Errorf("data[%d]: %s, index %d, %d floats of norm %v", i, d.Object, d.Index, len(d.Embedding), norm(d.Embedding))
+		}
+	}
+	same := func(a, b []float32) bool {
+		for i := range a {
+			if a[i] != b[i] {
+				return false
+			}
+		}
+		return len(a) == len(b)
+	}
+	if !same(f.Data[0].Embedding, f.Data[2].Embedding) || same(f.Data[0].Embedding, f.Data[1].Embedding) {
+		t.Error("the same text must embed the same, different texts differently")
+	}
+
+	// base64: the same floats, little-endian.
+	var b struct {
+		Data []struct {
+			Embedding string `json:"embedding"`
+		} `json:"data"`
+	}
+	ts.post(t, "/v1/embeddings", map[string]any{"model": qwen, "input": inputs[1], "encoding_format": "base64"}, &b)
+	raw, err := base64.StdEncoding.DecodeString(b.Data[0].Embedding)
+	if err != nil || len(raw) != 4*128 {
+		t.Fatalf("base64: %v, %d bytes", err, len(raw))
+	}
+	for j := range 128 {
+		if math.Float32frombits(binary.LittleEndian.Uint32(raw[4*j:])) != f.Data[1].Embedding[j] {
+			t.Fatalf("base64 float %d differs", j)
+		}
+	}
+
+	// Ollama's /api/embed gives the same unit vectors; /api/embeddings the
+	// vector before scaling.
+	var o struct {
+		Model           string      `json:"model"`
+		Embeddings      [][]float32 `json:"embeddings"`
+		PromptEvalCount int         `json:"prompt_eval_count"`
+	}
+	ts.post(t, "/api/embed", map[string]any{"model": qwen, "input": inputs[:2]}, &o)
+	if len(o.Embeddings) != 2 || !same(o.Embeddings[0], f.Data[0].Embedding) || !same(o.Embeddings[1], f.Data[1].Embedding) || o.PromptEvalCount == 0 {
+		t.Errorf("/api/embed: %d vectors, %d tokens", len(o.Embeddings), o.PromptEvalCount)
+	}
+	var legacy struct {
+		Embedding []float32 `json:"embedding"`
+	}
+	ts.post(t, "/api/embeddings", map[string]any{"model": qwen, "prompt": inputs[0]}, &legacy)
+	n := norm(legacy.Embedding)
+	for j, x := range legacy.Embedding {
+		if math.Abs(float64(x)/n-float64(f.Data[0].Embedding[j])) > 1e-6 {
+			t.Fatalf("/api/embeddings scaled to unit length differs at %d", j)
+		}
+	}
+
+	// An input past the 32-token context: cut by default on /api/embed,
+	// an error with truncate false and on OpenAI's endpoint.
+	long := ""
+	for range 40 {
+		long += "sky blue "
+	}
+	resp, data := ts.do(t, "POST", "/api/embed", map[string]any{"model": qwen, "input": long})
+	if resp.StatusCode != 200 {
+		t.Errorf("/api/embed of a long input: %s %s", resp.Status, data)
+	}
+	for _, c := range []struct {
+		path string
+		body map[string]any
+	}{{"/api/embed", map[string]any{"model": qwen, "input": long, "truncate": false}}, {"/v1/embeddings", map[string]any{"model": qwen, "input": long}}} {
+		if resp, data := ts.do(t, "POST", c.path, c.body); resp.StatusCode != 400 {
+			t.Errorf("%s of a long input without truncation: %s %s", c.path, resp.Status, data)
+		}
+	}
+	for _, body := range []map[string]any{{"model": qwen, "input": []int{1, 2}}, {"model": qwen, "input": 5}, {"model": qwen, "input": "x", "dimensions": 8},
+		{"model": qwen, "input": "x", "encoding_format": "int8"}} {
+		if resp, data := ts.do(t, "POST", "/v1/embeddings", body); resp.StatusCode != 400 {
+			t.Errorf("%v: %s %s", body, resp.Status, data)
+		}
+	}
+}
