@@ -29,12 +29,43 @@ func textInputs(raw json.RawMessage, param string) ([]string, error) {
 	return nil, badRequest(param, "%s must be a string or a non-empty list of strings", param)
 }
 
+// embedCommon are the fields the embedding endpoints share.
+type embedCommon struct {
+	Model      string          `json:"model"`
+	Input      json.RawMessage `json:"input"`
+	Dimensions *int            `json:"dimensions"`
+}
+
+func (c *embedCommon) common() *embedCommon { return c }
+
+type embedBody interface{ common() *embedCommon }
+
+// readEmbed decodes an embedding request and checks what the endpoints
+// share: the model, and no dimensions. It returns the input texts, which
+// Ollama's older endpoint (input false) takes from its prompt instead.
+func (s *server) readEmbed(w http.ResponseWriter, r *http.Request, a api, req embedBody, input bool) (Model, []string, error) {
+	if err := decode(w, r, s.o.MaxBody, req); err != nil {
+		return Model{}, nil, err
+	}
+	c := req.common()
+	m, err := s.find(a, c.Model)
+	if err != nil {
+		return Model{}, nil, err
+	}
+	if c.Dimensions != nil {
+		return Model{}, nil, unsupported("dimensions", "dimensions (the model's vectors have the width it was trained with)")
+	}
+	if !input {
+		return m, nil, nil
+	}
+	inputs, err := textInputs(c.Input, "input")
+	return m, inputs, err
+}
+
 type embeddingsRequest struct {
-	Model          string          `json:"model"`
-	Input          json.RawMessage `json:"input"`
-	EncodingFormat string          `json:"encoding_format"`
-	Dimensions     *int            `json:"dimensions"`
-	User           string          `json:"user"`
+	embedCommon
+	EncodingFormat string `json:"encoding_format"`
+	User           string `json:"user"`
 }
 
 type embeddingData struct {
@@ -46,14 +77,7 @@ type embeddingData struct {
 // embeddings is OpenAI's /v1/embeddings.
 func (s *server) embeddings(w http.ResponseWriter, r *http.Request) error {
 	var req embeddingsRequest
-	if err := decode(w, r, s.o.MaxBody, &req); err != nil {
-		return err
-	}
-	m, err := s.find(openAIAPI, req.Model)
-	if err != nil {
-		return err
-	}
-	inputs, err := textInputs(req.Input, "input")
+	m, inputs, err := s.readEmbed(w, r, openAIAPI, &req, true)
 	if err != nil {
 		return err
 	}
@@ -61,9 +85,6 @@ func (s *server) embeddings(w http.ResponseWriter, r *http.Request) error {
 	case "", "float", "base64":
 	default:
 		return badRequest("encoding_format", "encoding_format %q: want float or base64", req.EncodingFormat)
-	}
-	if req.Dimensions != nil {
-		return unsupported("dimensions", "dimensions (the model's vectors have the width it was trained with)")
 	}
 	reply, err := s.engine.Embed(r.Context(), app.EmbedRequest{Model: m.Name, Inputs: inputs, Adapters: s.o.Adapters})
 	s.touch()
@@ -86,30 +107,18 @@ func (s *server) embeddings(w http.ResponseWriter, r *http.Request) error {
 }
 
 type ollamaEmbedRequest struct {
-	Model      string          `json:"model"`
-	Input      json.RawMessage `json:"input"`
-	Prompt     *string         `json:"prompt"` // /api/embeddings
-	Truncate   *bool           `json:"truncate"`
-	Dimensions *int            `json:"dimensions"`
+	embedCommon
+	Prompt   *string `json:"prompt"` // /api/embeddings
+	Truncate *bool   `json:"truncate"`
 }
 
 // ollamaEmbed is Ollama's /api/embed: unit vectors, inputs longer than the
 // context cut unless truncate is false.
 func (s *server) ollamaEmbed(w http.ResponseWriter, r *http.Request) error {
 	var req ollamaEmbedRequest
-	if err := decode(w, r, s.o.MaxBody, &req); err != nil {
-		return err
-	}
-	m, err := s.find(ollamaAPI, req.Model)
+	m, inputs, err := s.readEmbed(w, r, ollamaAPI, &req, true)
 	if err != nil {
 		return err
-	}
-	inputs, err := textInputs(req.Input, "input")
-	if err != nil {
-		return err
-	}
-	if req.Dimensions != nil {
-		return unsupported("dimensions", "dimensions (the model's vectors have the width it was trained with)")
 	}
 	start := time.Now()
 	reply, err := s.engine.Embed(r.Context(), app.EmbedRequest{Model: m.Name, Inputs: inputs, Truncate: req.Truncate == nil || *req.Truncate,
@@ -126,10 +135,7 @@ func (s *server) ollamaEmbed(w http.ResponseWriter, r *http.Request) error {
 // vector as pooled (not scaled to unit length, as Ollama returns it).
 func (s *server) ollamaEmbeddings(w http.ResponseWriter, r *http.Request) error {
 	var req ollamaEmbedRequest
-	if err := decode(w, r, s.o.MaxBody, &req); err != nil {
-		return err
-	}
-	m, err := s.find(ollamaAPI, req.Model)
+	m, _, err := s.readEmbed(w, r, ollamaAPI, &req, false)
 	if err != nil {
 		return err
 	}

@@ -45,37 +45,8 @@ func TestMatchesTransformers(t *testing.T) {
 	for _, exp := range dirs {
 		dir := filepath.Dir(exp)
 		t.Run(filepath.Base(dir), func(t *testing.T) {
-			var e hfExpected
-			raw, err := os.ReadFile(exp)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := json.Unmarshal(raw, &e); err != nil {
-				t.Fatal(err)
-			}
-			want := readF32File(t, filepath.Join(dir, "logits.bin"), e.LogitsShape[0]*e.LogitsShape[1])
-			path := filepath.Join(t.TempDir(), e.Family+".gguf")
-			if err := hfimport.Import(dir, path, hfimport.Options{}); err != nil {
-				t.Fatal(err)
-			}
-			m, err := Load(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer m.Close()
-			if m.Config.Vocab != e.LogitsShape[1] {
-				t.Fatalf("vocab %d, transformers %d", m.Config.Vocab, e.LogitsShape[1])
-			}
-			cpu, err := NewCPU(m, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			g, err := NewGPU(dev, m, GPUOptions{Context: 64, Batch: 16})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer g.Close()
-			for _, r := range []Runner{cpu, g} {
+			e, m, want, runners := hfFixture(t, dir)
+			for _, r := range runners {
 				got, err := r.Forward(e.PromptIDs, 0, Output{All: true})
 				if err != nil {
 					t.Fatal(err)
@@ -100,6 +71,44 @@ func TestMatchesTransformers(t *testing.T) {
 			}
 		})
 	}
+}
+
+// hfFixture imports the transformers fixture in dir and returns its
+// expectations, the model, transformers' logits of the prompt, and a CPU
+// and a GPU runner of it (closed with the test).
+func hfFixture(t *testing.T, dir string) (hfExpected, *Model, []float32, []Runner) {
+	t.Helper()
+	var e hfExpected
+	raw, err := os.ReadFile(filepath.Join(dir, "expected.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &e); err != nil {
+		t.Fatal(err)
+	}
+	want := readF32File(t, filepath.Join(dir, "logits.bin"), e.LogitsShape[0]*e.LogitsShape[1])
+	path := filepath.Join(t.TempDir(), e.Family+".gguf")
+	if err := hfimport.Import(dir, path, hfimport.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	if m.Config.Vocab != e.LogitsShape[1] {
+		t.Fatalf("vocab %d, transformers %d", m.Config.Vocab, e.LogitsShape[1])
+	}
+	cpu, err := NewCPU(m, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := NewGPU(dev, m, GPUOptions{Context: 64, Batch: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.Close)
+	return e, m, want, []Runner{cpu, g}
 }
 
 // checkDecodeSteps feeds the greedy tokens one at a time after the prompt

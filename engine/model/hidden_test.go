@@ -1,12 +1,9 @@
 package model
 
 import (
-	"encoding/json"
-	"os"
 	"path/filepath"
 	"testing"
 
-	"github.com/hearthstudio/hearth/engine/hfimport"
 	"github.com/hearthstudio/hearth/engine/ops/ref"
 )
 
@@ -18,35 +15,8 @@ import (
 func TestHiddenStatesMatchTransformers(t *testing.T) {
 	for _, family := range []string{"llama", "gemma2", "qwen2"} {
 		t.Run(family, func(t *testing.T) {
-			dir := filepath.Join("testdata", "hf", family)
-			var e hfExpected
-			raw, err := os.ReadFile(filepath.Join(dir, "expected.json"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := json.Unmarshal(raw, &e); err != nil {
-				t.Fatal(err)
-			}
-			want := readF32File(t, filepath.Join(dir, "logits.bin"), e.LogitsShape[0]*e.LogitsShape[1])
-			path := filepath.Join(t.TempDir(), family+".gguf")
-			if err := hfimport.Import(dir, path, hfimport.Options{}); err != nil {
-				t.Fatal(err)
-			}
-			m, err := Load(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer m.Close()
-			cpu, err := NewCPU(m, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			g, err := NewGPU(dev, m, GPUOptions{Context: 64, Batch: 16})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer g.Close()
-			for _, r := range []Runner{cpu, g} {
+			e, m, want, runners := hfFixture(t, filepath.Join("testdata", "hf", family))
+			for _, r := range runners {
 				hidden, err := NewSession(r).Hidden(e.PromptIDs)
 				if err != nil {
 					t.Fatal(err)
