@@ -252,7 +252,7 @@ func TestBadRequests(t *testing.T) {
 		{"completion n 3", "POST", "/v1/completions", map[string]any{"model": llama, "prompt": "x", "n": 3}, 400, "", "n", ""},
 		{"wrong method", "GET", "/v1/chat/completions", nil, 405, "method_not_allowed", "", "use POST"},
 		{"wrong method models", "POST", "/v1/models", map[string]any{}, 405, "method_not_allowed", "", ""},
-		{"unknown endpoint", "GET", "/v1/embeddings", nil, 404, "not_found", "", ""},
+		{"unknown endpoint", "GET", "/v1/moderations", nil, 404, "not_found", "", ""},
 		{"unknown model by id", "GET", "/v1/models/nope:1b", nil, 404, "model_not_found", "model", ""},
 		{"speech as mp3", "POST", "/v1/audio/speech", map[string]any{"model": "tts-1", "input": "hi", "voice": "alloy", "response_format": "mp3"}, 400, "unsupported_parameter", "response_format", "ask for one of those"},
 	}
