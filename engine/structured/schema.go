@@ -100,7 +100,68 @@ func Compile(schema json.RawMessage) (*Schema, error) {
 	if err != nil {
 		return nil, err
 	}
+	if w := widest(n); w > maxAlternatives {
+		return nil, fmt.Errorf("structured: the schema's anyOf/oneOf/type lists open %d alternatives at one place, more than %d: the matcher follows each at once", w, maxAlternatives)
+	}
 	return &Schema{root: n}, nil
+}
+
+// maxAlternatives bounds how many readings of one value the matcher keeps
+// at once (nested anyOf multiply), so a schema cannot make every step slow.
+const maxAlternatives = 64
+
+// starts is how many readings a value of n begins as: one, or the sum
+// over an anyOf's alternatives; an anyOf that reaches itself before any
+// byte counts as unbounded.
+func starts(n *node, stack map[*node]bool) int {
+	if n.kind != kindAnyOf {
+		return 1
+	}
+	if stack[n] {
+		return maxAlternatives + 1
+	}
+	stack[n] = true
+	defer delete(stack, n)
+	sum := 0
+	for _, a := range n.alts {
+		if sum += starts(a, stack); sum > maxAlternatives {
+			break
+		}
+	}
+	return sum
+}
+
+// widest is the most readings any value of the schema begins as.
+func widest(root *node) int {
+	seen := map[*node]bool{}
+	var walk func(n *node) int
+	walk = func(n *node) int {
+		if seen[n] {
+			return 0
+		}
+		seen[n] = true
+		w := starts(n, map[*node]bool{})
+		for _, m := range append(n.children(), n.alts...) {
+			w = max(w, walk(m))
+		}
+		return w
+	}
+	return walk(root)
+}
+
+// children are the schemas of n's members: its properties' and items'.
+func (n *node) children() []*node {
+	var out []*node
+	for _, p := range n.props {
+		out = append(out, p.node)
+	}
+	if n.additional != nil {
+		out = append(out, n.additional)
+	}
+	if n.items != nil {
+		out = append(out, n.items)
+	}
+	return out
 }
 
 type compiler struct {

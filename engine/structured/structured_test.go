@@ -107,6 +107,10 @@ func TestCompileRefuses(t *testing.T) {
 		`{"type":"thing"}`, `{"$ref":"http://example.com/s"}`, `{"$ref":"#/$defs/none"}`,
 		`{"type":"string","minLength":3,"maxLength":2}`, `{"allOf":[{"type":"string"},{"maxLength":2}]}`,
 		`{"type":"array","minItems":-1}`,
+		// Nested anyOf multiply: 9 × 9 readings of one value at once.
+		`{"anyOf":[` + strings.Repeat(`{"anyOf":[`+strings.Repeat(`{"type":"integer"},`, 8)+`{"type":"null"}]},`, 8) + `{"type":"null"}]}`,
+		// An anyOf that reaches itself before any byte.
+		`{"$defs":{"a":{"anyOf":[{"$ref":"#/$defs/a"},{"type":"null"}]}},"$ref":"#/$defs/a"}`,
 	} {
 		if _, err := Compile(json.RawMessage(s)); err == nil {
 			t.Errorf("compiled %s", s)
