@@ -13,6 +13,7 @@ import (
 	"github.com/hearthstudio/hearth/app"
 	"github.com/hearthstudio/hearth/engine/chat"
 	"github.com/hearthstudio/hearth/engine/model"
+	"github.com/hearthstudio/hearth/engine/structured"
 	"github.com/hearthstudio/hearth/engine/tokenizer"
 )
 
@@ -25,9 +26,9 @@ const defaultReplyTokens = 1024
 func newChatCmd() *cobra.Command {
 	var mf modelFlags
 	var sf samplingFlags
-	var prompt, system string
+	var prompt, system, schemaFile string
 	var n int
-	var shift bool
+	var shift, asJSON bool
 	cmd := &cobra.Command{
 		Use:   "chat -m MODEL [-p PROMPT]",
 		Short: "Chat with a model through its chat template; interactive without -p",
@@ -43,6 +44,9 @@ func newChatCmd() *cobra.Command {
 			defer l.Close()
 			c := &chatLoop{l: l, sampling: sf, n: n, shift: shift, out: cmd.OutOrStdout(), log: cmd.ErrOrStderr(),
 				session: model.NewSession(l.Runner)}
+			if c.format, err = replyFormat(asJSON, schemaFile); err != nil {
+				return err
+			}
 			if system != "" {
 				c.history = append(c.history, chat.Message{Role: "system", Content: system})
 			}
@@ -64,7 +68,29 @@ func newChatCmd() *cobra.Command {
 	cmd.Flags().StringVar(&system, "system", "", "system prompt")
 	cmd.Flags().IntVarP(&n, "n", "n", defaultReplyTokens, "most tokens per reply; a reply ends sooner at the model's end of turn; 0 is no limit but the context")
 	cmd.Flags().BoolVar(&shift, "shift", false, "when the context fills, drop the oldest half of it instead of stopping")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "hold every reply to a JSON object (constrained decoding)")
+	cmd.Flags().StringVar(&schemaFile, "schema", "", "hold every reply to JSON that validates against the JSON schema in this file")
+	cmd.MarkFlagsMutuallyExclusive("json", "schema")
 	return cmd
+}
+
+// replyFormat is the structured output the flags ask for, nil for none.
+func replyFormat(asJSON bool, schemaFile string) (*structured.Schema, error) {
+	switch {
+	case asJSON:
+		return structured.AnyObject(), nil
+	case schemaFile != "":
+		raw, err := os.ReadFile(schemaFile)
+		if err != nil {
+			return nil, err
+		}
+		s, err := structured.Compile(raw)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", schemaFile, err)
+		}
+		return s, nil
+	}
+	return nil, nil
 }
 
 // chatLoop is one conversation on the command line.
@@ -76,6 +102,7 @@ type chatLoop struct {
 	sampling samplingFlags
 	n        int
 	shift    bool
+	format   *structured.Schema // each reply's, nil for free text
 	// keep is how many leading tokens a context shift keeps: those of the
 	// system prompt as the template renders it.
 	keep     int
@@ -159,6 +186,9 @@ func (c *chatLoop) request(prompt string) model.Request {
 	}
 	if c.shift {
 		req.Overflow = model.OverflowShift
+	}
+	if c.format != nil {
+		req.Constraint = structured.NewConstraint(c.format, m.Tokenizer, req.StopIDs)
 	}
 	return req
 }

@@ -1,7 +1,10 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -48,5 +51,46 @@ func TestChatReplyEndsAtTheTurn(t *testing.T) {
 	req := (&chatLoop{l: &app.LoadedModel{Model: m}, n: defaultReplyTokens}).request("<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>")
 	if !slices.Contains(req.StopIDs, int32(eot)) || req.MaxTokens != defaultReplyTokens {
 		t.Errorf("stop IDs %v, max %d; want the end of turn %d and %d", req.StopIDs, req.MaxTokens, eot, defaultReplyTokens)
+	}
+}
+
+// TestChatStructuredReply: --schema and --json hold the reply to JSON; a
+// random model's reply parses and has the schema's shape.
+func TestChatStructuredReply(t *testing.T) {
+	m := tinyModel(t, "tiny-qwen3")
+	schema := filepath.Join(t.TempDir(), "weather.json")
+	if err := os.WriteFile(schema, []byte(`{"type": "object", "properties": {"city": {"type": "string", "maxLength": 8},
+		"unit": {"enum": ["c", "f"]}}, "required": ["city", "unit"], "additionalProperties": false}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, log, err := runModelCmd(t, "", "chat", "-m", m, "-p", "Weather?", "--schema", schema, "--seed", "3", "-n", "300", "--backend", "cpu")
+	if err != nil || strings.Contains(log, "cut at") {
+		t.Fatalf("%v\n%s", err, log)
+	}
+	var w struct {
+		City string `json:"city"`
+		Unit string `json:"unit"`
+	}
+	dec := json.NewDecoder(strings.NewReader(out))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&w); err != nil || len([]rune(w.City)) > 8 || (w.Unit != "c" && w.Unit != "f") {
+		t.Errorf("--schema: %q: %v", out, err)
+	}
+	out, log, err = runModelCmd(t, "", "chat", "-m", m, "-p", "Weather?", "--json", "--seed", "4", "-n", "300", "--backend", "cpu")
+	var obj map[string]any
+	if err != nil || strings.Contains(log, "cut at") {
+		t.Fatalf("--json: %v\n%s", err, log)
+	}
+	if err := json.Unmarshal([]byte(out), &obj); err != nil {
+		t.Errorf("--json: %q: %v", out, err)
+	}
+
+	bad := filepath.Join(t.TempDir(), "bad.json")
+	os.WriteFile(bad, []byte(`{"type": "string", "pattern": "^a"}`), 0o644)
+	if _, _, err := runModelCmd(t, "", "chat", "-m", m, "-p", "x", "--schema", bad, "--backend", "cpu"); err == nil || !strings.Contains(err.Error(), "bad.json") || !strings.Contains(err.Error(), "pattern") {
+		t.Errorf("a schema with a pattern: %v", err)
+	}
+	if _, _, err := runModelCmd(t, "", "chat", "-m", m, "-p", "x", "--schema", schema, "--json", "--backend", "cpu"); err == nil {
+		t.Error("--json with --schema was accepted")
 	}
 }
