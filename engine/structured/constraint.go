@@ -55,17 +55,9 @@ func (c *Constraint) Limit(logits []float32, keep int) error {
 				heap.Fix(&c.best, 0)
 			}
 		}
-		order := slices.Clone(c.best)
-		slices.SortFunc(order, func(a, b cand) int {
-			if a.v != b.v {
-				if a.v > b.v {
-					return -1
-				}
-				return 1
-			}
-			return int(a.id - b.id)
-		})
-		for _, x := range order {
+		// The heap is rebuilt at every call: sorting it in place is free.
+		slices.SortFunc(c.best, bestFirst)
+		for _, x := range c.best {
 			if len(allowed) == keep {
 				break
 			}
@@ -73,7 +65,7 @@ func (c *Constraint) Limit(logits []float32, keep int) error {
 				allowed = append(allowed, x.id)
 			}
 		}
-		tried = len(order)
+		tried = len(c.best)
 	}
 	if len(allowed) < keep && tried < n {
 		// Too few among the best: every token that may come, found by
@@ -91,15 +83,7 @@ func (c *Constraint) Limit(logits []float32, keep int) error {
 				all = append(all, cand{id, logits[id]})
 			}
 		})
-		slices.SortStableFunc(all, func(a, b cand) int {
-			switch {
-			case a.v > b.v:
-				return -1
-			case a.v < b.v:
-				return 1
-			}
-			return 0
-		})
+		slices.SortFunc(all, bestFirst)
 		for _, x := range all[:min(keep, len(all))] {
 			allowed = append(allowed, x.id)
 		}
@@ -107,16 +91,16 @@ func (c *Constraint) Limit(logits []float32, keep int) error {
 	if len(allowed) == 0 {
 		return fmt.Errorf("structured: no token continues the document")
 	}
-	keepV := make(map[int32]float32, len(allowed))
-	for _, id := range allowed {
-		keepV[id] = logits[id]
+	kept := make([]float32, len(allowed))
+	for i, id := range allowed {
+		kept[i] = logits[id]
 	}
 	inf := float32(math.Inf(-1))
 	for i := range logits {
 		logits[i] = inf
 	}
-	for id, v := range keepV {
-		logits[id] = v
+	for i, id := range allowed {
+		logits[id] = kept[i]
 	}
 	return nil
 }
@@ -151,6 +135,18 @@ func (c *Constraint) Accept(id int32) error {
 type cand struct {
 	id int32
 	v  float32
+}
+
+// bestFirst orders candidates by logit, highest first, ties by id, so that
+// the tokens kept do not depend on the order they were found in.
+func bestFirst(a, b cand) int {
+	switch {
+	case a.v > b.v:
+		return -1
+	case a.v < b.v:
+		return 1
+	}
+	return int(a.id - b.id)
 }
 
 // candHeap is a min-heap by logit: the smallest of the best kept on top.

@@ -281,16 +281,31 @@ func countAnnotations(s map[string]json.RawMessage) int {
 }
 
 func (c *compiler) typed(t string, s map[string]json.RawMessage, at string, depth int) (*node, error) {
-	intOf := func(key string, def int) (int, error) {
-		v, ok := s[key]
-		if !ok {
-			return def, nil
+	// bounds reads a count's lower and upper bound (0 and -1, none, when
+	// absent); each must be a non-negative integer, the upper not below the
+	// lower.
+	bounds := func(minKey, maxKey string) (lo, hi int, err error) {
+		read := func(key string, def int) (int, error) {
+			v, ok := s[key]
+			if !ok {
+				return def, nil
+			}
+			var n int
+			if json.Unmarshal(v, &n) != nil || n < 0 {
+				return 0, fmt.Errorf("structured: %s: %s must be a non-negative integer", at, key)
+			}
+			return n, nil
 		}
-		var n int
-		if json.Unmarshal(v, &n) != nil || n < 0 {
-			return 0, fmt.Errorf("structured: %s: %s must be a non-negative integer", at, key)
+		if lo, err = read(minKey, 0); err != nil {
+			return 0, 0, err
 		}
-		return n, nil
+		if hi, err = read(maxKey, -1); err != nil {
+			return 0, 0, err
+		}
+		if hi >= 0 && hi < lo {
+			return 0, 0, fmt.Errorf("structured: %s: %s %d is below %s %d", at, maxKey, hi, minKey, lo)
+		}
+		return lo, hi, nil
 	}
 	switch t {
 	case "object":
@@ -354,27 +369,17 @@ func (c *compiler) typed(t string, s map[string]json.RawMessage, at string, dept
 			n.items = m
 		}
 		var err error
-		if n.minItems, err = intOf("minItems", 0); err != nil {
+		n.minItems, n.maxItems, err = bounds("minItems", "maxItems")
+		if err != nil {
 			return nil, err
-		}
-		if n.maxItems, err = intOf("maxItems", -1); err != nil {
-			return nil, err
-		}
-		if n.maxItems >= 0 && n.maxItems < n.minItems {
-			return nil, fmt.Errorf("structured: %s: maxItems %d is below minItems %d", at, n.maxItems, n.minItems)
 		}
 		return n, nil
 	case "string":
 		n := &node{kind: kindString}
 		var err error
-		if n.minLen, err = intOf("minLength", 0); err != nil {
+		n.minLen, n.maxLen, err = bounds("minLength", "maxLength")
+		if err != nil {
 			return nil, err
-		}
-		if n.maxLen, err = intOf("maxLength", -1); err != nil {
-			return nil, err
-		}
-		if n.maxLen >= 0 && n.maxLen < n.minLen {
-			return nil, fmt.Errorf("structured: %s: maxLength %d is below minLength %d", at, n.maxLen, n.minLen)
 		}
 		return n, nil
 	case "number":
