@@ -159,14 +159,6 @@ func (g *GPU) buffer(label string, floats int) (*gpu.Buffer, error) {
 	return b, err
 }
 
-func (g *GPU) bufferF32(label string, v []float32) (*gpu.Buffer, error) {
-	b, err := g.dev.NewBufferF32(label, v)
-	if err == nil {
-		g.buffers = append(g.buffers, b)
-	}
-	return b, err
-}
-
 func (g *GPU) tensor(name string, typ gguf.Type, rows, cols int, data []byte) (*gpu.Tensor, error) {
 	t, err := g.dev.NewTensor(name, typ, rows, cols, data, 0)
 	if err == nil {
