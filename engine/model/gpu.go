@@ -496,8 +496,7 @@ func (r *GPU) record(key stepKey) (*step, error) {
 		try(ops.CopyF32(ch, r.x, (n-1)*d, r.last, 0, d))
 		rows, src = 1, r.last
 	}
-	if rows == 1 && r.loraOutput == nil && ops.HasMatVecNormed(r.w.Output.Type) {
-		// The final norm goes into the head's matvec (see RecordLayer).
+	if normFuses(rows, r.loraOutput != nil, r.w.Output) {
 		try(ops.MatVecNormed(ch, r.w.Output, src, r.w.OutNorm, r.logits, ops.NormArgs{Rows: 1, Dim: d, Eps: c.Eps}, ops.MatmulOptions{}))
 	} else {
 		try(ops.RMSNorm(ch, src, r.w.OutNorm, r.xn, ops.NormArgs{Rows: rows, Dim: d, Eps: c.Eps}))

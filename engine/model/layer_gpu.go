@@ -114,20 +114,9 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 	norm := func(x, g, y *gpu.Buffer, rows, dim int) {
 		try(ops.RMSNorm(ch, x, g, y, ops.NormArgs{Rows: rows, Dim: dim, Eps: c.Eps}))
 	}
-	// fuseNorm says whether a pre-norm can go into the projections' matvecs
-	// (ops.MatVecNormed: each workgroup normalises x as it stages it, one
-	// dispatch fewer): one row, quantized weights, nothing kept, and no LoRA,
-	// which would read the normalised x.
+	// A kept activation must be written out, so Keep fuses no norm.
 	fuseNorm := func(lora bool, ts ...*gpu.Tensor) bool {
-		if n != 1 || lora || a.Keep {
-			return false
-		}
-		for _, t := range ts {
-			if !ops.HasMatVecNormed(t.Type) {
-				return false
-			}
-		}
-		return true
+		return !a.Keep && normFuses(n, lora, ts...)
 	}
 	normArgs := ops.NormArgs{Rows: 1, Dim: d, Eps: c.Eps}
 	rq, rk := RoPEArgs(c, i, n, s.Pos)
@@ -249,6 +238,22 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 		return false, fmt.Errorf("model: layer %d: %w", i, err)
 	}
 	return normed, nil
+}
+
+// normFuses says whether an RMSNorm of rows rows can go into the matvecs
+// of ts that read it (ops.MatVecNormed: each workgroup normalises x as it
+// stages it, one dispatch fewer): one row, weights with such a kernel, and
+// no LoRA, which would read the normalised x.
+func normFuses(rows int, lora bool, ts ...*gpu.Tensor) bool {
+	if rows != 1 || lora {
+		return false
+	}
+	for _, t := range ts {
+		if !ops.HasMatVecNormed(t.Type) {
+			return false
+		}
+	}
+	return true
 }
 
 // keptQKV appends the unfused q, k, v stage: the projections of norm(X)
