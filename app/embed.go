@@ -67,20 +67,9 @@ func (e *Engine) Embed(ctx context.Context, req EmbedRequest) (EmbedReply, error
 	if len(req.Inputs) == 0 {
 		return EmbedReply{}, fmt.Errorf("app: nothing to embed")
 	}
-	progress := req.Progress
-	if progress == nil {
-		progress = func(Progress) {}
-	}
 	var reply EmbedReply
-	err := e.submit(ctx, func(ctx context.Context) error {
-		r, err := e.ensure(req.Model, progress)
-		if err != nil {
-			return err
-		}
+	err := e.withModel(ctx, req.Model, req.Progress, req.Adapters, func(ctx context.Context, r *resident) error {
 		reply.Model = r.info.Name
-		if err := e.applyAdapters(r, req.Adapters); err != nil {
-			return err
-		}
 		pool, err := poolingOf(r.m)
 		if err != nil {
 			return err

@@ -595,6 +595,25 @@ type prepared struct {
 	format *structured.Schema // overrides GenerateOptions.Format
 }
 
+// withModel runs job on the engine's goroutine with the model name
+// resident (loaded first, progress told) and adapters applied.
+func (e *Engine) withModel(ctx context.Context, name string, progress func(Progress), adapters []AdapterSpec,
+	job func(ctx context.Context, r *resident) error) error {
+	if progress == nil {
+		progress = func(Progress) {}
+	}
+	return e.submit(ctx, func(ctx context.Context) error {
+		r, err := e.ensure(name, progress)
+		if err != nil {
+			return err
+		}
+		if err := e.applyAdapters(r, adapters); err != nil {
+			return err
+		}
+		return job(ctx, r)
+	})
+}
+
 // generate loads the model, builds its request with prepare, and runs it on
 // the resident session.
 func (e *Engine) generate(ctx context.Context, o GenerateOptions, emit func(model.Token) error,
@@ -610,15 +629,8 @@ func (e *Engine) generate(ctx context.Context, o GenerateOptions, emit func(mode
 		progress = func(Progress) {}
 	}
 	var reply Reply
-	err := e.submit(ctx, func(ctx context.Context) error {
-		r, err := e.ensure(o.Model, progress)
-		if err != nil {
-			return err
-		}
+	err := e.withModel(ctx, o.Model, progress, o.Adapters, func(ctx context.Context, r *resident) error {
 		reply.Model = r.info.Name
-		if err := e.applyAdapters(r, o.Adapters); err != nil {
-			return err
-		}
 		p, err := prepare(r.m)
 		if err != nil {
 			return err
