@@ -1,0 +1,277 @@
+package ops
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/hearthstudio/hearth/engine/gpu"
+	"github.com/hearthstudio/hearth/engine/ops/ref"
+	"github.com/hearthstudio/hearth/gguf"
+)
+
+// q8Types are the weight types MatVecQ8 multiplies.
+var q8Types = []gguf.Type{gguf.TypeQ4_K, gguf.TypeQ6_K}
+
+// q8Tol bounds |GPU − ref.MatVecQ8| as a fraction of the reference's scale
+// (Σ|term| over the f32 terms of every part). The integer sums are exact on
+// both sides, so the difference is f32 rounding only: per part ≤ 6
+// operations (two or three products, a difference, two scalings, a sum)
+// that a driver may also fuse into FMAs, then ≤ 40 parts a lane at
+// K=1280 over 16 lanes (3) and the 16 lane sums: ≤ 30 roundings of 2⁻²⁴
+// relative to partial sums bounded by the scale, ≈ 1.8e-6. 1e-5 leaves a
+// factor 5. A wrong nibble, bit, pairing or scale moves a sum by a whole
+// level times an activation step, ≳ 1e-3 of the scale.
+const q8Tol = 1e-5
+
+// quantizeQ8On runs QuantizeQ8 over x on the device and decodes its words.
+func quantizeQ8On(t *testing.T, x []float32) (*gpu.Buffer, ref.Q8) {
+	t.Helper()
+	k := len(x)
+	bx, bq := upload(t, "x", x), scratch(t, "xq", Q8Words(k))
+	run(t, "quantize q8", func(c *gpu.Chain) error { return QuantizeQ8(c, bx, bq, k) })
+	return bq, downloadQ8(t, bq, k)
+}
+
+func downloadQ8(t *testing.T, bq *gpu.Buffer, k int) ref.Q8 {
+	t.Helper()
+	raw, err := bq.Read(0, uint64(Q8Words(k))*4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	words := make([]uint32, Q8Words(k))
+	for i := range words {
+		words[i] = uint32(raw[4*i]) | uint32(raw[4*i+1])<<8 | uint32(raw[4*i+2])<<16 | uint32(raw[4*i+3])<<24
+	}
+	q, err := ref.DecodeQ8(words, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+// assertQ8Quantizes checks the device's quantization q of values v, block
+// by block: d is the block's max|v| times f32(1/127) (within rel of it,
+// for values the device computed itself), every level is v/d rounded to
+// the nearest (a tie either way: WGSL's 1/d may be off by 2.5 ulp) and
+// within ±127, and the half-block sums are the sums of those levels.
+func assertQ8Quantizes(t *testing.T, what string, q ref.Q8, v []float32, rel float64) {
+	t.Helper()
+	for b := range q.D {
+		var amax float64
+		for _, e := range v[32*b : 32*b+32] {
+			amax = max(amax, math.Abs(float64(e)))
+		}
+		want := float64(float32(amax) * float32(1.0/127))
+		if d := float64(q.D[b]); math.Abs(d-want) > rel*want {
+			t.Fatalf("%s: block %d scale %v, want %v (max|x| %v / 127)", what, b, d, want, amax)
+		}
+		var sums [2]int32
+		for i := 32 * b; i < 32*b+32; i++ {
+			l := float64(q.Q[i])
+			sums[i%32/16] += int32(q.Q[i])
+			if q.D[b] == 0 {
+				if l != 0 {
+					t.Fatalf("%s: [%d] level %v in a block of zeros", what, i, l)
+				}
+				continue
+			}
+			r := float64(v[i]) / float64(q.D[b])
+			// Half a level, plus the device's 1/d (2.5 ulp) and product
+			// rounding (≤ 4e-7 relative) and the values' own rel, at up to
+			// 127 levels.
+			if math.Abs(r-l) > 0.5+127*(4e-7+rel) || math.Abs(l) > 127 {
+				t.Fatalf("%s: [%d] level %v for x/d = %v", what, i, l, r)
+			}
+		}
+		if sums[0] != q.Sums[2*b] || sums[1] != q.Sums[2*b+1] {
+			t.Fatalf("%s: block %d sums %v, want the levels' %v", what, b, q.Sums[2*b:2*b+2], sums)
+		}
+	}
+}
+
+// TestQuantizeQ8MatchesReference checks QuantizeQ8 against
+// ref.QuantizeQ8 on production-magnitude activations with a block of
+// zeros, a block of one spike and both signs of extremes: scales equal
+// bit for bit (a product and a max), levels equal but where x/d sits
+// within rounding of a half-integer.
+func TestQuantizeQ8MatchesReference(t *testing.T) {
+	const k = 1280
+	x := kquantActs(t, k, 1, true, 5)
+	for i := 64; i < 96; i++ {
+		x[i] = 0
+	}
+	x[100], x[130] = 1e-30, -3.4e37
+	_, got := quantizeQ8On(t, x)
+	want, err := ref.QuantizeQ8(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertQ8Quantizes(t, "quantize q8", got, x, 0)
+	ties := 0
+	for i := range want.Q {
+		if got.Q[i] != want.Q[i] {
+			ties++
+		}
+	}
+	// A level off by one needs x/d within ~3 ulp of a half-integer: about
+	// 1 in 10^5 of the 1280 values; 3 would say the rounding is wrong.
+	if ties > 2 {
+		t.Fatalf("quantize q8: %d of %d levels differ from ref.QuantizeQ8", ties, k)
+	}
+}
+
+// TestQuantizeQ8FusedMatchesReference checks the normed and GLU forms: the
+// device's levels must quantize ref.RMSNorm / ref.SwiGLUFused /
+// ref.GeGLUFused of the same input, whose values the device computes to
+// a few ulp (rel 1e-5 covers the norm's reduction order and the
+// activations' exp).
+func TestQuantizeQ8FusedMatchesReference(t *testing.T) {
+	const k = 1280
+	x := kquantActs(t, k, 1, true, 6)
+	g := randVec(61, k, 0.5)
+	for _, onePlus := range []bool{false, true} {
+		a := NormArgs{Rows: 1, Dim: k, Eps: 1e-5, OnePlus: onePlus}
+		bx, bg, bq := upload(t, "x", x), upload(t, "g", g), scratch(t, "xq", Q8Words(k))
+		run(t, "quantize q8 normed", func(c *gpu.Chain) error { return QuantizeQ8Normed(c, bx, bg, bq, a) })
+		xn := ref.RMSNorm(x, g, ref.NormArgs{Rows: 1, Dim: k, Eps: a.Eps, OnePlus: onePlus})
+		assertQ8Quantizes(t, "quantize q8 normed", downloadQ8(t, bq, k), xn, 1e-5)
+	}
+	for _, gelu := range []bool{false, true} {
+		gateUp := gluGateUp(71, k)
+		h := ref.SwiGLUFused(gateUp, 1, k)
+		if gelu {
+			h = ref.GeGLUFused(gateUp, 1, k)
+		}
+		bx, bq := upload(t, "gate_up", gateUp), scratch(t, "xq", Q8Words(k))
+		run(t, "quantize q8 glu", func(c *gpu.Chain) error { return QuantizeQ8GLU(c, bx, bq, GLUArgs{FF: k, GELU: gelu}) })
+		assertQ8Quantizes(t, "quantize q8 glu", downloadQ8(t, bq, k), h, 1e-5)
+	}
+}
+
+// TestMatVecQ8MatchesReference checks MatVecQ8 on ggml's super-blocks in
+// every kquantShapes shape (chunked tensors, a ragged last workgroup),
+// unit and production activations, overwriting y at an offset and
+// accumulating into it, against two oracles: ref.MatVecQ8 on the levels
+// the device wrote (q8Tol: the same integers, f32 rounding apart), and
+// the f32 product of ggml's dequantized weights with the unquantized x,
+// which may differ by the activations' quantization: each activation
+// moves by at most half its block's step d/2, so by Σ|w_i|·d_i/2.
+func TestMatVecQ8MatchesReference(t *testing.T) {
+	for _, typ := range q8Types {
+		q, deq := ggmlKBlocks(t, typ)
+		for si, s := range kquantShapes {
+			raw, wf := kquantWeights(q, deq, s.rows, s.nb, s.pick)
+			w := s.tensor(t, typ, raw)
+			k := 256 * s.nb
+			for _, production := range []bool{false, true} {
+				x := kquantActs(t, k, 1, production, uint64(si))
+				bq, xq := quantizeQ8On(t, x)
+				want, scale, err := ref.MatVecQ8(typ, s.rows, k, raw, xq)
+				if err != nil {
+					t.Fatal(err)
+				}
+				f32, _ := kquantOracle(wf, s.rows, k, x, 1)
+				const off = 3
+				y0 := randVec(uint64(80+si), s.rows+off, 1e3)
+				for _, acc := range []bool{false, true} {
+					by := upload(t, "y", y0)
+					run(t, "matvec q8", func(c *gpu.Chain) error {
+						return MatVecQ8(c, w, bq, by, MatmulOptions{YOffset: off, Accumulate: acc})
+					})
+					got := download(t, by, s.rows+off)
+					for i := range off {
+						if got[i] != y0[i] {
+							t.Fatalf("%v %s: y[%d] before the offset changed", typ, s.name, i)
+						}
+					}
+					for r := range s.rows {
+						g := float64(got[off+r])
+						base := 0.0
+						if acc {
+							base = float64(y0[off+r])
+						}
+						what := typ.String() + " " + s.name
+						if d := math.Abs(g - base - float64(want[r])); !(d <= q8Tol*scale[r]+1e-6*math.Abs(base)) {
+							t.Fatalf("%s production=%v acc=%v: [%d] = %v, want %v (|diff| %.3g > %.0e·%.3g)", what, production, acc, r, g-base, want[r], d, q8Tol, scale[r])
+						}
+						var step float64
+						for i := range k {
+							step += math.Abs(float64(wf[r*k+i])) * float64(xq.D[i/32]) / 2
+						}
+						if d := math.Abs(g - base - f32[r]); !(d <= step*(1+1e-3)+q8Tol*scale[r]+1e-6*math.Abs(base)) {
+							t.Fatalf("%s production=%v: [%d] = %v, f32 product %v: |diff| %.3g over the activations' quantization bound %.3g", what, production, r, g-base, f32[r], d, step)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestMatVecQ8LaunchShapes runs other lane counts than q8Launch's on the
+// mixed 37-row shape: the lanes' split of the parts must not change the
+// sum beyond rounding.
+func TestMatVecQ8LaunchShapes(t *testing.T) {
+	s := kquantShapes[3]
+	for _, typ := range q8Types {
+		q, deq := ggmlKBlocks(t, typ)
+		raw, _ := kquantWeights(q, deq, s.rows, s.nb, s.pick)
+		w := s.tensor(t, typ, raw)
+		bq, xq := quantizeQ8On(t, kquantActs(t, 256*s.nb, 1, true, 9))
+		want, scale, err := ref.MatVecQ8(typ, s.rows, 256*s.nb, raw, xq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range []matvecQ8Launch{{wg: 256, rows: 32}, {wg: 256, rows: 8}, {wg: 128, rows: 32}, {wg: 64, rows: 1}} {
+			by := scratch(t, "y", s.rows)
+			run(t, "matvec q8", func(c *gpu.Chain) error { return matvecQ8With(c, w, bq, by, MatmulOptions{}, l) })
+			got := download(t, by, s.rows)
+			for r := range want {
+				if d := math.Abs(float64(got[r] - want[r])); !(d <= q8Tol*scale[r]) {
+					t.Fatalf("%v wg %d rows %d: [%d] = %v, want %v", typ, l.wg, l.rows, r, got[r], want[r])
+				}
+			}
+		}
+	}
+}
+
+func TestMatVecQ8RejectsBadShapes(t *testing.T) {
+	q4, _ := remix(t, gguf.TypeQ4_K, 4, 512)
+	w := newTensor(t, "w", gguf.TypeQ4_K, 4, 512, q4, 0)
+	q8, _ := remix(t, gguf.TypeQ8_0, 4, 512)
+	w8 := newTensor(t, "w8", gguf.TypeQ8_0, 4, 512, q8, 0)
+	x := upload(t, "x", randVec(1, 1024, 1))
+	xq := scratch(t, "xq", Q8Words(512))
+	y := scratch(t, "y", 8)
+	cases := []struct {
+		name, want string
+		op         func(c *gpu.Chain) error
+	}{
+		{"q8_0 weight", "Q4_K and Q6_K only", func(c *gpu.Chain) error { return MatVecQ8(c, w8, xq, y, MatmulOptions{}) }},
+		{"short xq", "xq buffer", func(c *gpu.Chain) error { return MatVecQ8(c, w, scratch(t, "xq", 100), y, MatmulOptions{}) }},
+		{"y past the end", "y buffer", func(c *gpu.Chain) error { return MatVecQ8(c, w, xq, y, MatmulOptions{YOffset: 5}) }},
+		{"xq is y", "same buffer", func(c *gpu.Chain) error { return MatVecQ8(c, w, xq, xq, MatmulOptions{}) }},
+		{"nil weight", "nil", func(c *gpu.Chain) error { return MatVecQ8(c, nil, xq, y, MatmulOptions{}) }},
+		{"k not blocks", "multiple of 32", func(c *gpu.Chain) error { return QuantizeQ8(c, x, xq, 48) }},
+		{"short x", "x buffer", func(c *gpu.Chain) error { return QuantizeQ8(c, x, xq, 2048) }},
+		{"normed rows", "want 1", func(c *gpu.Chain) error {
+			return QuantizeQ8Normed(c, x, x, xq, NormArgs{Rows: 2, Dim: 512, Eps: 1e-5})
+		}},
+		{"normed eps", "eps", func(c *gpu.Chain) error {
+			return QuantizeQ8Normed(c, x, x, xq, NormArgs{Rows: 1, Dim: 512, Eps: float32(math.NaN())})
+		}},
+		{"glu short", "x buffer", func(c *gpu.Chain) error { return QuantizeQ8GLU(c, x, xq, GLUArgs{FF: 1024}) }},
+	}
+	for _, tc := range cases {
+		c, err := dev.NewChain(tc.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = tc.op(c)
+		c.Discard()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v, want one containing %q", tc.name, err, tc.want)
+		}
+	}
+}

@@ -1,0 +1,269 @@
+// Decode matvecs on 8-bit activations with integer products: y = W·x for
+// Q4_K and Q6_K weights and x quantized by shaders/quantize_q8.wgsl, the
+// arithmetic of ggml's vec_dot_q4_K_q8_1 / vec_dot_q6_K_q8_1 (integer sums
+// of weight level × activation level, then the block scales in f32).
+//
+// Why integers: the f32 matvecs (matmul_kquant) spend several instructions
+// per weight on unpacking, converting and scaling it before its FMA, and
+// decode about 10^12 weights a second on an H200 whatever their size, far
+// below the memory's rate. ggml multiplies four 8-bit pairs per DP4A
+// instruction; this WGSL compiler has no dot4I8Packed (docs/performance.md,
+// "What the binding offers"), so the products are packed two to a u32
+// multiply instead (SWAR):
+//
+//   a weight word masked with 0x000F000F holds two levels a0, a1 in its
+//   16-bit halves; the activation word holds u1 | u0 << 16 (quantize_q8's
+//   order). Their product mod 2^32 is a0·u1 + (a0·u0 + a1·u1)·2^16: the top
+//   half is the two-term dot product, exactly, as long as the low half
+//   (a0·u1 summed) stays below 2^16 and never carries into it.
+//
+// Activations are offset to u = q + 128 (1..255) so every half is
+// non-negative, and Σa·q = Σa·u − 128·Σa, with Σa kept alongside (one add
+// per two weights, the halves of one u32). The bounds, per sum kept before
+// its top half is taken out: Q4_K levels ≤ 15, 8 products a part-run:
+// top ≤ 8·2·15·255 = 61200, low ≤ 8·15·255 = 30600; Q6_K levels ≤ 63, 2
+// products: top ≤ 2·2·63·255 = 64260, low ≤ 2·63·255 = 32130. Both under
+// 65536, so every integer sum here is exact and equals the plain integer
+// dot product ref.MatVecQ8 computes.
+//
+// Work split (matvec_common's, without its x staging): a workgroup serves
+// ROWS rows with LANES = WG/ROWS lanes each; a lane walks its row's parts of
+// 32 weights (the parts of matmul_kquant: two runs of 16 that share their
+// quant bytes) with stride LANES, reads the activations' levels of its
+// runs straight from global memory (16 bytes a run: every row of the
+// workgroup reads the same ones, L1 hits), and keeps one f32 partial sum.
+// Constants prepended by gpu.Spec: WG, ROWS.
+
+struct MatvecQ8Params {
+    k: u32,        // columns of W, a multiple of 256
+    n: u32,        // rows of W in this chunk
+    row0: u32,     // first output row of this chunk
+    y_offset: u32, // float index in y of output row 0
+    flags: u32,    // bit 0: accumulate into y
+    pad0: u32,
+    pad1: u32,
+    pad2: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: MatvecQ8Params;
+// The weights as words (Q6_K: its 210-byte blocks are only 2-byte aligned)
+// and as 16-byte vectors (Q4_K: 144-byte blocks); WGSL allows two
+// variables on one binding as long as no entry point uses both.
+@group(0) @binding(1) var<storage, read> w: array<u32>;
+@group(0) @binding(1) var<storage, read> wv: array<vec4<u32>>;
+@group(0) @binding(2) var<storage, read> xq: array<vec4<u32>>;
+@group(0) @binding(3) var<storage, read_write> y: array<f32>;
+
+const LANES: u32 = WG / ROWS;
+var<workgroup> sums: array<f32, WG>;
+
+// Masks of two 4-bit (Q4_K, and Q6_K's low bits) and two 2-bit (Q6_K's
+// high bits) levels, one in each 16-bit half.
+const M4: u32 = 0x000F000Fu;
+const M2: u32 = 0x00030003u;
+
+// ---- the activations (quantize_q8's layout) ---------------------------------
+
+// run_x is the 8 words of levels of the 16 activations from element e (a
+// multiple of 16).
+fn run_x(e: u32) -> array<vec4<u32>, 2> {
+    return array<vec4<u32>, 2>(xq[e / 8u], xq[e / 8u + 1u]);
+}
+
+// xword is word i of xq.
+fn xword(i: u32) -> u32 {
+    return xq[i >> 2u][i & 3u];
+}
+
+// x_scale is the scale of the 32-block holding element e.
+fn x_scale(e: u32) -> f32 {
+    return bitcast<f32>(xword(p.k / 2u + e / 32u));
+}
+
+// x_sum is Σq of the 16 activations from element e (a multiple of 16).
+fn x_sum(e: u32) -> i32 {
+    return bitcast<i32>(xword(p.k / 2u + p.k / 32u + e / 16u));
+}
+
+// level_sum is Σ of the levels held in the two halves of s.
+fn level_sum(s: u32) -> i32 {
+    return i32((s & 0xffffu) + (s >> 16u));
+}
+
+// ---- Q4_K: 144 bytes = 9 vectors: d, dmin, scales[12]; qs[128] ------------
+
+fn kbyte(s: vec3<u32>, i: u32) -> u32 {
+    return (s[i >> 2u] >> ((i & 3u) * 8u)) & 0xffu;
+}
+
+// scale_min_k4 is ggml's get_scale_min_k4 (as matmul_kquant's).
+fn scale_min_k4(j: u32, s: vec3<u32>) -> vec2<u32> {
+    let a = kbyte(s, j);
+    let c = kbyte(s, j + 4u);
+    let e = kbyte(s, j & 3u);
+    let lo = vec2<u32>(a & 63u, c & 63u);
+    let hi = vec2<u32>((c & 15u) | ((e >> 6u) << 4u), (c >> 4u) | ((a >> 6u) << 4u));
+    return select(hi, lo, j < 4u);
+}
+
+// q4_word is one quant word's share of a part: its low nibbles (run a)
+// times xa, its high nibbles (run b) times xb, and the level sums:
+// (Σa·u, Σb·u, Σa, Σb), each in the top or both halves as above.
+fn q4_word(qw: u32, xa0: u32, xa1: u32, xb0: u32, xb1: u32) -> vec4<u32> {
+    let a0 = qw & M4;
+    let a1 = (qw >> 8u) & M4;
+    let b0 = (qw >> 4u) & M4;
+    let b1 = (qw >> 12u) & M4;
+    return vec4<u32>(a0 * xa0 + a1 * xa1, b0 * xb0 + b1 * xb1, a0 + a1, b0 + b1);
+}
+
+// part_q4_k is part pt (0..7) of the block at vector bv, whose first
+// element is e, dotted with x: runs a and b are sub-blocks 2·(pt/2) and
+// 2·(pt/2) + 1, elements 16·(pt%2) .. +15 of each.
+fn part_q4_k(bv: u32, e: u32, pt: u32) -> f32 {
+    let pr = pt >> 1u;
+    let hdr = wv[bv];
+    let q = wv[bv + 1u + pt];
+    let ea = e + 64u * pr + 16u * (pt & 1u);
+    let eb = ea + 32u;
+    let xa = run_x(ea);
+    let xb = run_x(eb);
+    let s = q4_word(q.x, xa[0].x, xa[0].y, xb[0].x, xb[0].y)
+        + q4_word(q.y, xa[0].z, xa[0].w, xb[0].z, xb[0].w)
+        + q4_word(q.z, xa[1].x, xa[1].y, xb[1].x, xb[1].y)
+        + q4_word(q.w, xa[1].z, xa[1].w, xb[1].z, xb[1].w);
+    let dot_a = i32(s.x >> 16u) - 128 * level_sum(s.z);
+    let dot_b = i32(s.y >> 16u) - 128 * level_sum(s.w);
+    let dm = unpack2x16float(hdr.x);
+    let sma = scale_min_k4(2u * pr, hdr.yzw);
+    let smb = scale_min_k4(2u * pr + 1u, hdr.yzw);
+    let ta = dm.x * f32(sma.x) * f32(dot_a) - dm.y * f32(sma.y) * f32(x_sum(ea));
+    let tb = dm.x * f32(smb.x) * f32(dot_b) - dm.y * f32(smb.y) * f32(x_sum(eb));
+    return x_scale(ea) * ta + x_scale(eb) * tb;
+}
+
+fn row_q4_k(row: u32, lane: u32) -> f32 {
+    let nb = p.k / 256u;
+    let row_v = row * nb * 9u;
+    var acc = 0.0;
+    for (var u = lane; u < nb * 8u; u += LANES) {
+        let b = u >> 3u;
+        acc += part_q4_k(row_v + 9u * b, 256u * b, u & 7u);
+    }
+    return acc;
+}
+
+// ---- Q6_K: 210 bytes: ql[128], qh[64] at 128, scales i8[16] at 192, d ---
+
+// load16 is the 16 bytes at any even byte offset b, as 4 little-endian
+// words (matmul_kquant's: the fifth word is always read, and every use
+// here ends at least 4 bytes before its block does).
+fn load16(b: u32) -> vec4<u32> {
+    let i = b >> 2u;
+    let a = vec4<u32>(w[i], w[i + 1u], w[i + 2u], w[i + 3u]);
+    let next = vec4<u32>(a.yzw, w[i + 4u]);
+    let sh = (b & 3u) * 8u;
+    return select((a >> vec4<u32>(sh)) | (next << vec4<u32>(32u - sh)), a, sh == 0u);
+}
+
+fn byte_at(b: u32) -> u32 {
+    return (w[b >> 2u] >> ((b & 3u) * 8u)) & 0xffu;
+}
+
+fn f16_at(b: u32) -> f32 {
+    return unpack2x16float(w[b >> 2u] >> ((b & 2u) * 8u)).x;
+}
+
+// q6_word is one word of ql and of qh's share of a part (the high bits at
+// bit sh of each byte for run a, sh + 4 for run b): (Σa·u, Σb·u) with their
+// top halves already taken out, and the level sums (Σa, Σb).
+fn q6_word(ql: u32, qh: u32, sh: u32, xa0: u32, xa1: u32, xb0: u32, xb1: u32) -> vec4<u32> {
+    let a0 = (ql & M4) | (((qh >> sh) & M2) << 4u);
+    let a1 = ((ql >> 8u) & M4) | (((qh >> (sh + 8u)) & M2) << 4u);
+    let b0 = ((ql >> 4u) & M4) | (((qh >> (sh + 4u)) & M2) << 4u);
+    let b1 = ((ql >> 12u) & M4) | (((qh >> (sh + 12u)) & M2) << 4u);
+    return vec4<u32>((a0 * xa0 + a1 * xa1) >> 16u, (b0 * xb0 + b1 * xb1) >> 16u, a0 + a1, b0 + b1);
+}
+
+// part_q6_k is part pt of the block at byte blk, whose first element is e:
+// (h, l/16, j%2) = (pt/4, pt/2%2, pt%2), runs j and j + 2 that share their
+// ql bytes (matmul_kquant's decode_q6_k), each with one scale.
+fn part_q6_k(blk: u32, e: u32, pt: u32) -> f32 {
+    let h = pt >> 2u;
+    let lh = (pt >> 1u) & 1u;
+    let jl = pt & 1u;
+    let ql = load16(blk + 64u * h + 32u * jl + 16u * lh);
+    let qh = load16(blk + 128u + 32u * h + 16u * lh);
+    let ea = e + 128u * h + 32u * jl + 16u * lh;
+    let eb = ea + 64u;
+    let xa = run_x(ea);
+    let xb = run_x(eb);
+    let sh = 2u * jl;
+    let s = q6_word(ql.x, qh.x, sh, xa[0].x, xa[0].y, xb[0].x, xb[0].y)
+        + q6_word(ql.y, qh.y, sh, xa[0].z, xa[0].w, xb[0].z, xb[0].w)
+        + q6_word(ql.z, qh.z, sh, xa[1].x, xa[1].y, xb[1].x, xb[1].y)
+        + q6_word(ql.w, qh.w, sh, xa[1].z, xa[1].w, xb[1].z, xb[1].w);
+    // Σ(a − 32)·q = Σa·u − 128·Σa − 32·Σq.
+    let dot_a = i32(s.x) - 128 * level_sum(s.z) - 32 * x_sum(ea);
+    let dot_b = i32(s.y) - 128 * level_sum(s.w) - 32 * x_sum(eb);
+    let sa = i32(byte_at(blk + 192u + 8u * h + 2u * jl + lh) << 24u) >> 24u;
+    let sb = i32(byte_at(blk + 196u + 8u * h + 2u * jl + lh) << 24u) >> 24u;
+    let d = f16_at(blk + 208u);
+    return d * (x_scale(ea) * (f32(sa) * f32(dot_a)) + x_scale(eb) * (f32(sb) * f32(dot_b)));
+}
+
+fn row_q6_k(row: u32, lane: u32) -> f32 {
+    let nb = p.k / 256u;
+    let rowb = row * nb * 210u;
+    var acc = 0.0;
+    for (var u = lane; u < nb * 8u; u += LANES) {
+        let b = u >> 3u;
+        acc += part_q6_k(rowb + 210u * b, 256u * b, u & 7u);
+    }
+    return acc;
+}
+
+// ---- entries ------------------------------------------------------------
+
+// store_row sums the LANES partial sums of each row in lane order and lets
+// the row's first lane write it (adding to y when flags bit 0 asks).
+fn store_row(lid: u32, row: u32, acc: f32) {
+    sums[lid] = acc;
+    workgroupBarrier();
+    if (lid % LANES == 0u && row < p.n) {
+        var v = 0.0;
+        for (var i = 0u; i < LANES; i++) {
+            v += sums[lid + i];
+        }
+        let yi = p.y_offset + p.row0 + row;
+        if ((p.flags & 1u) != 0u) {
+            y[yi] += v;
+        } else {
+            y[yi] = v;
+        }
+    }
+}
+
+fn row_of(lid: u32, wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
+    return (wid.x + wid.y * nwg.x) * ROWS + lid / LANES;
+}
+
+@compute @workgroup_size(WG)
+fn matvec_q8_q4_k(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let row = row_of(lid, wid, nwg);
+    var acc = 0.0;
+    if (row < p.n) {
+        acc = row_q4_k(row, lid % LANES);
+    }
+    store_row(lid, row, acc);
+}
+
+@compute @workgroup_size(WG)
+fn matvec_q8_q6_k(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let row = row_of(lid, wid, nwg);
+    var acc = 0.0;
+    if (row < p.n) {
+        acc = row_q6_k(row, lid % LANES);
+    }
+    store_row(lid, row, acc);
+}
