@@ -59,6 +59,10 @@ type EngineOptions struct {
 	// GPUMemory, when nonzero, refuses a model whose estimate exceeds it
 	// before anything is allocated.
 	GPUMemory uint64
+	// F32Activations keeps every decode product on f32 activations (the
+	// reference arithmetic) instead of quantizing them to 8 bits where the
+	// weights are Q4_K or Q6_K, as llama.cpp does (model.GPUOptions.F32Decode).
+	F32Activations bool
 	// Queue is how many jobs may wait behind the running one; a job past
 	// it fails at once with ErrBusy. 0 means 8.
 	Queue int
@@ -411,7 +415,7 @@ func (e *Engine) runner(m *model.Model, progress func(Progress)) (model.Runner, 
 	if err != nil {
 		return nil, err
 	}
-	return newRunner(m, b, e.dev, RunnerOptions{Context: e.o.Context, Batch: e.o.Batch, GPUMemory: e.o.GPUMemory, Progress: progress})
+	return newRunner(m, b, e.dev, RunnerOptions{Context: e.o.Context, Batch: e.o.Batch, GPUMemory: e.o.GPUMemory, F32Activations: e.o.F32Activations, Progress: progress})
 }
 
 // backend is where the engine's jobs run, decided once (openBackend);

@@ -18,6 +18,10 @@ type RunnerOptions struct {
 	// GPUMemory, when nonzero, refuses a model whose estimate exceeds it
 	// before anything is allocated.
 	GPUMemory uint64
+	// F32Activations keeps every decode product on f32 activations (the
+	// reference arithmetic) instead of quantizing them to 8 bits where the
+	// weights are Q4_K or Q6_K, as llama.cpp does (model.GPUOptions.F32Decode).
+	F32Activations bool
 	// Progress, when set, hears the upload of the weights ("load").
 	Progress func(Progress)
 	// OnBackend, when set, hears where the model will run once that is
@@ -84,7 +88,7 @@ func newRunner(m *model.Model, b Backend, dev *gpu.Device, o RunnerOptions) (mod
 	if !b.GPU {
 		return model.NewCPU(m, ctx)
 	}
-	g := model.GPUOptions{Context: ctx, Batch: o.Batch, Budget: o.GPUMemory}
+	g := model.GPUOptions{Context: ctx, Batch: o.Batch, Budget: o.GPUMemory, F32Decode: o.F32Activations}
 	if o.Progress != nil {
 		g.Progress = func(done, total int64) { o.Progress(Progress{Stage: "load", Done: done, Total: total}) }
 	}

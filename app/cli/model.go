@@ -22,6 +22,7 @@ type modelFlags struct {
 	ctx       int
 	batch     int
 	gpuMemory string
+	f32       bool // --f32-activations
 	loras     []string
 }
 
@@ -32,6 +33,7 @@ func (f *modelFlags) register(cmd *cobra.Command) {
 	cmd.Flags().IntVar(&f.batch, "batch", 512, "prompt tokens evaluated per GPU submit")
 	cmd.Flags().StringVar(&f.gpuMemory, "gpu-memory", os.Getenv("HEARTH_GPU_MEMORY"),
 		"GPU memory the model may use, e.g. 8GiB (default $HEARTH_GPU_MEMORY); a model whose estimate exceeds it is refused before loading")
+	cmd.Flags().BoolVar(&f.f32, "f32-activations", false, "decode with f32 activations in every product (the reference arithmetic, slower) instead of 8-bit ones where the weights are Q4_K or Q6_K, as llama.cpp does")
 	cmd.Flags().StringArrayVar(&f.loras, "lora", nil, "apply the LoRA adapter `ADAPTER[:SCALE]`: a GGUF LoRA file, a PEFT folder, or an adapter's name from hearth models (repeatable)")
 }
 
@@ -62,7 +64,7 @@ func (f *modelFlags) open(log io.Writer) (*app.LoadedModel, error) {
 		return nil, err
 	}
 	l, err := app.LoadModel(e.Path, app.RunnerOptions{
-		Backend: f.backend, GPU: app.GPUOptionsFromEnv(), Context: f.ctx, Batch: f.batch, GPUMemory: budget,
+		Backend: f.backend, GPU: app.GPUOptionsFromEnv(), Context: f.ctx, Batch: f.batch, GPUMemory: budget, F32Activations: f.f32,
 		OnBackend: func(b app.Backend) {
 			if !b.GPU && !strings.EqualFold(f.backend, "cpu") {
 				fmt.Fprintf(log, "running on the CPU: %s\n", b.Reason)

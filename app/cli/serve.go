@@ -109,7 +109,7 @@ func serve(ctx context.Context, mf *modelFlags, sf *serveFlags, out, log io.Writ
 
 	logger := slog.New(slog.NewTextHandler(log, nil))
 	engine := app.NewEngine(app.EngineOptions{
-		Backend: mf.backend, GPU: app.GPUOptionsFromEnv(), Context: mf.ctx, Batch: mf.batch, GPUMemory: budget,
+		Backend: mf.backend, GPU: app.GPUOptionsFromEnv(), Context: mf.ctx, Batch: mf.batch, GPUMemory: budget, F32Activations: mf.f32,
 		Queue: sf.queue, IdleUnload: sf.idle, Resolve: models.Resolve, OnStatus: noteLogger(logger),
 	})
 	defer engine.Close()

@@ -65,26 +65,34 @@ func TestDecodeKernels(t *testing.T) {
 }
 
 // TestDecodeKernelsQuantized: with quantized weights each pre-norm goes
-// into the matvecs that read it (ops.MatVecNormed), the head's too: 7 a
-// Llama layer, 2 for the head.
+// into the matvecs that read it (ops.MatVecNormed), the head's too: 6 a
+// Llama layer, 1 for the head; with Q4_K/Q6_K weights into the 8-bit
+// quantizer before the integer matvecs (ops.QuantizeQ8Normed).
 func TestDecodeKernelsQuantized(t *testing.T) {
 	const (
 		normed, mm, rope, attn = "matmul_legacy.matvec_normed_q8_0", "matmul_legacy.matvec_q8_0", "rope_qkv.rope_qkv", "attention_decode.attention_decode"
 		gluMM                  = "matmul_legacy.matvec_glu_q8_0"
 	)
+	const (
+		quant, quantNormed, quantGLU = "quantize_q8.quantize_q8", "quantize_q8.quantize_q8_normed", "quantize_q8.quantize_q8_glu"
+		q6                           = "matvec_q8.matvec_q8_q6_k"
+	)
 	for _, tc := range []struct {
 		preset, quant string
-		layer         []string
+		layer, head   []string
 	}{
-		{"tiny-llama", "Q8_0", []string{normed, rope, attn, mm, normed, gluMM}},
+		{"tiny-llama", "Q8_0", []string{normed, rope, attn, mm, normed, gluMM}, []string{normed}},
+		// The integer matvecs read activations quantized once per input:
+		// 10 a layer, but each product about twice as fast.
+		{"tiny-llama", "Q6_K", []string{quantNormed, q6, rope, attn, quant, q6, quantNormed, q6, quantGLU, q6}, []string{quantNormed, q6}},
 	} {
-		t.Run(tc.preset, func(t *testing.T) {
+		t.Run(tc.preset+"-"+tc.quant, func(t *testing.T) {
 			m := synthModel(t, tc.preset, tc.quant)
 			var want []string
 			for range m.Config.Layers {
 				want = append(want, tc.layer...)
 			}
-			want = append(want, normed, "sample.argmax_local")
+			want = append(append(want, tc.head...), "sample.argmax_local")
 			if got := decodeKernels(t, m); !slices.Equal(got, want) {
 				t.Errorf("decode dispatches (%d):\n%s\nwant (%d):\n%s", len(got), strings.Join(got, " "), len(want), strings.Join(want, " "))
 			}
@@ -136,12 +144,29 @@ func TestQKVDispatches(t *testing.T) {
 					}
 					// Before those, the attention norm: its own dispatch
 					// (rmsnorm, or rmsnorm_add fused with the residual add
-					// before it), or, for quantized weights, inside each
-					// matvec (matvec_normed_).
-					separate := i-2-runs >= 0 && strings.HasPrefix(k[i-2-runs], "norm.rmsnorm")
+					// before it); for quantized weights, inside each f32
+					// matvec (matvec_normed_), or, before the integer ones
+					// (family matvec_q8), in the quantizer (quantize_q8_normed, or
+					// quantize_q8 of what a fused post-norm wrote).
+					before := func(j int) string {
+						if j < 0 {
+							return ""
+						}
+						return k[j]
+					}
+					prev := before(i - 2 - runs)
+					separate := strings.HasPrefix(prev, "norm.rmsnorm")
 					for _, mm := range mms {
-						if fused := strings.Contains(mm, "matvec_normed_"); fused == separate || fused && quant == "F32" {
-							t.Errorf("layer %d: %s with the norm before it %v", layer, mm, separate)
+						ok := !separate && quant != "F32"
+						switch {
+						case strings.HasPrefix(mm, "matvec_q8."):
+							ok = prev == "quantize_q8.quantize_q8_normed" ||
+								prev == "quantize_q8.quantize_q8" && strings.HasPrefix(before(i-3-runs), "norm.rmsnorm")
+						case !strings.Contains(mm, "matvec_normed_"):
+							ok = separate
+						}
+						if !ok {
+							t.Errorf("layer %d: %s after %q", layer, mm, prev)
 						}
 					}
 					layer++

@@ -41,6 +41,12 @@ type GPUActivations struct {
 	// both per row, 2·FF floats) and H the GLU's output, Down's input
 	// (serving: H is Up).
 	Gate, Up, H *gpu.Buffer
+	// XQ, when set, receives a decoded token's activations quantized to 8
+	// bits (ops.QuantizeQ8, ops.Q8Words of the widest input) for each
+	// product whose weights have an integer matvec (ops.MatVecQ8) and no
+	// LoRA: ggml's arithmetic for those, not f32's. Nil keeps every product
+	// on f32 activations.
+	XQ *gpu.Buffer
 }
 
 // GPULayerArgs are one RecordLayer call's tokens and hooks.
@@ -118,6 +124,11 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 	fuseNorm := func(lora bool, ts ...*gpu.Tensor) bool {
 		return !a.Keep && normFuses(n, lora, ts...)
 	}
+	// q8 says whether a decoded token's products with ts run on 8-bit
+	// activations.
+	q8 := func(lora bool, ts ...*gpu.Tensor) bool {
+		return a.XQ != nil && !a.Keep && n == 1 && !lora && q8Fuses(ts...)
+	}
 	normArgs := ops.NormArgs{Rows: 1, Dim: d, Eps: c.Eps}
 	rq, rk := RoPEArgs(c, i, n, s.Pos)
 
@@ -136,11 +147,21 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 		for j, p := range l.QKV {
 			ts[j] = p.T
 		}
-		if !s.Normed && fuseNorm(adapted(ProjQ, ProjK, ProjV), ts...) {
+		switch {
+		case q8(adapted(ProjQ, ProjK, ProjV), ts...):
+			if s.Normed {
+				try(ops.QuantizeQ8(ch, a.XN, a.XQ, d))
+			} else {
+				try(ops.QuantizeQ8Normed(ch, a.X, l.AttnNorm, a.XQ, normArgs))
+			}
+			for _, p := range l.QKV {
+				try(ops.MatVecQ8(ch, p.T, a.XQ, a.QKV, ops.MatmulOptions{YOffset: p.Col}))
+			}
+		case !s.Normed && fuseNorm(adapted(ProjQ, ProjK, ProjV), ts...):
 			for _, p := range l.QKV {
 				try(ops.MatVecNormed(ch, p.T, a.X, l.AttnNorm, a.QKV, normArgs, ops.MatmulOptions{YOffset: p.Col, YStride: qkvd}))
 			}
-		} else {
+		default:
 			if !s.Normed {
 				norm(a.X, l.AttnNorm, a.XN, n, d)
 			}
@@ -160,9 +181,18 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 	// which then also writes xn = norm(x)·next when next is set (the
 	// pre-norm that follows) and reports that it did. p's LoRA term goes
 	// into W · in before the norm. With glu set, in is one token's
-	// [gate | up] and W reads act(gate)·up (ops.MatVecGLU).
+	// [gate | up] and W reads act(gate)·up (ops.MatVecGLU, or quantized
+	// by ops.QuantizeQ8GLU).
 	residual := func(x *gpu.Buffer, t *gpu.Tensor, p Proj, in, post, tmp, next, xn *gpu.Buffer, glu *ops.GLUArgs) bool {
 		product := func(y *gpu.Buffer, o ops.MatmulOptions) error {
+			if q8(adapted(p), t) {
+				if glu != nil {
+					try(ops.QuantizeQ8GLU(ch, in, a.XQ, *glu))
+				} else {
+					try(ops.QuantizeQ8(ch, in, a.XQ, t.Cols))
+				}
+				return ops.MatVecQ8(ch, t, a.XQ, y, o)
+			}
 			if glu != nil {
 				return ops.MatVecGLU(ch, t, in, y, *glu, o)
 			}
@@ -191,15 +221,23 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 	normed = residual(x, l.O, ProjO, a.Att, l.PostAttnNorm, a.O, l.FFNNorm, a.XN2, nil)
 
 	// Feed-forward: x += post(Down · (act(Gate · norm(x)) * (Up · norm(x)))).
-	fuseFFN := !normed && l.GateUp != nil && fuseNorm(adapted(ProjGate, ProjUp), l.GateUp)
-	if !normed && !fuseFFN {
+	q8FFN := l.GateUp != nil && q8(adapted(ProjGate, ProjUp), l.GateUp)
+	fuseFFN := !normed && !q8FFN && l.GateUp != nil && fuseNorm(adapted(ProjGate, ProjUp), l.GateUp)
+	if !normed && !fuseFFN && !q8FFN {
 		norm(x, l.FFNNorm, a.XN2, n, d)
 	}
 	var glu *ops.GLUArgs // set when the down matvec applies the GLU to Gate
 	if l.GateUp != nil {
-		if fuseFFN {
+		switch {
+		case q8FFN && normed:
+			try(ops.QuantizeQ8(ch, a.XN2, a.XQ, d))
+			try(ops.MatVecQ8(ch, l.GateUp, a.XQ, a.Gate, ops.MatmulOptions{}))
+		case q8FFN:
+			try(ops.QuantizeQ8Normed(ch, x, l.FFNNorm, a.XQ, normArgs))
+			try(ops.MatVecQ8(ch, l.GateUp, a.XQ, a.Gate, ops.MatmulOptions{}))
+		case fuseFFN:
 			try(ops.MatVecNormed(ch, l.GateUp, x, l.FFNNorm, a.Gate, normArgs, ops.MatmulOptions{}))
-		} else {
+		default:
 			try(ops.MatMul(ch, l.GateUp, a.XN2, a.Gate, n))
 		}
 		// gate and up rows alternate per token: 2·FF floats a row.
@@ -254,6 +292,17 @@ func normFuses(rows int, lora bool, ts ...*gpu.Tensor) bool {
 		}
 	}
 	return true
+}
+
+// q8Fuses says whether every tensor of ts has an integer decode matvec
+// (ops.MatVecQ8), so that one quantized copy of their input serves them all.
+func q8Fuses(ts ...*gpu.Tensor) bool {
+	for _, t := range ts {
+		if !ops.HasMatVecQ8(t.Type) {
+			return false
+		}
+	}
+	return len(ts) > 0
 }
 
 // keptQKV appends the unfused q, k, v stage: the projections of norm(X)

@@ -1,0 +1,77 @@
+package model
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/hearthstudio/hearth/engine/ops/ref"
+)
+
+// tolQ8 bounds the logit difference, relative to the logit range, between
+// a token decoded on 8-bit activations (Q4_K and Q6_K products through
+// ops.MatVecQ8) and the CPU reference's f32 one. Each product's input moves
+// by up to half a quantization step, max|x|/254 in its block of 32: for
+// activations whose block max is ~3x their rms, an rms change of
+// 3/(127·√12) ≈ 0.7% of the input, which the random weights of the tiny
+// models carry to the logits about unchanged, adding in quadrature over
+// the products of a token. Measured on lavapipe: 0.3-1.0% of the range over
+// the four models below; 3% leaves a factor 3 and still catches a wrong
+// level, scale or pairing, which moves logits by tens of percent (the
+// kernels' own parity tests pin their exact integers).
+const tolQ8 = 0.03
+
+// TestQ8DecodeMatchesCPU decodes 4 tokens after a prompt on Q4_K_M and
+// Q6_K models (Llama, Qwen 3's QK-norm, Gemma 3's post-norms and GELU)
+// three ways: on the CPU reference, on the GPU by default (8-bit
+// activations) and on the GPU with F32Decode. The default stays within
+// tolQ8 of the reference and picks the same top token wherever the
+// reference's top two are more than twice that apart; F32Decode is the
+// reference arithmetic, within tolF32.
+func TestQ8DecodeMatchesCPU(t *testing.T) {
+	for _, tc := range []struct{ preset, quant string }{
+		{"tiny-llama", "Q4_K_M"}, {"tiny-llama", "Q6_K"}, {"tiny-gemma3", "Q4_K_M"}, {"tiny-qwen3", "Q6_K"},
+	} {
+		t.Run(tc.preset+"-"+tc.quant, func(t *testing.T) {
+			m := synthModel(t, tc.preset, tc.quant)
+			cpu, g, prompt := backends(t, m, 64, 20, 37, 7919)
+			if g.xq == nil {
+				t.Fatal("the default GPU runner has no 8-bit activation buffer")
+			}
+			g32, err := NewGPU(dev, m, GPUOptions{Context: 64, Batch: 20, F32Decode: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(g32.Close)
+			runners := []Runner{cpu, g, g32}
+			for _, r := range runners {
+				if _, err := r.Forward(prompt, 0, Output{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for step := range 4 {
+				tok := []int32{int32(step*31+5) % int32(m.Config.Vocab)}
+				pos := len(prompt) + step
+				var out [3][]float32
+				for i, r := range runners {
+					res, err := r.Forward(tok, pos, Output{})
+					if err != nil {
+						t.Fatal(err)
+					}
+					out[i] = res.Logits
+				}
+				if d, at := maxRelDiff(out[1], out[0]); d > tolQ8 {
+					t.Errorf("step %d: 8-bit activations move logit %d by %.3g of the range", step, at, d)
+				}
+				if d, at := maxRelDiff(out[2], out[0]); d > tolF32 {
+					t.Errorf("step %d: F32Decode: logit %d differs by %.3g of the range", step, at, d)
+				}
+				want := slices.Clone(out[0])
+				slices.Sort(want)
+				top, second, lo := want[len(want)-1], want[len(want)-2], want[0]
+				if top-second > 2*tolQ8*(top-lo) && ref.Argmax(out[1]) != ref.Argmax(out[0]) {
+					t.Errorf("step %d: top token %d with 8-bit activations, %d on the CPU (margin %.3g of the range)", step, ref.Argmax(out[1]), ref.Argmax(out[0]), (top-second)/(top-lo))
+				}
+			}
+		})
+	}
+}
