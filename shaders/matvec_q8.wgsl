@@ -1,7 +1,8 @@
 // Decode matvecs on 8-bit activations with integer products: y = W·x for
-// Q4_K and Q6_K weights and x quantized by shaders/quantize_q8.wgsl, the
-// arithmetic of ggml's vec_dot_q4_K_q8_1 / vec_dot_q6_K_q8_1 (integer sums
-// of weight level × activation level, then the block scales in f32).
+// Q4_K, Q6_K and Q8_0 weights and x quantized by
+// shaders/quantize_q8.wgsl, the arithmetic of ggml's vec_dot_q4_K_q8_1,
+// vec_dot_q6_K_q8_1 and vec_dot_q8_0_q8_1 (integer sums of weight level ×
+// activation level, then the block scales in f32).
 //
 // Why integers: the f32 matvecs (matmul_kquant) spend several instructions
 // per weight on unpacking, converting and scaling it before its FMA, and
@@ -22,7 +23,8 @@
 // per two weights, the halves of one u32). The bounds, per sum kept before
 // its top half is taken out: Q4_K levels ≤ 15, 8 products a part-run:
 // top ≤ 8·2·15·255 = 61200, low ≤ 8·15·255 = 30600; Q6_K levels ≤ 63, 2
-// products: top ≤ 2·2·63·255 = 64260, low ≤ 2·63·255 = 32130. Both under
+// products: top ≤ 2·2·63·255 = 64260, low ≤ 2·63·255 = 32130; Q8_0 levels
+// split into nibbles (below), 8 products a run of 16: as Q4_K. All under
 // 65536, so every integer sum here is exact and equals the plain integer
 // dot product ref.MatVecQ8 computes.
 //
@@ -35,7 +37,7 @@
 // Constants prepended by gpu.Spec: WG, ROWS.
 
 struct MatvecQ8Params {
-    k: u32,        // columns of W, a multiple of 256
+    k: u32,        // columns of W, whole blocks (256 a K-quant's, 32 Q8_0's)
     n: u32,        // rows of W in this chunk
     row0: u32,     // first output row of this chunk
     y_offset: u32, // float index in y of output row 0
@@ -156,8 +158,10 @@ fn row_q4_k(row: u32, lane: u32) -> f32 {
 // ---- Q6_K: 210 bytes: ql[128], qh[64] at 128, scales i8[16] at 192, d ---
 
 // load16 is the 16 bytes at any even byte offset b, as 4 little-endian
-// words (matmul_kquant's: the fifth word is always read, and every use
-// here ends at least 4 bytes before its block does).
+// words (matmul_kquant's). The fifth word is always read and only used
+// when b is not a multiple of 4; Q8_0's second half ends with its block,
+// so for the last block of a buffer that word may lie past its end, where
+// WGSL's bounds-checked read returns some value and the select drops it.
 fn load16(b: u32) -> vec4<u32> {
     let i = b >> 2u;
     let a = vec4<u32>(w[i], w[i + 1u], w[i + 2u], w[i + 3u]);
@@ -223,6 +227,53 @@ fn row_q6_k(row: u32, lane: u32) -> f32 {
     return acc;
 }
 
+// ---- Q8_0: 34 bytes: d f16, qs i8[32] --------------------------------------
+//
+// Signed levels do not pack: the sign bit flipped makes them u = q + 128
+// (0..255), and u = 16·hi + lo splits each into two nibbles that pack as
+// Q4_K's do, two products to a multiply for each. Σq·x = Σu·u_x − 128·(Σu +
+// Σq_x), as u_x = q_x + 128 (the 128² terms cancel over a block).
+
+// q8_word is one word of a block's levels' share: (Σlo·u_x, Σhi·u_x) in the
+// top halves and the nibble sums (Σlo, Σhi) in both.
+fn q8_word(qw: u32, x0: u32, x1: u32) -> vec4<u32> {
+    let u = qw ^ 0x80808080u;
+    let l0 = u & M4;
+    let l1 = (u >> 8u) & M4;
+    let h0 = (u >> 4u) & M4;
+    let h1 = (u >> 12u) & M4;
+    return vec4<u32>(l0 * x0 + l1 * x1, h0 * x0 + h1 * x1, l0 + l1, h0 + h1);
+}
+
+// q8_run is Σq·x over a run of 16 levels (the words of q) and their
+// activations from element e: 8 multiplies of two products into each sum,
+// top ≤ 16·15·255 = 61200 and low ≤ 8·15·255 = 30600.
+fn q8_run(q: vec4<u32>, e: u32) -> i32 {
+    let xr = run_x(e);
+    let s = q8_word(q.x, xr[0].x, xr[0].y) + q8_word(q.y, xr[0].z, xr[0].w)
+        + q8_word(q.z, xr[1].x, xr[1].y) + q8_word(q.w, xr[1].z, xr[1].w);
+    let uu = 16 * i32(s.y >> 16u) + i32(s.x >> 16u);
+    let su = 16 * level_sum(s.w) + level_sum(s.z);
+    return uu - 128 * (su + x_sum(e));
+}
+
+// block_q8_0 is the block at byte blk, whose first element is e, dotted with
+// x.
+fn block_q8_0(blk: u32, e: u32) -> f32 {
+    let dot = q8_run(load16(blk + 2u), e) + q8_run(load16(blk + 18u), e + 16u);
+    return f16_at(blk) * x_scale(e) * f32(dot);
+}
+
+fn row_q8_0(row: u32, lane: u32) -> f32 {
+    let nb = p.k / 32u;
+    let rowb = row * nb * 34u;
+    var acc = 0.0;
+    for (var b = lane; b < nb; b += LANES) {
+        acc += block_q8_0(rowb + 34u * b, 32u * b);
+    }
+    return acc;
+}
+
 // ---- entries ------------------------------------------------------------
 
 // store_row sums the LANES partial sums of each row in lane order and lets
@@ -264,6 +315,16 @@ fn matvec_q8_q6_k(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
     var acc = 0.0;
     if (row < p.n) {
         acc = row_q6_k(row, lid % LANES);
+    }
+    store_row(lid, row, acc);
+}
+
+@compute @workgroup_size(WG)
+fn matvec_q8_q8_0(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let row = row_of(lid, wid, nwg);
+    var acc = 0.0;
+    if (row < p.n) {
+        acc = row_q8_0(row, lid % LANES);
     }
     store_row(lid, row, acc);
 }

@@ -70,21 +70,23 @@ func TestDecodeKernels(t *testing.T) {
 // quantizer before the integer matvecs (ops.QuantizeQ8Normed).
 func TestDecodeKernelsQuantized(t *testing.T) {
 	const (
-		normed, mm, rope, attn = "matmul_legacy.matvec_normed_q8_0", "matmul_legacy.matvec_q8_0", "rope_qkv.rope_qkv", "attention_decode.attention_decode"
-		gluMM                  = "matmul_legacy.matvec_glu_q8_0"
+		normed, mm, rope, attn = "matmul_legacy.matvec_normed_q4_0", "matmul_legacy.matvec_q4_0", "rope_qkv.rope_qkv", "attention_decode.attention_decode"
+		gluMM                  = "matmul_legacy.matvec_glu_q4_0"
 	)
 	const (
 		quant, quantNormed, quantGLU = "quantize_q8.quantize_q8", "quantize_q8.quantize_q8_normed", "quantize_q8.quantize_q8_glu"
-		q6                           = "matvec_q8.matvec_q8_q6_k"
+		q6, q80                      = "matvec_q8.matvec_q8_q6_k", "matvec_q8.matvec_q8_q8_0"
 	)
 	for _, tc := range []struct {
 		preset, quant string
 		layer, head   []string
 	}{
-		{"tiny-llama", "Q8_0", []string{normed, rope, attn, mm, normed, gluMM}, []string{normed}},
+		// Q4_0 keeps the head in Q6_K, as llama.cpp's mixes do.
+		{"tiny-llama", "Q4_0", []string{normed, rope, attn, mm, normed, gluMM}, []string{quantNormed, q6}},
 		// The integer matvecs read activations quantized once per input:
 		// 10 a layer, but each product about twice as fast.
 		{"tiny-llama", "Q6_K", []string{quantNormed, q6, rope, attn, quant, q6, quantNormed, q6, quantGLU, q6}, []string{quantNormed, q6}},
+		{"tiny-llama", "Q8_0", []string{quantNormed, q80, rope, attn, quant, q80, quantNormed, q80, quantGLU, q80}, []string{quantNormed, q80}},
 	} {
 		t.Run(tc.preset+"-"+tc.quant, func(t *testing.T) {
 			m := synthModel(t, tc.preset, tc.quant)

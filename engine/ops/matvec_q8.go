@@ -11,7 +11,7 @@ import (
 // Decode products on 8-bit activations (shaders/quantize_q8.wgsl and
 // shaders/matvec_q8.wgsl): QuantizeQ8 (or its normed and GLU forms) writes
 // one token's activations as blocks of 32 levels with a scale, as ggml's
-// q8_1 does, and MatVecQ8 multiplies Q4_K or Q6_K weights with them in
+// q8_1 does, and MatVecQ8 multiplies Q4_K, Q6_K or Q8_0 weights with them in
 // integer arithmetic, two products to a u32 multiply. The result is ggml's
 // quantized-activation product, not the f32 one of MatVec: each activation
 // moves by up to half its block's step, max|x|/254.
@@ -29,6 +29,7 @@ func HasMatVecQ8(t gguf.Type) bool {
 var matvecQ8Entries = map[gguf.Type]string{
 	gguf.TypeQ4_K: "matvec_q8_q4_k",
 	gguf.TypeQ6_K: "matvec_q8_q6_k",
+	gguf.TypeQ8_0: "matvec_q8_q8_0",
 }
 
 // q8Params mirrors Q8Params in shaders/quantize_q8.wgsl.
@@ -39,13 +40,9 @@ type q8Params struct {
 	_     uint32
 }
 
-// quantizeQ8WG is the quantizers' workgroup: one invocation per block of
-// 32, so a 4096-wide row is 2 workgroups.
-const quantizeQ8WG = 64
-
-// normedQ8WG is quantize_q8_normed's single workgroup: it sums x² over the
-// row, then quantizes its blocks 256 at a time.
-const normedQ8WG = 256
+// quantizeQ8WG is the quantizers' workgroup: 8 invocations per block of
+// 32, so a 4096-wide row is 4 workgroups.
+const quantizeQ8WG = 256
 
 // QuantizeQ8 appends xq = the k floats of x quantized (k a multiple of 32;
 // xq holds Q8Words(k) words).
@@ -53,7 +50,7 @@ func QuantizeQ8(c *gpu.Chain, x, xq *gpu.Buffer, k int) error {
 	if err := checkQ8("quantize q8", x, k, k, xq); err != nil {
 		return err
 	}
-	return dispatchQ8(c, "quantize_q8", quantizeQ8WG, gpu.Grid(k/32, quantizeQ8WG), q8Params{K: uint32(k)}, x, x, xq)
+	return dispatchQ8(c, "quantize_q8", quantizeQ8WG, gpu.Grid(k/4, quantizeQ8WG), q8Params{K: uint32(k)}, x, x, xq)
 }
 
 // QuantizeQ8Normed appends xq = RMSNorm(x) with gain g quantized: the
@@ -75,7 +72,7 @@ func QuantizeQ8Normed(c *gpu.Chain, x, g, xq *gpu.Buffer, a NormArgs) error {
 	if a.OnePlus {
 		flags |= matmulOnePlus
 	}
-	return dispatchQ8(c, "quantize_q8_normed", normedQ8WG, [3]uint32{1, 1, 1}, q8Params{K: uint32(a.Dim), Flags: flags, Eps: a.Eps}, x, g, xq)
+	return dispatchQ8(c, "quantize_q8_normed", quantizeQ8WG, gpu.Grid(a.Dim/4, quantizeQ8WG), q8Params{K: uint32(a.Dim), Flags: flags, Eps: a.Eps}, x, g, xq)
 }
 
 // QuantizeQ8GLU appends xq = act(gate) ⊙ up quantized, for gateUp =
@@ -88,7 +85,7 @@ func QuantizeQ8GLU(c *gpu.Chain, gateUp, xq *gpu.Buffer, a GLUArgs) error {
 	if a.GELU {
 		flags |= matmulGELU
 	}
-	return dispatchQ8(c, "quantize_q8_glu", quantizeQ8WG, gpu.Grid(a.FF/32, quantizeQ8WG), q8Params{K: uint32(a.FF), Flags: flags}, gateUp, gateUp, xq)
+	return dispatchQ8(c, "quantize_q8_glu", quantizeQ8WG, gpu.Grid(a.FF/4, quantizeQ8WG), q8Params{K: uint32(a.FF), Flags: flags}, gateUp, gateUp, xq)
 }
 
 func checkQ8(kernel string, x *gpu.Buffer, k, xlen int, xq *gpu.Buffer) error {
@@ -121,12 +118,15 @@ type matvecQ8Params struct {
 // wg/rows lanes each.
 type matvecQ8Launch struct{ wg, rows int }
 
-// q8Launch is MatVecQ8's shape: 16 lanes a row, as the f32 K-quant
-// matvec's, so a lane of a 4096-wide row walks 8 of its 128 parts.
-var q8Launch = matvecQ8Launch{wg: 256, rows: 16}
+// q8Launch is MatVecQ8's shape: 32 lanes a row, so a lane of a 4096-wide
+// row walks 4 of its 128 parts. On an H200 (BenchmarkMatVecQ8, Llama 3 8B
+// shapes) 8 rows a workgroup read Q4_K gate|up at 1252 GB/s, down at 1000,
+// q|k|v at 706 and o at 524, against 1178, 794, 653 and 563 for 16 rows
+// and less again for 32; Q6_K alike.
+var q8Launch = matvecQ8Launch{wg: 256, rows: 8}
 
-// MatVecQ8 appends y = W·x for Q4_K or Q6_K weights W (k columns, k a
-// multiple of 256) and x quantized by QuantizeQ8 into xq, y placed as o
+// MatVecQ8 appends y = W·x for Q4_K, Q6_K or Q8_0 weights W (k columns,
+// whole blocks) and x quantized by QuantizeQ8 into xq, y placed as o
 // says (o.XStride and o.YStride are unused: one token).
 func MatVecQ8(c *gpu.Chain, w *gpu.Tensor, xq, y *gpu.Buffer, o MatmulOptions) error {
 	return matvecQ8With(c, w, xq, y, o, q8Launch)
@@ -138,11 +138,11 @@ func matvecQ8With(c *gpu.Chain, w *gpu.Tensor, xq, y *gpu.Buffer, o MatmulOption
 	}
 	entry, ok := matvecQ8Entries[w.Type]
 	if !ok {
-		return fmt.Errorf("ops: matvec q8 %q: weight type %v has no integer matvec (Q4_K and Q6_K only; use MatVec)", w.Name, w.Type)
+		return fmt.Errorf("ops: matvec q8 %q: weight type %v has no integer matvec (Q4_K, Q6_K and Q8_0 only; use MatVec)", w.Name, w.Type)
 	}
 	k, n := w.Cols, w.Rows
-	if k%256 != 0 {
-		return fmt.Errorf("ops: matvec q8 %q: %d columns, want a multiple of 256", w.Name, k)
+	if bs := w.Type.BlockSize(); k%bs != 0 {
+		return fmt.Errorf("ops: matvec q8 %q: %d columns, want a multiple of %v's %d-element block", w.Name, k, w.Type, bs)
 	}
 	if o.YOffset < 0 {
 		return fmt.Errorf("ops: matvec q8 %q: y offset %d is negative", w.Name, o.YOffset)

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/hearthstudio/hearth/engine/gpu"
-	"github.com/hearthstudio/hearth/gguf"
 )
 
 // BenchmarkMatVecQ8 sets the integer decode products beside the f32 ones
@@ -47,7 +46,7 @@ func BenchmarkMatVecQ8(b *testing.B) {
 		name string
 		n, k int
 	}{{"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate_up", 28672, 4096}, {"down", 4096, 14336}}
-	for _, typ := range []gguf.Type{gguf.TypeQ4_K, gguf.TypeQ6_K} {
+	for _, typ := range q8Types {
 		for _, sh := range shapes {
 			n, k := sh.n/div, sh.k/div
 			w := benchWeight(b, typ, n, k)

@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -11,7 +12,44 @@ import (
 )
 
 // q8Types are the weight types MatVecQ8 multiplies.
-var q8Types = []gguf.Type{gguf.TypeQ4_K, gguf.TypeQ6_K}
+var q8Types = []gguf.Type{gguf.TypeQ4_K, gguf.TypeQ6_K, gguf.TypeQ8_0}
+
+// q8Weights is one weight matrix of ggml's quantization: its GGUF bytes,
+// the f32 weights ggml dequantizes them to, and the device tensor.
+type q8Weights struct {
+	name    string
+	typ     gguf.Type
+	rows, k int
+	raw     []byte
+	wf      []float32
+	w       *gpu.Tensor
+}
+
+// q8Cases are typ's test matrices: the K-quants in every kquantShapes
+// shape (ggml's super-blocks), Q8_0 as ggml's rows remixed into one
+// block, a 9×96 matrix, and a 37×1280 one in chunks of 10 rows (a ragged
+// last chunk and workgroup).
+func q8Cases(t *testing.T, typ gguf.Type) []q8Weights {
+	t.Helper()
+	var out []q8Weights
+	if typ.BlockSize() == 256 {
+		q, deq := ggmlKBlocks(t, typ)
+		for _, s := range kquantShapes {
+			raw, wf := kquantWeights(q, deq, s.rows, s.nb, s.pick)
+			out = append(out, q8Weights{s.name, typ, s.rows, 256 * s.nb, raw, wf, s.tensor(t, typ, raw)})
+		}
+		return out
+	}
+	for _, s := range []struct{ rows, k, chunk int }{{1, 32, 0}, {9, 96, 0}, {37, 1280, 10}} {
+		raw, wf := remix(t, typ, s.rows, s.k)
+		w := newTensor(t, "w", typ, s.rows, s.k, raw, 0)
+		if s.chunk > 0 {
+			w = newChunkedTensor(t, typ, s.rows, s.k, raw, s.chunk)
+		}
+		out = append(out, q8Weights{fmt.Sprintf("remix %dx%d", s.rows, s.k), typ, s.rows, s.k, raw, wf, w})
+	}
+	return out
+}
 
 // q8Tol bounds |GPU − ref.MatVecQ8| as a fraction of the reference's scale
 // (Σ|term| over the f32 terms of every part). The integer sums are exact on
@@ -149,8 +187,7 @@ func TestQuantizeQ8FusedMatchesReference(t *testing.T) {
 	}
 }
 
-// TestMatVecQ8MatchesReference checks MatVecQ8 on ggml's super-blocks in
-// every kquantShapes shape (chunked tensors, a ragged last workgroup),
+// TestMatVecQ8MatchesReference checks MatVecQ8 on every q8Cases matrix,
 // unit and production activations, overwriting y at an offset and
 // accumulating into it, against two oracles: ref.MatVecQ8 on the levels
 // the device wrote (q8Tol: the same integers, f32 rounding apart), and
@@ -159,11 +196,8 @@ func TestQuantizeQ8FusedMatchesReference(t *testing.T) {
 // moves by at most half its block's step d/2, so by Σ|w_i|·d_i/2.
 func TestMatVecQ8MatchesReference(t *testing.T) {
 	for _, typ := range q8Types {
-		q, deq := ggmlKBlocks(t, typ)
-		for si, s := range kquantShapes {
-			raw, wf := kquantWeights(q, deq, s.rows, s.nb, s.pick)
-			w := s.tensor(t, typ, raw)
-			k := 256 * s.nb
+		for si, s := range q8Cases(t, typ) {
+			w, raw, wf, k := s.w, s.raw, s.wf, s.k
 			for _, production := range []bool{false, true} {
 				x := kquantActs(t, k, 1, production, uint64(si))
 				bq, xq := quantizeQ8On(t, x)
@@ -210,16 +244,15 @@ func TestMatVecQ8MatchesReference(t *testing.T) {
 }
 
 // TestMatVecQ8LaunchShapes runs other lane counts than q8Launch's on the
-// mixed 37-row shape: the lanes' split of the parts must not change the
-// sum beyond rounding.
+// last (37-row) q8Cases matrix: the lanes' split of the parts must not
+// change the sum beyond rounding.
 func TestMatVecQ8LaunchShapes(t *testing.T) {
-	s := kquantShapes[3]
 	for _, typ := range q8Types {
-		q, deq := ggmlKBlocks(t, typ)
-		raw, _ := kquantWeights(q, deq, s.rows, s.nb, s.pick)
-		w := s.tensor(t, typ, raw)
-		bq, xq := quantizeQ8On(t, kquantActs(t, 256*s.nb, 1, true, 9))
-		want, scale, err := ref.MatVecQ8(typ, s.rows, 256*s.nb, raw, xq)
+		cases := q8Cases(t, typ)
+		s := cases[len(cases)-1]
+		w := s.w
+		bq, xq := quantizeQ8On(t, kquantActs(t, s.k, 1, true, 9))
+		want, scale, err := ref.MatVecQ8(typ, s.rows, s.k, s.raw, xq)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -239,8 +272,8 @@ func TestMatVecQ8LaunchShapes(t *testing.T) {
 func TestMatVecQ8RejectsBadShapes(t *testing.T) {
 	q4, _ := remix(t, gguf.TypeQ4_K, 4, 512)
 	w := newTensor(t, "w", gguf.TypeQ4_K, 4, 512, q4, 0)
-	q8, _ := remix(t, gguf.TypeQ8_0, 4, 512)
-	w8 := newTensor(t, "w8", gguf.TypeQ8_0, 4, 512, q8, 0)
+	q40, _ := remix(t, gguf.TypeQ4_0, 4, 512)
+	w8 := newTensor(t, "w8", gguf.TypeQ4_0, 4, 512, q40, 0)
 	x := upload(t, "x", randVec(1, 1024, 1))
 	xq := scratch(t, "xq", Q8Words(512))
 	y := scratch(t, "y", 8)
@@ -248,7 +281,7 @@ func TestMatVecQ8RejectsBadShapes(t *testing.T) {
 		name, want string
 		op         func(c *gpu.Chain) error
 	}{
-		{"q8_0 weight", "Q4_K and Q6_K only", func(c *gpu.Chain) error { return MatVecQ8(c, w8, xq, y, MatmulOptions{}) }},
+		{"q4_0 weight", "Q4_K, Q6_K and Q8_0 only", func(c *gpu.Chain) error { return MatVecQ8(c, w8, xq, y, MatmulOptions{}) }},
 		{"short xq", "xq buffer", func(c *gpu.Chain) error { return MatVecQ8(c, w, scratch(t, "xq", 100), y, MatmulOptions{}) }},
 		{"y past the end", "y buffer", func(c *gpu.Chain) error { return MatVecQ8(c, w, xq, y, MatmulOptions{YOffset: 5}) }},
 		{"xq is y", "same buffer", func(c *gpu.Chain) error { return MatVecQ8(c, w, xq, xq, MatmulOptions{}) }},

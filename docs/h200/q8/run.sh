@@ -31,8 +31,10 @@ done
 for b in llama-3.2-1b-Q4_K_M llama-3.1-8b-Q4_K_M llama-3.1-8b-Q8_0; do
   timeout 90 $H bench -m $W/m/$b.gguf -p 512 -n 128 -r 3 --json > $R/hearth-$b.json 2>>$R/log.txt
 done
-for b in llama-3.2-1b-Q4_K_M llama-3.1-8b-Q4_K_M; do
+for b in llama-3.2-1b-Q4_K_M llama-3.1-8b-Q4_K_M llama-3.1-8b-Q8_0; do
   timeout 90 $H bench -m $W/m/$b.gguf -p 0 -n 128 -r 3 --json --f32-activations > $R/hearth-f32-$b.json 2>>$R/log.txt
+done
+for b in llama-3.2-1b-Q4_K_M llama-3.1-8b-Q4_K_M; do
   timeout 90 $H bench -m $W/m/$b.gguf -p 0 -n 64 -d 4096 -r 1 --ctx 4300 --json > $R/hearth4k-$b.json 2>>$R/log.txt
 done
 timeout 60 $H bench -m $W/m/llama-3.1-8b-Q4_K_M.gguf -p 0 -n 16 -r 1 --profile > $R/profile-8b.txt 2>&1

@@ -71,38 +71,39 @@ func DecodeQ8(words []uint32, k int) (Q8, error) {
 	return q, nil
 }
 
-// MatVecQ8 returns y = W·x for a rows×cols Q4_K or Q6_K weight (GGUF bytes)
-// and x quantized (cols activations): ggml's vec_dot_q4_K_q8_1 and
-// vec_dot_q6_K_q8_1 arithmetic, integer dot products of levels per run of
-// 16, then the scales in f32 in shaders/matvec_q8.wgsl's order per part;
+// MatVecQ8 returns y = W·x for a rows×cols Q4_K, Q6_K or Q8_0 weight (GGUF
+// bytes) and x quantized (cols activations): ggml's vec_dot_q4_K_q8_1,
+// vec_dot_q6_K_q8_1 and vec_dot_q8_0_q8_1 arithmetic, integer dot products
+// of levels per run of 16 (Q8_0: per block of 32), then the scales in f32
+// in shaders/matvec_q8.wgsl's order per part;
 // the parts of a row are summed in float64, so the GPU's sum differs only
 // in the rounding of its f32 operations. scale is, per row, Σ|term| over
 // every f32 term the parts add or subtract: what that rounding is relative
 // to.
 func MatVecQ8(t gguf.Type, rows, cols int, w []byte, x Q8) (y []float32, scale []float64, err error) {
-	var bb int
+	// A block of bs elements, bb bytes, summed in parts of 32 weights.
+	var bs, bb int
+	var part func(blk []byte, e0, pt int, x Q8) (float32, float64)
 	switch t {
 	case gguf.TypeQ4_K:
-		bb = 144
+		bs, bb, part = 256, 144, partQ4K
 	case gguf.TypeQ6_K:
-		bb = 210
+		bs, bb, part = 256, 210, partQ6K
+	case gguf.TypeQ8_0:
+		bs, bb, part = 32, 34, blockQ80
 	default:
-		return nil, nil, fmt.Errorf("ref: matvec q8: weight type %v, want Q4_K or Q6_K", t)
+		return nil, nil, fmt.Errorf("ref: matvec q8: weight type %v, want Q4_K, Q6_K or Q8_0", t)
 	}
-	if cols%256 != 0 || len(w) != rows*cols/256*bb || len(x.Q) != cols {
+	if cols%bs != 0 || len(w) != rows*cols/bs*bb || len(x.Q) != cols {
 		return nil, nil, fmt.Errorf("ref: matvec q8: %v weight of %d bytes, %d activations, for %dx%d", t, len(w), len(x.Q), rows, cols)
-	}
-	part := partQ4K
-	if t == gguf.TypeQ6_K {
-		part = partQ6K
 	}
 	y, scale = make([]float32, rows), make([]float64, rows)
 	for r := range rows {
 		var s float64
-		for b := range cols / 256 {
-			blk := w[(r*cols/256+b)*bb:][:bb]
-			for pt := range 8 {
-				v, mag := part(blk, 256*b, pt, x)
+		for b := range cols / bs {
+			blk := w[(r*cols/bs+b)*bb:][:bb]
+			for pt := range bs / 32 {
+				v, mag := part(blk, bs*b, pt, x)
 				s += float64(v)
 				scale[r] += mag
 			}
@@ -167,4 +168,12 @@ func partQ6K(blk []byte, e0, pt int, x Q8) (v float32, mag float64) {
 	d := f16(blk[208:])
 	ta, tb := x.D[ea/32]*(sa*float32(dotA)), x.D[eb/32]*(sb*float32(dotB))
 	return d * (ta + tb), abs32(d) * (abs32(ta) + abs32(tb))
+}
+
+// blockQ80: the whole block of 32 signed levels, one scale.
+func blockQ80(blk []byte, e0, _ int, x Q8) (v float32, mag float64) {
+	dot := runDot(e0, x, func(i int) int32 { return int32(int8(blk[2+i])) }) +
+		runDot(e0+16, x, func(i int) int32 { return int32(int8(blk[18+i])) })
+	t := f16(blk) * x.D[e0/32]
+	return t * float32(dot), abs32(t) * math.Abs(float64(dot))
 }
