@@ -41,6 +41,7 @@
 //!include matmul_common
 //!include matvec_common
 //!include glu_common
+//!include wbytes_common
 
 // Parts of 32 weights per 256-element super-block.
 const PARTS: u32 = 8u;
@@ -69,30 +70,6 @@ const Q6_K: u32 = 14u;
 fn load16a(b: u32) -> vec4<u32> {
     let i = b >> 2u;
     return vec4<u32>(w[i], w[i + 1u], w[i + 2u], w[i + 3u]);
-}
-
-// load16 is the 16 bytes at any even byte offset b, as 4 little-endian
-// words. It always reads the fifth word (select, not a branch: lanes of one
-// warp decode blocks of both alignments); every use here reads fields that
-// end at least 4 bytes before the block does, so that word is inside the
-// buffer.
-fn load16(b: u32) -> vec4<u32> {
-    let i = b >> 2u;
-    let a = vec4<u32>(w[i], w[i + 1u], w[i + 2u], w[i + 3u]);
-    let next = vec4<u32>(a.yzw, w[i + 4u]);
-    let sh = (b & 3u) * 8u;
-    // A shift by 32 - 0 wraps to 0 in WGSL; select drops that lane.
-    return select((a >> vec4<u32>(sh)) | (next << vec4<u32>(32u - sh)), a, sh == 0u);
-}
-
-// byte_at is the byte at byte offset b.
-fn byte_at(b: u32) -> u32 {
-    return (w[b >> 2u] >> ((b & 3u) * 8u)) & 0xffu;
-}
-
-// f16_at is the binary16 at the even byte offset b, widened to f32.
-fn f16_at(b: u32) -> f32 {
-    return unpack2x16float(w[b >> 2u] >> ((b & 2u) * 8u)).x;
 }
 
 // bits4 takes the field of `mask` bits at bit `shift` of each of the four

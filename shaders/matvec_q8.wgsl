@@ -36,6 +36,8 @@
 // workgroup reads the same ones, L1 hits), and keeps one f32 partial sum.
 // Constants prepended by gpu.Spec: WG, ROWS.
 
+//!include wbytes_common
+
 struct MatvecQ8Params {
     k: u32,        // columns of W, whole blocks (256 a K-quant's, 32 Q8_0's)
     n: u32,        // rows of W in this chunk
@@ -157,27 +159,6 @@ fn row_q4_k(row: u32, lane: u32) -> f32 {
 
 // ---- Q6_K: 210 bytes: ql[128], qh[64] at 128, scales i8[16] at 192, d ---
 
-// load16 is the 16 bytes at any even byte offset b, as 4 little-endian
-// words (matmul_kquant's). The fifth word is always read and only used
-// when b is not a multiple of 4; Q8_0's second half ends with its block,
-// so for the last block of a buffer that word may lie past its end, where
-// WGSL's bounds-checked read returns some value and the select drops it.
-fn load16(b: u32) -> vec4<u32> {
-    let i = b >> 2u;
-    let a = vec4<u32>(w[i], w[i + 1u], w[i + 2u], w[i + 3u]);
-    let next = vec4<u32>(a.yzw, w[i + 4u]);
-    let sh = (b & 3u) * 8u;
-    return select((a >> vec4<u32>(sh)) | (next << vec4<u32>(32u - sh)), a, sh == 0u);
-}
-
-fn byte_at(b: u32) -> u32 {
-    return (w[b >> 2u] >> ((b & 3u) * 8u)) & 0xffu;
-}
-
-fn f16_at(b: u32) -> f32 {
-    return unpack2x16float(w[b >> 2u] >> ((b & 2u) * 8u)).x;
-}
-
 // q6_word is one word of ql and of qh's share of a part (the high bits at
 // bit sh of each byte for run a, sh + 4 for run b): (Σa·u, Σb·u) with their
 // top halves already taken out, and the level sums (Σa, Σb).
@@ -298,6 +279,10 @@ fn store_row(lid: u32, row: u32, acc: f32) {
 fn row_of(lid: u32, wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
     return (wid.x + wid.y * nwg.x) * ROWS + lid / LANES;
 }
+
+// The entries differ in their row decoder only. (One entry body switching
+// on a type constant would name both views of binding 1 in every entry,
+// which WGSL refuses.)
 
 @compute @workgroup_size(WG)
 fn matvec_q8_q4_k(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
