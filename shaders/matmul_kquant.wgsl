@@ -149,23 +149,6 @@ fn decode_q3_k(blk: u32, part: u32) -> Part {
     return o;
 }
 
-// scale_min_k4 is ggml's get_scale_min_k4: the 6-bit scale and min of
-// sub-block j (0..7) from the 12 bytes in s. Both of ggml's cases are
-// computed and one selected: lanes of a warp decode different sub-blocks,
-// and a branch would run both paths anyway.
-fn scale_min_k4(j: u32, s: vec3<u32>) -> vec2<u32> {
-    let a = kbyte(s, j);
-    let c = kbyte(s, j + 4u);
-    let e = kbyte(s, j & 3u); // byte j - 4 when j >= 4
-    let lo = vec2<u32>(a & 63u, c & 63u);
-    let hi = vec2<u32>((c & 15u) | ((e >> 6u) << 4u), (c >> 4u) | ((a >> 6u) << 4u));
-    return select(hi, lo, j < 4u);
-}
-
-fn kbyte(s: vec3<u32>, i: u32) -> u32 {
-    return (s[i >> 2u] >> ((i & 3u) * 8u)) & 0xffu;
-}
-
 // Q4_K, 144 bytes: d, dmin f16, scales[12], qs[128] at 16. Sub-blocks 2pr
 // and 2pr+1 (pr = 0..3) are the low and high nibbles of qs[32pr..32pr+31].
 // Part = (pr, l/16): both nibbles of 16 bytes, two scales.

@@ -30,8 +30,8 @@
 //
 // Work split (matvec_common's, without its x staging): a workgroup serves
 // ROWS rows with LANES = WG/ROWS lanes each; a lane walks its row's parts of
-// 32 weights (the parts of matmul_kquant: two runs of 16 that share their
-// quant bytes) with stride LANES, reads the activations' levels of its
+// 32 weights (a K-quant's are matmul_kquant's: two runs of 16 that share
+// their quant bytes; a Q8_0 part is one block) with stride LANES, reads the activations' levels of its
 // runs straight from global memory (16 bytes a run: every row of the
 // workgroup reads the same ones, L1 hits), and keeps one f32 partial sum.
 // Constants prepended by gpu.Spec: WG, ROWS.
@@ -95,20 +95,6 @@ fn level_sum(s: u32) -> i32 {
 }
 
 // ---- Q4_K: 144 bytes = 9 vectors: d, dmin, scales[12]; qs[128] ------------
-
-fn kbyte(s: vec3<u32>, i: u32) -> u32 {
-    return (s[i >> 2u] >> ((i & 3u) * 8u)) & 0xffu;
-}
-
-// scale_min_k4 is ggml's get_scale_min_k4 (as matmul_kquant's).
-fn scale_min_k4(j: u32, s: vec3<u32>) -> vec2<u32> {
-    let a = kbyte(s, j);
-    let c = kbyte(s, j + 4u);
-    let e = kbyte(s, j & 3u);
-    let lo = vec2<u32>(a & 63u, c & 63u);
-    let hi = vec2<u32>((c & 15u) | ((e >> 6u) << 4u), (c >> 4u) | ((a >> 6u) << 4u));
-    return select(hi, lo, j < 4u);
-}
 
 // q4_word is one quant word's share of a part: its low nibbles (run a)
 // times xa, its high nibbles (run b) times xb, and the level sums:
