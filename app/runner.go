@@ -20,7 +20,7 @@ type RunnerOptions struct {
 	GPUMemory uint64
 	// F32Activations keeps every decode product on f32 activations (the
 	// reference arithmetic) instead of quantizing them to 8 bits where the
-	// weights are Q4_K, Q6_K or Q8_0, as llama.cpp does
+	// weights are Q4_K or Q6_K, as llama.cpp does
 	// (model.GPUOptions.F32Decode).
 	F32Activations bool
 	// Progress, when set, hears the upload of the weights ("load").

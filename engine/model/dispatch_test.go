@@ -75,7 +75,7 @@ func TestDecodeKernelsQuantized(t *testing.T) {
 	)
 	const (
 		quant, quantNormed, quantGLU = "quantize_q8.quantize_q8", "quantize_q8.quantize_q8_normed", "quantize_q8.quantize_q8_glu"
-		q6, q80                      = "matvec_q8.matvec_q8_q6_k", "matvec_q8.matvec_q8_q8_0"
+		q6                           = "matvec_q8.matvec_q8_q6_k"
 	)
 	for _, tc := range []struct {
 		preset, quant string
@@ -86,7 +86,6 @@ func TestDecodeKernelsQuantized(t *testing.T) {
 		// The integer matvecs read activations quantized once per input:
 		// 10 a layer, but each product about twice as fast.
 		{"tiny-llama", "Q6_K", []string{quantNormed, q6, rope, attn, quant, q6, quantNormed, q6, quantGLU, q6}, []string{quantNormed, q6}},
-		{"tiny-llama", "Q8_0", []string{quantNormed, q80, rope, attn, quant, q80, quantNormed, q80, quantGLU, q80}, []string{quantNormed, q80}},
 	} {
 		t.Run(tc.preset+"-"+tc.quant, func(t *testing.T) {
 			m := synthModel(t, tc.preset, tc.quant)

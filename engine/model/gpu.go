@@ -26,9 +26,8 @@ type GPUOptions struct {
 	// total, after each tensor.
 	Progress func(done, total int64)
 	// F32Decode keeps a decoded token's products on f32 activations. By
-	// default those whose weights have an integer matvec (Q4_K, Q6_K, Q8_0:
-	// ops.MatVecQ8) quantize their input to 8 bits first, as llama.cpp
-	// does: the same results within the activations' quantization, and an
+	// default those with Q4_K and Q6_K weights (q8DecodeTypes) quantize
+	// their input to 8 bits first for ops.MatVecQ8, as llama.cpp does: the same results within the activations' quantization, and an
 	// 8B Q4_K_M token 1.6x as fast on an H200 (docs/performance.md).
 	F32Decode bool
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/hearthstudio/hearth/engine/gpu"
 	"github.com/hearthstudio/hearth/engine/ops"
+	"github.com/hearthstudio/hearth/gguf"
 )
 
 // GPUActivations are the buffers one block's GPU forward (RecordLayer)
@@ -294,16 +295,25 @@ func normFuses(rows int, lora bool, ts ...*gpu.Tensor) bool {
 	return true
 }
 
-// q8Fuses says whether every tensor of ts has an integer decode matvec
-// (ops.MatVecQ8), so that one quantized copy of their input serves them all.
+// q8Fuses says whether every tensor of ts decodes on 8-bit activations,
+// so that one quantized copy of their input serves them all.
 func q8Fuses(ts ...*gpu.Tensor) bool {
 	for _, t := range ts {
-		if !ops.HasMatVecQ8(t.Type) {
+		if !q8DecodeTypes[t.Type] {
 			return false
 		}
 	}
 	return len(ts) > 0
 }
+
+// q8DecodeTypes are the weight types a decoded token multiplies on 8-bit
+// activations (ops.MatVecQ8): those measured faster that way on an H200,
+// Q4_K and Q6_K (an 8B Q4_K_M token 1.6x). ops.MatVecQ8 takes Q8_0 too,
+// 1.2-1.6x its f32 matvec on lavapipe, but not yet measured on a GPU,
+// where the f32 Q8_0 matvec already reads a third of the memory's rate
+// and each product gains a quantize dispatch (BenchmarkMatVecQ8 and
+// hearth bench --f32-activations on a Q8_0 file decide it).
+var q8DecodeTypes = map[gguf.Type]bool{gguf.TypeQ4_K: true, gguf.TypeQ6_K: true}
 
 // keptQKV appends the unfused q, k, v stage: the projections of norm(X)
 // into Q, K and V, their biases, and QK-norm with its inputs kept in QIn

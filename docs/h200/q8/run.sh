@@ -5,7 +5,6 @@
 # Inputs, built here and carried in the ignored .device folder:
 #   .device/debs/, .device/env.sh   as docs/h200/one-graph/run.sh says
 #   .device/hearth-q8.xz            go build -ldflags "-s -w" ., xz
-#   .device/ops.test.xz             go test -c ./engine/ops, xz
 #   .device/peer/                   ../shared/peer's CMakeLists.txt and source
 #                                   tarball, and its anchor.cpp with ANCHOR_DEPTH=D
 #                                   (D tokens of history prefilled, untimed,
@@ -21,23 +20,18 @@ pack() { (cd $OUT && tar czf results.tgz r); }
   cmake -S $W/src -B $W/build -DANCHOR_CUDA=ON -DANCHOR_VULKAN=OFF -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null &&
   cmake --build $W/build -j14 >/dev/null ) > $R/peer-build.txt 2>&1 &
 PB=$!
-xz -T4 -dc .device/hearth-q8.xz > $W/hearth-q8 & P1=$!
-xz -T4 -dc .device/ops.test.xz > $W/ops.test & P2=$!
-wait $P1 $P2
-chmod +x $W/hearth-q8 $W/ops.test
+xz -T4 -dc .device/hearth-q8.xz > $W/hearth-q8
+chmod +x $W/hearth-q8
 H=$W/hearth-q8
-M="llama-3.2-1b-Q4_K_M llama-3.1-8b-Q4_K_M llama-3.1-8b-Q8_0"
-for m in "llama-3.2-1b Q4_K_M" "llama-3.1-8b Q4_K_M" "llama-3.1-8b Q8_0"; do
-  set -- $m; $H synth --preset $1 --quant $2 -o $W/m/$1-$2.gguf --seed 1 > /dev/null
-done
+M="llama-3.1-8b-Q8_0 llama-3.1-8b-Q4_K_M llama-3.2-1b-Q4_K_M"
 for b in $M; do
+  $H synth --preset ${b%-*} --quant ${b##*-} -o $W/m/$b.gguf --seed 1 > /dev/null
   timeout 90 $H bench -m $W/m/$b.gguf -p 512 -n 128 -r 3 --json > $R/hearth-$b.json 2>>$R/log.txt
   timeout 90 $H bench -m $W/m/$b.gguf -p 0 -n 128 -r 3 --json --f32-activations > $R/hearth-f32-$b.json 2>>$R/log.txt
+  pack
 done
-pack
 timeout 60 $H bench -m $W/m/llama-3.1-8b-Q4_K_M.gguf -p 0 -n 16 -r 1 --profile > $R/profile-8b.txt 2>&1
 timeout 60 $H bench -m $W/m/llama-3.2-1b-Q4_K_M.gguf -p 0 -n 16 -r 1 --profile > $R/profile-1b.txt 2>&1
-(cd engine/ops && HEARTH_BENCH_Q8_ROWS=8 timeout 100 $W/ops.test -test.run '^$' -test.bench 'MatVecQ8' -test.benchtime 100x) > $R/q8-kernels.txt 2>&1
 pack
 wait $PB
 A="env LD_LIBRARY_PATH=$W/build/bin:$LD_LIBRARY_PATH $W/build/bin/anchor"
