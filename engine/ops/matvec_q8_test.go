@@ -1,10 +1,13 @@
 package ops
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/x448/float16"
 
 	"github.com/hearthstudio/hearth/engine/gpu"
 	"github.com/hearthstudio/hearth/engine/ops/ref"
@@ -305,6 +308,144 @@ func TestMatVecQ8RejectsBadShapes(t *testing.T) {
 		c.Discard()
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: err = %v, want one containing %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// ggmlActQ8 is ggml's own quantization of act.f32 for typ's vec_dot:
+// act.Q8_K.bin (blocks of 256: d f32, levels −128..127, sums of 16) for
+// the K-quants, act.Q8_0.bin (blocks of 32: d f16, levels) for Q8_0, in
+// the form MatVecQ8 reads. Q8_K's one scale per 256 is every 32-block's.
+func ggmlActQ8(t *testing.T, typ gguf.Type) ref.Q8 {
+	t.Helper()
+	const k = 512
+	q := ref.Q8{D: make([]float32, k/32), Q: make([]int8, k), Sums: make([]int32, k/16)}
+	if typ == gguf.TypeQ8_0 {
+		raw := ggmlFile(t, "act.Q8_0.bin")
+		if len(raw) != 16*34 {
+			t.Fatalf("act.Q8_0.bin: %d bytes, want %d", len(raw), 16*34)
+		}
+		for b := range 16 {
+			q.D[b] = float16.Frombits(binary.LittleEndian.Uint16(raw[34*b:])).Float32()
+			for i := range 32 {
+				q.Q[32*b+i] = int8(raw[34*b+2+i])
+			}
+		}
+	} else {
+		raw := ggmlFile(t, "act.Q8_K.bin")
+		if len(raw) != 2*292 {
+			t.Fatalf("act.Q8_K.bin: %d bytes, want %d", len(raw), 2*292)
+		}
+		for b := range 2 {
+			blk := raw[292*b:]
+			d := math.Float32frombits(binary.LittleEndian.Uint32(blk))
+			for i := range 8 {
+				q.D[8*b+i] = d
+			}
+			for i := range 256 {
+				q.Q[256*b+i] = int8(blk[4+i])
+			}
+		}
+	}
+	for i, l := range q.Q {
+		q.Sums[i/16] += int32(l)
+	}
+	if typ != gguf.TypeQ8_0 {
+		// ggml's own bsums must be those sums.
+		raw := ggmlFile(t, "act.Q8_K.bin")
+		for i := range q.Sums {
+			if s := int16(binary.LittleEndian.Uint16(raw[292*(i/16)+260+2*(i%16):])); int32(s) != q.Sums[i] {
+				t.Fatalf("act.Q8_K.bin: bsum %d = %d, the levels sum to %d", i, s, q.Sums[i])
+			}
+		}
+	}
+	return q
+}
+
+// encodeQ8 is quantize_q8's word layout of q (ref.DecodeQ8's inverse).
+func encodeQ8(q ref.Q8) []uint32 {
+	k := len(q.Q)
+	words := make([]uint32, Q8Words(k))
+	u := func(i int) uint32 { return uint32(int32(q.Q[i]) + 128) }
+	for g := range k / 4 {
+		words[2*g] = u(4*g+2) | u(4*g)<<16
+		words[2*g+1] = u(4*g+3) | u(4*g+1)<<16
+	}
+	for b, d := range q.D {
+		words[k/2+b] = math.Float32bits(d)
+	}
+	for i, s := range q.Sums {
+		words[k/2+k/32+i] = uint32(s)
+	}
+	return words
+}
+
+// TestMatVecQ8MatchesGGMLVecDot is the external oracle of the integer
+// products: ggml's vec_dot of its 8×512 test rows with its own quantized
+// activations (<T>.vecdot.f32, ggml's generic C kernels), against
+// MatVecQ8 and ref.MatVecQ8 given those very levels and scales (Q8_K's
+// levels reach −128: u = 0, inside the kernel's bounds). The integer sums
+// are the same; the f32 combination of scales differs in order, so the
+// tolerance is q8Tol of the reference's term magnitude, as ggml's README
+// advises ~1e-5 for any other order. Row 3 is all zeros: exactly 0.
+func TestMatVecQ8MatchesGGMLVecDot(t *testing.T) {
+	for _, typ := range q8Types {
+		raw := ggmlFile(t, typ.String()+".quant.bin")
+		want := gpu.F32From(ggmlFile(t, typ.String()+".vecdot.f32"))
+		xq := ggmlActQ8(t, typ)
+		refY, scale, err := ref.MatVecQ8(typ, 8, 512, raw, xq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := newTensor(t, "w", typ, 8, 512, raw, 0)
+		words := encodeQ8(xq)
+		bq, err := dev.NewBufferFrom("xq", gpu.U32Bytes(words))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(bq.Release)
+		by := scratch(t, "y", 8)
+		run(t, "matvec q8", func(c *gpu.Chain) error { return MatVecQ8(c, w, bq, by, MatmulOptions{}) })
+		got := download(t, by, 8)
+		for r := range 8 {
+			for _, side := range []struct {
+				name string
+				v    float32
+			}{{"MatVecQ8", got[r]}, {"ref.MatVecQ8", refY[r]}} {
+				if d := math.Abs(float64(side.v - want[r])); !(d <= q8Tol*scale[r]) || (want[r] == 0) != (side.v == 0) {
+					t.Errorf("%v row %d: %s %v, ggml's vec_dot %v (|diff| %.3g > %.0e·%.3g)", typ, r, side.name, side.v, want[r], d, q8Tol, scale[r])
+				}
+			}
+		}
+	}
+}
+
+// TestQuantizeQ8MatchesGGMLQ8_1 quantizes act.f32 on the device beside
+// ggml's quantize_row_q8_1_ref of it (act.Q8_1.bin: d and s as f16, the
+// levels computed with the unrounded d = max|x|/127). The levels must be
+// ggml's wherever x/d is not within 1e-4 of a half-integer (ggml rounds
+// half away from zero and divides, quantize_q8 rounds half to even and
+// multiplies by f32(1/127): they can part only there), and d ggml's d to
+// its f16 rounding.
+func TestQuantizeQ8MatchesGGMLQ8_1(t *testing.T) {
+	x := gpu.F32From(ggmlFile(t, "act.f32"))
+	raw := ggmlFile(t, "act.Q8_1.bin")
+	if len(x) != 512 || len(raw) != 16*36 {
+		t.Fatalf("act.f32 and act.Q8_1.bin: %d floats and %d bytes, want 512 and %d", len(x), len(raw), 16*36)
+	}
+	_, got := quantizeQ8On(t, x)
+	for b := range 16 {
+		blk := raw[36*b:]
+		d := float64(float16.Frombits(binary.LittleEndian.Uint16(blk)).Float32())
+		if math.Abs(float64(got.D[b])-d) > d/2048 {
+			t.Errorf("block %d: d %v, ggml's %v (f16)", b, got.D[b], d)
+		}
+		for i := range 32 {
+			want := int8(blk[4+i])
+			r := float64(x[32*b+i]) / float64(got.D[b])
+			if got.Q[32*b+i] != want && math.Abs(math.Abs(r-math.Trunc(r))-0.5) > 1e-4 {
+				t.Errorf("block %d [%d]: level %d, ggml's %d (x/d = %v)", b, i, got.Q[32*b+i], want, r)
+			}
 		}
 	}
 }
