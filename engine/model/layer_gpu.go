@@ -44,9 +44,9 @@ type GPUActivations struct {
 	Gate, Up, H *gpu.Buffer
 	// XQ, when set, receives a decoded token's activations quantized to 8
 	// bits (ops.QuantizeQ8, ops.Q8Words of the widest input) for each
-	// product whose weights have an integer matvec (ops.MatVecQ8) and no
-	// LoRA: ggml's arithmetic for those, not f32's. Nil keeps every product
-	// on f32 activations.
+	// product whose weights decode that way (q8DecodeTypes): ggml's
+	// arithmetic for those, not f32's; their LoRA terms stay f32. Nil keeps
+	// every product on f32 activations.
 	XQ *gpu.Buffer
 }
 
@@ -126,9 +126,11 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 		return !a.Keep && normFuses(n, lora, ts...)
 	}
 	// q8 says whether a decoded token's products with ts run on 8-bit
-	// activations.
-	q8 := func(lora bool, ts ...*gpu.Tensor) bool {
-		return a.XQ != nil && !a.Keep && n == 1 && !lora && q8Fuses(ts...)
+	// activations. A LoRA term still reads its input in f32: where that
+	// input is a norm's output, the norm is then written out (and
+	// quantized) instead of folded into the quantizer.
+	q8 := func(ts ...*gpu.Tensor) bool {
+		return a.XQ != nil && !a.Keep && n == 1 && q8Fuses(ts...)
 	}
 	normArgs := ops.NormArgs{Rows: 1, Dim: d, Eps: c.Eps}
 	rq, rk := RoPEArgs(c, i, n, s.Pos)
@@ -149,11 +151,15 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 			ts[j] = p.T
 		}
 		switch {
-		case q8(adapted(ProjQ, ProjK, ProjV), ts...):
-			if s.Normed {
-				try(ops.QuantizeQ8(ch, a.XN, a.XQ, d))
-			} else {
+		case q8(ts...):
+			switch {
+			case !s.Normed && !adapted(ProjQ, ProjK, ProjV):
 				try(ops.QuantizeQ8Normed(ch, a.X, l.AttnNorm, a.XQ, normArgs))
+			case !s.Normed:
+				norm(a.X, l.AttnNorm, a.XN, n, d)
+				fallthrough
+			default:
+				try(ops.QuantizeQ8(ch, a.XN, a.XQ, d))
 			}
 			for _, p := range l.QKV {
 				try(ops.MatVecQ8(ch, p.T, a.XQ, a.QKV, ops.MatmulOptions{YOffset: p.Col}))
@@ -186,7 +192,7 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 	// by ops.QuantizeQ8GLU).
 	residual := func(x *gpu.Buffer, t *gpu.Tensor, p Proj, in, post, tmp, next, xn *gpu.Buffer, glu *ops.GLUArgs) bool {
 		product := func(y *gpu.Buffer, o ops.MatmulOptions) error {
-			if q8(adapted(p), t) {
+			if q8(t) {
 				if glu != nil {
 					try(ops.QuantizeQ8GLU(ch, in, a.XQ, *glu))
 				} else {
@@ -222,19 +228,21 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 	normed = residual(x, l.O, ProjO, a.Att, l.PostAttnNorm, a.O, l.FFNNorm, a.XN2, nil)
 
 	// Feed-forward: x += post(Down · (act(Gate · norm(x)) * (Up · norm(x)))).
-	q8FFN := l.GateUp != nil && q8(adapted(ProjGate, ProjUp), l.GateUp)
+	q8FFN := l.GateUp != nil && q8(l.GateUp)
+	// The quantizer applies the norm itself unless a LoRA reads XN2.
+	q8Normed := q8FFN && !normed && !adapted(ProjGate, ProjUp)
 	fuseFFN := !normed && !q8FFN && l.GateUp != nil && fuseNorm(adapted(ProjGate, ProjUp), l.GateUp)
-	if !normed && !fuseFFN && !q8FFN {
+	if !normed && !fuseFFN && !q8Normed {
 		norm(x, l.FFNNorm, a.XN2, n, d)
 	}
 	var glu *ops.GLUArgs // set when the down matvec applies the GLU to Gate
 	if l.GateUp != nil {
 		switch {
-		case q8FFN && normed:
-			try(ops.QuantizeQ8(ch, a.XN2, a.XQ, d))
+		case q8Normed:
+			try(ops.QuantizeQ8Normed(ch, x, l.FFNNorm, a.XQ, normArgs))
 			try(ops.MatVecQ8(ch, l.GateUp, a.XQ, a.Gate, ops.MatmulOptions{}))
 		case q8FFN:
-			try(ops.QuantizeQ8Normed(ch, x, l.FFNNorm, a.XQ, normArgs))
+			try(ops.QuantizeQ8(ch, a.XN2, a.XQ, d))
 			try(ops.MatVecQ8(ch, l.GateUp, a.XQ, a.Gate, ops.MatmulOptions{}))
 		case fuseFFN:
 			try(ops.MatVecNormed(ch, l.GateUp, x, l.FFNNorm, a.Gate, normArgs, ops.MatmulOptions{}))

@@ -64,15 +64,16 @@ func tinyPresets() []string {
 }
 
 // backends makes a CPU reference and a GPU runner of m with a ctx-token
-// cache (the GPU prefilling batch tokens per chain), and a prompt of n
-// tokens spread over the vocabulary by step.
+// cache (the GPU prefilling batch tokens per chain, and decoding on f32
+// activations: the reference's arithmetic), and a prompt of n tokens
+// spread over the vocabulary by step.
 func backends(t *testing.T, m *Model, ctx, batch, n, step int) (*CPU, *GPU, []int32) {
 	t.Helper()
 	cpu, err := NewCPU(m, ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := NewGPU(dev, m, GPUOptions{Context: ctx, Batch: batch})
+	g, err := NewGPU(dev, m, GPUOptions{Context: ctx, Batch: batch, F32Decode: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,29 +22,46 @@ const tolQ8 = 0.03
 
 // TestQ8DecodeMatchesCPU decodes 4 tokens after a prompt on Q4_K_M and
 // Q6_K models (Llama, Qwen 3's QK-norm, Gemma 3's post-norms and GELU,
-// Phi-3's merged projections)
-// three ways: on the CPU reference, on the GPU by default (8-bit
+// Phi-3's merged projections), two with LoRA adapters on every
+// projection, three ways: on the CPU reference, on the GPU by default (8-bit
 // activations) and on the GPU with F32Decode. The default stays within
 // tolQ8 of the reference and picks the same top token wherever the
 // reference's top two are more than twice that apart; F32Decode is the
 // reference arithmetic, within tolF32.
 func TestQ8DecodeMatchesCPU(t *testing.T) {
-	for _, tc := range []struct{ preset, quant string }{
-		{"tiny-llama", "Q4_K_M"}, {"tiny-llama", "Q6_K"}, {"tiny-gemma3", "Q4_K_M"},
-		{"tiny-qwen3", "Q6_K"}, {"tiny-phi3", "Q4_K_M"},
+	for _, tc := range []struct {
+		preset, quant string
+		lora          bool
+	}{
+		{"tiny-llama", "Q4_K_M", false}, {"tiny-llama", "Q6_K", false}, {"tiny-gemma3", "Q4_K_M", false},
+		{"tiny-qwen3", "Q6_K", false}, {"tiny-phi3", "Q4_K_M", false},
+		// LoRA terms read their inputs in f32 beside the 8-bit products.
+		{"tiny-llama", "Q4_K_M", true}, {"tiny-gemma3", "Q4_K_M", true},
 	} {
-		t.Run(tc.preset+"-"+tc.quant, func(t *testing.T) {
+		name := tc.preset + "-" + tc.quant
+		if tc.lora {
+			name += "-lora"
+		}
+		t.Run(name, func(t *testing.T) {
 			m := synthModel(t, tc.preset, tc.quant)
-			cpu, g, prompt := backends(t, m, 64, 20, 37, 7919)
-			if g.xq == nil {
-				t.Fatal("the default GPU runner has no 8-bit activation buffer")
-			}
-			g32, err := NewGPU(dev, m, GPUOptions{Context: 64, Batch: 20, F32Decode: true})
+			cpu, g32, prompt := backends(t, m, 64, 20, 37, 7919)
+			g, err := NewGPU(dev, m, GPUOptions{Context: 64, Batch: 20})
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(g32.Close)
+			t.Cleanup(g.Close)
+			if g.xq == nil {
+				t.Fatal("the default GPU runner has no 8-bit activation buffer")
+			}
 			runners := []Runner{cpu, g, g32}
+			if tc.lora {
+				loras := []LoRA{randomLoRA(m, 4, 0.7, 1), randomLoRA(m, 3, -0.4, 2)}
+				for _, r := range runners {
+					if err := r.SetAdapters(loras); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
 			for _, r := range runners {
 				if _, err := r.Forward(prompt, 0, Output{}); err != nil {
 					t.Fatal(err)
