@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hearthstudio/hearth/app"
+	"github.com/hearthstudio/hearth/engine/model"
 	"github.com/hearthstudio/hearth/internal/units"
 )
 
@@ -29,6 +30,10 @@ type infoReport struct {
 	// could be opened (LanguageError says why).
 	Language      *app.ShaderLanguage `json:"shader_language,omitempty"`
 	LanguageError string              `json:"shader_language_error,omitempty"`
+	// DecodeQ8 are the weight types whose decode products run on 8-bit
+	// activations on the GPU, two products to a u32 multiply (unless
+	// --f32-activations).
+	DecodeQ8 []string `json:"decode_8bit_activations"`
 }
 
 // backendReport is an app.Backend for reports.
@@ -59,6 +64,9 @@ restricts the backend.`,
 				return err
 			}
 			rep := infoReport{Adapters: adapters}
+			for _, t := range model.Q8DecodeTypes() {
+				rep.DecodeQ8 = append(rep.DecodeQ8, t.String())
+			}
 			if chosen, err := app.ChooseAdapter(adapters, opts); err != nil {
 				rep.Error = err.Error()
 			} else {
@@ -140,4 +148,5 @@ func printInfo(w io.Writer, rep infoReport) {
 	case rep.LanguageError != "":
 		fmt.Fprintf(w, "  shader language              unknown: %s\n", rep.LanguageError)
 	}
+	fmt.Fprintf(w, "  8-bit decode activations     %s weights (u32 multiplies, two products each)\n", strings.Join(rep.DecodeQ8, ", "))
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -36,6 +37,10 @@ func TestInfoJSONListsTheChosenAdapter(t *testing.T) {
 	printInfo(&text, rep)
 	if want := "shader language              " + rep.Language.String(); !strings.Contains(text.String(), want) {
 		t.Errorf("the text report lacks %q:\n%s", want, text.String())
+	}
+	// And which weight types decode on 8-bit activations.
+	if !slices.Contains(rep.DecodeQ8, "Q4_K") || !strings.Contains(text.String(), "8-bit decode activations     Q4_K") {
+		t.Errorf("the report does not say Q4_K decodes on 8-bit activations: %v\n%s", rep.DecodeQ8, text.String())
 	}
 }
 

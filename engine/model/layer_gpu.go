@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/hearthstudio/hearth/engine/gpu"
 	"github.com/hearthstudio/hearth/engine/ops"
@@ -322,6 +323,16 @@ func q8Fuses(ts ...*gpu.Tensor) bool {
 // and each product gains a quantize dispatch (BenchmarkMatVecQ8 and
 // hearth bench --f32-activations on a Q8_0 file decide it).
 var q8DecodeTypes = map[gguf.Type]bool{gguf.TypeQ4_K: true, gguf.TypeQ6_K: true}
+
+// Q8DecodeTypes lists q8DecodeTypes in type id order (hearth info).
+func Q8DecodeTypes() []gguf.Type {
+	var out []gguf.Type
+	for t := range q8DecodeTypes {
+		out = append(out, t)
+	}
+	slices.Sort(out)
+	return out
+}
 
 // keptQKV appends the unfused q, k, v stage: the projections of norm(X)
 // into Q, K and V, their biases, and QK-norm with its inputs kept in QIn
