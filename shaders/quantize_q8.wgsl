@@ -27,7 +27,8 @@
 // and level sums go through workgroup memory): a thread's loads are all
 // issued at once, where one invocation walking a block's 8 vec4s waited
 // for each in turn (on an H200 the normed form took 8.7 µs a 4096-wide row
-// that way, the dispatch alone 3.2):
+// that way, in one workgroup, the dispatch alone 3.2; this form is not yet
+// measured there):
 //   - quantize_q8: x as it is;
 //   - quantize_q8_normed: RMSNorm first, x ⊙ gain / sqrt(mean(x²) + eps)
 //     (gain 1 + g with flags bit 1): every workgroup sums x² over the whole

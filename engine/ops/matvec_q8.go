@@ -122,7 +122,9 @@ type matvecQ8Launch struct{ wg, rows int }
 // row walks 4 of its 128 parts. On an H200 (BenchmarkMatVecQ8, Llama 3 8B
 // shapes) 8 rows a workgroup read Q4_K gate|up at 1252 GB/s, down at 1000,
 // q|k|v at 706 and o at 524, against 1178, 794, 653 and 563 for 16 rows
-// and less again for 32; Q6_K alike.
+// and less again for 32. Q6_K was mixed: down 1163 against 1006, but
+// q|k|v, o and gate|up 5-15% slower than at 16 rows; in a Q4_K_M file
+// Q6_K is mostly the down projection of half the layers, hence 8 for all.
 var q8Launch = matvecQ8Launch{wg: 256, rows: 8}
 
 // MatVecQ8 appends y = W·x for Q4_K, Q6_K or Q8_0 weights W (k columns,
