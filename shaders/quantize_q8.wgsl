@@ -32,7 +32,8 @@
 //   - quantize_q8: x as it is;
 //   - quantize_q8_normed: RMSNorm first, x ⊙ gain / sqrt(mean(x²) + eps)
 //     (gain 1 + g with flags bit 1): every workgroup sums x² over the whole
-//     row itself (the same tree in each, so the same scale), a few KiB
+//     row itself (reduce_common's tree, the same in each, so the same
+//     scale), a few KiB
 //     from L2, rather than a second dispatch;
 //   - quantize_q8_glu: act(gate) ⊙ up of x = [gate | up] (2k floats), SiLU
 //     or GELU's tanh approximation with flags bit 2, the values
@@ -42,6 +43,7 @@
 // of at least 8.
 
 //!include glu_common
+//!include reduce_common
 
 struct Q8Params {
     k: u32,     // floats to quantize, a multiple of 32
@@ -56,11 +58,9 @@ struct Q8Params {
 @group(0) @binding(3) var<storage, read_write> xq: array<u32>;
 
 // Per invocation: its vec4's max |x| and then its level sum (a block's 8
-// invocations are 8 consecutive ones), and the normed entry's x² partial
-// sums.
+// invocations are 8 consecutive ones).
 var<workgroup> red_max: array<f32, WG>;
 var<workgroup> red_sum: array<i32, WG>;
-var<workgroup> red_ss: array<f32, WG>;
 
 // store_vec quantizes vec4 gi of x (floats 4gi..4gi+3, block gi/8), whose
 // value is v; invocations past the row pass live = false and only take
@@ -135,15 +135,7 @@ fn quantize_q8_normed(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgr
         let a3 = select(vec4<f32>(0.0), x[min(i + 3u * WG, n4 - 1u)], i + 3u * WG < n4);
         ss += (dot(a0, a0) + dot(a1, a1)) + (dot(a2, a2) + dot(a3, a3));
     }
-    red_ss[lid] = ss;
-    workgroupBarrier();
-    for (var h = WG / 2u; h > 0u; h >>= 1u) {
-        if (lid < h) {
-            red_ss[lid] += red_ss[lid + h];
-        }
-        workgroupBarrier();
-    }
-    let inv = inverseSqrt(red_ss[0] / f32(p.k) + p.eps);
+    let inv = inverseSqrt(workgroup_sum(ss, lid) / f32(p.k) + p.eps);
     let gi = vec_index(wid, nwg, lid);
     let live = gi < n4;
     let i = min(gi, n4 - 1u);
