@@ -26,7 +26,8 @@
 // ROWS*TM).
 //
 // The blocks (ggml-common.h) are 18, 20, 22, 24 and 34 bytes, so a block is
-// only 2-byte aligned: words are fetched with byte offsets (u32_at, words4).
+// only 2-byte aligned: words are fetched with byte offsets (u32_at, and
+// wbytes_common's load16 and f16_at).
 // Every block size and field offset is even, so a word is either aligned or
 // off by exactly two bytes.
 
@@ -34,6 +35,7 @@
 //!include matmul_reduce
 //!include matvec_common
 //!include glu_common
+//!include wbytes_common
 
 // ggml type ids, used as a compile-time selector: each entry point passes a
 // literal, so after inlining only one decoder survives.
@@ -42,11 +44,6 @@ const Q4_1 = 3u;
 const Q5_0 = 6u;
 const Q5_1 = 7u;
 const Q8_0 = 8u;
-
-// The f16 at even byte offset o.
-fn half_at(o: u32) -> f32 {
-    return unpack2x16float(w[o >> 2u] >> ((o & 2u) * 8u)).x;
-}
 
 // The little-endian u32 at even byte offset o. When o is word-aligned the
 // second word is not needed: the shift by 32 - 0 wraps (WGSL masks shift
@@ -112,7 +109,7 @@ fn decode(qt: u32, o: u32, k: u32) -> Part {
     switch qt {
         case Q4_0: { // d; qs[16]
             let q = u32_at(o + 2u + 4u * k);
-            return Part(levels(nibbles(q, 0u), 8.0), levels(nibbles(q, 4u), 8.0), half_at(o));
+            return Part(levels(nibbles(q, 0u), 8.0), levels(nibbles(q, 4u), 8.0), f16_at(o));
         }
         case Q4_1: { // d; m; qs[16]. 20-byte blocks are word-aligned.
             let i = o >> 2u;
@@ -126,7 +123,7 @@ fn decode(qt: u32, o: u32, k: u32) -> Part {
             return Part(
                 levels(nibbles(q, 0u) | high_bits(qh, 4u * k), 16.0),
                 levels(nibbles(q, 4u) | high_bits(qh, 16u + 4u * k), 16.0),
-                half_at(o));
+                f16_at(o));
         }
         case Q5_1: { // d; m; qh u32; qs[16]. 24-byte blocks are word-aligned.
             let i = o >> 2u;
@@ -139,21 +136,9 @@ fn decode(qt: u32, o: u32, k: u32) -> Part {
                 1.0);
         }
         default: { // Q8_0: d; qs int8[32]
-            return Part(sbytes(u32_at(o + 2u + 8u * k)), sbytes(u32_at(o + 6u + 8u * k)), half_at(o));
+            return Part(sbytes(u32_at(o + 2u + 8u * k)), sbytes(u32_at(o + 6u + 8u * k)), f16_at(o));
         }
     }
-}
-
-// words4 is the 16 bytes at even byte offset o as 4 little-endian words,
-// with select rather than a branch because neighbouring lanes decode blocks
-// of both alignments. Like u32_at it may read one word past the buffer for
-// the last block; WebGPU's bounds clamping makes that safe.
-fn words4(o: u32) -> vec4<u32> {
-    let i = o >> 2u;
-    let a = vec4<u32>(w[i], w[i + 1u], w[i + 2u], w[i + 3u]);
-    let next = vec4<u32>(a.yzw, w[i + 4u]);
-    let s = (o & 2u) * 8u;
-    return select((a >> vec4<u32>(s)) | (next << vec4<u32>(32u - s)), a, s == 0u);
 }
 
 // Block is one whole block: q[j] holds elements 4j..4j+3, as integer levels
@@ -171,12 +156,12 @@ fn decode_block(qt: u32, o: u32) -> Block {
     var b: Block;
     switch qt {
         case Q4_0: { // d; qs[16]
-            let q = words4(o + 2u);
+            let q = load16(o + 2u);
             for (var j = 0u; j < 4u; j++) {
                 b.q[j] = levels(nibbles(q[j], 0u), 8.0);
                 b.q[j + 4u] = levels(nibbles(q[j], 4u), 8.0);
             }
-            b.d = half_at(o);
+            b.d = f16_at(o);
         }
         case Q4_1: { // d; m; qs[16]. 20-byte blocks are word-aligned.
             let i = o >> 2u;
@@ -190,12 +175,12 @@ fn decode_block(qt: u32, o: u32) -> Block {
         }
         case Q5_0: { // d; qh u32 (bit j = bit 4 of element j); qs[16]
             let qh = u32_at(o + 2u);
-            let q = words4(o + 6u);
+            let q = load16(o + 6u);
             for (var j = 0u; j < 4u; j++) {
                 b.q[j] = levels(nibbles(q[j], 0u) | high_bits(qh, 4u * j), 16.0);
                 b.q[j + 4u] = levels(nibbles(q[j], 4u) | high_bits(qh, 16u + 4u * j), 16.0);
             }
-            b.d = half_at(o);
+            b.d = f16_at(o);
         }
         case Q5_1: { // d; m; qh u32; qs[16]. 24-byte blocks are word-aligned.
             let i = o >> 2u;
@@ -209,13 +194,13 @@ fn decode_block(qt: u32, o: u32) -> Block {
             b.d = 1.0;
         }
         default: { // Q8_0: d; qs int8[32]
-            let q0 = words4(o + 2u);
-            let q1 = words4(o + 18u);
+            let q0 = load16(o + 2u);
+            let q1 = load16(o + 18u);
             for (var j = 0u; j < 4u; j++) {
                 b.q[j] = sbytes(q0[j]);
                 b.q[j + 4u] = sbytes(q1[j]);
             }
-            b.d = half_at(o);
+            b.d = f16_at(o);
         }
     }
     return b;

@@ -1,7 +1,8 @@
 // Byte access into the weight words w (array<u32>, the includer's
-// binding) for block formats that are only 2-byte aligned (Q3_K 110 bytes,
-// Q6_K 210, Q8_0 34), and the Q4_K/Q5_K packed scales, pasted in by the
-// include line of matmul_kquant and matvec_q8.
+// binding) for block formats that are only 2-byte aligned (the legacy
+// blocks, Q3_K 110 bytes, Q6_K 210), and the Q4_K/Q5_K packed scales,
+// pasted in by the include line of matmul_legacy, matmul_kquant and
+// matvec_q8.
 
 // load16 is the 16 bytes at any even byte offset b, as 4 little-endian
 // words. It always reads the fifth word (select, not a branch: lanes of one
