@@ -1,6 +1,6 @@
 // Workgroup reductions shared by the row kernels (pasted by //!include
 // reduce_common): norm, norm_backward, audio_norm, grad_norm, softmax,
-// cross_entropy and quantize_q8. Each combines one value per invocation
+// cross_entropy, quantize_q8 and ple. Each combines one value per invocation
 // through shared memory in the same pairwise tree, which also keeps the
 // f32 sum of thousands of terms accurate, and hands the result to every invocation.
 //

@@ -1,0 +1,37 @@
+package ref
+
+import "math"
+
+// PLEArgs shapes Gemma 4's per-layer-embedding gate, as ops.PLEArgs: Tokens
+// tokens, Layers layers of Dim floats each, the Layer whose slice is used,
+// the norm's Eps, ProjScale (hidden_size^-0.5) and InputScale (2^-0.5).
+type PLEArgs struct {
+	Tokens, Layers, Dim, Layer int
+	Eps, ProjScale, InputScale float32
+}
+
+// PLEGate returns, for each token t and j < Dim, with
+// p_j = proj[t][Layer*Dim + j] * ProjScale,
+//
+//	gelu(g[t][j]) * (p_j / sqrt(mean(p^2) + Eps) * w[j] + tok[t][Layer*Dim + j]) * InputScale
+//
+// where g is [Tokens][Dim], proj and tok [Tokens][Layers*Dim] and w Dim
+// floats, gelu being the tanh approximation. In float64 throughout.
+func PLEGate(g, proj, tok, w []float32, a PLEArgs) []float32 {
+	out := make([]float32, a.Tokens*a.Dim)
+	p := make([]float64, a.Dim)
+	for t := range a.Tokens {
+		src := t*a.Layers*a.Dim + a.Layer*a.Dim
+		ss := 0.0
+		for j := range p {
+			p[j] = float64(proj[src+j]) * float64(a.ProjScale)
+			ss += p[j] * p[j]
+		}
+		inv := 1 / math.Sqrt(ss/float64(a.Dim)+float64(a.Eps))
+		for j, v := range p {
+			ple := (v*inv*float64(w[j]) + float64(tok[src+j])) * float64(a.InputScale)
+			out[t*a.Dim+j] = float32(gelu(float64(g[t*a.Dim+j])) * ple)
+		}
+	}
+	return out
+}
