@@ -21,8 +21,9 @@
 // G > 1 keeps G times more loads in flight per workgroup than one thread per
 // key would: with 64 invocations the H200 ran at 260 GB/s of KV cache, far
 // from its 4 TB/s, as each invocation waited on one V load per key in turn.
-// Shared memory is sized by WG and the 256-wide head, never by the KV
-// length, so histories of any length fit.
+// Shared memory is sized by WG and MAX_HD, never by the KV length, so
+// histories of any length fit: at WG 256 and MAX_HD 512, 11.5 KiB, within
+// WebGPU's 16 KiB default.
 //
 // attention_split + attention_combine: split-K ("flash decoding"). A decode
 // step has one query token, so the grid above is only n_heads workgroups (8
@@ -35,7 +36,10 @@
 // scratch: [n_q, n_heads, n_split] partials of head_dim + 2 floats each:
 // m, l, acc[0, head_dim).
 //
-// Constants: WG, the workgroup size: 64, 128 or 256.
+// Constants: WG, the workgroup size: 64, 128 or 256; MAX_HD, the widest
+// head it takes, a multiple of 64 (ops compiles 256 for heads up to 256,
+// Gemma 2 and 3's, and 512 for wider ones, Gemma 4's global layers: the
+// accumulators an invocation keeps grow with it).
 
 //!include attention_common
 
@@ -46,10 +50,8 @@
 @group(0) @binding(4) var<storage, read_write> scratch: array<f32>;
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;
 
-// MAX_HD is the widest head (Gemma's 256). TILE keys are scored per step,
-// G invocations per key; in the value phase the G groups of TILE lanes each
-// own PER head slots per lane.
-const MAX_HD: u32 = 256u;
+// TILE keys are scored per step, G invocations per key; in the value phase
+// the G groups of TILE lanes each own PER head slots per lane.
 const TILE: u32 = 64u;
 const G: u32 = WG / TILE;
 const PER: u32 = MAX_HD / TILE;

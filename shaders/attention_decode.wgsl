@@ -35,7 +35,8 @@
 // partials in attention.wgsl's scratch layout ([n_q, n_heads, n_split] of
 // m, l, acc[head_dim]) and attention.wgsl's attention_combine merges them.
 //
-// Constants: HD, the head dim, a multiple of 4 (rows are read as vec4s);
+// Constants: HD, the head dim, a multiple of 4 (rows are read as vec4s) and
+// at most 4 * WG = 512 (step 3 gives each vec4 of a row to an invocation);
 // GQ, query heads per workgroup (<= 8); TK, keys staged per tile (8..64);
 // SC, keys per block, a multiple of TK. Workgroup memory is
 // 16*GQ*HD/4 + 16*TK*(HD/4 + 1) + 4*GQ*SC + 20*WG + 8*GQ bytes;

@@ -6,10 +6,15 @@
 //     (Qwen 3's and Gemma 3's q/k norms, when bound), then the rotation of
 //     rope.wgsl (same tables, same sincos, same products); q goes to
 //     q_out = [tokens, heads * head_dim], k to row pos0 + t of the k cache;
-//   - v: + bias (when bound), to row pos0 + t of the v cache.
-// That replaces up to seven dispatches a layer (three bias adds, two norms,
-// two rotations and the cache copy of k), each a few microseconds of launch
-// on a decoded token whose whole layer is tens of microseconds of work.
+//   - v: + bias (when bound), RMSNorm over the head without a gain (with
+//     FLAG_VNORM: Gemma 4's v norm), to row pos0 + t of the v cache.
+// With kv_heads = 0, qkv holds q heads only, [tokens, heads * head_dim], and
+// no cache is touched: Gemma 4's KV-shared layers attend over an earlier
+// layer's cache.
+// That replaces up to eight dispatches a layer (three bias adds, three
+// norms, two rotations and the cache copy of k), each a few microseconds of
+// launch on a decoded token whose whole layer is tens of microseconds of
+// work.
 //
 // One workgroup per (token, head slot), head slots ordered as in qkv; the
 // grid may wrap into y past 65535 workgroups. Every branch below depends
@@ -20,10 +25,11 @@
 // WG, then pairwise in workgroup memory: the order norm.wgsl uses, so its
 // error bound holds here.
 //
-// Bindings are read_write so that an absent bias, norm or factors buffer may
-// be filled by qkv (never read): WebGPU refuses one buffer bound read-only
-// and writable in a dispatch, not one bound writable twice. The written
-// buffers (q_out and the caches) must each be distinct from every other.
+// Bindings are read_write so that an absent bias, norm, factors or (with
+// kv_heads = 0) cache buffer may be filled by qkv (never read or written):
+// WebGPU refuses one buffer bound read-only and writable in a dispatch, not
+// one bound writable twice. The written buffers (q_out and the caches) must
+// each be distinct from every other.
 //
 // Constants: WG, the workgroup size, a power of two.
 
@@ -49,12 +55,13 @@ const FLAG_NEOX: u32 = 1u;
 const FLAG_FACTORS: u32 = 2u;
 const FLAG_BIAS: u32 = 4u;
 const FLAG_NORM: u32 = 8u;
+const FLAG_VNORM: u32 = 16u;
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read_write> qkv: array<f32>;
 // (heads + 2 kv_heads) * head_dim floats, in qkv's column order.
 @group(0) @binding(2) var<storage, read_write> bias: array<f32>;
-// 2 * head_dim floats: q's gain, then k's.
+// q's gain (head_dim floats), then, with kv_heads > 0, k's.
 @group(0) @binding(3) var<storage, read_write> norms: array<f32>;
 @group(0) @binding(4) var<storage, read_write> factors: array<f32>;
 @group(0) @binding(5) var<storage, read_write> q_out: array<f32>;
@@ -73,6 +80,25 @@ fn src(base: u32, bcol: u32, j: u32) -> f32 {
         v += bias[bcol + j];
     }
     return v;
+}
+
+// inv_rms is 1 / sqrt(mean(x²) + eps) over the head at base (with its
+// bias). Call from uniform control flow: it holds barriers.
+fn inv_rms(base: u32, bcol: u32, lid: u32) -> f32 {
+    var ss = 0.0;
+    for (var j = lid; j < p.head_dim; j += WG) {
+        let v = src(base, bcol, j);
+        ss += v * v;
+    }
+    red[lid] = ss;
+    workgroupBarrier();
+    for (var s = WG / 2u; s > 0u; s >>= 1u) {
+        if (lid < s) {
+            red[lid] += red[lid + s];
+        }
+        workgroupBarrier();
+    }
+    return inverseSqrt(red[0] / f32(p.head_dim) + p.eps);
 }
 
 @compute @workgroup_size(WG)
@@ -96,8 +122,12 @@ fn rope_qkv(
 
     if (h >= p.heads + p.kv_heads) {
         let dst = row + (h - p.heads - p.kv_heads) * hd;
+        var inv = 1.0; // x * 1.0 is x: without the norm v is copied exactly
+        if ((p.flags & FLAG_VNORM) != 0u) {
+            inv = inv_rms(base, bcol, lid);
+        }
         for (var j = lid; j < hd; j += WG) {
-            v_cache[dst + j] = src(base, bcol, j);
+            v_cache[dst + j] = src(base, bcol, j) * inv;
         }
         return;
     }
@@ -111,20 +141,7 @@ fn rope_qkv(
     }
     let norm = (p.flags & FLAG_NORM) != 0u;
     if (norm) {
-        var ss = 0.0;
-        for (var j = lid; j < hd; j += WG) {
-            let v = src(base, bcol, j);
-            ss += v * v;
-        }
-        red[lid] = ss;
-        workgroupBarrier();
-        for (var s = WG / 2u; s > 0u; s >>= 1u) {
-            if (lid < s) {
-                red[lid] += red[lid + s];
-            }
-            workgroupBarrier();
-        }
-        inv = inverseSqrt(red[0] / f32(hd) + p.eps);
+        inv = inv_rms(base, bcol, lid);
     }
 
     let half = p.rope_dims / 2u;
@@ -145,6 +162,13 @@ fn rope_qkv(
         let freq = p.lo[(i % 16u) / 4u][i % 4u] * p.hi[i / 64u][(i / 16u) % 4u];
         var theta = f32(pos) * freq;
         if ((p.flags & FLAG_FACTORS) != 0u) {
+            // Gemma 4's proportional RoPE stores 1e30 for the pairs that do
+            // not turn: a position below 2^24 times a frequency of at most
+            // 1, over 1e30, is an angle below 2e-23 (or 0 once it
+            // underflows), never NaN or inf, even where the division is
+            // lowered to a reciprocal (1e-30 is a normal f32). sincos then
+            // gives (theta, 1), and the pair comes out as it went in, to the
+            // rounding of a - b * theta.
             theta = theta / factors[i];
         }
         let sc = sincos(theta) * p.mscale;

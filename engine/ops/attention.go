@@ -23,7 +23,7 @@ import (
 // The same type with the same fields is ref.AttentionArgs, so a test converts
 // one into the other.
 type AttentionArgs struct {
-	HeadDim int // elements per head, 1..256
+	HeadDim int // elements per head, 1..512
 	Heads   int // query heads
 	KVHeads int // key/value heads; Heads must be a multiple (GQA: head h reads KV head h/(Heads/KVHeads))
 	Tokens  int // query tokens: 1 to decode, the batch to prefill
@@ -68,8 +68,26 @@ const (
 	attentionTile = 64
 )
 
-// attentionMaxHeadDim is MAX_HD in shaders/attention.wgsl.
-const attentionMaxHeadDim = 256
+// attentionMaxHeadDim is the widest head Attention takes: Gemma 4's global
+// layers' 512. The decode kernel gives each vec4 of a value row to one of
+// its 128 invocations (attentionDecodeWG), which reach no further.
+const attentionMaxHeadDim = 512
+
+// attentionNarrowHeadDim is the per-query kernel's MAX_HD for heads up to
+// it (Gemma 2 and 3's 256); wider heads compile with MAX_HD =
+// attentionMaxHeadDim. MAX_HD sets each invocation's accumulators (MAX_HD/64)
+// and the workgroup's 4*MAX_HD-float acc_s, which narrow heads should not pay
+// for in registers and occupancy.
+const attentionNarrowHeadDim = 256
+
+// perQuerySpec is entry of shaders/attention.wgsl compiled for a's head dim.
+func (a AttentionArgs) perQuerySpec(entry string) gpu.KernelSpec {
+	maxHD := attentionNarrowHeadDim
+	if a.HeadDim > maxHD {
+		maxHD = attentionMaxHeadDim
+	}
+	return gpu.Spec("attention", entry, "WG", attentionWG, "MAX_HD", maxHD)
+}
 
 // Attention appends out = softmax(mask(softcap(scale * q·kᵀ))) · v for every
 // query token and head (see AttentionArgs for layouts and masks). The softmax
@@ -187,14 +205,14 @@ func AttentionWith(c *gpu.Chain, q, k, v, scratch, out *gpu.Buffer, a AttentionA
 	params := a.params(splits, chunk)
 	grid := [3]uint32{uint32(a.Heads), uint32(a.Tokens), 1}
 	if splits == 1 {
-		return dispatch(c, gpu.Spec("attention", "attention", "WG", attentionWG), params, grid, q, k, v, scratch, out)
+		return dispatch(c, a.perQuerySpec("attention"), params, grid, q, k, v, scratch, out)
 	}
 	split := grid
 	split[2] = uint32(splits)
-	if err := dispatch(c, gpu.Spec("attention", "attention_split", "WG", attentionWG), params, split, q, k, v, scratch, out); err != nil {
+	if err := dispatch(c, a.perQuerySpec("attention_split"), params, split, q, k, v, scratch, out); err != nil {
 		return err
 	}
-	return dispatch(c, gpu.Spec("attention", "attention_combine", "WG", attentionWG), params, grid, q, k, v, scratch, out)
+	return dispatch(c, a.perQuerySpec("attention_combine"), params, grid, q, k, v, scratch, out)
 }
 
 // params are a's kernel parameters, with splits partials of chunk keys for
@@ -245,7 +263,9 @@ const (
 
 // sharedBytes is the kernel's workgroup memory at head dim hd: BQ queries
 // and BK keys in rows of ceil(hd/4)+1 vec4s, BQ x BK weights at a row stride
-// of BK+1 and BQ x 16 partial maxima.
+// of BK+1 and BQ x 16 partial maxima. At Gemma 4's global head_dim of 512
+// the smallest tile, 8x16, takes 50,592 bytes, over NVIDIA's 48 KiB and
+// lavapipe's 32 KiB: there its prefills run per query.
 func (t AttentionTile) sharedBytes(hd int) int {
 	sv := (hd+3)/4 + 1
 	return 4 * (4*sv*(t.BQ+t.BK) + t.BQ*(t.BK+1) + t.BQ*16)

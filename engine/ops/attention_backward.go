@@ -19,6 +19,10 @@ type attentionBackwardParams struct {
 // at 65535.
 const attentionBackwardMaxKV = 65535
 
+// attentionBackwardMaxHeadDim is MAX_HD in shaders/attention_backward.wgsl:
+// the forward's 512 (Gemma 4's global heads) is not trained here.
+const attentionBackwardMaxHeadDim = 256
+
 // AttentionStatsFloats is the size, in floats, of AttentionBackward's stats
 // scratch for a: a log-sum-exp and a delta per (token, head).
 func AttentionStatsFloats(a AttentionArgs) int { return a.Tokens * a.Heads * 2 }
@@ -42,6 +46,9 @@ func AttentionBackward(c *gpu.Chain, q, k, v, dout, stats, dq, dk, dv *gpu.Buffe
 	const kernel = "attention_backward"
 	if err := a.check(); err != nil {
 		return fmt.Errorf("%w (backward)", err)
+	}
+	if a.HeadDim > attentionBackwardMaxHeadDim {
+		return fmt.Errorf("ops: %s: head_dim %d over the backward kernel's %d (the forward takes up to %d)", kernel, a.HeadDim, attentionBackwardMaxHeadDim, attentionMaxHeadDim)
 	}
 	if a.Bidirectional {
 		return fmt.Errorf("ops: %s: bidirectional attention has no backward kernel (the causal one only)", kernel)

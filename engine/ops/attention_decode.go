@@ -139,5 +139,5 @@ func attentionDecode(c *gpu.Chain, q, k, v, scratch, out *gpu.Buffer, a Attentio
 	if splits == 1 {
 		return nil
 	}
-	return dispatch(c, gpu.Spec("attention", "attention_combine", "WG", attentionWG), params, [3]uint32{uint32(a.Heads), uint32(a.Tokens), 1}, q, k, v, scratch, out)
+	return dispatch(c, a.perQuerySpec("attention_combine"), params, [3]uint32{uint32(a.Heads), uint32(a.Tokens), 1}, q, k, v, scratch, out)
 }

@@ -3,6 +3,7 @@ package ops
 import (
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/hearthstudio/hearth/engine/gpu"
@@ -316,7 +317,7 @@ func TestAttentionRejectsBadShapes(t *testing.T) {
 		edit func(*AttentionArgs)
 	}{
 		{"heads not a multiple of kv_heads", func(a *AttentionArgs) { a.Heads, a.KVHeads = 7, 2 }},
-		{"head_dim 257", func(a *AttentionArgs) { a.HeadDim = 257 }},
+		{"head_dim 513", func(a *AttentionArgs) { a.HeadDim = 513 }},
 		{"kv_len short of the last query", func(a *AttentionArgs) { a.KVLen = 4 }},
 		{"q too short for 3 tokens", func(a *AttentionArgs) { a.Tokens, a.KVLen = 3, 6 }},
 		{"k too short for kv_len 6", func(a *AttentionArgs) { a.KVLen = 6 }},
@@ -396,6 +397,8 @@ func BenchmarkAttention(b *testing.B) {
 		{"llama8b decode kv4096", AttentionArgs{HeadDim: 128, Heads: 32, KVHeads: 8, Tokens: 1, Pos0: 4095, KVLen: 4096}},
 		{"llama8b decode kv512", AttentionArgs{HeadDim: 128, Heads: 32, KVHeads: 8, Tokens: 1, Pos0: 511, KVLen: 512}},
 		{"llama8b prefill 512", AttentionArgs{HeadDim: 128, Heads: 32, KVHeads: 8, Tokens: 512, Pos0: 0, KVLen: 512}},
+		{"gemma4-e2b global decode kv4096", AttentionArgs{HeadDim: 512, Heads: 8, KVHeads: 1, Tokens: 1, Pos0: 4095, KVLen: 4096, Scale: 1}},
+		{"gemma4-e2b global prefill 512", AttentionArgs{HeadDim: 512, Heads: 8, KVHeads: 1, Tokens: 512, Pos0: 0, KVLen: 512, Scale: 1}},
 	} {
 		a := bc.a
 		qn, kvn := a.Tokens*a.Heads*a.HeadDim, a.KVLen*a.KVHeads*a.HeadDim
@@ -414,5 +417,128 @@ func BenchmarkAttention(b *testing.B) {
 				benchDispatches(b, 20, kvBytes, out, func(c *gpu.Chain) error { return Attention(c, q, k, v, sc, out, a) })
 			})
 		}
+	}
+}
+
+// attentionWideHeadCases are Gemma 4's global layers, head_dim 512, through
+// every kernel that takes them: prefills of 40 tokens (the tiled kernel's
+// size, which at 512 fits no tile of a 32 or 48 KiB device and so runs
+// per query) and of 5, with and without a sliding window, 8 query heads
+// over 1 and 2 KV heads, at pos0 0 and later; 3 tokens and decodes over
+// 700 keys (the decode kernel, split-K), Gemma 4's scale of 1 and a window
+// over the history.
+var attentionWideHeadCases = []struct {
+	name string
+	a    AttentionArgs
+}{
+	{"prefill 40 gqa8", AttentionArgs{HeadDim: 512, Heads: 8, KVHeads: 1, Tokens: 40, KVLen: 40}},
+	{"prefill 40 at pos0 25 gqa4 window20", AttentionArgs{HeadDim: 512, Heads: 8, KVHeads: 2, Tokens: 40, Pos0: 25, KVLen: 65, Window: 20}},
+	{"prefill 5 at pos0 11 gqa8 window7", AttentionArgs{HeadDim: 512, Heads: 8, KVHeads: 1, Tokens: 5, Pos0: 11, KVLen: 16, Window: 7}},
+	{"prefill 3 at pos0 30 gqa4", AttentionArgs{HeadDim: 512, Heads: 8, KVHeads: 2, Tokens: 3, Pos0: 30, KVLen: 33}},
+	{"decode kv700 gqa8", AttentionArgs{HeadDim: 512, Heads: 8, KVHeads: 1, Tokens: 1, Pos0: 699, KVLen: 700}},
+	{"decode kv700 gqa4 scale1 window512", AttentionArgs{HeadDim: 512, Heads: 8, KVHeads: 2, Tokens: 1, Pos0: 699, KVLen: 700, Scale: 1, Window: 512}},
+	{"decode kv700 hd320 mid-history", AttentionArgs{HeadDim: 320, Heads: 8, KVHeads: 1, Tokens: 1, Pos0: 400, KVLen: 700}},
+}
+
+// TestAttentionWideHeadMatchesReference runs attentionWideHeadCases on the
+// per-query kernel (split and single-pass), Attention's own choice, every
+// tile that fits the device and, where its workgroup memory holds a shape,
+// the decode kernel's runs (decodeRuns), at unit and wide magnitudes.
+func TestAttentionWideHeadMatchesReference(t *testing.T) {
+	for i, tc := range attentionWideHeadCases {
+		full := int(AttentionScratchBytes(tc.a))
+		runs := []attentionRun{
+			{fmt.Sprintf("per-query with %d scratch bytes", full), full, AttentionOptions{Path: AttentionPerQuery}},
+			{"per-query with 4 scratch bytes", 4, AttentionOptions{Path: AttentionPerQuery}},
+		}
+		runs = append(runs, tiledRuns(tc.a)...)
+		if _, err := attentionDecodeShapeFor(tc.a, dev.Limits.MaxComputeWorkgroupStorageSize); err == nil {
+			runs = append(runs, decodeRuns(tc.a)...)
+		}
+		if !tc.a.decodes() {
+			runs = append(runs, attentionRun{"auto", full, AttentionOptions{}}) // decodeRuns has it otherwise
+		}
+		t.Run(tc.name, func(t *testing.T) {
+			// Unit q, k, v as TestAttentionMatchesReference, with dots over
+			// 512 terms: at Scale 1 (Gemma 4's, whose q and k are normed
+			// instead) scores reach tens and their f32 rounding ~1e-6
+			// moves the weights by as much relative. lavapipe measured
+			// 2e-6 there at worst, 1.8e-7 at 1/sqrt(512): atol 5e-6.
+			checkAttentionRuns(t, uint64(1700+10*i), tc.a, attentionInputs{QK: 1, V: 1}, 5e-6, 0, runs)
+		})
+		t.Run(tc.name+"/wide", func(t *testing.T) {
+			// As TestAttentionWideMagnitude: scores of hundreds and spiked
+			// keys, outputs up to 30 moved by a score's f32 error of ~1e-5
+			// relative; lavapipe measured 4e-4 at worst: atol 1e-3.
+			checkAttentionRuns(t, uint64(1700+10*i), tc.a, attentionInputs{QK: 8, V: 30, Spike: 4}, 1e-3, 0, runs)
+		})
+	}
+}
+
+// TestAttentionWideHeadShapes checks what runs head_dim 512 (Gemma 4's
+// global layers, 8 heads on 1 KV head) on a 48 KiB device (NVIDIA's
+// Vulkan), lavapipe's 32 KiB and WebGPU's default 16 KiB: no query tile
+// fits any of them, so prefills run per query; the decode kernel serves all
+// 8 heads a workgroup in 8-key tiles at 48 KiB, 4 at 32 KiB, and at 16 KiB
+// none fits and decoding runs per query too.
+func TestAttentionWideHeadShapes(t *testing.T) {
+	const h200, lavapipe = 49152, 32768
+	prefill := AttentionArgs{HeadDim: 512, Heads: 8, KVHeads: 1, Tokens: 512, KVLen: 512}
+	for _, limit := range []uint32{h200, lavapipe, webGPUDefaultStorage} {
+		if tile, ok := attentionTileFor(prefill, limit); ok {
+			t.Errorf("%+v at %d bytes: tile %v, want none (the per-query kernel)", prefill, limit, tile)
+		}
+	}
+	decode := AttentionArgs{HeadDim: 512, Heads: 8, KVHeads: 1, Tokens: 1, Pos0: 4095, KVLen: 4096}
+	for _, tc := range []struct {
+		limit uint32
+		want  attentionDecodeShape // zero: none fits
+	}{
+		{h200, attentionDecodeShape{8, 8, 256}},
+		{lavapipe, attentionDecodeShape{4, 8, 256}},
+		{webGPUDefaultStorage, attentionDecodeShape{}},
+	} {
+		s, err := attentionDecodeShapeFor(decode, tc.limit)
+		if s != tc.want || (err == nil) != (tc.want != attentionDecodeShape{}) {
+			t.Errorf("%+v at %d bytes: shape %+v (%v), want %+v", decode, tc.limit, s, err, tc.want)
+		}
+		if err == nil && s.sharedBytes(decode.HeadDim) > int(tc.limit) {
+			t.Errorf("%+v: shape %+v takes %d bytes, over %d", decode, s, s.sharedBytes(decode.HeadDim), tc.limit)
+		}
+	}
+	// The per-query kernel compiles MAX_HD 512 for wide heads only.
+	for hd, want := range map[int]uint32{64: 256, 256: 256, 260: 512, 512: 512} {
+		spec := AttentionArgs{HeadDim: hd}.perQuerySpec("attention")
+		if spec.Consts[1] != (gpu.Const{Name: "MAX_HD", Value: want}) {
+			t.Errorf("head_dim %d: consts %v, want MAX_HD %d", hd, spec.Consts, want)
+		}
+	}
+}
+
+// TestAttentionRejectsWideHeads checks that heads past 512 are refused by
+// every path with an error naming the limit, and that the backward kernel,
+// which stays at 256, refuses 512 with one naming its own.
+func TestAttentionRejectsWideHeads(t *testing.T) {
+	buf := scratch(t, "any", 4)
+	c, err := dev.NewChain("wide heads")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Discard()
+	for _, hd := range []int{513, 1024} {
+		a := AttentionArgs{HeadDim: hd, Heads: 8, KVHeads: 1, Tokens: 1, Pos0: 699, KVLen: 700}
+		for _, path := range []AttentionPath{AttentionAuto, AttentionPerQuery, AttentionTiled, AttentionDecode} {
+			err := AttentionWith(c, buf, buf, buf, buf, buf, a, AttentionOptions{Path: path})
+			if want := fmt.Sprintf("head_dim %d outside 1..512", hd); err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("head_dim %d on path %d: %v, want an error saying %q", hd, path, err, want)
+			}
+		}
+	}
+	a := AttentionArgs{HeadDim: 512, Heads: 2, KVHeads: 1, Tokens: 2, KVLen: 2}
+	if err := AttentionBackward(c, buf, buf, buf, buf, buf, buf, buf, buf, a); err == nil || !strings.Contains(err.Error(), "head_dim 512 over the backward kernel's 256") {
+		t.Errorf("backward at head_dim 512: %v, want an error naming its limit of 256", err)
+	}
+	if c.Err() != nil {
+		t.Errorf("a refused call reached the chain: %v", c.Err())
 	}
 }

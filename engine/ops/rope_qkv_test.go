@@ -26,8 +26,23 @@ type ropeQKVCase struct {
 	factors     []float32
 }
 
-func (rc ropeQKVCase) refArgs() ref.RoPEArgs {
-	return ropeCase{a: rc.a.RoPEArgs}.refArgs()
+func (rc ropeQKVCase) refArgs() ref.RoPEQKVArgs {
+	a := rc.a
+	return ref.RoPEQKVArgs{RoPEArgs: ropeCase{a: a.RoPEArgs}.refArgs(), KVHeads: a.KVHeads, Eps: a.Eps, VNorm: a.VNorm}
+}
+
+// gemma4Factors are Gemma 4's global layers' rope_freqs at head_dim 512
+// ("proportional" RoPE, a quarter of the pairs turning): 64 pairs at 1 and
+// 192 at 1e30, which leaves those pairs unrotated.
+func gemma4Factors() []float32 {
+	f := make([]float32, 256)
+	for i := range f {
+		f[i] = 1
+		if i >= 64 {
+			f[i] = 1e30
+		}
+	}
+	return f
 }
 
 func checkRoPEQKV(t *testing.T, rc ropeQKVCase, xScale float32) {
@@ -43,23 +58,41 @@ func checkRoPEQKV(t *testing.T, rc ropeQKVCase, xScale float32) {
 		bb = upload(t, "bias", bias)
 	}
 	if rc.norms {
-		// Gains around 1, as trained q/k norms are, some negative.
-		norms = randVec(13, 2*hd, 1.5)
+		// Gains around 1, as trained q/k norms are, some negative; q's
+		// alone when there is no k.
+		gains := 2
+		if a.KVHeads == 0 {
+			gains = 1
+		}
+		norms = randVec(13, gains*hd, 1.5)
 		bn = upload(t, "norms", norms)
 	}
 	if rc.factors != nil {
 		bf = upload(t, "factors", rc.factors)
 	}
-	rows := a.Pos0 + a.Tokens + 2 // two rows past the batch, to stay untouched
-	fill := make([]float32, rows*kvd)
-	for i := range fill {
-		fill[i] = ropeQKVSentinel
-	}
 	bqkv, bq := upload(t, "qkv", qkv), scratch(t, "q", a.Tokens*a.Heads*hd)
-	bk, bv := upload(t, "k cache", fill), upload(t, "v cache", fill)
+	rows := a.Pos0 + a.Tokens + 2 // two rows past the batch, to stay untouched
+	var bk, bv *gpu.Buffer
+	if kvd > 0 {
+		fill := make([]float32, rows*kvd)
+		for i := range fill {
+			fill[i] = ropeQKVSentinel
+		}
+		bk, bv = upload(t, "k cache", fill), upload(t, "v cache", fill)
+	}
 	run(t, rc.name, func(c *gpu.Chain) error { return RoPEQKV(c, bqkv, bb, bn, bf, bq, bk, bv, a) })
-	gotQ, gotK, gotV := download(t, bq, a.Tokens*a.Heads*hd), download(t, bk, rows*kvd), download(t, bv, rows*kvd)
-	wantQ, wantK, wantV := ref.RoPEQKV(qkv, bias, norms, rc.factors, rc.refArgs(), a.KVHeads, a.Eps)
+	wantQ, wantK, wantV := ref.RoPEQKV(qkv, bias, norms, rc.factors, rc.refArgs())
+	gotQ := download(t, bq, a.Tokens*a.Heads*hd)
+	var gotK, gotV []float32
+	if kvd > 0 {
+		gotK, gotV = download(t, bk, rows*kvd), download(t, bv, rows*kvd)
+	}
+	// qkv is only read, also where it fills the absent caches' slots.
+	for i, v := range download(t, bqkv, len(qkv)) {
+		if v != qkv[i] {
+			t.Fatalf("%s: qkv[%d] was written: %v, was %v", rc.name, i, v, qkv[i])
+		}
+	}
 
 	for i, v := range gotK[:a.Pos0*kvd] {
 		if v != ropeQKVSentinel || gotV[i] != ropeQKVSentinel {
@@ -71,11 +104,18 @@ func checkRoPEQKV(t *testing.T, rc ropeQKVCase, xScale float32) {
 			t.Fatalf("%s: cache float %d (row %d, past the batch) was written: k %v v %v", rc.name, i, i/kvd, gotK[i], gotV[i])
 		}
 	}
-	// v is the projection plus its bias: one f32 add, the same either side.
 	batch := gotV[a.Pos0*kvd : (a.Pos0+a.Tokens)*kvd]
-	for i, v := range batch {
-		if v != wantV[i] {
-			t.Fatalf("%s: v[%d] = %v, want %v", rc.name, i, v, wantV[i])
+	if a.VNorm {
+		// Normed as q and k are, without the gain's product:
+		// ropeQKVNormTol bounds it.
+		assertClose(t, rc.name+": v", batch, wantV, 0, ropeQKVNormTol)
+	} else {
+		// v is the projection plus its bias: one f32 add, the same either
+		// side.
+		for i, v := range batch {
+			if v != wantV[i] {
+				t.Fatalf("%s: v[%d] = %v, want %v", rc.name, i, v, wantV[i])
+			}
 		}
 	}
 
@@ -111,7 +151,7 @@ func checkRoPEQKV(t *testing.T, rc ropeQKVCase, xScale float32) {
 					// |x1|), what RoPE's tolerance scales with, is at most
 					// sqrt 2 times the length of the wanted pair.
 					mag := math.Sqrt2 * math.Hypot(float64(want[i0]), float64(want[i1]))
-					theta := ref.RoPETheta(rc.refArgs(), rc.factors, pos, i)
+					theta := ref.RoPETheta(rc.refArgs().RoPEArgs, rc.factors, pos, i)
 					tol := mag * (math.Abs(theta)*angleHalfUlps*0x1p-24 + ropeSinCosTol + scaleTol + normTol)
 					for _, k := range []int{i0, i1} {
 						if diff := math.Abs(float64(got[k]) - float64(want[k])); !(diff <= tol) {
@@ -123,7 +163,9 @@ func checkRoPEQKV(t *testing.T, rc ropeQKVCase, xScale float32) {
 		}
 	}
 	check("q", gotQ, wantQ, a.Heads)
-	check("k", gotK[a.Pos0*kvd:(a.Pos0+a.Tokens)*kvd], wantK, a.KVHeads)
+	if kvd > 0 {
+		check("k", gotK[a.Pos0*kvd:(a.Pos0+a.Tokens)*kvd], wantK, a.KVHeads)
+	}
 }
 
 func TestRoPEQKVMatchesReference(t *testing.T) {
@@ -151,6 +193,20 @@ func TestRoPEQKVMatchesReference(t *testing.T) {
 		{name: "rope 512", a: RoPEQKVArgs{RoPEArgs: rope(1, 2, 512, false, 10000, 3), KVHeads: 1, Eps: 1e-6}, norms: true, bias: true},
 		// Odd everything: 7 tokens, 9 heads over 3, head_dim 6.
 		{name: "ragged", a: RoPEQKVArgs{RoPEArgs: rope(7, 9, 6, true, 10000, 1), KVHeads: 3, Eps: 1e-6}, norms: true, bias: true},
+		// Gemma 4's sliding layers: q/k norms and the gainless v norm at
+		// head_dim 256, 8 heads over 1.
+		{name: "gemma4 sliding vnorm", a: RoPEQKVArgs{RoPEArgs: rope(3, 8, 256, true, 10000, 7), KVHeads: 1, Eps: 1e-6, VNorm: true}, norms: true},
+		// Its global layers: head_dim 512 (four pairs an invocation) with
+		// proportional RoPE's 1e30 factors, 8 heads over 2.
+		{name: "gemma4 global proportional", a: RoPEQKVArgs{RoPEArgs: rope(2, 8, 512, true, 1e6, 1000), KVHeads: 2, Eps: 1e-6, VNorm: true}, norms: true, factors: gemma4Factors()},
+		// The v norm alone, after the bias, on a ragged shape.
+		{name: "vnorm ragged", a: RoPEQKVArgs{RoPEArgs: rope(7, 9, 6, false, 10000, 1), KVHeads: 3, Eps: 1e-5, VNorm: true}, bias: true},
+		// Queries only (Gemma 4's KV-shared layers): q's gain alone, at
+		// both of Gemma 4's head dims, and a ragged one with a bias. VNorm
+		// has no v to act on.
+		{name: "q only sliding", a: RoPEQKVArgs{RoPEArgs: rope(3, 8, 256, true, 10000, 40), Eps: 1e-6, VNorm: true}, norms: true},
+		{name: "q only global proportional", a: RoPEQKVArgs{RoPEArgs: rope(2, 8, 512, true, 1e6, 40), Eps: 1e-6}, norms: true, factors: gemma4Factors()},
+		{name: "q only ragged", a: RoPEQKVArgs{RoPEArgs: rope(5, 3, 10, false, 10000, 2), Eps: 1e-6}, norms: true, bias: true},
 	} {
 		t.Run(rc.name, func(t *testing.T) { checkRoPEQKV(t, rc, 2) })
 		// Production magnitudes: q and k of a late layer reach the
@@ -176,7 +232,12 @@ func TestRoPEQKVRejectsBadShapes(t *testing.T) {
 		what string
 		err  error
 	}{
-		{"kv_heads 0", RoPEQKV(c, qkv, nil, nil, nil, q, kc, vc, with(func(a *RoPEQKVArgs) { a.KVHeads = 0 }))},
+		{"kv_heads -1", RoPEQKV(c, qkv, nil, nil, nil, q, kc, vc, with(func(a *RoPEQKVArgs) { a.KVHeads = -1 }))},
+		{"q only with caches", RoPEQKV(c, qkv, nil, nil, nil, q, kc, vc, with(func(a *RoPEQKVArgs) { a.KVHeads = 0 }))},
+		{"q only with a v cache", RoPEQKV(c, qkv, nil, nil, nil, q, nil, vc, with(func(a *RoPEQKVArgs) { a.KVHeads = 0 }))},
+		{"q only, short norms", RoPEQKV(c, qkv, nil, scratch(t, "norms 15", 15), nil, q, nil, nil, with(func(a *RoPEQKVArgs) { a.KVHeads = 0 }))},
+		{"q only, q is qkv", RoPEQKV(c, qkv, nil, nil, nil, qkv, nil, nil, with(func(a *RoPEQKVArgs) { a.KVHeads = 0 }))},
+		{"nil k cache", RoPEQKV(c, qkv, nil, nil, nil, q, nil, vc, a)},
 		{"cache past its end", RoPEQKV(c, qkv, nil, nil, nil, q, kc, vc, with(func(a *RoPEQKVArgs) { a.Pos0 = 4 }))},
 		{"qkv too short", RoPEQKV(c, qkv, nil, nil, nil, q, kc, vc, with(func(a *RoPEQKVArgs) { a.KVHeads = 3 }))},
 		{"odd rope_dims", RoPEQKV(c, qkv, nil, nil, nil, q, kc, vc, with(func(a *RoPEQKVArgs) { a.RopeDims = 5 }))},
@@ -193,18 +254,64 @@ func TestRoPEQKVRejectsBadShapes(t *testing.T) {
 			t.Errorf("%s: accepted", tc.what)
 		}
 	}
+	// q only takes q's gain alone, or both gains (k's unread).
+	qOnly := with(func(a *RoPEQKVArgs) { a.KVHeads = 0 })
+	for _, n := range []int{16, 32} {
+		if err := RoPEQKV(c, qkv, nil, scratch(t, "norms", n), nil, q, nil, nil, qOnly); err != nil {
+			t.Errorf("q only with %d norm floats: %v", n, err)
+		}
+	}
 	if c.Err() != nil {
 		t.Errorf("a rejected shape reached the chain: %v", c.Err())
 	}
 }
 
-func TestRoPEQKVGridWrap(t *testing.T) {
-	// 1400 tokens of 48 head slots are 67200 workgroups, past the 65535 a
-	// grid dimension holds: the grid wraps into y, as a 512-token prefill
-	// of a model with 128 head slots would.
-	rc := ropeQKVCase{name: "wrap", a: RoPEQKVArgs{RoPEArgs: RoPEArgs{Tokens: 1400, Heads: 40, HeadDim: 2, NeoX: true, Base: 10000}, KVHeads: 4, Eps: 1e-6}, bias: true, norms: true}
-	if g := gpu.Grid(rc.a.Tokens*(rc.a.Heads+2*rc.a.KVHeads), 1); g[1] < 2 {
-		t.Fatalf("grid %v does not wrap", g)
+// TestRoPEQKVProportionalUnrotated checks Gemma 4's proportional RoPE up to
+// the last position the kernel takes, where angles are largest (queries
+// only there: a cache of 2^24 rows would not fit): the pairs whose factor is
+// 1e30 must come out exactly as they went in (no norm, no bias, so nothing
+// else rounds them), and nothing may be NaN or inf.
+func TestRoPEQKVProportionalUnrotated(t *testing.T) {
+	factors := gemma4Factors()
+	for _, a := range []RoPEQKVArgs{
+		{RoPEArgs: RoPEArgs{Tokens: 2, Heads: 8, HeadDim: 512, NeoX: true, Base: 1e6, Pos0: ropeMaxPos - 2}},
+		{RoPEArgs: RoPEArgs{Tokens: 3, Heads: 8, HeadDim: 512, NeoX: true, Base: 1e6, Pos0: 5000}, KVHeads: 2},
+	} {
+		hd, kvd := a.HeadDim, a.KVHeads*a.HeadDim
+		w := (a.Heads + 2*a.KVHeads) * hd
+		qkv := randVec(21, a.Tokens*w, 300)
+		bq := scratch(t, "q", a.Tokens*a.Heads*hd)
+		var bk, bv *gpu.Buffer
+		if kvd > 0 {
+			bk, bv = scratch(t, "k cache", (a.Pos0+a.Tokens)*kvd), scratch(t, "v cache", (a.Pos0+a.Tokens)*kvd)
+		}
+		run(t, "proportional", func(c *gpu.Chain) error {
+			return RoPEQKV(c, upload(t, "qkv", qkv), nil, nil, upload(t, "factors", factors), bq, bk, bv, a)
+		})
+		half := hd / 2
+		check := func(what string, got []float32, heads, first int) {
+			for tok := range a.Tokens {
+				for h := range heads {
+					out := got[(tok*heads+h)*hd:][:hd]
+					in := qkv[tok*w+(first+h)*hd:][:hd]
+					for j, v := range out {
+						if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+							t.Fatalf("pos0 %d: %s token %d head %d dim %d = %v", a.Pos0, what, tok, h, j, v)
+						}
+						if i := j % half; factors[i] == 1e30 && v != in[j] {
+							t.Fatalf("pos0 %d: %s token %d head %d dim %d (pair %d, factor 1e30) = %v, want it unrotated: %v", a.Pos0, what, tok, h, j, i, v, in[j])
+						}
+					}
+				}
+			}
+		}
+		check("q", download(t, bq, a.Tokens*a.Heads*hd), a.Heads, 0)
+		if kvd > 0 {
+			rows, err := bk.ReadF32(a.Pos0*kvd, a.Tokens*kvd)
+			if err != nil {
+				t.Fatal(err)
+			}
+			check("k", rows, a.KVHeads, a.Heads)
+		}
 	}
-	checkRoPEQKV(t, rc, 2)
 }

@@ -101,14 +101,25 @@ func YaRNFactors(base float64, dims int, factor float64, origCtx int, betaFast, 
 	return out
 }
 
+// RoPEQKVArgs mirror ops.RoPEQKVArgs: the rotation (Heads the query heads),
+// the key and value heads (0: qkv holds queries only), the norms' epsilon,
+// and VNorm to RMS-normalise each v head without a gain.
+type RoPEQKVArgs struct {
+	RoPEArgs
+	KVHeads int
+	Eps     float32
+	VNorm   bool
+}
+
 // RoPEQKV returns what ops.RoPEQKV writes, from qkv = [Tokens, (Heads +
 // 2·KVHeads)·HeadDim]: q = [Tokens, Heads·HeadDim] and the k and v rows of
-// the batch's positions, [Tokens, KVHeads·HeadDim] each. bias (nil for none)
-// is added first, in f32 as the kernel does; norms (nil for none), q's gain
-// then k's, normalise each q and k head (RMSNorm with eps, in float64);
-// then q and k rotate as RoPE does.
-func RoPEQKV(qkv, bias, norms, factors []float32, a RoPEArgs, kvHeads int, eps float32) (q, k, v []float32) {
-	hd := a.HeadDim
+// the batch's positions, [Tokens, KVHeads·HeadDim] each (nil with KVHeads
+// 0). bias (nil for none) is added first, in f32 as the kernel does; norms
+// (nil for none), q's gain then, with KVHeads > 0, k's, normalise each q and
+// k head (RMSNorm with Eps, in float64), and VNorm each v head without a
+// gain; then q and k rotate as RoPE does.
+func RoPEQKV(qkv, bias, norms, factors []float32, a RoPEQKVArgs) (q, k, v []float32) {
+	hd, kvHeads := a.HeadDim, a.KVHeads
 	w := (a.Heads + 2*kvHeads) * hd
 	x := append([]float32(nil), qkv[:a.Tokens*w]...)
 	if bias != nil {
@@ -124,12 +135,21 @@ func RoPEQKV(qkv, bias, norms, factors []float32, a RoPEArgs, kvHeads int, eps f
 		k = append(k, row[a.Heads*hd:(a.Heads+kvHeads)*hd]...)
 		v = append(v, row[(a.Heads+kvHeads)*hd:]...)
 	}
+	heads := func(n int) NormArgs { return NormArgs{Rows: a.Tokens * n, Dim: hd, Eps: a.Eps} }
 	if norms != nil {
-		q = RMSNorm(q, norms[:hd], NormArgs{Rows: a.Tokens * a.Heads, Dim: hd, Eps: eps})
-		k = RMSNorm(k, norms[hd:2*hd], NormArgs{Rows: a.Tokens * kvHeads, Dim: hd, Eps: eps})
+		q = RMSNorm(q, norms[:hd], heads(a.Heads))
+		if kvHeads > 0 {
+			k = RMSNorm(k, norms[hd:2*hd], heads(kvHeads))
+		}
 	}
-	q = RoPE(q, factors, nil, a)
-	ka := a
+	if a.VNorm && kvHeads > 0 {
+		v = RMSNorm(v, nil, heads(kvHeads))
+	}
+	q = RoPE(q, factors, nil, a.RoPEArgs)
+	if kvHeads == 0 {
+		return q, nil, nil
+	}
+	ka := a.RoPEArgs
 	ka.Heads = kvHeads
 	return q, RoPE(k, factors, nil, ka), v
 }
