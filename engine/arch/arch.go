@@ -29,6 +29,12 @@ type Arch struct {
 	// lists its own.
 	Block []Tensor
 
+	// Globals are the model-level tensors the architecture adds to
+	// token_embd, output_norm and output (Gemma 4's per-layer embeddings),
+	// under their whole GGUF names and their transformers names after
+	// "model.".
+	Globals []Tensor
+
 	// HF are the transformers classes (config.json's "architectures")
 	// that import as this architecture.
 	HF []HFClass
@@ -45,6 +51,10 @@ type Arch struct {
 	// AttnScale: q·k is scaled by 1/sqrt(query_pre_attn_scalar), written
 	// as attention.scale (Gemma 2 and 3).
 	AttnScale bool
+	// LayerShapes: the layers differ in widths or share caches (Gemma 4):
+	// ReadConfig reads the per-layer arrays as their widest values and
+	// Configure fills Config.Shapes.
+	LayerShapes bool
 	// LongRoPE: config.json's longrope scaling (per-pair factor tensors)
 	// and original_max_position_embeddings apply (Phi-3).
 	LongRoPE bool
@@ -79,11 +89,12 @@ func (l Layout) apply(c *Config) {
 type Window int
 
 const (
-	WindowNone      Window = iota // full attention everywhere (Llama, Gemma)
-	WindowAll                     // every layer, when the config sets one (Mistral, Phi-3)
-	WindowAlternate               // even layers sliding, odd layers global (Gemma 2)
-	WindowPattern                 // one global layer in every sliding_window_pattern (Gemma 3)
-	WindowRefused                 // Qwen's max_window_layers scheme, which Hearth does not run
+	WindowNone       Window = iota // full attention everywhere (Llama, Gemma)
+	WindowAll                      // every layer, when the config sets one (Mistral, Phi-3)
+	WindowAlternate                // even layers sliding, odd layers global (Gemma 2)
+	WindowPattern                  // one global layer in every sliding_window_pattern (Gemma 3)
+	WindowLayerTypes               // layer_types lists each layer's kind (Gemma 4)
+	WindowRefused                  // Qwen's max_window_layers scheme, which Hearth does not run
 )
 
 // HFClass is one transformers model class that converts to an
@@ -197,7 +208,7 @@ func (a *Arch) Tensor(gguf string) (*Tensor, bool) {
 // of it has a window.
 func (a *Arch) Interleaved() bool {
 	for _, c := range a.HF {
-		if c.Window == WindowAlternate || c.Window == WindowPattern {
+		if c.Window == WindowAlternate || c.Window == WindowPattern || c.Window == WindowLayerTypes {
 			return true
 		}
 	}

@@ -44,10 +44,16 @@ func TestBlocksAreConsistent(t *testing.T) {
 			}
 			gg[x.GGUF], hf[x.HF] = true, true
 			suffix := x.GGUF[strings.LastIndexByte(x.GGUF, '.'):]
-			if !strings.HasSuffix(x.HF, suffix) || (suffix == ".bias") != (x.Kind == Bias) {
+			// transformers keeps Gemma 4's layer scale as a buffer named
+			// layer_scalar, without ".weight".
+			if x.Kind != Scalar && !strings.HasSuffix(x.HF, suffix) || (suffix == ".bias") != (x.Kind == Bias) {
 				t.Errorf("%s: %s ↔ %s (kind %d): the names disagree on what the tensor is", a.Name, x.GGUF, x.HF, x.Kind)
 			}
-			if (x.Kind == Matrix) != (len(x.LoRA) > 0) {
+			// The per-layer-embedding gate and projection (Gemma 4) are
+			// matrices that neither PEFT's usual targets nor training
+			// adapt.
+			ple := x.Rows == DimPerLayer || x.Cols == DimPerLayer
+			if (x.Kind == Matrix && !ple) != (len(x.LoRA) > 0) {
 				t.Errorf("%s: %s: kind %d with LoRA targets %v; exactly the projections have targets", a.Name, x.GGUF, x.Kind, x.LoRA)
 			}
 			if (x.Kind == Matrix) != (x.Cols != DimNone) {
@@ -129,6 +135,8 @@ func TestReadConfigAppliesLayout(t *testing.T) {
 			{Key: p + "context_length", Value: gguf.ValueOf(uint32(128))},
 			{Key: p + "attention.head_count", Value: gguf.ValueOf(uint32(4))},
 			{Key: p + "feed_forward_length", Value: gguf.ValueOf(uint32(96))},
+			// Gemma 4 needs it; the others read it or not.
+			{Key: p + "attention.sliding_window_pattern", Value: gguf.ValueOf(uint32(2))},
 		} {
 			if err := w.Set(kv.Key, kv.Value); err != nil {
 				t.Fatal(err)

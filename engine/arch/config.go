@@ -54,6 +54,20 @@ type Config struct {
 	// (the per-layer form of the pattern) and SlidingPeriod is unused.
 	SlidingLayers []bool
 
+	// Shapes, when not nil, give each layer its own widths and KV source
+	// (Gemma 4: 256-dim sliding heads and 512-dim global ones, wider
+	// feed-forwards in the layers that share their keys and values). The
+	// scalars HeadDim, KVHeads, FF and RopeDims are then the widest of the
+	// layers', which buffers are sized by; a layer's own are Shape(i).
+	Shapes []LayerShape
+	// PerLayerInput is the width of each layer's slice of the per-layer
+	// embeddings (Gemma 4's PLE: embedding_length_per_layer_input); 0 means
+	// the model has none.
+	PerLayerInput int
+	// VNorm: each v head is RMS-normalised without a gain before the cache
+	// (Gemma 4).
+	VNorm bool
+
 	AttnScale    float32 // q·k scale; 0 means 1/sqrt(HeadDim)
 	AttnSoftcap  float32 // Gemma 2's attention score cap; 0 means none
 	FinalSoftcap float32 // Gemma 2's logit cap; 0 means none
@@ -70,6 +84,52 @@ type Config struct {
 // to BetaSlow rotations, ExtFactor scaling the extrapolated share.
 type YaRN struct {
 	Factor, BetaFast, BetaSlow, ExtFactor float32
+}
+
+// LayerShape is what one layer's attention and feed-forward are sized by.
+type LayerShape struct {
+	HeadDim, KVHeads, FF, RopeDims int
+	// KVLayer is the layer whose keys and values this one attends over:
+	// itself, or, for a layer past Gemma 4's KV-sharing boundary, the last
+	// layer of its kind (sliding or global) before it, whose cache it reads
+	// as that layer left it in the same pass; such a layer projects only
+	// queries.
+	KVLayer int
+	// RopeFactors says whether the model's RoPE factors (rope_freqs) apply
+	// to this layer: every layer but Gemma 4's sliding ones, which rotate
+	// plainly while its global layers keep a quarter of their pairs.
+	RopeFactors bool
+}
+
+// Shape is layer i's widths: Shapes[i], or the scalars when the layers
+// are all alike.
+func (c *Config) Shape(i int) LayerShape {
+	if c.Shapes != nil {
+		return c.Shapes[i]
+	}
+	return LayerShape{HeadDim: c.HeadDim, KVHeads: c.KVHeads, FF: c.FF, RopeDims: c.RopeDims, KVLayer: i, RopeFactors: true}
+}
+
+// OwnKV reports whether layer i projects and caches its own keys and
+// values.
+func (c *Config) OwnKV(i int) bool { return c.Shape(i).KVLayer == i }
+
+// LayerQDim is layer i's q width, LayerKVDim its k (and v) width, 0 when
+// it reads another layer's cache.
+func (c *Config) LayerQDim(i int) int { return c.Heads * c.Shape(i).HeadDim }
+
+// LayerKVDim is the width of layer i's keys and values (those of the
+// cache it reads).
+func (c *Config) LayerKVDim(i int) int {
+	s := c.Shape(i)
+	return s.KVHeads * s.HeadDim
+}
+
+// Sizes are layer i's sizes for the tensor map's dimensions.
+func (c *Config) Sizes(i int) Sizes {
+	s := c.Shape(i)
+	return Sizes{Hidden: c.Hidden, FF: s.FF, Heads: c.Heads, KVHeads: s.KVHeads, HeadDim: s.HeadDim,
+		Layers: c.Layers, PerLayer: c.PerLayerInput, Vocab: c.Vocab, OwnKV: s.KVLayer == i}
 }
 
 // Sliding reports whether layer i uses the sliding window.
@@ -99,7 +159,8 @@ func (c *Config) Rope(i int) (base, scale float32) {
 	return c.RopeBase, c.RopeScale
 }
 
-// QDim and KVDim are the widths of the q and of the k (or v) projections.
+// QDim and KVDim are the widths of the q and of the k (or v) projections,
+// the widest layer's where layers differ (LayerQDim, LayerKVDim).
 func (c *Config) QDim() int  { return c.Heads * c.HeadDim }
 func (c *Config) KVDim() int { return c.KVHeads * c.HeadDim }
 
@@ -119,11 +180,14 @@ func (c *Config) Validate() error {
 	if c.Heads%c.KVHeads != 0 {
 		return fmt.Errorf("%s: attention.head_count (%d) must be a multiple of attention.head_count_kv (%d)", c.Arch, c.Heads, c.KVHeads)
 	}
-	if c.HeadDim > 256 {
-		return fmt.Errorf("%s: attention.key_length %d: heads wider than 256 are not supported", c.Arch, c.HeadDim)
+	if c.HeadDim > MaxHeadDim {
+		return fmt.Errorf("%s: attention.key_length %d: heads wider than %d are not supported", c.Arch, c.HeadDim, MaxHeadDim)
 	}
 	if c.RopeDims <= 0 || c.RopeDims > c.HeadDim || c.RopeDims%2 != 0 {
 		return fmt.Errorf("%s: rope.dimension_count %d must be even and within the head's %d dims", c.Arch, c.RopeDims, c.HeadDim)
+	}
+	if err := c.validateShapes(); err != nil {
+		return err
 	}
 	if !(c.RopeBase > 0) || math.IsInf(float64(c.RopeBase), 0) {
 		return fmt.Errorf("%s: rope.freq_base %v must be positive", c.Arch, c.RopeBase)
@@ -133,6 +197,50 @@ func (c *Config) Validate() error {
 	}
 	if c.SlidingWindow < 0 || c.SlidingPeriod < 0 {
 		return fmt.Errorf("%s: sliding window %d / period %d must not be negative", c.Arch, c.SlidingWindow, c.SlidingPeriod)
+	}
+	return nil
+}
+
+// MaxHeadDim is the widest attention head the kernels take (Gemma 4's
+// global layers).
+const MaxHeadDim = 512
+
+// validateShapes checks the per-layer widths: each within the scalars
+// (which size the buffers), each layer's heads dividing the query heads,
+// and each KV source an earlier layer of the same kind and shape that
+// keeps its own cache.
+func (c *Config) validateShapes() error {
+	if c.Shapes == nil {
+		return nil
+	}
+	if len(c.Shapes) != c.Layers {
+		return fmt.Errorf("%s: %d layer shapes for %d layers", c.Arch, len(c.Shapes), c.Layers)
+	}
+	for i, s := range c.Shapes {
+		switch {
+		case s.HeadDim <= 0 || s.HeadDim > c.HeadDim:
+			return fmt.Errorf("%s: layer %d: head dim %d outside 1..%d", c.Arch, i, s.HeadDim, c.HeadDim)
+		case s.KVHeads <= 0 || s.KVHeads > c.KVHeads || c.Heads%s.KVHeads != 0:
+			return fmt.Errorf("%s: layer %d: %d KV heads must divide the %d query heads (at most %d)", c.Arch, i, s.KVHeads, c.Heads, c.KVHeads)
+		case s.FF <= 0 || s.FF > c.FF:
+			return fmt.Errorf("%s: layer %d: feed_forward_length %d outside 1..%d", c.Arch, i, s.FF, c.FF)
+		case s.RopeDims <= 0 || s.RopeDims > s.HeadDim || s.RopeDims%2 != 0 || s.RopeDims > c.RopeDims:
+			return fmt.Errorf("%s: layer %d: rope dims %d must be even and within the head's %d dims", c.Arch, i, s.RopeDims, s.HeadDim)
+		case s.KVLayer < 0 || s.KVLayer > i:
+			return fmt.Errorf("%s: layer %d reads the keys and values of layer %d, which does not come before it", c.Arch, i, s.KVLayer)
+		}
+		if s.KVLayer == i {
+			continue
+		}
+		p := c.Shapes[s.KVLayer]
+		switch {
+		case p.KVLayer != s.KVLayer:
+			return fmt.Errorf("%s: layer %d reads the cache of layer %d, which has none of its own", c.Arch, i, s.KVLayer)
+		case c.Sliding(i) != c.Sliding(s.KVLayer):
+			return fmt.Errorf("%s: layer %d reads the cache of layer %d, a layer of the other kind (sliding/global)", c.Arch, i, s.KVLayer)
+		case p.HeadDim != s.HeadDim || p.KVHeads != s.KVHeads:
+			return fmt.Errorf("%s: layer %d (%d KV heads of %d) reads the cache of layer %d (%d of %d)", c.Arch, i, s.KVHeads, s.HeadDim, s.KVLayer, p.KVHeads, p.HeadDim)
+		}
 	}
 	return nil
 }
@@ -178,10 +286,16 @@ func ReadConfig(f *gguf.File) (Config, error) {
 	if c.Heads, err = perLayerInt(f, key("attention.head_count"), c.Layers, -1); err != nil {
 		return Config{}, err
 	}
-	if c.FF, err = perLayerInt(f, key("feed_forward_length"), c.Layers, -1); err != nil {
+	// An architecture whose layers differ (Gemma 4) reads the arrays into
+	// Shapes itself; the scalars are then the widest.
+	uniform := perLayerInt
+	if a.LayerShapes {
+		uniform = widestPerLayer
+	}
+	if c.FF, err = uniform(f, key("feed_forward_length"), c.Layers, -1); err != nil {
 		return Config{}, err
 	}
-	if c.KVHeads, err = perLayerInt(f, key("attention.head_count_kv"), c.Layers, c.Heads); err != nil {
+	if c.KVHeads, err = uniform(f, key("attention.head_count_kv"), c.Layers, c.Heads); err != nil {
 		return Config{}, err
 	}
 	if c.Heads <= 0 {
@@ -217,30 +331,65 @@ func ReadConfig(f *gguf.File) (Config, error) {
 }
 
 // perLayerInt reads a key llama.cpp accepts as one integer for every layer
-// or as an array of one integer per layer. Hearth's layers all have the
-// same shape, so an array must hold one value repeated; def < 0 makes the
-// key required.
+// or as an array of one integer per layer, for an architecture whose layers
+// all have the same shape: an array must hold one value repeated; def < 0
+// makes the key required.
 func perLayerInt(f *gguf.File, key string, layers, def int) (int, error) {
-	v, ok := f.Value(key)
-	if !ok && def >= 0 {
-		return def, nil
-	}
-	if !ok || v.Type() != gguf.ValueArray {
-		return f.Int(key)
-	}
-	xs, err := f.Int64s(key)
+	xs, err := PerLayerInts(f, key, layers, def)
 	if err != nil {
-		return 0, fmt.Errorf("%w (an integer, or an array of one integer per layer)", err)
-	}
-	if len(xs) != layers {
-		return 0, fmt.Errorf("key %q: an array of %d values for %d layers; want one per layer", key, len(xs), layers)
+		return 0, err
 	}
 	for i, x := range xs {
 		if x != xs[0] {
-			return 0, fmt.Errorf("key %q: layer %d has %d, layer 0 %d: layers of different widths are not supported", key, i, x, xs[0])
+			return 0, fmt.Errorf("key %q: layer %d has %d, layer 0 %d: layers of different widths are not supported for %s", key, i, x, xs[0], f.Architecture())
 		}
 	}
-	return int(xs[0]), nil
+	return xs[0], nil
+}
+
+// widestPerLayer is perLayerInt for an architecture whose layers differ:
+// the largest of the layers' values.
+func widestPerLayer(f *gguf.File, key string, layers, def int) (int, error) {
+	xs, err := PerLayerInts(f, key, layers, def)
+	if err != nil {
+		return 0, err
+	}
+	return slices.Max(xs), nil
+}
+
+// PerLayerInts reads a key llama.cpp accepts as one integer for every layer
+// or as an array of one integer per layer (its get_key_or_arr), as one value
+// per layer; def < 0 makes the key required.
+func PerLayerInts(f *gguf.File, key string, layers, def int) ([]int, error) {
+	out := make([]int, max(layers, 1))
+	v, ok := f.Value(key)
+	if !ok || v.Type() != gguf.ValueArray {
+		x := def
+		if ok || def < 0 {
+			var err error
+			if x, err = f.Int(key); err != nil {
+				return nil, err
+			}
+		}
+		for i := range out {
+			out[i] = x
+		}
+		return out, nil
+	}
+	xs, err := f.Int64s(key)
+	if err != nil {
+		return nil, fmt.Errorf("%w (an integer, or an array of one integer per layer)", err)
+	}
+	if len(xs) != layers || layers == 0 {
+		return nil, fmt.Errorf("key %q: an array of %d values for %d layers; want one per layer", key, len(xs), layers)
+	}
+	for i, x := range xs {
+		if x < 0 || x > math.MaxInt32 {
+			return nil, fmt.Errorf("key %q: layer %d has %d", key, i, x)
+		}
+		out[i] = int(x)
+	}
+	return out, nil
 }
 
 // readSlidingPattern reads ARCH.attention.sliding_window_pattern in either

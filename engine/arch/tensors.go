@@ -14,6 +14,10 @@ type Tensor struct {
 	// Optional tensors may be in a checkpoint (an o_proj bias) and import
 	// when they are, but a model of the architecture does without them.
 	Optional bool
+	// OwnKV tensors exist only in the layers that keep their own keys and
+	// values (Config.OwnKV): k, v and k's norm; Gemma 4's layers past its
+	// KV-sharing boundary have none.
+	OwnKV bool
 	// Permute is the head count whose rows llama.cpp's converter permutes
 	// when the architecture has PermuteQK.
 	Permute Heads
@@ -37,6 +41,7 @@ const (
 	Matrix Kind = iota // a projection: rows outputs by cols inputs
 	Norm               // RMSNorm gains
 	Bias               // a projection's bias
+	Scalar             // one number (Gemma 4's layer output scale)
 )
 
 // Heads names a head count of the model.
@@ -52,19 +57,25 @@ const (
 type Dim int
 
 const (
-	DimNone    Dim = iota
-	DimHidden      // embedding_length
-	DimFF          // feed_forward_length
-	DimFF2         // 2 × feed_forward_length: gate and up fused
-	DimQ           // head_count × key_length
-	DimKV          // head_count_kv × key_length
-	DimQKV         // q, k and v fused: DimQ + 2 DimKV
-	DimHeadDim     // key_length
+	DimNone      Dim = iota
+	DimHidden        // embedding_length
+	DimFF            // feed_forward_length
+	DimFF2           // 2 × feed_forward_length: gate and up fused
+	DimQ             // head_count × key_length
+	DimKV            // head_count_kv × key_length
+	DimQKV           // q, k and v fused: DimQ + 2 DimKV
+	DimHeadDim       // key_length
+	DimPerLayer      // embedding_length_per_layer_input (Gemma 4's PLE)
+	DimPerLayers     // block_count × embedding_length_per_layer_input
+	DimVocab         // the vocabulary (token_embd's rows)
 )
 
-// Sizes are the hyper-parameters a Dim is resolved with.
+// Sizes are the hyper-parameters a Dim is resolved with: one layer's
+// (Config.Sizes), whose OwnKV says whether it has the OwnKV tensors.
 type Sizes struct {
 	Hidden, FF, Heads, KVHeads, HeadDim int
+	Layers, PerLayer, Vocab             int
+	OwnKV                               bool
 }
 
 // Of is d's extent in a model of sizes s; DimNone is 1.
@@ -85,8 +96,22 @@ func (d Dim) Of(s Sizes) int {
 		return q + 2*kv
 	case DimHeadDim:
 		return s.HeadDim
+	case DimPerLayer:
+		return s.PerLayer
+	case DimPerLayers:
+		return s.Layers * s.PerLayer
+	case DimVocab:
+		return s.Vocab
 	}
 	return 1
+}
+
+// In reports whether t exists in a layer (or model) of sizes s: an OwnKV
+// tensor only where the layer keeps its own cache, a per-layer-embedding
+// tensor only where the model has them.
+func (t *Tensor) In(s Sizes) bool {
+	ple := func(d Dim) bool { return d == DimPerLayer || d == DimPerLayers }
+	return (!t.OwnKV || s.OwnKV) && (s.PerLayer > 0 || !ple(t.Rows) && !ple(t.Cols))
 }
 
 // Shape is t's shape in a model of sizes s, outermost first: [rows, cols],

@@ -52,6 +52,7 @@ type hparams struct {
 	rope         ropeParams
 	ropeLocal    ropeParams // gemma3's sliding layers
 	origCtx      int        // phi3's original_max_position_embeddings, 0 if absent
+	layered      *layered   // Gemma 4's per-layer configuration; nil for the others
 
 	bos, eos, pad []int // config.json's ids, used when tokenizer_config.json names none
 }
@@ -179,6 +180,9 @@ func parseConfig(dir string) (*hparams, error) {
 	if err := hp.parseWindow(c); err != nil {
 		return nil, err
 	}
+	if err := hp.parseLayered(c); err != nil {
+		return nil, err
+	}
 	if fam.arch.AttnScale {
 		if hp.qpas, err = num("query_pre_attn_scalar"); err != nil {
 			return nil, err
@@ -285,6 +289,9 @@ func (hp *hparams) parseRope(c object) error {
 	if hp.ropeLocal.typ != "default" && fam.class.Window == arch.WindowPattern {
 		return fmt.Errorf("hfimport: %s: the sliding layers' RoPE is %q: GGUF has no scaling for them", c.file, hp.ropeLocal.typ)
 	}
+	if hp.rope.typ == "proportional" && !fam.arch.LayerShapes {
+		return fmt.Errorf("hfimport: %s: proportional RoPE on %s is not supported (Gemma 4's only)", c.file, hp.class)
+	}
 	if hp.rope.typ == "longrope" && !fam.arch.LongRoPE {
 		return fmt.Errorf("hfimport: %s: longrope RoPE scaling on %s is not supported (Phi-3's only)", c.file, hp.class)
 	}
@@ -360,6 +367,9 @@ func readRope(o object, theta, partial float64) (ropeParams, error) {
 		if p.factor <= 0 {
 			return p, o.errorf("factor", "is %g, want a positive number", p.factor)
 		}
+	case "proportional":
+		// Gemma 4's global layers: partial_rotary_factor of the pairs turn
+		// at the whole head's frequencies (rope_freqs says which).
 	case "longrope", "su":
 		p.typ = "longrope"
 		if len(p.shortFactor) == 0 || len(p.shortFactor) != len(p.longFactor) {
@@ -367,7 +377,7 @@ func readRope(o object, theta, partial float64) (ropeParams, error) {
 				o.file, o.path, len(p.shortFactor), len(p.longFactor))
 		}
 	default:
-		return p, o.errorf("rope_type", "%q is not supported (Hearth runs default, linear, llama3, yarn and longrope)", p.typ)
+		return p, o.errorf("rope_type", "%q is not supported (Hearth runs default, linear, llama3, yarn, longrope and Gemma 4's proportional)", p.typ)
 	}
 	return p, nil
 }
@@ -404,7 +414,9 @@ func (hp *hparams) parseWindow(c object) error {
 	switch hp.fam.class.Window {
 	case arch.WindowNone:
 		return nil
-	case arch.WindowAll:
+	case arch.WindowAll, arch.WindowLayerTypes:
+		// Gemma 4's layer_types are read with the rest of its layers
+		// (parseLayered).
 		return window()
 	case arch.WindowRefused:
 		on, err := c.bool("use_sliding_window", false)

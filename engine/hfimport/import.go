@@ -207,6 +207,9 @@ func archMetadata(hp *hparams) []gguf.KV {
 	if hp.fam.arch.Softcap || hp.finalSoftcap > 0 {
 		f32("final_logit_softcapping", hp.finalSoftcap)
 	}
+	if hp.layered != nil {
+		kv = hp.layeredMetadata(a, kv)
+	}
 	return kv
 }
 

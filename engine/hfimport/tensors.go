@@ -152,6 +152,21 @@ func (m *Model) plan(hp *hparams, o Options) error {
 			data:  llama3RopeFactors(hp.rope, hp.ropeDims()),
 		})
 	}
+	if hp.rope.typ == "proportional" {
+		dims := hp.layered.globalHeadDim
+		m.plans = append(m.plans, &tensorPlan{
+			name: "rope_freqs.weight", typ: gguf.TypeF32,
+			shape: []uint64{uint64(dims / 2)},
+			data:  proportionalRopeFactors(hp.rope.partial, dims),
+		})
+	}
+	for _, t := range fam.arch.Globals {
+		if sz := hp.sizes(0); t.In(sz) {
+			if err := add(t.GGUF, "model."+t.HF, t.Shape(sz), !t.Optional, nil); err != nil {
+				return err
+			}
+		}
+	}
 	if hp.rope.typ == "longrope" {
 		for _, f := range []struct {
 			name    string
@@ -167,16 +182,23 @@ func (m *Model) plan(hp *hparams, o Options) error {
 			m.plans = append(m.plans, &tensorPlan{name: f.name, typ: gguf.TypeF32, shape: []uint64{uint64(len(data))}, data: data})
 		}
 	}
-	sizes := arch.Sizes{Hidden: hp.hidden, FF: hp.ff, Heads: hp.heads, KVHeads: hp.kvHeads, HeadDim: hp.headDim}
 	heads := map[arch.Heads]int{arch.QHeads: hp.heads, arch.KVHeads: hp.kvHeads}
 	layer := importOrder(fam.arch.Block)
 	for i := range hp.layers {
+		sizes := hp.sizes(i)
 		for _, t := range layer {
+			hf := fmt.Sprintf("model.layers.%d.%s", i, t.HF)
+			if !t.In(sizes) {
+				// A Gemma 4 layer that reads an earlier layer's cache does
+				// not use its own k and v; transformers drops them on load.
+				used[hf] = true
+				continue
+			}
 			var tweak func(*tensorPlan)
 			if t.Permute != arch.NoHeads {
 				tweak = permute(heads[t.Permute])
 			}
-			gg, hf := fmt.Sprintf("blk.%d.%s", i, t.GGUF), fmt.Sprintf("model.layers.%d.%s", i, t.HF)
+			gg := fmt.Sprintf("blk.%d.%s", i, t.GGUF)
 			if err := add(gg, hf, t.Shape(sizes), !t.Optional, tweak); err != nil {
 				return err
 			}

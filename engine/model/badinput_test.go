@@ -83,7 +83,7 @@ func TestLoadRefusesBadFiles(t *testing.T) {
 		{"missing tensor", rewrite(t, good.Path, nil, "blk.1.ffn_down.weight"), `tensor "blk.1.ffn_down.weight" is missing`},
 		{"missing QK-norm", rewrite(t, good.Path, nil, "blk.0.attn_k_norm.weight"), `tensor "blk.0.attn_k_norm.weight" is missing`},
 		{"unsupported architecture", rewrite(t, good.Path, map[string]gguf.Value{"general.architecture": gguf.ValueOf("mamba")}),
-			`architecture "mamba" is not supported (supported: gemma, gemma2, gemma3, llama, phi3, qwen2, qwen3)`},
+			`architecture "mamba" is not supported (supported: gemma, gemma2, gemma3, gemma4, llama, phi3, qwen2, qwen3)`},
 		{"head count not dividing", rewrite(t, good.Path, map[string]gguf.Value{"qwen3.attention.head_count_kv": gguf.ValueOf(uint32(3))}),
 			"must be a multiple of attention.head_count_kv (3)"},
 		{"bad rope base", rewrite(t, good.Path, map[string]gguf.Value{"qwen3.rope.freq_base": gguf.ValueOf(float32(-1))}),
@@ -93,6 +93,26 @@ func TestLoadRefusesBadFiles(t *testing.T) {
 		{"keys of another architecture", rewrite(t, good.Path, map[string]gguf.Value{"general.architecture": gguf.ValueOf("phi3")}),
 			"phi3"}, // the keys are qwen3's: the error names the phi3 key it lacks
 	}
+	// Gemma 4's own parts: the per-layer embeddings, the per-layer arrays
+	// and the KV sharing.
+	g4 := synthModel(t, "tiny-gemma4", "F16")
+	cases = append(cases, []struct {
+		name string
+		path string
+		want string
+	}{
+		{"missing PLE table", rewrite(t, g4.Path, nil, "per_layer_token_embd.weight"), `tensor "per_layer_token_embd.weight" is missing`},
+		{"missing PLE gate", rewrite(t, g4.Path, nil, "blk.3.inp_gate.weight"), `tensor "blk.3.inp_gate.weight" is missing`},
+		{"missing rope_freqs", rewrite(t, g4.Path, nil, "rope_freqs.weight"), `tensor "rope_freqs.weight" is missing`},
+		{"PLE width against its tensors", rewrite(t, g4.Path, map[string]gguf.Value{"gemma4.embedding_length_per_layer_input": gguf.ValueOf(uint32(8))}),
+			`tensor "per_layer_token_embd.weight" has shape`},
+		{"per-layer array of the wrong length", rewrite(t, g4.Path, map[string]gguf.Value{"gemma4.feed_forward_length": gguf.ArrayOf([]uint32{192, 192, 192})}),
+			`key "gemma4.feed_forward_length": an array of 3 values for 6 layers`},
+		{"KV sharing past the layers", rewrite(t, g4.Path, map[string]gguf.Value{"gemma4.attention.shared_kv_layers": gguf.ValueOf(uint32(6))}),
+			"attention.shared_kv_layers 6"},
+		{"shared layer's feed-forward against the key", rewrite(t, g4.Path, map[string]gguf.Value{"gemma4.feed_forward_length": gguf.ValueOf(uint32(192))}),
+			`tensor "blk.4.ffn_gate.weight" has shape`},
+	}...)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			m, err := Load(tc.path)

@@ -24,6 +24,7 @@ type CPU struct {
 	// layers and outNorm are the small weights, dequantized once.
 	layers  []LayerVectors
 	outNorm []float32
+	pleNorm []float32 // the per-layer embeddings' projection norm (Gemma 4)
 	// factors are the RoPE factors for this context (Model.RopeFactorsFor).
 	factors []float32
 	// loras are the adapters SetAdapters set; nil runs the base alone.
@@ -38,17 +39,29 @@ func NewCPU(m *Model, ctx int) (*CPU, error) {
 	}
 	r := &CPU{m: m, ctx: ctx, factors: m.RopeFactorsFor(ctx)}
 	for i := range m.Layers {
-		r.k = append(r.k, make([]float32, ctx*c.KVDim()))
-		r.v = append(r.v, make([]float32, ctx*c.KVDim()))
-		v, err := m.Layers[i].Vectors()
+		// A layer past Gemma 4's KV-sharing boundary reads an earlier
+		// layer's cache and keeps none.
+		var k, v []float32
+		if kv := c.Shape(i).KVLayer; kv != i {
+			k, v = r.k[kv], r.v[kv]
+		} else {
+			k, v = make([]float32, ctx*c.LayerKVDim(i)), make([]float32, ctx*c.LayerKVDim(i))
+		}
+		r.k, r.v = append(r.k, k), append(r.v, v)
+		lv, err := m.Layers[i].Vectors()
 		if err != nil {
 			return nil, err
 		}
-		r.layers = append(r.layers, v)
+		r.layers = append(r.layers, lv)
 	}
 	var err error
 	if r.outNorm, err = m.OutNorm.F32(); err != nil {
 		return nil, err
+	}
+	if m.PLEProjNorm != nil {
+		if r.pleNorm, err = m.PLEProjNorm.F32(); err != nil {
+			return nil, err
+		}
 	}
 	return r, nil
 }
@@ -91,6 +104,14 @@ func (r *CPU) Forward(tokens []int32, pos int, out Output) (Result, error) {
 		}
 	}
 
+	var ple *PLEInputs
+	if m.PLE != nil {
+		var err error
+		if ple, err = m.pleInputsCPU(tokens, x, r.pleNorm); err != nil {
+			return Result{}, err
+		}
+	}
+
 	// Every product gains the adapters' corrections.
 	mul := func(w *Weight, x []float32) ([]float32, error) {
 		y, err := matmul(w, x, len(x)/w.Cols)
@@ -106,7 +127,7 @@ func (r *CPU) Forward(tokens []int32, pos int, out Output) (Result, error) {
 		x, err = m.ForwardLayerCPU(i, x, n, CPULayer{
 			Vectors: &r.layers[i],
 			Mul:     func(p Proj, x []float32, _ int) ([]float32, error) { return mul(ws[p], x) },
-			Factors: r.factors, Pos: pos, K: r.k[i], V: r.v[i],
+			Factors: r.factors, Pos: pos, K: r.k[i], V: r.v[i], PLE: ple,
 		}, nil)
 		if err != nil {
 			return Result{}, err

@@ -16,9 +16,14 @@ import (
 // perLayer is n copies of x as a GGUF array of T: the per-layer form of a
 // key that llama.cpp reads with get_key_or_arr.
 func perLayer[T gguf.Element](x T, n int) gguf.Value {
+	return perLayerOf(n, func(int) T { return x })
+}
+
+// perLayerOf is an array of f(i) for each of n layers.
+func perLayerOf[T gguf.Element](n int, f func(i int) T) gguf.Value {
 	xs := make([]T, n)
 	for i := range xs {
-		xs[i] = x
+		xs[i] = f(i)
 	}
 	return gguf.ArrayOf(xs)
 }
@@ -53,16 +58,19 @@ func TestPerLayerKeyForms(t *testing.T) {
 			base := synthModel(t, preset, "F16")
 			c := base.Config
 			a := c.Arch + "."
+			// Each layer's own widths (Gemma 4's differ).
+			kv := func(i int) int { return c.Shape(i).KVHeads }
+			ff := func(i int) int { return c.Shape(i).FF }
 			forms := map[string]map[string]gguf.Value{
 				"int32 arrays": {
 					a + "attention.head_count":    perLayer(int32(c.Heads), c.Layers),
-					a + "attention.head_count_kv": perLayer(int32(c.KVHeads), c.Layers),
-					a + "feed_forward_length":     perLayer(int32(c.FF), c.Layers),
+					a + "attention.head_count_kv": perLayerOf(c.Layers, func(i int) int32 { return int32(kv(i)) }),
+					a + "feed_forward_length":     perLayerOf(c.Layers, func(i int) int32 { return int32(ff(i)) }),
 				},
 				"uint32 arrays": {
 					a + "attention.head_count":    perLayer(uint32(c.Heads), c.Layers),
-					a + "attention.head_count_kv": perLayer(uint32(c.KVHeads), c.Layers),
-					a + "feed_forward_length":     perLayer(uint32(c.FF), c.Layers),
+					a + "attention.head_count_kv": perLayerOf(c.Layers, func(i int) uint32 { return uint32(kv(i)) }),
+					a + "feed_forward_length":     perLayerOf(c.Layers, func(i int) uint32 { return uint32(ff(i)) }),
 				},
 			}
 			for name, set := range forms {

@@ -53,6 +53,8 @@ type GPU struct {
 	w *GPUWeights // merged layout
 
 	x, xn, qkv, q, att, tmp, gate, up *gpu.Buffer
+	pleProj, pleTok, pleG, pleH       *gpu.Buffer // Gemma 4's per-layer embeddings; nil without
+	pleRows                           []float32   // host rows of the batch's per-layer table
 	xq                                *gpu.Buffer // decode's 8-bit activations; nil with F32Decode
 	last, logits                      *gpu.Buffer
 	kc, vc                            []*gpu.Buffer
@@ -136,6 +138,9 @@ func NewGPU(dev *gpu.Device, m *Model, o GPUOptions) (*GPU, error) {
 	if kv := uint64(ctx) * uint64(c.KVDim()) * 4; kv > limit {
 		return nil, fmt.Errorf("model: a %d-token KV cache is %d bytes per layer, over the device's %d-byte storage binding limit; choose a context of at most %d", ctx, kv, limit, limit/(uint64(c.KVDim())*4))
 	}
+	if ple := uint64(batch) * uint64(c.Layers*c.PerLayerInput) * 4; ple > limit {
+		return nil, fmt.Errorf("model: a batch's per-layer embeddings are %d bytes, over the device's %d-byte storage binding limit; choose a batch of at most %d", ple, limit, limit/(uint64(c.Layers*c.PerLayerInput)*4))
+	}
 
 	err := r.upload()
 	if err == nil {
@@ -200,10 +205,23 @@ func (r *GPU) allocate() error {
 		return err
 	}
 	for i := range c.Layers {
+		// A layer past Gemma 4's KV-sharing boundary reads an earlier
+		// layer's cache and keeps none.
 		var k, v *gpu.Buffer
-		alloc(&k, fmt.Sprintf("cache.k.%d", i), r.ctx*c.KVDim())
-		alloc(&v, fmt.Sprintf("cache.v.%d", i), r.ctx*c.KVDim())
+		if kv := c.Shape(i).KVLayer; kv != i {
+			k, v = r.kc[kv], r.vc[kv]
+		} else {
+			alloc(&k, fmt.Sprintf("cache.k.%d", i), r.ctx*c.LayerKVDim(i))
+			alloc(&v, fmt.Sprintf("cache.v.%d", i), r.ctx*c.LayerKVDim(i))
+		}
 		r.kc, r.vc = append(r.kc, k), append(r.vc, v)
+	}
+	if p := c.PerLayerInput; p > 0 {
+		alloc(&r.pleProj, "ple.proj", b*c.Layers*p)
+		alloc(&r.pleTok, "ple.tok", b*c.Layers*p)
+		alloc(&r.pleG, "ple.gate", b*p)
+		alloc(&r.pleH, "ple.gated", b*p)
+		r.pleRows = make([]float32, b*c.Layers*p)
 	}
 	r.embed = make([]float32, b*d)
 	return err
@@ -419,6 +437,15 @@ func (r *GPU) inputs(tokens []int32, key stepKey, pen *Penalty) error {
 	if err := r.x.WriteF32(0, x); err != nil {
 		return err
 	}
+	if m.PLE != nil {
+		rows := r.pleRows[:len(tokens)*m.PLE.Cols]
+		if err := m.pleTokRows(tokens, rows); err != nil {
+			return err
+		}
+		if err := r.pleTok.WriteF32(0, rows); err != nil {
+			return err
+		}
+	}
 	if !key.penalty {
 		return nil
 	}
@@ -463,7 +490,13 @@ func (r *GPU) record(key stepKey) (*step, error) {
 		}
 	}
 	acts := GPUActivations{X: r.x, XN: r.xn, XN2: r.xn, QKV: r.qkv, Q: r.q, Att: r.att, AttScratch: r.attScratch,
-		O: r.tmp, F: r.tmp, Gate: r.gate, Up: r.up, H: r.up, XQ: r.xq}
+		O: r.tmp, F: r.tmp, Gate: r.gate, Up: r.up, H: r.up, XQ: r.xq,
+		PLEProj: r.pleProj, PLETok: r.pleTok, PLEG: r.pleG, PLEH: r.pleH}
+	if r.w.PLEModelProj != nil {
+		// Every layer's per-layer input mixes in this projection of the
+		// (scaled) embeddings, made once before layer 0.
+		try(ops.MatMul(ch, r.w.PLEModelProj, r.x, r.pleProj, n))
+	}
 	normed := false // xn already holds this layer's attention norm of x
 	for i := range r.w.Layers {
 		a := acts

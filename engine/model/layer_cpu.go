@@ -33,6 +33,7 @@ func (l *Layer) Projections() [NumProj]*Weight {
 type LayerVectors struct {
 	AttnNorm, PostAttnNorm, FFNNorm, PostFFNNorm []float32
 	QBias, KBias, VBias, QNorm, KNorm            []float32
+	PLENorm                                      []float32
 }
 
 // Vectors dequantizes l's small weights.
@@ -44,6 +45,7 @@ func (l *Layer) Vectors() (LayerVectors, error) {
 	}{
 		{&v.AttnNorm, l.AttnNorm}, {&v.PostAttnNorm, l.PostAttnNorm}, {&v.FFNNorm, l.FFNNorm}, {&v.PostFFNNorm, l.PostFFNNorm},
 		{&v.QBias, l.QBias}, {&v.KBias, l.KBias}, {&v.VBias, l.VBias}, {&v.QNorm, l.QNorm}, {&v.KNorm, l.KNorm},
+		{&v.PLENorm, l.PLENorm},
 	} {
 		if p.w == nil {
 			continue
@@ -86,8 +88,22 @@ type CPULayer struct {
 	Pos int
 	// K and V are the block's cache (context × KVDim): the tokens' keys
 	// and values go in at Pos and attention reads positions 0..Pos+n. Nil
-	// attends over the tokens' own keys and values.
+	// attends over the tokens' own keys and values. A layer that reads an
+	// earlier layer's cache (Config.Shape's KVLayer) gets that cache, and
+	// writes nothing to it.
 	K, V []float32
+	// PLE are the batch's per-layer-embedding inputs (Gemma 4), nil when
+	// the model has none.
+	PLE *PLEInputs
+}
+
+// PLEInputs are a batch's per-layer-embedding inputs, Proj and Tok n rows
+// of Layers × PerLayerInput: the projection of the tokens' (scaled)
+// embeddings by per_layer_model_proj, and the tokens' rows of the
+// per-layer table scaled by sqrt(PerLayerInput); Norm is the gain of the
+// projection's per-layer norm.
+type PLEInputs struct {
+	Proj, Tok, Norm []float32
 }
 
 // ForwardLayerCPU runs block i over the n tokens of x (n × Hidden) with the
@@ -118,8 +134,17 @@ func (m *Model) ForwardLayerCPU(i int, x []float32, n int, s CPULayer, acts *Lay
 
 	// Attention: x += O · attention(rope(q), rope(k), v), q, k, v
 	// projections of norm(x).
+	sh := c.Shape(i)
+	hd, own := sh.HeadDim, c.OwnKV(i)
+	if !own && s.K == nil {
+		return nil, fmt.Errorf("model: layer %d reads layer %d's cache and has none", i, sh.KVLayer)
+	}
 	a.XN = norm(x, lv.AttnNorm, n, d)
-	q, k, v := mul(ProjQ, a.XN), mul(ProjK, a.XN), mul(ProjV, a.XN)
+	q := mul(ProjQ, a.XN)
+	var k, v []float32
+	if own {
+		k, v = mul(ProjK, a.XN), mul(ProjV, a.XN)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -130,28 +155,41 @@ func (m *Model) ForwardLayerCPU(i int, x []float32, n int, s CPULayer, acts *Lay
 	}
 	a.QIn, a.KIn = q, k
 	if lv.QNorm != nil {
-		q = norm(q, lv.QNorm, n*c.Heads, c.HeadDim)
-		k = norm(k, lv.KNorm, n*c.KVHeads, c.HeadDim)
+		q = norm(q, lv.QNorm, n*c.Heads, hd)
+		if own {
+			k = norm(k, lv.KNorm, n*sh.KVHeads, hd)
+		}
+	}
+	if c.VNorm && own {
+		v = norm(v, nil, n*sh.KVHeads, hd)
+	}
+	factors := s.Factors
+	if !sh.RopeFactors {
+		factors = nil
 	}
 	base, scale := c.Rope(i)
-	a.RopeQ = ref.RoPEArgs{Tokens: n, Heads: c.Heads, HeadDim: c.HeadDim, RopeDims: c.RopeDims, NeoX: c.NeoX, Base: base, FreqScale: scale, Pos0: s.Pos, AttnFactor: c.RopeAttnFactor}
+	a.RopeQ = ref.RoPEArgs{Tokens: n, Heads: c.Heads, HeadDim: hd, RopeDims: sh.RopeDims, NeoX: c.NeoX, Base: base, FreqScale: scale, Pos0: s.Pos, AttnFactor: c.RopeAttnFactor}
 	a.RopeK = a.RopeQ
-	a.RopeK.Heads = c.KVHeads
-	a.Q = ref.RoPE(q, s.Factors, nil, a.RopeQ)
-	a.K = ref.RoPE(k, s.Factors, nil, a.RopeK)
+	a.RopeK.Heads = sh.KVHeads
+	a.Q = ref.RoPE(q, factors, nil, a.RopeQ)
+	if own {
+		a.K = ref.RoPE(k, factors, nil, a.RopeK)
+	}
 	a.V = v
 	a.Attention = ref.AttentionArgs{
-		HeadDim: c.HeadDim, Heads: c.Heads, KVHeads: c.KVHeads, Tokens: n, Pos0: s.Pos, KVLen: s.Pos + n,
+		HeadDim: hd, Heads: c.Heads, KVHeads: sh.KVHeads, Tokens: n, Pos0: s.Pos, KVLen: s.Pos + n,
 		Scale: c.AttnScale, Window: c.Window(i), Softcap: c.AttnSoftcap,
 	}
 	keys, values := a.K, a.V
 	if s.K != nil {
-		kvd := c.KVDim()
+		kvd := sh.KVHeads * hd
 		if len(s.K) < (s.Pos+n)*kvd || len(s.V) < (s.Pos+n)*kvd {
 			return nil, fmt.Errorf("model: layer %d: cache of %d values is short of %d positions", i, len(s.K), s.Pos+n)
 		}
-		copy(s.K[s.Pos*kvd:], a.K)
-		copy(s.V[s.Pos*kvd:], a.V)
+		if own {
+			copy(s.K[s.Pos*kvd:], a.K)
+			copy(s.V[s.Pos*kvd:], a.V)
+		}
 		keys, values = s.K, s.V
 	}
 	a.Att = attention(a.Q, keys, values, a.Attention)
@@ -185,5 +223,28 @@ func (m *Model) ForwardLayerCPU(i int, x []float32, n int, s CPULayer, acts *Lay
 		f = norm(f, lv.PostFFNNorm, n, d)
 	}
 	a.Out = ref.Add(a.X2, f)
+
+	// Gemma 4: x += norm(PLEProj · (gelu(PLEGate · x) · ple_i)), then the
+	// whole stream scaled.
+	if l := &m.Layers[i]; l.PLEGate != nil {
+		if s.PLE == nil {
+			return nil, fmt.Errorf("model: layer %d needs the batch's per-layer-embedding inputs", i)
+		}
+		g, err := matmul(l.PLEGate, a.Out, n)
+		if err != nil {
+			return nil, err
+		}
+		h := ref.PLEGate(g, s.PLE.Proj, s.PLE.Tok, s.PLE.Norm, refPLEArgs(c, n, i))
+		y, err := matmul(l.PLEProj, h, n)
+		if err != nil {
+			return nil, err
+		}
+		a.Out = ref.Add(a.Out, norm(y, lv.PLENorm, n, d))
+	}
+	if sc := m.Layers[i].OutScale; sc != 0 {
+		for j := range a.Out {
+			a.Out[j] *= sc
+		}
+	}
 	return a.Out, nil
 }

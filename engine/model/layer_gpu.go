@@ -43,6 +43,11 @@ type GPUActivations struct {
 	// both per row, 2·FF floats) and H the GLU's output, Down's input
 	// (serving: H is Up).
 	Gate, Up, H *gpu.Buffer
+	// PLEProj and PLETok are the batch's per-layer-embedding inputs (Gemma
+	// 4; n rows of Layers × PerLayerInput: the projection of the
+	// embeddings and the table's rows), PLEG and PLEH the layer's gate and
+	// gated slice (n rows of PerLayerInput); nil without PLE.
+	PLEProj, PLETok, PLEG, PLEH *gpu.Buffer
 	// XQ, when set, receives a decoded token's activations quantized to 8
 	// bits (ops.QuantizeQ8, ops.Q8Words of the widest input) for each
 	// product whose weights decode that way (q8DecodeTypes): ggml's
@@ -70,20 +75,31 @@ type GPULayerArgs struct {
 // RoPEArgs are c's block i's rotations of q and k for n tokens from pos.
 func RoPEArgs(c *Config, i, n, pos int) (q, k ops.RoPEArgs) {
 	base, scale := c.Rope(i)
-	q = ops.RoPEArgs{Tokens: n, Heads: c.Heads, HeadDim: c.HeadDim, RopeDims: c.RopeDims, NeoX: c.NeoX,
+	sh := c.Shape(i)
+	q = ops.RoPEArgs{Tokens: n, Heads: c.Heads, HeadDim: sh.HeadDim, RopeDims: sh.RopeDims, NeoX: c.NeoX,
 		Base: base, FreqScale: scale, Pos0: pos, AttnFactor: c.RopeAttnFactor}
 	k = q
-	k.Heads = c.KVHeads
+	k.Heads = sh.KVHeads
 	return q, k
 }
 
 // AttentionArgs are c's block i's attention of n tokens from pos over the
 // positions up to theirs.
 func AttentionArgs(c *Config, i, n, pos int) ops.AttentionArgs {
+	sh := c.Shape(i)
 	return ops.AttentionArgs{
-		HeadDim: c.HeadDim, Heads: c.Heads, KVHeads: c.KVHeads, Tokens: n, Pos0: pos, KVLen: pos + n,
+		HeadDim: sh.HeadDim, Heads: c.Heads, KVHeads: sh.KVHeads, Tokens: n, Pos0: pos, KVLen: pos + n,
 		Scale: c.AttnScale, Window: c.Window(i), Softcap: c.AttnSoftcap,
 	}
+}
+
+// ropeFactors are the RoPE factors block i rotates with: w's, unless the
+// layer rotates plainly (Gemma 4's sliding layers).
+func (w *GPUWeights) ropeFactors(i int) *gpu.Buffer {
+	if !w.c.Shape(i).RopeFactors {
+		return nil
+	}
+	return w.Factors
 }
 
 // RecordLayer appends block i's forward over s.N tokens to ch, the GPU
@@ -98,8 +114,12 @@ func AttentionArgs(c *Config, i, n, pos int) ops.AttentionArgs {
 func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPULayerArgs) (normed bool, err error) {
 	c, l := w.c, &w.Layers[i]
 	n, d := s.N, c.Hidden
+	sh, own := c.Shape(i), c.OwnKV(i)
 	if a.Keep && (!l.unmerged() || s.Pos != 0 || s.Normed || s.Next != nil) {
 		return false, fmt.Errorf("model: layer %d: keeping activations needs unmerged weights at position 0 without cross-block fusion", i)
+	}
+	if a.Keep && (c.Shapes != nil || l.PLEGate != nil) {
+		return false, fmt.Errorf("model: layer %d: keeping activations for training does not cover %s's layers", i, c.Arch)
 	}
 	try := func(e error) {
 		if err == nil {
@@ -144,9 +164,14 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 		try(ops.RoPE(ch, a.K, w.Factors, nil, rk))
 	} else {
 		// q, k and v side by side in QKV; then bias, QK-norms, the rotations
-		// and the cache rows of k and v at pos in one kernel.
-		kvd := c.KVDim()
-		qkvd := c.QDim() + 2*kvd // a token's row of QKV
+		// and the cache rows of k and v at pos in one kernel. A layer that
+		// reads an earlier layer's cache has q alone.
+		qd, kvd := c.LayerQDim(i), c.LayerKVDim(i)
+		kvHeads, kc, vc := sh.KVHeads, a.K, a.V
+		if !own {
+			kvd, kvHeads, kc, vc = 0, 0, nil, nil
+		}
+		qkvd := qd + 2*kvd // a token's row of QKV
 		ts := make([]*gpu.Tensor, len(l.QKV))
 		for j, p := range l.QKV {
 			ts[j] = p.T
@@ -178,9 +203,12 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 			}
 		}
 		lora(ProjQ, a.XN, a.QKV, ops.MatmulOptions{YStride: qkvd})
-		lora(ProjK, a.XN, a.QKV, ops.MatmulOptions{YOffset: c.QDim(), YStride: qkvd})
-		lora(ProjV, a.XN, a.QKV, ops.MatmulOptions{YOffset: c.QDim() + kvd, YStride: qkvd})
-		try(ops.RoPEQKV(ch, a.QKV, l.QKVBias, l.QKNorm, w.Factors, a.Q, a.K, a.V, ops.RoPEQKVArgs{RoPEArgs: rq, KVHeads: c.KVHeads, Eps: c.Eps}))
+		if own {
+			lora(ProjK, a.XN, a.QKV, ops.MatmulOptions{YOffset: qd, YStride: qkvd})
+			lora(ProjV, a.XN, a.QKV, ops.MatmulOptions{YOffset: qd + kvd, YStride: qkvd})
+		}
+		try(ops.RoPEQKV(ch, a.QKV, l.QKVBias, l.QKNorm, w.ropeFactors(i), a.Q, kc, vc,
+			ops.RoPEQKVArgs{RoPEArgs: rq, KVHeads: kvHeads, Eps: c.Eps, VNorm: c.VNorm}))
 	}
 	try(ops.Attention(ch, a.Q, a.K, a.V, a.AttScratch, a.Att, AttentionArgs(c, i, n, s.Pos)))
 
@@ -229,6 +257,7 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 	normed = residual(x, l.O, ProjO, a.Att, l.PostAttnNorm, a.O, l.FFNNorm, a.XN2, nil)
 
 	// Feed-forward: x += post(Down · (act(Gate · norm(x)) * (Up · norm(x)))).
+	ff := sh.FF
 	q8FFN := l.GateUp != nil && q8(l.GateUp)
 	// The quantizer applies the norm itself unless a LoRA reads XN2.
 	q8Normed := q8FFN && !normed && !adapted(ProjGate, ProjUp)
@@ -251,16 +280,16 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 			try(ops.MatMul(ch, l.GateUp, a.XN2, a.Gate, n))
 		}
 		// gate and up rows alternate per token: 2·FF floats a row.
-		lora(ProjGate, a.XN2, a.Gate, ops.MatmulOptions{YStride: 2 * c.FF})
-		lora(ProjUp, a.XN2, a.Gate, ops.MatmulOptions{YOffset: c.FF, YStride: 2 * c.FF})
+		lora(ProjGate, a.XN2, a.Gate, ops.MatmulOptions{YStride: 2 * ff})
+		lora(ProjUp, a.XN2, a.Gate, ops.MatmulOptions{YOffset: ff, YStride: 2 * ff})
 		// A decoded token's GLU goes into the down matvec (ops.MatVecGLU),
 		// unless a LoRA on down has to read the activated row from H.
 		if n == 1 && !adapted(ProjDown) && ops.HasMatVecGLU(l.Down.Type) {
-			glu = &ops.GLUArgs{FF: c.FF, GELU: c.GELU}
+			glu = &ops.GLUArgs{FF: ff, GELU: c.GELU}
 		} else if c.GELU {
-			try(ops.GeGLUFused(ch, a.Gate, a.H, n, c.FF))
+			try(ops.GeGLUFused(ch, a.Gate, a.H, n, ff))
 		} else {
-			try(ops.SwiGLUFused(ch, a.Gate, a.H, n, c.FF))
+			try(ops.SwiGLUFused(ch, a.Gate, a.H, n, ff))
 		}
 	} else {
 		try(ops.MatMul(ch, l.Gate, a.XN2, a.Gate, n))
@@ -268,24 +297,51 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 		try(ops.MatMul(ch, l.Up, a.XN2, a.Up, n))
 		lora(ProjUp, a.XN2, a.Up, ops.MatmulOptions{})
 		if c.GELU {
-			try(ops.GeGLU(ch, a.Gate, a.Up, a.H, n*c.FF))
+			try(ops.GeGLU(ch, a.Gate, a.Up, a.H, n*ff))
 		} else {
-			try(ops.SwiGLU(ch, a.Gate, a.Up, a.H, n*c.FF))
+			try(ops.SwiGLU(ch, a.Gate, a.Up, a.H, n*ff))
 		}
 	}
 	if a.Keep {
 		try(ops.CopyF32(ch, a.X2, 0, a.Out, 0, n*d))
 		x = a.Out
 	}
+	// The next block's pre-norm goes into the last residual add, which is
+	// the feed-forward's unless Gemma 4's PLE and output scale follow.
+	next := s.Next
+	tail := l.PLEGate != nil || l.OutScale != 0
+	if tail {
+		next = nil
+	}
 	if glu != nil {
-		normed = residual(x, l.Down, ProjDown, a.Gate, l.PostFFNNorm, a.F, s.Next, a.XN, glu)
+		normed = residual(x, l.Down, ProjDown, a.Gate, l.PostFFNNorm, a.F, next, a.XN, glu)
 	} else {
-		normed = residual(x, l.Down, ProjDown, a.H, l.PostFFNNorm, a.F, s.Next, a.XN, nil)
+		normed = residual(x, l.Down, ProjDown, a.H, l.PostFFNNorm, a.F, next, a.XN, nil)
+	}
+	if tail {
+		w.recordTail(ch, i, a, n, try)
 	}
 	if err != nil {
 		return false, fmt.Errorf("model: layer %d: %w", i, err)
 	}
 	return normed, nil
+}
+
+// recordTail appends Gemma 4's end of block i: x += norm(PLEProj ·
+// (gelu(PLEGate · x) · ple_i)), the per-layer embeddings' gate, then the
+// whole stream times the layer's output scale.
+func (w *GPUWeights) recordTail(ch *gpu.Chain, i int, a *GPUActivations, n int, try func(error)) {
+	c, l := w.c, &w.Layers[i]
+	d := c.Hidden
+	if l.PLEGate != nil {
+		try(ops.MatMul(ch, l.PLEGate, a.X, a.PLEG, n))
+		try(ops.PLEGate(ch, a.PLEG, a.PLEProj, a.PLETok, w.PLEProjNorm, a.PLEH, opsPLEArgs(c, n, i)))
+		try(ops.MatMul(ch, l.PLEProj, a.PLEH, a.F, n))
+		try(ops.RMSNormAdd(ch, a.F, l.PLENorm, a.X, ops.NormArgs{Rows: n, Dim: d, Eps: c.Eps}))
+	}
+	if l.OutScale != 0 {
+		try(ops.Scale(ch, a.X, a.X, n*d, l.OutScale))
+	}
 }
 
 // normFuses says whether an RMSNorm of rows rows can go into the matvecs

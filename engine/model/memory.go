@@ -38,18 +38,25 @@ func (m *Model) Memory(ctx, batch int) Memory {
 	}
 	add(m.Output)
 	add(m.OutNorm)
+	add(m.PLEModelProj)
+	add(m.PLEProjNorm)
 	for i := range m.Layers {
 		l := &m.Layers[i]
 		for _, w := range []*Weight{l.AttnNorm, l.PostAttnNorm, l.FFNNorm, l.PostFFNNorm, l.Q, l.K, l.V, l.O,
-			l.QBias, l.KBias, l.VBias, l.QNorm, l.KNorm, l.Gate, l.Up, l.Down} {
+			l.QBias, l.KBias, l.VBias, l.QNorm, l.KNorm, l.Gate, l.Up, l.Down, l.PLEGate, l.PLEProj, l.PLENorm} {
 			add(w)
 		}
+		// A layer reading an earlier layer's cache keeps none (Gemma 4).
+		if c.OwnKV(i) {
+			e.KV += 2 * int64(ctx) * int64(c.LayerKVDim(i)) * 4
+		}
 	}
-	e.KV = 2 * int64(c.Layers) * int64(ctx) * int64(c.KVDim()) * 4
 	b := int64(min(batch, ctx))
 	// Per token: x, xn, tmp; q, k and v side by side, then q rotated and the
-	// attention's output; gate and up fused, and up; and the logits.
-	e.Activations = 4 * (b*(3*int64(c.Hidden)+3*int64(c.QDim())+2*int64(c.KVDim())+3*int64(c.FF)) + b*int64(c.Vocab))
+	// attention's output; gate and up fused, and up; the per-layer
+	// embeddings' inputs and gate (Gemma 4); and the logits.
+	ple := int64(c.PerLayerInput) * int64(2*c.Layers+2)
+	e.Activations = 4 * (b*(3*int64(c.Hidden)+3*int64(c.QDim())+2*int64(c.KVDim())+3*int64(c.FF)+ple) + b*int64(c.Vocab))
 	return e
 }
 

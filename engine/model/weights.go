@@ -61,6 +61,14 @@ type Layer struct {
 	QNorm, KNorm        *Weight // per-head RMSNorm gains (Qwen 3, Gemma 3)
 
 	Gate, Up, Down *Weight
+
+	// Gemma 4's per-layer embeddings: the gate of the residual (Hidden →
+	// PerLayerInput), the projection of the gated slice back (→ Hidden) and
+	// its norm; nil when the model has none.
+	PLEGate, PLEProj, PLENorm *Weight
+	// OutScale multiplies the layer's output (Gemma 4's layer_output_scale);
+	// 0 means none.
+	OutScale float32
 }
 
 // Model is a loaded model: its configuration, weights (still in the file),
@@ -79,6 +87,12 @@ type Model struct {
 	// factors, for a context beyond Config.RopeOrigContext (RopeFactorsFor).
 	RopeFactors, RopeFactorsLong []float32
 	Layers                       []Layer
+
+	// Gemma 4's per-layer embeddings (Config.PerLayerInput > 0): the table
+	// (Vocab rows of Layers × PerLayerInput, looked up on the host like
+	// Embed), the projection of the token's embedding into the same
+	// widths, and the gain of that projection's per-layer norm.
+	PLE, PLEModelProj, PLEProjNorm *Weight
 
 	Tokenizer *tokenizer.Tokenizer
 	Chat      *chat.Format
@@ -146,12 +160,30 @@ func FromGGUF(f *gguf.File) (*Model, error) {
 	if err := m.ropeFactors(&ld, &cfg); err != nil {
 		return nil, err
 	}
+	// Where only some layers take the factors (Gemma 4's global layers,
+	// whose proportional RoPE rope_freqs alone says), they are not optional.
+	for i := range cfg.Layers {
+		if !cfg.Shape(i).RopeFactors && m.RopeFactors == nil {
+			return nil, fmt.Errorf("tensor \"rope_freqs.weight\" is missing: %s's global layers rotate by its factors (1 for each rotated pair, 1e30 for the others)", cfg.Arch)
+		}
+	}
 
-	qd, kvd := cfg.QDim(), cfg.KVDim()
+	if cfg.PerLayerInput > 0 {
+		all := cfg.Layers * cfg.PerLayerInput
+		m.PLE = ld.tensor("per_layer_token_embd.weight", cfg.Vocab, all)
+		m.PLEModelProj = ld.tensor("per_layer_model_proj.weight", all, cfg.Hidden)
+		m.PLEProjNorm = ld.vector("per_layer_proj_norm.weight", cfg.PerLayerInput)
+		if ld.err != nil {
+			return nil, ld.err
+		}
+	}
+
 	m.Layers = make([]Layer, cfg.Layers)
 	for i := range m.Layers {
 		l := &m.Layers[i]
 		p := func(s string) string { return fmt.Sprintf("blk.%d.%s", i, s) }
+		sh := cfg.Shape(i)
+		qd, kvd := cfg.LayerQDim(i), cfg.LayerKVDim(i)
 		l.AttnNorm = ld.vector(p("attn_norm.weight"), cfg.Hidden)
 		l.FFNNorm = ld.vector(p("ffn_norm.weight"), cfg.Hidden)
 		if cfg.PostNorms {
@@ -166,8 +198,12 @@ func FromGGUF(f *gguf.File) (*Model, error) {
 			}
 		} else {
 			l.Q = ld.tensor(p("attn_q.weight"), qd, cfg.Hidden)
-			l.K = ld.tensor(p("attn_k.weight"), kvd, cfg.Hidden)
-			l.V = ld.tensor(p("attn_v.weight"), kvd, cfg.Hidden)
+			// A layer that reads an earlier layer's cache projects only
+			// queries; a converter may still write its k and v, unused.
+			if cfg.OwnKV(i) {
+				l.K = ld.tensor(p("attn_k.weight"), kvd, cfg.Hidden)
+				l.V = ld.tensor(p("attn_v.weight"), kvd, cfg.Hidden)
+			}
 		}
 		l.O = ld.tensor(p("attn_output.weight"), cfg.Hidden, qd)
 		if cfg.QKVBias {
@@ -176,18 +212,35 @@ func FromGGUF(f *gguf.File) (*Model, error) {
 			l.VBias = ld.vector(p("attn_v.bias"), kvd)
 		}
 		if cfg.QKNorm {
-			l.QNorm = ld.vector(p("attn_q_norm.weight"), cfg.HeadDim)
-			l.KNorm = ld.vector(p("attn_k_norm.weight"), cfg.HeadDim)
+			l.QNorm = ld.vector(p("attn_q_norm.weight"), sh.HeadDim)
+			if cfg.OwnKV(i) {
+				l.KNorm = ld.vector(p("attn_k_norm.weight"), sh.HeadDim)
+			}
 		}
+		ff := sh.FF
 		if _, separate := f.Tensor(p("ffn_gate.weight")); separate {
-			l.Gate = ld.tensor(p("ffn_gate.weight"), cfg.FF, cfg.Hidden)
-			l.Up = ld.tensor(p("ffn_up.weight"), cfg.FF, cfg.Hidden)
-		} else if up := ld.tensor(p("ffn_up.weight"), 2*cfg.FF, cfg.Hidden); up != nil {
+			l.Gate = ld.tensor(p("ffn_gate.weight"), ff, cfg.Hidden)
+			l.Up = ld.tensor(p("ffn_up.weight"), ff, cfg.Hidden)
+		} else if up := ld.tensor(p("ffn_up.weight"), 2*ff, cfg.Hidden); up != nil {
 			// Phi-3: gate rows, then up rows.
-			l.Gate = up.slice(p("ffn_up.weight[gate]"), 0, cfg.FF)
-			l.Up = up.slice(p("ffn_up.weight[up]"), cfg.FF, 2*cfg.FF)
+			l.Gate = up.slice(p("ffn_up.weight[gate]"), 0, ff)
+			l.Up = up.slice(p("ffn_up.weight[up]"), ff, 2*ff)
 		}
-		l.Down = ld.tensor(p("ffn_down.weight"), cfg.Hidden, cfg.FF)
+		l.Down = ld.tensor(p("ffn_down.weight"), cfg.Hidden, ff)
+		if cfg.PerLayerInput > 0 {
+			l.PLEGate = ld.tensor(p("inp_gate.weight"), cfg.PerLayerInput, cfg.Hidden)
+			l.PLEProj = ld.tensor(p("proj.weight"), cfg.Hidden, cfg.PerLayerInput)
+			l.PLENorm = ld.vector(p("post_norm.weight"), cfg.Hidden)
+		}
+		// Gemma 4's; llama.cpp's loader takes it as optional.
+		if _, ok := f.Tensor(p("layer_output_scale.weight")); ok {
+			if w := ld.vector(p("layer_output_scale.weight"), 1); w != nil {
+				var s []float32
+				if s, ld.err = w.F32(); ld.err == nil {
+					l.OutScale = s[0]
+				}
+			}
+		}
 		if ld.err != nil {
 			return nil, ld.err
 		}

@@ -20,6 +20,11 @@ type GPUWeights struct {
 	Output  *gpu.Tensor
 	OutNorm *gpu.Buffer
 	Factors *gpu.Buffer // RoPE frequency factors; nil when the model has none
+	// PLEModelProj and PLEProjNorm are Gemma 4's projection of the
+	// embeddings into the per-layer inputs and its norm gain; nil without
+	// per-layer embeddings (whose table stays on the host).
+	PLEModelProj *gpu.Tensor
+	PLEProjNorm  *gpu.Buffer
 
 	tensors []*gpu.Tensor
 	buffers []*gpu.Buffer
@@ -44,6 +49,12 @@ type GPULayer struct {
 	// of one type: one matmul instead of two, and the fused GLU after it.
 	// Otherwise Gate and Up.
 	GateUp, Gate, Up *gpu.Tensor
+	// Gemma 4: the per-layer-embedding gate and projection, the
+	// projection's norm gain, and the scale of the layer's output (0:
+	// none).
+	PLEGate, PLEProj *gpu.Tensor
+	PLENorm          *gpu.Buffer
+	OutScale         float32
 }
 
 // PlacedTensor is a projection whose output rows start at column Col of a
@@ -168,6 +179,14 @@ func (w *GPUWeights) upload(dev *gpu.Device, m *Model, o GPUWeightOptions) error
 			return err
 		}
 	}
+	if m.PLEModelProj != nil {
+		if w.PLEModelProj, err = tensor(m.PLEModelProj); err != nil {
+			return err
+		}
+		if w.PLEProjNorm, err = vector("per_layer_proj_norm.weight", m.PLEProjNorm); err != nil {
+			return err
+		}
+	}
 	w.Layers = make([]GPULayer, len(m.Layers))
 	for i := range m.Layers {
 		l, g := &m.Layers[i], &w.Layers[i]
@@ -179,10 +198,16 @@ func (w *GPUWeights) upload(dev *gpu.Device, m *Model, o GPUWeightOptions) error
 		}
 		vecs := []vec{{&g.AttnNorm, blk("attn_norm.weight"), []*Weight{l.AttnNorm}}, {&g.PostAttnNorm, blk("post_attention_norm.weight"), []*Weight{l.PostAttnNorm}},
 			{&g.FFNNorm, blk("ffn_norm.weight"), []*Weight{l.FFNNorm}}, {&g.PostFFNNorm, blk("post_ffw_norm.weight"), []*Weight{l.PostFFNNorm}}}
-		if o.Merge {
+		vecs = append(vecs, vec{&g.PLENorm, blk("post_norm.weight"), []*Weight{l.PLENorm}})
+		switch {
+		case o.Merge && l.K == nil:
+			// A layer reading an earlier layer's cache: only q's.
+			vecs = append(vecs, vec{&g.QKVBias, blk("attn_q.bias"), []*Weight{l.QBias}},
+				vec{&g.QKNorm, blk("attn_q_norm.weight"), []*Weight{l.QNorm}})
+		case o.Merge:
 			vecs = append(vecs, vec{&g.QKVBias, blk("attn_qkv.bias"), []*Weight{l.QBias, l.KBias, l.VBias}},
 				vec{&g.QKNorm, blk("attn_qk_norm.weight"), []*Weight{l.QNorm, l.KNorm}})
-		} else {
+		default:
 			vecs = append(vecs, vec{&g.QBias, blk("attn_q.bias"), []*Weight{l.QBias}}, vec{&g.KBias, blk("attn_k.bias"), []*Weight{l.KBias}},
 				vec{&g.VBias, blk("attn_v.bias"), []*Weight{l.VBias}}, vec{&g.QNorm, blk("attn_q_norm.weight"), []*Weight{l.QNorm}},
 				vec{&g.KNorm, blk("attn_k_norm.weight"), []*Weight{l.KNorm}})
@@ -192,9 +217,14 @@ func (w *GPUWeights) upload(dev *gpu.Device, m *Model, o GPUWeightOptions) error
 				return err
 			}
 		}
-		qkv := []placedWeight{{l.Q, 0}, {l.K, l.Q.Rows}, {l.V, l.Q.Rows + l.K.Rows}}
-		if o.Merge {
+		var qkv []placedWeight
+		switch {
+		case l.K == nil:
+			qkv = []placedWeight{{l.Q, 0}}
+		case o.Merge:
 			qkv = mergeRows(blk("attn_qkv"), l.Q, l.K, l.V)
+		default:
+			qkv = []placedWeight{{l.Q, 0}, {l.K, l.Q.Rows}, {l.V, l.Q.Rows + l.K.Rows}}
 		}
 		for _, p := range qkv {
 			t, err := tensor(p.w)
@@ -209,6 +239,15 @@ func (w *GPUWeights) upload(dev *gpu.Device, m *Model, o GPUWeightOptions) error
 		if g.Down, err = tensor(l.Down); err != nil {
 			return err
 		}
+		if l.PLEGate != nil {
+			if g.PLEGate, err = tensor(l.PLEGate); err != nil {
+				return err
+			}
+			if g.PLEProj, err = tensor(l.PLEProj); err != nil {
+				return err
+			}
+		}
+		g.OutScale = l.OutScale
 		if o.Merge && l.Gate.Type == l.Up.Type {
 			if g.GateUp, err = tensor(mergeRows(blk("ffn_gate_up"), l.Gate, l.Up)[0].w); err != nil {
 				return err

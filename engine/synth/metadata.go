@@ -3,6 +3,7 @@ package synth
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/hearthstudio/hearth/engine/chat"
 	"github.com/hearthstudio/hearth/engine/tokenizer"
@@ -57,7 +58,15 @@ func setMetadata(w *gguf.Writer, p Preset, target gguf.QuantTarget, seed uint64,
 	if p.SlidingWindow > 0 {
 		kvs = append(kvs, gguf.KV{Key: a + "attention.sliding_window", Value: u32(p.SlidingWindow)})
 	}
-	if p.SlidingWindowPattern > 0 && p.SlidingWindowPattern != 6 {
+	if p.Arch == "gemma4" {
+		for _, kv := range gemma4Keys(p) {
+			if i := slices.IndexFunc(kvs, func(o gguf.KV) bool { return o.Key == kv.Key }); i >= 0 {
+				kvs[i] = kv
+			} else {
+				kvs = append(kvs, kv)
+			}
+		}
+	} else if p.SlidingWindowPattern > 0 && p.SlidingWindowPattern != 6 {
 		kvs = append(kvs, gguf.KV{Key: a + "attention.sliding_window_pattern", Value: u32(p.SlidingWindowPattern)})
 	}
 	if p.QueryPreAttnScalar > 0 {
@@ -78,6 +87,52 @@ func setMetadata(w *gguf.Writer, p Preset, target gguf.QuantTarget, seed uint64,
 		return err
 	}
 	return w.SetString(tokenizer.KeyChatTemplate, tmpl)
+}
+
+// gemma4Keys are the keys llama.cpp's converter adds for Gemma 4 (its
+// Gemma4Model.set_gguf_parameters), replacing the scalar
+// feed_forward_length when the shared layers' differs: the sliding layers'
+// head width and rotation, the pattern as one bool a layer, the KV
+// sharing and the per-layer embeddings' width.
+func gemma4Keys(p Preset) []gguf.KV {
+	a := p.Arch + "."
+	u32 := func(x int) gguf.Value { return gguf.ValueOf(uint32(x)) }
+	pattern := make([]bool, p.Layers)
+	for l := range pattern {
+		pattern[l] = p.sliding(l)
+	}
+	kvs := []gguf.KV{
+		{Key: a + "attention.key_length_swa", Value: u32(p.HeadDimSWA)},
+		{Key: a + "attention.value_length_swa", Value: u32(p.HeadDimSWA)},
+		{Key: a + "rope.dimension_count_swa", Value: u32(p.HeadDimSWA)},
+		{Key: a + "attention.sliding_window_pattern", Value: gguf.ArrayOf(pattern)},
+		{Key: a + "attention.shared_kv_layers", Value: u32(p.SharedKVLayers)},
+		{Key: a + "embedding_length_per_layer_input", Value: u32(p.PerLayerInput)},
+	}
+	if p.FFShared > 0 && p.FFShared != p.FF {
+		ff := make([]uint32, p.Layers)
+		for l := range ff {
+			ff[l] = uint32(p.layerSizes(l).FF)
+		}
+		kvs = append(kvs, gguf.KV{Key: a + "feed_forward_length", Value: gguf.ArrayOf(ff)})
+	}
+	return kvs
+}
+
+// proportionalRopeFreqs is Gemma 4's rope_freqs.weight as llama.cpp's
+// converter writes it for the global layers' "proportional" RoPE: of the
+// head's dims/2 pairs the first ProportionalRope·dims/2 rotate (factor 1)
+// and the others get 1e30, which makes their angle 0.
+func proportionalRopeFreqs(p Preset) []float32 {
+	out := make([]float32, p.ropeDims()/2)
+	rotated := int(p.ProportionalRope * float64(p.ropeDims()) / 2)
+	for i := range out {
+		out[i] = 1e30
+		if i < rotated {
+			out[i] = 1
+		}
+	}
+	return out
 }
 
 // ropeFreqs are Llama 3's RoPE frequency factors for preset p, as the

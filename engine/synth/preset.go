@@ -63,6 +63,19 @@ type Preset struct {
 	// attention.scale is 1/sqrt of it.
 	QueryPreAttnScalar int
 
+	// Gemma 4. HeadDimSWA is the sliding layers' head width
+	// (attention.key_length_swa; HeadDim is the global layers'), and they
+	// rotate all of it; the global layers rotate ProportionalRope of their
+	// pairs (partial_rotary_factor), through rope_freqs. The last
+	// SharedKVLayers layers read earlier layers' caches, with a
+	// feed-forward of FFShared (0: FF). PerLayerInput is the width of the
+	// per-layer embeddings.
+	HeadDimSWA       int
+	ProportionalRope float64
+	SharedKVLayers   int
+	FFShared         int
+	PerLayerInput    int
+
 	// TiedEmbeddings leaves out output.weight: token_embd is the output
 	// projection too.
 	TiedEmbeddings bool
@@ -119,6 +132,24 @@ func Presets() []Preset {
 			TiedEmbeddings: true, Tokenizer: "gemma",
 		},
 		{
+			// google/gemma-4-E2B's config.json (text_config): one global
+			// layer in five, the last 20 layers sharing the caches of
+			// layers 13 and 14 with double-wide feed-forwards.
+			Name: "gemma-4-e2b", Model: "google/gemma-4-E2B", Arch: "gemma4",
+			Vocab: 262144, Hidden: 1536, Layers: 35, Heads: 8, KVHeads: 1, HeadDim: 512, HeadDimSWA: 256, FF: 6144, FFShared: 12288,
+			Context: 131072, Eps: 1e-6, RopeBase: 1000000, RopeBaseSWA: 10000, ProportionalRope: 0.25,
+			SlidingWindow: 512, SlidingWindowPattern: 5, SharedKVLayers: 20, PerLayerInput: 256, FinalSoftcap: 30,
+			TiedEmbeddings: true, Tokenizer: "gemma",
+		},
+		{
+			// google/gemma-4-E4B's: one global layer in six, 18 shared.
+			Name: "gemma-4-e4b", Model: "google/gemma-4-E4B", Arch: "gemma4",
+			Vocab: 262144, Hidden: 2560, Layers: 42, Heads: 8, KVHeads: 2, HeadDim: 512, HeadDimSWA: 256, FF: 10240,
+			Context: 131072, Eps: 1e-6, RopeBase: 1000000, RopeBaseSWA: 10000, ProportionalRope: 0.25,
+			SlidingWindow: 512, SlidingWindowPattern: 6, SharedKVLayers: 18, PerLayerInput: 256, FinalSoftcap: 30,
+			TiedEmbeddings: true, Tokenizer: "gemma",
+		},
+		{
 			Name: "qwen2.5-0.5b", Model: "Qwen/Qwen2.5-0.5B", Arch: "qwen2",
 			Vocab: 151936, Hidden: 896, Layers: 24, Heads: 14, KVHeads: 2, HeadDim: 64, FF: 4864,
 			Context: 32768, Eps: 1e-6, RopeBase: 1000000,
@@ -170,6 +201,13 @@ func Presets() []Preset {
 			Context: 2048, Eps: 1e-6, RopeBase: 1000000, RopeBaseSWA: 10000,
 			RopeScaling: "linear", RopeScalingFactor: 8,
 			SlidingWindow: 16, QueryPreAttnScalar: 96,
+			TiedEmbeddings: true, Tokenizer: "gemma",
+		},
+		{
+			Name: "tiny-gemma4", Model: "test model: Gemma 4, 6 layers (global 3 and 6 with the real 512-dim heads, 64-dim sliding ones), window 16, the last 2 sharing caches, per-layer embeddings", Arch: "gemma4",
+			Vocab: 736, Hidden: 128, Layers: 6, Heads: 4, KVHeads: 2, HeadDim: 512, HeadDimSWA: 64, FF: 192, FFShared: 384,
+			Context: 2048, Eps: 1e-6, RopeBase: 1000000, RopeBaseSWA: 10000, ProportionalRope: 0.25,
+			SlidingWindow: 16, SlidingWindowPattern: 3, SharedKVLayers: 2, PerLayerInput: 16, FinalSoftcap: 30,
 			TiedEmbeddings: true, Tokenizer: "gemma",
 		},
 		{
@@ -301,14 +339,19 @@ func (p Preset) Validate() error {
 		return fail("%s needs a sliding window", p.Arch)
 	case !rec.AttnScale && p.QueryPreAttnScalar != 0:
 		return fail("query_pre_attn_scalar is Gemma 2/3's; %s has none", p.Arch)
-	case !rec.Softcap && (p.AttnSoftcap != 0 || p.FinalSoftcap != 0):
-		return fail("soft-capping is Gemma 2's; %s has none", p.Arch)
-	case p.Arch == "gemma3" && !(p.RopeBaseSWA > 1):
-		return fail("gemma3 needs rope_base_swa, the base of its sliding-window layers")
-	case p.Arch != "gemma3" && (p.RopeBaseSWA != 0 || p.SlidingWindowPattern != 0):
-		return fail("rope_base_swa and sliding_window_pattern are Gemma 3's; %s has neither", p.Arch)
+	case !rec.Softcap && p.AttnSoftcap != 0:
+		return fail("attention soft-capping is Gemma 2's; %s has none", p.Arch)
+	case !rec.Softcap && p.Arch != "gemma4" && p.FinalSoftcap != 0:
+		return fail("final soft-capping is Gemma 2's and 4's; %s has none", p.Arch)
+	case (p.Arch == "gemma3" || p.Arch == "gemma4") && !(p.RopeBaseSWA > 1):
+		return fail("%s needs rope_base_swa, the base of its sliding-window layers", p.Arch)
+	case p.Arch != "gemma3" && p.Arch != "gemma4" && (p.RopeBaseSWA != 0 || p.SlidingWindowPattern != 0):
+		return fail("rope_base_swa and sliding_window_pattern are Gemma 3's and 4's; %s has neither", p.Arch)
 	case p.SlidingWindowPattern < 0:
 		return fail("sliding_window_pattern (%d) must not be negative", p.SlidingWindowPattern)
+	}
+	if err := p.validateGemma4(); err != nil {
+		return fail("%v", err)
 	}
 	fam, ok := familyOf(p.Tokenizer)
 	if !ok {
@@ -318,6 +361,54 @@ func (p Preset) Validate() error {
 		return fail("vocab (%d) is smaller than the %d tokens the %s tokenizer cannot do without", p.Vocab, need, p.Tokenizer)
 	}
 	return nil
+}
+
+// validateGemma4 checks the fields only Gemma 4 has: present exactly for
+// it, and making a model engine/arch accepts.
+func (p Preset) validateGemma4() error {
+	if p.Arch != "gemma4" {
+		if p.HeadDimSWA != 0 || p.ProportionalRope != 0 || p.SharedKVLayers != 0 || p.FFShared != 0 || p.PerLayerInput != 0 {
+			return fmt.Errorf("head_dim_swa, proportional RoPE, shared KV layers, ff_shared and per-layer inputs are Gemma 4's; %s has none", p.Arch)
+		}
+		return nil
+	}
+	switch {
+	case p.HeadDimSWA <= 0 || p.HeadDimSWA%2 != 0 || p.HeadDimSWA > p.HeadDim:
+		return fmt.Errorf("head_dim_swa (%d) must be even and at most head_dim (%d)", p.HeadDimSWA, p.HeadDim)
+	case !(p.ProportionalRope > 0 && p.ProportionalRope <= 1):
+		return fmt.Errorf("proportional RoPE %v must be a fraction in (0, 1]", p.ProportionalRope)
+	case p.SlidingWindowPattern < 2:
+		return fmt.Errorf("gemma4 needs sliding_window_pattern, a period of at least 2")
+	case p.SharedKVLayers < 0 || p.SharedKVLayers > p.Layers-p.SlidingWindowPattern:
+		return fmt.Errorf("shared KV layers (%d) must leave a sliding and a global layer before them in %d layers", p.SharedKVLayers, p.Layers)
+	case p.FFShared < 0 || p.PerLayerInput < 0:
+		return fmt.Errorf("ff_shared (%d) and per-layer input (%d) must not be negative", p.FFShared, p.PerLayerInput)
+	}
+	return nil
+}
+
+// sliding reports whether layer l of p slides (Gemma 3 and 4's period).
+func (p Preset) sliding(l int) bool {
+	period := p.SlidingWindowPattern
+	if period == 0 {
+		period = 6
+	}
+	return (l+1)%period != 0
+}
+
+// layerSizes are layer l's sizes, per layer for Gemma 4.
+func (p Preset) layerSizes(l int) arch.Sizes {
+	s := arch.Sizes{Hidden: p.Hidden, FF: p.FF, Heads: p.Heads, KVHeads: p.KVHeads, HeadDim: p.HeadDim,
+		Layers: p.Layers, PerLayer: p.PerLayerInput, Vocab: p.Vocab, OwnKV: l < p.Layers-p.SharedKVLayers}
+	if p.Arch == "gemma4" {
+		if p.sliding(l) {
+			s.HeadDim = p.HeadDimSWA
+		}
+		if !s.OwnKV && p.FFShared > 0 {
+			s.FF = p.FFShared
+		}
+	}
+	return s
 }
 
 // ParamCount is the number of weights in the file: every tensor's

@@ -183,7 +183,11 @@ func (g *generator) fillVector(p Preset, t Tensor, kind tensorKind, dst []byte) 
 	case kindBias:
 		normals(g.rng(t.Name, 0), vals, 0, biasSigma)
 	case kindRopeFreqs:
-		vals = ropeFreqs(p)
+		if p.ProportionalRope > 0 {
+			vals = proportionalRopeFreqs(p)
+		} else {
+			vals = ropeFreqs(p)
+		}
 	}
 	for i, v := range vals {
 		binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(v))

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hearthstudio/hearth/engine/arch"
 	"github.com/hearthstudio/hearth/engine/chat"
 	"github.com/hearthstudio/hearth/engine/tokenizer"
 	"github.com/hearthstudio/hearth/gguf"
@@ -197,6 +198,12 @@ func TestPresetShapes(t *testing.T) {
 		if p.Llama3Rope != nil {
 			want++
 		}
+		if p.Arch == "gemma4" {
+			// Per layer the PLE gate, projection and norm and the output
+			// scale; the shared layers lack k, v and k's norm; the PLE
+			// table, projection and norm, and rope_freqs.
+			want += 4*p.Layers - 3*p.SharedKVLayers + 3 + 1
+		}
 		if got := len(p.tensors()); got != want {
 			t.Errorf("%s: %d tensors, want %d", p.Name, got, want)
 		}
@@ -245,6 +252,15 @@ func TestValidateRejects(t *testing.T) {
 			p.Llama3Rope = &Llama3Rope{Factor: 8, LowFreqFactor: 4, HighFreqFactor: 1, OriginalContext: 8192}
 		}, "low_freq_factor < high_freq_factor"},
 		{"softcap", func(p *Preset) { p.AttnSoftcap = 50 }, "soft-capping is Gemma 2's"},
+		{"gemma4 fields elsewhere", func(p *Preset) { p.SharedKVLayers = 1 }, "are Gemma 4's"},
+		{"gemma4 sharing past the layers", func(p *Preset) {
+			*p = mustPreset(t, "tiny-gemma4")
+			p.SharedKVLayers = 5
+		}, "shared KV layers (5)"},
+		{"gemma4 head widths", func(p *Preset) {
+			*p = mustPreset(t, "tiny-gemma4")
+			p.HeadDimSWA = 128
+		}, "head_dim_swa (128)"},
 		{"tokenizer", func(p *Preset) { p.Tokenizer = "t5" }, `tokenizer "t5"`},
 		{"vocab", func(p *Preset) { p.Vocab = 200 }, "vocab (200) is smaller than the 261 tokens"},
 		{"gemma2 scalar", func(p *Preset) {
@@ -343,13 +359,30 @@ func checkKeys(t *testing.T, f *gguf.File, p Preset) {
 	if got := f.Architecture(); got != p.Arch {
 		t.Errorf("general.architecture = %q, want %q", got, p.Arch)
 	}
-	for key, want := range map[string]int{
+	ints := map[string]int{
 		a + "vocab_size": p.Vocab, a + "context_length": p.Context, a + "embedding_length": p.Hidden,
 		a + "block_count": p.Layers, a + "feed_forward_length": p.FF,
 		a + "attention.head_count": p.Heads, a + "attention.head_count_kv": p.KVHeads,
 		a + "attention.key_length": p.HeadDim, a + "attention.value_length": p.HeadDim,
 		a + "rope.dimension_count": p.HeadDim,
-	} {
+	}
+	if p.Arch == "gemma4" {
+		// Gemma 4's feed-forward is one width a layer, the shared layers'
+		// doubled.
+		delete(ints, a+"feed_forward_length")
+		ffs, err := arch.PerLayerInts(f, a+"feed_forward_length", p.Layers, -1)
+		for l := range p.Layers {
+			if err != nil || ffs[l] != p.layerSizes(l).FF {
+				t.Errorf("layer %d: feed_forward_length %v (%v), want %d", l, ffs, err, p.layerSizes(l).FF)
+				break
+			}
+		}
+		for key, want := range map[string]int{a + "attention.key_length_swa": p.HeadDimSWA, a + "rope.dimension_count_swa": p.HeadDimSWA,
+			a + "attention.shared_kv_layers": p.SharedKVLayers, a + "embedding_length_per_layer_input": p.PerLayerInput} {
+			ints[key] = want
+		}
+	}
+	for key, want := range ints {
 		if got, err := f.Uint32(key); err != nil || int(got) != want {
 			t.Errorf("%s = %d (%v), want %d", key, got, err, want)
 		}
@@ -365,10 +398,10 @@ func checkKeys(t *testing.T, f *gguf.File, p Preset) {
 			floats[key] = v
 		}
 	}
-	opt(a+"rope.freq_base_swa", p.RopeBaseSWA, p.Arch == "gemma3")
+	opt(a+"rope.freq_base_swa", p.RopeBaseSWA, p.Arch == "gemma3" || p.Arch == "gemma4")
 	opt(a+"attention.scale", 1/math.Sqrt(float64(p.QueryPreAttnScalar)), p.Arch == "gemma2" || p.Arch == "gemma3")
 	opt(a+"attn_logit_softcapping", p.AttnSoftcap, p.Arch == "gemma2")
-	opt(a+"final_logit_softcapping", p.FinalSoftcap, p.Arch == "gemma2")
+	opt(a+"final_logit_softcapping", p.FinalSoftcap, p.Arch == "gemma2" || p.Arch == "gemma4")
 	opt(a+"rope.scaling.factor", p.RopeScalingFactor, p.RopeScaling != "")
 	for key, want := range floats {
 		// The file holds FLOAT32: compare at its precision.

@@ -35,7 +35,7 @@ func (p Preset) tensors() []tensorSpec {
 		ts = append(ts, tensorSpec{name: name, shape: shape, kind: kind})
 	}
 	add(kindMatrix, "token_embd.weight", h, v)
-	if p.Llama3Rope != nil {
+	if p.Llama3Rope != nil || p.ProportionalRope > 0 {
 		add(kindRopeFreqs, "rope_freqs.weight", uint64(p.ropeDims()/2))
 	}
 	a, ok := arch.Lookup(p.Arch)
@@ -43,20 +43,29 @@ func (p Preset) tensors() []tensorSpec {
 		// Validate refuses such a preset; without a record there is no layer.
 		return ts
 	}
-	sizes := arch.Sizes{Hidden: p.Hidden, FF: p.FF, Heads: p.Heads, KVHeads: p.KVHeads, HeadDim: p.HeadDim}
-	kinds := map[arch.Kind]tensorKind{arch.Matrix: kindMatrix, arch.Norm: kindNorm, arch.Bias: kindBias}
+	// A layer tensor is the scale of Gemma 4's layer output, drawn as a
+	// norm gain is: around 1.
+	kinds := map[arch.Kind]tensorKind{arch.Matrix: kindMatrix, arch.Norm: kindNorm, arch.Bias: kindBias, arch.Scalar: kindNorm}
+	// ggml's shape is innermost first: [cols, rows].
+	ne := func(shape []int64) []uint64 {
+		out := make([]uint64, len(shape))
+		for i, d := range shape {
+			out[len(shape)-1-i] = uint64(d)
+		}
+		return out
+	}
+	for _, t := range a.Globals {
+		if sizes := p.layerSizes(0); t.In(sizes) {
+			add(kinds[t.Kind], t.GGUF, ne(t.Shape(sizes))...)
+		}
+	}
 	for l := range p.Layers {
+		sizes := p.layerSizes(l)
 		for _, t := range a.Block {
-			if t.Optional {
+			if t.Optional || !t.In(sizes) {
 				continue
 			}
-			// ggml's shape is innermost first: [cols, rows].
-			shape := t.Shape(sizes)
-			ne := make([]uint64, len(shape))
-			for i, d := range shape {
-				ne[len(shape)-1-i] = uint64(d)
-			}
-			add(kinds[t.Kind], fmt.Sprintf("blk.%d.%s", l, t.GGUF), ne...)
+			add(kinds[t.Kind], fmt.Sprintf("blk.%d.%s", l, t.GGUF), ne(t.Shape(sizes))...)
 		}
 	}
 	add(kindNorm, "output_norm.weight", h)

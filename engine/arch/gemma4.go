@@ -1,0 +1,179 @@
+package arch
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/hearthstudio/hearth/gguf"
+)
+
+// Gemma 4's dense text models (E2B, E4B): Gemma 3's layer (GeGLU, NeoX
+// RoPE, q/k head norms, norms after attention and the feed-forward,
+// sliding and global layers) with
+//
+//   - global layers of their own head width (512 against 256) that rotate
+//     only a quarter of their pairs ("proportional" RoPE: rope_freqs holds
+//     1 for the rotated pairs and 1e30 for the others, as llama.cpp's
+//     converter writes it, and applies to the global layers only);
+//   - v heads RMS-normalised without a gain, q·k unscaled (the norms
+//     already bound it);
+//   - KV sharing: the last attention.shared_kv_layers layers project only
+//     queries and attend over the cache of the last layer of their kind
+//     before them; E2B's shared layers also have a feed-forward twice as
+//     wide (feed_forward_length is then an array);
+//   - per-layer embeddings (PLE): a second embedding table of
+//     block_count × P values a token, mixed with a projection of the
+//     token's embedding, gates a small projection added to the residual
+//     after each layer's feed-forward (engine/model's PLE);
+//   - a learned scalar multiplying the residual at the end of each layer.
+//
+// llama.cpp's converter writes the norm gains as they are (the graph
+// multiplies by w, not 1 + w) and a final logit soft-cap of 30.
+func init() {
+	Register(&Arch{
+		Name:        "gemma4",
+		Layout:      Layout{NeoX: true, GELU: true, PostNorms: true, QKNorm: true},
+		LayerShapes: true,
+		Configure:   configureGemma4,
+		Block:       gemma4Block(),
+		Globals: []Tensor{
+			{GGUF: "per_layer_token_embd.weight", HF: "embed_tokens_per_layer.weight", Rows: DimVocab, Cols: DimPerLayers},
+			{GGUF: "per_layer_model_proj.weight", HF: "per_layer_model_projection.weight", Rows: DimPerLayers, Cols: DimHidden},
+			{GGUF: "per_layer_proj_norm.weight", HF: "per_layer_projection_norm.weight", Rows: DimPerLayer, Kind: Norm},
+		},
+		HF: []HFClass{{Name: "Gemma4ForCausalLM", Window: WindowLayerTypes, Tied: true,
+			Defaults: map[string]float64{
+				"vocab_size": 262144, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 30,
+				"num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256, "global_head_dim": 512,
+				"rms_norm_eps": 1e-6, "max_position_embeddings": 131072, "sliding_window": 512,
+				"hidden_size_per_layer_input": 256, "vocab_size_per_layer_input": 262144, "num_kv_shared_layers": 0,
+			},
+			Multimodal: []string{"Gemma4ForConditionalGeneration"}}},
+		ChatTemplate: "gemma",
+	})
+}
+
+// gemma4Block is Gemma 3's layer in llama.cpp's order, k, v and k's norm
+// only in the layers with their own cache, then the PLE gate, its
+// projection and norm, and the layer's output scale.
+func gemma4Block() []Tensor {
+	b := StandardBlock(Layout{NeoX: true, GELU: true, PostNorms: true, QKNorm: true})
+	b = slices.DeleteFunc(b, func(t Tensor) bool { return t.Kind == Bias })
+	for i := range b {
+		switch b[i].GGUF {
+		case "attn_k.weight", "attn_v.weight", "attn_k_norm.weight":
+			b[i].OwnKV = true
+		}
+	}
+	return append(b,
+		Tensor{GGUF: "inp_gate.weight", HF: "per_layer_input_gate.weight", Rows: DimPerLayer, Cols: DimHidden},
+		Tensor{GGUF: "proj.weight", HF: "per_layer_projection.weight", Rows: DimHidden, Cols: DimPerLayer},
+		Tensor{GGUF: "post_norm.weight", HF: "post_per_layer_input_norm.weight", Rows: DimHidden, Kind: Norm},
+		Tensor{GGUF: "layer_output_scale.weight", HF: "layer_scalar", Rows: DimNone, Kind: Scalar},
+	)
+}
+
+func configureGemma4(f *gguf.File, c *Config) error {
+	gemmaCommon(c)
+	c.AttnScale = 1
+	c.VNorm = true
+	key := func(k string) string { return "gemma4." + k }
+	var err error
+
+	// The pattern decides each layer's head width, so a file without it
+	// cannot be run (transformers' default is no guide: E2B has one
+	// global layer in five, E4B one in six).
+	if _, ok := f.Value(key("attention.sliding_window_pattern")); !ok {
+		return fmt.Errorf("gemma4: key %q is missing (which layers are sliding)", key("attention.sliding_window_pattern"))
+	}
+	if err := readSlidingPattern(f, c, 0); err != nil {
+		return err
+	}
+	if c.SlidingWindow == 0 {
+		c.SlidingWindow = 512 // every Gemma 4; llama.cpp's converter writes it
+	}
+	local, err := f.Float32Or(key("rope.local.freq_base"), 10000)
+	if err != nil {
+		return err
+	}
+	if c.RopeBaseLocal, err = f.Float32Or(key("rope.freq_base_swa"), local); err != nil {
+		return err
+	}
+	c.RopeScaleLocal = 1
+	if c.YaRN != nil {
+		return fmt.Errorf("gemma4: rope.scaling.type yarn is not supported")
+	}
+	if c.FinalSoftcap, err = f.Float32Or(key("final_logit_softcapping"), 0); err != nil {
+		return err
+	}
+	if c.PerLayerInput, err = f.IntOr(key("embedding_length_per_layer_input"), 0); err != nil {
+		return err
+	}
+	if c.PerLayerInput < 0 {
+		return fmt.Errorf("gemma4: embedding_length_per_layer_input %d must not be negative", c.PerLayerInput)
+	}
+
+	// The scalars ReadConfig read are the global layers'; the sliding
+	// layers' have keys of their own.
+	globalHD, globalRope := c.HeadDim, c.RopeDims
+	slidingHD, err := f.IntOr(key("attention.key_length_swa"), globalHD)
+	if err != nil {
+		return err
+	}
+	if vd, err := f.IntOr(key("attention.value_length_swa"), slidingHD); err != nil {
+		return err
+	} else if vd != slidingHD {
+		return fmt.Errorf("gemma4: attention.value_length_swa %d differs from key_length_swa %d: not supported", vd, slidingHD)
+	}
+	slidingRope, err := f.IntOr(key("rope.dimension_count_swa"), slidingHD)
+	if err != nil {
+		return err
+	}
+	ffs, err := PerLayerInts(f, key("feed_forward_length"), c.Layers, -1)
+	if err != nil {
+		return err
+	}
+	kvs, err := PerLayerInts(f, key("attention.head_count_kv"), c.Layers, c.Heads)
+	if err != nil {
+		return err
+	}
+	shared, err := f.IntOr(key("attention.shared_kv_layers"), 0)
+	if err != nil {
+		return err
+	}
+	if shared < 0 || shared >= c.Layers {
+		return fmt.Errorf("gemma4: attention.shared_kv_layers %d: want 0 up to block_count %d - 1 (a shared layer reads an earlier layer's cache)", shared, c.Layers)
+	}
+	first := c.Layers - shared
+	c.Shapes = make([]LayerShape, c.Layers)
+	for i := range c.Shapes {
+		s := LayerShape{HeadDim: globalHD, RopeDims: globalRope, KVHeads: kvs[i], FF: ffs[i], KVLayer: i, RopeFactors: true}
+		if c.Sliding(i) {
+			s.HeadDim, s.RopeDims, s.RopeFactors = slidingHD, slidingRope, false
+		}
+		if i >= first {
+			// The last layer of the same kind before the shared ones.
+			s.KVLayer = -1
+			for j := first - 1; j >= 0; j-- {
+				if c.Sliding(j) == c.Sliding(i) {
+					s.KVLayer = j
+					break
+				}
+			}
+			if s.KVLayer < 0 {
+				return fmt.Errorf("gemma4: layer %d shares the cache of an earlier %s layer, and the %d layers before attention.shared_kv_layers' %d have none", i, kind(c.Sliding(i)), first, shared)
+			}
+		}
+		c.Shapes[i] = s
+	}
+	c.HeadDim = max(globalHD, slidingHD)
+	c.RopeDims = max(globalRope, slidingRope)
+	return nil
+}
+
+func kind(sliding bool) string {
+	if sliding {
+		return "sliding"
+	}
+	return "global"
+}

@@ -1,0 +1,199 @@
+package hfimport
+
+import (
+	"slices"
+	"strconv"
+
+	"github.com/hearthstudio/hearth/engine/arch"
+	"github.com/hearthstudio/hearth/gguf"
+)
+
+// layered is what config.json says of an architecture whose layers differ
+// (the record's LayerShapes: Gemma 4), in the terms of the keys llama.cpp's
+// converter writes for it.
+type layered struct {
+	globalHeadDim int    // the global layers' head width (global_head_dim)
+	sliding       []bool // per layer: sliding-window attention
+	ffs           []int  // per layer: feed-forward width
+	sharedKV      int    // the last layers that read earlier layers' caches
+	perLayer      int    // per-layer embeddings' width; 0 for none
+}
+
+// parseLayered reads Gemma 4's per-layer configuration: the layer types
+// (transformers' default when absent: one global in six, the last layer
+// global), the global layers' head width (global_head_dim, or the
+// per_layer_config overrides of later transformers), KV sharing with its
+// double-wide feed-forwards, and the per-layer embeddings. What Hearth
+// does not run (the MoE block, keys equal to values, bidirectional
+// attention) is refused by name.
+func (hp *hparams) parseLayered(c object) error {
+	if !hp.fam.arch.LayerShapes {
+		return nil
+	}
+	l := &layered{}
+	hp.layered = l
+	for _, f := range []string{"enable_moe_block", "attention_k_eq_v"} {
+		on, err := c.bool(f, false)
+		if err != nil {
+			return err
+		}
+		if on {
+			return c.errorf(f, "is true: %s's mixture-of-experts and key-equals-value layers are not supported", hp.class)
+		}
+	}
+	if c.has("use_bidirectional_attention") && !c.isNull("use_bidirectional_attention") {
+		return c.errorf("use_bidirectional_attention", "is set: only causal attention is supported")
+	}
+	types, err := c.strs("layer_types")
+	if err != nil {
+		return err
+	}
+	if types == nil {
+		for i := range hp.layers {
+			types = append(types, map[bool]string{true: "sliding_attention", false: "full_attention"}[(i+1)%6 != 0])
+		}
+		types[hp.layers-1] = "full_attention"
+	}
+	if len(types) != hp.layers {
+		return c.errorf("layer_types", "has %d entries for %d layers", len(types), hp.layers)
+	}
+	for _, t := range types {
+		if t != "sliding_attention" && t != "full_attention" {
+			return c.errorf("layer_types", "has %q; want sliding_attention or full_attention", t)
+		}
+		l.sliding = append(l.sliding, t == "sliding_attention")
+	}
+	integer := func(key string) (int, error) {
+		return c.int(key, int(hp.fam.class.Defaults[key]))
+	}
+	if l.globalHeadDim, err = integer("global_head_dim"); err != nil {
+		return err
+	}
+	// Later transformers keep the global layers' head width as a
+	// per_layer_config override.
+	if plc, err := c.obj("per_layer_config"); err != nil {
+		return err
+	} else if plc.m != nil {
+		for i, s := range l.sliding {
+			o, err := plc.obj(strconv.Itoa(i))
+			if err != nil {
+				return err
+			}
+			if s || o.m == nil {
+				continue
+			}
+			if l.globalHeadDim, err = o.int("head_dim", l.globalHeadDim); err != nil {
+				return err
+			}
+		}
+	}
+	if l.globalHeadDim <= 0 || l.globalHeadDim%2 != 0 {
+		return c.errorf("global_head_dim", "is %d, want a positive even number", l.globalHeadDim)
+	}
+	if l.sharedKV, err = integer("num_kv_shared_layers"); err != nil {
+		return err
+	}
+	if l.sharedKV < 0 || l.sharedKV >= hp.layers {
+		return c.errorf("num_kv_shared_layers", "is %d, want 0 up to num_hidden_layers (%d) - 1", l.sharedKV, hp.layers)
+	}
+	double, err := c.bool("use_double_wide_mlp", false)
+	if err != nil {
+		return err
+	}
+	for i := range hp.layers {
+		ff := hp.ff
+		if double && l.sharedKV > 0 && i >= hp.layers-l.sharedKV {
+			ff *= 2
+		}
+		l.ffs = append(l.ffs, ff)
+	}
+	if l.perLayer, err = integer("hidden_size_per_layer_input"); err != nil {
+		return err
+	}
+	if c.isNull("hidden_size_per_layer_input") {
+		l.perLayer = 0
+	}
+	if l.perLayer < 0 {
+		return c.errorf("hidden_size_per_layer_input", "is %d", l.perLayer)
+	}
+	if l.perLayer > 0 {
+		v, err := integer("vocab_size_per_layer_input")
+		if err != nil {
+			return err
+		}
+		if v != hp.vocab {
+			return c.errorf("vocab_size_per_layer_input", "is %d, vocab_size %d: a per-layer table of another height is not supported", v, hp.vocab)
+		}
+	}
+	if hp.rope.typ != "proportional" || hp.ropeLocal.typ != "default" {
+		return c.errorf("rope_parameters", "has %q global and %q sliding RoPE; %s runs proportional and default", hp.rope.typ, hp.ropeLocal.typ, hp.class)
+	}
+	return nil
+}
+
+// sizes are layer i's sizes for the tensor map (the scalars for an
+// architecture whose layers are alike).
+func (hp *hparams) sizes(i int) arch.Sizes {
+	s := arch.Sizes{Hidden: hp.hidden, FF: hp.ff, Heads: hp.heads, KVHeads: hp.kvHeads, HeadDim: hp.headDim,
+		Layers: hp.layers, Vocab: hp.vocab, OwnKV: true}
+	if l := hp.layered; l != nil {
+		s.FF, s.PerLayer = l.ffs[i], l.perLayer
+		s.OwnKV = i < hp.layers-l.sharedKV
+		if !l.sliding[i] {
+			s.HeadDim = l.globalHeadDim
+		}
+	}
+	return s
+}
+
+// layeredMetadata are the keys llama.cpp's Gemma4Model converter adds: the
+// global layers' head width as key_length (its rotation all of it, through
+// rope_freqs) and the sliding layers' as key_length_swa, the pattern one
+// bool a layer, the feed-forward per layer when the layers differ, the KV
+// sharing and the per-layer embeddings.
+func (hp *hparams) layeredMetadata(a string, kv []gguf.KV) []gguf.KV {
+	l := hp.layered
+	set := func(k string, v gguf.Value) {
+		if i := slices.IndexFunc(kv, func(o gguf.KV) bool { return o.Key == a+k }); i >= 0 {
+			kv[i].Value = v
+			return
+		}
+		kv = append(kv, gguf.KV{Key: a + k, Value: v})
+	}
+	u32 := func(x int) gguf.Value { return gguf.ValueOf(uint32(x)) }
+	set("attention.key_length", u32(l.globalHeadDim))
+	set("attention.value_length", u32(l.globalHeadDim))
+	set("attention.key_length_swa", u32(hp.headDim))
+	set("attention.value_length_swa", u32(hp.headDim))
+	set("rope.dimension_count", u32(l.globalHeadDim))
+	set("rope.dimension_count_swa", u32(hp.headDim))
+	set("rope.freq_base_swa", gguf.ValueOf(float32(hp.ropeLocal.theta)))
+	set("attention.sliding_window_pattern", gguf.ArrayOf(l.sliding))
+	set("attention.shared_kv_layers", u32(l.sharedKV))
+	set("embedding_length_per_layer_input", u32(l.perLayer))
+	if slices.Max(l.ffs) != slices.Min(l.ffs) {
+		ffs := make([]uint32, len(l.ffs))
+		for i, f := range l.ffs {
+			ffs[i] = uint32(f)
+		}
+		set("feed_forward_length", gguf.ArrayOf(ffs))
+	}
+	return kv
+}
+
+// proportionalRopeFactors are rope_freqs.weight for Gemma 4's global
+// layers as llama.cpp's converter writes them: transformers' proportional
+// RoPE turns the first partial·dims/2 pairs of a dims-wide head at the
+// frequencies of the whole head and leaves the rest unturned, which a
+// factor of 1e30 (the pair's angle divided by it) says to ggml.
+func proportionalRopeFactors(partial float64, dims int) []float32 {
+	out := make([]float32, dims/2)
+	rotated := int(partial * float64(dims) / 2)
+	for i := range out {
+		out[i] = 1e30
+		if i < rotated {
+			out[i] = 1
+		}
+	}
+	return out
+}

@@ -1,0 +1,73 @@
+package model
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/hearthstudio/hearth/engine/ops"
+	"github.com/hearthstudio/hearth/engine/ops/ref"
+	"github.com/hearthstudio/hearth/gguf"
+)
+
+// Gemma 4's per-layer embeddings (PLE), as transformers'
+// Gemma4TextModel.project_per_layer_inputs and its decoder layer compute
+// them: a batch's tokens look up their rows of the per-layer table
+// (Layers × PerLayerInput values a token, scaled by sqrt(PerLayerInput)),
+// and the tokens' scaled embeddings are projected into the same widths
+// once, before layer 0. Layer i then mixes its slice of both into the gate
+// of its residual (ref.PLEGate / ops.PLEGate).
+//
+// The table is the model's largest tensor (E2B: 262144 × 8960 values) and
+// a batch reads a handful of its rows, so it stays in the mapped file and
+// is looked up on the host, like the token embedding: it costs no device
+// memory and one row's dequantization a token.
+
+// pleInputScale is transformers' per_layer_input_scale, 2^-0.5: the mean
+// of the two parts keeps their scale.
+var pleInputScale = float32(math.Sqrt(0.5))
+
+// pleTokRows writes the per-layer table's rows of tokens, scaled by
+// sqrt(PerLayerInput), to dst (len(tokens) rows of Layers × PerLayerInput).
+func (m *Model) pleTokRows(tokens []int32, dst []float32) error {
+	w := m.PLE
+	rb, width := w.RowBytes(), w.Cols
+	scale := float32(math.Sqrt(float64(m.Config.PerLayerInput)))
+	for t, id := range tokens {
+		if int(id) >= w.Rows {
+			return fmt.Errorf("model: token %d has no row of %s (%d rows)", id, w.Name, w.Rows)
+		}
+		row := dst[t*width : (t+1)*width]
+		if err := gguf.Dequantize(w.Type, w.Data[int(id)*rb:(int(id)+1)*rb], row); err != nil {
+			return fmt.Errorf("model: %s row %d: %w", w.Name, id, err)
+		}
+		for j := range row {
+			row[j] *= scale
+		}
+	}
+	return nil
+}
+
+// pleInputsCPU computes a batch's per-layer-embedding inputs from its
+// tokens and their scaled embeddings x.
+func (m *Model) pleInputsCPU(tokens []int32, x, norm []float32) (*PLEInputs, error) {
+	tok := make([]float32, len(tokens)*m.PLE.Cols)
+	if err := m.pleTokRows(tokens, tok); err != nil {
+		return nil, err
+	}
+	proj, err := matmul(m.PLEModelProj, x, len(tokens))
+	if err != nil {
+		return nil, err
+	}
+	return &PLEInputs{Proj: proj, Tok: tok, Norm: norm}, nil
+}
+
+// refPLEArgs are layer i's PLE gate for n tokens.
+func refPLEArgs(c *Config, n, i int) ref.PLEArgs {
+	return ref.PLEArgs(opsPLEArgs(c, n, i))
+}
+
+// opsPLEArgs are refPLEArgs for ops.PLEGate.
+func opsPLEArgs(c *Config, n, i int) ops.PLEArgs {
+	return ops.PLEArgs{Tokens: n, Layers: c.Layers, Dim: c.PerLayerInput, Layer: i, Eps: c.Eps,
+		ProjScale: float32(1 / math.Sqrt(float64(c.Hidden))), InputScale: pleInputScale}
+}
