@@ -49,7 +49,9 @@ func init() {
 				"hidden_size_per_layer_input": 256, "vocab_size_per_layer_input": 262144, "num_kv_shared_layers": 0,
 			},
 			Multimodal: []string{"Gemma4ForConditionalGeneration"}}},
-		ChatTemplate: "gemma",
+		// Gemma 4's own vocabulary has <|turn> and <turn|>; a file on
+		// Gemma 1-3's (hearth synth's) gets their format.
+		ChatFallback: "gemma4",
 	})
 }
 

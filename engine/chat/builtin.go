@@ -23,7 +23,7 @@ func builtinSource(name string) string {
 }
 
 // BuiltinTemplate is the Jinja source of the built-in template called name
-// ("llama3", "llama2", "gemma", "chatml", "phi3"), or "" if there is none,
+// ("llama3", "llama2", "gemma", "gemma4", "chatml", "phi3"), or "" if there is none,
 // for tools that write a model file with a template of its family.
 func BuiltinTemplate(name string) string { return builtinSource(name) }
 
@@ -57,6 +57,8 @@ func builtinFor(archName string, vocab vocabulary) string {
 		return "chatml"
 	case has("<start_of_turn>") && has("<end_of_turn>"):
 		return "gemma"
+	case has("<|turn>") && has("<turn|>"):
+		return "gemma4"
 	case has("<|user|>") && has("<|end|>"):
 		return "phi3"
 	case has("[INST]") || archName == "mistral":

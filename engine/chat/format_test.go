@@ -193,6 +193,11 @@ func TestBuiltinChoice(t *testing.T) {
 		{"llama", nil, "llama2"},
 		{"gemma3", gemma, "gemma"},
 		{"gemma2", nil, "gemma"},
+		// Gemma 4's own markers, or its fallback without them; on Gemma
+		// 1-3's vocabulary (hearth synth's files), their format.
+		{"gemma4", turnVocab{"<|turn>", "<turn|>"}, "gemma4"},
+		{"gemma4", nil, "gemma4"},
+		{"gemma4", gemma, "gemma"},
 		{"qwen3", nil, "chatml"},
 		{"phi3", nil, "phi3"},
 		{"mistral", nil, "llama2"},
@@ -206,6 +211,18 @@ func TestBuiltinChoice(t *testing.T) {
 			t.Errorf("no built-in %q", tc.want)
 		}
 	}
+}
+
+// turnVocab is a vocabulary of just the given special tokens.
+type turnVocab []string
+
+func (v turnVocab) ID(text string) (int32, bool) {
+	for i, s := range v {
+		if s == text {
+			return int32(i), true
+		}
+	}
+	return 0, false
 }
 
 // TestArchitecturesNameBuiltins: every template an architecture's record
