@@ -8,15 +8,21 @@ For each family (llama with Llama 3 RoPE scaling, mistral with a sliding
 window of 8, gemma, gemma2, gemma3 text with one global layer in six, qwen2,
 qwen3, phi3 with a sliding window, and two long-context RoPEs over an
 original context of 16 tokens, shorter than the prompt: phi3_longrope with
-Phi-3's LongRoPE factors and qwen2_yarn with YaRN) it builds a tiny model
-from a config
+Phi-3's LongRoPE factors and qwen2_yarn with YaRN; and gemma4, Gemma 4's
+text model as in E2B: 6 layers, sliding, sliding, full twice, the last two
+sharing the KV of layers 3 and 2, full layers with 32-dim heads and
+proportional RoPE, double-wide MLPs on the shared layers, per-layer
+embeddings, a layer_scalar per layer and a final soft-cap of 30) it builds
+a tiny model from a config
 (hidden 64, 4 heads, 2 KV heads, head_dim 16, ff 128, 2-6 layers, a vocab
 of 331-509 that is no multiple of 32), fills every weight from a fixed seed
 with a spread large enough that a wrong norm, RoPE, window or soft-cap
-changes the logits (norm gains around 1, Gemma's stored values around 0
-because Gemma stores gain-1; the tied-embedding families get larger block
-outputs and final gains, see TIED SPREADS below, so that greedy decoding
-does not just copy its input), rounds every weight to an f16 value so
+changes the logits (norm gains around 1, Gemma 1-3's stored values around
+0 because they store gain-1, Gemma 4's around 1 as it stores the gain;
+the tied-embedding families get larger block outputs and final gains, see
+TIED SPREADS below, so that greedy decoding does not just copy its input;
+Gemma 4's layer scalars are fixed, distinct values), rounds every weight
+(and Gemma 4's layer_scalar buffers) to an f16 value so
 that the f16 GGUF Hearth imports holds exactly these weights, saves it with
 save_pretrained (safetensors, f16) next to a byte-level BPE tokenizer
 trained here on the text below (GPT-2's ByteLevel pre-tokenizer, so
@@ -46,6 +52,18 @@ logits (so the window really is in the reference); Gemma 3's layer 5 is
 the global one; Gemma 2's soft-capping is active; the long-context RoPE
 changes the logits (against the plain RoPE of the same base; transformers'
 inverse frequencies and attention scaling are recorded in expected.json).
+Gemma 4 (GEMMA 4 CHECKS below): the built and the reloaded model have the
+per-layer head dims, MLP widths, KV sharing and PLE weights asked for
+(read from the modules: transformers versions spell global_head_dim
+differently); model.safetensors is all f16, holds model.layers.N.layer_scalar
+for every N with the values set, the PLE weights, and no k_proj, v_proj or
+k_norm for the KV-shared layers 4 and 5; setting every layer_scalar to 1,
+zeroing embed_tokens_per_layer, removing the soft-cap, and rotating all 16
+pairs of the full layers' RoPE each change the logits; the full layers'
+inverse frequencies are 4 nonzero of 16 (recorded in expected.json, with
+the sliding layers'). Its config.json gets head_dim and global_head_dim if
+transformers wrote only per_layer_config (checks.config_json_added names
+what was added), as real Gemma 4 config files have both.
 
 Usage: python3 make_fixtures.py OUTDIR [FAMILY...]
 writes OUTDIR/FAMILY/{config.json, generation_config.json,
@@ -131,6 +149,9 @@ MAX_SEED_TRIES = 50
 MAX_TOTAL_BYTES = 6 << 20
 
 HIDDEN, HEADS, KV_HEADS, HEAD_DIM, FF = 64, 4, 2, 16, 128
+# Gemma 4's own sizes: its vocabulary (both tables), the full layers' head
+# dim and the per-layer-embedding width.
+GEMMA4_VOCAB, GEMMA4_GLOBAL_HEAD_DIM, GEMMA4_PLE_DIM = 457, 32, 8
 
 # Shapes shared by every family, as each config class names them.
 COMMON = dict(
@@ -171,6 +192,15 @@ COMMON = dict(
 #               all lead by MIN_MARGIN once the copying (which made the
 #               leads before) is gone. Gain 3 gives 3.6, near qwen2's
 #               8 * 0.5 = 4.
+# Gemma 4's (added later; the families above draw what they drew before):
+#   embed:      the std of the token embedding (default 0.15 for the
+#               gain-1 Gemmas, 0.5 for the others): Gemma 4's norms are
+#               plain, but it scales its embedding by sqrt(64) as they do.
+#   ple_embed:  the std of the per-layer-embedding table
+#               (embed_tokens_per_layer; default that of the embedding).
+#   post_ple_norm: the gain of post_per_layer_input_norm, the norm after
+#               the per-layer-embedding block, a post-block norm like the
+#               two of post_norm.
 # The untied families draw exactly the weights they drew before.
 
 # Each family: the transformers model_type, the config's own fields, the
@@ -375,6 +405,70 @@ FAMILIES = {
         ),
         spread=dict(out_proj=0.4),
     ),
+    # GEMMA 4 (the text model of E2B/E4B: Gemma4ForCausalLM, gemma4_text).
+    # Added last so that the families above keep their seeds. Everything
+    # that Gemma 4 adds to Gemma 3 is in it: plain norm gains (w, not 1+w;
+    # the q/k norms too, and a v norm without weight), attention scale 1,
+    # wider heads on the full layers (global_head_dim 32 against 16) with
+    # "proportional" RoPE (4 of their 16 pairs rotate, the exponent's
+    # denominator the whole 32), KV sharing (the last 2 layers compute only
+    # q: layer 4, sliding, reads layer 3's K/V and layer 5, full, layer 2's;
+    # they have no k/v weights), a double-wide MLP (256) on those shared
+    # layers, per-layer embeddings (PLE: a [vocab, 6*8] table, a 64->48
+    # projection with a per-8 norm, and a gate/projection/norm per layer),
+    # a per-layer scalar that multiplies the whole residual stream at each
+    # layer's end (layer_scalar, a saved buffer, set from layer_scalars) and a
+    # final soft-cap of 30.
+    "gemma4": dict(
+        model_type="gemma4_text",
+        vocab=GEMMA4_VOCAB,
+        window=8,
+        config=dict(
+            num_hidden_layers=6,
+            # Layers 4 and 5 share the KV of the last sliding (3) and the
+            # last full (2) layer before them.
+            layer_types=["sliding_attention", "sliding_attention", "full_attention"] * 2,
+            num_kv_shared_layers=2,
+            head_dim=HEAD_DIM,
+            # A config field up to some transformers versions, a kwarg that
+            # becomes per_layer_config {layer: {"head_dim": 32}} of the full
+            # layers in later ones: passed either way, and what the built
+            # model has is checked (gemma4_structure).
+            global_head_dim=GEMMA4_GLOBAL_HEAD_DIM,
+            use_double_wide_mlp=True,
+            rms_norm_eps=1e-6,
+            tie_word_embeddings=True,
+            sliding_window=8,
+            final_logit_softcapping=30.0,
+            hidden_size_per_layer_input=GEMMA4_PLE_DIM,
+            vocab_size_per_layer_input=GEMMA4_VOCAB,
+            attention_k_eq_v=False,
+            enable_moe_block=False,
+            attention_bias=False,
+            hidden_activation="gelu_pytorch_tanh",
+            # The real models' RoPE: default on the sliding layers; on the
+            # full ones "proportional" with a quarter of the pairs rotating
+            # (32 * 0.25 / 2 = 4 of 16 pairs), the rest passing through.
+            rope_parameters={
+                "sliding_attention": dict(rope_type="default", rope_theta=10000.0),
+                "full_attention": dict(rope_type="proportional", partial_rotary_factor=0.25, rope_theta=1000000.0),
+            },
+        ),
+        # Tied like Gemma 3 and with its embedding std (the embedding is
+        # multiplied by sqrt(64) = 8 here too), so its TIED SPREADS: each
+        # layer writes three norm outputs into the stream (attention, MLP
+        # and PLE; post_ple_norm is post_per_layer_input_norm's gain), 18 of
+        # gain 3 against the embedding's 1.2 (times the layer scalars'
+        # product, 0.77). ple_embed is the PLE table's std: times its scale
+        # sqrt(8) it gives entries of RMS ~1, as large as the projected
+        # half it is averaged with, so that either half left out or
+        # mis-scaled moves the logits.
+        spread=dict(embed=0.15, ple_embed=0.35, post_norm=3.0, post_ple_norm=3.0, final_norm=3.0),
+        # Each layer's layer_scalar: distinct, f16-exact (multiples of
+        # 1/16), in [0.5, 1.5]; the real models' 0.03-0.9 would shrink the
+        # stream so that the early layers hardly count here.
+        layer_scalars=[0.8125, 1.375, 0.5625, 1.1875, 0.6875, 1.5],
+    ),
 }
 
 SEEDS = {name: 1000 * (i + 1) for i, name in enumerate(FAMILIES)}
@@ -463,6 +557,8 @@ def build(cfg):
 OUT_PROJ = ("self_attn.o_proj.weight", "mlp.down_proj.weight")
 POST_NORMS = ("post_attention_layernorm.weight", "post_feedforward_layernorm.weight")
 FINAL_NORM = "model.norm.weight"
+POST_PLE_NORM = "post_per_layer_input_norm.weight"  # Gemma 4
+PLE_EMBED = "model.embed_tokens_per_layer.weight"  # Gemma 4
 
 
 def fill_weights(model, gemma_norms, seed, spread=None):
@@ -471,19 +567,23 @@ def fill_weights(model, gemma_norms, seed, spread=None):
     Spreads: with hidden 64 and std 0.15 a projection keeps unit-variance
     inputs near unit variance (64 * 0.15^2 = 1.44), so q.k/sqrt(16) has a
     standard deviation near 1.4 and the attention is far from uniform; norm
-    gains vary by 0.2 around 1 (Gemma: around 0, its stored gain-1), so a
-    missing or doubled +1, or a norm left out, moves every logit. spread
-    (TIED SPREADS) raises the std of the output projections and the gains
-    of the post-block and final norms; it only scales, so the generator
-    draws the same numbers whatever it says."""
+    gains vary by 0.2 around 1 (Gemma 1-3: around 0, their stored gain-1;
+    Gemma 4 stores plain gains), so a missing or doubled +1, or a norm left
+    out, moves every logit. spread (TIED SPREADS) raises the std of the
+    output projections and the gains of the post-block and final norms; it
+    only scales, so the generator draws the same numbers whatever it says.
+    Buffers (Gemma 4's layer_scalar) are not drawn here: see seeded_model."""
     spread = spread or {}
     g = torch.Generator().manual_seed(seed)
     tied = bool(getattr(model.config, "tie_word_embeddings", False))
-    emb_std = 0.15 if gemma_norms else 0.5  # Gemma multiplies embeddings by sqrt(64) = 8
+    # Gemma multiplies embeddings by sqrt(64) = 8 (Gemma 4 too: spread embed)
+    emb_std = spread.get("embed", 0.15 if gemma_norms else 0.5)
+    ple_std = spread.get("ple_embed", emb_std)
     out_std = spread.get("out_proj", 0.15)
     post_gain = spread.get("post_norm", 1.0)
+    post_ple_gain = spread.get("post_ple_norm", 1.0)
     final_gain = spread.get("final_norm", 1.0)
-    hit = {"out_proj": 0, "post_norm": 0, "post_ffw": 0, "final_norm": 0}
+    hit = {"out_proj": 0, "post_norm": 0, "post_ffw": 0, "final_norm": 0, "post_ple_norm": 0, "ple_embed": 0}
     seen = set()
     with torch.no_grad():
         for name, p in model.named_parameters(remove_duplicate=True):
@@ -501,9 +601,15 @@ def fill_weights(model, gemma_norms, seed, spread=None):
                 elif name == FINAL_NORM:
                     gain = final_gain
                     hit["final_norm"] += 1
+                elif name.endswith(POST_PLE_NORM):
+                    gain = post_ple_gain
+                    hit["post_ple_norm"] += 1
                 v = (gain - 1.0 if gemma_norms else gain) + 0.2 * r
             elif p.dim() == 1:  # biases (qwen2's q/k/v)
                 v = 0.2 * r
+            elif name == PLE_EMBED:
+                v = ple_std * r
+                hit["ple_embed"] += 1
             elif "embed_tokens" in name:
                 v = emb_std * r
             elif "lm_head" in name:
@@ -528,6 +634,10 @@ def fill_weights(model, gemma_norms, seed, spread=None):
         )
     if "final_norm" in spread and hit["final_norm"] != 1:
         raise RuntimeError(f"spread final_norm: {FINAL_NORM} matched {hit['final_norm']} times")
+    if "post_ple_norm" in spread and hit["post_ple_norm"] != layers:
+        raise RuntimeError(f"spread post_ple_norm: {POST_PLE_NORM} matched {hit['post_ple_norm']} times, want {layers}")
+    if "ple_embed" in spread and hit["ple_embed"] != 1:
+        raise RuntimeError(f"spread ple_embed: {PLE_EMBED} matched {hit['ple_embed']} times")
     # The f16 file must hold these weights exactly.
     for name, p in model.named_parameters():
         if not torch.equal(p, p.half().float()):
@@ -568,7 +678,26 @@ def seeded_model(cfg, fam, seed):
     torch.manual_seed(seed)
     model = build(cfg)
     fill_weights(model, fam.get("gemma_norms", False), seed, fam.get("spread"))
+    if fam.get("layer_scalars") is not None:
+        set_layer_scalars(model, fam["layer_scalars"])
     return model
+
+
+def set_layer_scalars(model, values):
+    """Gemma 4's layer_scalar buffers (shape [1], one a layer), set to
+    values rounded to f16 (the saved file is f16, and the reference must
+    come from exactly what it holds)."""
+    layers = model.model.layers
+    if len(values) != len(layers):
+        raise RuntimeError(f"layer_scalars: {len(values)} values for {len(layers)} layers")
+    with torch.no_grad():
+        for i, (layer, v) in enumerate(zip(layers, values)):
+            buf = getattr(layer, "layer_scalar", None)
+            if not isinstance(buf, torch.Tensor) or tuple(buf.shape) != (1,):
+                raise RuntimeError(f"layer {i}: no layer_scalar buffer of shape [1] (got {buf!r})")
+            buf.fill_(float(torch.tensor(v).half().float()))
+            if not torch.equal(buf, buf.half().float()) or abs(float(buf) - v) > 1e-3 * abs(v):
+                raise RuntimeError(f"layer_scalar {float(buf)} is no f16 value near {v}")
 
 
 def write_f32(path, t):
@@ -637,6 +766,297 @@ def rope_summary(cfg):
     return json.loads(json.dumps(rp, default=str))
 
 
+# GEMMA 4 CHECKS. transformers versions spell Gemma 4's per-layer shapes
+# differently (global_head_dim a config field, or per_layer_config overrides
+# whose global value the config refuses to read), so these read what the
+# built model has, module by module, and what the saved file holds.
+
+
+def gemma4_plan():
+    """What the gemma4 family's config asks for, layer by layer: layer
+    types, head dims, MLP widths, and whose K/V each layer attends to."""
+    c = FAMILIES["gemma4"]["config"]
+    types = list(c["layer_types"])
+    first_shared = len(types) - c["num_kv_shared_layers"]
+    last_of = {}  # the last layer of each type before the shared ones
+    for i, t in enumerate(types[:first_shared]):
+        last_of[t] = i
+    return [
+        dict(
+            type=t,
+            full=t == "full_attention",
+            head_dim=c["global_head_dim"] if t == "full_attention" else c["head_dim"],
+            shared=i >= first_shared,
+            ff=FF * (2 if c["use_double_wide_mlp"] and i >= first_shared else 1),
+            kv_from=last_of[t] if i >= first_shared else i,
+        )
+        for i, t in enumerate(types)
+    ]
+
+
+def gemma4_structure(model):
+    """Fails unless the built model is the Gemma 4 wanted: per layer its
+    head dim (16, or 32 on the full layers), KV sharing (layers 4 and 5
+    without k/v weights, reading layers 3 and 2), MLP width (256 on the
+    shared layers), PLE weights and layer_scalar; and the PLE globals.
+    The weights' shapes are checked always, the attributes that say the
+    same (self_attn.head_dim, is_kv_shared_layer, kv_shared_layer_index,
+    store_full_length_kv, mlp.intermediate_size) where this transformers
+    has them. Returns the per-layer summary recorded in expected.json."""
+    plan = gemma4_plan()
+    problems = []
+    missing = object()
+
+    def want(what, got, exp):
+        if got is not missing and got != exp:
+            problems.append(f"{what}: {got!r}, want {exp!r}")
+
+    def shape(mod, attr="weight"):
+        t = getattr(mod, attr, None) if mod is not None else None
+        return tuple(t.shape) if isinstance(t, torch.Tensor) else None
+
+    base = model.model
+    layers = base.layers
+    want("layers", len(layers), len(plan))
+    P = GEMMA4_PLE_DIM
+    for i, (layer, lp) in enumerate(zip(layers, plan)):
+        attn, mlp, hd, ff = layer.self_attn, layer.mlp, lp["head_dim"], lp["ff"]
+        pre = f"layer {i} ({lp['type']})"
+        want(f"{pre} self_attn.head_dim", getattr(attn, "head_dim", missing), hd)
+        want(f"{pre} q_proj", shape(attn.q_proj), (HEADS * hd, HIDDEN))
+        want(f"{pre} o_proj", shape(attn.o_proj), (HIDDEN, HEADS * hd))
+        want(f"{pre} q_norm", shape(getattr(attn, "q_norm", None)), (hd,))
+        want(f"{pre} is_kv_shared_layer", getattr(attn, "is_kv_shared_layer", missing), lp["shared"])
+        if lp["shared"]:
+            for w in ("k_proj", "v_proj", "k_norm"):
+                if getattr(attn, w, None) is not None:
+                    problems.append(f"{pre} has {w}, though it shares layer {lp['kv_from']}'s KV")
+            # Spelled kv_shared_layer_index in some versions; others key
+            # the shared K/V by layer type (store_full_length_kv below).
+            want(f"{pre} kv_shared_layer_index", getattr(attn, "kv_shared_layer_index", missing), lp["kv_from"])
+        else:
+            want(f"{pre} k_proj", shape(getattr(attn, "k_proj", None)), (KV_HEADS * hd, HIDDEN))
+            want(f"{pre} v_proj", shape(getattr(attn, "v_proj", None)), (KV_HEADS * hd, HIDDEN))
+            want(f"{pre} k_norm", shape(getattr(attn, "k_norm", None)), (hd,))
+        if getattr(getattr(attn, "v_norm", None), "weight", None) is not None:
+            problems.append(f"{pre} v_norm has a weight")
+        producer = not lp["shared"] and any(q["kv_from"] == i for q in plan if q["shared"])
+        want(f"{pre} store_full_length_kv", getattr(attn, "store_full_length_kv", missing), producer)
+        want(f"{pre} mlp.intermediate_size", getattr(mlp, "intermediate_size", missing), ff)
+        want(f"{pre} gate_proj", shape(mlp.gate_proj), (ff, HIDDEN))
+        want(f"{pre} up_proj", shape(mlp.up_proj), (ff, HIDDEN))
+        want(f"{pre} down_proj", shape(mlp.down_proj), (HIDDEN, ff))
+        want(f"{pre} per_layer_input_gate", shape(getattr(layer, "per_layer_input_gate", None)), (P, HIDDEN))
+        want(f"{pre} per_layer_projection", shape(getattr(layer, "per_layer_projection", None)), (HIDDEN, P))
+        want(f"{pre} post_per_layer_input_norm", shape(getattr(layer, "post_per_layer_input_norm", None)), (HIDDEN,))
+        want(f"{pre} layer_scalar", shape(layer, "layer_scalar"), (1,))
+        if getattr(layer, "enable_moe_block", False):
+            problems.append(f"{pre} has an MoE block")
+    L = len(plan)
+    want("embed_tokens", shape(base.embed_tokens), (GEMMA4_VOCAB, HIDDEN))
+    want("embed_tokens_per_layer", shape(getattr(base, "embed_tokens_per_layer", None)), (GEMMA4_VOCAB, L * P))
+    want("per_layer_model_projection", shape(getattr(base, "per_layer_model_projection", None)), (L * P, HIDDEN))
+    want("per_layer_projection_norm", shape(getattr(base, "per_layer_projection_norm", None)), (P,))
+    want("layer_types", list(getattr(model.config, "layer_types", None) or []), [lp["type"] for lp in plan])
+    if problems:
+        raise RuntimeError("gemma4: the built model is not the one wanted:\n  " + "\n  ".join(problems))
+    return {
+        "head_dims": [lp["head_dim"] for lp in plan],
+        "intermediate_sizes": [lp["ff"] for lp in plan],
+        "kv_from": [lp["kv_from"] for lp in plan],
+    }
+
+
+def safetensors_header(path):
+    """A .safetensors file's tensors (name -> dtype, shape, data_offsets)
+    and the offset its data starts at."""
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n).decode("utf-8"))
+    header.pop("__metadata__", None)
+    return header, 8 + n
+
+
+def gemma4_saved_checks(out, scalars):
+    """Fails unless model.safetensors holds what an importer needs: every
+    tensor f16; model.layers.N.layer_scalar for every N, with the values
+    set; the PLE weights; k/v weights for the layers with their own KV
+    and none (no k_proj, v_proj, k_norm) for the shared ones; no v_norm."""
+    path = os.path.join(out, "model.safetensors")
+    if not os.path.exists(path):
+        raise RuntimeError(f"gemma4: no {path} (sharded? files: {sorted(os.listdir(out))})")
+    header, base = safetensors_header(path)
+    names = set(header)
+    problems = []
+    for k, v in header.items():
+        if v.get("dtype") != "F16":
+            problems.append(f"{k} is {v.get('dtype')}, not F16")
+    saved = []
+    with open(path, "rb") as f:
+        for i, want in enumerate(scalars):
+            key = f"model.layers.{i}.layer_scalar"
+            if key not in header:
+                problems.append(f"{key} not saved")
+                continue
+            info = header[key]
+            if info["shape"] != [1] or info["dtype"] != "F16":
+                problems.append(f"{key}: {info['dtype']} {info['shape']}, want F16 [1]")
+                continue
+            start, end = info["data_offsets"]
+            f.seek(base + start)
+            (got,) = struct.unpack("<e", f.read(end - start))
+            saved.append(got)
+            if got != want:
+                problems.append(f"{key} = {got}, want {want}")
+    for i, lp in enumerate(gemma4_plan()):
+        for w in ("k_proj.weight", "v_proj.weight", "k_norm.weight"):
+            key = f"model.layers.{i}.self_attn.{w}"
+            if lp["shared"] and key in names:
+                problems.append(f"{key} saved, though layer {i} shares layer {lp['kv_from']}'s KV")
+            if not lp["shared"] and key not in names:
+                problems.append(f"{key} not saved")
+        for w in ("per_layer_input_gate.weight", "per_layer_projection.weight", "post_per_layer_input_norm.weight"):
+            if f"model.layers.{i}.{w}" not in names:
+                problems.append(f"model.layers.{i}.{w} not saved")
+    for key in (PLE_EMBED, "model.per_layer_model_projection.weight", "model.per_layer_projection_norm.weight"):
+        if key not in names:
+            problems.append(f"{key} not saved")
+    problems += [f"{k} saved (v_norm has no weight)" for k in sorted(names) if "v_norm" in k]
+    if problems:
+        scalar_keys = sorted(k for k in names if "scalar" in k)
+        raise RuntimeError(
+            "gemma4: model.safetensors:\n  " + "\n  ".join(problems) + f"\n(keys with 'scalar': {scalar_keys})"
+        )
+    return saved
+
+
+def gemma4_config_json(out):
+    """Real Gemma 4 config.json files name head_dim and global_head_dim; a
+    transformers that keeps the full layers' head dim in per_layer_config
+    may write only that. Adds whichever of the two is missing, so that the
+    folder reads like a real checkpoint's (the reload that follows checks
+    that transformers still reads the same model from it), and returns
+    the keys added."""
+    path = os.path.join(out, "config.json")
+    with open(path, encoding="utf-8") as f:
+        d = json.load(f)
+    added = []
+    for k, v in (("head_dim", HEAD_DIM), ("global_head_dim", GEMMA4_GLOBAL_HEAD_DIM)):
+        if k not in d:
+            d[k] = v
+            added.append(k)
+        elif d[k] != v:
+            raise RuntimeError(f"gemma4: config.json has {k} = {d[k]!r}, want {v}")
+    if added:
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(d, f, indent=2, sort_keys=True)
+            f.write("\n")
+    return added
+
+
+def gemma4_rope(model, ids):
+    """The two RoPEs transformers built, checked against their formulas:
+    the sliding layers' default one over 16 dims (8 pairs, base 1e4), the
+    full layers' proportional one (16 pairs of which the first 4 rotate,
+    at theta^(-2i/32) with theta 1e6, the other 12 at frequency 0); and
+    the largest logit change when the full layers' RoPE is made a plain
+    one rotating all 16 pairs."""
+    rp = FAMILIES["gemma4"]["config"]["rope_parameters"]
+    G = GEMMA4_GLOBAL_HEAD_DIM
+    info = {}
+    for t, dim, rotated in (
+        ("sliding_attention", HEAD_DIM, HEAD_DIM // 2),
+        ("full_attention", G, int(rp["full_attention"]["partial_rotary_factor"] * G // 2)),
+    ):
+        theta = rp[t]["rope_theta"]
+        bufs = gemma4_inv_freq(model, t)
+        inv = [float(v) for v in bufs[0][1].float()]
+        for n, b in bufs[1:]:
+            if [float(v) for v in b.float()] != inv:
+                raise RuntimeError(f"gemma4: {n} differs from {bufs[0][0]}")
+        want = [theta ** (-2 * i / dim) if i < rotated else 0.0 for i in range(dim // 2)]
+        bad = len(inv) != len(want) or any(abs(a - b) > 1e-5 * b + (1e-30 if b == 0 else 0) for a, b in zip(inv, want))
+        if bad:
+            raise RuntimeError(f"gemma4: {t}_inv_freq {inv}, want {want}")
+        nonzero = sum(1 for v in inv if v != 0.0)
+        if nonzero != rotated:
+            raise RuntimeError(f"gemma4: {t}_inv_freq has {nonzero} rotating pairs, want {rotated}")
+        scaling = getattr(getattr(model.model, "rotary_emb", None), f"{t}_attention_scaling", None)
+        info[t] = {
+            "inv_freq": inv,
+            "rotated_pairs": nonzero,
+            "attention_scaling": None if scaling is None else float(scaling),
+            "buffers": [n for n, _ in bufs],
+        }
+    m2 = copy.deepcopy(model)
+    plain = 1.0 / (rp["full_attention"]["rope_theta"] ** (torch.arange(0, G, 2, dtype=torch.float32) / G))
+    with torch.no_grad():
+        for _, b in gemma4_inv_freq(m2, "full_attention"):
+            b.copy_(plain)
+    eff = float((logits_of(model, ids) - logits_of(m2, ids)).abs().max())
+    return eff, info
+
+
+def gemma4_inv_freq(model, layer_type):
+    """The inverse-frequency buffers that serve the layers of layer_type, as
+    (name, tensor): model.rotary_emb.{layer_type}_inv_freq where this
+    transformers keeps one RoPE per layer type (the versions read when
+    this was written do), else any buffer so named, else the inv_freq
+    buffers of those layers' own modules."""
+    bufs = [(n, b) for n, b in model.named_buffers() if "inv_freq" in n and "original" not in n]
+    found = [(n, b) for n, b in bufs if n.endswith(f"{layer_type}_inv_freq")]
+    if not found:
+        idx = [i for i, t in enumerate(model.config.layer_types) if t == layer_type]
+        found = [(n, b) for n, b in bufs if any(n.startswith(f"model.layers.{i}.") for i in idx)]
+    if not found:
+        raise RuntimeError(f"gemma4: no inv_freq buffer for {layer_type}; inv_freq buffers: {[n for n, _ in bufs]}")
+    return found
+
+
+def gemma4_checks(saved, ids, out, fam):
+    """Gemma 4's sanity checks on the reloaded model (the window's is made
+    by make_family as for every windowed family); each fails the family
+    unless what it tests changes the logits. Returns the notes."""
+    notes = {"structure": gemma4_structure(saved)}
+    base = logits_of(saved, ids)
+
+    def effect(what, change, floor=1e-2):
+        m2 = copy.deepcopy(saved)
+        with torch.no_grad():
+            change(m2)
+        eff = float((base - logits_of(m2, ids)).abs().max())
+        if eff < floor:
+            raise RuntimeError(f"gemma4: {what} changes no logit (max {eff})")
+        return eff
+
+    scalars = [float(torch.tensor(v).half().float()) for v in fam["layer_scalars"]]
+    got = [float(layer.layer_scalar) for layer in saved.model.layers]
+    if got != scalars:
+        raise RuntimeError(f"gemma4: reloaded layer_scalar {got}, want {scalars}")
+    notes["layer_scalars"] = gemma4_saved_checks(out, scalars)
+
+    def unit_scalars(m):
+        for layer in m.model.layers:
+            layer.layer_scalar.fill_(1.0)
+
+    notes["layer_scalar_effect"] = effect("layer_scalar (all set to 1)", unit_scalars)
+    notes["ple_effect"] = effect(
+        "the per-layer embedding (embed_tokens_per_layer zeroed)",
+        lambda m: m.model.embed_tokens_per_layer.weight.zero_(),
+    )
+
+    def no_cap(m):
+        m.config.final_logit_softcapping = None
+
+    notes["softcap_effect"] = effect("the final soft-cap (removed)", no_cap)
+    eff, rope = gemma4_rope(saved, ids)
+    if eff < 1e-2:
+        raise RuntimeError(f"gemma4: the proportional RoPE changes no logit against a full rotation (max {eff})")
+    notes["rope_effect"] = eff
+    notes["rope"] = rope
+    return notes
+
+
 def make_family(name, fam, outdir, tok):
     out = os.path.join(outdir, name)
     if os.path.exists(out):
@@ -649,6 +1069,8 @@ def make_family(name, fam, outdir, tok):
 
     cfg = make_config(name, fam)
     notes = {}
+    if name == "gemma4":
+        gemma4_structure(build(cfg))  # before the seeds: a config this version reads otherwise fails fast
     best = None  # (rank, seed)
     for seed in range(SEEDS[name], SEEDS[name] + MAX_SEED_TRIES):
         model = seeded_model(cfg, fam, seed)
@@ -680,6 +1102,8 @@ def make_family(name, fam, outdir, tok):
     # its RoPE inv_freq buffers too.
     copy.deepcopy(model).to(torch.float16).save_pretrained(out)
     write_tokenizer(tok, out)
+    if name == "gemma4":
+        notes["config_json_added"] = gemma4_config_json(out)
 
     # The reference is transformers reading the folder back, so that what
     # the importer reads and what the logits come from are the same bytes.
@@ -733,6 +1157,8 @@ def make_family(name, fam, outdir, tok):
         want = ["sliding_attention"] * 5 + ["full_attention"]
         if layer_types != want:
             raise RuntimeError(f"gemma3 layer_types {layer_types}, want {want}")
+    if name == "gemma4":
+        notes.update(gemma4_checks(saved, ids, out, fam))
 
     T, V = logits.shape
     write_f32(os.path.join(out, "logits.bin"), logits)
