@@ -25,6 +25,7 @@ func TestImportFixtures(t *testing.T) {
 	arch := map[string]string{
 		"llama": "llama", "mistral": "llama", "gemma": "gemma", "gemma2": "gemma2", "gemma3": "gemma3",
 		"qwen2": "qwen2", "qwen3": "qwen3", "phi3": "phi3", "phi3_longrope": "phi3", "qwen2_yarn": "qwen2",
+		"gemma4": "gemma4",
 	}
 	for _, exp := range dirs {
 		dir := filepath.Dir(exp)

@@ -145,7 +145,7 @@ func TestConverterForms(t *testing.T) {
 					}
 					// The tolerance of TestMatchesTransformers, for the same
 					// f32 computation.
-					if d, at := maxRelDiff(res.Logits, want); d > hfTol {
+					if d, at := maxRelDiff(res.Logits, want); d > hfTolFor(m) {
 						t.Errorf("logits differ from transformers by %.3g of the range at position %d", d, at/m.Config.Vocab)
 					}
 				})

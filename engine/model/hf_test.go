@@ -28,6 +28,26 @@ type hfExpected struct {
 // logit range; see TestMatchesTransformers.
 const hfTol = 1e-5
 
+// hfTolUnscaled is hfTol for Gemma 4, which scores q·k unscaled (its q and k
+// are RMS-normalised): sharp attention turns both sides' f32 rounding into
+// larger logit differences. Measured on the gemma4 fixture: 1.7e-5 (CPU)
+// and 1.5e-5 (GPU) of the range, scattered over the positions that attend
+// over others, while Hearth's CPU and GPU agree to 5e-6 and position 0
+// (no mixing of positions: the per-layer embeddings, norms, scales and
+// feed-forwards alone) to 2.7e-7. transformers' own forward of the prompt
+// and of the whole sequence differ by 2.9e-5 in logits (make_fixtures.log),
+// where the other families' differ by ~1e-6. 5e-5 keeps a 3x margin; a
+// wrong mask, rotation or shared cache moves logits by 1e-2 and up.
+const hfTolUnscaled = 5e-5
+
+// hfTolFor is the Hearth-vs-transformers tolerance of m.
+func hfTolFor(m *Model) float64 {
+	if m.Config.AttnScale == 1 && m.Config.VNorm {
+		return hfTolUnscaled
+	}
+	return hfTol
+}
+
 var readF32File = logitstest.ReadF32
 
 // TestMatchesTransformers imports each tiny Hugging Face model (f16 weights,
@@ -39,8 +59,8 @@ var readF32File = logitstest.ReadF32
 // against transformers' logits of the whole sequence.
 func TestMatchesTransformers(t *testing.T) {
 	dirs, err := filepath.Glob(filepath.Join("testdata", "hf", "*", "expected.json"))
-	if err != nil || len(dirs) < 10 {
-		t.Fatalf("want the 10 fixtures of testdata/hf (make_fixtures.py), found %d (%v)", len(dirs), err)
+	if err != nil || len(dirs) < 11 {
+		t.Fatalf("want the 11 fixtures of testdata/hf (make_fixtures.py), found %d (%v)", len(dirs), err)
 	}
 	for _, exp := range dirs {
 		dir := filepath.Dir(exp)
@@ -58,7 +78,7 @@ func TestMatchesTransformers(t *testing.T) {
 				// 1.3e-6 over the decode steps (both backends, all eight
 				// families); 1e-5 keeps an 8x margin, ten times tighter
 				// than the 1e-4.
-				if d, at := maxRelDiff(got.Logits, want); d > hfTol {
+				if d, at := maxRelDiff(got.Logits, want); d > hfTolFor(m) {
 					t.Errorf("%T: logits differ from transformers by %.3g of the range at position %d token %d", r, d, at/m.Config.Vocab, at%m.Config.Vocab)
 				}
 				ids, _ := collect(t, NewSession(r), greedyRequest(e.PromptIDs, len(e.GreedyIDs)))
@@ -118,6 +138,7 @@ func checkDecodeSteps(t *testing.T, r Runner, e hfExpected, path string) {
 	v := e.GreedyLogitsShape[1]
 	want := readF32File(t, path, e.GreedyLogitsShape[0]*v)
 	np := len(e.PromptIDs)
+	tol := hfTolFor(r.Model())
 	if _, err := r.Forward(e.PromptIDs, 0, Output{}); err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +148,7 @@ func checkDecodeSteps(t *testing.T, r Runner, e hfExpected, path string) {
 			t.Fatal(err)
 		}
 		row := want[(np+i)*v : (np+i+1)*v]
-		if d, at := maxRelDiff(got.Logits, row); d > hfTol {
+		if d, at := maxRelDiff(got.Logits, row); d > tol {
 			t.Errorf("%T: decode step %d (position %d) differs from transformers by %.3g of the range at token %d", r, i, np+i, d, at)
 		}
 	}

@@ -33,7 +33,7 @@ func TestHiddenStatesMatchTransformers(t *testing.T) {
 				}
 				// The tolerance of TestMatchesTransformers: the same
 				// arithmetic, the head's product moved to the host.
-				if d, at := maxRelDiff(logits, want); d > hfTol {
+				if d, at := maxRelDiff(logits, want); d > hfTolFor(m) {
 					t.Errorf("%T: the head over the hidden states differs from transformers' logits by %.3g of the range at position %d", r, d, at/m.Config.Vocab)
 				}
 			}
