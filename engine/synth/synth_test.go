@@ -259,8 +259,8 @@ func TestValidateRejects(t *testing.T) {
 		}, "shared KV layers (5)"},
 		{"gemma4 head widths", func(p *Preset) {
 			*p = mustPreset(t, "tiny-gemma4")
-			p.HeadDimSWA = 128
-		}, "head_dim_swa (128)"},
+			p.HeadDimSWA = 1024
+		}, "head_dim_swa (1024)"},
 		{"tokenizer", func(p *Preset) { p.Tokenizer = "t5" }, `tokenizer "t5"`},
 		{"vocab", func(p *Preset) { p.Vocab = 200 }, "vocab (200) is smaller than the 261 tokens"},
 		{"gemma2 scalar", func(p *Preset) {
