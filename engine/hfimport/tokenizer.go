@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/hearthstudio/hearth/engine/tokenizer"
 )
@@ -39,7 +40,9 @@ var endOfTurn = []string{"<|eot_id|>", "<end_of_turn>", "<|im_end|>", "<|end|>",
 // reads.
 type tokenizerJSON struct {
 	Model struct {
-		Type string `json:"type"`
+		Type         string          `json:"type"`
+		ByteFallback bool            `json:"byte_fallback"`
+		Merges       json.RawMessage `json:"merges"`
 	} `json:"model"`
 	PreTokenizer  json.RawMessage `json:"pre_tokenizer"`
 	Decoder       json.RawMessage `json:"decoder"`
@@ -88,6 +91,28 @@ func (t *tokenizerJSON) isByteLevel() bool {
 		}
 	}
 	return false
+}
+
+// isSentencePieceBPE reports whether tokenizer.json is a BPE in
+// SentencePiece's manner: byte fallback and a Sequence decoder
+// (GemmaTokenizer's: Replace "▁" by " ", ByteFallback, Fuse), the form
+// transformers' GemmaTokenizer writes and llama.cpp's converter reads with
+// gguf-py's LlamaHfVocab, which checks just these. Gemma 2
+// and 3's tokenizer.json has this form too; the class decides what the
+// converter makes of it (Gemma 4's: a "gemma4" vocabulary).
+func (t *tokenizerJSON) isSentencePieceBPE() bool {
+	if t.Model.Type != "BPE" || !t.Model.ByteFallback {
+		return false
+	}
+	var dec preStep
+	json.Unmarshal(t.Decoder, &dec)
+	return dec.Type == "Sequence"
+}
+
+// hasMerges reports whether tokenizer.json's model has a merge.
+func (t *tokenizerJSON) hasMerges() bool {
+	var merges []json.RawMessage
+	return json.Unmarshal(t.Model.Merges, &merges) == nil && len(merges) > 0
 }
 
 // detectPre names the pre-tokenizer of a byte-level tokenizer.json as
@@ -165,9 +190,11 @@ type vocabInfo struct {
 
 // loadVocab builds the tokenizer.ggml.* metadata from the folder's
 // tokenizer files as convert_hf_to_gguf.py does: a byte-level tokenizer.json
-// as "gpt2", else tokenizer.model as "llama"; special tokens from
+// as "gpt2"; Gemma 4's tokenizer.json (a Gemma 4 class with a
+// SentencePiece-style BPE) as "gemma4", whether or not a tokenizer.model
+// lies beside it; else tokenizer.model as "llama". Special tokens come from
 // tokenizer_config.json, then config.json and generation_config.json; the
-// vocabulary padded with [PAD<id>] to the embedding's vocab_size.
+// vocabulary is padded with [PAD<id>] to the embedding's vocab_size.
 func loadVocab(dir string, hp *hparams, pre string) (*vocabInfo, error) {
 	tcfgPath := filepath.Join(dir, "tokenizer_config.json")
 	tcfg := object{file: tcfgPath}
@@ -206,6 +233,20 @@ func loadVocab(dir string, hp *hparams, pre string) (*vocabInfo, error) {
 			return nil, fmt.Errorf("hfimport: %s: %w", tjPath, err)
 		}
 		info.source = "tokenizer.json"
+	case tjErr == nil && hp.fam != nil && hp.fam.arch.Name == "gemma4" && tj.isSentencePieceBPE():
+		// The converter would write the vocabulary without merges, which
+		// llama.cpp then refuses to load.
+		if !tj.hasMerges() {
+			return nil, fmt.Errorf("hfimport: %s: model.merges is empty; a %s vocabulary needs its merges (%s)", tjPath, tokenizer.ModelGemma4, tokenizer.KeyMerges)
+		}
+		specials, err := allSpecialTokens(tcfg)
+		if err != nil {
+			return nil, err
+		}
+		if v, err = tokenizer.FromGemma4TokenizerJSON(tjData, specials); err != nil {
+			return nil, fmt.Errorf("hfimport: %s: %w", tjPath, err)
+		}
+		info.source = "tokenizer.json"
 	case spmErr == nil:
 		if v, err = tokenizer.FromSentencePiece(spmData); err != nil {
 			return nil, fmt.Errorf("hfimport: %s: %w", spmPath, err)
@@ -237,6 +278,11 @@ func loadVocab(dir string, hp *hparams, pre string) (*vocabInfo, error) {
 
 	if err := setSpecials(v, hp, tcfg, &tj, dir); err != nil {
 		return nil, err
+	}
+	if v.Model == tokenizer.ModelGemma4 {
+		// The converter writes add_bos_token true for Gemma 4 over what
+		// tokenizer_config.json says (false, as transformers saves it).
+		v.AddBOS = true
 	}
 	if info.chatTemplate, err = chatTemplate(dir, tcfg); err != nil {
 		return nil, err
@@ -294,6 +340,53 @@ func addSPMTokens(v *tokenizer.Vocab, added []addedToken, tcfg object) error {
 	return nil
 }
 
+// allSpecialTokens are transformers' all_special_tokens (v5) as
+// tokenizer_config.json gives them: the text of every KEY_token (bos_token
+// and the other named ones, and model-specific names such as Gemma 4's
+// eot_token), and of the extra_special_tokens (a list, or named as a map)
+// and additional_special_tokens (v4's name for them).
+func allSpecialTokens(tcfg object) ([]string, error) {
+	var out []string
+	add := func(o object, key string) error {
+		text, ok, err := tokenText(o, key)
+		if ok {
+			out = append(out, text)
+		}
+		return err
+	}
+	for key, val := range tcfg.m {
+		switch {
+		case key == "extra_special_tokens" || key == "additional_special_tokens":
+			list := object{file: tcfg.file, m: map[string]any{}}
+			switch x := val.(type) {
+			case []any:
+				for i, e := range x {
+					list.m[strconv.Itoa(i)] = e
+				}
+			case map[string]any:
+				list.m = x
+			case nil:
+			default:
+				return nil, tcfg.errorf(key, "is %T, want a list or map of tokens", x)
+			}
+			for k := range list.m {
+				if err := add(list, k); err != nil {
+					return nil, err
+				}
+			}
+		case strings.HasSuffix(key, "_token"):
+			switch val.(type) {
+			case string, map[string]any:
+				if err := add(tcfg, key); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
 // tokenText reads tokenizer_config.json's KEY_token: a string, or an
 // AddedToken object with the string in content.
 func tokenText(tcfg object, key string) (string, bool, error) {
@@ -327,6 +420,7 @@ func setSpecials(v *tokenizer.Vocab, hp *hparams, tcfg object, tj *tokenizerJSON
 		{"eos_token", &v.EOS, hp.eos},
 		{"unk_token", &v.UNK, nil},
 		{"pad_token", &v.PAD, hp.pad},
+		{"mask_token", &v.MASK, nil},
 	} {
 		text, ok, err := tokenText(tcfg, s.key)
 		if err != nil {

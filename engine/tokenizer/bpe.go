@@ -61,14 +61,30 @@ type merge struct {
 	id   int32 // the merged token
 }
 
-// bpeModel is a byte-level BPE vocabulary ready to encode.
+// bpeModel is a BPE vocabulary ready to encode. A word starts as one
+// symbol per byte (byte-level, "gpt2": the token of the byte's GPT-2
+// stand-in) or per character (gemma4: the character's own token, in text
+// whose spaces are "▁"), and the adjacent pair with the lowest merge rank
+// merges, again and again, leftmost first among equal ranks.
 type bpeModel struct {
 	pre          *preTokenizer
 	ignoreMerges bool
-	byteID       [256]int32       // the token of each single byte, None if missing
-	words        map[string]int32 // raw bytes of each normal token → id (for ignore_merges)
-	merges       map[uint64]merge // (left id, right id) → merge
-	unk          int32
+	// gemma4 is llama.cpp's Gemma 4 mode (LLAMA_VOCAB_PRE_TYPE_GEMMA4,
+	// byte_encode off): spaces become "▁" before the text is split, words
+	// start as characters, a word of newlines that is a token is taken
+	// whole, and a final symbol that is no token falls back to the <0xXX>
+	// tokens of its bytes.
+	gemma4 bool
+	byteID [256]int32 // the token of each byte (its stand-in, or <0xXX> for gemma4), None if missing
+	// words maps raw text to the token a whole word may be (ignore_merges,
+	// one-byte words, gemma4's newline runs): the normal tokens of a
+	// byte-level vocabulary, every token of a gemma4 one, where it also
+	// gives each character its first symbol.
+	words   map[string]int32
+	extra   map[string]int32 // gemma4: the texts merges name that are no token → ids from nTokens on
+	merges  map[uint64]merge // (left id, right id) → merge
+	nTokens int32
+	unk     int32
 }
 
 func pairKey(a, b int32) uint64 { return uint64(uint32(a))<<32 | uint64(uint32(b)) }
@@ -87,7 +103,7 @@ func newBPEModel(v *Vocab, toID map[string]int32, bl *byteLevel) (*bpeModel, err
 		pre:          pt,
 		ignoreMerges: spec.ignoreMerges,
 		words:        make(map[string]int32, len(v.Tokens)),
-		merges:       make(map[uint64]merge, len(v.Merges)),
+		nTokens:      int32(len(v.Tokens)),
 		unk:          v.UNK,
 	}
 	for i := range m.byteID {
@@ -102,9 +118,24 @@ func newBPEModel(v *Vocab, toID map[string]int32, bl *byteLevel) (*bpeModel, err
 			m.words[string(bl.decode(text))] = int32(id)
 		}
 	}
-	for rank, rule := range v.Merges {
-		// A byte-level token never holds a real space (it is "Ġ"), so the
-		// first space after the first character separates the pair.
+	err = m.readMerges(v.Merges, func(s string) (int32, bool) {
+		id, ok := toID[s]
+		return id, ok
+	})
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// readMerges fills m.merges from rules ("left right", highest priority
+// first). symbol is the id of a text a rule names, false where it has none.
+func (m *bpeModel) readMerges(rules []string, symbol func(string) (int32, bool)) error {
+	m.merges = make(map[uint64]merge, len(rules))
+	for rank, rule := range rules {
+		// A token never holds a real space (it is "Ġ" in a byte-level
+		// vocabulary, "▁" in Gemma 4's), so the first space after the
+		// first character separates the pair, as llama.cpp reads it.
 		sp := -1
 		if rule != "" {
 			_, n := utf8.DecodeRuneInString(rule)
@@ -113,25 +144,28 @@ func newBPEModel(v *Vocab, toID map[string]int32, bl *byteLevel) (*bpeModel, err
 			}
 		}
 		if sp < 0 {
-			return nil, fmt.Errorf("tokenizer: %s[%d] = %q: not two tokens separated by a space", KeyMerges, rank, rule)
+			return fmt.Errorf("tokenizer: %s[%d] = %q: not two tokens separated by a space", KeyMerges, rank, rule)
 		}
 		left, right := rule[:sp], rule[sp+1:]
-		a, okA := toID[left]
-		b, okB := toID[right]
-		c, okC := toID[left+right]
+		a, okA := symbol(left)
+		b, okB := symbol(right)
+		c, okC := symbol(left + right)
 		if !okA || !okB || !okC {
-			return nil, fmt.Errorf("tokenizer: %s[%d] = %q: a token of the merge is not in the vocabulary", KeyMerges, rank, rule)
+			return fmt.Errorf("tokenizer: %s[%d] = %q: a token of the merge is not in the vocabulary", KeyMerges, rank, rule)
 		}
 		k := pairKey(a, b)
 		if _, dup := m.merges[k]; !dup {
 			m.merges[k] = merge{rank: int32(rank), id: c}
 		}
 	}
-	return m, nil
+	return nil
 }
 
 // encode appends the tokens of text, which holds no special token, to ids.
 func (m *bpeModel) encode(text string, ids []int32) []int32 {
+	if m.gemma4 {
+		text = strings.ReplaceAll(text, " ", spaceMarker)
+	}
 	var sc bpeScratch
 	buf := make([]byte, 0, 64)
 	m.pre.split(text, func(word []rune) {
@@ -141,6 +175,69 @@ func (m *bpeModel) encode(text string, ids []int32) []int32 {
 		}
 		ids = m.encodeWord(buf, ids, &sc)
 	})
+	return ids
+}
+
+// firstSymbols appends the symbols word starts as to toks: a symbol per
+// byte for a byte-level vocabulary, per character for gemma4, where it also
+// appends where each starts in word to starts (a byte-level symbol that is
+// no token needs no text: it is unk). A character that is no token is
+// None, and merges nothing.
+func (m *bpeModel) firstSymbols(word []byte, toks, starts []int32) ([]int32, []int32) {
+	if !m.gemma4 {
+		for _, c := range word {
+			toks = append(toks, m.byteID[c])
+		}
+		return toks, starts
+	}
+	for i := 0; i < len(word); {
+		_, n := utf8.DecodeRune(word[i:])
+		id, ok := m.words[string(word[i:i+n])]
+		if !ok {
+			if id, ok = m.extra[string(word[i:i+n])]; !ok {
+				id = None
+			}
+		}
+		toks = append(toks, id)
+		starts = append(starts, int32(i))
+		i += n
+	}
+	return toks, starts
+}
+
+// emit appends the tokens of id, the i-th final symbol of word: id itself
+// where it is a token, else its fallback.
+func (m *bpeModel) emit(id int32, word []byte, starts []int32, i int, ids []int32) []int32 {
+	if uint32(id) < uint32(m.nTokens) { // not None, nor past the vocabulary
+		return append(ids, id)
+	}
+	return m.fallback(word, starts, i, ids)
+}
+
+// fallback appends the tokens of a final symbol that is no token, the i-th
+// of word. A byte-level vocabulary lacks the byte, and Hugging Face's BPE
+// emits unk; a gemma4 symbol becomes the <0xXX> tokens of its bytes, as in
+// llama.cpp's BPE session, which leaves out a byte the vocabulary has no
+// token for (Gemma 4 has all 256). It is rare, and kept out of line so that
+// emit inlines.
+//
+//go:noinline
+func (m *bpeModel) fallback(word []byte, starts []int32, i int, ids []int32) []int32 {
+	if !m.gemma4 {
+		if m.unk != None {
+			ids = append(ids, m.unk)
+		}
+		return ids
+	}
+	end := int32(len(word))
+	if i+1 < len(starts) {
+		end = starts[i+1]
+	}
+	for _, c := range word[starts[i]:end] {
+		if b := m.byteID[c]; b != None {
+			ids = append(ids, b)
+		}
+	}
 	return ids
 }
 
@@ -178,10 +275,11 @@ func (h *candidateHeap) Pop() any {
 
 // bpeScratch is reused across the words of one encoding.
 type bpeScratch struct {
-	syms  []bpeSymbol
-	cand  candidateHeap
-	small []int32 // encodeSmallWord's tokens and ranks
-	rank  []merge
+	syms   []bpeSymbol
+	cand   candidateHeap
+	small  []int32 // a word's symbols: firstSymbols', then those left after merging
+	starts []int32 // gemma4: where each of small starts in the word
+	rank   []merge // encodeSmallWord's merge of each adjacent pair
 }
 
 // smallWord is the longest word (in bytes) merged by scanning rather than
@@ -192,10 +290,7 @@ const smallWord = 48
 // encodeSmallWord is encodeWord by repeated scans: each round merges the
 // pair of lowest rank, leftmost on ties, which is the order the heap gives.
 func (m *bpeModel) encodeSmallWord(word []byte, ids []int32, sc *bpeScratch) []int32 {
-	toks := sc.small[:0]
-	for _, c := range word {
-		toks = append(toks, m.byteID[c])
-	}
+	toks, starts := m.firstSymbols(word, sc.small[:0], sc.starts[:0])
 	noMerge := merge{rank: -1}
 	rankOf := func(i int) merge {
 		if mg, ok := m.merges[pairKey(toks[i], toks[i+1])]; ok {
@@ -219,6 +314,9 @@ func (m *bpeModel) encodeSmallWord(word []byte, ids []int32, sc *bpeScratch) []i
 		}
 		toks[best] = rank[best].id
 		toks = append(toks[:best+1], toks[best+2:]...)
+		if m.gemma4 {
+			starts = append(starts[:best+1], starts[best+2:]...)
+		}
 		rank = append(rank[:best], rank[best+1:]...)
 		if best < len(rank) {
 			rank[best] = rankOf(best)
@@ -227,15 +325,10 @@ func (m *bpeModel) encodeSmallWord(word []byte, ids []int32, sc *bpeScratch) []i
 			rank[best-1] = rankOf(best - 1)
 		}
 	}
-	for _, id := range toks {
-		switch {
-		case id != None:
-			ids = append(ids, id)
-		case m.unk != None:
-			ids = append(ids, m.unk)
-		}
+	for i, id := range toks {
+		ids = m.emit(id, word, starts, i, ids)
 	}
-	sc.small, sc.rank = toks, rank
+	sc.small, sc.starts, sc.rank = toks, starts, rank
 	return ids
 }
 
@@ -244,7 +337,9 @@ func (m *bpeModel) encodeWord(word []byte, ids []int32, sc *bpeScratch) []int32 
 	if len(word) == 0 {
 		return ids
 	}
-	if m.ignoreMerges || len(word) == 1 {
+	// For Gemma 4 llama.cpp takes a run of newlines that is itself a token
+	// whole, without merging (its PR 21343).
+	if m.ignoreMerges || len(word) == 1 || (m.gemma4 && onlyNewlines(word)) {
 		if id, ok := m.words[string(word)]; ok {
 			return append(ids, id)
 		}
@@ -259,9 +354,10 @@ func (m *bpeModel) encodeWord(word []byte, ids []int32, sc *bpeScratch) []int32 
 // word of n bytes, where a run of 100 000 CJK characters without a space is
 // one word.
 func (m *bpeModel) encodeLongWord(word []byte, ids []int32, sc *bpeScratch) []int32 {
+	toks, starts := m.firstSymbols(word, sc.small[:0], sc.starts[:0])
 	syms := sc.syms[:0]
-	for i, c := range word {
-		syms = append(syms, bpeSymbol{id: m.byteID[c], prev: int32(i - 1), next: int32(i + 1)})
+	for i, id := range toks {
+		syms = append(syms, bpeSymbol{id: id, prev: int32(i - 1), next: int32(i + 1)})
 	}
 	syms[len(syms)-1].next = -1
 	sc.cand = sc.cand[:0]
@@ -303,15 +399,31 @@ func (m *bpeModel) encodeLongWord(word []byte, ids []int32, sc *bpeScratch) []in
 		push(left.prev)
 		push(c.left)
 	}
+	// The symbols left, in order, and (gemma4) where they start: each is
+	// at or after its place in toks and starts, so they move down in place.
+	toks = toks[:0]
 	for i := int32(0); i >= 0; i = syms[i].next {
-		switch id := syms[i].id; {
-		case id != None:
-			ids = append(ids, id)
-		case m.unk != None:
-			// A byte the vocabulary lacks: Hugging Face emits its unk token.
-			ids = append(ids, m.unk)
+		if m.gemma4 {
+			starts[len(toks)] = starts[i]
+		}
+		toks = append(toks, syms[i].id)
+	}
+	if m.gemma4 {
+		starts = starts[:len(toks)]
+	}
+	for i, id := range toks {
+		ids = m.emit(id, word, starts, i, ids)
+	}
+	sc.syms, sc.small, sc.starts = syms, toks, starts
+	return ids
+}
+
+// onlyNewlines reports whether word is all "\n".
+func onlyNewlines(word []byte) bool {
+	for _, c := range word {
+		if c != '\n' {
+			return false
 		}
 	}
-	sc.syms = syms
-	return ids
+	return true
 }

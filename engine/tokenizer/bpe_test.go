@@ -121,14 +121,7 @@ func TestEveryPreTokenizerCompiles(t *testing.T) {
 // with ParseSpecial, and decode to text only with Special.
 func TestSpecialTokensBPE(t *testing.T) {
 	tok := refTok(t, "llama3-bpe")
-	id := func(s string) int32 {
-		t.Helper()
-		i, ok := tok.ID(s)
-		if !ok {
-			t.Fatalf("no token %q", s)
-		}
-		return i
-	}
+	id := func(s string) int32 { return mustID(t, tok, s) }
 	plain := func(s string) []int32 { return tok.Encode(s, EncodeOptions{}) }
 	prompt := "<|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|>"
 	tests := []struct {

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -150,15 +152,85 @@ func protoFields(b []byte, fn func(num protowire.Number, typ protowire.Type, b [
 // needs.
 type hfTokenizer struct {
 	Model struct {
-		Type   string           `json:"type"`
-		Vocab  map[string]int32 `json:"vocab"`
-		Merges json.RawMessage  `json:"merges"`
+		Type         string           `json:"type"`
+		Vocab        map[string]int32 `json:"vocab"`
+		Merges       json.RawMessage  `json:"merges"`
+		ByteFallback bool             `json:"byte_fallback"`
 	} `json:"model"`
-	AddedTokens []struct {
-		ID      int32  `json:"id"`
-		Content string `json:"content"`
-		Special bool   `json:"special"`
-	} `json:"added_tokens"`
+	AddedTokens []hfAddedToken `json:"added_tokens"`
+}
+
+type hfAddedToken struct {
+	ID      int32  `json:"id"`
+	Content string `json:"content"`
+	Special bool   `json:"special"`
+}
+
+// readHFBPE parses a tokenizer.json whose model is a BPE.
+func readHFBPE(data []byte) (*hfTokenizer, error) {
+	var hf hfTokenizer
+	if err := json.Unmarshal(data, &hf); err != nil {
+		return nil, fmt.Errorf("tokenizer: tokenizer.json: %w", err)
+	}
+	if hf.Model.Type != "BPE" {
+		return nil, fmt.Errorf("tokenizer: tokenizer.json: model type %q is not BPE", hf.Model.Type)
+	}
+	return &hf, nil
+}
+
+// fill sets v's tokens, types and merges from hf as llama.cpp's converter
+// writes them: the model's vocabulary by id with the added tokens over it,
+// each of the type typ gives (added is nil for a token of the model's
+// vocabulary alone), and an id without a token "[PAD<id>]" of type unused;
+// the merges "left right", where in the newer pair form a space inside a
+// token becomes U+0120 ("Ġ"), as gguf-py's SpecialVocab writes them.
+func (hf *hfTokenizer) fill(v *Vocab, typ func(id int32, text string, added *hfAddedToken) TokenType) error {
+	size := int32(0)
+	for _, id := range hf.Model.Vocab {
+		size = max(size, id+1)
+	}
+	for _, a := range hf.AddedTokens {
+		size = max(size, a.ID+1)
+	}
+	v.Tokens = make([]string, size)
+	v.Types = make([]TokenType, size)
+	have := make([]bool, size)
+	for text, id := range hf.Model.Vocab {
+		if id < 0 {
+			return fmt.Errorf("tokenizer: tokenizer.json: token %q has id %d", text, id)
+		}
+		v.Tokens[id], have[id] = text, true
+	}
+	added := make(map[int32]*hfAddedToken, len(hf.AddedTokens))
+	for i, a := range hf.AddedTokens {
+		if a.ID < 0 {
+			return fmt.Errorf("tokenizer: tokenizer.json: added token %q has id %d", a.Content, a.ID)
+		}
+		v.Tokens[a.ID], have[a.ID] = a.Content, true
+		added[a.ID] = &hf.AddedTokens[i]
+	}
+	for id := range v.Tokens {
+		if !have[id] {
+			v.Tokens[id], v.Types[id] = fmt.Sprintf("[PAD%d]", id), Unused
+			continue
+		}
+		v.Types[id] = typ(int32(id), v.Tokens[id], added[int32(id)])
+	}
+	// Merges are "a b" strings in older files and ["a", "b"] pairs in newer.
+	var asStrings []string
+	if err := json.Unmarshal(hf.Model.Merges, &asStrings); err == nil {
+		v.Merges = asStrings
+		return nil
+	}
+	var pairs [][2]string
+	if err := json.Unmarshal(hf.Model.Merges, &pairs); err != nil {
+		return fmt.Errorf("tokenizer: tokenizer.json: merges: %w", err)
+	}
+	v.Merges = make([]string, len(pairs))
+	for i, p := range pairs {
+		v.Merges[i] = strings.ReplaceAll(p[0], " ", "\u0120") + " " + strings.ReplaceAll(p[1], " ", "\u0120")
+	}
+	return nil
 }
 
 // FromHFTokenizerJSON reads a Hugging Face tokenizer.json of a byte-level
@@ -170,64 +242,84 @@ type hfTokenizer struct {
 // names it. Special ids (BOS, EOS, …) live in tokenizer_config.json, which
 // the caller sets on the result.
 func FromHFTokenizerJSON(data []byte, pre string) (*Vocab, error) {
-	var hf hfTokenizer
-	if err := json.Unmarshal(data, &hf); err != nil {
-		return nil, fmt.Errorf("tokenizer: tokenizer.json: %w", err)
-	}
-	if hf.Model.Type != "BPE" {
-		return nil, fmt.Errorf("tokenizer: tokenizer.json: model type %q is not BPE", hf.Model.Type)
+	hf, err := readHFBPE(data)
+	if err != nil {
+		return nil, err
 	}
 	if _, ok := preSpecFor(pre); !ok {
 		return nil, fmt.Errorf("tokenizer: %s = %q: unknown pre-tokenizer", KeyPre, pre)
-	}
-	size := int32(0)
-	for _, id := range hf.Model.Vocab {
-		size = max(size, id+1)
-	}
-	for _, a := range hf.AddedTokens {
-		size = max(size, a.ID+1)
 	}
 	v := NewVocab(ModelBPE)
 	v.Pre = pre
 	if spec, _ := preSpecFor(pre); spec.addBOS {
 		v.AddBOS = true
 	}
-	v.Tokens = make([]string, size)
-	v.Types = make([]TokenType, size)
-	have := make([]bool, size)
-	for text, id := range hf.Model.Vocab {
-		if id < 0 {
-			return nil, fmt.Errorf("tokenizer: tokenizer.json: token %q has id %d", text, id)
+	err = hf.fill(v, func(_ int32, _ string, added *hfAddedToken) TokenType {
+		switch {
+		case added == nil:
+			return Normal
+		case added.Special:
+			return Control
 		}
-		v.Tokens[id], v.Types[id], have[id] = text, Normal, true
+		return UserDefined
+	})
+	if err != nil {
+		return nil, err
 	}
-	for _, a := range hf.AddedTokens {
-		if a.ID < 0 {
-			return nil, fmt.Errorf("tokenizer: tokenizer.json: added token %q has id %d", a.Content, a.ID)
-		}
-		v.Tokens[a.ID], v.Types[a.ID], have[a.ID] = a.Content, UserDefined, true
-		if a.Special {
-			v.Types[a.ID] = Control
-		}
+	return v, v.check()
+}
+
+// gemma4Visible are the tokens llama.cpp's converter makes user-defined in a
+// Gemma 4 vocabulary, "so that the chat parser can read them": decoding
+// always writes them.
+var gemma4Visible = []string{"<|channel>", "<channel|>", "<|tool_call>", "<tool_call|>", "<|tool_response>", "<tool_response|>", `<|"|>`}
+
+// FromGemma4TokenizerJSON reads the tokenizer.json of a Gemma 4 checkpoint
+// (transformers' GemmaTokenizer: a BPE with byte fallback over text whose
+// spaces are "▁") into a Vocab of model "gemma4", as convert_hf_to_gguf.py's
+// Gemma4Model.set_vocab does through gguf-py's LlamaHfVocab: the tokens by
+// id, each scored -1000; of the model's vocabulary, <0xXX> tokens of type
+// byte, those of specials control and the rest normal; added tokens past
+// it control if in specials, else user-defined; then the tokens a chat
+// parser must see (<|tool_call>, <|"|>, …) user-defined; and the merges.
+// specials are transformers' all_special_tokens, which tokenizer_config.json
+// names. Like the converter it writes no tokenizer.ggml.pre, which llama.cpp
+// does not read for Gemma 4. Special ids are the caller's to set, as for
+// FromHFTokenizerJSON.
+func FromGemma4TokenizerJSON(data []byte, specials []string) (*Vocab, error) {
+	hf, err := readHFBPE(data)
+	if err != nil {
+		return nil, err
 	}
-	for id := range v.Tokens {
-		if !have[id] {
-			v.Tokens[id], v.Types[id] = fmt.Sprintf("[PAD%d]", id), Unused
-		}
+	if !hf.Model.ByteFallback {
+		return nil, fmt.Errorf("tokenizer: tokenizer.json: model.byte_fallback is off; a %q vocabulary falls back to byte tokens", ModelGemma4)
 	}
-	// Merges are "a b" strings in older files and ["a", "b"] pairs in newer.
-	var asStrings []string
-	if err := json.Unmarshal(hf.Model.Merges, &asStrings); err == nil {
-		v.Merges = asStrings
-	} else {
-		var pairs [][2]string
-		if err := json.Unmarshal(hf.Model.Merges, &pairs); err != nil {
-			return nil, fmt.Errorf("tokenizer: tokenizer.json: merges: %w", err)
+	base := int32(len(hf.Model.Vocab))
+	special := make(map[string]bool, len(specials))
+	for _, s := range specials {
+		special[s] = true
+	}
+	v := NewVocab(ModelGemma4)
+	err = hf.fill(v, func(id int32, text string, _ *hfAddedToken) TokenType {
+		_, isByte := parseByteToken(text)
+		switch {
+		case slices.Contains(gemma4Visible, text):
+			return UserDefined
+		case id < base && isByte:
+			return Byte
+		case special[text]:
+			return Control
+		case id < base:
+			return Normal
 		}
-		v.Merges = make([]string, len(pairs))
-		for i, p := range pairs {
-			v.Merges[i] = p[0] + " " + p[1]
-		}
+		return UserDefined
+	})
+	if err != nil {
+		return nil, err
+	}
+	v.Scores = make([]float32, len(v.Tokens))
+	for i := range v.Scores {
+		v.Scores[i] = -1000
 	}
 	return v, v.check()
 }

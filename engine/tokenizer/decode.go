@@ -19,9 +19,10 @@ type DecodeOptions struct {
 
 // Decode is the text of ids. Bytes that do not form valid UTF-8 become
 // U+FFFD as the reference decoder replaces them: one for each byte for a
-// SentencePiece vocabulary (sentencepiece's decode), one for each maximal
-// invalid subsequence for a BPE one (Rust's from_utf8_lossy, which Hugging
-// Face tokenizers use). An id outside the vocabulary is an error.
+// SentencePiece vocabulary (sentencepiece's decode) and Gemma 4's (Hugging
+// Face's ByteFallback decoder), one for each maximal invalid subsequence
+// for a byte-level BPE one (Rust's from_utf8_lossy, which Hugging Face
+// tokenizers use). An id outside the vocabulary is an error.
 func (t *Tokenizer) Decode(ids []int32, opts DecodeOptions) (string, error) {
 	d := t.NewDecoder(opts)
 	var sb strings.Builder
@@ -58,7 +59,7 @@ func (d *Decoder) Next(id int32) (string, error) {
 		return "", fmt.Errorf("tokenizer: token id %d is outside the vocabulary of %d tokens", id, len(d.t.pieces))
 	}
 	piece := d.t.pieces[id]
-	typ := d.t.vocab.TypeOf(int(id))
+	typ := d.t.typeOf(id)
 	if typ == Control && !d.opts.Special && !slices.Contains(d.opts.Keep, string(piece)) {
 		// sentencepiece decodes a run of byte tokens as a unit, and an
 		// invisible control token ends the run.
@@ -80,14 +81,14 @@ func (d *Decoder) Next(id int32) (string, error) {
 	}
 	d.pending = append(d.pending, piece...)
 	n := completePrefix(d.pending)
-	out := lossy(d.pending[:n], d.t.spm != nil)
+	out := lossy(d.pending[:n], d.t.perByte)
 	d.pending = append(d.pending[:0], d.pending[n:]...)
 	return out, nil
 }
 
 // Flush ends the stream: a character still incomplete is U+FFFD.
 func (d *Decoder) Flush() string {
-	out := lossy(d.pending, d.t.spm != nil)
+	out := lossy(d.pending, d.t.perByte)
 	d.pending = d.pending[:0]
 	return out
 }

@@ -2,10 +2,6 @@ package tokenizer
 
 import (
 	"bytes"
-	"encoding/hex"
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 
@@ -18,20 +14,9 @@ import (
 // architecture arch, and reads the tokenizer back as a model load does.
 func ollamaForm(tb testing.TB, v *Vocab, arch string) *Tokenizer {
 	tb.Helper()
-	var first bytes.Buffer
-	w := gguf.NewWriter(&first)
-	if err := v.WriteGGUF(w); err != nil {
-		tb.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		tb.Fatal(err)
-	}
-	f, err := gguf.Read(bytes.NewReader(first.Bytes()), int64(first.Len()))
-	if err != nil {
-		tb.Fatal(err)
-	}
+	f := ggufFile(tb, v, "")
 	var buf bytes.Buffer
-	w = gguf.NewWriter(&buf)
+	w := gguf.NewWriter(&buf)
 	set := func(k string, v gguf.Value) {
 		if err := w.Set(k, v); err != nil {
 			tb.Fatal(err)
@@ -81,14 +66,8 @@ type gemmaRefs struct {
 // no "▁" before the first word (whitespace, digits, CJK, emoji and invalid
 // UTF-8 cases), Llama 2's does.
 func TestSPMSpacePrefixFollowsArchitecture(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join("testdata", "refs-gemma-ollama.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var refs gemmaRefs
-	if err := json.Unmarshal(raw, &refs); err != nil {
-		t.Fatal(err)
-	}
+	readTestJSON(t, "refs-gemma-ollama.json", &refs)
 	if len(refs.Cases) < 20 {
 		t.Fatalf("refs-gemma-ollama.json has %d cases, want the 27 of make_gemma_refs.py", len(refs.Cases))
 	}
@@ -100,14 +79,7 @@ func TestSPMSpacePrefixFollowsArchitecture(t *testing.T) {
 				t.Errorf("%s without %s: AddSpacePrefix is on; Gemma's tokenizer has add_dummy_prefix off", arch, KeyAddSpacePrefix)
 			}
 			for i, c := range refs.Cases {
-				text := c.Text
-				if c.Hex != "" {
-					b, err := hex.DecodeString(c.Hex)
-					if err != nil {
-						t.Fatal(err)
-					}
-					text = string(b)
-				}
+				text := caseText(t, c.Text, c.Hex)
 				got := tok.Encode(text, EncodeOptions{})
 				if !slices.Equal(got, c.SP) {
 					t.Errorf("case %d %q:\n got %v\nwant %v (sentencepiece)", i, clip(text), got, c.SP)

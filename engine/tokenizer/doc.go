@@ -2,7 +2,7 @@
 // only from the tokenizer metadata of its GGUF file (tokenizer.ggml.*), and
 // exactly as the model's own tokenizer does.
 //
-// Two families cover the GGUF models in use:
+// Three families cover the GGUF models in use:
 //
 //   - "llama": SentencePiece BPE (Llama 1/2, Mistral, Gemma 1–3). The text
 //     is normalized as sentencepiece does with the identity rules (spaces
@@ -22,6 +22,14 @@
 //     tokenizer.ggml.merges apply lowest rank first. Llama 3 and Tekken
 //     take a word that is in the vocabulary whole (Hugging Face's
 //     ignore_merges).
+//   - "gemma4": Gemma 4's BPE, as llama.cpp reads it. Spaces become "▁",
+//     the text is cut only into runs of newlines and runs of anything
+//     else, each run starts as its characters' own tokens (raw UTF-8, no
+//     byte stand-ins) and merges by tokenizer.ggml.merges, lowest rank
+//     first; a run of newlines that is itself a token is taken whole, and
+//     a piece left that is no token falls back to its <0xXX> byte tokens.
+//     BOS is always added, and the end-of-generation tokens llama.cpp
+//     names (<turn|>, <|tool_response>, <eos>, …) are control tokens.
 //
 // Special tokens: user-defined tokens are always matched whole in text, as
 // the reference libraries do; control tokens (BOS, "<|eot_id|>",
@@ -33,7 +41,11 @@
 //
 // The reference is what the models' own tokenizer libraries produce:
 // sentencepiece's encode for "llama" and Hugging Face tokenizers' for
-// "gpt2". The tests convert the reference vocabularies in shared/testdata
+// "gpt2"; for "gemma4", llama.cpp's, the tokenizer its files are made for
+// (testdata/refs-gemma4.json, made by make_gemma4_refs.py with llama.cpp's
+// converter and tokenizer, and with Hugging Face tokenizers, which agree on
+// its texts).
+// The tests convert the reference vocabularies in shared/testdata
 // to GGUF metadata as llama.cpp's converter does (FromSentencePiece,
 // FromHFTokenizerJSON, Vocab.WriteGGUF), read the file back, and match the
 // reference tokenizations id for id: shared/testdata/tokenizer/refs-*.json,

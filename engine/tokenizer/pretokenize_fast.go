@@ -6,8 +6,9 @@ import "unicode"
 // the length of the pattern's match anchored at rs[i], or 0 if it does not
 // match there. The two patterns nearly every BPE model uses (GPT-2's and
 // Llama 3's, with Qwen 2's one-digit variant) get one, because regexp2's
-// backtracking costs three quarters of encoding time; regexp2 stays the
-// engine for every other pattern and the oracle these are tested against
+// backtracking costs three quarters of encoding time, and so does Gemma 4's
+// newline split, which is trivial; regexp2 stays the engine for every other
+// pattern and the oracle these are tested against
 // (TestFastPreTokenizersMatchRegexp2, FuzzFastPreTokenizers).
 type runeMatcher func(rs []rune, i int) int
 
@@ -20,8 +21,21 @@ func fastMatcher(pattern string) runeMatcher {
 		return func(rs []rune, i int) int { return matchLlama3(rs, i, 3) }
 	case patQwen2:
 		return func(rs []rune, i int) int { return matchLlama3(rs, i, 1) }
+	case patNewlines:
+		return matchNewlines
 	}
 	return nil
+}
+
+// matchNewlines is patNewlines: the run of newlines, or of other
+// characters, that starts at rs[i].
+func matchNewlines(rs []rune, i int) int {
+	nl := rs[i] == '\n'
+	j := i + 1
+	for j < len(rs) && (rs[j] == '\n') == nl {
+		j++
+	}
+	return j - i
 }
 
 // isSpace is \s: Unicode White_Space, as regexp2 and Oniguruma define it.

@@ -8,7 +8,7 @@ import (
 )
 
 // fastPatterns are the patterns with hand-written matchers.
-var fastPatterns = []string{patGPT2, patLlama3, patQwen2}
+var fastPatterns = []string{patGPT2, patLlama3, patQwen2, patNewlines}
 
 // splitBoth splits text with pattern through regexp2 and through the
 // hand-written matcher.

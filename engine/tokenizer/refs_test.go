@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"bytes"
+	"encoding/hex"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -78,14 +79,16 @@ func (r refTokenizer) convert(tb testing.TB) *Vocab {
 	return v
 }
 
-// viaGGUF writes v as the tokenizer metadata of a GGUF file, reads the file
-// back and builds the tokenizer from what was read, as a model load does.
-func viaGGUF(tb testing.TB, v *Vocab) *Tokenizer {
+// ggufFile writes v as the tokenizer metadata of a GGUF file of
+// architecture arch ("" for none) and reads the file back.
+func ggufFile(tb testing.TB, v *Vocab, arch string) *gguf.File {
 	tb.Helper()
 	var buf bytes.Buffer
 	w := gguf.NewWriter(&buf)
-	if err := w.SetString("general.architecture", "llama"); err != nil {
-		tb.Fatal(err)
+	if arch != "" {
+		if err := w.SetString("general.architecture", arch); err != nil {
+			tb.Fatal(err)
+		}
 	}
 	if err := v.WriteGGUF(w); err != nil {
 		tb.Fatal(err)
@@ -97,11 +100,54 @@ func viaGGUF(tb testing.TB, v *Vocab) *Tokenizer {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tok, err := FromGGUF(f)
+	return f
+}
+
+// viaGGUF writes v as the tokenizer metadata of a GGUF file, reads the file
+// back and builds the tokenizer from what was read, as a model load does.
+func viaGGUF(tb testing.TB, v *Vocab) *Tokenizer {
+	tb.Helper()
+	tok, err := FromGGUF(ggufFile(tb, v, "llama"))
 	if err != nil {
 		tb.Fatal(err)
 	}
 	return tok
+}
+
+// mustID is the token whose text is s.
+func mustID(tb testing.TB, tok *Tokenizer, s string) int32 {
+	tb.Helper()
+	id, ok := tok.ID(s)
+	if !ok {
+		tb.Fatalf("no token %q", s)
+	}
+	return id
+}
+
+// readTestJSON reads testdata/name into v.
+func readTestJSON(tb testing.TB, name string, v any) {
+	tb.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		tb.Fatalf("%s: %v", name, err)
+	}
+}
+
+// caseText is a reference case's text: text, or the bytes hexText spells
+// where it is set (a text that is not UTF-8).
+func caseText(tb testing.TB, text, hexText string) string {
+	tb.Helper()
+	if hexText == "" {
+		return text
+	}
+	b, err := hex.DecodeString(hexText)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return string(b)
 }
 
 // refCache holds the converted reference tokenizers: converting the

@@ -1,7 +1,6 @@
 package tokenizer
 
 import (
-	"encoding/hex"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -46,14 +45,8 @@ func spmTokenizer(t *testing.T, name string) *Tokenizer {
 // user-defined and control symbols written in text, invalid UTF-8, unknown
 // characters without byte fallback, extra whitespace, and decoding.
 func TestSentencePieceHardCases(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("testdata", "refs-spm.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var refs map[string]json.RawMessage
-	if err := json.Unmarshal(data, &refs); err != nil {
-		t.Fatal(err)
-	}
+	readTestJSON(t, "refs-spm.json", &refs)
 	for _, name := range []string{"gemma-spm", "llama-spm", "spm-unk-ws"} {
 		t.Run(name, func(t *testing.T) {
 			tok := spmTokenizer(t, name)
@@ -65,14 +58,7 @@ func TestSentencePieceHardCases(t *testing.T) {
 				t.Fatal(err)
 			}
 			for i, c := range cases {
-				text := c.Text
-				if c.Hex != "" {
-					b, err := hex.DecodeString(c.Hex)
-					if err != nil {
-						t.Fatal(err)
-					}
-					text = string(b)
-				}
+				text := caseText(t, c.Text, c.Hex)
 				if got := tok.Encode(text, EncodeOptions{}); !slices.Equal(got, c.IDs) {
 					t.Errorf("case %d Encode(%q):\n got %v\nwant %v", i, text, got, c.IDs)
 				}
@@ -99,14 +85,7 @@ func TestSentencePieceHardCases(t *testing.T) {
 func TestParseSpecialSentencePiece(t *testing.T) {
 	gemma := refTok(t, "gemma-spm")
 	llama := refTok(t, "llama-spm")
-	id := func(tok *Tokenizer, s string) []int32 {
-		t.Helper()
-		i, ok := tok.ID(s)
-		if !ok {
-			t.Fatalf("no token %q", s)
-		}
-		return []int32{i}
-	}
+	id := func(tok *Tokenizer, s string) []int32 { return []int32{mustID(t, tok, s)} }
 	// text is the tokens of s encoded alone, with or without the prefix.
 	text := func(tok *Tokenizer, s string, prefix bool) []int32 {
 		return tok.spm.encode(tok.spm.normalize(s, prefix), nil, nil)

@@ -21,8 +21,16 @@ type Tokenizer struct {
 	// when the caller parses special tokens.
 	userDefined, special *specialMatcher
 
+	// retyped are the tokens whose type llama.cpp changes when it loads a
+	// gemma4 vocabulary (gemma4Retyped); nil for the others.
+	retyped map[int32]TokenType
+
 	pieces            [][]byte // what each token decodes to
 	stripLeadingSpace bool
+	// perByte: invalid UTF-8 in decoded text is one U+FFFD per byte, as
+	// sentencepiece and Hugging Face's ByteFallback decoder write it, not
+	// one per maximal invalid subsequence (byte-level BPE's from_utf8_lossy).
+	perByte bool
 }
 
 // New builds a Tokenizer from v, which it keeps and must not be modified
@@ -36,12 +44,15 @@ func New(v *Vocab) (*Tokenizer, error) {
 		// The last of duplicate texts wins, as in llama.cpp's token_to_id.
 		t.toID[text] = int32(id)
 	}
+	if v.Model == ModelGemma4 {
+		t.retyped = gemma4Retyped(v, t.toID)
+	}
 	var ud, sp []specialToken
 	for id, text := range v.Tokens {
 		if text == "" {
 			continue
 		}
-		switch v.TypeOf(id) {
+		switch t.typeOf(int32(id)) {
 		case UserDefined:
 			ud = append(ud, specialToken{text, int32(id)})
 			sp = append(sp, specialToken{text, int32(id)})
@@ -61,6 +72,7 @@ func New(v *Vocab) (*Tokenizer, error) {
 		}
 		t.spm = m
 		t.stripLeadingSpace = v.AddSpacePrefix || v.RemoveExtraWhitespaces
+		t.perByte = true
 		for id, text := range v.Tokens {
 			switch v.TypeOf(id) {
 			case Byte:
@@ -89,8 +101,18 @@ func New(v *Vocab) (*Tokenizer, error) {
 				t.pieces[id] = bl.decode(text)
 			}
 		}
+	case ModelGemma4:
+		m, err := newGemma4Model(v, t.toID)
+		if err != nil {
+			return nil, err
+		}
+		t.bpe = m
+		if err := gemma4Pieces(t.pieces, v.Tokens, t.typeOf); err != nil {
+			return nil, err
+		}
+		t.perByte = true
 	default:
-		return nil, fmt.Errorf("tokenizer: %s = %q: unsupported tokenizer model (want %q or %q)", KeyModel, v.Model, ModelSPM, ModelBPE)
+		return nil, fmt.Errorf("tokenizer: %s = %q: unsupported tokenizer model (want %q, %q or %q)", KeyModel, v.Model, ModelSPM, ModelBPE, ModelGemma4)
 	}
 	return t, nil
 }
@@ -124,16 +146,27 @@ func (t *Tokenizer) Token(id int32) string {
 // nil for a control token, which writes nothing, and for an id out of
 // range. The slice must not be modified.
 func (t *Tokenizer) Piece(id int32) []byte {
-	if id < 0 || int(id) >= len(t.pieces) || t.vocab.TypeOf(int(id)) == Control {
+	if id < 0 || int(id) >= len(t.pieces) || t.typeOf(id) == Control {
 		return nil
 	}
 	return t.pieces[id]
 }
 
-// Type is the type of token id; 0 for an id out of range.
+// Type is the type of token id as the tokenizer treats it: the
+// vocabulary's, except where llama.cpp changes it on loading (a gemma4
+// vocabulary's end-of-generation tokens are control); 0 for an id out of
+// range.
 func (t *Tokenizer) Type(id int32) TokenType {
 	if id < 0 || int(id) >= len(t.vocab.Tokens) {
 		return 0
+	}
+	return t.typeOf(id)
+}
+
+// typeOf is Type of an id in range.
+func (t *Tokenizer) typeOf(id int32) TokenType {
+	if typ, ok := t.retyped[id]; ok {
+		return typ
 	}
 	return t.vocab.TypeOf(int(id))
 }
@@ -169,10 +202,12 @@ type EncodeOptions struct {
 // Encode is the token ids of text. Text need not be valid UTF-8; an invalid
 // byte is read as U+FFFD.
 //
-// The result is the reference tokenizer's. For a BPE vocabulary that is
-// Hugging Face tokenizers' encode (add_special_tokens off), which reads
-// special tokens in the text as ParseSpecial does, and with
-// encode_special_tokens on when ParseSpecial is off. For a SentencePiece
+// The result is the reference tokenizer's. For a byte-level BPE vocabulary
+// that is Hugging Face tokenizers' encode (add_special_tokens off), which
+// reads special tokens in the text as ParseSpecial does, and with
+// encode_special_tokens on when ParseSpecial is off. For Gemma 4's it is
+// llama.cpp's: special tokens cut the text as for byte-level BPE, and each
+// piece of text merges line by line. For a SentencePiece
 // vocabulary, without ParseSpecial it is sentencepiece's encode: user-defined
 // symbols are found in the normalized text and the space prefix goes in
 // front of the whole text only. With ParseSpecial, special tokens cut the

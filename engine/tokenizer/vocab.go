@@ -24,6 +24,7 @@ const (
 	KeyUNK            = "tokenizer.ggml.unknown_token_id"
 	KeySEP            = "tokenizer.ggml.seperator_token_id"
 	KeyPAD            = "tokenizer.ggml.padding_token_id"
+	KeyMASK           = "tokenizer.ggml.mask_token_id"
 	KeyAddBOS         = "tokenizer.ggml.add_bos_token"
 	KeyAddEOS         = "tokenizer.ggml.add_eos_token"
 	KeyAddSpacePrefix = "tokenizer.ggml.add_space_prefix"
@@ -33,8 +34,9 @@ const (
 
 // The tokenizer.ggml.model values this package implements.
 const (
-	ModelSPM = "llama" // SentencePiece BPE with byte fallback: Llama 1/2, Mistral, Gemma
-	ModelBPE = "gpt2"  // byte-level BPE: GPT-2, Llama 3, Qwen, Mistral Tekken, …
+	ModelSPM    = "llama"  // SentencePiece BPE with byte fallback: Llama 1/2, Mistral, Gemma 1–3
+	ModelBPE    = "gpt2"   // byte-level BPE: GPT-2, Llama 3, Qwen, Mistral Tekken, …
+	ModelGemma4 = "gemma4" // BPE by merge rank over "▁"-escaped UTF-8, with byte fallback: Gemma 4
 )
 
 // TokenType is a token's tokenizer.ggml.token_type: the SentencePiece piece
@@ -77,15 +79,15 @@ const None int32 = -1
 // under tokenizer.ggml.*. It is plain data; New checks it and builds the
 // lookup tables of a Tokenizer.
 type Vocab struct {
-	Model  string      // tokenizer.ggml.model: ModelSPM or ModelBPE
-	Pre    string      // tokenizer.ggml.pre, the pre-tokenizer of a BPE vocabulary; "" is "default"
+	Model  string      // tokenizer.ggml.model: ModelSPM, ModelBPE or ModelGemma4
+	Pre    string      // tokenizer.ggml.pre, the pre-tokenizer of a byte-level BPE vocabulary; "" is "default"
 	Tokens []string    // token texts by id
 	Scores []float32   // SentencePiece merge scores by id; may be nil for BPE
 	Types  []TokenType // by id; nil means every token is Normal
 	Merges []string    // BPE merges, "left right", highest priority first
 
 	// Special token ids, None where the file has none.
-	BOS, EOS, EOT, EOM, UNK, SEP, PAD int32
+	BOS, EOS, EOT, EOM, UNK, SEP, PAD, MASK int32
 
 	AddBOS, AddEOS bool // put BOS/EOS around an encoding that asks for special tokens
 	// AddSpacePrefix is SentencePiece's add_dummy_prefix: "▁" before the text.
@@ -97,14 +99,33 @@ type Vocab struct {
 
 // NewVocab returns a Vocab of the given model with no special tokens and
 // llama.cpp's defaults for the model's flags: a SentencePiece vocabulary adds
-// BOS and a space prefix, a BPE one adds neither.
+// BOS and a space prefix, a byte-level BPE one adds neither, and Gemma 4's
+// adds BOS.
 func NewVocab(model string) *Vocab {
-	v := &Vocab{Model: model, BOS: None, EOS: None, EOT: None, EOM: None, UNK: None, SEP: None, PAD: None}
-	if model == ModelSPM {
+	v := &Vocab{Model: model, BOS: None, EOS: None, EOT: None, EOM: None, UNK: None, SEP: None, PAD: None, MASK: None}
+	switch model {
+	case ModelSPM:
 		v.AddBOS = true
 		v.AddSpacePrefix = true
+	case ModelGemma4:
+		v.AddBOS = true
 	}
 	return v
+}
+
+// specialKey is the metadata key of one special token id of a Vocab.
+type specialKey struct {
+	key string
+	id  *int32
+}
+
+// specials are v's special token ids with their keys, in the order they are
+// written.
+func (v *Vocab) specials() []specialKey {
+	return []specialKey{
+		{KeyBOS, &v.BOS}, {KeyEOS, &v.EOS}, {KeyEOT, &v.EOT}, {KeyEOM, &v.EOM},
+		{KeyUNK, &v.UNK}, {KeySEP, &v.SEP}, {KeyPAD, &v.PAD}, {KeyMASK, &v.MASK},
+	}
 }
 
 // TypeOf is the type of token id; Normal where Types is nil.
@@ -156,13 +177,7 @@ func VocabFromGGUF(f *gguf.File) (*Vocab, error) {
 			return nil, fmt.Errorf("tokenizer: %w", err)
 		}
 	}
-	for _, s := range []struct {
-		key string
-		dst *int32
-	}{
-		{KeyBOS, &v.BOS}, {KeyEOS, &v.EOS}, {KeyEOT, &v.EOT}, {KeyEOM, &v.EOM},
-		{KeyUNK, &v.UNK}, {KeySEP, &v.SEP}, {KeyPAD, &v.PAD},
-	} {
+	for _, s := range v.specials() {
 		if _, ok := f.Value(s.key); !ok {
 			continue
 		}
@@ -175,7 +190,7 @@ func VocabFromGGUF(f *gguf.File) (*Vocab, error) {
 		if id < -1 || id >= int64(len(v.Tokens)) {
 			return nil, fmt.Errorf("tokenizer: %s = %d is outside the vocabulary of %d tokens", s.key, id, len(v.Tokens))
 		}
-		*s.dst = int32(id)
+		*s.id = int32(id)
 	}
 	for _, b := range []struct {
 		key string
@@ -187,6 +202,13 @@ func VocabFromGGUF(f *gguf.File) (*Vocab, error) {
 		if *b.dst, err = f.BoolOr(b.key, *b.dst); err != nil {
 			return nil, fmt.Errorf("tokenizer: %w", err)
 		}
+	}
+	if model == ModelGemma4 {
+		// llama.cpp adds BOS to every Gemma 4 prompt whatever the file
+		// says (its PR 21500): transformers saves Gemma 4's tokenizer with
+		// add_bos_token false, and files converted from it say false,
+		// but the model was trained with <bos> first.
+		v.AddBOS = true
 	}
 	if err := v.check(); err != nil {
 		return nil, err
@@ -218,12 +240,9 @@ func (v *Vocab) check() error {
 	if v.Types != nil && len(v.Types) != n {
 		return fmt.Errorf("tokenizer: %s has %d entries for %d tokens", KeyTokenType, len(v.Types), n)
 	}
-	for _, s := range []struct {
-		key string
-		id  int32
-	}{{KeyBOS, v.BOS}, {KeyEOS, v.EOS}, {KeyEOT, v.EOT}, {KeyEOM, v.EOM}, {KeyUNK, v.UNK}, {KeySEP, v.SEP}, {KeyPAD, v.PAD}} {
-		if s.id < None || int(s.id) >= n {
-			return fmt.Errorf("tokenizer: %s = %d is outside the vocabulary of %d tokens", s.key, s.id, n)
+	for _, s := range v.specials() {
+		if *s.id < None || int(*s.id) >= n {
+			return fmt.Errorf("tokenizer: %s = %d is outside the vocabulary of %d tokens", s.key, *s.id, n)
 		}
 	}
 	return nil
@@ -272,14 +291,11 @@ func (v *Vocab) WriteGGUF(w *gguf.Writer) error {
 			return err
 		}
 	}
-	for _, s := range []struct {
-		key string
-		id  int32
-	}{{KeyBOS, v.BOS}, {KeyEOS, v.EOS}, {KeyEOT, v.EOT}, {KeyEOM, v.EOM}, {KeyUNK, v.UNK}, {KeySEP, v.SEP}, {KeyPAD, v.PAD}} {
-		if s.id == None {
+	for _, s := range v.specials() {
+		if *s.id == None {
 			continue
 		}
-		if err := set(w.SetUint32(s.key, uint32(s.id))); err != nil {
+		if err := set(w.SetUint32(s.key, uint32(*s.id))); err != nil {
 			return err
 		}
 	}
@@ -289,10 +305,14 @@ func (v *Vocab) WriteGGUF(w *gguf.Writer) error {
 	if err := set(w.SetBool(KeyAddEOS, v.AddEOS)); err != nil {
 		return err
 	}
-	if v.Model == ModelSPM {
+	// llama.cpp's converter writes add_space_prefix (false) for Gemma 4
+	// too, though no "▁" is ever put in front of its text.
+	if v.Model == ModelSPM || v.Model == ModelGemma4 {
 		if err := set(w.SetBool(KeyAddSpacePrefix, v.AddSpacePrefix)); err != nil {
 			return err
 		}
+	}
+	if v.Model == ModelSPM {
 		if err := set(w.SetBool(KeyRemoveExtraWS, v.RemoveExtraWhitespaces)); err != nil {
 			return err
 		}
