@@ -178,6 +178,39 @@ func TestImportGemma4(t *testing.T) {
 	}
 }
 
+// TestImportGemma4Multimodal: Gemma4ForConditionalGeneration, the class
+// Google's checkpoints are saved as, imports its text model (text_config,
+// model.language_model.*) as the text-only class does, leaving its vision
+// and audio towers and their embedders.
+func TestImportGemma4Multimodal(t *testing.T) {
+	text := gemma4Model(nil)
+	want := importModel(t, text.write(t), Options{Name: "g"})
+	tc := map[string]any{}
+	for k, v := range text.config {
+		if k != "architectures" {
+			tc[k] = v
+		}
+	}
+	mm := &hfModel{config: map[string]any{"architectures": []string{"Gemma4ForConditionalGeneration"}, "model_type": "gemma4", "text_config": tc}}
+	for _, x := range text.tensors {
+		x.name = "model.language_model." + strings.TrimPrefix(x.name, "model.")
+		mm.tensors = append(mm.tensors, x)
+	}
+	for _, part := range []string{"vision_tower.encoder.layers.0.mlp.down_proj.linear.weight", "audio_tower.layers.0.lconv1d.linear_start.weight",
+		"embed_vision.embedding_projection.weight", "embed_audio.embedding_projection.weight"} {
+		mm.tensors = append(mm.tensors, stTensor{name: "model." + part, dtype: safetensors.F16, shape: []int64{2, 3}, values: make([]float32, 6)})
+	}
+	got := importModel(t, mm.write(t), Options{Name: "g"})
+	if !slices.Equal(tensorNames(got), tensorNames(want)) {
+		t.Fatalf("tensors %v, want the text model's %v", tensorNames(got), tensorNames(want))
+	}
+	for _, name := range tensorNames(want) {
+		if !slices.Equal(floats(t, got, name), floats(t, want, name)) {
+			t.Errorf("%s differs from the text-only import", name)
+		}
+	}
+}
+
 // TestImportGemma4Refuses: the Gemma 4 configurations Hearth does not run
 // are refused by key, and a checkpoint missing its per-layer embeddings by
 // tensor.

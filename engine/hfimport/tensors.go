@@ -36,12 +36,13 @@ type tensorPlan struct {
 var dtypeToGGUF = map[safetensors.DType]gguf.Type{safetensors.F32: gguf.TypeF32, safetensors.F16: gguf.TypeF16, safetensors.BF16: gguf.TypeBF16}
 
 // canonicalName maps a tensor name of a multimodal checkpoint to the text
-// model's own name, and reports false for the vision parts. Checkpoints
-// spell the text part "language_model.model." (as released) or
+// model's own name, and reports false for the vision and audio parts
+// (Gemma 3's tower and projector; Gemma 4's towers and their embedders).
+// Checkpoints spell the text part "language_model.model." (as released) or
 // "model.language_model." (as transformers 4.52+ save it).
 func canonicalName(name string) (string, bool) {
-	for _, skip := range []string{"vision_tower.", "multi_modal_projector.", "model.vision_tower.", "model.multi_modal_projector."} {
-		if strings.HasPrefix(name, skip) {
+	for _, part := range []string{"vision_tower.", "multi_modal_projector.", "audio_tower.", "embed_vision.", "embed_audio."} {
+		if strings.HasPrefix(name, part) || strings.HasPrefix(name, "model."+part) {
 			return "", false
 		}
 	}
