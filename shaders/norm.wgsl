@@ -24,6 +24,9 @@
 const FLAG_BIAS: u32 = 4u;
 // rmsnorm_add only: also z = rmsnorm(y) * gain2 of the updated row.
 const FLAG_NEXT: u32 = 8u;
+// rmsnorm_add: the updated row is multiplied by p.scale (Gemma 4's layer
+// output scale, after its last residual add).
+const FLAG_SCALE: u32 = 16u;
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read_write> x: array<f32>;
@@ -86,8 +89,12 @@ fn rmsnorm_add(
     let base = row * p.dim;
     let inv = rms_inv(base, lid);
     var ss = 0.0;
+    let scaled = (p.flags & FLAG_SCALE) != 0u;
     for (var j = lid; j < p.dim; j += WG) {
-        let v = y[base + j] + x[base + j] * inv * gain(j);
+        var v = y[base + j] + x[base + j] * inv * gain(j);
+        if (scaled) {
+            v = v * p.scale;
+        }
         y[base + j] = v;
         ss += v * v;
     }

@@ -7,7 +7,11 @@ struct Params {
     rows: u32,
     dim: u32,
     eps: f32,
-    flags: u32, // FLAG_* below, and the includer's 4u
+    flags: u32, // FLAG_* below, and the includer's 4u and up
+    scale: f32, // rmsnorm_add's FLAG_SCALE
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 }
 
 // Flags: a weight is bound; the weight is applied as 1 + w (Gemma stores

@@ -157,7 +157,10 @@ func TestQKVDispatches(t *testing.T) {
 						return k[j]
 					}
 					prev := before(i - 2 - runs)
-					separate := strings.HasPrefix(prev, "norm.rmsnorm")
+					// A Gemma 4 layer ends in the per-layer embeddings'
+					// rmsnorm_add, which writes no next norm.
+					pleTail := layer > 0 && m.Layers[layer-1].PLEGate != nil
+					separate := prev == "norm.rmsnorm" || prev == "norm.rmsnorm_add" && !pleTail
 					for _, mm := range mms {
 						ok := !separate && quant != "F32"
 						switch {

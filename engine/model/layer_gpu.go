@@ -329,19 +329,19 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 
 // recordTail appends Gemma 4's end of block i: x += norm(PLEProj ·
 // (gelu(PLEGate · x) · ple_i)), the per-layer embeddings' gate, then the
-// whole stream times the layer's output scale.
+// whole stream times the layer's output scale, which the add applies when
+// there is one.
 func (w *GPUWeights) recordTail(ch *gpu.Chain, i int, a *GPUActivations, n int, try func(error)) {
 	c, l := w.c, &w.Layers[i]
 	d := c.Hidden
-	if l.PLEGate != nil {
-		try(ops.MatMul(ch, l.PLEGate, a.X, a.PLEG, n))
-		try(ops.PLEGate(ch, a.PLEG, a.PLEProj, a.PLETok, w.PLEProjNorm, a.PLEH, opsPLEArgs(c, n, i)))
-		try(ops.MatMul(ch, l.PLEProj, a.PLEH, a.F, n))
-		try(ops.RMSNormAdd(ch, a.F, l.PLENorm, a.X, ops.NormArgs{Rows: n, Dim: d, Eps: c.Eps}))
-	}
-	if l.OutScale != 0 {
+	if l.PLEGate == nil {
 		try(ops.Scale(ch, a.X, a.X, n*d, l.OutScale))
+		return
 	}
+	try(ops.MatMul(ch, l.PLEGate, a.X, a.PLEG, n))
+	try(ops.PLEGate(ch, a.PLEG, a.PLEProj, a.PLETok, w.PLEProjNorm, a.PLEH, opsPLEArgs(c, n, i)))
+	try(ops.MatMul(ch, l.PLEProj, a.PLEH, a.F, n))
+	try(ops.RMSNormAdd(ch, a.F, l.PLENorm, a.X, ops.NormArgs{Rows: n, Dim: d, Eps: c.Eps, Scale: l.OutScale}))
 }
 
 // normFuses says whether an RMSNorm of rows rows can go into the matvecs

@@ -18,6 +18,10 @@ type NormArgs struct {
 	// OnePlus applies the weight as 1 + w: Gemma stores its norm weights
 	// minus one. It needs a weight.
 	OnePlus bool
+	// Scale, RMSNormAdd's only, multiplies each updated row of y (before
+	// any next norm reads it): Gemma 4's layer output scale, folded into
+	// the layer's last residual add. 0 means none.
+	Scale float32
 }
 
 // normParams mirrors Params in shaders/norm_common.wgsl.
@@ -25,6 +29,8 @@ type normParams struct {
 	Rows, Dim uint32
 	Eps       float32
 	Flags     uint32
+	Scale     float32
+	_         [3]uint32
 }
 
 // Flags of normParams, as FLAG_* in shaders/norm_common.wgsl and
@@ -34,6 +40,7 @@ const (
 	normOnePlus = 2
 	normBias    = 4
 	normNext    = 8
+	normScale   = 16
 )
 
 // normWG is the workgroup size for rows of dim floats: one invocation per
@@ -57,7 +64,8 @@ func RMSNorm(c *gpu.Chain, x, w, y *gpu.Buffer, a NormArgs) error {
 
 // RMSNormAdd appends y += x / sqrt(mean(x^2) + eps) * w for each row of x:
 // the post-norm and residual add of Gemma 2 and 3 in one dispatch, where
-// RMSNorm and an add took two. w is as in RMSNorm; y must be neither x nor w.
+// RMSNorm and an add took two; with a.Scale, y = (y + ...) * a.Scale. w is
+// as in RMSNorm; y must be neither x nor w.
 func RMSNormAdd(c *gpu.Chain, x, w, y *gpu.Buffer, a NormArgs) error {
 	return RMSNormAddNorm(c, x, w, y, nil, nil, a)
 }
@@ -151,6 +159,15 @@ func norm(c *gpu.Chain, kernel string, x, w, b, y, w2, z *gpu.Buffer, a NormArgs
 	} else {
 		w2, z = x, x // fill the slots; the kernel does not read them
 	}
-	params := normParams{Rows: uint32(a.Rows), Dim: uint32(a.Dim), Eps: a.Eps, Flags: flags}
+	if a.Scale != 0 {
+		if kernel != "rmsnorm_add" {
+			return fmt.Errorf("ops: %s: a scale is rmsnorm_add's only", kernel)
+		}
+		if math.IsNaN(float64(a.Scale)) || math.IsInf(float64(a.Scale), 0) {
+			return fmt.Errorf("ops: %s: scale %v must be finite", kernel, a.Scale)
+		}
+		flags |= normScale
+	}
+	params := normParams{Rows: uint32(a.Rows), Dim: uint32(a.Dim), Eps: a.Eps, Flags: flags, Scale: a.Scale}
 	return dispatch(c, gpu.Spec("norm", kernel, "WG", normWG(a.Dim)), params, gpu.Grid(a.Rows, 1), x, w, b, y, w2, z)
 }

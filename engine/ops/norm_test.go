@@ -102,12 +102,17 @@ func checkRMSNormAdd(t *testing.T, seed uint64, a NormArgs, xScale, wScale, ySca
 	}
 	run(t, "rmsnorm_add", func(c *gpu.Chain) error { return RMSNormAddNorm(c, bx, bw, by, bw2, bz, a) })
 	got := download(t, by, n)
+	scale := 1.0
+	if a.Scale != 0 {
+		scale = float64(a.Scale)
+	}
 	if next {
 		assertClose(t, "rmsnorm_add next norm", download(t, bz, n), ref.RMSNorm(got, w2, ra), 0, rmsNormRTol)
 	}
 	for i := range got {
-		want := float64(y[i]) + float64(normed[i])
-		tol := rmsNormRTol*math.Abs(float64(normed[i])) + 0x1p-23*math.Abs(want)
+		want := (float64(y[i]) + float64(normed[i])) * scale
+		// The scale's product rounds once more: another ulp of the result.
+		tol := rmsNormRTol*math.Abs(float64(normed[i])*scale) + 0x1p-22*math.Abs(want)
 		if diff := math.Abs(float64(got[i]) - want); !(diff <= tol) {
 			t.Fatalf("rmsnorm_add %dx%d: [%d] = %v, want %v (y %v + norm %v; |diff| %.3g over %.3g)", a.Rows, a.Dim, i, got[i], want, y[i], normed[i], diff, tol)
 		}
@@ -119,11 +124,16 @@ func TestRMSNormAddMatchesReference(t *testing.T) {
 		for _, wt := range normWeights[1:] {
 			t.Run(fmt.Sprintf("%dx%d/%s", s.rows, s.dim, wt.name), func(t *testing.T) {
 				a := NormArgs{Rows: s.rows, Dim: s.dim, Eps: 1e-6, OnePlus: wt.onePlus}
-				for _, next := range []bool{false, true} {
-					checkRMSNormAdd(t, 1, a, 2, 1.5, 3, next)
-					// Production magnitudes: a Gemma residual stream in the
-					// hundreds to thousands, attention outputs of tens.
-					checkRMSNormAdd(t, 2, a, 40, 1.5, 3e3, next)
+				// No scale, and Gemma 4's layer output scale (E2B's run
+				// 0.03-0.9).
+				for _, scale := range []float32{0, 0.6875} {
+					a.Scale = scale
+					for _, next := range []bool{false, true} {
+						checkRMSNormAdd(t, 1, a, 2, 1.5, 3, next)
+						// Production magnitudes: a Gemma residual stream in the
+						// hundreds to thousands, attention outputs of tens.
+						checkRMSNormAdd(t, 2, a, 40, 1.5, 3e3, next)
+					}
 				}
 			})
 		}
@@ -254,6 +264,8 @@ func TestNormRejectsBadShapes(t *testing.T) {
 		{"rmsnorm_add short next weight", RMSNormAddNorm(c, x, w, wide, short, scratch(t, "z", 40), ok)},
 		{"rmsnorm_add z is y", RMSNormAddNorm(c, x, w, wide, w, wide, ok)},
 		{"rmsnorm_add short z", RMSNormAddNorm(c, x, w, wide, w, short, ok)},
+		{"rmsnorm_add scale NaN", RMSNormAdd(c, x, w, wide, with(func(a *NormArgs) { a.Scale = float32(math.NaN()) }))},
+		{"rmsnorm scale", RMSNorm(c, x, w, x, with(func(a *NormArgs) { a.Scale = 0.5 }))},
 		{"layernorm short bias", LayerNorm(c, x, w, short, x, ok)},
 		{"layernorm short weight", LayerNorm(c, x, short, w, x, ok)},
 		{"layernorm y is the bias", LayerNorm(c, x, w, x, x, ok)},
