@@ -1,4 +1,4 @@
-# Issue 19, second call: transformers' float64 logits of the gemma4 fixture
+# Issue 19, second call (not run yet: the 2026-12-07 session's device time ran out): transformers' float64 logits of the gemma4 fixture
 # (f64_logits.py), and the Gemma 4 tokenizer references of
 # engine/tokenizer/testdata/make_gemma4_refs.py with transformers and
 # llama.cpp (its source in the ignored .g4ref/llama.tar.gz, Mesh-LLM/llama.cpp
