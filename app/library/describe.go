@@ -117,7 +117,7 @@ func withPath(path string, err error) error {
 func memoryEstimate(f *gguf.File, cfg model.Config, ctx int) model.Memory {
 	m := (&model.Model{Config: cfg}).Memory(ctx, MemoryBatch)
 	for _, t := range f.Tensors() {
-		if uploaded(f, t.Name, cfg.Layers) {
+		if uploaded(f, t.Name, &cfg) {
 			m.Weights += uploadBytes(t)
 		}
 	}
@@ -144,15 +144,19 @@ var uploadedInLayer = map[string]bool{
 	"ffn_gate.weight":            true,
 	"ffn_up.weight":              true,
 	"ffn_down.weight":            true,
+	"inp_gate.weight":            true, // Gemma 4's per-layer embeddings
+	"proj.weight":                true,
+	"post_norm.weight":           true,
 }
 
 // uploaded reports whether the GPU runner uploads the tensor called name:
-// every layer weight, the output norm and head, and the token embedding
-// only when it is the head as well (tied); otherwise the GPU forward looks
-// its rows up on the host.
-func uploaded(f *gguf.File, name string, layers int) bool {
+// every layer weight, the output norm and head, Gemma 4's projection into
+// its per-layer embeddings and that projection's norm, and the token
+// embedding only when it is the head as well (tied); otherwise the GPU
+// forward looks its rows up on the host, as it does the per-layer table.
+func uploaded(f *gguf.File, name string, cfg *model.Config) bool {
 	switch name {
-	case "output.weight", "output_norm.weight":
+	case "output.weight", "output_norm.weight", "per_layer_model_proj.weight", "per_layer_proj_norm.weight":
 		return true
 	case "token_embd.weight":
 		_, untied := f.Tensor("output.weight")
@@ -164,7 +168,16 @@ func uploaded(f *gguf.File, name string, layers int) bool {
 	}
 	n, tensor, ok := strings.Cut(rest, ".")
 	i, err := strconv.Atoi(n)
-	return ok && err == nil && i >= 0 && i < layers && uploadedInLayer[tensor]
+	if !ok || err != nil || i < 0 || i >= cfg.Layers || !uploadedInLayer[tensor] {
+		return false
+	}
+	// A Gemma 4 layer that reads an earlier layer's cache loads no k and
+	// v of its own, whatever the file holds.
+	switch tensor {
+	case "attn_k.weight", "attn_v.weight", "attn_k_norm.weight":
+		return cfg.OwnKV(i)
+	}
+	return true
 }
 
 // uploadBytes is a tensor's size on the GPU: as stored, except vectors in a

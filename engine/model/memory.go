@@ -46,7 +46,11 @@ func (m *Model) Memory(ctx, batch int) Memory {
 			l.QBias, l.KBias, l.VBias, l.QNorm, l.KNorm, l.Gate, l.Up, l.Down, l.PLEGate, l.PLEProj, l.PLENorm} {
 			add(w)
 		}
-		// A layer reading an earlier layer's cache keeps none (Gemma 4).
+	}
+	// From the configuration alone (the library estimates a model it has
+	// not loaded): a layer reading an earlier layer's cache keeps none
+	// (Gemma 4).
+	for i := range c.Layers {
 		if c.OwnKV(i) {
 			e.KV += 2 * int64(ctx) * int64(c.LayerKVDim(i)) * 4
 		}
