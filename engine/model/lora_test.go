@@ -34,11 +34,16 @@ func randomLoRA(m *Model, rank int, scale float32, seed uint64) LoRA {
 // f32 matmuls like the projections, so the tolerance is tolF32's: the GPU
 // also folds each adapter's scale into B (one more rounding, 6e-8 relative)
 // and sums the two adapters in one product, where the CPU adds them one
-// after the other (measured on lavapipe: at most 7.9e-7 of the range).
+// after the other (measured on lavapipe: at most 7.9e-7 of the range;
+// tiny-gemma4's unscaled attention takes tolFor's wider bound, 2.8e-5
+// measured).
 func TestLoRAGPUMatchesCPU(t *testing.T) {
 	for _, c := range []struct{ preset, quant string }{
 		{"tiny-llama", "F32"}, {"tiny-gemma2", "F32"}, {"tiny-qwen2", "F32"}, {"tiny-phi3", "F32"},
 		{"tiny-llama", "Q4_K_M"}, // quantized projections, f32 pairs
+		// Per-layer widths, shared caches (the adapters of a layer that
+		// reads another's cache have no k or v to adapt).
+		{"tiny-gemma4", "F32"},
 	} {
 		t.Run(c.preset+"-"+c.quant, func(t *testing.T) {
 			m := synthModel(t, c.preset, c.quant)
@@ -57,7 +62,7 @@ func TestLoRAGPUMatchesCPU(t *testing.T) {
 			moved, _ := maxRelDiff(want, base)
 			diff, _ := maxRelDiff(got, want)
 			t.Logf("the adapters move the logits by %.3g of their range; GPU vs CPU %.3g", moved, diff)
-			if d, at := maxRelDiff(got, want); d > tolF32 {
+			if d, at := maxRelDiff(got, want); d > tolFor(m) {
 				t.Errorf("prefill logits differ by %.3g of the range at position %d", d, at/m.Config.Vocab)
 			}
 			for step := range 3 {
@@ -71,7 +76,7 @@ func TestLoRAGPUMatchesCPU(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if d, at := maxRelDiff(g1.Logits, w.Logits); d > tolF32 {
+				if d, at := maxRelDiff(g1.Logits, w.Logits); d > tolFor(m) {
 					t.Errorf("decode step %d: logits differ by %.3g of the range at token %d", step, d, at)
 				}
 			}
