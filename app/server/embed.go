@@ -41,8 +41,9 @@ func (c *embedCommon) common() *embedCommon { return c }
 type embedBody interface{ common() *embedCommon }
 
 // readEmbed decodes an embedding request and checks what the endpoints
-// share: the model, and no dimensions. It returns the input texts, which
-// Ollama's older endpoint (input false) takes from its prompt instead.
+// share: the model, and dimensions, which only the endpoints of unit
+// vectors take. It returns the input texts, which Ollama's older endpoint
+// (input false) takes from its prompt instead.
 func (s *server) readEmbed(w http.ResponseWriter, r *http.Request, a api, req embedBody, input bool) (Model, []string, error) {
 	if err := decode(w, r, s.o.MaxBody, req); err != nil {
 		return Model{}, nil, err
@@ -52,14 +53,48 @@ func (s *server) readEmbed(w http.ResponseWriter, r *http.Request, a api, req em
 	if err != nil {
 		return Model{}, nil, err
 	}
-	if c.Dimensions != nil {
-		return Model{}, nil, unsupported("dimensions", "dimensions (the model's vectors have the width it was trained with)")
-	}
 	if !input {
+		// Ollama's older endpoint has no dimensions, and its vectors are
+		// not unit length, which shortening keeps them.
+		if c.Dimensions != nil {
+			return Model{}, nil, unsupported("dimensions", "dimensions on /api/embeddings (use /api/embed)")
+		}
 		return m, nil, nil
+	}
+	if c.Dimensions != nil && *c.Dimensions < 1 {
+		return Model{}, nil, badRequest("dimensions", "dimensions %d must be at least 1", *c.Dimensions)
 	}
 	inputs, err := textInputs(c.Input, "input")
 	return m, inputs, err
+}
+
+// shorten cuts each unit vector to its first dims values and scales it back
+// to unit length, as Ollama does for dimensions (and as OpenAI's
+// text-embedding-3 models, trained for it, are shortened): the leading
+// values of a Matryoshka-trained model keep its meaning, any other model's
+// lose some. A width at or past the vector's leaves it whole, as Ollama
+// does; nil dims leaves every vector.
+func shorten(vectors [][]float32, dims *int) {
+	if dims == nil {
+		return
+	}
+	for i, v := range vectors {
+		if *dims >= len(v) {
+			continue
+		}
+		v = v[:*dims]
+		var ss float64
+		for _, x := range v {
+			ss += float64(x) * float64(x)
+		}
+		if ss > 0 {
+			inv := 1 / math.Sqrt(ss)
+			for j, x := range v {
+				v[j] = float32(float64(x) * inv)
+			}
+		}
+		vectors[i] = v
+	}
 }
 
 type embeddingsRequest struct {
@@ -91,6 +126,7 @@ func (s *server) embeddings(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	shorten(reply.Vectors, req.Dimensions)
 	data := make([]embeddingData, len(reply.Vectors))
 	for i, v := range reply.Vectors {
 		data[i] = embeddingData{Object: "embedding", Index: i, Embedding: v}
@@ -127,6 +163,7 @@ func (s *server) ollamaEmbed(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	shorten(reply.Vectors, req.Dimensions)
 	return writeJSON(w, http.StatusOK, map[string]any{"model": m.Name, "embeddings": reply.Vectors,
 		"total_duration": time.Since(start).Nanoseconds(), "prompt_eval_count": reply.Tokens})
 }

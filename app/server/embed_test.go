@@ -112,10 +112,37 @@ func TestEmbeddings(t *testing.T) {
 			t.Errorf("%s of a long input without truncation: %s %s", c.path, resp.Status, data)
 		}
 	}
-	for _, body := range []map[string]any{{"model": qwen, "input": []int{1, 2}}, {"model": qwen, "input": 5}, {"model": qwen, "input": "x", "dimensions": 8},
+	for _, body := range []map[string]any{{"model": qwen, "input": []int{1, 2}}, {"model": qwen, "input": 5}, {"model": qwen, "input": "x", "dimensions": 0},
 		{"model": qwen, "input": "x", "encoding_format": "int8"}} {
 		if resp, data := ts.do(t, "POST", "/v1/embeddings", body); resp.StatusCode != 400 {
 			t.Errorf("%v: %s %s", body, resp.Status, data)
 		}
+	}
+	if resp, data := ts.do(t, "POST", "/api/embeddings", map[string]any{"model": qwen, "prompt": "x", "dimensions": 8}); resp.StatusCode != 400 {
+		t.Errorf("/api/embeddings with dimensions: %s %s", resp.Status, data)
+	}
+
+	// dimensions: the first values of the unit vector, scaled back to
+	// unit length (Ollama's rule), on both endpoints; a width past the
+	// model's leaves the vector whole.
+	var short openAIEmbeddings
+	ts.post(t, "/v1/embeddings", map[string]any{"model": qwen, "input": inputs[1], "dimensions": 32}, &short)
+	full := f.Data[1].Embedding
+	n32 := norm(full[:32])
+	if v := short.Data[0].Embedding; len(v) != 32 || math.Abs(norm(v)-1) > 1e-6 {
+		t.Fatalf("dimensions 32: %d floats of norm %v", len(v), norm(v))
+	}
+	for j, x := range short.Data[0].Embedding {
+		if math.Abs(float64(x)-float64(full[j])/n32) > 1e-6 {
+			t.Fatalf("dimensions 32: float %d is %v, the full vector's %v over the norm of its first 32 (%v)", j, x, full[j], n32)
+		}
+	}
+	ts.post(t, "/api/embed", map[string]any{"model": qwen, "input": inputs[1], "dimensions": 32}, &o)
+	if !same(o.Embeddings[0], short.Data[0].Embedding) {
+		t.Error("/api/embed with dimensions 32 differs from /v1/embeddings'")
+	}
+	ts.post(t, "/v1/embeddings", map[string]any{"model": qwen, "input": inputs[1], "dimensions": 4096}, &short)
+	if !same(short.Data[0].Embedding, full) {
+		t.Error("dimensions past the model's width changed the vector")
 	}
 }
