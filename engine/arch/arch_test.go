@@ -1,7 +1,6 @@
 package arch
 
 import (
-	"bytes"
 	"slices"
 	"strings"
 	"testing"
@@ -125,31 +124,17 @@ func TestStandardBlockFollowsLayout(t *testing.T) {
 // common keys, reads into a Config whose graph flags are its record's.
 func TestReadConfigAppliesLayout(t *testing.T) {
 	for _, a := range All() {
-		var buf bytes.Buffer
-		w := gguf.NewWriter(&buf)
 		p := a.Name + "."
-		for _, kv := range []gguf.KV{
-			{Key: "general.architecture", Value: gguf.ValueOf(a.Name)},
-			{Key: p + "embedding_length", Value: gguf.ValueOf(uint32(64))},
-			{Key: p + "block_count", Value: gguf.ValueOf(uint32(2))},
-			{Key: p + "context_length", Value: gguf.ValueOf(uint32(128))},
-			{Key: p + "attention.head_count", Value: gguf.ValueOf(uint32(4))},
-			{Key: p + "feed_forward_length", Value: gguf.ValueOf(uint32(96))},
+		c, err := readKeys(t, map[string]gguf.Value{
+			"general.architecture":     gguf.ValueOf(a.Name),
+			p + "embedding_length":     gguf.ValueOf(uint32(64)),
+			p + "block_count":          gguf.ValueOf(uint32(2)),
+			p + "context_length":       gguf.ValueOf(uint32(128)),
+			p + "attention.head_count": gguf.ValueOf(uint32(4)),
+			p + "feed_forward_length":  gguf.ValueOf(uint32(96)),
 			// Gemma 4 needs it; the others read it or not.
-			{Key: p + "attention.sliding_window_pattern", Value: gguf.ValueOf(uint32(2))},
-		} {
-			if err := w.Set(kv.Key, kv.Value); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
-		f, err := gguf.Read(bytes.NewReader(buf.Bytes()), int64(buf.Len()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := ReadConfig(f)
+			p + "attention.sliding_window_pattern": gguf.ValueOf(uint32(2)),
+		})
 		if err != nil {
 			t.Fatalf("%s: %v", a.Name, err)
 		}

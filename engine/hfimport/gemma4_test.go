@@ -41,17 +41,7 @@ func gemma4Model(extra map[string]any) *hfModel {
 	}
 	rng := rand.New(rand.NewPCG(4, 4))
 	var ts []stTensor
-	add := func(name string, shape ...int64) {
-		n := int64(1)
-		for _, s := range shape {
-			n *= s
-		}
-		v := make([]float32, n)
-		for i := range v {
-			v[i] = float32(rng.IntN(256)-128) / 64 // exact in f16
-		}
-		ts = append(ts, stTensor{name: name, dtype: safetensors.F16, shape: shape, values: v})
-	}
+	add := func(name string, shape ...int64) { ts = append(ts, randomTensor(rng, name, safetensors.F16, shape...)) }
 	add("model.embed_tokens.weight", vocab, hidden)
 	add("model.embed_tokens_per_layer.weight", vocab, layers*ple)
 	add("model.per_layer_model_projection.weight", layers*ple, hidden)
@@ -185,30 +175,13 @@ func TestImportGemma4(t *testing.T) {
 func TestImportGemma4Multimodal(t *testing.T) {
 	text := gemma4Model(nil)
 	want := importModel(t, text.write(t), Options{Name: "g"})
-	tc := map[string]any{}
-	for k, v := range text.config {
-		if k != "architectures" {
-			tc[k] = v
-		}
-	}
-	mm := &hfModel{config: map[string]any{"architectures": []string{"Gemma4ForConditionalGeneration"}, "model_type": "gemma4", "text_config": tc}}
-	for _, x := range text.tensors {
-		x.name = "model.language_model." + strings.TrimPrefix(x.name, "model.")
-		mm.tensors = append(mm.tensors, x)
-	}
+	var extra []stTensor
 	for _, part := range []string{"vision_tower.encoder.layers.0.mlp.down_proj.linear.weight", "audio_tower.layers.0.lconv1d.linear_start.weight",
 		"embed_vision.embedding_projection.weight", "embed_audio.embedding_projection.weight"} {
-		mm.tensors = append(mm.tensors, stTensor{name: "model." + part, dtype: safetensors.F16, shape: []int64{2, 3}, values: make([]float32, 6)})
+		extra = append(extra, stTensor{name: "model." + part, dtype: safetensors.F16, shape: []int64{2, 3}, values: make([]float32, 6)})
 	}
-	got := importModel(t, mm.write(t), Options{Name: "g"})
-	if !slices.Equal(tensorNames(got), tensorNames(want)) {
-		t.Fatalf("tensors %v, want the text model's %v", tensorNames(got), tensorNames(want))
-	}
-	for _, name := range tensorNames(want) {
-		if !slices.Equal(floats(t, got, name), floats(t, want, name)) {
-			t.Errorf("%s differs from the text-only import", name)
-		}
-	}
+	mm := multimodal(text, "Gemma4ForConditionalGeneration", "gemma4", "model.language_model.", extra...)
+	sameImport(t, importModel(t, mm.write(t), Options{Name: "g"}), want)
 }
 
 // TestImportGemma4Refuses: the Gemma 4 configurations Hearth does not run

@@ -8,7 +8,9 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/x448/float16"
@@ -129,6 +131,54 @@ var features = map[string]familyFeatures{
 // newModel builds a model of class with d's shapes: the config keys every
 // class has plus extra, and random weights in dtype under Hugging Face's
 // names (a fixed seed per call so that reruns are identical).
+// randomTensor is a tensor of the given shape drawn from rng: multiples of
+// 1/64 in [-2, 2), exact in f16 and bf16, so that a comparison after any
+// conversion can be exact.
+func randomTensor(rng *rand.Rand, name string, dtype safetensors.DType, shape ...int64) stTensor {
+	n := int64(1)
+	for _, s := range shape {
+		n *= s
+	}
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(rng.IntN(256)-128) / 64
+	}
+	return stTensor{name: name, dtype: dtype, shape: shape, values: v}
+}
+
+// multimodal is text's checkpoint as the vision-language class saves it:
+// config.json's text part nested as text_config under class (model_type
+// modelType), the text tensors' "model." renamed to prefix, and extra
+// tensors of the other towers.
+func multimodal(text *hfModel, class, modelType, prefix string, extra ...stTensor) *hfModel {
+	tc := map[string]any{}
+	for k, v := range text.config {
+		if k != "architectures" {
+			tc[k] = v
+		}
+	}
+	mm := &hfModel{config: map[string]any{"architectures": []string{class}, "model_type": modelType, "text_config": tc}, tokenCfg: text.tokenCfg}
+	for _, x := range text.tensors {
+		x.name = prefix + strings.TrimPrefix(x.name, "model.")
+		mm.tensors = append(mm.tensors, x)
+	}
+	mm.tensors = append(mm.tensors, extra...)
+	return mm
+}
+
+// sameImport fails unless got holds want's tensors, value for value.
+func sameImport(t *testing.T, got, want *gguf.File) {
+	t.Helper()
+	if !slices.Equal(tensorNames(got), tensorNames(want)) {
+		t.Fatalf("tensors %v, want the text model's %v", tensorNames(got), tensorNames(want))
+	}
+	for _, name := range tensorNames(want) {
+		if !slices.Equal(floats(t, got, name), floats(t, want, name)) {
+			t.Errorf("%s differs from the text-only import", name)
+		}
+	}
+}
+
 func newModel(class string, d dims, dtype safetensors.DType, extra map[string]any) *hfModel {
 	f := features[class]
 	cfg := map[string]any{
@@ -155,19 +205,7 @@ func newModel(class string, d dims, dtype safetensors.DType, extra map[string]an
 	}
 	rng := rand.New(rand.NewPCG(1, uint64(len(class))))
 	var ts []stTensor
-	add := func(name string, shape ...int64) {
-		n := int64(1)
-		for _, s := range shape {
-			n *= s
-		}
-		v := make([]float32, n)
-		for i := range v {
-			// Multiples of 1/64 in [-2, 2): exact in f16 and bf16, so a
-			// comparison after any conversion can be exact.
-			v[i] = float32(rng.IntN(256)-128) / 64
-		}
-		ts = append(ts, stTensor{name: name, dtype: dtype, shape: shape, values: v})
-	}
+	add := func(name string, shape ...int64) { ts = append(ts, randomTensor(rng, name, dtype, shape...)) }
 	H, V, F := int64(d.hidden), int64(d.vocab), int64(d.ff)
 	q, kv, hd := int64(d.heads*d.headDim), int64(d.kvHeads*d.headDim), int64(d.headDim)
 	add("model.embed_tokens.weight", V, H)

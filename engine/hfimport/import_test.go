@@ -445,36 +445,14 @@ func TestImportGemma3Multimodal(t *testing.T) {
 
 	for _, prefix := range []string{"language_model.model.", "model.language_model."} {
 		t.Run(prefix, func(t *testing.T) {
-			tc := map[string]any{}
-			for k, v := range text.config {
-				if k != "architectures" {
-					tc[k] = v
-				}
-			}
-			mm := &hfModel{
-				config:   map[string]any{"architectures": []string{"Gemma3ForConditionalGeneration"}, "model_type": "gemma3", "text_config": tc},
-				tokenCfg: text.tokenCfg,
-			}
-			for _, x := range text.tensors {
-				x.name = prefix + strings.TrimPrefix(x.name, "model.")
-				mm.tensors = append(mm.tensors, x)
-			}
 			vision := strings.TrimSuffix(prefix, "language_model.") + "vision_tower.vision_model.embeddings.patch_embedding.weight"
 			if prefix == "language_model.model." {
 				vision = "vision_tower.vision_model.embeddings.patch_embedding.weight"
 			}
-			mm.tensors = append(mm.tensors,
+			mm := multimodal(text, "Gemma3ForConditionalGeneration", "gemma3", prefix,
 				stTensor{name: vision, dtype: safetensors.BF16, shape: []int64{2, 3}, values: make([]float32, 6)},
 				stTensor{name: "multi_modal_projector.mm_input_projection_weight", dtype: safetensors.BF16, shape: []int64{2}, values: make([]float32, 2)})
-			got := importModel(t, mm.write(t), Options{Name: "g"})
-			if !slices.Equal(tensorNames(got), tensorNames(want)) {
-				t.Fatalf("tensors %v, want the text model's %v", tensorNames(got), tensorNames(want))
-			}
-			for _, name := range tensorNames(want) {
-				if !slices.Equal(floats(t, got, name), floats(t, want, name)) {
-					t.Errorf("%s differs from the text-only import", name)
-				}
-			}
+			sameImport(t, importModel(t, mm.write(t), Options{Name: "g"}), want)
 		})
 	}
 }
