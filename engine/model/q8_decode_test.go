@@ -35,6 +35,12 @@ func TestQ8DecodeMatchesCPU(t *testing.T) {
 	}{
 		{"tiny-llama", "Q4_K_M", false}, {"tiny-llama", "Q6_K", false}, {"tiny-gemma3", "Q4_K_M", false},
 		{"tiny-qwen3", "Q6_K", false}, {"tiny-phi3", "Q4_K_M", false},
+		// tiny-gemma4 is not here: its random q and k, RMS-normalised over
+		// 512-dim heads and scored unscaled, give scores of tens, and the
+		// activations' quantization (0.5% of a value) moves its logits by
+		// up to 8.7% of the range (measured; with 64-dim global heads the
+		// same model stays within tolQ8). Its F32Decode runs in
+		// TestGPUMatchesCPU.
 		// LoRA terms read their inputs in f32 beside the 8-bit products.
 		{"tiny-llama", "Q4_K_M", true}, {"tiny-gemma3", "Q4_K_M", true},
 	} {
