@@ -176,6 +176,35 @@ func TestQuantizedModelsGPUMatchCPU(t *testing.T) {
 	}
 }
 
+// TestGemma4QuantizedGPUMatchesCPU runs tiny-gemma4 quantized: its mix
+// puts the 512-dim global heads' projections, the double-wide
+// feed-forwards and the per-layer embeddings' gates in several types, and
+// both backends decode them to the same f32 values (the GPU on f32
+// activations, backends' F32Decode).
+func TestGemma4QuantizedGPUMatchesCPU(t *testing.T) {
+	m := synthModel(t, "tiny-gemma4", "Q4_K_M")
+	cpu, g, prompt := backends(t, m, 48, 16, 29, 104729)
+	got, want := allLogits(t, g, prompt), allLogits(t, cpu, prompt)
+	if d, at := maxRelDiff(got, want); d > tolFor(m) {
+		t.Errorf("logits differ by %.3g of the range at position %d", d, at/m.Config.Vocab)
+	}
+	for step := range 3 {
+		tok := []int32{int32(step*37+11) % int32(m.Config.Vocab)}
+		pos := len(prompt) + step
+		w, err := cpu.Forward(tok, pos, Output{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g1, err := g.Forward(tok, pos, Output{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d, at := maxRelDiff(g1.Logits, w.Logits); d > tolFor(m) {
+			t.Errorf("decode step %d: logits differ by %.3g of the range at token %d", step, d, at)
+		}
+	}
+}
+
 // TestDecodeOutOfOrder: the GPU records the next decode step ahead; calls
 // that do not follow that guess (the same position again, another top-k, a
 // penalty, a jump back) must still give the CPU reference's answers.
