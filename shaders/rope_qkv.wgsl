@@ -22,8 +22,8 @@
 // are in uniform control flow.
 //
 // The norm sums the head's squares in f32, each invocation over a stride of
-// WG, then pairwise in workgroup memory: the order norm.wgsl uses, so its
-// error bound holds here.
+// WG, then pairwise with reduce_common's workgroup_sum: the order norm.wgsl
+// uses, so its error bound holds here.
 //
 // Bindings are read_write so that an absent bias, norm, factors or (with
 // kv_heads = 0) cache buffer may be filled by qkv (never read or written):
@@ -69,8 +69,7 @@ const FLAG_VNORM: u32 = 16u;
 @group(0) @binding(7) var<storage, read_write> v_cache: array<f32>;
 
 //!include rope_common
-
-var<workgroup> red: array<f32, WG>;
+//!include reduce_common
 
 // src is column col of a head starting at flat index base of qkv, plus its
 // bias (bias index bcol): the projection as the layer's math defines it.
@@ -90,15 +89,7 @@ fn inv_rms(base: u32, bcol: u32, lid: u32) -> f32 {
         let v = src(base, bcol, j);
         ss += v * v;
     }
-    red[lid] = ss;
-    workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s >>= 1u) {
-        if (lid < s) {
-            red[lid] += red[lid + s];
-        }
-        workgroupBarrier();
-    }
-    return inverseSqrt(red[0] / f32(p.head_dim) + p.eps);
+    return inverseSqrt(workgroup_sum(ss, lid) / f32(p.head_dim) + p.eps);
 }
 
 @compute @workgroup_size(WG)
