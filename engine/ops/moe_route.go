@@ -1,0 +1,91 @@
+package ops
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/hearthstudio/hearth/engine/gpu"
+)
+
+// MoERouteArgs shape a mixture-of-experts gate: Tokens rows of Experts
+// router logits (the router projection's output), TopK experts chosen a
+// token. Sigmoid gates each expert with sigmoid(logit) (DeepSeek-style
+// routers) instead of a softmax over all of them (Qwen 3 MoE, gpt-oss,
+// Mixtral, Gemma 4 26B-A4B); Renorm divides the chosen weights by their sum
+// (norm_topk_prob; the softmax over the chosen logits that gpt-oss and
+// Mixtral take gives the same weights).
+type MoERouteArgs struct {
+	Tokens, Experts, TopK int
+	Sigmoid, Renorm       bool
+}
+
+// moeRouteParams mirrors Params in shaders/moe_route.wgsl.
+type moeRouteParams struct {
+	Tokens, Experts, TopK, Flags uint32
+}
+
+// Flags of moeRouteParams, as FLAG_* in shaders/moe_route.wgsl.
+const (
+	moeSigmoid = 1
+	moeRenorm  = 2
+	moeScale   = 4
+)
+
+// moeRouteWG is the router's workgroup size; moeMaxExperts the most
+// experts it holds a token's scores for in workgroup memory (4 KiB), past
+// the 256 of the largest routers in use (DeepSeek V3; Qwen 3 MoE, Gemma 4
+// 26B-A4B and Llama 4 have 128, gpt-oss 32); moeMaxTopK the most it
+// chooses (those models choose 4 to 8).
+const (
+	moeRouteWG    = 64
+	moeMaxExperts = 1024
+	moeMaxTopK    = 64
+)
+
+// MoERoute appends, for each token, the TopK experts with the largest gate
+// values (ties to the lower index, largest first) to ids and their weights
+// to weights, both [Tokens, TopK]: the gate value, over the chosen values'
+// sum with a.Renorm, times scale[expert] when scale is not nil (Gemma 4's
+// per-expert scale, Experts floats). ids holds u32 words.
+func MoERoute(c *gpu.Chain, logits, scale, ids, weights *gpu.Buffer, a MoERouteArgs) error {
+	const kernel = "moe_route"
+	switch {
+	case a.Tokens <= 0 || a.Experts <= 0:
+		return fmt.Errorf("ops: %s: %d tokens of %d experts must be positive", kernel, a.Tokens, a.Experts)
+	case a.Experts > moeMaxExperts:
+		return fmt.Errorf("ops: %s: %d experts, at most %d", kernel, a.Experts, moeMaxExperts)
+	case a.TopK <= 0 || a.TopK > min(a.Experts, moeMaxTopK):
+		return fmt.Errorf("ops: %s: top-k %d must be 1 to the %d experts, at most %d", kernel, a.TopK, a.Experts, moeMaxTopK)
+	case int64(a.Tokens)*int64(a.Experts) > math.MaxUint32:
+		return fmt.Errorf("ops: %s: %d tokens of %d experts overflow the kernel's 32-bit index", kernel, a.Tokens, a.Experts)
+	}
+	n := a.Tokens * a.TopK
+	for _, o := range []operand{{"logits", logits, a.Tokens * a.Experts}, {"ids", ids, n}, {"weights", weights, n}} {
+		if err := needF32(kernel, o.what, o.buf, o.n); err != nil {
+			return err
+		}
+	}
+	if ids == weights || ids == logits || weights == logits {
+		return fmt.Errorf("ops: %s: logits, ids and weights must be three buffers", kernel)
+	}
+	p := moeRouteParams{Tokens: uint32(a.Tokens), Experts: uint32(a.Experts), TopK: uint32(a.TopK)}
+	if a.Sigmoid {
+		p.Flags |= moeSigmoid
+	}
+	if a.Renorm {
+		p.Flags |= moeRenorm
+	}
+	if scale != nil {
+		if err := needF32(kernel, "scale", scale, a.Experts); err != nil {
+			return err
+		}
+		if scale == ids || scale == weights {
+			return fmt.Errorf("ops: %s: scale %q must not be an output", kernel, scale.Label())
+		}
+		p.Flags |= moeScale
+	} else {
+		scale = logits // fills the slot; the kernel does not read it
+	}
+	spec := gpu.Spec("moe_route", kernel, "WG", moeRouteWG, "MAX_E", moeMaxExperts, "MAX_K", moeMaxTopK)
+	return dispatch(c, spec, p, gpu.Grid(a.Tokens, 1), logits, scale, ids, weights)
+}

@@ -1,0 +1,154 @@
+package ops
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/hearthstudio/hearth/engine/gpu"
+	"github.com/hearthstudio/hearth/engine/ops/ref"
+)
+
+// moeLogits are tokens rows of experts router logits whose values are
+// distinct by at least 1e-3 of the spread inside a row, so that f32
+// rounding of the gate values (a few ulps) cannot reorder the top k: the
+// shuffled multiples of spread/(experts) plus a per-token offset.
+func moeLogits(seed uint64, tokens, experts int, spread float32) []float32 {
+	r := rand.New(rand.NewPCG(seed, 0x40e))
+	out := make([]float32, tokens*experts)
+	for t := range tokens {
+		perm := r.Perm(experts)
+		off := (r.Float32()*2 - 1) * spread
+		for e, k := range perm {
+			out[t*experts+e] = off + spread*(float32(k)/float32(experts)-0.5)
+		}
+	}
+	return out
+}
+
+// checkMoERoute runs MoERoute on logits and compares with ref.MoERoute:
+// the experts exactly, the weights within f32 rounding.
+func checkMoERoute(t *testing.T, logits, scale []float32, a MoERouteArgs) {
+	t.Helper()
+	ra := ref.MoERouteArgs{Tokens: a.Tokens, Experts: a.Experts, TopK: a.TopK, Sigmoid: a.Sigmoid, Renorm: a.Renorm}
+	wantIDs, wantW := ref.MoERoute(logits, scale, ra)
+	bl := upload(t, "logits", logits)
+	ids, w := scratch(t, "ids", a.Tokens*a.TopK), scratch(t, "weights", a.Tokens*a.TopK)
+	var bs *gpu.Buffer
+	if scale != nil {
+		bs = upload(t, "scale", scale)
+	}
+	run(t, "moe_route", func(c *gpu.Chain) error { return MoERoute(c, bl, bs, ids, w, a) })
+	if got := downloadU32(t, ids, a.Tokens*a.TopK); !slices.Equal(got, wantIDs) {
+		t.Fatalf("%+v: experts\n got %v\nwant %v", a, got, wantIDs)
+	}
+	// exp (softmax) or the sigmoid's exp and division, the softmax's sum
+	// of up to 1024 terms and the renormalising sum of the chosen: f32
+	// roundings of each weight, measured on lavapipe at 2e-7 relative
+	// choosing 8 (of 128 or 1024) and 1.6e-6 choosing 64, whose sum rounds
+	// 64 times; 5e-6 leaves a 3x margin and still catches a weight left
+	// unnormalised or unscaled (tens of percent).
+	assertClose(t, fmt.Sprintf("%+v weights", a), download(t, w, a.Tokens*a.TopK), wantW, 1e-9, 5e-6)
+}
+
+// TestMoERouteMatchesReference covers the routers in use: Qwen 3 MoE's and
+// Gemma 4 26B-A4B's 128 experts choosing 8 (softmax, renormalised; Gemma's
+// per-expert scale), gpt-oss's 32 choosing 4, DeepSeek's 256 choosing 8
+// with sigmoid gates, a router without renormalisation, and awkward
+// counts (an expert count below and past the workgroup, top-k of 1 and of
+// all experts, tokens past one row of workgroups).
+func TestMoERouteMatchesReference(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		a      MoERouteArgs
+		spread float32
+		scale  bool
+	}{
+		{"qwen3-moe", MoERouteArgs{Tokens: 7, Experts: 128, TopK: 8, Renorm: true}, 8, false},
+		{"gemma4-26b", MoERouteArgs{Tokens: 5, Experts: 128, TopK: 8, Renorm: true}, 8, true},
+		{"gpt-oss", MoERouteArgs{Tokens: 9, Experts: 32, TopK: 4, Renorm: true}, 12, false},
+		{"sigmoid-256", MoERouteArgs{Tokens: 3, Experts: 256, TopK: 8, Sigmoid: true, Renorm: true}, 10, false},
+		{"no renorm", MoERouteArgs{Tokens: 4, Experts: 60, TopK: 6}, 6, false},
+		{"one of five", MoERouteArgs{Tokens: 2, Experts: 5, TopK: 1, Renorm: true}, 4, false},
+		{"all of ninety", MoERouteArgs{Tokens: 2, Experts: 90, TopK: 64, Renorm: true}, 4, true},
+		{"1024 experts", MoERouteArgs{Tokens: 2, Experts: 1024, TopK: 8, Renorm: true}, 30, false},
+		// Production magnitudes: router logits of tens.
+		{"large logits", MoERouteArgs{Tokens: 3, Experts: 128, TopK: 8, Renorm: true}, 80, false},
+		// Past 65535 workgroups the grid wraps into y.
+		{"grid wrap", MoERouteArgs{Tokens: 65600, Experts: 8, TopK: 2, Renorm: true}, 6, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			logits := moeLogits(1, tc.a.Tokens, tc.a.Experts, tc.spread)
+			var scale []float32
+			if tc.scale {
+				scale = randVec(2, tc.a.Experts, 2)
+			}
+			checkMoERoute(t, logits, scale, tc.a)
+		})
+	}
+}
+
+// TestMoERouteTies: equal gate values go to the lower expert index, in
+// every round, as the reference and torch.topk on CPU order them.
+func TestMoERouteTies(t *testing.T) {
+	logits := make([]float32, 100)
+	for e := range logits {
+		logits[e] = float32(e % 7) // values 0-6, each 14-15 times
+	}
+	checkMoERoute(t, logits, nil, MoERouteArgs{Tokens: 1, Experts: 100, TopK: 20, Renorm: true})
+	ids, _ := ref.MoERoute(logits, nil, ref.MoERouteArgs{Tokens: 1, Experts: 100, TopK: 3})
+	if !slices.Equal(ids, []uint32{6, 13, 20}) {
+		t.Errorf("reference chose %v, want the lowest experts of value 6: 6 13 20", ids)
+	}
+}
+
+// TestMoERouteReference checks the reference against a hand-computed case:
+// logits (1, 3, 2, 0) choose experts 1 and 2 with softmax weights
+// e^3/Z and e^2/Z, renormalised to e/(1+e) and 1/(1+e).
+func TestMoERouteReference(t *testing.T) {
+	ids, w := ref.MoERoute([]float32{1, 3, 2, 0}, nil, ref.MoERouteArgs{Tokens: 1, Experts: 4, TopK: 2, Renorm: true})
+	e := math.E
+	if !slices.Equal(ids, []uint32{1, 2}) || math.Abs(float64(w[0])-e/(1+e)) > 1e-7 || math.Abs(float64(w[1])-1/(1+e)) > 1e-7 {
+		t.Errorf("ids %v weights %v, want [1 2] [%v %v]", ids, w, e/(1+e), 1/(1+e))
+	}
+	// Sigmoid gates without renormalisation are the sigmoids themselves.
+	_, w = ref.MoERoute([]float32{0, 2}, nil, ref.MoERouteArgs{Tokens: 1, Experts: 2, TopK: 2, Sigmoid: true})
+	if math.Abs(float64(w[0])-1/(1+math.Exp(-2))) > 1e-7 || math.Abs(float64(w[1])-0.5) > 1e-7 {
+		t.Errorf("sigmoid weights %v", w)
+	}
+}
+
+func TestMoERouteRejectsBadShapes(t *testing.T) {
+	logits, ids, w := scratch(t, "logits", 64), scratch(t, "ids", 16), scratch(t, "weights", 16)
+	c, err := dev.NewChain("bad moe_route")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Discard()
+	ok := MoERouteArgs{Tokens: 2, Experts: 32, TopK: 8}
+	with := func(f func(a *MoERouteArgs)) MoERouteArgs { a := ok; f(&a); return a }
+	for _, tc := range []struct {
+		what string
+		err  error
+	}{
+		{"no tokens", MoERoute(c, logits, nil, ids, w, with(func(a *MoERouteArgs) { a.Tokens = 0 }))},
+		{"top-k 0", MoERoute(c, logits, nil, ids, w, with(func(a *MoERouteArgs) { a.TopK = 0 }))},
+		{"top-k past the experts", MoERoute(c, logits, nil, ids, w, with(func(a *MoERouteArgs) { a.Experts, a.TopK = 4, 5 }))},
+		{"top-k past 64", MoERoute(c, scratch(t, "big", 200), nil, scratch(t, "ids2", 65), scratch(t, "w2", 65), MoERouteArgs{Tokens: 1, Experts: 200, TopK: 65})},
+		{"too many experts", MoERoute(c, scratch(t, "huge", 2000), nil, ids, w, MoERouteArgs{Tokens: 1, Experts: 2000, TopK: 8})},
+		{"short logits", MoERoute(c, logits, nil, ids, w, with(func(a *MoERouteArgs) { a.Tokens = 3 }))},
+		{"short ids", MoERoute(c, logits, nil, scratch(t, "short", 15), w, ok)},
+		{"short scale", MoERoute(c, logits, scratch(t, "scale", 31), ids, w, ok)},
+		{"ids are weights", MoERoute(c, logits, nil, w, w, ok)},
+		{"scale is ids", MoERoute(c, logits, ids, scratch(t, "ids3", 32), w, MoERouteArgs{Tokens: 1, Experts: 32, TopK: 8})},
+	} {
+		if tc.err == nil {
+			t.Errorf("%s: accepted", tc.what)
+		}
+	}
+	if c.Err() != nil {
+		t.Errorf("a rejected shape reached the chain: %v", c.Err())
+	}
+}
