@@ -2,8 +2,8 @@
 // apply them (pasted in by their include line): elementwise (act, glu,
 // glu_fused), ple (Gemma 4's gate), moe_route (its sigmoid gates' EXP_MAX)
 // and the quantized matvecs' matvec_glu_ entries, which apply them to x as
-// they stage it. One text, so the fused
-// product multiplies by exactly the values glu_fused would have written.
+// they stage it. One text, so the fused product multiplies by exactly the
+// values glu_fused would have written.
 
 // EXP_MAX bounds the argument of exp in the sigmoids below: e^88 ~ 1.65e38 is
 // still finite in f32 (whose exp overflows past 88.72), so x / (1 + e) is a
