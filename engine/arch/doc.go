@@ -51,7 +51,10 @@
 // engine/synth's Presets (Arch: "foo") for the forward-pass and training
 // tests, and a transformers fixture under engine/model/testdata/hf/foo made
 // by its make_fixtures.py for the import and logits tests. A graph that
-// differs (MoE experts, per-layer embeddings) also lists its own Block and
-// adds the forward pass's branch in engine/model; that branch, not a table
-// elsewhere, is then the only other edit.
+// differs also lists its own Block (and Globals, its model-level tensors)
+// and adds what the forward passes lack to Config, as data they read:
+// Gemma 4 (gemma4.go) set LayerShapes and fills Config.Shapes with each
+// layer's widths and KV source, and PerLayerInput and VNorm, which
+// engine/model's one forward pass of each backend consults without naming
+// the architecture.
 package arch
