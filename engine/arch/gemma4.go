@@ -45,7 +45,7 @@ func init() {
 			Defaults: map[string]float64{
 				"vocab_size": 262144, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 30,
 				"num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256, "global_head_dim": 512,
-				"rms_norm_eps": 1e-6, "max_position_embeddings": 131072, "sliding_window": 512,
+				"rms_norm_eps": 1e-6, "rope_theta": 1e6, "max_position_embeddings": 131072, "sliding_window": 512,
 				"hidden_size_per_layer_input": 256, "vocab_size_per_layer_input": 262144, "num_kv_shared_layers": 0,
 			},
 			Multimodal: []string{"Gemma4ForConditionalGeneration"}}},

@@ -96,6 +96,8 @@ func TestImportGemma4(t *testing.T) {
 		// Later transformers write the global layers' width as overrides.
 		{"per_layer_config", map[string]any{"global_head_dim": nil, "per_layer_config": map[string]any{
 			"2": map[string]any{"head_dim": 32}, "5": map[string]any{"head_dim": 32}}}},
+		// Without rope_parameters, transformers' defaults: the same RoPE.
+		{"default rope", map[string]any{"rope_parameters": nil}},
 	} {
 		t.Run(form.name, func(t *testing.T) {
 			m := gemma4Model(form.extra)

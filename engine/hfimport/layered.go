@@ -125,6 +125,11 @@ func (hp *hparams) parseLayered(c object) error {
 			return c.errorf("vocab_size_per_layer_input", "is %d, vocab_size %d: a per-layer table of another height is not supported", v, hp.vocab)
 		}
 	}
+	if !c.has("rope_parameters") {
+		// transformers' Gemma4TextConfig default when a config has none.
+		hp.rope = ropeParams{typ: "proportional", theta: 1e6, factor: 1, partial: 0.25}
+		hp.ropeLocal = ropeParams{typ: "default", theta: 1e4, factor: 1, partial: 1}
+	}
 	if hp.rope.typ != "proportional" || hp.ropeLocal.typ != "default" {
 		return c.errorf("rope_parameters", "has %q global and %q sliding RoPE; %s runs proportional and default", hp.rope.typ, hp.ropeLocal.typ, hp.class)
 	}
