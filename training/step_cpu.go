@@ -3,12 +3,11 @@ package training
 import (
 	"fmt"
 	"math"
-	"runtime"
-	"sync"
 
 	"github.com/hearthstudio/hearth/engine/model"
 	"github.com/hearthstudio/hearth/engine/ops/ref"
 	"github.com/hearthstudio/hearth/gguf"
+	"github.com/hearthstudio/hearth/internal/parallel"
 	"github.com/hearthstudio/hearth/training/data"
 )
 
@@ -499,11 +498,15 @@ func addTo(dst, src []float32) {
 	}
 }
 
+// parallelMin is the fewest rows a core is given: below 16 the product
+// runs on one goroutine.
+const parallelMin = 8
+
 // matmul returns Y[m × rows] = X[m × cols]·Wᵀ, each product summed in
 // float64 and rounded once; W's rows are spread over the cores.
 func matmul(w linear, x []float32, m int) []float32 {
 	y := make([]float32, m*w.rows)
-	parallel(w.rows, func(lo, hi int) {
+	parallel.For(w.rows, parallelMin, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			wr := w.w[r*w.cols : (r+1)*w.cols]
 			for t := range m {
@@ -523,7 +526,7 @@ func matmul(w linear, x []float32, m int) []float32 {
 // matmul's input, summed in float64; the m rows are spread over the cores.
 func matmulBackward(w linear, dy []float32, m int) []float32 {
 	dx := make([]float32, m*w.cols)
-	parallel(m, func(lo, hi int) {
+	parallel.For(m, parallelMin, func(lo, hi int) {
 		acc := make([]float64, w.cols)
 		for t := lo; t < hi; t++ {
 			clear(acc)
@@ -542,22 +545,6 @@ func matmulBackward(w linear, dy []float32, m int) []float32 {
 		}
 	})
 	return dx
-}
-
-// parallel runs f over [0, n) in one contiguous range per core.
-func parallel(n int, f func(lo, hi int)) {
-	workers := min(runtime.GOMAXPROCS(0), n)
-	if workers <= 1 || n < 16 {
-		f(0, n)
-		return
-	}
-	per := (n + workers - 1) / workers
-	var wg sync.WaitGroup
-	for lo := 0; lo < n; lo += per {
-		hi := min(lo+per, n)
-		wg.Go(func() { f(lo, hi) })
-	}
-	wg.Wait()
 }
 
 // meanLoss is sum/count, NaN when nothing is trained.

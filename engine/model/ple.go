@@ -4,12 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"runtime"
-	"sync"
 
 	"github.com/hearthstudio/hearth/engine/ops"
 	"github.com/hearthstudio/hearth/engine/ops/ref"
 	"github.com/hearthstudio/hearth/gguf"
+	"github.com/hearthstudio/hearth/internal/parallel"
 )
 
 // Gemma 4's per-layer embeddings (PLE), as transformers'
@@ -46,7 +45,7 @@ func (m *Model) pleTokRows(tokens []int32, dst []float32) error {
 		}
 	}
 	errs := make([]error, len(tokens))
-	spread(len(tokens), func(lo, hi int) {
+	parallel.For(len(tokens), 8, func(lo, hi int) {
 		for t := lo; t < hi; t++ {
 			id := int(tokens[t])
 			row := dst[t*width : (t+1)*width]
@@ -60,22 +59,6 @@ func (m *Model) pleTokRows(tokens []int32, dst []float32) error {
 		}
 	})
 	return errors.Join(errs...)
-}
-
-// spread runs f over [0, n) in one contiguous range per core, or on the
-// calling goroutine alone for a few items (a decoded token's one row).
-func spread(n int, f func(lo, hi int)) {
-	workers := min(runtime.GOMAXPROCS(0), n/8)
-	if workers <= 1 {
-		f(0, n)
-		return
-	}
-	per := (n + workers - 1) / workers
-	var wg sync.WaitGroup
-	for lo := 0; lo < n; lo += per {
-		wg.Go(func() { f(lo, min(lo+per, n)) })
-	}
-	wg.Wait()
 }
 
 // pleInputsCPU computes a batch's per-layer-embedding inputs from its

@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/hearthstudio/hearth/engine/ops/ref"
+	"github.com/hearthstudio/hearth/internal/parallel"
 )
 
 // ALBERT is PL-BERT, the phoneme-level ALBERT (transformers' AlbertModel
@@ -107,7 +108,7 @@ func attention(q, k, v []float32, T, heads, dh int) []float32 {
 	H := heads * dh
 	out := make([]float32, T*H)
 	scale := 1 / math.Sqrt(float64(dh))
-	parallelFor(heads*T, func(lo, hi int) {
+	parallel.For(heads*T, 1, func(lo, hi int) {
 		p := make([]float64, T)
 		for i := lo; i < hi; i++ {
 			hd, t := i/T, i%T

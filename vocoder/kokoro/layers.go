@@ -3,10 +3,9 @@ package kokoro
 import (
 	"errors"
 	"fmt"
-	"runtime"
-	"sync"
 
 	"github.com/hearthstudio/hearth/engine/ops/ref"
+	"github.com/hearthstudio/hearth/internal/parallel"
 )
 
 // The CPU forward's building blocks: the torch layers Kokoro is made of,
@@ -74,7 +73,7 @@ func loadLinear(l *loader, name string, in, out int) *Linear {
 // rows applies the layer to each of n rows of x ([n][In]), giving [n][Out].
 func (m *Linear) rows(x []float32, n int) []float32 {
 	y := make([]float32, n*m.Out)
-	parallelFor(n*m.Out, func(lo, hi int) {
+	parallel.For(n*m.Out, 1, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			r, o := i/m.Out, i%m.Out
 			xr, wr := x[r*m.In:][:m.In], m.W[o*m.In:][:m.In]
@@ -127,7 +126,7 @@ func (c *Conv1d) apply(x []float32, length int) []float32 {
 	y := make([]float32, c.Out*tout)
 	const block = 4
 	blocks := (c.Out + block - 1) / block
-	parallelFor(blocks, func(lo, hi int) {
+	parallel.For(blocks, 1, func(lo, hi int) {
 		var acc [block][]float64
 		for j := range acc {
 			acc[j] = make([]float64, tout)
@@ -281,25 +280,6 @@ func concatChannels(parts ...[]float32) []float32 {
 		out = append(out, p...)
 	}
 	return out
-}
-
-// parallelFor splits [0, n) into one contiguous range per CPU.
-func parallelFor(n int, body func(lo, hi int)) {
-	workers := min(runtime.GOMAXPROCS(0), n)
-	if workers <= 1 {
-		body(0, n)
-		return
-	}
-	var wg sync.WaitGroup
-	for w := range workers {
-		lo, hi := w*n/workers, (w+1)*n/workers
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			body(lo, hi)
-		}()
-	}
-	wg.Wait()
 }
 
 // checkLen is the error for an activation of the wrong size, which means a

@@ -13,6 +13,7 @@ import (
 	"github.com/hearthstudio/hearth/engine/ops"
 	"github.com/hearthstudio/hearth/engine/ops/ref"
 	"github.com/hearthstudio/hearth/gguf"
+	"github.com/hearthstudio/hearth/internal/parallel"
 	"github.com/hearthstudio/hearth/pth"
 )
 
@@ -127,7 +128,7 @@ func (c *Conv2d) apply(x []float32, h, w int) ([]float32, int, int) {
 	y := make([]float32, c.Out*ho*wo)
 	inG, outG := c.In/c.Groups, c.Out/c.Groups
 	k, s, p := c.Kernel, c.Stride, c.Padding
-	parallelFor(c.Out, func(lo, hi int) {
+	parallel.For(c.Out, 1, func(lo, hi int) {
 		acc := make([]float64, ho*wo)
 		for co := lo; co < hi; co++ {
 			b := 0.0
