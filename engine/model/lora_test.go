@@ -65,21 +65,7 @@ func TestLoRAGPUMatchesCPU(t *testing.T) {
 			if d, at := maxRelDiff(got, want); d > tolFor(m) {
 				t.Errorf("prefill logits differ by %.3g of the range at position %d", d, at/m.Config.Vocab)
 			}
-			for step := range 3 {
-				tok := []int32{int32(step*31+5) % int32(m.Config.Vocab)}
-				pos := len(prompt) + step
-				w, err := cpu.Forward(tok, pos, Output{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				g1, err := g.Forward(tok, pos, Output{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if d, at := maxRelDiff(g1.Logits, w.Logits); d > tolFor(m) {
-					t.Errorf("decode step %d: logits differ by %.3g of the range at token %d", step, d, at)
-				}
-			}
+			decodeMatches(t, cpu, g, len(prompt), tolFor(m))
 
 			// Removing the adapters gives the base model back bit for bit on
 			// both: the same chain as before, no dispatch added. Setting

@@ -113,33 +113,50 @@ func allLogits(t *testing.T, r Runner, prompt []int32) []float32 {
 
 // TestGPUMatchesCPU runs every tiny architecture on both backends: a prompt
 // prefilled in two batches (the second crossing the sliding windows), then
-// single-token decode steps, comparing every position's logits.
+// single-token decode steps, comparing every position's logits. Gemma 4
+// runs quantized too: its mix puts the 512-dim global heads' projections,
+// the double-wide feed-forwards and the per-layer embeddings' gates in
+// several types, which both backends decode to the same f32 values.
 func TestGPUMatchesCPU(t *testing.T) {
+	type model struct{ preset, quant string }
+	var cases []model
 	for _, name := range tinyPresets() {
-		t.Run(name, func(t *testing.T) {
-			m := synthModel(t, name, "F32")
+		cases = append(cases, model{name, "F32"})
+	}
+	cases = append(cases, model{"tiny-gemma4", "Q4_K_M"})
+	for _, c := range cases {
+		t.Run(c.preset+"-"+c.quant, func(t *testing.T) {
+			m := synthModel(t, c.preset, c.quant)
 			cpu, g, prompt := backends(t, m, 64, 20, 37, 7919)
 			tol := tolFor(m)
 			got, want := allLogits(t, g, prompt), allLogits(t, cpu, prompt)
 			if d, at := maxRelDiff(got, want); d > tol {
 				t.Errorf("prefill logits differ by %.3g of the range at position %d token %d", d, at/m.Config.Vocab, at%m.Config.Vocab)
 			}
-			for step := range 3 {
-				tok := []int32{int32(step*31+5) % int32(m.Config.Vocab)}
-				pos := len(prompt) + step
-				w, err := cpu.Forward(tok, pos, Output{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				g1, err := g.Forward(tok, pos, Output{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if d, at := maxRelDiff(g1.Logits, w.Logits); d > tol {
-					t.Errorf("decode step %d: logits differ by %.3g of the range at token %d", step, d, at)
-				}
-			}
+			decodeMatches(t, cpu, g, len(prompt), tol)
 		})
+	}
+}
+
+// decodeMatches decodes three tokens at the positions after a prompt of n
+// on the CPU reference and on r, comparing each step's logits within tol.
+func decodeMatches(t *testing.T, cpu *CPU, r Runner, n int, tol float64) {
+	t.Helper()
+	vocab := int32(cpu.Model().Config.Vocab)
+	for step := range 3 {
+		tok := []int32{int32(step*31+5) % vocab}
+		pos := n + step
+		w, err := cpu.Forward(tok, pos, Output{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := r.Forward(tok, pos, Output{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d, at := maxRelDiff(got.Logits, w.Logits); d > tol {
+			t.Errorf("decode step %d: logits differ by %.3g of the range at token %d", step, d, at)
+		}
 	}
 }
 
@@ -172,35 +189,6 @@ func TestQuantizedModelsGPUMatchCPU(t *testing.T) {
 	for _, typ := range ops.MatmulTypes() {
 		if typ != gguf.TypeF32 && !seen[typ] {
 			t.Errorf("no model exercised %v", typ)
-		}
-	}
-}
-
-// TestGemma4QuantizedGPUMatchesCPU runs tiny-gemma4 quantized: its mix
-// puts the 512-dim global heads' projections, the double-wide
-// feed-forwards and the per-layer embeddings' gates in several types, and
-// both backends decode them to the same f32 values (the GPU on f32
-// activations, backends' F32Decode).
-func TestGemma4QuantizedGPUMatchesCPU(t *testing.T) {
-	m := synthModel(t, "tiny-gemma4", "Q4_K_M")
-	cpu, g, prompt := backends(t, m, 48, 16, 29, 104729)
-	got, want := allLogits(t, g, prompt), allLogits(t, cpu, prompt)
-	if d, at := maxRelDiff(got, want); d > tolFor(m) {
-		t.Errorf("logits differ by %.3g of the range at position %d", d, at/m.Config.Vocab)
-	}
-	for step := range 3 {
-		tok := []int32{int32(step*37+11) % int32(m.Config.Vocab)}
-		pos := len(prompt) + step
-		w, err := cpu.Forward(tok, pos, Output{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		g1, err := g.Forward(tok, pos, Output{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if d, at := maxRelDiff(g1.Logits, w.Logits); d > tolFor(m) {
-			t.Errorf("decode step %d: logits differ by %.3g of the range at token %d", step, d, at)
 		}
 	}
 }
