@@ -125,13 +125,6 @@ func (c *Config) LayerKVDim(i int) int {
 	return s.KVHeads * s.HeadDim
 }
 
-// Sizes are layer i's sizes for the tensor map's dimensions.
-func (c *Config) Sizes(i int) Sizes {
-	s := c.Shape(i)
-	return Sizes{Hidden: c.Hidden, FF: s.FF, Heads: c.Heads, KVHeads: s.KVHeads, HeadDim: s.HeadDim,
-		Layers: c.Layers, PerLayer: c.PerLayerInput, Vocab: c.Vocab, OwnKV: s.KVLayer == i}
-}
-
 // Sliding reports whether layer i uses the sliding window.
 func (c *Config) Sliding(i int) bool {
 	if c.SlidingWindow <= 0 {

@@ -103,8 +103,8 @@ func TestGemma4E2BShapes(t *testing.T) {
 		if base, _ := c.Rope(i); (base == 1e6) != global {
 			t.Errorf("layer %d: rope base %v", i, base)
 		}
-		if sz := c.Sizes(i); sz.OwnKV != (i < 15) || c.OwnKV(i) != (i < 15) {
-			t.Errorf("layer %d: own KV %v", i, sz.OwnKV)
+		if c.OwnKV(i) != (i < 15) {
+			t.Errorf("layer %d: own KV %v", i, c.OwnKV(i))
 		}
 	}
 }

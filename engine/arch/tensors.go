@@ -70,8 +70,9 @@ const (
 	DimVocab         // the vocabulary (token_embd's rows)
 )
 
-// Sizes are the hyper-parameters a Dim is resolved with: one layer's
-// (Config.Sizes), whose OwnKV says whether it has the OwnKV tensors.
+// Sizes are the hyper-parameters a Dim is resolved with: one layer's (the
+// importer's from config.json, synth's from its preset), whose OwnKV says
+// whether it has the OwnKV tensors.
 type Sizes struct {
 	Hidden, FF, Heads, KVHeads, HeadDim int
 	Layers, PerLayer, Vocab             int
