@@ -107,6 +107,19 @@ type KV struct {
 	Value Value
 }
 
+// PutKV sets key to v in kvs: in place where kvs has the key, else
+// appended. A converter that overrides a common key for one architecture
+// (a per-layer array for a scalar) writes each key once so.
+func PutKV(kvs []KV, key string, v Value) []KV {
+	for i := range kvs {
+		if kvs[i].Key == key {
+			kvs[i].Value = v
+			return kvs
+		}
+	}
+	return append(kvs, KV{Key: key, Value: v})
+}
+
 // ValueOf returns the scalar value x, typed by its Go type (uint32 → UINT32).
 func ValueOf[T Scalar](x T) Value {
 	t, _ := scalarType(any(x))

@@ -231,3 +231,14 @@ func TestErrorsNameOpenedPath(t *testing.T) {
 		t.Errorf("error %v, want %s", err, want)
 	}
 }
+
+// TestPutKV: a key already in the list takes the new value where it
+// stands; a new key goes at the end.
+func TestPutKV(t *testing.T) {
+	kvs := []gguf.KV{{Key: "a", Value: gguf.ValueOf(uint32(1))}, {Key: "b", Value: gguf.ValueOf(uint32(2))}}
+	kvs = gguf.PutKV(kvs, "a", gguf.ArrayOf([]uint32{3, 4}))
+	kvs = gguf.PutKV(kvs, "c", gguf.ValueOf(float32(5)))
+	if len(kvs) != 3 || kvs[0].Key != "a" || kvs[0].Value.Type() != gguf.ValueArray || kvs[1].Key != "b" || kvs[2].Key != "c" {
+		t.Errorf("PutKV: %+v", kvs)
+	}
+}

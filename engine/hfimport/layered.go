@@ -158,13 +158,7 @@ func (hp *hparams) sizes(i int) arch.Sizes {
 // sharing and the per-layer embeddings.
 func (hp *hparams) layeredMetadata(a string, kv []gguf.KV) []gguf.KV {
 	l := hp.layered
-	set := func(k string, v gguf.Value) {
-		if i := slices.IndexFunc(kv, func(o gguf.KV) bool { return o.Key == a+k }); i >= 0 {
-			kv[i].Value = v
-			return
-		}
-		kv = append(kv, gguf.KV{Key: a + k, Value: v})
-	}
+	set := func(k string, v gguf.Value) { kv = gguf.PutKV(kv, a+k, v) }
 	u32 := func(x int) gguf.Value { return gguf.ValueOf(uint32(x)) }
 	set("attention.key_length", u32(l.globalHeadDim))
 	set("attention.value_length", u32(l.globalHeadDim))

@@ -3,7 +3,6 @@ package synth
 import (
 	"fmt"
 	"math"
-	"slices"
 
 	"github.com/hearthstudio/hearth/engine/chat"
 	"github.com/hearthstudio/hearth/engine/tokenizer"
@@ -60,11 +59,7 @@ func setMetadata(w *gguf.Writer, p Preset, target gguf.QuantTarget, seed uint64,
 	}
 	if p.Arch == "gemma4" {
 		for _, kv := range gemma4Keys(p) {
-			if i := slices.IndexFunc(kvs, func(o gguf.KV) bool { return o.Key == kv.Key }); i >= 0 {
-				kvs[i] = kv
-			} else {
-				kvs = append(kvs, kv)
-			}
+			kvs = gguf.PutKV(kvs, kv.Key, kv.Value)
 		}
 	} else if p.SlidingWindowPattern > 0 && p.SlidingWindowPattern != 6 {
 		kvs = append(kvs, gguf.KV{Key: a + "attention.sliding_window_pattern", Value: u32(p.SlidingWindowPattern)})
