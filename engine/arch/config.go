@@ -67,6 +67,12 @@ type Config struct {
 	// VNorm: each v head is RMS-normalised without a gain before the cache
 	// (Gemma 4).
 	VNorm bool
+	// AltUp is the number of residual streams (Gemma 3n's AltUp: 4); 0
+	// means the one stream of every other family. AltUpActive is the
+	// stream the layers' attention and feed-forward compute on; each layer
+	// predicts all streams from all before it and corrects them by what it
+	// computed.
+	AltUp, AltUpActive int
 
 	AttnScale    float32 // q·k scale; 0 means 1/sqrt(HeadDim)
 	AttnSoftcap  float32 // Gemma 2's attention score cap; 0 means none
@@ -99,6 +105,12 @@ type LayerShape struct {
 	// to this layer: every layer but Gemma 4's sliding ones, which rotate
 	// plainly while its global layers keep a quarter of their pairs.
 	RopeFactors bool
+	// Sparse: the gate keeps only its values above mean + Sparsity·std of
+	// each token's gate row, less that cutoff, before the activation
+	// (Gemma 3n's gaussian top-k: Sparsity icdf(0.95) = 1.645 on its
+	// first 10 layers).
+	Sparse   bool
+	Sparsity float32
 }
 
 // Shape is layer i's widths: Shapes[i], or the scalars when the layers

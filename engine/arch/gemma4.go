@@ -143,33 +143,41 @@ func configureGemma4(f *gguf.File, c *Config) error {
 	if err != nil {
 		return err
 	}
-	if shared < 0 || shared >= c.Layers {
-		return fmt.Errorf("gemma4: attention.shared_kv_layers %d: want 0 up to block_count %d - 1 (a shared layer reads an earlier layer's cache)", shared, c.Layers)
-	}
-	first := c.Layers - shared
 	c.Shapes = make([]LayerShape, c.Layers)
 	for i := range c.Shapes {
 		s := LayerShape{HeadDim: globalHD, RopeDims: globalRope, KVHeads: kvs[i], FF: ffs[i], KVLayer: i, RopeFactors: true}
 		if c.Sliding(i) {
 			s.HeadDim, s.RopeDims, s.RopeFactors = slidingHD, slidingRope, false
 		}
-		if i >= first {
-			// The last layer of the same kind before the shared ones.
-			s.KVLayer = -1
-			for j := first - 1; j >= 0; j-- {
-				if c.Sliding(j) == c.Sliding(i) {
-					s.KVLayer = j
-					break
-				}
-			}
-			if s.KVLayer < 0 {
-				return fmt.Errorf("gemma4: layer %d shares the cache of an earlier %s layer, and the %d layers before attention.shared_kv_layers' %d have none", i, kind(c.Sliding(i)), first, shared)
-			}
-		}
 		c.Shapes[i] = s
 	}
 	c.HeadDim = max(globalHD, slidingHD)
 	c.RopeDims = max(globalRope, slidingRope)
+	return shareKV(c, shared)
+}
+
+// shareKV points each of the last shared layers of c.Shapes at the cache
+// of the last layer of its kind (sliding or global) before them, as
+// transformers' Gemma 3n and 4 do (llama.cpp: the layers from
+// n_layer_kv_from_start on).
+func shareKV(c *Config, shared int) error {
+	if shared < 0 || shared >= c.Layers {
+		return fmt.Errorf("%s: attention.shared_kv_layers %d: want 0 up to block_count %d - 1 (a shared layer reads an earlier layer's cache)", c.Arch, shared, c.Layers)
+	}
+	first := c.Layers - shared
+	for i := first; i < c.Layers; i++ {
+		s := &c.Shapes[i]
+		s.KVLayer = -1
+		for j := first - 1; j >= 0; j-- {
+			if c.Sliding(j) == c.Sliding(i) {
+				s.KVLayer = j
+				break
+			}
+		}
+		if s.KVLayer < 0 {
+			return fmt.Errorf("%s: layer %d shares the cache of an earlier %s layer, and the %d layers before attention.shared_kv_layers' %d have none", c.Arch, i, kind(c.Sliding(i)), first, shared)
+		}
+	}
 	return nil
 }
 

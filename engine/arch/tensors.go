@@ -10,7 +10,11 @@ type Tensor struct {
 	// PEFT give it (ggml's ne is [Cols, Rows]); a vector has Cols
 	// DimNone.
 	Rows, Cols Dim
-	Kind       Kind
+	// Stack, when set, makes the tensor that many Rows×Cols matrices
+	// (ggml's ne [Cols, Rows, Stack]); HF then has a %d for the index of
+	// each (Gemma 3n's altup_projections.%d.weight).
+	Stack Dim
+	Kind  Kind
 	// Optional tensors may be in a checkpoint (an o_proj bias) and import
 	// when they are, but a model of the architecture does without them.
 	Optional bool
@@ -68,6 +72,10 @@ const (
 	DimPerLayer      // embedding_length_per_layer_input (Gemma 4's PLE)
 	DimPerLayers     // block_count × embedding_length_per_layer_input
 	DimVocab         // the vocabulary (token_embd's rows)
+	DimAltUp         // altup.num_inputs: Gemma 3n's residual streams
+	DimAltUp2        // altup.num_inputs squared
+	DimAltUpLess     // altup.num_inputs - 1: the streams beside the first
+	DimLaurel        // the rank of Gemma 3n's LAuReL
 )
 
 // Sizes are the hyper-parameters a Dim is resolved with: one layer's (the
@@ -76,6 +84,7 @@ const (
 type Sizes struct {
 	Hidden, FF, Heads, KVHeads, HeadDim int
 	Layers, PerLayer, Vocab             int
+	AltUp, Laurel                       int
 	OwnKV                               bool
 }
 
@@ -103,6 +112,14 @@ func (d Dim) Of(s Sizes) int {
 		return s.Layers * s.PerLayer
 	case DimVocab:
 		return s.Vocab
+	case DimAltUp:
+		return s.AltUp
+	case DimAltUp2:
+		return s.AltUp * s.AltUp
+	case DimAltUpLess:
+		return s.AltUp - 1
+	case DimLaurel:
+		return s.Laurel
 	}
 	return 1
 }
@@ -116,10 +133,13 @@ func (t *Tensor) In(s Sizes) bool {
 }
 
 // Shape is t's shape in a model of sizes s, outermost first: [rows, cols],
-// or [rows] for a vector.
+// [stack, rows, cols] for a stack, or [rows] for a vector.
 func (t *Tensor) Shape(s Sizes) []int64 {
 	if t.Cols == DimNone {
 		return []int64{int64(t.Rows.Of(s))}
+	}
+	if t.Stack != DimNone {
+		return []int64{int64(t.Stack.Of(s)), int64(t.Rows.Of(s)), int64(t.Cols.Of(s))}
 	}
 	return []int64{int64(t.Rows.Of(s)), int64(t.Cols.Of(s))}
 }

@@ -469,6 +469,56 @@ FAMILIES = {
         # stream so that the early layers hardly count here.
         layer_scalars=[0.8125, 1.375, 0.5625, 1.1875, 0.6875, 1.5],
     ),
+    # GEMMA 3N (the text model of E2B/E4B: Gemma3nForCausalLM,
+    # gemma3n_text). Added after gemma4 so that the families above keep
+    # their seeds. What Gemma 3n adds to Gemma 3 is all in it: AltUp (4
+    # streams, the active one 0; the router, prediction and correction
+    # coefficients drawn large enough that they move the logits, see
+    # weight_std), LAuReL (rank 8), gaussian top-k activation sparsity on
+    # layers 0 and 1 (0.95: mean + 1.645 std cuts), per-layer embeddings
+    # (width 8), KV sharing (layer 4, sliding, reads layer 3; layer 5, full,
+    # layer 2; transformers still keeps their k/v weights, unused), plain
+    # norm gains, a v norm without weight, attention scale 1 and a final
+    # soft-cap of 30.
+    "gemma3n": dict(
+        model_type="gemma3n_text",
+        vocab=GEMMA4_VOCAB,
+        window=8,
+        config=dict(
+            num_hidden_layers=6,
+            layer_types=["sliding_attention", "sliding_attention", "full_attention"] * 2,
+            num_kv_shared_layers=2,
+            head_dim=HEAD_DIM,
+            rms_norm_eps=1e-6,
+            tie_word_embeddings=True,
+            sliding_window=8,
+            final_logit_softcapping=30.0,
+            hidden_size_per_layer_input=GEMMA4_PLE_DIM,
+            vocab_size_per_layer_input=GEMMA4_VOCAB,
+            altup_num_inputs=4,
+            altup_active_idx=0,
+            altup_correct_scale=True,
+            laurel_rank=8,
+            activation_sparsity_pattern=[0.95, 0.95, 0.0, 0.0, 0.0, 0.0],
+            attention_bias=False,
+            hidden_activation="gelu_pytorch_tanh",
+            rope_parameters={
+                "sliding_attention": dict(rope_type="default", rope_theta=10000.0),
+                "full_attention": dict(rope_type="default", rope_theta=1000000.0),
+            },
+        ),
+        spread=dict(embed=0.15, ple_embed=0.35, post_norm=3.0, post_ple_norm=3.0, final_norm=3.0),
+        # The std of AltUp's small matrices, by name suffix. At the default
+        # 0.15 the router sees rmsnorm(x)/64 and its tanh stays near 0.02,
+        # so the coefficients hardly differ from 0 and a transposed or
+        # misindexed coefficient matrix would not show; std 4 puts the
+        # router's outputs near +-0.5 and 0.3 makes each coefficient ~0.3.
+        weight_std={
+            "altup.modality_router.weight": 4.0,
+            "altup.prediction_coefs.weight": 0.3,
+            "altup.correction_coefs.weight": 0.3,
+        },
+    ),
 }
 
 SEEDS = {name: 1000 * (i + 1) for i, name in enumerate(FAMILIES)}
@@ -561,7 +611,7 @@ POST_PLE_NORM = "post_per_layer_input_norm.weight"  # Gemma 4
 PLE_EMBED = "model.embed_tokens_per_layer.weight"  # Gemma 4
 
 
-def fill_weights(model, gemma_norms, seed, spread=None):
+def fill_weights(model, gemma_norms, seed, spread=None, weight_std=None):
     """Random weights from seed, each rounded to the nearest f16 value.
 
     Spreads: with hidden 64 and std 0.15 a projection keeps unit-variance
@@ -574,6 +624,7 @@ def fill_weights(model, gemma_norms, seed, spread=None):
     only scales, so the generator draws the same numbers whatever it says.
     Buffers (Gemma 4's layer_scalar) are not drawn here: see seeded_model."""
     spread = spread or {}
+    weight_std = weight_std or {}
     g = torch.Generator().manual_seed(seed)
     tied = bool(getattr(model.config, "tie_word_embeddings", False))
     # Gemma multiplies embeddings by sqrt(64) = 8 (Gemma 4 too: spread embed)
@@ -583,7 +634,7 @@ def fill_weights(model, gemma_norms, seed, spread=None):
     post_gain = spread.get("post_norm", 1.0)
     post_ple_gain = spread.get("post_ple_norm", 1.0)
     final_gain = spread.get("final_norm", 1.0)
-    hit = {"out_proj": 0, "post_norm": 0, "post_ffw": 0, "final_norm": 0, "post_ple_norm": 0, "ple_embed": 0}
+    hit = {"out_proj": 0, "post_norm": 0, "post_ffw": 0, "final_norm": 0, "post_ple_norm": 0, "ple_embed": 0, "weight_std": 0}
     seen = set()
     with torch.no_grad():
         for name, p in model.named_parameters(remove_duplicate=True):
@@ -617,6 +668,9 @@ def fill_weights(model, gemma_norms, seed, spread=None):
             elif name.endswith(OUT_PROJ):
                 v = out_std * r
                 hit["out_proj"] += 1
+            elif any(name.endswith(k) for k in weight_std):
+                v = next(s for k, s in weight_std.items() if name.endswith(k)) * r
+                hit["weight_std"] += 1
             else:
                 v = 0.15 * r
             p.copy_(v.half().float())
@@ -636,6 +690,8 @@ def fill_weights(model, gemma_norms, seed, spread=None):
         raise RuntimeError(f"spread final_norm: {FINAL_NORM} matched {hit['final_norm']} times")
     if "post_ple_norm" in spread and hit["post_ple_norm"] != layers:
         raise RuntimeError(f"spread post_ple_norm: {POST_PLE_NORM} matched {hit['post_ple_norm']} times, want {layers}")
+    if weight_std and hit["weight_std"] != len(weight_std) * layers:
+        raise RuntimeError(f"weight_std: matched {hit['weight_std']} weights, want {len(weight_std)} per layer of {layers}")
     if "ple_embed" in spread and hit["ple_embed"] != 1:
         raise RuntimeError(f"spread ple_embed: {PLE_EMBED} matched {hit['ple_embed']} times")
     # The f16 file must hold these weights exactly.
@@ -677,7 +733,7 @@ def greedy(model, ids, n):
 def seeded_model(cfg, fam, seed):
     torch.manual_seed(seed)
     model = build(cfg)
-    fill_weights(model, fam.get("gemma_norms", False), seed, fam.get("spread"))
+    fill_weights(model, fam.get("gemma_norms", False), seed, fam.get("spread"), fam.get("weight_std"))
     if fam.get("layer_scalars") is not None:
         set_layer_scalars(model, fam["layer_scalars"])
     return model
@@ -1057,6 +1113,50 @@ def gemma4_checks(saved, ids, out, fam):
     return notes
 
 
+# GEMMA 3N CHECKS: each part of the graph Gemma 3n adds moves the logits,
+# so a reference that skipped one (or a Hearth that did) cannot agree.
+
+
+def gemma3n_checks(saved, ids):
+    base = logits_of(saved, ids)
+    layers = saved.model.layers
+    notes = {}
+
+    def effect(what, change, floor=1e-2):
+        m = copy.deepcopy(saved)
+        with torch.no_grad():
+            change(m)
+        eff = float((logits_of(m, ids) - base).abs().max())
+        if eff < floor:
+            raise RuntimeError(f"gemma3n: {what} changes no logit (max {eff})")
+        return eff
+
+    def each(f):
+        return lambda m: [f(layer) for layer in m.model.layers]
+
+    sparse = [float(layer.mlp.activation_sparsity) for layer in layers]
+    if sparse != [0.95, 0.95, 0.0, 0.0, 0.0, 0.0]:
+        raise RuntimeError(f"gemma3n: activation sparsity per layer {sparse}")
+    shared = [bool(layer.self_attn.is_kv_shared_layer) for layer in layers]
+    if shared != [False] * 4 + [True] * 2:
+        raise RuntimeError(f"gemma3n: KV-shared layers {shared}, want 4 and 5")
+    notes["altup_router_effect"] = effect("the AltUp router (zeroed)", each(lambda l: l.altup.modality_router.weight.zero_()))
+    notes["altup_predict_effect"] = effect("the AltUp prediction (zeroed)", each(lambda l: l.altup.prediction_coefs.weight.zero_()))
+    notes["altup_correct_effect"] = effect("the AltUp correction (zeroed)", each(lambda l: l.altup.correction_coefs.weight.zero_()))
+    notes["altup_proj_effect"] = effect("the AltUp projections (transposed)", lambda m: [p.weight.copy_(p.weight.t()) for p in m.model.altup_projections])
+    notes["altup_unembed_effect"] = effect("the AltUp unembedding (transposed)", lambda m: [p.weight.copy_(p.weight.t()) for p in m.model.altup_unembed_projections])
+    notes["laurel_effect"] = effect("LAuReL (zeroed)", each(lambda l: l.laurel.linear_left.weight.zero_()))
+
+    def dense(m):
+        for layer in m.model.layers:
+            layer.mlp.activation_sparsity = 0.0
+
+    notes["sparsity_effect"] = effect("the activation sparsity (removed)", dense)
+    notes["ple_effect"] = effect("the per-layer embedding (zeroed)", lambda m: m.model.embed_tokens_per_layer.weight.zero_())
+    notes["correct_scale_effect"] = effect("altup correct_output_scale (set to 1)", each(lambda l: l.altup.correct_output_scale.fill_(1.0)))
+    return notes
+
+
 def make_family(name, fam, outdir, tok):
     out = os.path.join(outdir, name)
     if os.path.exists(out):
@@ -1159,6 +1259,8 @@ def make_family(name, fam, outdir, tok):
             raise RuntimeError(f"gemma3 layer_types {layer_types}, want {want}")
     if name == "gemma4":
         notes.update(gemma4_checks(saved, ids, out, fam))
+    if name == "gemma3n":
+        notes.update(gemma3n_checks(saved, ids))
 
     T, V = logits.shape
     write_f32(os.path.join(out, "logits.bin"), logits)
