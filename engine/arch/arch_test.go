@@ -44,15 +44,21 @@ func TestBlocksAreConsistent(t *testing.T) {
 			gg[x.GGUF], hf[x.HF] = true, true
 			suffix := x.GGUF[strings.LastIndexByte(x.GGUF, '.'):]
 			// transformers keeps Gemma 4's layer scale as a buffer named
-			// layer_scalar, without ".weight".
-			if x.Kind != Scalar && !strings.HasSuffix(x.HF, suffix) || (suffix == ".bias") != (x.Kind == Bias) {
+			// layer_scalar and Gemma 3n's correct_output_scale as a bare
+			// parameter, without ".weight".
+			bare := !strings.HasSuffix(x.HF, ".weight") && !strings.HasSuffix(x.HF, ".bias")
+			if !bare && !strings.HasSuffix(x.HF, suffix) || (suffix == ".bias") != (x.Kind == Bias) || bare && x.Kind == Bias {
 				t.Errorf("%s: %s ↔ %s (kind %d): the names disagree on what the tensor is", a.Name, x.GGUF, x.HF, x.Kind)
 			}
-			// The per-layer-embedding gate and projection (Gemma 4) are
-			// matrices that neither PEFT's usual targets nor training
+			// The per-layer-embedding gate and projection (Gemma 3n, 4),
+			// AltUp's coefficients and router and LAuReL's matrices (3n)
+			// are matrices that neither PEFT's usual targets nor training
 			// adapt.
-			ple := x.Rows == DimPerLayer || x.Cols == DimPerLayer
-			if (x.Kind == Matrix && !ple) != (len(x.LoRA) > 0) {
+			side := false
+			for _, d := range []Dim{x.Rows, x.Cols} {
+				side = side || d == DimPerLayer || d == DimAltUp || d == DimAltUp2 || d == DimLaurel
+			}
+			if (x.Kind == Matrix && !side) != (len(x.LoRA) > 0) {
 				t.Errorf("%s: %s: kind %d with LoRA targets %v; exactly the projections have targets", a.Name, x.GGUF, x.Kind, x.LoRA)
 			}
 			if (x.Kind == Matrix) != (x.Cols != DimNone) {
