@@ -117,9 +117,14 @@ func withPath(path string, err error) error {
 func memoryEstimate(f *gguf.File, cfg model.Config, ctx int) model.Memory {
 	m := (&model.Model{Config: cfg}).Memory(ctx, MemoryBatch)
 	for _, t := range f.Tensors() {
-		if uploaded(f, t.Name, &cfg) {
-			m.Weights += uploadBytes(t)
+		if !uploaded(f, t.Name, &cfg) {
+			continue
 		}
+		if _, tensor, _ := strings.Cut(strings.TrimPrefix(t.Name, "blk."), "."); altUpF32[tensor] {
+			m.Weights += int64(t.Elements()) * 4
+			continue
+		}
+		m.Weights += uploadBytes(t)
 	}
 	return m
 }
@@ -144,19 +149,38 @@ var uploadedInLayer = map[string]bool{
 	"ffn_gate.weight":            true,
 	"ffn_up.weight":              true,
 	"ffn_down.weight":            true,
-	"inp_gate.weight":            true, // Gemma 4's per-layer embeddings
+	"inp_gate.weight":            true, // Gemma 3n's and 4's per-layer embeddings
 	"proj.weight":                true,
 	"post_norm.weight":           true,
+	"laurel_l.weight":            true, // Gemma 3n's LAuReL
+	"laurel_r.weight":            true,
+	"laurel_post_norm.weight":    true,
+	// Gemma 3n's AltUp, uploaded as f32 whatever the file stores
+	// (altUpF32).
+	"altup_router.weight":        true,
+	"altup_router_norm.weight":   true,
+	"altup_predict_coef.weight":  true,
+	"altup_correct_coef.weight":  true,
+	"altup_correct_scale.weight": true,
+}
+
+// altUpF32 are the layer tensors the GPU runner dequantizes to f32 (Gemma
+// 3n's AltUp router and coefficients: a few thousand values a layer).
+var altUpF32 = map[string]bool{
+	"altup_router.weight": true, "altup_router_norm.weight": true, "altup_predict_coef.weight": true,
+	"altup_correct_coef.weight": true, "altup_correct_scale.weight": true,
 }
 
 // uploaded reports whether the GPU runner uploads the tensor called name:
-// every layer weight, the output norm and head, Gemma 4's projection into
-// its per-layer embeddings and that projection's norm, and the token
+// every layer weight, the output norm and head, Gemma 3n's and 4's
+// projection into their per-layer embeddings and that projection's norm,
+// Gemma 3n's AltUp projections, and the token
 // embedding only when it is the head as well (tied); otherwise the GPU
 // forward looks its rows up on the host, as it does the per-layer table.
 func uploaded(f *gguf.File, name string, cfg *model.Config) bool {
 	switch name {
-	case "output.weight", "output_norm.weight", "per_layer_model_proj.weight", "per_layer_proj_norm.weight":
+	case "output.weight", "output_norm.weight", "per_layer_model_proj.weight", "per_layer_proj_norm.weight",
+		"altup_proj.weight", "altup_unembd_proj.weight":
 		return true
 	case "token_embd.weight":
 		_, untied := f.Tensor("output.weight")

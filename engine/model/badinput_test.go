@@ -2,6 +2,7 @@ package model
 
 import (
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -83,7 +84,7 @@ func TestLoadRefusesBadFiles(t *testing.T) {
 		{"missing tensor", rewrite(t, good.Path, nil, "blk.1.ffn_down.weight"), `tensor "blk.1.ffn_down.weight" is missing`},
 		{"missing QK-norm", rewrite(t, good.Path, nil, "blk.0.attn_k_norm.weight"), `tensor "blk.0.attn_k_norm.weight" is missing`},
 		{"unsupported architecture", rewrite(t, good.Path, map[string]gguf.Value{"general.architecture": gguf.ValueOf("mamba")}),
-			`architecture "mamba" is not supported (supported: gemma, gemma2, gemma3, gemma4, llama, phi3, qwen2, qwen3)`},
+			`architecture "mamba" is not supported (supported: gemma, gemma2, gemma3, gemma3n, gemma4, llama, phi3, qwen2, qwen3)`},
 		{"head count not dividing", rewrite(t, good.Path, map[string]gguf.Value{"qwen3.attention.head_count_kv": gguf.ValueOf(uint32(3))}),
 			"must be a multiple of attention.head_count_kv (3)"},
 		{"bad rope base", rewrite(t, good.Path, map[string]gguf.Value{"qwen3.rope.freq_base": gguf.ValueOf(float32(-1))}),
@@ -112,6 +113,27 @@ func TestLoadRefusesBadFiles(t *testing.T) {
 			"attention.shared_kv_layers 6"},
 		{"shared layer's feed-forward against the key", rewrite(t, g4.Path, map[string]gguf.Value{"gemma4.feed_forward_length": gguf.ValueOf(uint32(192))}),
 			`tensor "blk.4.ffn_gate.weight" has shape`},
+	}...)
+	// Gemma 3n's: AltUp's and LAuReL's tensors, its keys.
+	g3n := synthModel(t, "tiny-gemma3n", "F16")
+	cases = append(cases, []struct {
+		name string
+		path string
+		want string
+	}{
+		{"missing AltUp projections", rewrite(t, g3n.Path, nil, "altup_proj.weight"), `tensor "altup_proj.weight" is missing`},
+		{"missing AltUp router", rewrite(t, g3n.Path, nil, "blk.2.altup_router.weight"), `tensor "blk.2.altup_router.weight" is missing`},
+		{"missing LAuReL", rewrite(t, g3n.Path, nil, "blk.5.laurel_r.weight"), `tensor "blk.5.laurel_r.weight" is missing`},
+		{"streams against the tensors", rewrite(t, g3n.Path, map[string]gguf.Value{"gemma3n.altup.num_inputs": gguf.ValueOf(uint32(3))}),
+			`tensor "altup_proj.weight" has shape`},
+		{"active stream past the streams", rewrite(t, g3n.Path, map[string]gguf.Value{"gemma3n.altup.active_idx": gguf.ValueOf(uint32(4))}),
+			"altup.active_idx 4 is not one of the 4 streams"},
+		{"sparsity array of the wrong length", rewrite(t, g3n.Path, map[string]gguf.Value{"gemma3n.activation_sparsity_scale": gguf.ArrayOf([]float32{1.6, 1.6})}),
+			`key "gemma3n.activation_sparsity_scale": 2 values for 6 layers`},
+		{"sparsity NaN", rewrite(t, g3n.Path, map[string]gguf.Value{"gemma3n.activation_sparsity_scale": gguf.ArrayOf([]float32{float32(math.NaN()), 0, 0, 0, 0, 0})}),
+			"layer 0 has NaN"},
+		{"KV sharing past the layers", rewrite(t, g3n.Path, map[string]gguf.Value{"gemma3n.attention.shared_kv_layers": gguf.ValueOf(uint32(6))}),
+			"attention.shared_kv_layers 6"},
 	}...)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

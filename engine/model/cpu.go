@@ -112,6 +112,12 @@ func (r *CPU) Forward(tokens []int32, pos int, out Output) (Result, error) {
 		}
 	}
 
+	if c.AltUp > 0 {
+		var err error
+		if x, err = m.altUpStreamsCPU(x, n); err != nil {
+			return Result{}, err
+		}
+	}
 	// Every product gains the adapters' corrections.
 	mul := func(w *Weight, x []float32) ([]float32, error) {
 		y, err := matmul(w, x, len(x)/w.Cols)
@@ -134,6 +140,12 @@ func (r *CPU) Forward(tokens []int32, pos int, out Output) (Result, error) {
 		}
 	}
 
+	if c.AltUp > 0 {
+		var err error
+		if x, err = m.altUpMergeCPU(x, n); err != nil {
+			return Result{}, err
+		}
+	}
 	if out.Hidden {
 		return Result{Hidden: ref.RMSNorm(x, r.outNorm, ref.NormArgs{Rows: n, Dim: d, Eps: c.Eps})}, nil
 	}

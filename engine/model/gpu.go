@@ -55,6 +55,7 @@ type GPU struct {
 	x, xn, qkv, q, att, tmp, gate, up *gpu.Buffer
 	pleProj, pleTok, pleG, pleH       *gpu.Buffer // Gemma 4's per-layer embeddings; nil without
 	pleRows                           []float32   // host rows of the batch's per-layer table
+	streams, pred, first, laurel      *gpu.Buffer // Gemma 3n's AltUp streams and scratch; nil without
 	xq                                *gpu.Buffer // decode's 8-bit activations; nil with F32Decode
 	last, logits                      *gpu.Buffer
 	kc, vc                            []*gpu.Buffer
@@ -222,6 +223,12 @@ func (r *GPU) allocate() error {
 		alloc(&r.pleG, "ple.gate", b*p)
 		alloc(&r.pleH, "ple.gated", b*p)
 		r.pleRows = make([]float32, b*c.Layers*p)
+	}
+	if c.AltUp > 0 {
+		alloc(&r.streams, "altup.streams", c.AltUp*b*d)
+		alloc(&r.pred, "altup.pred", c.AltUp*b*d)
+		alloc(&r.first, "altup.first", b*d)
+		alloc(&r.laurel, "laurel", b*r.m.Layers[0].LaurelL.Rows)
 	}
 	r.embed = make([]float32, b*d)
 	return err
@@ -491,11 +498,15 @@ func (r *GPU) record(key stepKey) (*step, error) {
 	}
 	acts := GPUActivations{X: r.x, XN: r.xn, XN2: r.xn, QKV: r.qkv, Q: r.q, Att: r.att, AttScratch: r.attScratch,
 		O: r.tmp, F: r.tmp, Gate: r.gate, Up: r.up, H: r.up, XQ: r.xq,
-		PLEProj: r.pleProj, PLETok: r.pleTok, PLEG: r.pleG, PLEH: r.pleH}
+		PLEProj: r.pleProj, PLETok: r.pleTok, PLEG: r.pleG, PLEH: r.pleH,
+		Streams: r.streams, Pred: r.pred, First: r.first, Laurel: r.laurel}
 	if r.w.PLEModelProj != nil {
 		// Every layer's per-layer input mixes in this projection of the
 		// (scaled) embeddings, made once before layer 0.
 		try(ops.MatMul(ch, r.w.PLEModelProj, r.x, r.pleProj, n))
+	}
+	if c.AltUp > 0 {
+		r.w.recordAltUpStreams(ch, r.x, r.streams, n, try)
 	}
 	normed := false // xn already holds this layer's attention norm of x
 	for i := range r.w.Layers {
@@ -515,6 +526,9 @@ func (r *GPU) record(key stepKey) (*step, error) {
 		if normed, err = r.w.RecordLayer(ch, i, &a, args); err != nil {
 			return fail(err)
 		}
+	}
+	if c.AltUp > 0 {
+		r.w.recordAltUpMerge(ch, r.streams, r.tmp, r.pred, r.x, n, try)
 	}
 	if key.hidden {
 		try(ops.RMSNorm(ch, r.x, r.w.OutNorm, r.xn, ops.NormArgs{Rows: n, Dim: d, Eps: c.Eps}))

@@ -34,6 +34,11 @@ type LayerVectors struct {
 	AttnNorm, PostAttnNorm, FFNNorm, PostFFNNorm []float32
 	QBias, KBias, VBias, QNorm, KNorm            []float32
 	PLENorm                                      []float32
+	// Gemma 3n: AltUp's router, its norm gain, the prediction and
+	// correction coefficients and the corrected stream's gain; LAuReL's
+	// norm gain.
+	AltUpRouter, AltUpRouterNorm, AltUpPredict, AltUpCorrect, AltUpScale []float32
+	LaurelNorm                                                           []float32
 }
 
 // Vectors dequantizes l's small weights.
@@ -45,7 +50,7 @@ func (l *Layer) Vectors() (LayerVectors, error) {
 	}{
 		{&v.AttnNorm, l.AttnNorm}, {&v.PostAttnNorm, l.PostAttnNorm}, {&v.FFNNorm, l.FFNNorm}, {&v.PostFFNNorm, l.PostFFNNorm},
 		{&v.QBias, l.QBias}, {&v.KBias, l.KBias}, {&v.VBias, l.VBias}, {&v.QNorm, l.QNorm}, {&v.KNorm, l.KNorm},
-		{&v.PLENorm, l.PLENorm},
+		{&v.PLENorm, l.PLENorm}, {&v.LaurelNorm, l.LaurelNorm},
 	} {
 		if p.w == nil {
 			continue
@@ -55,6 +60,18 @@ func (l *Layer) Vectors() (LayerVectors, error) {
 			return LayerVectors{}, err
 		}
 		*p.dst = f
+	}
+	if a := l.AltUp; a != nil {
+		for _, p := range []struct {
+			dst *[]float32
+			w   *Weight
+		}{{&v.AltUpRouter, a.Router}, {&v.AltUpRouterNorm, a.RouterNorm}, {&v.AltUpPredict, a.Predict}, {&v.AltUpCorrect, a.Correct}, {&v.AltUpScale, a.CorrectScale}} {
+			f, err := p.w.F32()
+			if err != nil {
+				return LayerVectors{}, err
+			}
+			*p.dst = f
+		}
 	}
 	return v, nil
 }
@@ -111,7 +128,20 @@ type PLEInputs struct {
 // post-norm, residual, norm, gate/up, GLU, down, post-norm, residual. It
 // returns the block's output in a new slice; acts, when not nil, receives
 // every intermediate.
+//
+// With Gemma 3n's AltUp, x and the result are the Config.AltUp streams
+// (stream-major: AltUp × n × Hidden) and the block runs on the active
+// stream's prediction (forwardAltUpCPU); acts then holds the block's
+// intermediates on that prediction.
 func (m *Model) ForwardLayerCPU(i int, x []float32, n int, s CPULayer, acts *LayerActivations) ([]float32, error) {
+	if m.Config.AltUp > 0 {
+		return m.forwardAltUpCPU(i, x, n, s, acts)
+	}
+	return m.forwardBlockCPU(i, x, n, s, acts)
+}
+
+// forwardBlockCPU is ForwardLayerCPU on one stream.
+func (m *Model) forwardBlockCPU(i int, x []float32, n int, s CPULayer, acts *LayerActivations) ([]float32, error) {
 	c, lv := &m.Config, s.Vectors
 	d := c.Hidden
 	a := acts
@@ -140,6 +170,19 @@ func (m *Model) ForwardLayerCPU(i int, x []float32, n int, s CPULayer, acts *Lay
 		return nil, fmt.Errorf("model: layer %d reads layer %d's cache and has none", i, sh.KVLayer)
 	}
 	a.XN = norm(x, lv.AttnNorm, n, d)
+	// Gemma 3n's LAuReL: xn + norm(R·L·xn), added to attention's residual.
+	var laurel []float32
+	if l := &m.Layers[i]; l.LaurelL != nil {
+		t, err := matmul(l.LaurelL, a.XN, n)
+		if err != nil {
+			return nil, err
+		}
+		r, err := matmul(l.LaurelR, t, n)
+		if err != nil {
+			return nil, err
+		}
+		laurel = ref.Add(a.XN, norm(r, lv.LaurelNorm, n, d))
+	}
 	q := mul(ProjQ, a.XN)
 	var k, v []float32
 	if own {
@@ -202,12 +245,18 @@ func (m *Model) ForwardLayerCPU(i int, x []float32, n int, s CPULayer, acts *Lay
 		o = norm(o, lv.PostAttnNorm, n, d)
 	}
 	a.X2 = ref.Add(x, o)
+	if laurel != nil {
+		a.X2 = ref.Scale(ref.Add(a.X2, laurel), laurelScale)
+	}
 
 	// Feed-forward: x += Down · (act(Gate · norm(x)) * (Up · norm(x))).
 	a.XN2 = norm(a.X2, lv.FFNNorm, n, d)
 	a.Gate, a.Up = mul(ProjGate, a.XN2), mul(ProjUp, a.XN2)
 	if err != nil {
 		return nil, err
+	}
+	if sh.Sparse {
+		ref.GaussianTopK(a.Gate, n, sh.FF, sh.FF, sh.Sparsity)
 	}
 	if c.GELU {
 		a.H = ref.GeGLU(a.Gate, a.Up)
@@ -225,8 +274,9 @@ func (m *Model) ForwardLayerCPU(i int, x []float32, n int, s CPULayer, acts *Lay
 	a.Out = ref.Add(a.X2, f)
 
 	// Gemma 4: x += norm(PLEProj · (gelu(PLEGate · x) · ple_i)), then the
-	// whole stream scaled.
-	if l := &m.Layers[i]; l.PLEGate != nil {
+	// whole stream scaled. (Gemma 3n's gate reads the corrected streams:
+	// forwardAltUpCPU.)
+	if l := &m.Layers[i]; l.PLEGate != nil && c.AltUp == 0 {
 		if s.PLE == nil {
 			return nil, fmt.Errorf("model: layer %d needs the batch's per-layer-embedding inputs", i)
 		}

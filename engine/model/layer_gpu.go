@@ -48,6 +48,13 @@ type GPUActivations struct {
 	// embeddings and the table's rows), PLEG and PLEH the layer's gate and
 	// gated slice (n rows of PerLayerInput); nil without PLE.
 	PLEProj, PLETok, PLEG, PLEH *gpu.Buffer
+	// Gemma 3n's AltUp (nil without): Streams are the block's input and
+	// output (Config.AltUp streams of n rows, stream-major) and X the
+	// active stream's prediction the block runs on; Pred receives the
+	// predictions (laid out as Streams) and First the corrected active
+	// stream that gates the per-layer embedding (n rows); Laurel receives
+	// LAuReL's rank-wide product (n rows of its rank).
+	Streams, Pred, First, Laurel *gpu.Buffer
 	// XQ, when set, receives a decoded token's activations quantized to 8
 	// bits (ops.QuantizeQ8, ops.Q8Words of the widest input) for each
 	// product whose weights decode that way (q8DecodeTypes): ggml's
@@ -156,6 +163,26 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 	normArgs := ops.NormArgs{Rows: 1, Dim: d, Eps: c.Eps}
 	rq, rk := RoPEArgs(c, i, n, s.Pos)
 
+	// Gemma 3n: the block runs on the active stream's prediction.
+	if l.AltUp != nil {
+		try(ops.AltUpPredict(ch, a.Streams, l.AltUp.RouterNorm, l.AltUp.Router, l.AltUp.Predict, a.Pred, a.X, opsAltUpArgs(c, n)))
+	}
+	// LAuReL's side path, x += xn + norm(R·L·xn), goes into the stream
+	// before attention's residual, which then scales the sum (attnScale);
+	// it reads the norm, which is then written out.
+	attnScale := float32(0)
+	if l.LaurelL != nil {
+		if !s.Normed {
+			norm(a.X, l.AttnNorm, a.XN, n, d)
+			s.Normed = true
+		}
+		try(ops.MatMul(ch, l.LaurelL, a.XN, a.Laurel, n))
+		try(ops.MatMul(ch, l.LaurelR, a.Laurel, a.O, n))
+		try(ops.AddInPlace(ch, a.X, a.XN, n*d))
+		try(ops.RMSNormAdd(ch, a.O, l.LaurelNorm, a.X, ops.NormArgs{Rows: n, Dim: d, Eps: c.Eps}))
+		attnScale = laurelScale
+	}
+
 	// Attention: x += post(O · attention(rope(q), rope(k), v)), the
 	// projections of norm(x).
 	if a.Keep {
@@ -219,7 +246,7 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 	// into W · in before the norm. With glu set, in is one token's
 	// [gate | up] and W reads act(gate)·up (ops.MatVecGLU, or quantized
 	// by ops.QuantizeQ8GLU).
-	residual := func(x *gpu.Buffer, t *gpu.Tensor, p Proj, in, post, tmp, next, xn *gpu.Buffer, glu *ops.GLUArgs) bool {
+	residual := func(x *gpu.Buffer, t *gpu.Tensor, p Proj, in, post, tmp, next, xn *gpu.Buffer, glu *ops.GLUArgs, scale float32) bool {
 		product := func(y *gpu.Buffer, o ops.MatmulOptions) error {
 			if q8(t) {
 				if glu != nil {
@@ -241,7 +268,7 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 		}
 		try(product(tmp, ops.MatmulOptions{}))
 		lora(p, in, tmp, ops.MatmulOptions{})
-		na := ops.NormArgs{Rows: n, Dim: d, Eps: c.Eps}
+		na := ops.NormArgs{Rows: n, Dim: d, Eps: c.Eps, Scale: scale}
 		if next == nil {
 			try(ops.RMSNormAdd(ch, tmp, post, x, na))
 			return false
@@ -254,7 +281,7 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 		try(ops.CopyF32(ch, a.X, 0, a.X2, 0, n*d))
 		x = a.X2
 	}
-	normed = residual(x, l.O, ProjO, a.Att, l.PostAttnNorm, a.O, l.FFNNorm, a.XN2, nil)
+	normed = residual(x, l.O, ProjO, a.Att, l.PostAttnNorm, a.O, l.FFNNorm, a.XN2, nil, attnScale)
 
 	// Feed-forward: x += post(Down · (act(Gate · norm(x)) * (Up · norm(x)))).
 	ff := sh.FF
@@ -282,6 +309,9 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 		// gate and up rows alternate per token: 2·FF floats a row.
 		lora(ProjGate, a.XN2, a.Gate, ops.MatmulOptions{YStride: 2 * ff})
 		lora(ProjUp, a.XN2, a.Gate, ops.MatmulOptions{YOffset: ff, YStride: 2 * ff})
+		if sh.Sparse {
+			try(ops.GaussianTopK(ch, a.Gate, n, ff, 2*ff, sh.Sparsity))
+		}
 		// A decoded token's GLU goes into the down matvec (ops.MatVecGLU),
 		// unless a LoRA on down has to read the activated row from H.
 		if n == 1 && !adapted(ProjDown) && ops.HasMatVecGLU(l.Down.Type) {
@@ -294,6 +324,9 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 	} else {
 		try(ops.MatMul(ch, l.Gate, a.XN2, a.Gate, n))
 		lora(ProjGate, a.XN2, a.Gate, ops.MatmulOptions{})
+		if sh.Sparse {
+			try(ops.GaussianTopK(ch, a.Gate, n, ff, ff, sh.Sparsity))
+		}
 		try(ops.MatMul(ch, l.Up, a.XN2, a.Up, n))
 		lora(ProjUp, a.XN2, a.Up, ops.MatmulOptions{})
 		if c.GELU {
@@ -314,11 +347,14 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 		next = nil
 	}
 	if glu != nil {
-		normed = residual(x, l.Down, ProjDown, a.Gate, l.PostFFNNorm, a.F, next, a.XN, glu)
+		normed = residual(x, l.Down, ProjDown, a.Gate, l.PostFFNNorm, a.F, next, a.XN, glu, 0)
 	} else {
-		normed = residual(x, l.Down, ProjDown, a.H, l.PostFFNNorm, a.F, next, a.XN, nil)
+		normed = residual(x, l.Down, ProjDown, a.H, l.PostFFNNorm, a.F, next, a.XN, nil, 0)
 	}
-	if tail {
+	switch {
+	case l.AltUp != nil:
+		w.recordAltUpTail(ch, i, a, n, try)
+	case tail:
 		w.recordTail(ch, i, a, n, try)
 	}
 	if err != nil {

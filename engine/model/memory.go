@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/hearthstudio/hearth/internal/units"
 )
@@ -40,10 +41,21 @@ func (m *Model) Memory(ctx, batch int) Memory {
 	add(m.OutNorm)
 	add(m.PLEModelProj)
 	add(m.PLEProjNorm)
+	for _, w := range append(slices.Clone(m.AltUpProj), m.AltUpUnembd...) {
+		add(w)
+	}
 	for i := range m.Layers {
 		l := &m.Layers[i]
-		for _, w := range []*Weight{l.AttnNorm, l.PostAttnNorm, l.FFNNorm, l.PostFFNNorm, l.Q, l.K, l.V, l.O,
-			l.QBias, l.KBias, l.VBias, l.QNorm, l.KNorm, l.Gate, l.Up, l.Down, l.PLEGate, l.PLEProj, l.PLENorm} {
+		ws := []*Weight{l.AttnNorm, l.PostAttnNorm, l.FFNNorm, l.PostFFNNorm, l.Q, l.K, l.V, l.O,
+			l.QBias, l.KBias, l.VBias, l.QNorm, l.KNorm, l.Gate, l.Up, l.Down, l.PLEGate, l.PLEProj, l.PLENorm,
+			l.LaurelL, l.LaurelR, l.LaurelNorm}
+		if u := l.AltUp; u != nil {
+			// Uploaded as f32 whatever the file stores.
+			for _, w := range []*Weight{u.Router, u.RouterNorm, u.Predict, u.Correct, u.CorrectScale} {
+				e.Weights += int64(w.Rows) * int64(w.Cols) * 4
+			}
+		}
+		for _, w := range ws {
 			add(w)
 		}
 	}
@@ -58,9 +70,16 @@ func (m *Model) Memory(ctx, batch int) Memory {
 	b := int64(min(batch, ctx))
 	// Per token: x, xn, tmp; q, k and v side by side, then q rotated and the
 	// attention's output; gate and up fused, and up; the per-layer
-	// embeddings' inputs and gate (Gemma 4); and the logits.
+	// embeddings' inputs and gate (Gemma 3n, 4); and the logits.
 	ple := int64(c.PerLayerInput) * int64(2*c.Layers+2)
-	e.Activations = 4 * (b*(3*int64(c.Hidden)+3*int64(c.QDim())+2*int64(c.KVDim())+3*int64(c.FF)+ple) + b*int64(c.Vocab))
+	// Gemma 3n: the streams and their predictions and the corrected
+	// active stream. (LAuReL's rank-wide product, 64 floats a token, is
+	// left out: the configuration alone does not say the rank.)
+	altUp := int64(0)
+	if c.AltUp > 0 {
+		altUp = int64(2*c.AltUp+1) * int64(c.Hidden)
+	}
+	e.Activations = 4 * (b*(3*int64(c.Hidden)+3*int64(c.QDim())+2*int64(c.KVDim())+3*int64(c.FF)+ple+altUp) + b*int64(c.Vocab))
 	return e
 }
 

@@ -76,7 +76,7 @@ func tolFor(m *Model) float64 {
 }
 
 func tinyPresets() []string {
-	return []string{"tiny-llama", "tiny-gemma", "tiny-gemma2", "tiny-gemma3", "tiny-gemma4", "tiny-qwen2", "tiny-qwen3", "tiny-phi3"}
+	return []string{"tiny-llama", "tiny-gemma", "tiny-gemma2", "tiny-gemma3", "tiny-gemma3n", "tiny-gemma4", "tiny-qwen2", "tiny-qwen3", "tiny-phi3"}
 }
 
 // backends makes a CPU reference and a GPU runner of m with a ctx-token
@@ -114,16 +114,17 @@ func allLogits(t *testing.T, r Runner, prompt []int32) []float32 {
 // TestGPUMatchesCPU runs every tiny architecture on both backends: a prompt
 // prefilled in two batches (the second crossing the sliding windows), then
 // single-token decode steps, comparing every position's logits. Gemma 4
-// runs quantized too: its mix puts the 512-dim global heads' projections,
-// the double-wide feed-forwards and the per-layer embeddings' gates in
-// several types, which both backends decode to the same f32 values.
+// and 3n run quantized too: the mix puts the 512-dim global heads'
+// projections, the double-wide feed-forwards, the per-layer embeddings'
+// gates and AltUp's and LAuReL's matrices in several types, which both
+// backends decode to the same f32 values.
 func TestGPUMatchesCPU(t *testing.T) {
 	type model struct{ preset, quant string }
 	var cases []model
 	for _, name := range tinyPresets() {
 		cases = append(cases, model{name, "F32"})
 	}
-	cases = append(cases, model{"tiny-gemma4", "Q4_K_M"})
+	cases = append(cases, model{"tiny-gemma4", "Q4_K_M"}, model{"tiny-gemma3n", "Q4_K_M"})
 	for _, c := range cases {
 		t.Run(c.preset+"-"+c.quant, func(t *testing.T) {
 			m := synthModel(t, c.preset, c.quant)

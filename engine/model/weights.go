@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/hearthstudio/hearth/engine/chat"
 	"github.com/hearthstudio/hearth/engine/ops/ref"
@@ -69,6 +70,21 @@ type Layer struct {
 	// OutScale multiplies the layer's output (Gemma 4's layer_output_scale);
 	// 0 means none.
 	OutScale float32
+
+	// Gemma 3n's AltUp (engine/model/altup.go), nil without.
+	AltUp *AltUpLayer
+	// Gemma 3n's LAuReL: the rank-r side path R·L of the attention input
+	// and its norm gain; nil without.
+	LaurelL, LaurelR, LaurelNorm *Weight
+}
+
+// AltUpLayer is one Gemma 3n block's AltUp: the router over the active
+// stream (Streams rows of Hidden) and its input norm's gain, the
+// prediction coefficients (Streams² rows of Streams) and the correction
+// ones (Streams rows of Streams), and the gain of the corrected active
+// stream that feeds the per-layer embedding's gate.
+type AltUpLayer struct {
+	Router, RouterNorm, Predict, Correct, CorrectScale *Weight
 }
 
 // Model is a loaded model: its configuration, weights (still in the file),
@@ -93,6 +109,10 @@ type Model struct {
 	// Embed), the projection of the token's embedding into the same
 	// widths, and the gain of that projection's per-layer norm.
 	PLE, PLEModelProj, PLEProjNorm *Weight
+	// Gemma 3n's AltUp projections (Config.AltUp - 1 of each, Hidden ×
+	// Hidden): from the embedding into the other streams before layer 0,
+	// and from those streams back after the last.
+	AltUpProj, AltUpUnembd []*Weight
 
 	Tokenizer *tokenizer.Tokenizer
 	Chat      *chat.Format
@@ -178,6 +198,14 @@ func FromGGUF(f *gguf.File) (*Model, error) {
 		}
 	}
 
+	if cfg.AltUp > 0 {
+		m.AltUpProj = ld.stack("altup_proj.weight", cfg.AltUp-1, cfg.Hidden, cfg.Hidden)
+		m.AltUpUnembd = ld.stack("altup_unembd_proj.weight", cfg.AltUp-1, cfg.Hidden, cfg.Hidden)
+		if ld.err != nil {
+			return nil, ld.err
+		}
+	}
+
 	m.Layers = make([]Layer, cfg.Layers)
 	for i := range m.Layers {
 		l := &m.Layers[i]
@@ -231,6 +259,20 @@ func FromGGUF(f *gguf.File) (*Model, error) {
 			l.PLEGate = ld.tensor(p("inp_gate.weight"), cfg.PerLayerInput, cfg.Hidden)
 			l.PLEProj = ld.tensor(p("proj.weight"), cfg.Hidden, cfg.PerLayerInput)
 			l.PLENorm = ld.vector(p("post_norm.weight"), cfg.Hidden)
+		}
+		if n := cfg.AltUp; n > 0 {
+			l.AltUp = &AltUpLayer{
+				Router:       ld.tensor(p("altup_router.weight"), n, cfg.Hidden),
+				RouterNorm:   ld.vector(p("altup_router_norm.weight"), cfg.Hidden),
+				Predict:      ld.tensor(p("altup_predict_coef.weight"), n*n, n),
+				Correct:      ld.tensor(p("altup_correct_coef.weight"), n, n),
+				CorrectScale: ld.vector(p("altup_correct_scale.weight"), cfg.Hidden),
+			}
+			// The rank is the file's (64 in E2B and E4B).
+			if l.LaurelL = ld.tensor(p("laurel_l.weight"), 0, cfg.Hidden); l.LaurelL != nil {
+				l.LaurelR = ld.tensor(p("laurel_r.weight"), cfg.Hidden, l.LaurelL.Rows)
+			}
+			l.LaurelNorm = ld.vector(p("laurel_post_norm.weight"), cfg.Hidden)
 		}
 		// Gemma 4's; llama.cpp's loader takes it as optional.
 		if _, ok := f.Tensor(p("layer_output_scale.weight")); ok {
@@ -344,6 +386,39 @@ func (ld *loader) tensor(name string, rows, cols int) *Weight {
 		return nil
 	}
 	return &Weight{Name: name, Type: t.Type, Rows: r, Cols: c, Data: data}
+}
+
+// stack returns the count matrices (rows×cols each) of a 3-D tensor of
+// ggml shape [cols, rows, count], each a weight of its own.
+func (ld *loader) stack(name string, count, rows, cols int) []*Weight {
+	if ld.err != nil {
+		return nil
+	}
+	t, ok := ld.f.Tensor(name)
+	if !ok {
+		ld.err = fmt.Errorf("tensor %q is missing", name)
+		return nil
+	}
+	want := []uint64{uint64(cols), uint64(rows), uint64(count)}
+	if !slices.Equal(t.Shape, want) {
+		ld.err = fmt.Errorf("tensor %q has shape %v, but the model's keys imply %v", name, t.Shape, want)
+		return nil
+	}
+	if !gguf.CanDequantize(t.Type) {
+		ld.err = fmt.Errorf("tensor %q: type %v is not supported", name, t.Type)
+		return nil
+	}
+	data, err := ld.f.Data(t)
+	if err != nil {
+		ld.err = err
+		return nil
+	}
+	all := &Weight{Name: name, Type: t.Type, Rows: count * rows, Cols: cols, Data: data}
+	out := make([]*Weight, count)
+	for k := range out {
+		out[k] = all.slice(fmt.Sprintf("%s[%d]", name, k), k*rows, (k+1)*rows)
+	}
+	return out
 }
 
 // vector returns an n-element 1-D weight.

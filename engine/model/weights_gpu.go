@@ -25,6 +25,9 @@ type GPUWeights struct {
 	// per-layer embeddings (whose table stays on the host).
 	PLEModelProj *gpu.Tensor
 	PLEProjNorm  *gpu.Buffer
+	// AltUpProj and AltUpUnembd are Gemma 3n's projections into and out of
+	// the streams beside stream 0; nil without AltUp.
+	AltUpProj, AltUpUnembd []*gpu.Tensor
 
 	tensors []*gpu.Tensor
 	buffers []*gpu.Buffer
@@ -55,6 +58,11 @@ type GPULayer struct {
 	PLEGate, PLEProj *gpu.Tensor
 	PLENorm          *gpu.Buffer
 	OutScale         float32
+	// Gemma 3n: the block's AltUp, and LAuReL's matrices and norm gain;
+	// nil without.
+	AltUp            *GPUAltUp
+	LaurelL, LaurelR *gpu.Tensor
+	LaurelNorm       *gpu.Buffer
 }
 
 // PlacedTensor is a projection whose output rows start at column Col of a
@@ -187,6 +195,18 @@ func (w *GPUWeights) upload(dev *gpu.Device, m *Model, o GPUWeightOptions) error
 			return err
 		}
 	}
+	for _, p := range []struct {
+		dst *[]*gpu.Tensor
+		ws  []*Weight
+	}{{&w.AltUpProj, m.AltUpProj}, {&w.AltUpUnembd, m.AltUpUnembd}} {
+		for _, wt := range p.ws {
+			t, err := tensor(wt)
+			if err != nil {
+				return err
+			}
+			*p.dst = append(*p.dst, t)
+		}
+	}
 	w.Layers = make([]GPULayer, len(m.Layers))
 	for i := range m.Layers {
 		l, g := &m.Layers[i], &w.Layers[i]
@@ -198,7 +218,16 @@ func (w *GPUWeights) upload(dev *gpu.Device, m *Model, o GPUWeightOptions) error
 		}
 		vecs := []vec{{&g.AttnNorm, blk("attn_norm.weight"), []*Weight{l.AttnNorm}}, {&g.PostAttnNorm, blk("post_attention_norm.weight"), []*Weight{l.PostAttnNorm}},
 			{&g.FFNNorm, blk("ffn_norm.weight"), []*Weight{l.FFNNorm}}, {&g.PostFFNNorm, blk("post_ffw_norm.weight"), []*Weight{l.PostFFNNorm}}}
-		vecs = append(vecs, vec{&g.PLENorm, blk("post_norm.weight"), []*Weight{l.PLENorm}})
+		vecs = append(vecs, vec{&g.PLENorm, blk("post_norm.weight"), []*Weight{l.PLENorm}},
+			vec{&g.LaurelNorm, blk("laurel_post_norm.weight"), []*Weight{l.LaurelNorm}})
+		if u := l.AltUp; u != nil {
+			g.AltUp = &GPUAltUp{}
+			vecs = append(vecs, vec{&g.AltUp.Router, blk("altup_router.weight"), []*Weight{u.Router}},
+				vec{&g.AltUp.RouterNorm, blk("altup_router_norm.weight"), []*Weight{u.RouterNorm}},
+				vec{&g.AltUp.Predict, blk("altup_predict_coef.weight"), []*Weight{u.Predict}},
+				vec{&g.AltUp.Correct, blk("altup_correct_coef.weight"), []*Weight{u.Correct}},
+				vec{&g.AltUp.CorrectScale, blk("altup_correct_scale.weight"), []*Weight{u.CorrectScale}})
+		}
 		switch {
 		case o.Merge && l.K == nil:
 			// A layer reading an earlier layer's cache: only q's.
@@ -244,6 +273,14 @@ func (w *GPUWeights) upload(dev *gpu.Device, m *Model, o GPUWeightOptions) error
 				return err
 			}
 			if g.PLEProj, err = tensor(l.PLEProj); err != nil {
+				return err
+			}
+		}
+		if l.LaurelL != nil {
+			if g.LaurelL, err = tensor(l.LaurelL); err != nil {
+				return err
+			}
+			if g.LaurelR, err = tensor(l.LaurelR); err != nil {
 				return err
 			}
 		}

@@ -57,8 +57,12 @@ func setMetadata(w *gguf.Writer, p Preset, target gguf.QuantTarget, seed uint64,
 	if p.SlidingWindow > 0 {
 		kvs = append(kvs, gguf.KV{Key: a + "attention.sliding_window", Value: u32(p.SlidingWindow)})
 	}
-	if p.Arch == "gemma4" {
-		for _, kv := range gemma4Keys(p) {
+	if p.gemmaNew() {
+		keys := gemma4Keys
+		if p.Arch == "gemma3n" {
+			keys = gemma3nKeys
+		}
+		for _, kv := range keys(p) {
 			kvs = gguf.PutKV(kvs, kv.Key, kv.Value)
 		}
 	} else if p.SlidingWindowPattern > 0 && p.SlidingWindowPattern != 6 {
@@ -82,6 +86,33 @@ func setMetadata(w *gguf.Writer, p Preset, target gguf.QuantTarget, seed uint64,
 		return err
 	}
 	return w.SetString(tokenizer.KeyChatTemplate, tmpl)
+}
+
+// gemma3nKeys are the keys llama.cpp's converter adds for Gemma 3n (its
+// Gemma3NModel.set_gguf_parameters): AltUp's streams and active one, the
+// per-layer embeddings' width, the KV sharing, each layer's sparsity as
+// icdf(p) (-inf where p is 0, as torch's icdf gives it) and the pattern as
+// one bool a layer.
+func gemma3nKeys(p Preset) []gguf.KV {
+	a := p.Arch + "."
+	u32 := func(x int) gguf.Value { return gguf.ValueOf(uint32(x)) }
+	pattern := make([]bool, p.Layers)
+	sparsity := make([]float32, p.Layers)
+	for l := range pattern {
+		pattern[l] = p.sliding(l)
+		sparsity[l] = float32(math.Inf(-1))
+		if l < p.SparseLayers {
+			sparsity[l] = float32(math.Sqrt2 * math.Erfinv(2*0.95-1))
+		}
+	}
+	return []gguf.KV{
+		{Key: a + "altup.active_idx", Value: u32(0)},
+		{Key: a + "altup.num_inputs", Value: u32(p.AltUp)},
+		{Key: a + "embedding_length_per_layer_input", Value: u32(p.PerLayerInput)},
+		{Key: a + "attention.shared_kv_layers", Value: u32(p.SharedKVLayers)},
+		{Key: a + "activation_sparsity_scale", Value: gguf.ArrayOf(sparsity)},
+		{Key: a + "attention.sliding_window_pattern", Value: gguf.ArrayOf(pattern)},
+	}
 }
 
 // gemma4Keys are the keys llama.cpp's converter adds for Gemma 4 (its

@@ -76,6 +76,11 @@ type Preset struct {
 	FFShared         int
 	PerLayerInput    int
 
+	// Gemma 3n (with SharedKVLayers and PerLayerInput above): AltUp
+	// residual streams, the LAuReL rank, and how many of the first
+	// layers sparsify their gate (at icdf(0.95)).
+	AltUp, LaurelRank, SparseLayers int
+
 	// TiedEmbeddings leaves out output.weight: token_embd is the output
 	// projection too.
 	TiedEmbeddings bool
@@ -150,6 +155,27 @@ func Presets() []Preset {
 			TiedEmbeddings: true, Tokenizer: "gemma",
 		},
 		{
+			// google/gemma-3n-E2B's config.json (text_config): one global
+			// layer in five, the last 10 sharing the caches of layers 18
+			// and 19, the first 10 sparse.
+			Name: "gemma-3n-e2b", Model: "google/gemma-3n-E2B", Arch: "gemma3n",
+			Vocab: 262400, Hidden: 2048, Layers: 30, Heads: 8, KVHeads: 2, HeadDim: 256, FF: 8192,
+			Context: 32768, Eps: 1e-6, RopeBase: 1000000, RopeBaseSWA: 10000,
+			SlidingWindow: 512, SlidingWindowPattern: 5, SharedKVLayers: 10, PerLayerInput: 256, FinalSoftcap: 30,
+			AltUp: 4, LaurelRank: 64, SparseLayers: 10,
+			TiedEmbeddings: true, Tokenizer: "gemma",
+		},
+		{
+			// google/gemma-3n-E4B's: 35 layers, 15 shared, twice the
+			// feed-forward.
+			Name: "gemma-3n-e4b", Model: "google/gemma-3n-E4B", Arch: "gemma3n",
+			Vocab: 262400, Hidden: 2048, Layers: 35, Heads: 8, KVHeads: 2, HeadDim: 256, FF: 16384,
+			Context: 32768, Eps: 1e-6, RopeBase: 1000000, RopeBaseSWA: 10000,
+			SlidingWindow: 512, SlidingWindowPattern: 5, SharedKVLayers: 15, PerLayerInput: 256, FinalSoftcap: 30,
+			AltUp: 4, LaurelRank: 64, SparseLayers: 10,
+			TiedEmbeddings: true, Tokenizer: "gemma",
+		},
+		{
 			Name: "qwen2.5-0.5b", Model: "Qwen/Qwen2.5-0.5B", Arch: "qwen2",
 			Vocab: 151936, Hidden: 896, Layers: 24, Heads: 14, KVHeads: 2, HeadDim: 64, FF: 4864,
 			Context: 32768, Eps: 1e-6, RopeBase: 1000000,
@@ -208,6 +234,14 @@ func Presets() []Preset {
 			Vocab: 736, Hidden: 128, Layers: 6, Heads: 4, KVHeads: 2, HeadDim: 512, HeadDimSWA: 64, FF: 192, FFShared: 384,
 			Context: 2048, Eps: 1e-6, RopeBase: 1000000, RopeBaseSWA: 10000, ProportionalRope: 0.25,
 			SlidingWindow: 16, SlidingWindowPattern: 3, SharedKVLayers: 2, PerLayerInput: 16, FinalSoftcap: 30,
+			TiedEmbeddings: true, Tokenizer: "gemma",
+		},
+		{
+			Name: "tiny-gemma3n", Model: "test model: Gemma 3n, 6 layers (3 and 6 global), window 16, 4 AltUp streams, LAuReL of rank 16, the first 2 sparse, the last 2 sharing caches, per-layer embeddings", Arch: "gemma3n",
+			Vocab: 736, Hidden: 128, Layers: 6, Heads: 4, KVHeads: 2, HeadDim: 32, FF: 192,
+			Context: 2048, Eps: 1e-6, RopeBase: 1000000, RopeBaseSWA: 10000,
+			SlidingWindow: 16, SlidingWindowPattern: 3, SharedKVLayers: 2, PerLayerInput: 16, FinalSoftcap: 30,
+			AltUp: 4, LaurelRank: 16, SparseLayers: 2,
 			TiedEmbeddings: true, Tokenizer: "gemma",
 		},
 		{
@@ -341,12 +375,12 @@ func (p Preset) Validate() error {
 		return fail("query_pre_attn_scalar is Gemma 2/3's; %s has none", p.Arch)
 	case !rec.Softcap && p.AttnSoftcap != 0:
 		return fail("attention soft-capping is Gemma 2's; %s has none", p.Arch)
-	case !rec.Softcap && p.Arch != "gemma4" && p.FinalSoftcap != 0:
-		return fail("final soft-capping is Gemma 2's and 4's; %s has none", p.Arch)
-	case (p.Arch == "gemma3" || p.Arch == "gemma4") && !(p.RopeBaseSWA > 1):
+	case !rec.Softcap && !p.gemmaNew() && p.FinalSoftcap != 0:
+		return fail("final soft-capping is Gemma 2's, 3n's and 4's; %s has none", p.Arch)
+	case (p.Arch == "gemma3" || p.gemmaNew()) && !(p.RopeBaseSWA > 1):
 		return fail("%s needs rope_base_swa, the base of its sliding-window layers", p.Arch)
-	case p.Arch != "gemma3" && p.Arch != "gemma4" && (p.RopeBaseSWA != 0 || p.SlidingWindowPattern != 0):
-		return fail("rope_base_swa and sliding_window_pattern are Gemma 3's and 4's; %s has neither", p.Arch)
+	case p.Arch != "gemma3" && !p.gemmaNew() && (p.RopeBaseSWA != 0 || p.SlidingWindowPattern != 0):
+		return fail("rope_base_swa and sliding_window_pattern are Gemma 3's, 3n's and 4's; %s has neither", p.Arch)
 	case p.SlidingWindowPattern < 0:
 		return fail("sliding_window_pattern (%d) must not be negative", p.SlidingWindowPattern)
 	}
@@ -366,6 +400,22 @@ func (p Preset) Validate() error {
 // validateGemma4 checks the fields only Gemma 4 has: present exactly for
 // it, and making a model engine/arch accepts.
 func (p Preset) validateGemma4() error {
+	if p.Arch != "gemma3n" && (p.AltUp != 0 || p.LaurelRank != 0 || p.SparseLayers != 0) {
+		return fmt.Errorf("AltUp, LAuReL and sparse layers are Gemma 3n's; %s has none", p.Arch)
+	}
+	if p.Arch == "gemma3n" {
+		switch {
+		case p.HeadDimSWA != 0 || p.ProportionalRope != 0 || p.FFShared != 0:
+			return fmt.Errorf("head_dim_swa, proportional RoPE and ff_shared are Gemma 4's; gemma3n has none")
+		case p.AltUp < 2 || p.AltUp > arch.MaxAltUp || p.LaurelRank <= 0 || p.PerLayerInput <= 0:
+			return fmt.Errorf("gemma3n needs 2 to %d AltUp streams (%d), a LAuReL rank (%d) and per-layer inputs (%d)", arch.MaxAltUp, p.AltUp, p.LaurelRank, p.PerLayerInput)
+		case p.SparseLayers < 0 || p.SparseLayers > p.Layers:
+			return fmt.Errorf("sparse layers (%d) must be within the %d layers", p.SparseLayers, p.Layers)
+		case p.SlidingWindowPattern < 2 || p.SharedKVLayers < 0 || p.SharedKVLayers > p.Layers-p.SlidingWindowPattern:
+			return fmt.Errorf("gemma3n needs a sliding_window_pattern of at least 2 and shared KV layers (%d) that leave a sliding and a global layer before them in %d layers", p.SharedKVLayers, p.Layers)
+		}
+		return nil
+	}
 	if p.Arch != "gemma4" {
 		if p.HeadDimSWA != 0 || p.ProportionalRope != 0 || p.SharedKVLayers != 0 || p.FFShared != 0 || p.PerLayerInput != 0 {
 			return fmt.Errorf("head_dim_swa, proportional RoPE, shared KV layers, ff_shared and per-layer inputs are Gemma 4's; %s has none", p.Arch)
@@ -387,6 +437,10 @@ func (p Preset) validateGemma4() error {
 	return nil
 }
 
+// gemmaNew reports whether p is Gemma 3n or 4, whose keys and tensors
+// llama.cpp's converters write in their own forms.
+func (p Preset) gemmaNew() bool { return p.Arch == "gemma3n" || p.Arch == "gemma4" }
+
 // sliding reports whether layer l of p slides (Gemma 3 and 4's period).
 func (p Preset) sliding(l int) bool {
 	period := p.SlidingWindowPattern
@@ -399,7 +453,8 @@ func (p Preset) sliding(l int) bool {
 // layerSizes are layer l's sizes, per layer for Gemma 4.
 func (p Preset) layerSizes(l int) arch.Sizes {
 	s := arch.Sizes{Hidden: p.Hidden, FF: p.FF, Heads: p.Heads, KVHeads: p.KVHeads, HeadDim: p.HeadDim,
-		Layers: p.Layers, PerLayer: p.PerLayerInput, Vocab: p.Vocab, OwnKV: l < p.Layers-p.SharedKVLayers}
+		Layers: p.Layers, PerLayer: p.PerLayerInput, Vocab: p.Vocab, OwnKV: l < p.Layers-p.SharedKVLayers,
+		AltUp: p.AltUp, Laurel: p.LaurelRank}
 	if p.Arch == "gemma4" {
 		if p.sliding(l) {
 			s.HeadDim = p.HeadDimSWA

@@ -204,6 +204,12 @@ func TestPresetShapes(t *testing.T) {
 			// table, projection and norm, and rope_freqs.
 			want += 4*p.Layers - 3*p.SharedKVLayers + 3 + 1
 		}
+		if p.Arch == "gemma3n" {
+			// Per layer the PLE gate, projection and norm, AltUp's five
+			// and LAuReL's three (every layer keeps k and v); the PLE
+			// table, projection and norm and the two AltUp stacks.
+			want += 11*p.Layers + 3 + 2
+		}
 		if got := len(p.tensors()); got != want {
 			t.Errorf("%s: %d tensors, want %d", p.Name, got, want)
 		}
@@ -382,6 +388,27 @@ func checkKeys(t *testing.T, f *gguf.File, p Preset) {
 			ints[key] = want
 		}
 	}
+	if p.Arch == "gemma3n" {
+		for key, want := range map[string]int{a + "altup.num_inputs": p.AltUp, a + "altup.active_idx": 0,
+			a + "attention.shared_kv_layers": p.SharedKVLayers, a + "embedding_length_per_layer_input": p.PerLayerInput} {
+			ints[key] = want
+		}
+		// What engine/arch makes of the pattern and the sparsity array:
+		// the first SparseLayers layers at icdf(0.95), the rest dense.
+		c, err := arch.ReadConfig(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for l := range p.Layers {
+			sh := c.Shape(l)
+			if sh.Sparse != (l < p.SparseLayers) || sh.Sparse && math.Abs(float64(sh.Sparsity)-1.6448536) > 1e-6 {
+				t.Errorf("layer %d: sparse %v at %v, want the first %d at icdf(0.95)", l, sh.Sparse, sh.Sparsity, p.SparseLayers)
+			}
+			if c.Sliding(l) != p.sliding(l) {
+				t.Errorf("layer %d: sliding %v", l, c.Sliding(l))
+			}
+		}
+	}
 	for key, want := range ints {
 		if got, err := f.Uint32(key); err != nil || int(got) != want {
 			t.Errorf("%s = %d (%v), want %d", key, got, err, want)
@@ -398,10 +425,10 @@ func checkKeys(t *testing.T, f *gguf.File, p Preset) {
 			floats[key] = v
 		}
 	}
-	opt(a+"rope.freq_base_swa", p.RopeBaseSWA, p.Arch == "gemma3" || p.Arch == "gemma4")
+	opt(a+"rope.freq_base_swa", p.RopeBaseSWA, p.Arch == "gemma3" || p.gemmaNew())
 	opt(a+"attention.scale", 1/math.Sqrt(float64(p.QueryPreAttnScalar)), p.Arch == "gemma2" || p.Arch == "gemma3")
 	opt(a+"attn_logit_softcapping", p.AttnSoftcap, p.Arch == "gemma2")
-	opt(a+"final_logit_softcapping", p.FinalSoftcap, p.Arch == "gemma2" || p.Arch == "gemma4")
+	opt(a+"final_logit_softcapping", p.FinalSoftcap, p.Arch == "gemma2" || p.gemmaNew())
 	opt(a+"rope.scaling.factor", p.RopeScalingFactor, p.RopeScaling != "")
 	for key, want := range floats {
 		// The file holds FLOAT32: compare at its precision.

@@ -1,0 +1,144 @@
+package model
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/hearthstudio/hearth/engine/gpu"
+	"github.com/hearthstudio/hearth/engine/ops"
+	"github.com/hearthstudio/hearth/engine/ops/ref"
+)
+
+// Gemma 3n's AltUp, as transformers' Gemma3nTextModel and its decoder layer
+// compute it: the residual is Config.AltUp streams, held stream-major (one
+// n × Hidden matrix a stream, so that the projections read and write whole
+// streams). Before layer 0 the scaled embedding is stream 0 and each other
+// stream k is altup_proj[k-1] of it, brought to its RMS; each layer
+// predicts the streams from one another, runs its block on the active
+// prediction, corrects the streams by what the block changed and adds its
+// per-layer embedding's output to every stream but 0; after the last
+// layer, altup_unembd_proj[k-1] maps stream k back, again at stream 0's
+// RMS, and the streams are averaged into the one row the head reads.
+
+// laurelScale is 2^-0.5: Gemma 3n's attention output and LAuReL's are
+// summed and scaled by it.
+var laurelScale = float32(math.Sqrt(0.5))
+
+// altUpArgs are c's AltUp over n tokens.
+func altUpArgs(c *Config, n int) ref.AltUpArgs {
+	return ref.AltUpArgs{Tokens: n, Dim: c.Hidden, Streams: c.AltUp, Active: c.AltUpActive, Eps: c.Eps}
+}
+
+// altUpStreamsCPU makes the streams from the n scaled embeddings x.
+func (m *Model) altUpStreamsCPU(x []float32, n int) ([]float32, error) {
+	c := &m.Config
+	s := make([]float32, 0, c.AltUp*len(x))
+	s = append(s, x...)
+	for _, w := range m.AltUpProj {
+		y, err := matmul(w, x, n)
+		if err != nil {
+			return nil, err
+		}
+		s = append(s, y...)
+	}
+	ref.AltUpRescale(s, altUpArgs(c, n))
+	return s, nil
+}
+
+// altUpMergeCPU averages the streams s of n tokens into one row each.
+func (m *Model) altUpMergeCPU(s []float32, n int) ([]float32, error) {
+	c := &m.Config
+	rows := n * c.Hidden
+	u := make([]float32, 0, len(s))
+	u = append(u, s[:rows]...)
+	for k, w := range m.AltUpUnembd {
+		y, err := matmul(w, s[(k+1)*rows:(k+2)*rows], n)
+		if err != nil {
+			return nil, err
+		}
+		u = append(u, y...)
+	}
+	return ref.AltUpMerge(u, altUpArgs(c, n)), nil
+}
+
+// forwardAltUpCPU is ForwardLayerCPU for Gemma 3n: predict the streams,
+// run the block on the active prediction, correct the streams by its
+// output, and add the per-layer embedding's gate of the corrected active
+// stream to every stream but 0.
+func (m *Model) forwardAltUpCPU(i int, s []float32, n int, cl CPULayer, acts *LayerActivations) ([]float32, error) {
+	c, lv, l := &m.Config, cl.Vectors, &m.Layers[i]
+	a := altUpArgs(c, n)
+	if len(s) != c.AltUp*n*c.Hidden {
+		return nil, fmt.Errorf("model: layer %d: %d values are not %d streams of %d tokens", i, len(s), c.AltUp, n)
+	}
+	if cl.PLE == nil {
+		return nil, fmt.Errorf("model: layer %d needs the batch's per-layer-embedding inputs", i)
+	}
+	pred, active := ref.AltUpPredict(s, lv.AltUpRouterNorm, lv.AltUpRouter, lv.AltUpPredict, a)
+	out, err := m.forwardBlockCPU(i, active, n, cl, acts)
+	if err != nil {
+		return nil, err
+	}
+	corrected, first := ref.AltUpCorrect(pred, out, lv.AltUpRouterNorm, lv.AltUpRouter, lv.AltUpCorrect, lv.AltUpScale, a)
+	g, err := matmul(l.PLEGate, first, n)
+	if err != nil {
+		return nil, err
+	}
+	h := ref.PLEGate(g, cl.PLE.Proj, cl.PLE.Tok, cl.PLE.Norm, refPLEArgs(c, n, i))
+	y, err := matmul(l.PLEProj, h, n)
+	if err != nil {
+		return nil, err
+	}
+	ref.AltUpAddNormed(corrected, y, lv.PLENorm, a)
+	return corrected, nil
+}
+
+// opsAltUpArgs are altUpArgs for the kernels.
+func opsAltUpArgs(c *Config, n int) ops.AltUpArgs { return ops.AltUpArgs(altUpArgs(c, n)) }
+
+// GPUAltUp is a block's AltUp on the device, its small weights in f32.
+type GPUAltUp struct {
+	Router, RouterNorm, Predict, Correct, CorrectScale *gpu.Buffer
+}
+
+// recordAltUpStreams appends the streams' set-up: x0 (n scaled embeddings)
+// copied to stream 0, altup_proj's products into the others, and those
+// brought to its RMS.
+func (w *GPUWeights) recordAltUpStreams(ch *gpu.Chain, x0, s *gpu.Buffer, n int, try func(error)) {
+	c := w.c
+	rows := n * c.Hidden
+	try(ops.CopyF32(ch, x0, 0, s, 0, rows))
+	for k, t := range w.AltUpProj {
+		try(ops.MatMulWith(ch, t, x0, s, n, ops.MatmulOptions{YOffset: (k + 1) * rows, YStride: c.Hidden}))
+	}
+	try(ops.AltUpRescale(ch, s, opsAltUpArgs(c, n)))
+}
+
+// recordAltUpMerge appends the streams' merge into out (n rows): each
+// stream but 0 copied out to tmp (n rows) and mapped back by
+// altup_unembd_proj into u (laid out as s), then the rescaled mean.
+func (w *GPUWeights) recordAltUpMerge(ch *gpu.Chain, s, tmp, u, out *gpu.Buffer, n int, try func(error)) {
+	c := w.c
+	rows := n * c.Hidden
+	try(ops.CopyF32(ch, s, 0, u, 0, rows))
+	for k, t := range w.AltUpUnembd {
+		try(ops.CopyF32(ch, s, (k+1)*rows, tmp, 0, rows))
+		try(ops.MatMulWith(ch, t, tmp, u, n, ops.MatmulOptions{YOffset: (k + 1) * rows, YStride: c.Hidden}))
+	}
+	try(ops.AltUpMerge(ch, u, out, opsAltUpArgs(c, n)))
+}
+
+// recordAltUpTail appends the end of a Gemma 3n block: the correction of
+// the streams by the block's output in X, then the per-layer embedding's
+// gate of the corrected active stream, its projection, and the normed add
+// to every stream but 0.
+func (w *GPUWeights) recordAltUpTail(ch *gpu.Chain, i int, a *GPUActivations, n int, try func(error)) {
+	c, l := w.c, &w.Layers[i]
+	args := opsAltUpArgs(c, n)
+	u := l.AltUp
+	try(ops.AltUpCorrect(ch, a.Pred, a.X, u.RouterNorm, u.Router, u.Correct, u.CorrectScale, a.Streams, a.First, args))
+	try(ops.MatMul(ch, l.PLEGate, a.First, a.PLEG, n))
+	try(ops.PLEGate(ch, a.PLEG, a.PLEProj, a.PLETok, w.PLEProjNorm, a.PLEH, opsPLEArgs(c, n, i)))
+	try(ops.MatMul(ch, l.PLEProj, a.PLEH, a.F, n))
+	try(ops.AltUpAddNormed(ch, a.F, l.PLENorm, a.Streams, args))
+}
