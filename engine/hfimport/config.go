@@ -47,6 +47,7 @@ type hparams struct {
 	window       int // sliding window in tokens, 0 for none
 	swaPattern   int // gemma3: layer i is global when (i+1)%swaPattern == 0
 	qpas         float64
+	ffs          []int   // intermediate_size when config.json gives one a layer (Gemma 3n)
 	attnSoftcap  float64 // 0 for none
 	finalSoftcap float64 // 0 for none
 	rope         ropeParams
@@ -114,7 +115,18 @@ func parseConfig(dir string) (*hparams, error) {
 		{"vocab_size", &hp.vocab}, {"hidden_size", &hp.hidden}, {"num_hidden_layers", &hp.layers},
 		{"intermediate_size", &hp.ff}, {"num_attention_heads", &hp.heads}, {"max_position_embeddings", &hp.ctx},
 	} {
-		if *f.dst, err = integer(f.key); err != nil {
+		// Gemma 3n's intermediate_size may be one width a layer: the
+		// widest here, each layer's in parseLayered.
+		if _, list := c.m[f.key].([]any); list && f.key == "intermediate_size" && fam.arch.LayerShapes {
+			ffs, err := c.ints(f.key)
+			if err != nil {
+				return nil, err
+			}
+			if len(ffs) == 0 {
+				return nil, c.errorf(f.key, "is an empty list")
+			}
+			hp.ffs, *f.dst = ffs, slices.Max(ffs)
+		} else if *f.dst, err = integer(f.key); err != nil {
 			return nil, err
 		}
 		if *f.dst <= 0 {

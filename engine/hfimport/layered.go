@@ -1,6 +1,7 @@
 package hfimport
 
 import (
+	"math"
 	"slices"
 	"strconv"
 
@@ -17,7 +18,19 @@ type layered struct {
 	ffs           []int  // per layer: feed-forward width
 	sharedKV      int    // the last layers that read earlier layers' caches
 	perLayer      int    // per-layer embeddings' width; 0 for none
+	// perLayerVocab is the per-layer table's height in the checkpoint
+	// (Gemma 3n's 262144 against a vocabulary of 262400: the converter
+	// pads it with zero rows to the vocabulary).
+	perLayerVocab int
+
+	// Gemma 3n: AltUp's streams and active one, LAuReL's rank, and each
+	// layer's activation_sparsity_pattern (0 for a dense layer).
+	altUp, altUpActive, laurel int
+	sparsity                   []float64
 }
+
+// gemma3n reports whether the layers are Gemma 3n's.
+func (l *layered) gemma3n() bool { return l.altUp > 0 }
 
 // parseLayered reads Gemma 4's per-layer configuration: the layer types
 // (transformers' default when absent: one global in six, the last layer
@@ -44,15 +57,21 @@ func (hp *hparams) parseLayered(c object) error {
 	if c.has("use_bidirectional_attention") && !c.isNull("use_bidirectional_attention") {
 		return c.errorf("use_bidirectional_attention", "is set: only causal attention is supported")
 	}
+	g3n := hp.fam.arch.Name == "gemma3n"
 	types, err := c.strs("layer_types")
 	if err != nil {
 		return err
 	}
 	if types == nil {
+		// transformers' defaults: Gemma 3n one global layer in five,
+		// Gemma 4 one in six and the last.
+		period := map[bool]int{true: 5, false: 6}[g3n]
 		for i := range hp.layers {
-			types = append(types, map[bool]string{true: "sliding_attention", false: "full_attention"}[(i+1)%6 != 0])
+			types = append(types, map[bool]string{true: "sliding_attention", false: "full_attention"}[(i+1)%period != 0])
 		}
-		types[hp.layers-1] = "full_attention"
+		if !g3n {
+			types[hp.layers-1] = "full_attention"
+		}
 	}
 	if len(types) != hp.layers {
 		return c.errorf("layer_types", "has %d entries for %d layers", len(types), hp.layers)
@@ -66,7 +85,10 @@ func (hp *hparams) parseLayered(c object) error {
 	integer := func(key string) (int, error) {
 		return c.int(key, int(hp.fam.class.Defaults[key]))
 	}
-	if l.globalHeadDim, err = integer("global_head_dim"); err != nil {
+	if g3n {
+		// One head width for every layer.
+		l.globalHeadDim = hp.headDim
+	} else if l.globalHeadDim, err = integer("global_head_dim"); err != nil {
 		return err
 	}
 	// Later transformers keep the global layers' head width as a
@@ -100,8 +122,14 @@ func (hp *hparams) parseLayered(c object) error {
 	if err != nil {
 		return err
 	}
+	if hp.ffs != nil && len(hp.ffs) != hp.layers {
+		return c.errorf("intermediate_size", "has %d widths for %d layers", len(hp.ffs), hp.layers)
+	}
 	for i := range hp.layers {
 		ff := hp.ff
+		if hp.ffs != nil {
+			ff = hp.ffs[i]
+		}
 		if double && l.sharedKV > 0 && i >= hp.layers-l.sharedKV {
 			ff *= 2
 		}
@@ -121,9 +149,17 @@ func (hp *hparams) parseLayered(c object) error {
 		if err != nil {
 			return err
 		}
-		if v != hp.vocab {
+		// Gemma 3n's table leaves out the vision and audio tokens at the
+		// end of the vocabulary; llama.cpp's converter pads it with zero
+		// rows, as transformers reads row 0 (the padding token's, zeros)
+		// for them.
+		if v != hp.vocab && !(g3n && v > 0 && v < hp.vocab) {
 			return c.errorf("vocab_size_per_layer_input", "is %d, vocab_size %d: a per-layer table of another height is not supported", v, hp.vocab)
 		}
+		l.perLayerVocab = v
+	}
+	if g3n {
+		return hp.parseGemma3n(c, l)
 	}
 	if !c.has("rope_parameters") {
 		// transformers' Gemma4TextConfig default when a config has none.
@@ -136,13 +172,94 @@ func (hp *hparams) parseLayered(c object) error {
 	return nil
 }
 
+// parseGemma3n reads what Gemma 3n adds: AltUp, LAuReL, the activation
+// sparsity, its final soft-cap (transformers' default 30 when absent) and
+// its RoPE (default on both kinds of layer, the sliding ones at
+// rope_local_base_freq).
+func (hp *hparams) parseGemma3n(c object, l *layered) error {
+	integer := func(key string) (int, error) {
+		return c.int(key, int(hp.fam.class.Defaults[key]))
+	}
+	var err error
+	if l.altUp, err = integer("altup_num_inputs"); err != nil {
+		return err
+	}
+	if l.altUp < 2 || l.altUp > arch.MaxAltUp {
+		return c.errorf("altup_num_inputs", "is %d, want 2 to %d", l.altUp, arch.MaxAltUp)
+	}
+	if l.altUpActive, err = integer("altup_active_idx"); err != nil {
+		return err
+	}
+	if l.altUpActive < 0 || l.altUpActive >= l.altUp {
+		return c.errorf("altup_active_idx", "is %d, not one of the %d streams", l.altUpActive, l.altUp)
+	}
+	if l.laurel, err = integer("laurel_rank"); err != nil {
+		return err
+	}
+	if l.laurel <= 0 {
+		return c.errorf("laurel_rank", "is %d, want a positive rank", l.laurel)
+	}
+	if l.perLayer <= 0 {
+		return c.errorf("hidden_size_per_layer_input", "is %d: Gemma 3n has per-layer embeddings", l.perLayer)
+	}
+	// The corrected active stream is always scaled here, as in every
+	// released model.
+	if scaled, err := c.bool("altup_correct_scale", true); err != nil {
+		return err
+	} else if !scaled {
+		return c.errorf("altup_correct_scale", "is false: only the scaled AltUp correction is supported")
+	}
+	switch c.m["activation_sparsity_pattern"].(type) {
+	case nil:
+		// transformers' default: the first 10 layers at 0.95 when there
+		// are more than 10.
+		l.sparsity = make([]float64, hp.layers)
+		for i := range min(10, hp.layers) {
+			if hp.layers > 10 {
+				l.sparsity[i] = 0.95
+			}
+		}
+	case []any:
+		if l.sparsity, err = c.floats("activation_sparsity_pattern"); err != nil {
+			return err
+		}
+		if len(l.sparsity) != hp.layers {
+			return c.errorf("activation_sparsity_pattern", "has %d values for %d layers", len(l.sparsity), hp.layers)
+		}
+	default:
+		return c.errorf("activation_sparsity_pattern", "is not a list of one sparsity a layer")
+	}
+	for _, p := range l.sparsity {
+		if !(p >= 0 && p < 1) {
+			return c.errorf("activation_sparsity_pattern", "has %v, want values in [0, 1)", p)
+		}
+	}
+	switch {
+	case c.isNull("final_logit_softcapping"):
+		hp.finalSoftcap = 0
+	case !c.has("final_logit_softcapping"):
+		hp.finalSoftcap = hp.fam.class.Defaults["final_logit_softcapping"]
+	}
+	if !c.has("rope_parameters") {
+		local, err := c.float("rope_local_base_freq", hp.fam.class.Defaults["rope_local_base_freq"])
+		if err != nil {
+			return err
+		}
+		hp.ropeLocal = ropeParams{typ: "default", theta: local, factor: 1, partial: 1}
+	}
+	if hp.rope.typ != "default" || hp.ropeLocal.typ != "default" {
+		return c.errorf("rope_parameters", "has %q global and %q sliding RoPE; %s runs default RoPE on both", hp.rope.typ, hp.ropeLocal.typ, hp.class)
+	}
+	return nil
+}
+
 // sizes are layer i's sizes for the tensor map (the scalars for an
 // architecture whose layers are alike).
 func (hp *hparams) sizes(i int) arch.Sizes {
 	s := arch.Sizes{Hidden: hp.hidden, FF: hp.ff, Heads: hp.heads, KVHeads: hp.kvHeads, HeadDim: hp.headDim,
 		Layers: hp.layers, Vocab: hp.vocab, OwnKV: true}
 	if l := hp.layered; l != nil {
-		s.FF, s.PerLayer = l.ffs[i], l.perLayer
+		s.FF, s.PerLayer, s.AltUp, s.Laurel = l.ffs[i], l.perLayer, l.altUp, l.laurel
 		s.OwnKV = i < hp.layers-l.sharedKV
 		if !l.sliding[i] {
 			s.HeadDim = l.globalHeadDim
@@ -160,6 +277,9 @@ func (hp *hparams) layeredMetadata(a string, kv []gguf.KV) []gguf.KV {
 	l := hp.layered
 	set := func(k string, v gguf.Value) { kv = gguf.PutKV(kv, a+k, v) }
 	u32 := func(x int) gguf.Value { return gguf.ValueOf(uint32(x)) }
+	if l.gemma3n() {
+		return hp.gemma3nMetadata(a, kv)
+	}
 	set("attention.key_length", u32(l.globalHeadDim))
 	set("attention.value_length", u32(l.globalHeadDim))
 	set("attention.key_length_swa", u32(hp.headDim))
@@ -170,6 +290,39 @@ func (hp *hparams) layeredMetadata(a string, kv []gguf.KV) []gguf.KV {
 	set("attention.sliding_window_pattern", gguf.ArrayOf(l.sliding))
 	set("attention.shared_kv_layers", u32(l.sharedKV))
 	set("embedding_length_per_layer_input", u32(l.perLayer))
+	if slices.Max(l.ffs) != slices.Min(l.ffs) {
+		ffs := make([]uint32, len(l.ffs))
+		for i, f := range l.ffs {
+			ffs[i] = uint32(f)
+		}
+		set("feed_forward_length", gguf.ArrayOf(ffs))
+	}
+	return kv
+}
+
+// gemma3nMetadata are the keys llama.cpp's Gemma3NModel converter adds
+// (engine/arch's configureGemma3n reads them): AltUp's streams and active
+// one, the per-layer embeddings' width, the KV sharing, each layer's
+// sparsity as the normal quantile icdf(p) (-inf for p = 0, as torch's icdf
+// gives it), the pattern one bool a layer, the sliding layers' RoPE base,
+// the feed-forward per layer when the layers differ, and the final
+// soft-cap, always (a reader's default for an absent key is 30).
+func (hp *hparams) gemma3nMetadata(a string, kv []gguf.KV) []gguf.KV {
+	l := hp.layered
+	set := func(k string, v gguf.Value) { kv = gguf.PutKV(kv, a+k, v) }
+	u32 := func(x int) gguf.Value { return gguf.ValueOf(uint32(x)) }
+	set("altup.active_idx", u32(l.altUpActive))
+	set("altup.num_inputs", u32(l.altUp))
+	set("embedding_length_per_layer_input", u32(l.perLayer))
+	set("attention.shared_kv_layers", u32(l.sharedKV))
+	scales := make([]float32, len(l.sparsity))
+	for i, p := range l.sparsity {
+		scales[i] = float32(math.Sqrt2 * math.Erfinv(2*p-1))
+	}
+	set("activation_sparsity_scale", gguf.ArrayOf(scales))
+	set("attention.sliding_window_pattern", gguf.ArrayOf(l.sliding))
+	set("rope.freq_base_swa", gguf.ValueOf(float32(hp.ropeLocal.theta)))
+	set("final_logit_softcapping", gguf.ValueOf(float32(hp.finalSoftcap)))
 	if slices.Max(l.ffs) != slices.Min(l.ffs) {
 		ffs := make([]uint32, len(l.ffs))
 		for i, f := range l.ffs {

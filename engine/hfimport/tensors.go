@@ -31,6 +31,12 @@ type tensorPlan struct {
 	permHeads  int  // >0: llama.cpp's q/k row order for this many heads
 	addOne     bool // Gemma's stored gain-1 norms
 	data       []float32
+	// parts, when set, are the plans whose outputs, one after another,
+	// make this tensor (Gemma 3n's altup_projections.N stacked), and
+	// zeroRows rows of zeros follow them (its per-layer table padded to
+	// the vocabulary).
+	parts    []*tensorPlan
+	zeroRows int64
 }
 
 var dtypeToGGUF = map[safetensors.DType]gguf.Type{safetensors.F32: gguf.TypeF32, safetensors.F16: gguf.TypeF16, safetensors.BF16: gguf.TypeBF16}
@@ -95,22 +101,22 @@ func (m *Model) plan(hp *hparams, o Options) error {
 	}
 	m.FileType = map[gguf.Type]gguf.FileType{gguf.TypeF32: 0, gguf.TypeF16: 1, gguf.TypeBF16: 32}[matType]
 
-	// add plans gguf from the HF tensor hf, whose shape must be want
-	// (outermost first). An absent optional tensor is skipped.
-	add := func(gg, hf string, want []int64, required bool, tweak func(*tensorPlan)) error {
+	// plan plans gguf from the HF tensor hf, whose shape must be want
+	// (outermost first); an absent optional tensor gives nil.
+	plan := func(gg, hf string, want []int64, required bool, tweak func(*tensorPlan)) (*tensorPlan, error) {
 		t, ok := avail[hf]
 		if !ok {
 			if required {
-				return fmt.Errorf("hfimport: %s: tensor %q (%s) is missing", m.Dir, hf, gg)
+				return nil, fmt.Errorf("hfimport: %s: tensor %q (%s) is missing", m.Dir, hf, gg)
 			}
-			return nil
+			return nil, nil
 		}
 		used[hf] = true
 		if !t.DType.Float() {
-			return fmt.Errorf("hfimport: %s: tensor %q: dtype %s cannot be imported (F32, F16 and BF16 can)", t.File(), t.Name, t.DType)
+			return nil, fmt.Errorf("hfimport: %s: tensor %q: dtype %s cannot be imported (F32, F16 and BF16 can)", t.File(), t.Name, t.DType)
 		}
 		if !slices.Equal(t.Shape, want) {
-			return fmt.Errorf("hfimport: %s: tensor %q has shape %v, config.json makes it %v", t.File(), t.Name, t.Shape, want)
+			return nil, fmt.Errorf("hfimport: %s: tensor %q has shape %v, config.json makes it %v", t.File(), t.Name, t.Shape, want)
 		}
 		p := &tensorPlan{name: gg, src: t, typ: matType}
 		switch len(want) {
@@ -127,8 +133,15 @@ func (m *Model) plan(hp *hparams, o Options) error {
 		if tweak != nil {
 			tweak(p)
 		}
-		m.plans = append(m.plans, p)
-		return nil
+		return p, nil
+	}
+	// add plans and keeps it.
+	add := func(gg, hf string, want []int64, required bool, tweak func(*tensorPlan)) error {
+		p, err := plan(gg, hf, want, required, tweak)
+		if p != nil {
+			m.plans = append(m.plans, p)
+		}
+		return err
 	}
 	permute := func(heads int) func(*tensorPlan) {
 		if !fam.arch.PermuteQK {
@@ -162,8 +175,35 @@ func (m *Model) plan(hp *hparams, o Options) error {
 		})
 	}
 	for _, t := range fam.arch.Globals {
-		if sz := hp.sizes(0); t.In(sz) {
-			if err := add(t.GGUF, "model."+t.HF, t.Shape(sz), !t.Optional, nil); err != nil {
+		sz := hp.sizes(0)
+		if !t.In(sz) {
+			continue
+		}
+		shape := t.Shape(sz)
+		switch {
+		case t.Stack != arch.DimNone:
+			// One HF matrix a slice of the stack (Gemma 3n's AltUp
+			// projections), written back to back.
+			p := &tensorPlan{name: t.GGUF, shape: []uint64{uint64(shape[2]), uint64(shape[1]), uint64(shape[0])}}
+			for k := range shape[0] {
+				part, err := plan(fmt.Sprintf("%s[%d]", t.GGUF, k), "model."+fmt.Sprintf(t.HF, k), shape[1:], true, nil)
+				if err != nil {
+					return err
+				}
+				p.parts, p.typ = append(p.parts, part), part.typ
+			}
+			m.plans = append(m.plans, p)
+		case t.Rows == arch.DimVocab && hp.layered != nil && hp.layered.perLayerVocab > 0 && int64(hp.layered.perLayerVocab) < shape[0]:
+			// Gemma 3n's per-layer table, padded with zero rows to the
+			// vocabulary as llama.cpp's converter does.
+			part, err := plan(t.GGUF, "model."+t.HF, []int64{int64(hp.layered.perLayerVocab), shape[1]}, true, nil)
+			if err != nil {
+				return err
+			}
+			m.plans = append(m.plans, &tensorPlan{name: t.GGUF, typ: part.typ, shape: []uint64{uint64(shape[1]), uint64(shape[0])},
+				parts: []*tensorPlan{part}, zeroRows: shape[0] - int64(hp.layered.perLayerVocab), cols: shape[1]})
+		default:
+			if err := add(t.GGUF, "model."+t.HF, shape, !t.Optional, nil); err != nil {
 				return err
 			}
 		}
@@ -236,8 +276,13 @@ func (m *Model) plan(hp *hparams, o Options) error {
 
 	for _, p := range m.plans {
 		src := ""
-		if p.src != nil {
+		switch {
+		case p.src != nil:
 			src = p.src.Name
+		case p.parts != nil:
+			for i, part := range p.parts {
+				src += map[bool]string{true: ", ", false: ""}[i > 0] + part.src.Name
+			}
 		}
 		m.Tensors = append(m.Tensors, TensorInfo{Name: p.name, Type: p.typ, Shape: p.shape, Source: src})
 	}
@@ -291,6 +336,19 @@ func permutedRow(r, rows int64, heads int) int64 {
 // reader streams the plan's output bytes.
 // chunk is the bytes of source rows to convert at a time.
 func (p *tensorPlan) reader(chunk int64) (io.Reader, error) {
+	if p.parts != nil {
+		var rs []io.Reader
+		for _, part := range p.parts {
+			r, err := part.reader(chunk)
+			if err != nil {
+				return nil, err
+			}
+			rs = append(rs, r)
+		}
+		// Zero bytes are zeros in every float type the parts write.
+		zeros := p.zeroRows * p.cols * int64(p.typ.TypeSize())
+		return io.MultiReader(append(rs, io.LimitReader(zeroReader{}, zeros))...), nil
+	}
 	if p.src == nil {
 		b := make([]byte, 4*len(p.data))
 		for i, v := range p.data {
@@ -369,6 +427,14 @@ func (c *convReader) fill() error {
 	c.row += k
 	c.pending = c.out
 	return nil
+}
+
+// zeroReader reads zeros for ever.
+type zeroReader struct{}
+
+func (zeroReader) Read(b []byte) (int, error) {
+	clear(b)
+	return len(b), nil
 }
 
 func grow[T any](s []T, n int) []T {
