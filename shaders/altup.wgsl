@@ -71,19 +71,28 @@ fn at(k: u32, t: u32) -> u32 {
     return (k * p.tokens + t) * p.dim;
 }
 
+// row_value is element i of s (src 0) or x (src 1). A branch, not select,
+// which would read both: index i of s lies past the end of x.
+fn row_value(src: u32, i: u32) -> f32 {
+    if (src == 0u) {
+        return s[i];
+    }
+    return x[i];
+}
+
 // route fills modality with tanh(router . (rmsnorm(row) * w / dim)) for the
 // row starting at base of s (src 0) or of x (src 1).
 fn route(src: u32, base: u32, lid: u32) {
     var ss = 0.0;
     for (var e = lid; e < p.dim; e += WG) {
-        let v = select(x[base + e], s[base + e], src == 0u);
+        let v = row_value(src, base + e);
         ss += v * v;
     }
     let inv = inverseSqrt(workgroup_sum(ss, lid) / f32(p.dim) + p.eps);
     for (var j = 0u; j < p.streams; j++) {
         var dot = 0.0;
         for (var e = lid; e < p.dim; e += WG) {
-            let v = select(x[base + e], s[base + e], src == 0u);
+            let v = row_value(src, base + e);
             dot += v * inv * w[e] * router[j * p.dim + e];
         }
         let r = workgroup_sum(dot, lid);

@@ -167,6 +167,9 @@ func NewLoRA(m *model.Model, c LoRAConfig, seed uint64) (*LoRA, error) {
 		// named.
 		fusedOn := map[string]bool{}
 		for t, w := range ws {
+			if w == nil {
+				continue
+			}
 			if f := fusedName(w); f != "" && on[t] {
 				fusedOn[f] = true
 			}
@@ -175,6 +178,11 @@ func NewLoRA(m *model.Model, c LoRAConfig, seed uint64) (*LoRA, error) {
 		for t := range numTargets {
 			l.index[i][t] = slot{k: -1}
 			w := ws[t]
+			if w == nil {
+				// A Gemma 4 layer reading another's cache has no k or v
+				// (nor does transformers' model a module to adapt).
+				continue
+			}
 			name, fused := fmt.Sprintf("blk.%d.%s.weight", i, targetTensor[t]), fusedName(w)
 			if fused != "" {
 				name = fused
@@ -200,6 +208,11 @@ func NewLoRA(m *model.Model, c LoRAConfig, seed uint64) (*LoRA, error) {
 	// The embeddings and the head, after the layers (so that the layers'
 	// draws do not depend on them).
 	embed, output := c.modelTargets()
+	if m.PLE != nil && (embed || output && m.Output == m.Embed) {
+		// Their per-layer inputs project the embeddings too, a path the
+		// step's backward does not take.
+		return nil, fmt.Errorf("training: LoRA target \"embed\" is not supported on %s, whose per-layer embeddings read the token embeddings as well (%s is tied to them; the layer targets are)", m.Config.Arch, m.Embed.Name)
+	}
 	tied := m.Output == m.Embed
 	if embed || output && tied {
 		l.embed = len(l.Pairs)

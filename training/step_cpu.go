@@ -62,7 +62,8 @@ type CPU struct {
 	c       *model.Config
 	layers  []frozenLayer
 	outNorm []float32
-	output  linear // the LM head (token_embd when tied)
+	output  linear    // the LM head (token_embd when tied)
+	pleNorm []float32 // the per-layer embeddings' projection norm (Gemma 4); nil without
 	// dropoutStep is the dropout counter of the next Backward.
 	dropoutStep uint64
 }
@@ -111,6 +112,9 @@ func (d *dropout) apply(x []float32, m, cols int) []float32 {
 type frozenLayer struct {
 	model.LayerVectors
 	proj [numTargets]linear
+	// pleGate and pleProj are Gemma 4's per-layer-embedding gate and
+	// projection, whose backward the block's runs through.
+	pleGate, pleProj linear
 }
 
 // linear is a frozen rows × cols weight in f32.
@@ -145,10 +149,16 @@ func NewCPU(m *model.Model) (*CPU, error) {
 			f.LayerVectors, err = l.Vectors()
 		}
 		for t, w := range l.Projections() {
-			f.proj[t] = lin(w)
+			if w != nil { // a layer reading another's cache has no k, v
+				f.proj[t] = lin(w)
+			}
+		}
+		if l.PLEGate != nil {
+			f.pleGate, f.pleProj = lin(l.PLEGate), lin(l.PLEProj)
 		}
 	}
 	r.outNorm = vec(m.OutNorm)
+	r.pleNorm = vec(m.PLEProjNorm)
 	r.output = lin(m.Output)
 	if err != nil {
 		return nil, fmt.Errorf("training: %w", err)
@@ -254,13 +264,30 @@ func (r *CPU) example(lora *LoRA, e Example, g *Grads, drop dropouts) (float64, 
 		}
 	}
 
-	// The layers, keeping each one's input (the checkpoint).
+	// Gemma 4's per-layer embeddings: inputs of every layer, from the
+	// tokens and their scaled embeddings (which no pair adapts here:
+	// supportedTargets).
+	var ple *model.PLEInputs
+	if m.PLE != nil {
+		var err error
+		if ple, err = m.PLEInputsCPU(e.Tokens, x, r.pleNorm); err != nil {
+			return 0, 0, fmt.Errorf("training: %w", err)
+		}
+	}
+
+	// The layers, keeping each one's input (the checkpoint), and the keys
+	// and values of those whose cache later layers read (Gemma 4's KV
+	// sharing).
 	inputs := make([][]float32, len(r.layers))
+	kv := make([]sharedKV, len(r.layers))
 	for i := range r.layers {
 		inputs[i] = x
-		a, err := r.layer(i, lora, x, n, drop)
+		a, err := r.layer(i, lora, x, n, drop, ple, kv)
 		if err != nil {
 			return 0, 0, err
+		}
+		if c.OwnKV(i) {
+			kv[i] = sharedKV{k: a.K, v: a.V}
 		}
 		x = a.Out
 	}
@@ -306,11 +333,11 @@ func (r *CPU) example(lora *LoRA, e Example, g *Grads, drop dropouts) (float64, 
 	}
 	dx := ref.RMSNormBackward(x, r.outNorm, dxn, normArgs)
 	for i := len(r.layers) - 1; i >= 0; i-- {
-		a, err := r.layer(i, lora, inputs[i], n, drop)
+		a, err := r.layer(i, lora, inputs[i], n, drop, ple, kv)
 		if err != nil {
 			return 0, 0, err
 		}
-		dx = r.layerBackward(i, lora, a, dx, g)
+		dx = r.layerBackward(i, lora, a, dx, g, kv)
 	}
 	if ep != nil {
 		embedBackward(ep, lora.Config.Scale()*embedScale(c), e.Tokens, dx, g.A[lora.embed], g.B[lora.embed])
@@ -358,12 +385,23 @@ func embedBackward(p *Pair, fs float32, ids []int32, dx, dA, dB []float32) {
 	ref.ScatterAddRows(dB, dh, ids, p.Rank, fs)
 }
 
+// sharedKV is a layer's keys (rotated) and values (normed) as later
+// layers past Gemma 4's KV-sharing boundary read them, and the gradients
+// those layers send back to them.
+type sharedKV struct {
+	k, v   []float32
+	dk, dv []float32
+}
+
 // activations are what one layer's backward needs of its forward: the
 // block's intermediates (model.ForwardLayerCPU records them) and its LoRA
 // pairs' own.
 type activations struct {
 	model.LayerActivations
-	n    int
+	// keys and values are those the attention read: the layer's own, or
+	// the cache of the layer it shares.
+	keys, values []float32
+	n            int
 	ha   [numTargets][]float32 // A·drop(x) of each adapted projection
 	xd   [numTargets][]float32 // drop(x), its input after dropout
 	drop [numTargets]*dropout  // its mask, nil for none
@@ -371,9 +409,15 @@ type activations struct {
 
 // layer is block i's forward over n tokens, model.ForwardLayerCPU with
 // every projection summed in float64 and gaining its LoRA correction.
-func (r *CPU) layer(i int, lora *LoRA, x []float32, n int, drop dropouts) (*activations, error) {
+func (r *CPU) layer(i int, lora *LoRA, x []float32, n int, drop dropouts, ple *model.PLEInputs, kv []sharedKV) (*activations, error) {
 	l := &r.layers[i]
 	a := &activations{n: n}
+	cl := model.CPULayer{Vectors: &l.LayerVectors, Factors: r.m.RopeFactors, PLE: ple}
+	if j := r.c.Shape(i).KVLayer; j != i {
+		// The tokens' keys and values in the producer's layer, as a
+		// cache of n positions the layer reads from position 0.
+		cl.K, cl.V = kv[j].k, kv[j].v
+	}
 	// mul is W·x plus the LoRA correction scale·B·(A·drop(x)), keeping
 	// A·drop(x) and drop(x) (x itself without dropout; a fused pair's
 	// slices share one mask, that of their pair).
@@ -387,8 +431,13 @@ func (r *CPU) layer(i int, lora *LoRA, x []float32, n int, drop dropouts) (*acti
 		}
 		return y, nil
 	}
-	if _, err := r.m.ForwardLayerCPU(i, x, n, model.CPULayer{Vectors: &l.LayerVectors, Mul: mul, Factors: r.m.RopeFactors}, &a.LayerActivations); err != nil {
+	cl.Mul = mul
+	if _, err := r.m.ForwardLayerCPU(i, x, n, cl, &a.LayerActivations); err != nil {
 		return nil, fmt.Errorf("training: %w", err)
+	}
+	a.keys, a.values = a.K, a.V
+	if cl.K != nil {
+		a.keys, a.values = cl.K, cl.V
 	}
 	return a, nil
 }
@@ -396,9 +445,15 @@ func (r *CPU) layer(i int, lora *LoRA, x []float32, n int, drop dropouts) (*acti
 // layerBackward takes the gradient of block i's output to that of its
 // input, adding the gradients of its LoRA pairs to g. The frozen weights,
 // norms and biases get none.
-func (r *CPU) layerBackward(i int, lora *LoRA, a *activations, dout []float32, g *Grads) []float32 {
+//
+// A layer that reads another's cache sends the gradients of those keys and
+// values back to it through kv (the later layer's backward runs first); a
+// layer whose cache others read adds theirs to its own.
+func (r *CPU) layerBackward(i int, lora *LoRA, a *activations, dout []float32, g *Grads, kv []sharedKV) []float32 {
 	c, l := r.c, &r.layers[i]
 	n, d := a.n, c.Hidden
+	sh, own := c.Shape(i), c.OwnKV(i)
+	hd := sh.HeadDim
 	normBack := func(x, w, dy []float32, rows, dim int) []float32 {
 		return ref.RMSNormBackward(x, w, dy, ref.NormArgs{Rows: rows, Dim: dim, Eps: c.Eps})
 	}
@@ -419,6 +474,18 @@ func (r *CPU) layerBackward(i int, lora *LoRA, a *activations, dout []float32, g
 			}
 		}
 		return dx
+	}
+
+	// Gemma 4's tail: out = (f1 + norm(P·(gelu(G·f1)·ple)))·scale, f1 the
+	// feed-forward's output.
+	if s := r.m.Layers[i].OutScale; s != 0 {
+		dout = ref.Scale(dout, s)
+	}
+	if a.PLEIn != nil {
+		dy := normBack(a.PLEY, l.PLENorm, dout, n, d)
+		dh := matmulBackward(l.pleProj, dy, n)
+		dg, _ := ref.GeGLUBackward(a.PLEG, a.PLE, dh)
+		dout = ref.Add(dout, matmulBackward(l.pleGate, dg, n))
 	}
 
 	// Feed-forward: out = x2 + post(f).
@@ -444,16 +511,38 @@ func (r *CPU) layerBackward(i int, lora *LoRA, a *activations, dout []float32, g
 		do = normBack(a.O, l.PostAttnNorm, do, n, d)
 	}
 	datt := mulBack(tO, a.Att, do)
-	dq, dk, dv := ref.AttentionBackward(a.Q, a.K, a.V, datt, a.Attention)
-	dq = ref.RoPEBackward(dq, r.m.RopeFactors, nil, a.RopeQ)
-	dk = ref.RoPEBackward(dk, r.m.RopeFactors, nil, a.RopeK)
+	dq, dk, dv := ref.AttentionBackward(a.Q, a.keys, a.values, datt, a.Attention)
+	factors := r.m.RopeFactors
+	if !sh.RopeFactors {
+		factors = nil
+	}
+	dq = ref.RoPEBackward(dq, factors, nil, a.RopeQ)
 	if l.QNorm != nil {
-		dq = normBack(a.QIn, l.QNorm, dq, n*c.Heads, c.HeadDim)
-		dk = normBack(a.KIn, l.KNorm, dk, n*c.KVHeads, c.HeadDim)
+		dq = normBack(a.QIn, l.QNorm, dq, n*c.Heads, hd)
 	}
 	dxn := mulBack(tQ, a.XN, dq)
-	ref.AddInPlace(dxn, mulBack(tK, a.XN, dk))
-	ref.AddInPlace(dxn, mulBack(tV, a.XN, dv))
+	if own {
+		if p := &kv[i]; p.dk != nil {
+			ref.AddInPlace(dk, p.dk)
+			ref.AddInPlace(dv, p.dv)
+		}
+		dk = ref.RoPEBackward(dk, factors, nil, a.RopeK)
+		if l.QNorm != nil {
+			dk = normBack(a.KIn, l.KNorm, dk, n*sh.KVHeads, hd)
+		}
+		if a.VIn != nil {
+			dv = normBack(a.VIn, nil, dv, n*sh.KVHeads, hd)
+		}
+		ref.AddInPlace(dxn, mulBack(tK, a.XN, dk))
+		ref.AddInPlace(dxn, mulBack(tV, a.XN, dv))
+	} else {
+		p := &kv[sh.KVLayer]
+		if p.dk == nil {
+			p.dk, p.dv = make([]float32, len(dk)), make([]float32, len(dv))
+		}
+		ref.AddInPlace(p.dk, dk)
+		ref.AddInPlace(p.dv, dv)
+	}
 	dx := normBack(a.X, l.AttnNorm, dxn, n, d)
 	ref.AddInPlace(dx, dx2)
 	return dx

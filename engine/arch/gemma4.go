@@ -52,6 +52,7 @@ func init() {
 		// Gemma 4's own vocabulary has <|turn> and <turn|>; a file on
 		// Gemma 1-3's (hearth synth's) gets their format.
 		ChatFallback: "gemma4",
+		Trainable:    true,
 	})
 }
 

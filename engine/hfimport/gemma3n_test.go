@@ -200,6 +200,9 @@ func TestImportGemma3nRefuses(t *testing.T) {
 		{"scaled RoPE", map[string]any{"rope_parameters": map[string]any{
 			"sliding_attention": map[string]any{"rope_type": "default", "rope_theta": 10000.0},
 			"full_attention":    map[string]any{"rope_type": "linear", "factor": 2.0, "rope_theta": 1e6}}}, "", "rope_parameters"},
+		{"a shared global layer with no global layer before it", map[string]any{"num_kv_shared_layers": 1,
+			"layer_types": []string{"sliding_attention", "sliding_attention", "sliding_attention", "sliding_attention", "sliding_attention", "full_attention"}},
+			"", "num_kv_shared_layers"},
 		{"missing AltUp projection", nil, "model.altup_projections.1.weight", `"model.altup_projections.1.weight"`},
 		{"missing LAuReL", nil, "model.layers.4.laurel.linear_right.weight", `"model.layers.4.laurel.linear_right.weight"`},
 	} {

@@ -118,6 +118,14 @@ func (hp *hparams) parseLayered(c object) error {
 	if l.sharedKV < 0 || l.sharedKV >= hp.layers {
 		return c.errorf("num_kv_shared_layers", "is %d, want 0 up to num_hidden_layers (%d) - 1", l.sharedKV, hp.layers)
 	}
+	// A shared layer reads the last layer of its kind before the
+	// boundary, which must exist (engine/arch refuses the file otherwise).
+	first := hp.layers - l.sharedKV
+	for i := first; i < hp.layers; i++ {
+		if !slices.Contains(l.sliding[:first], l.sliding[i]) {
+			return c.errorf("num_kv_shared_layers", "is %d: layer %d shares the cache of an earlier layer of its kind, and the %d layers before it have none", l.sharedKV, i, first)
+		}
+	}
 	double, err := c.bool("use_double_wide_mlp", false)
 	if err != nil {
 		return err
@@ -151,8 +159,8 @@ func (hp *hparams) parseLayered(c object) error {
 		}
 		// Gemma 3n's table leaves out the vision and audio tokens at the
 		// end of the vocabulary; llama.cpp's converter pads it with zero
-		// rows, as transformers reads row 0 (the padding token's, zeros)
-		// for them.
+		// rows (transformers reads row 0, the padding token's, for them:
+		// only those soft tokens differ).
 		if v != hp.vocab && !(g3n && v > 0 && v < hp.vocab) {
 			return c.errorf("vocab_size_per_layer_input", "is %d, vocab_size %d: a per-layer table of another height is not supported", v, hp.vocab)
 		}

@@ -107,7 +107,7 @@ func (r *CPU) Forward(tokens []int32, pos int, out Output) (Result, error) {
 	var ple *PLEInputs
 	if m.PLE != nil {
 		var err error
-		if ple, err = m.pleInputsCPU(tokens, x, r.pleNorm); err != nil {
+		if ple, err = m.PLEInputsCPU(tokens, x, r.pleNorm); err != nil {
 			return Result{}, err
 		}
 	}

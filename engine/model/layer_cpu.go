@@ -84,10 +84,16 @@ type LayerActivations struct {
 	Q, K, V     []float32 // what attention saw (q, k rotated)
 	Att         []float32 // attention output, O's input
 	O           []float32 // O's output, before the post-norm
+	VIn         []float32 // v before its norm (Gemma 4's VNorm; nil without)
 	X2, XN2     []float32 // after the attention residual; FFN-norm output
 	Gate, Up, H []float32 // gate and up projections; GLU output, Down's input
 	F           []float32 // Down's output, before the post-norm
-	Out         []float32 // the block's output
+	// Gemma 4's tail (nil without per-layer embeddings): the stream
+	// before it, the gate's product, the layer's per-layer input (n rows
+	// of PerLayerInput), the gated slice (PLEProj's input) and PLEProj's
+	// output before its norm.
+	PLEIn, PLEG, PLE, PLEH, PLEY []float32
+	Out                          []float32 // the block's output
 	// Attention and RopeQ/RopeK are the arguments the forward ran with.
 	Attention    ref.AttentionArgs
 	RopeQ, RopeK ref.RoPEArgs
@@ -203,7 +209,9 @@ func (m *Model) forwardBlockCPU(i int, x []float32, n int, s CPULayer, acts *Lay
 			k = norm(k, lv.KNorm, n*sh.KVHeads, hd)
 		}
 	}
+	a.VIn = nil
 	if c.VNorm && own {
+		a.VIn = v
 		v = norm(v, nil, n*sh.KVHeads, hd)
 	}
 	factors := s.Factors
@@ -288,6 +296,10 @@ func (m *Model) forwardBlockCPU(i int, x []float32, n int, s CPULayer, acts *Lay
 		y, err := matmul(l.PLEProj, h, n)
 		if err != nil {
 			return nil, err
+		}
+		if acts != nil {
+			a.PLEIn, a.PLEG, a.PLEH, a.PLEY = a.Out, g, h, y
+			a.PLE = pleSliceCPU(s.PLE, refPLEArgs(c, n, i))
 		}
 		a.Out = ref.Add(a.Out, norm(y, lv.PLENorm, n, d))
 	}

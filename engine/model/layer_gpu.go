@@ -166,6 +166,7 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 	// Gemma 3n: the block runs on the active stream's prediction.
 	if l.AltUp != nil {
 		try(ops.AltUpPredict(ch, a.Streams, l.AltUp.RouterNorm, l.AltUp.Router, l.AltUp.Predict, a.Pred, a.X, opsAltUpArgs(c, n)))
+		s.Normed = false // X is new: no norm of it was written
 	}
 	// LAuReL's side path, x += xn + norm(R·L·xn), goes into the stream
 	// before attention's residual, which then scales the sum (attnScale);

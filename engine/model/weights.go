@@ -268,8 +268,13 @@ func FromGGUF(f *gguf.File) (*Model, error) {
 				Correct:      ld.tensor(p("altup_correct_coef.weight"), n, n),
 				CorrectScale: ld.vector(p("altup_correct_scale.weight"), cfg.Hidden),
 			}
-			// The rank is the file's (64 in E2B and E4B).
-			if l.LaurelL = ld.tensor(p("laurel_l.weight"), 0, cfg.Hidden); l.LaurelL != nil {
+			// The rank is the file's (64 in E2B and E4B), one for every
+			// layer (the runners size one scratch by it).
+			rank := 0
+			if i > 0 && m.Layers[0].LaurelL != nil {
+				rank = m.Layers[0].LaurelL.Rows
+			}
+			if l.LaurelL = ld.tensor(p("laurel_l.weight"), rank, cfg.Hidden); l.LaurelL != nil {
 				l.LaurelR = ld.tensor(p("laurel_r.weight"), cfg.Hidden, l.LaurelL.Rows)
 			}
 			l.LaurelNorm = ld.vector(p("laurel_post_norm.weight"), cfg.Hidden)
