@@ -39,7 +39,8 @@
 // tile's 64 coefficients go to shared memory, and then G groups of 64 lanes
 // accumulate coefficient * row (a group per row of the tile, a lane per dim)
 // into private accumulators summed through shared memory at the end. Shared
-// memory is about 9 KB at WG 256, within WebGPU's 16 KB default.
+// memory is about 9 KB at WG 256 and MAX_HD 256, 14.5 KB at MAX_HD 512,
+// within WebGPU's 16 KB default.
 //
 // Lavapipe ends an invocation's loops after 65535 iterations in all (Mesa
 // gallivm's loop limiter, one counter per invocation; a 70000-row loop lost
@@ -49,7 +50,10 @@
 // ~20000 query rows of its group) before results go wrong; GPUs have no such
 // limit. Training sequences of 512 to 4096 stay far inside it.
 //
-// Constants: WG, the workgroup size: 64, 128 or 256.
+// Constants: WG, the workgroup size: 64, 128 or 256; MAX_HD, the widest
+// head (256, or 512 for Gemma 4's global heads: each invocation's
+// accumulators and acc_s grow with it, which narrow heads should not pay
+// for).
 
 struct Params {
     head_dim: u32,
@@ -76,7 +80,6 @@ struct Params {
 @group(0) @binding(7) var<storage, read_write> dk: array<f32>;
 @group(0) @binding(8) var<storage, read_write> dv: array<f32>;
 
-const MAX_HD: u32 = 256u;
 const TILE: u32 = 64u;
 const G: u32 = WG / TILE;
 const PER: u32 = MAX_HD / TILE;

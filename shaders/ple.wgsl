@@ -72,3 +72,30 @@ fn ple_gate(
         out[dst + j] = gelu(g[dst + j]) * ple;
     }
 }
+
+// out = (rmsnorm(proj * proj_scale) * w + tok) * input_scale alone: the
+// layer's per-layer input that ple_gate multiplies by gelu(g), which the
+// training step's backward of the gate reads (g is not read).
+@compute @workgroup_size(WG)
+fn ple_input(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let t = wid.x + wid.y * nwg.x;
+    if (t >= p.tokens) {
+        return;
+    }
+    let src = t * p.stride + p.offset;
+    var ss = 0.0;
+    for (var j = lid; j < p.dim; j += WG) {
+        let v = proj[src + j] * p.proj_scale;
+        ss += v * v;
+    }
+    let inv = inverseSqrt(workgroup_sum(ss, lid) / f32(p.dim) + p.eps);
+    let dst = t * p.dim;
+    for (var j = lid; j < p.dim; j += WG) {
+        let pn = proj[src + j] * p.proj_scale * inv * w[j];
+        out[dst + j] = (pn + tok[src + j]) * p.input_scale;
+    }
+}

@@ -402,9 +402,9 @@ type activations struct {
 	// the cache of the layer it shares.
 	keys, values []float32
 	n            int
-	ha   [numTargets][]float32 // A·drop(x) of each adapted projection
-	xd   [numTargets][]float32 // drop(x), its input after dropout
-	drop [numTargets]*dropout  // its mask, nil for none
+	ha           [numTargets][]float32 // A·drop(x) of each adapted projection
+	xd           [numTargets][]float32 // drop(x), its input after dropout
+	drop         [numTargets]*dropout  // its mask, nil for none
 }
 
 // layer is block i's forward over n tokens, model.ForwardLayerCPU with

@@ -56,6 +56,21 @@ type GPU struct {
 	// Dropout's: a pair's input after the mask, and dH·A before it.
 	xd, dl *gpu.Buffer
 
+	// Gemma 4. vIn is v before its norm. kc and vc are the keys and
+	// values of the layers whose cache later layers read (nil for the
+	// others, which use k and v), and dkc, dvc the gradients those layers
+	// send back; kvSent marks, in the backward being recorded, the
+	// producers that received a first one (written, then added to).
+	vIn              *gpu.Buffer
+	kc, vc, dkc, dvc []*gpu.Buffer
+	kvSent           []bool
+	// The per-layer embeddings: the micro-batch's table rows (from the
+	// host), one example's projection of its embeddings and its rows, the
+	// layer's gate, gated slice, projection and input; the backward's
+	// dL/d(gated slice) and dL/d(gate) and a scratch.
+	pleRows, pleProj, pleTok, pleG, pleH, pleY, pleIn *gpu.Buffer
+	dPLEH, dPLEG, dPLEScratch                         *gpu.Buffer
+
 	// dropoutStep is the dropout counter of the next Backward; drop and
 	// token0 are the pass being recorded's: dropout on, and the place of
 	// its example's first token in the micro-batch.
@@ -129,7 +144,7 @@ func newGPU(dev *gpu.Device, m *model.Model, lora *LoRA, maxTokens, batchTokens 
 		return nil, fmt.Errorf("training: the adapter has %d layers, the model %d", len(lora.index), len(m.Layers))
 	}
 	limit := dev.Limits.MaxStorageBufferBindingSize
-	if w := uint64(maxTokens) * uint64(max(c.FF, c.QDim(), c.Hidden)) * 4; w > limit {
+	if w := uint64(maxTokens) * uint64(max(c.FF, c.QDim(), c.Hidden, c.Layers*c.PerLayerInput)) * 4; w > limit {
 		return nil, fmt.Errorf("training: %d tokens of activations (%d bytes) are over the device's %d-byte storage binding limit", maxTokens, w, limit)
 	}
 	g := &GPU{dev: dev, m: m, c: c, lora: lora, maxTokens: maxTokens, batchTokens: batchTokens}
@@ -272,6 +287,25 @@ func (g *GPU) allocate() error {
 	}
 	for t := range numTargets {
 		g.ha[t] = alloc("lora h "+Targets[t], T*g.lora.Config.Rank)
+	}
+	if c.VNorm {
+		g.vIn = alloc("v in", T*kvd)
+	}
+	g.kc, g.vc = make([]*gpu.Buffer, c.Layers), make([]*gpu.Buffer, c.Layers)
+	g.dkc, g.dvc, g.kvSent = make([]*gpu.Buffer, c.Layers), make([]*gpu.Buffer, c.Layers), make([]bool, c.Layers)
+	for i := range c.Layers {
+		if j := c.Shape(i).KVLayer; j != i && g.kc[j] == nil {
+			kd := T * c.LayerKVDim(j)
+			g.kc[j], g.vc[j] = alloc(fmt.Sprintf("shared k %d", j), kd), alloc(fmt.Sprintf("shared v %d", j), kd)
+			g.dkc[j], g.dvc[j] = alloc(fmt.Sprintf("d shared k %d", j), kd), alloc(fmt.Sprintf("d shared v %d", j), kd)
+		}
+	}
+	if p := c.PerLayerInput; p > 0 {
+		g.pleRows = alloc("ple rows", g.batchTokens*c.Layers*p)
+		g.pleProj, g.pleTok = alloc("ple proj", T*c.Layers*p), alloc("ple tok", T*c.Layers*p)
+		g.pleG, g.pleH, g.pleIn = alloc("ple gate", T*p), alloc("ple gated", T*p), alloc("ple input", T*p)
+		g.pleY = alloc("ple y", T*d)
+		g.dPLEH, g.dPLEG, g.dPLEScratch = alloc("d ple gated", T*p), alloc("d ple gate", T*p), alloc("d ple scratch", T*p)
 	}
 	r, B := g.lora.Config.Rank, g.batchTokens
 	if g.lora.embed >= 0 {
@@ -470,6 +504,21 @@ func (g *GPU) run(examples []Example, backward bool) (sum float64, count int, er
 	if err := g.emb.WriteF32(0, emb); err != nil {
 		return 0, 0, err
 	}
+	if g.m.PLE != nil {
+		// The per-layer table's rows of every token, looked up on the
+		// host as the serving runner does.
+		var tokens []int32
+		for _, e := range examples {
+			tokens = append(tokens, e.Tokens...)
+		}
+		rows, err := g.m.PLERows(tokens)
+		if err != nil {
+			return 0, 0, fmt.Errorf("training: %w", err)
+		}
+		if err := g.pleRows.WriteF32(0, rows); err != nil {
+			return 0, 0, err
+		}
+	}
 	if err := g.targets.Write(0, gpu.U32Bytes(int32s(targets))); err != nil {
 		return 0, 0, err
 	}
@@ -650,6 +699,18 @@ func (g *GPU) example(n, off int, backward bool) error {
 	if err := ops.CopyF32(g.ch, g.emb, off*d, g.ck[0], 0, n*d); err != nil {
 		return err
 	}
+	if g.m.PLE != nil {
+		// The example's per-layer inputs: its table rows and the
+		// projection of its embeddings.
+		lp := c.Layers * c.PerLayerInput
+		if err := ops.CopyF32(g.ch, g.pleRows, off*lp, g.pleTok, 0, n*lp); err != nil {
+			return err
+		}
+		if err := ops.MatMul(g.ch, g.w.PLEModelProj, g.ck[0], g.pleProj, n); err != nil {
+			return err
+		}
+	}
+	clear(g.kvSent)
 	for i := range g.w.Layers {
 		if err := g.layer(g.ch, i, n, g.ck[i], g.ck[i+1]); err != nil {
 			return fmt.Errorf("training: layer %d: %w", i, err)
@@ -732,8 +793,10 @@ func (g *GPU) example(n, off int, backward bool) error {
 // pairs' terms added by loraForward.
 func (g *GPU) layer(ch *gpu.Chain, i, n int, x, out *gpu.Buffer) error {
 	a := model.GPUActivations{Keep: true, X: x, X2: g.x2, Out: out, XN: g.xn, XN2: g.xn2,
-		Q: g.q, K: g.k, V: g.v, QIn: g.qIn, KIn: g.kIn, Att: g.att, AttScratch: g.attScratch,
-		O: g.o, F: g.f, Gate: g.gate, Up: g.up, H: g.h}
+		Q: g.q, QIn: g.qIn, KIn: g.kIn, VIn: g.vIn, Att: g.att, AttScratch: g.attScratch,
+		O: g.o, F: g.f, Gate: g.gate, Up: g.up, H: g.h,
+		PLEProj: g.pleProj, PLETok: g.pleTok, PLEG: g.pleG, PLEH: g.pleH, PLEY: g.pleY}
+	a.K, a.V = g.layerKV(i)
 	_, err := g.w.RecordLayer(ch, i, &a, model.GPULayerArgs{
 		N: n,
 		LoRA: func(ch *gpu.Chain, p model.Proj, x, y *gpu.Buffer, n int, o ops.MatmulOptions) error {
@@ -745,6 +808,16 @@ func (g *GPU) layer(ch *gpu.Chain, i, n int, x, out *gpu.Buffer) error {
 		},
 	})
 	return err
+}
+
+// layerKV are the keys and values layer i attends over: those of the
+// layer whose cache it reads when that is another (Gemma 4), kept in
+// their own buffers; else its own, in k and v.
+func (g *GPU) layerKV(i int) (k, v *gpu.Buffer) {
+	if j := g.c.Shape(i).KVLayer; g.kc[j] != nil {
+		return g.kc[j], g.vc[j]
+	}
+	return g.k, g.v
 }
 
 // loraForward appends y += s·B·(A·drop(x)) for layer i's pair of target t
@@ -813,9 +886,14 @@ func (g *GPU) mulBackward(ch *gpu.Chain, i, t int, x, dy, dx *gpu.Buffer, n int,
 
 // layerBackward records block i's backward, as CPU.layerBackward: g.dres
 // holds the gradient of the layer's output and gets that of its input x.
+//
+// A layer that reads another's cache sends the gradients of those keys and
+// values to that layer's dkc and dvc (the first such layer of the backward
+// writes them, the others add), which the producer adds to its own.
 func (g *GPU) layerBackward(ch *gpu.Chain, i, n int, x *gpu.Buffer) error {
 	c, l := g.c, &g.w.Layers[i]
-	d, ff := c.Hidden, c.FF
+	sh, own := c.Shape(i), c.OwnKV(i)
+	d, ff, hd := c.Hidden, sh.FF, sh.HeadDim
 	var err error
 	try := func(e error) {
 		if err == nil {
@@ -824,6 +902,19 @@ func (g *GPU) layerBackward(ch *gpu.Chain, i, n int, x *gpu.Buffer) error {
 	}
 	normBack := func(x, w, dy, dx *gpu.Buffer, rows, dim int, acc bool) {
 		try(ops.RMSNormBackward(ch, x, w, dy, dx, ops.NormBackwardArgs{NormArgs: ops.NormArgs{Rows: rows, Dim: dim, Eps: c.Eps}, Accumulate: acc}))
+	}
+
+	// Gemma 4's tail: out = (f1 + norm(P·(gelu(G·f1)·ple)))·scale.
+	if s := l.OutScale; s != 0 {
+		try(ops.Scale(ch, g.dres, g.dres, n*d, s))
+	}
+	if l.PLEGate != nil {
+		p := c.PerLayerInput
+		normBack(g.pleY, l.PLENorm, g.dres, g.dtmp, n, d, false)
+		try(ops.MatMulBackwardInput(ch, l.PLEProj, g.dtmp, g.dPLEH, n))
+		try(ops.PLEInput(ch, g.pleProj, g.pleTok, g.w.PLEProjNorm, g.pleIn, model.PLEArgs(c, n, i)))
+		try(ops.GeGLUBackward(ch, g.pleG, g.pleIn, g.dPLEH, g.dPLEG, g.dPLEScratch, n*p))
+		try(ops.MatMulBackwardInputWith(ch, l.PLEGate, g.dPLEG, g.dres, n, ops.MatmulBackwardOptions{Accumulate: true}))
 	}
 
 	// Feed-forward: out = x2 + post(f).
@@ -849,15 +940,43 @@ func (g *GPU) layerBackward(ch *gpu.Chain, i, n int, x *gpu.Buffer) error {
 		do = g.dtmp
 	}
 	try(g.mulBackward(ch, i, tO, g.att, do, g.datt, n, false))
-	try(ops.AttentionBackward(ch, g.q, g.k, g.v, g.datt, g.stats, g.dq, g.dk, g.dv, model.AttentionArgs(c, i, n, 0)))
+	k, v := g.layerKV(i)
+	try(ops.AttentionBackward(ch, g.q, k, v, g.datt, g.stats, g.dq, g.dk, g.dv, model.AttentionArgs(c, i, n, 0)))
 	rq, rk := model.RoPEArgs(c, i, n, 0)
-	try(ops.RoPEBackward(ch, g.dq, g.w.Factors, nil, rq))
-	try(ops.RoPEBackward(ch, g.dk, g.w.Factors, nil, rk))
+	factors := g.w.Factors
+	if !sh.RopeFactors {
+		factors = nil
+	}
+	try(ops.RoPEBackward(ch, g.dq, factors, nil, rq))
 	if l.QNorm != nil {
-		normBack(g.qIn, l.QNorm, g.dq, g.dq, n*c.Heads, c.HeadDim, false)
-		normBack(g.kIn, l.KNorm, g.dk, g.dk, n*c.KVHeads, c.HeadDim, false)
+		normBack(g.qIn, l.QNorm, g.dq, g.dq, n*c.Heads, hd, false)
 	}
 	try(g.mulBackward(ch, i, tQ, g.xn, g.dq, g.dxn, n, false))
+	kvd := n * c.LayerKVDim(i)
+	if !own {
+		j := sh.KVLayer
+		if g.kvSent[j] {
+			try(ops.AddInPlace(ch, g.dkc[j], g.dk, kvd))
+			try(ops.AddInPlace(ch, g.dvc[j], g.dv, kvd))
+		} else {
+			try(ops.CopyF32(ch, g.dk, 0, g.dkc[j], 0, kvd))
+			try(ops.CopyF32(ch, g.dv, 0, g.dvc[j], 0, kvd))
+			g.kvSent[j] = true
+		}
+		normBack(x, l.AttnNorm, g.dxn, g.dres, n, d, true) // dres = dx
+		return err
+	}
+	if g.kvSent[i] {
+		try(ops.AddInPlace(ch, g.dk, g.dkc[i], kvd))
+		try(ops.AddInPlace(ch, g.dv, g.dvc[i], kvd))
+	}
+	try(ops.RoPEBackward(ch, g.dk, factors, nil, rk))
+	if l.QNorm != nil {
+		normBack(g.kIn, l.KNorm, g.dk, g.dk, n*sh.KVHeads, hd, false)
+	}
+	if c.VNorm {
+		normBack(g.vIn, nil, g.dv, g.dv, n*sh.KVHeads, hd, false)
+	}
 	try(g.mulBackward(ch, i, tK, g.xn, g.dk, g.dxn, n, true))
 	try(g.mulBackward(ch, i, tV, g.xn, g.dv, g.dxn, n, true))
 	normBack(x, l.AttnNorm, g.dxn, g.dres, n, d, true) // dres = dx

@@ -68,6 +68,9 @@ func TestGPUStepMatchesCPU(t *testing.T) {
 		{"tiny-qwen2", "Q4_0", 12, nil, 0, false, 0, nil},
 		{"tiny-phi3", "Q8_0", 20, nil, 0, false, 0.5, allTargets},  // an untied head; one mask per fused pair
 		{"tiny-qwen2", "Q8_0", 12, nil, 5, false, 0.1, allTargets}, // the tied head's pair in tiles of 5
+		// Gemma 4: 512-dim global heads, two layers reading earlier
+		// caches, per-layer embeddings, layer scales; with dropout.
+		{"tiny-gemma4", "Q8_0", 20, nil, 0, false, 0.2, nil},
 	} {
 		name := c.preset + "-" + c.quant
 		if c.dropout > 0 {
@@ -142,7 +145,23 @@ func TestGPUStepMatchesCPU(t *testing.T) {
 			// and each layer's backward), whose typical errors add as a
 			// random walk to the ~1.3e-6 seen. 1e-4 is three worst-case
 			// sums, and 75× what is seen.
-			const tol = 1e-4
+			// mTol and pTol bound the moments' and the parameters'
+			// differences after two AdamW steps (below).
+			tol, mTol, pTol := 1e-4, 1e-4, 1e-2
+			if m.Config.AttnScale == 1 && m.Config.HeadDim > 256 {
+				// Gemma 4's unscaled q·k over 512 dims: scores of tens,
+				// whose f32 rounding the softmax turns into relative
+				// error of its weights (model's tolF32Unscaled, 10× its
+				// tolF32, for the same reason). Measured 1.2e-4 on the
+				// gradients and 1.5e-4 on their norm (1e-3 keeps 6×),
+				// against 2.9e-6 with the same model's q·k scaled by
+				// 1/sqrt(512);
+				// after two steps, whose second gradients come from
+				// parameters the first already moved apart, 1.1e-3 on
+				// m and 2.1e-2·lr on the parameters (2e-3 and 5e-2·lr
+				// keep 2×).
+				tol, mTol, pTol = 1e-3, 2e-3, 5e-2
+			}
 			worst := 0.0
 			for k, p := range cpuLoRA.Pairs {
 				ea, eb := maxRel(got.A[k], want.A[k]), maxRel(got.B[k], want.B[k])
@@ -194,7 +213,7 @@ func TestGPUStepMatchesCPU(t *testing.T) {
 				t.Fatal(err)
 			}
 			for k := range cpuOpt.M {
-				if em, ev := maxRel(gotOpt.M[k], cpuOpt.M[k]), maxRel(gotOpt.V[k], cpuOpt.V[k]); em > tol || ev > 2*tol {
+				if em, ev := maxRel(gotOpt.M[k], cpuOpt.M[k]), maxRel(gotOpt.V[k], cpuOpt.V[k]); em > mTol || ev > 2*mTol {
 					t.Errorf("moments of tensor %d: m off by %.2e, v by %.2e", k, em, ev)
 				}
 			}
@@ -235,7 +254,7 @@ func TestGPUStepMatchesCPU(t *testing.T) {
 				}
 			}
 			t.Logf("after two AdamW steps: parameters within %.2e (%.2e of lr)", worst, worst/lr)
-			if worst > 1e-2*lr {
+			if worst > pTol*lr {
 				t.Fatalf("parameters differ by %v after two steps", worst)
 			}
 		})

@@ -138,7 +138,7 @@ func (w *GPUWeights) recordAltUpTail(ch *gpu.Chain, i int, a *GPUActivations, n 
 	u := l.AltUp
 	try(ops.AltUpCorrect(ch, a.Pred, a.X, u.RouterNorm, u.Router, u.Correct, u.CorrectScale, a.Streams, a.First, args))
 	try(ops.MatMul(ch, l.PLEGate, a.First, a.PLEG, n))
-	try(ops.PLEGate(ch, a.PLEG, a.PLEProj, a.PLETok, w.PLEProjNorm, a.PLEH, opsPLEArgs(c, n, i)))
+	try(ops.PLEGate(ch, a.PLEG, a.PLEProj, a.PLETok, w.PLEProjNorm, a.PLEH, PLEArgs(c, n, i)))
 	try(ops.MatMul(ch, l.PLEProj, a.PLEH, a.F, n))
 	try(ops.AltUpAddNormed(ch, a.F, l.PLENorm, a.Streams, args))
 }

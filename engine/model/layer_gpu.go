@@ -32,8 +32,10 @@ type GPUActivations struct {
 	// Q gets the rotated queries. K and V are the block's keys and values:
 	// serving's cache (context rows, the tokens' written at pos); with Keep
 	// the tokens' own n rows.
-	Q, K, V    *gpu.Buffer
-	QIn, KIn   *gpu.Buffer
+	Q, K, V  *gpu.Buffer
+	QIn, KIn *gpu.Buffer
+	// VIn, with Keep, gets v before Gemma 4's v norm.
+	VIn        *gpu.Buffer
 	Att        *gpu.Buffer // attention's output, O's input
 	AttScratch *gpu.Buffer // ops.Attention's split scratch
 	// O and F receive O's and Down's products before their post-norms
@@ -48,6 +50,9 @@ type GPUActivations struct {
 	// embeddings and the table's rows), PLEG and PLEH the layer's gate and
 	// gated slice (n rows of PerLayerInput); nil without PLE.
 	PLEProj, PLETok, PLEG, PLEH *gpu.Buffer
+	// PLEY, when set (training), keeps the per-layer embedding's
+	// projection before its norm; nil puts it in the scratch F.
+	PLEY *gpu.Buffer
 	// Gemma 3n's AltUp (nil without): Streams are the block's input and
 	// output (Config.AltUp streams of n rows, stream-major) and X the
 	// active stream's prediction the block runs on; Pred receives the
@@ -125,8 +130,8 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 	if a.Keep && (!l.unmerged() || s.Pos != 0 || s.Normed || s.Next != nil) {
 		return false, fmt.Errorf("model: layer %d: keeping activations needs unmerged weights at position 0 without cross-block fusion", i)
 	}
-	if a.Keep && (c.Shapes != nil || l.PLEGate != nil) {
-		return false, fmt.Errorf("model: layer %d: keeping activations for training does not cover %s's layers", i, c.Arch)
+	if a.Keep && l.AltUp != nil {
+		return false, fmt.Errorf("model: layer %d: keeping activations for training does not cover %s's AltUp layers", i, c.Arch)
 	}
 	try := func(e error) {
 		if err == nil {
@@ -188,8 +193,10 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 	// projections of norm(x).
 	if a.Keep {
 		w.keptQKV(ch, i, a, s.N, norm, lora, try)
-		try(ops.RoPE(ch, a.Q, w.Factors, nil, rq))
-		try(ops.RoPE(ch, a.K, w.Factors, nil, rk))
+		try(ops.RoPE(ch, a.Q, w.ropeFactors(i), nil, rq))
+		if own {
+			try(ops.RoPE(ch, a.K, w.ropeFactors(i), nil, rk))
+		}
 	} else {
 		// q, k and v side by side in QKV; then bias, QK-norms, the rotations
 		// and the cache rows of k and v at pos in one kernel. A layer that
@@ -356,7 +363,7 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 	case l.AltUp != nil:
 		w.recordAltUpTail(ch, i, a, n, try)
 	case tail:
-		w.recordTail(ch, i, a, n, try)
+		w.recordTail(ch, i, a, x, n, try)
 	}
 	if err != nil {
 		return false, fmt.Errorf("model: layer %d: %w", i, err)
@@ -364,21 +371,26 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 	return normed, nil
 }
 
-// recordTail appends Gemma 4's end of block i: x += norm(PLEProj ·
-// (gelu(PLEGate · x) · ple_i)), the per-layer embeddings' gate, then the
-// whole stream times the layer's output scale, which the add applies when
-// there is one.
-func (w *GPUWeights) recordTail(ch *gpu.Chain, i int, a *GPUActivations, n int, try func(error)) {
+// recordTail appends Gemma 4's end of block i on the stream x: x +=
+// norm(PLEProj · (gelu(PLEGate · x) · ple_i)), the per-layer embeddings'
+// gate, then the whole stream times the layer's output scale, which the
+// add applies when there is one. The projection goes to a.PLEY, or to the
+// scratch a.F when not kept.
+func (w *GPUWeights) recordTail(ch *gpu.Chain, i int, a *GPUActivations, x *gpu.Buffer, n int, try func(error)) {
 	c, l := w.c, &w.Layers[i]
 	d := c.Hidden
 	if l.PLEGate == nil {
-		try(ops.Scale(ch, a.X, a.X, n*d, l.OutScale))
+		try(ops.Scale(ch, x, x, n*d, l.OutScale))
 		return
 	}
-	try(ops.MatMul(ch, l.PLEGate, a.X, a.PLEG, n))
-	try(ops.PLEGate(ch, a.PLEG, a.PLEProj, a.PLETok, w.PLEProjNorm, a.PLEH, opsPLEArgs(c, n, i)))
-	try(ops.MatMul(ch, l.PLEProj, a.PLEH, a.F, n))
-	try(ops.RMSNormAdd(ch, a.F, l.PLENorm, a.X, ops.NormArgs{Rows: n, Dim: d, Eps: c.Eps, Scale: l.OutScale}))
+	y := a.F
+	if a.PLEY != nil {
+		y = a.PLEY
+	}
+	try(ops.MatMul(ch, l.PLEGate, x, a.PLEG, n))
+	try(ops.PLEGate(ch, a.PLEG, a.PLEProj, a.PLETok, w.PLEProjNorm, a.PLEH, PLEArgs(c, n, i)))
+	try(ops.MatMul(ch, l.PLEProj, a.PLEH, y, n))
+	try(ops.RMSNormAdd(ch, y, l.PLENorm, x, ops.NormArgs{Rows: n, Dim: d, Eps: c.Eps, Scale: l.OutScale}))
 }
 
 // normFuses says whether an RMSNorm of rows rows can go into the matvecs
@@ -430,11 +442,19 @@ func Q8DecodeTypes() []gguf.Type {
 // keptQKV appends the unfused q, k, v stage: the projections of norm(X)
 // into Q, K and V, their biases, and QK-norm with its inputs kept in QIn
 // and KIn.
+//
+// A layer that reads another's cache projects q alone; a.K and a.V are
+// then that layer's. With Gemma 4's v norm, v before it goes to VIn.
 func (w *GPUWeights) keptQKV(ch *gpu.Chain, i int, a *GPUActivations, n int, norm func(x, g, y *gpu.Buffer, rows, dim int), lora func(Proj, *gpu.Buffer, *gpu.Buffer, ops.MatmulOptions), try func(error)) {
 	c, l := w.c, &w.Layers[i]
-	qd, kvd := c.QDim(), c.KVDim()
+	sh, own := c.Shape(i), c.OwnKV(i)
+	qd, kvd := c.LayerQDim(i), c.LayerKVDim(i)
 	norm(a.X, l.AttnNorm, a.XN, n, c.Hidden)
-	for j, y := range []*gpu.Buffer{a.Q, a.K, a.V} {
+	outs := []*gpu.Buffer{a.Q, a.K, a.V}
+	if !own {
+		outs = outs[:1]
+	}
+	for j, y := range outs {
 		try(ops.MatMul(ch, l.QKV[j].T, a.XN, y, n))
 		lora(ProjQ+Proj(j), a.XN, y, ops.MatmulOptions{})
 	}
@@ -445,8 +465,14 @@ func (w *GPUWeights) keptQKV(ch *gpu.Chain, i int, a *GPUActivations, n int, nor
 	}
 	if l.QNorm != nil {
 		try(ops.CopyF32(ch, a.Q, 0, a.QIn, 0, n*qd))
-		try(ops.CopyF32(ch, a.K, 0, a.KIn, 0, n*kvd))
-		norm(a.Q, l.QNorm, a.Q, n*c.Heads, c.HeadDim)
-		norm(a.K, l.KNorm, a.K, n*c.KVHeads, c.HeadDim)
+		norm(a.Q, l.QNorm, a.Q, n*c.Heads, sh.HeadDim)
+		if own {
+			try(ops.CopyF32(ch, a.K, 0, a.KIn, 0, n*kvd))
+			norm(a.K, l.KNorm, a.K, n*sh.KVHeads, sh.HeadDim)
+		}
+	}
+	if c.VNorm && own {
+		try(ops.CopyF32(ch, a.V, 0, a.VIn, 0, n*kvd))
+		norm(a.V, nil, a.V, n*sh.KVHeads, sh.HeadDim)
 	}
 }

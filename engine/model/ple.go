@@ -61,6 +61,13 @@ func (m *Model) pleTokRows(tokens []int32, dst []float32) error {
 	return errors.Join(errs...)
 }
 
+// PLERows are the per-layer table's rows of tokens, scaled by
+// sqrt(PerLayerInput): len(tokens) rows of Layers × PerLayerInput.
+func (m *Model) PLERows(tokens []int32) ([]float32, error) {
+	rows := make([]float32, len(tokens)*m.PLE.Cols)
+	return rows, m.pleTokRows(tokens, rows)
+}
+
 // PLEInputsCPU computes a batch's per-layer-embedding inputs from its
 // tokens and their scaled embeddings x; norm is the projection norm's gain
 // (PLEProjNorm in f32).
@@ -78,25 +85,18 @@ func (m *Model) PLEInputsCPU(tokens []int32, x, norm []float32) (*PLEInputs, err
 
 // refPLEArgs are layer i's PLE gate for n tokens.
 func refPLEArgs(c *Config, n, i int) ref.PLEArgs {
-	return ref.PLEArgs(opsPLEArgs(c, n, i))
+	return ref.PLEArgs(PLEArgs(c, n, i))
 }
 
-// opsPLEArgs are refPLEArgs for ops.PLEGate.
-func opsPLEArgs(c *Config, n, i int) ops.PLEArgs {
+// PLEArgs are c's block i's per-layer-embedding gate for n tokens
+// (ops.PLEGate, ops.PLEInput).
+func PLEArgs(c *Config, n, i int) ops.PLEArgs {
 	return ops.PLEArgs{Tokens: n, Layers: c.Layers, Dim: c.PerLayerInput, Layer: i, Eps: c.Eps,
 		ProjScale: float32(1 / math.Sqrt(float64(c.Hidden))), InputScale: pleInputScale}
 }
 
 // pleSliceCPU is layer a.Layer's per-layer input for a's tokens (n rows of
-// Dim): (rmsnorm(proj·ProjScale)·norm + tok)·InputScale of its slices, what
-// ref.PLEGate multiplies the gate's GELU by.
+// Dim), what ref.PLEGate multiplies the gate's GELU by.
 func pleSliceCPU(p *PLEInputs, a ref.PLEArgs) []float32 {
-	proj, tok := make([]float32, 0, a.Tokens*a.Dim), make([]float32, 0, a.Tokens*a.Dim)
-	for t := range a.Tokens {
-		at := (t*a.Layers + a.Layer) * a.Dim
-		proj = append(proj, p.Proj[at:at+a.Dim]...)
-		tok = append(tok, p.Tok[at:at+a.Dim]...)
-	}
-	pn := ref.RMSNorm(ref.Scale(proj, a.ProjScale), p.Norm, ref.NormArgs{Rows: a.Tokens, Dim: a.Dim, Eps: a.Eps})
-	return ref.Scale(ref.Add(pn, tok), a.InputScale)
+	return ref.PLEInput(p.Proj, p.Tok, p.Norm, a)
 }

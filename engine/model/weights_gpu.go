@@ -42,6 +42,8 @@ type GPULayer struct {
 	// when they share one; Q4_K_M files often keep v in Q6_K), or, unmerged,
 	// three tensors in the order q, k, v.
 	QKV []PlacedTensor
+	// QOnly: the layer reads another's cache and QKV holds q alone.
+	QOnly bool
 	// Merged, QKVBias is q's, k's and v's bias back to back and QKNorm q's
 	// per-head norm gain then k's, as ops.RoPEQKV reads them; unmerged they
 	// are QBias, KBias, VBias, QNorm and KNorm.
@@ -77,8 +79,11 @@ type PlacedTensor struct {
 func (l *GPULayer) Proj(p Proj) *gpu.Tensor {
 	switch p {
 	case ProjQ, ProjK, ProjV:
-		if len(l.QKV) == 3 {
+		switch {
+		case len(l.QKV) == 3:
 			return l.QKV[p-ProjQ].T
+		case l.QOnly && p == ProjQ:
+			return l.QKV[0].T
 		}
 		return nil
 	case ProjO:
@@ -94,7 +99,7 @@ func (l *GPULayer) Proj(p Proj) *gpu.Tensor {
 }
 
 // unmerged says whether every projection is a tensor of its own.
-func (l *GPULayer) unmerged() bool { return len(l.QKV) == 3 && l.GateUp == nil }
+func (l *GPULayer) unmerged() bool { return (len(l.QKV) == 3 || l.QOnly) && l.GateUp == nil }
 
 // GPUWeightOptions choose how UploadWeights lays the weights out.
 type GPUWeightOptions struct {
@@ -249,7 +254,7 @@ func (w *GPUWeights) upload(dev *gpu.Device, m *Model, o GPUWeightOptions) error
 		var qkv []placedWeight
 		switch {
 		case l.K == nil:
-			qkv = []placedWeight{{l.Q, 0}}
+			qkv, g.QOnly = []placedWeight{{l.Q, 0}}, true
 		case o.Merge:
 			qkv = mergeRows(blk("attn_qkv"), l.Q, l.K, l.V)
 		default:

@@ -19,9 +19,6 @@ type attentionBackwardParams struct {
 // at 65535.
 const attentionBackwardMaxKV = 65535
 
-// attentionBackwardMaxHeadDim is MAX_HD in shaders/attention_backward.wgsl:
-// the forward's 512 (Gemma 4's global heads) is not trained here.
-const attentionBackwardMaxHeadDim = 256
 
 // AttentionStatsFloats is the size, in floats, of AttentionBackward's stats
 // scratch for a: a log-sum-exp and a delta per (token, head).
@@ -46,9 +43,6 @@ func AttentionBackward(c *gpu.Chain, q, k, v, dout, stats, dq, dk, dv *gpu.Buffe
 	const kernel = "attention_backward"
 	if err := a.check(); err != nil {
 		return fmt.Errorf("%w (backward)", err)
-	}
-	if a.HeadDim > attentionBackwardMaxHeadDim {
-		return fmt.Errorf("ops: %s: head_dim %d over the backward kernel's %d (the forward takes up to %d)", kernel, a.HeadDim, attentionBackwardMaxHeadDim, attentionMaxHeadDim)
 	}
 	if a.Bidirectional {
 		return fmt.Errorf("ops: %s: bidirectional attention has no backward kernel (the causal one only)", kernel)
@@ -88,7 +82,14 @@ func AttentionBackward(c *gpu.Chain, q, k, v, dout, stats, dq, dk, dv *gpu.Buffe
 		{"attention_backward_dq", rows},
 		{"attention_backward_dkv", [3]uint32{uint32(a.KVHeads), uint32(a.KVLen), 1}},
 	} {
-		spec := gpu.Spec("attention_backward", step.entry, "WG", attentionWG)
+		// The forward's widths (a.check): heads up to
+		// attentionNarrowHeadDim compile with that MAX_HD, as the
+		// forward's per-query kernel does.
+		maxHD := attentionNarrowHeadDim
+		if a.HeadDim > maxHD {
+			maxHD = attentionMaxHeadDim
+		}
+		spec := gpu.Spec("attention_backward", step.entry, "WG", attentionWG, "MAX_HD", maxHD)
 		if err := dispatch(c, spec, params, step.grid, q, k, v, dout, stats, dq, dk, dv); err != nil {
 			return err
 		}

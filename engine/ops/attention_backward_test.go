@@ -165,7 +165,9 @@ func checkAttentionBackward(t *testing.T, seed uint64, a AttentionArgs, in atten
 }
 
 // attentionBackwardCases: GQA ratios 1, 2, 3 and 4 and MQA; head widths 1,
-// 8, 72, 96 and 256; sequences of 1, one tile +- 1 and a training
+// 8, 72, 96, 256 and 512 (Gemma 4's global heads, unscaled, with its one
+// KV head of eight queries; 300, ragged past the narrow kernel's 256);
+// sequences of 1, one tile +- 1 and a training
 // sequence of 512; windows shorter than the sequence; soft-caps; a
 // history longer than the queries (pos0 > 0), whose last slots no query
 // sees.
@@ -179,6 +181,8 @@ var attentionBackwardCases = []struct {
 	{"hd72 gqa3 65", AttentionArgs{HeadDim: 72, Heads: 6, KVHeads: 2, Tokens: 65, KVLen: 65}},
 	{"hd64 mqa4 window50 softcap20", AttentionArgs{HeadDim: 64, Heads: 4, KVHeads: 1, Tokens: 130, KVLen: 130, Window: 50, Softcap: 20}},
 	{"hd256 64", AttentionArgs{HeadDim: 256, Heads: 2, KVHeads: 2, Tokens: 64, KVLen: 64, Scale: 1.0 / 16}},
+	{"hd512 gqa8 unscaled 70", AttentionArgs{HeadDim: 512, Heads: 8, KVHeads: 1, Tokens: 70, KVLen: 70, Scale: 1}},
+	{"hd300 window 20", AttentionArgs{HeadDim: 300, Heads: 2, KVHeads: 1, Tokens: 40, KVLen: 40, Window: 20, Scale: 1.0 / 16}},
 	{"history pos0 11 window 20", AttentionArgs{HeadDim: 96, Heads: 8, KVHeads: 2, Tokens: 33, Pos0: 11, KVLen: 50, Window: 20}},
 	{"training 512", AttentionArgs{HeadDim: 64, Heads: 2, KVHeads: 1, Tokens: 512, KVLen: 512}},
 }

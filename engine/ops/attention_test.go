@@ -516,8 +516,7 @@ func TestAttentionWideHeadShapes(t *testing.T) {
 }
 
 // TestAttentionRejectsWideHeads checks that heads past 512 are refused by
-// every path with an error naming the limit, and that the backward kernel,
-// which stays at 256, refuses 512 with one naming its own.
+// every path, the backward's included, with an error naming the limit.
 func TestAttentionRejectsWideHeads(t *testing.T) {
 	buf := scratch(t, "any", 4)
 	c, err := dev.NewChain("wide heads")
@@ -534,9 +533,9 @@ func TestAttentionRejectsWideHeads(t *testing.T) {
 			}
 		}
 	}
-	a := AttentionArgs{HeadDim: 512, Heads: 2, KVHeads: 1, Tokens: 2, KVLen: 2}
-	if err := AttentionBackward(c, buf, buf, buf, buf, buf, buf, buf, buf, a); err == nil || !strings.Contains(err.Error(), "head_dim 512 over the backward kernel's 256") {
-		t.Errorf("backward at head_dim 512: %v, want an error naming its limit of 256", err)
+	a := AttentionArgs{HeadDim: 513, Heads: 2, KVHeads: 1, Tokens: 2, KVLen: 2}
+	if err := AttentionBackward(c, buf, buf, buf, buf, buf, buf, buf, buf, a); err == nil || !strings.Contains(err.Error(), "head_dim 513 outside 1..512 (backward)") {
+		t.Errorf("backward at head_dim 513: %v, want an error naming its limit of 512", err)
 	}
 	if c.Err() != nil {
 		t.Errorf("a refused call reached the chain: %v", c.Err())

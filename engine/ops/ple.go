@@ -47,7 +47,25 @@ type pleParams struct {
 // [Tokens][Layers*Dim]; w (per_layer_projection_norm's weight, applied as
 // is) is Dim floats. out may be g; it must not be proj, tok or w.
 func PLEGate(c *gpu.Chain, g, proj, tok, w, out *gpu.Buffer, a PLEArgs) error {
-	const kernel = "ple_gate"
+	if g == nil {
+		return fmt.Errorf("ops: ple_gate: the gate g is nil")
+	}
+	return ple(c, "ple_gate", g, proj, tok, w, out, a)
+}
+
+// PLEInput appends PLEGate's per-layer input alone, without the gate:
+//
+//	out[t][j] = (p_j / sqrt(mean(p^2) + Eps) * w[j] + tok[t][Layer*Dim + j]) * InputScale
+//
+// what the training step's backward of the gate multiplies by. out must not
+// be proj, tok or w.
+func PLEInput(c *gpu.Chain, proj, tok, w, out *gpu.Buffer, a PLEArgs) error {
+	return ple(c, "ple_input", nil, proj, tok, w, out, a)
+}
+
+// ple checks and dispatches an entry of shaders/ple.wgsl; g nil is the
+// gate ple_input does not read.
+func ple(c *gpu.Chain, kernel string, g, proj, tok, w, out *gpu.Buffer, a PLEArgs) error {
 	for _, s := range []struct {
 		what string
 		n    int
@@ -78,6 +96,9 @@ func PLEGate(c *gpu.Chain, g, proj, tok, w, out *gpu.Buffer, a PLEArgs) error {
 	}
 	stride := a.Layers * a.Dim
 	n := a.Tokens * a.Dim
+	if g == nil {
+		g = out // fills the slot; ple_input does not read it
+	}
 	for _, o := range []operand{{"g", g, n}, {"proj", proj, a.Tokens * stride}, {"tok", tok, a.Tokens * stride}, {"weight", w, a.Dim}, {"out", out, n}} {
 		if err := needF32(kernel, o.what, o.buf, o.n); err != nil {
 			return err

@@ -100,6 +100,19 @@ func checkPLE(t *testing.T, in pleInputs, a PLEArgs) {
 	checkPLEClose(t, "ple_gate", download(t, out, n), want, in, a)
 	run(t, "ple_gate in place", func(c *gpu.Chain) error { return PLEGate(c, bg, bp, bt, bw, bg, a) })
 	checkPLEClose(t, "ple_gate in place", download(t, bg, n), want, in, a)
+
+	// The input alone: the same bound with the gate's factor 1 (the norm
+	// term's scale is InputScale·(|pn| + |tok|)).
+	run(t, "ple_input", func(c *gpu.Chain) error { return PLEInput(c, bp, bt, bw, out, a) })
+	got, wantIn := download(t, out, n), ref.PLEInput(in.proj, in.tok, in.w, refPLEArgs(a))
+	pn := ref.RMSNorm(ref.Scale(pleSlice(in.proj, a), a.ProjScale), in.w, ref.NormArgs{Rows: a.Tokens, Dim: a.Dim, Eps: a.Eps})
+	tok := pleSlice(in.tok, a)
+	for i := range wantIn {
+		scale := float64(a.InputScale) * (math.Abs(float64(pn[i])) + math.Abs(float64(tok[i])))
+		if d := math.Abs(float64(got[i]) - float64(wantIn[i])); !(d <= pleNormRTol*scale+pleATol) {
+			t.Fatalf("ple_input %+v: [%d] = %v, want %v (|diff| %.3g)", a, i, got[i], wantIn[i], d)
+		}
+	}
 }
 
 func TestPLEGateMatchesReference(t *testing.T) {
@@ -199,6 +212,8 @@ func TestPLEGateReference(t *testing.T) {
 		// within the same |pn| + |tok| scale as the kernel's, which the
 		// kernel's tolerances cover.
 		checkPLEClose(t, "composed", ref.PLEGate(in.g, in.proj, in.tok, in.w, refPLEArgs(a)), composed, in, a)
+		// PLEInput is that ple, which PLEGate multiplies gelu(g) by.
+		assertClose(t, "ref.PLEInput", ref.PLEInput(in.proj, in.tok, in.w, refPLEArgs(a)), ple, 1e-6, 1e-6)
 	})
 }
 

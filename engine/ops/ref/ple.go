@@ -35,3 +35,24 @@ func PLEGate(g, proj, tok, w []float32, a PLEArgs) []float32 {
 	}
 	return out
 }
+
+// PLEInput returns PLEGate's per-layer input without the gate: for each
+// token t and j < Dim, (p_j / sqrt(mean(p^2) + Eps) * w[j] + tok[t][Layer*Dim
+// + j]) * InputScale. In float64 throughout.
+func PLEInput(proj, tok, w []float32, a PLEArgs) []float32 {
+	out := make([]float32, a.Tokens*a.Dim)
+	p := make([]float64, a.Dim)
+	for t := range a.Tokens {
+		src := t*a.Layers*a.Dim + a.Layer*a.Dim
+		ss := 0.0
+		for j := range p {
+			p[j] = float64(proj[src+j]) * float64(a.ProjScale)
+			ss += p[j] * p[j]
+		}
+		inv := 1 / math.Sqrt(ss/float64(a.Dim)+float64(a.Eps))
+		for j, v := range p {
+			out[t*a.Dim+j] = float32((v*inv*float64(w[j]) + float64(tok[src+j])) * float64(a.InputScale))
+		}
+	}
+	return out
+}
