@@ -19,7 +19,6 @@ type attentionBackwardParams struct {
 // at 65535.
 const attentionBackwardMaxKV = 65535
 
-
 // AttentionStatsFloats is the size, in floats, of AttentionBackward's stats
 // scratch for a: a log-sum-exp and a delta per (token, head).
 func AttentionStatsFloats(a AttentionArgs) int { return a.Tokens * a.Heads * 2 }
