@@ -211,7 +211,7 @@ func NewLoRA(m *model.Model, c LoRAConfig, seed uint64) (*LoRA, error) {
 	if m.PLE != nil && (embed || output && m.Output == m.Embed) {
 		// Their per-layer inputs project the embeddings too, a path the
 		// step's backward does not take.
-		return nil, fmt.Errorf("training: LoRA target \"embed\" is not supported on %s, whose per-layer embeddings read the token embeddings as well (%s is tied to them; the layer targets are)", m.Config.Arch, m.Embed.Name)
+		return nil, fmt.Errorf("training: LoRA on %s (the \"embed\" target, or \"output\" where the head is that tensor) is not supported on %s: its per-layer embeddings read the token embeddings too; the layer targets (%s) are", m.Embed.Name, m.Config.Arch, strings.Join(Targets, ", "))
 	}
 	tied := m.Output == m.Embed
 	if embed || output && tied {
