@@ -35,19 +35,26 @@ var pleInputScale = float32(math.Sqrt(0.5))
 // the GPU; a batch's rows are spread over the cores (512 rows: 3.7-5.5 ms
 // with GOMAXPROCS=1, 1.9-3.6 ms with 2, side by side in one run; pp512 on
 // the H100 is 138 ms).
+//
+// A table shorter than the vocabulary (Gemma 3n's as Ollama converts it:
+// the vision and audio tokens at the end have none) gives those tokens
+// row 0, as transformers' Gemma3nModel does.
 func (m *Model) pleTokRows(tokens []int32, dst []float32) error {
 	w := m.PLE
 	rb, width := w.RowBytes(), w.Cols
 	scale := float32(math.Sqrt(float64(m.Config.PerLayerInput)))
 	for _, id := range tokens {
-		if id < 0 || int(id) >= w.Rows {
-			return fmt.Errorf("model: token %d has no row of %s (%d rows)", id, w.Name, w.Rows)
+		if id < 0 || int(id) >= m.Config.Vocab {
+			return fmt.Errorf("model: token %d is outside the vocabulary of %d", id, m.Config.Vocab)
 		}
 	}
 	errs := make([]error, len(tokens))
 	parallel.For(len(tokens), 8, func(lo, hi int) {
 		for t := lo; t < hi; t++ {
 			id := int(tokens[t])
+			if id >= w.Rows {
+				id = 0
+			}
 			row := dst[t*width : (t+1)*width]
 			if err := gguf.Dequantize(w.Type, w.Data[id*rb:(id+1)*rb], row); err != nil {
 				errs[t] = fmt.Errorf("model: %s row %d: %w", w.Name, id, err)

@@ -190,7 +190,12 @@ func FromGGUF(f *gguf.File) (*Model, error) {
 
 	if cfg.PerLayerInput > 0 {
 		all := cfg.Layers * cfg.PerLayerInput
-		m.PLE = ld.tensor("per_layer_token_embd.weight", cfg.Vocab, all)
+		// Ollama's converter keeps Gemma 3n's table at its 262144 rows,
+		// short of the vocabulary (llama.cpp's pads it): any height up to
+		// the vocabulary (pleTokRows).
+		if m.PLE = ld.tensor("per_layer_token_embd.weight", 0, all); m.PLE != nil && m.PLE.Rows > cfg.Vocab {
+			ld.err = fmt.Errorf("tensor \"per_layer_token_embd.weight\" has %d rows, more than the vocabulary's %d", m.PLE.Rows, cfg.Vocab)
+		}
 		m.PLEModelProj = ld.tensor("per_layer_model_proj.weight", all, cfg.Hidden)
 		m.PLEProjNorm = ld.vector("per_layer_proj_norm.weight", cfg.PerLayerInput)
 		if ld.err != nil {

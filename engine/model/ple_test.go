@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/hearthstudio/hearth/engine/gpu"
 	"github.com/hearthstudio/hearth/gguf"
 )
 
@@ -30,7 +31,7 @@ func BenchmarkPLERows(b *testing.B) {
 			}
 		}
 		m := &Model{PLE: &Weight{Name: "per_layer_token_embd.weight", Type: typ, Rows: rows, Cols: width, Data: data}}
-		m.Config.PerLayerInput = 256
+		m.Config.PerLayerInput, m.Config.Vocab = 256, rows
 		for _, n := range []int{1, 512} {
 			tokens := make([]int32, n)
 			for i := range tokens {
@@ -46,5 +47,26 @@ func BenchmarkPLERows(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// TestPLEShortTable: a per-layer table shorter than the vocabulary (Gemma
+// 3n's as Ollama converts it) gives the tokens past it row 0, as
+// transformers' Gemma3nModel does, and refuses a token past the vocabulary.
+func TestPLEShortTable(t *testing.T) {
+	const width, rows, vocab = 4, 3, 5
+	vals := []float32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}
+	m := &Model{PLE: &Weight{Name: "per_layer_token_embd.weight", Type: gguf.TypeF32, Rows: rows, Cols: width, Data: gpu.F32Bytes(vals)}}
+	m.Config.PerLayerInput, m.Config.Vocab = 4, vocab // scale sqrt(4) = 2
+	got, err := m.PLERows([]int32{1, 4, 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []float32{10, 12, 14, 16, 2, 4, 6, 8, 2, 4, 6, 8}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("rows %v, want %v", got, want)
+	}
+	if _, err := m.PLERows([]int32{5}); err == nil {
+		t.Error("a token past the vocabulary: no error")
 	}
 }
