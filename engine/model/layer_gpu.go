@@ -121,8 +121,10 @@ func (w *GPUWeights) ropeFactors(i int) *gpu.Buffer {
 // the projections' matvecs, bias + QK-norm + RoPE + cache write in one
 // kernel, the GLU into the down matvec, post-norm + residual + the next
 // pre-norm in one); with a.Keep the same graph runs unfused, keeping what
-// the backward reads. It reports whether XN now holds the next block's
-// attention norm (s.Next applied).
+// the backward reads. Gemma 3n's block runs on AltUp's active prediction
+// and corrects the streams after it (a.Streams; altup.go), with LAuReL's
+// side path added before attention's residual. It reports whether XN now
+// holds the next block's attention norm (s.Next applied).
 func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPULayerArgs) (normed bool, err error) {
 	c, l := w.c, &w.Layers[i]
 	n, d := s.N, c.Hidden
@@ -178,6 +180,9 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 	// it reads the norm, which is then written out.
 	attnScale := float32(0)
 	if l.LaurelL != nil {
+		if l.PostAttnNorm == nil {
+			return false, fmt.Errorf("model: layer %d: LAuReL's scale rides on the post-attention norm's add, and the layer has none", i)
+		}
 		if !s.Normed {
 			norm(a.X, l.AttnNorm, a.XN, n, d)
 			s.Normed = true
