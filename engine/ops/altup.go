@@ -164,5 +164,149 @@ func GaussianTopK(c *gpu.Chain, g *gpu.Buffer, rows, n, stride int, mult float32
 		return err
 	}
 	p := gaussianTopKParams{Rows: uint32(rows), N: uint32(n), Stride: uint32(stride), Mult: mult}
-	return dispatch(c, gpu.Spec("gaussian_topk", kernel, "WG", normWG(n)), p, gpu.Grid(rows, 1), g)
+	return dispatch(c, gpu.Spec("gaussian_topk", kernel, "WG", normWG(n)), p, gpu.Grid(rows, 1), g, g, g)
+}
+
+// GaussianTopKBackward appends the gradient of GaussianTopK's input g for
+// the gradient dy of its output, into dg (the gate values of each row; the
+// rest of each stride is left as it is): with the mask of the kept values,
+// S = Σ mask·dy, the row's mean μ and population std σ,
+//
+//	dg = mask·dy - S/n - S·mult·(g - μ)/(n·σ)
+//
+// g is GaussianTopK's input, before it; dg may be dy, not g.
+func GaussianTopKBackward(c *gpu.Chain, g, dy, dg *gpu.Buffer, rows, n, stride int, mult float32) error {
+	const kernel = "gaussian_topk_backward"
+	if rows <= 0 || n <= 0 || stride < n {
+		return fmt.Errorf("ops: %s: %d rows of %d values %d apart: want positive counts and a stride of at least the row", kernel, rows, n, stride)
+	}
+	if int64(rows-1) > (math.MaxUint32-int64(n))/int64(stride) {
+		return fmt.Errorf("ops: %s: %d rows %d apart overflow the kernel's 32-bit index", kernel, rows, stride)
+	}
+	if math.IsNaN(float64(mult)) || math.IsInf(float64(mult), 0) {
+		return fmt.Errorf("ops: %s: std multiplier %v must be finite", kernel, mult)
+	}
+	size := (rows-1)*stride + n
+	for _, o := range []operand{{"g", g, size}, {"dy", dy, size}, {"dg", dg, size}} {
+		if err := needF32(kernel, o.what, o.buf, o.n); err != nil {
+			return err
+		}
+	}
+	if dg == g {
+		return fmt.Errorf("ops: %s: dg %q must not be g", kernel, dg.Label())
+	}
+	p := gaussianTopKParams{Rows: uint32(rows), N: uint32(n), Stride: uint32(stride), Mult: mult}
+	return dispatch(c, gpu.Spec("gaussian_topk", kernel, "WG", normWG(n)), p, gpu.Grid(rows, 1), g, dy, dg)
+}
+
+// altUpBackwardParams mirrors Params in shaders/altup_backward.wgsl.
+type altUpBackwardParams struct {
+	Tokens, Dim, Streams, Active uint32
+	Eps                          float32
+	HasRow                       uint32
+	_                            [2]uint32
+}
+
+// PackAltUp lays one layer's AltUp weights out as the backward kernels
+// read them: the router norm's gain (Dim), the router (Streams rows of
+// Dim), the prediction coefficients (Streams³), the correction
+// coefficients (Streams²), the correction scale (Dim). WebGPU gives a
+// dispatch eight storage bindings; one buffer for the five leaves room for
+// the activations.
+func PackAltUp(norm, router, predict, correct, scale []float32) []float32 {
+	out := make([]float32, 0, len(norm)+len(router)+len(predict)+len(correct)+len(scale))
+	for _, v := range [][]float32{norm, router, predict, correct, scale} {
+		out = append(out, v...)
+	}
+	return out
+}
+
+// packedFloats is PackAltUp's length for a.
+func (a AltUpArgs) packedFloats() int {
+	n := a.Streams
+	return a.Dim*(2+n) + n*n*(n+1)
+}
+
+// altUpBackward checks the operands and dispatches one of
+// altup_backward.wgsl's entry points, its seven slots filled in order.
+func altUpBackward(c *gpu.Chain, kernel string, a AltUpArgs, hasRow bool, ops []operand, distinct [][2]*gpu.Buffer, slots [7]*gpu.Buffer) error {
+	if err := a.check(kernel); err != nil {
+		return err
+	}
+	for _, o := range ops {
+		if err := needF32(kernel, o.what, o.buf, o.n); err != nil {
+			return err
+		}
+	}
+	for _, d := range distinct {
+		if d[0] == d[1] {
+			return fmt.Errorf("ops: %s: buffer %q is both an input and the output it is read beside", kernel, d[0].Label())
+		}
+	}
+	p := altUpBackwardParams{Tokens: uint32(a.Tokens), Dim: uint32(a.Dim), Streams: uint32(a.Streams), Active: uint32(a.Active), Eps: a.Eps}
+	if hasRow {
+		p.HasRow = 1
+	}
+	return dispatch(c, gpu.Spec("altup_backward", kernel, "WG", normWG(a.Dim)), p, gpu.Grid(a.Tokens, 1), slots[:]...)
+}
+
+// AltUpPredictBackward appends the gradient ds of AltUpPredict's input s
+// for the gradients dPred of its predictions and dActive of its active row
+// (nil for none; the two add): with c = coef·m(s_active),
+//
+//	ds_j = dpred_j + Σ_i c[i*N + j]·dpred_i
+//
+// plus the router's path into the active stream (ref.AltUpPredictBackward).
+// wts are the layer's weights packed (PackAltUp). ds must be none of the
+// others.
+func AltUpPredictBackward(c *gpu.Chain, s, wts, dPred, dActive, ds *gpu.Buffer, a AltUpArgs) error {
+	n, rows := a.Streams*a.Tokens*a.Dim, a.Tokens*a.Dim
+	ops := []operand{{"s", s, n}, {"weights", wts, a.packedFloats()}, {"dpred", dPred, n}, {"ds", ds, n}}
+	row := dActive
+	if row == nil {
+		row = dPred
+	} else {
+		ops = append(ops, operand{"dactive", dActive, rows})
+	}
+	return altUpBackward(c, "altup_predict_backward", a, dActive != nil, ops,
+		[][2]*gpu.Buffer{{ds, s}, {ds, dPred}, {ds, row}, {ds, wts}},
+		[7]*gpu.Buffer{s, wts, s, dPred, row, ds, ds})
+}
+
+// AltUpCorrectBackward appends the gradients dPred and dX of
+// AltUpCorrect's pred and x for the gradients dOut of its streams and
+// dFirst of its first prediction (nil for none): g_i = dout_i (+
+// dfirst·scale on the active stream), dpred_i = g_i less Σ_i c_i·g_i on the
+// active stream, dx = Σ_i c_i·g_i plus the router's path
+// (ref.AltUpCorrectBackward). wts are the layer's weights packed
+// (PackAltUp). dPred and dX must be none of the others.
+func AltUpCorrectBackward(c *gpu.Chain, pred, x, wts, dOut, dFirst, dPred, dX *gpu.Buffer, a AltUpArgs) error {
+	n, rows := a.Streams*a.Tokens*a.Dim, a.Tokens*a.Dim
+	ops := []operand{{"pred", pred, n}, {"x", x, rows}, {"weights", wts, a.packedFloats()}, {"dout", dOut, n}, {"dpred", dPred, n}, {"dx", dX, rows}}
+	row := dFirst
+	if row == nil {
+		row = dOut
+	} else {
+		ops = append(ops, operand{"dfirst", dFirst, rows})
+	}
+	var distinct [][2]*gpu.Buffer
+	for _, out := range []*gpu.Buffer{dPred, dX} {
+		for _, in := range []*gpu.Buffer{pred, x, wts, dOut, row} {
+			distinct = append(distinct, [2]*gpu.Buffer{out, in})
+		}
+	}
+	distinct = append(distinct, [2]*gpu.Buffer{dPred, dX})
+	return altUpBackward(c, "altup_correct_backward", a, dFirst != nil, ops, distinct,
+		[7]*gpu.Buffer{pred, wts, x, dOut, row, dPred, dX})
+}
+
+// AltUpMergeBackward appends the gradient du of AltUpMerge's streams u for
+// the gradient dOut of its output (ref.AltUpMergeBackward). du must be
+// neither.
+func AltUpMergeBackward(c *gpu.Chain, u, dOut, du *gpu.Buffer, a AltUpArgs) error {
+	n, rows := a.Streams*a.Tokens*a.Dim, a.Tokens*a.Dim
+	return altUpBackward(c, "altup_merge_backward", a, false,
+		[]operand{{"u", u, n}, {"dout", dOut, rows}, {"du", du, n}},
+		[][2]*gpu.Buffer{{du, u}, {du, dOut}},
+		[7]*gpu.Buffer{u, u, u, u, dOut, du, du})
 }

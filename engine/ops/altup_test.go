@@ -329,3 +329,107 @@ func meanStd(v []float32) (mean, sd float64) {
 	}
 	return mean, math.Sqrt(sd / float64(len(v)))
 }
+
+// The backward kernels against their float64 references
+// (ref.AltUp*Backward, themselves checked against finite differences in
+// engine/ops/ref). Their outputs are sums over the streams and the dims
+// (the coefficients' gradients dc, the router's back through tanh and the
+// norm) that may cancel, so each is bounded by altUpBackwardRTol of the
+// largest magnitude among the token's results: f32 sums of up to 2048
+// terms carry ~1e-6 of their terms' scale, a few of them chained.
+// Measured on lavapipe: at most 3.3% of it (predict's).
+const altUpBackwardRTol = 2e-5
+
+// tokenMax is, for each element of a stream-major (reps streams) or row
+// (reps 1) result, the largest magnitude of want over that token.
+func tokenMax(a AltUpArgs, reps int, want []float32) []float64 {
+	per := make([]float64, a.Tokens)
+	for k := range reps {
+		for t := range a.Tokens {
+			for _, v := range want[(k*a.Tokens+t)*a.Dim : (k*a.Tokens+t+1)*a.Dim] {
+				per[t] = math.Max(per[t], math.Abs(float64(v)))
+			}
+		}
+	}
+	out := make([]float64, len(want))
+	for i := range out {
+		out[i] = per[(i/a.Dim)%a.Tokens]
+	}
+	return out
+}
+
+func TestAltUpBackwardMatchesReference(t *testing.T) {
+	for _, a := range []AltUpArgs{
+		{Tokens: 3, Dim: 37, Streams: 4, Active: 0, Eps: 1e-6},
+		{Tokens: 2, Dim: 300, Streams: 3, Active: 2, Eps: 1e-6},
+		{Tokens: 5, Dim: 2048, Streams: 4, Active: 0, Eps: 1e-6},
+		{Tokens: 1, Dim: 7, Streams: 8, Active: 5, Eps: 1e-6},
+	} {
+		t.Run(fmt.Sprintf("%dx%dx%d/active%d", a.Streams, a.Tokens, a.Dim, a.Active), func(t *testing.T) {
+			in := newAltUpInputs(11, a, 3)
+			ra := refAltUpArgs(a)
+			all, rows := a.Streams*a.Tokens*a.Dim, a.Tokens*a.Dim
+			dOut, dRow := randVec(12, all, 1), randVec(13, rows, 1)
+			bs, bx := upload(t, "s", in.s), upload(t, "x", in.x)
+			wts := upload(t, "packed", PackAltUp(in.w, in.router, in.predict, in.correct, in.scale))
+			bd, brow := upload(t, "dout", dOut), upload(t, "drow", dRow)
+
+			ds := scratch(t, "ds", all)
+			run(t, "altup_predict_backward", func(c *gpu.Chain) error { return AltUpPredictBackward(c, bs, wts, bd, brow, ds, a) })
+			want := ref.AltUpPredictBackward(in.s, in.w, in.router, in.predict, dOut, dRow, ra)
+			assertScaled(t, "altup_predict_backward", download(t, ds, all), want, tokenMax(a, a.Streams, want), altUpBackwardRTol)
+			run(t, "altup_predict_backward without dactive", func(c *gpu.Chain) error { return AltUpPredictBackward(c, bs, wts, bd, nil, ds, a) })
+			want = ref.AltUpPredictBackward(in.s, in.w, in.router, in.predict, dOut, nil, ra)
+			assertScaled(t, "altup_predict_backward without dactive", download(t, ds, all), want, tokenMax(a, a.Streams, want), altUpBackwardRTol)
+
+			dPred, dX := scratch(t, "dpred", all), scratch(t, "dx", rows)
+			run(t, "altup_correct_backward", func(c *gpu.Chain) error {
+				return AltUpCorrectBackward(c, bs, bx, wts, bd, brow, dPred, dX, a)
+			})
+			wantP, wantX := ref.AltUpCorrectBackward(in.s, in.x, in.w, in.router, in.correct, in.scale, dOut, dRow, ra)
+			assertScaled(t, "altup_correct_backward dpred", download(t, dPred, all), wantP, tokenMax(a, a.Streams, wantP), altUpBackwardRTol)
+			assertScaled(t, "altup_correct_backward dx", download(t, dX, rows), wantX, tokenMax(a, 1, wantX), altUpBackwardRTol)
+
+			run(t, "altup_merge_backward", func(c *gpu.Chain) error { return AltUpMergeBackward(c, bs, brow, ds, a) })
+			want = ref.AltUpMergeBackward(in.s, dRow, ra)
+			assertScaled(t, "altup_merge_backward", download(t, ds, all), want, tokenMax(a, a.Streams, want), altUpBackwardRTol)
+		})
+	}
+}
+
+func TestGaussianTopKBackwardMatchesReference(t *testing.T) {
+	for _, c := range []struct {
+		rows, n, stride int
+		mult            float32
+	}{{1, 1, 1, 1.6448533}, {13, 37, 74, 1.6448533}, {3, 300, 300, 0}, {4, 8192, 8192, 1.6448533}} {
+		t.Run(fmt.Sprintf("%dx%d/%d/mult%v", c.rows, c.n, c.stride, c.mult), func(t *testing.T) {
+			size := (c.rows-1)*c.stride + c.n
+			g, dy := randVec(uint64(c.n)+1, size, 4), randVec(uint64(c.n)+2, size, 1)
+			want := ref.GaussianTopKBackward(g, dy, c.rows, c.n, c.stride, c.mult)
+			bg, bdy := upload(t, "g", g), upload(t, "dy", dy)
+			// dg starts as dy: the rest of each stride is left as it is,
+			// where the reference passes dy through.
+			bdg := upload(t, "dg", dy)
+			run(t, "gaussian_topk_backward", func(ch *gpu.Chain) error { return GaussianTopKBackward(ch, bg, bdy, bdg, c.rows, c.n, c.stride, c.mult) })
+			// Each value is mask·dy less two terms of S = Σ mask·dy (a sum
+			// of up to n/20 kept values, f32, ~1e-6 of Σ|mask·dy|), times
+			// O(1) factors: 1e-5 of the row's Σ|dy| bounds it.
+			scale := make([]float64, size)
+			for r := range c.rows {
+				s := 0.0
+				for _, v := range dy[r*c.stride : r*c.stride+c.n] {
+					s += math.Abs(float64(v))
+				}
+				for j := range c.stride {
+					if r*c.stride+j < size {
+						scale[r*c.stride+j] = math.Max(s/float64(c.n), math.Abs(float64(dy[r*c.stride+j])))
+					}
+				}
+			}
+			assertScaled(t, "gaussian_topk_backward", download(t, bdg, size), want, scale, 1e-5)
+			// In place over dy.
+			run(t, "gaussian_topk_backward in place", func(ch *gpu.Chain) error { return GaussianTopKBackward(ch, bg, bdy, bdy, c.rows, c.n, c.stride, c.mult) })
+			assertScaled(t, "gaussian_topk_backward in place", download(t, bdy, size), want, scale, 1e-5)
+		})
+	}
+}
