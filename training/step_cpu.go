@@ -63,7 +63,8 @@ type CPU struct {
 	layers  []frozenLayer
 	outNorm []float32
 	output  linear    // the LM head (token_embd when tied)
-	pleNorm []float32 // the per-layer embeddings' projection norm (Gemma 4); nil without
+	pleNorm []float32 // the per-layer embeddings' projection norm (Gemma 3n, 4); nil without
+	unembd  []linear  // Gemma 3n's altup_unembd_proj; nil without
 	// dropoutStep is the dropout counter of the next Backward.
 	dropoutStep uint64
 }
@@ -112,9 +113,10 @@ func (d *dropout) apply(x []float32, m, cols int) []float32 {
 type frozenLayer struct {
 	model.LayerVectors
 	proj [numTargets]linear
-	// pleGate and pleProj are Gemma 4's per-layer-embedding gate and
-	// projection, whose backward the block's runs through.
-	pleGate, pleProj linear
+	// pleGate and pleProj are the per-layer-embedding gate and projection
+	// (Gemma 3n, 4), laurelL and laurelR Gemma 3n's LAuReL, whose
+	// backwards the block's runs through.
+	pleGate, pleProj, laurelL, laurelR linear
 }
 
 // linear is a frozen rows × cols weight in f32.
@@ -156,9 +158,15 @@ func NewCPU(m *model.Model) (*CPU, error) {
 		if l.PLEGate != nil {
 			f.pleGate, f.pleProj = lin(l.PLEGate), lin(l.PLEProj)
 		}
+		if l.LaurelL != nil {
+			f.laurelL, f.laurelR = lin(l.LaurelL), lin(l.LaurelR)
+		}
 	}
 	r.outNorm = vec(m.OutNorm)
 	r.pleNorm = vec(m.PLEProjNorm)
+	for _, w := range m.AltUpUnembd {
+		r.unembd = append(r.unembd, lin(w))
+	}
 	r.output = lin(m.Output)
 	if err != nil {
 		return nil, fmt.Errorf("training: %w", err)
@@ -275,9 +283,17 @@ func (r *CPU) example(lora *LoRA, e Example, g *Grads, drop dropouts) (float64, 
 		}
 	}
 
+	// Gemma 3n's streams, from the scaled embeddings.
+	if c.AltUp > 0 {
+		var err error
+		if x, err = m.AltUpStreamsCPU(x, n); err != nil {
+			return 0, 0, fmt.Errorf("training: %w", err)
+		}
+	}
+
 	// The layers, keeping each one's input (the checkpoint), and the keys
-	// and values of those whose cache later layers read (Gemma 4's KV
-	// sharing).
+	// and values of those whose cache later layers read (Gemma 3n's and
+	// 4's KV sharing).
 	inputs := make([][]float32, len(r.layers))
 	kv := make([]sharedKV, len(r.layers))
 	for i := range r.layers {
@@ -289,7 +305,17 @@ func (r *CPU) example(lora *LoRA, e Example, g *Grads, drop dropouts) (float64, 
 		if c.OwnKV(i) {
 			kv[i] = sharedKV{k: a.K, v: a.V}
 		}
-		x = a.Out
+		x = a.out
+	}
+
+	// Gemma 3n's streams merged into one row a token.
+	var unembedded []float32
+	if c.AltUp > 0 {
+		var err error
+		if unembedded, err = m.AltUpUnembedCPU(x, n); err != nil {
+			return 0, 0, fmt.Errorf("training: %w", err)
+		}
+		x = ref.AltUpMerge(unembedded, model.AltUpArgs(c, n))
 	}
 
 	// Logits = Output · norm(x); the loss is the cross-entropy of the
@@ -332,6 +358,15 @@ func (r *CPU) example(lora *LoRA, e Example, g *Grads, drop dropouts) (float64, 
 		ref.AddInPlace(dxn, hd.apply(dl, n, d))
 	}
 	dx := ref.RMSNormBackward(x, r.outNorm, dxn, normArgs)
+	if c.AltUp > 0 {
+		// Back through the merge and the unembedding projections.
+		du := ref.AltUpMergeBackward(unembedded, dx, model.AltUpArgs(c, n))
+		rows := n * d
+		dx = du[:rows:rows]
+		for k, w := range r.unembd {
+			dx = append(dx, matmulBackward(w, du[(k+1)*rows:(k+2)*rows], n)...)
+		}
+	}
 	for i := len(r.layers) - 1; i >= 0; i-- {
 		a, err := r.layer(i, lora, inputs[i], n, drop, ple, kv)
 		if err != nil {
@@ -401,10 +436,13 @@ type activations struct {
 	// keys and values are those the attention read: the layer's own, or
 	// the cache of the layer it shares.
 	keys, values []float32
-	n            int
-	ha           [numTargets][]float32 // A·drop(x) of each adapted projection
-	xd           [numTargets][]float32 // drop(x), its input after dropout
-	drop         [numTargets]*dropout  // its mask, nil for none
+	// out is the layer's output: the block's (LayerActivations.Out), or
+	// Gemma 3n's corrected streams.
+	out  []float32
+	n    int
+	ha   [numTargets][]float32 // A·drop(x) of each adapted projection
+	xd   [numTargets][]float32 // drop(x), its input after dropout
+	drop [numTargets]*dropout  // its mask, nil for none
 }
 
 // layer is block i's forward over n tokens, model.ForwardLayerCPU with
@@ -432,7 +470,8 @@ func (r *CPU) layer(i int, lora *LoRA, x []float32, n int, drop dropouts, ple *m
 		return y, nil
 	}
 	cl.Mul = mul
-	if _, err := r.m.ForwardLayerCPU(i, x, n, cl, &a.LayerActivations); err != nil {
+	var err error
+	if a.out, err = r.m.ForwardLayerCPU(i, x, n, cl, &a.LayerActivations); err != nil {
 		return nil, fmt.Errorf("training: %w", err)
 	}
 	a.keys, a.values = a.K, a.V
@@ -450,6 +489,35 @@ func (r *CPU) layer(i int, lora *LoRA, x []float32, n int, drop dropouts, ple *m
 // values back to it through kv (the later layer's backward runs first); a
 // layer whose cache others read adds theirs to its own.
 func (r *CPU) layerBackward(i int, lora *LoRA, a *activations, dout []float32, g *Grads, kv []sharedKV) []float32 {
+	if r.c.AltUp > 0 {
+		return r.altUpBackward(i, lora, a, dout, g, kv)
+	}
+	return r.blockBackward(i, lora, a, dout, g, kv)
+}
+
+// altUpBackward is layerBackward for a Gemma 3n layer: dout and the result
+// are its streams' gradients. Back through the per-layer embedding's add
+// to streams 1.., the correction (to the predictions and the block's
+// output), the block, and the prediction (to the streams).
+func (r *CPU) altUpBackward(i int, lora *LoRA, a *activations, dout []float32, g *Grads, kv []sharedKV) []float32 {
+	c, l := r.c, &r.layers[i]
+	n, d := a.n, c.Hidden
+	args := model.AltUpArgs(c, n)
+	rows := n * d
+	added := make([]float32, rows)
+	for k := 1; k < c.AltUp; k++ {
+		ref.AddInPlace(added, dout[k*rows:(k+1)*rows])
+	}
+	dy := ref.RMSNormBackward(a.PLEY, l.PLENorm, added, ref.NormArgs{Rows: n, Dim: d, Eps: c.Eps})
+	dgate, _ := ref.GeGLUBackward(a.PLEG, a.PLE, matmulBackward(l.pleProj, dy, n))
+	dfirst := matmulBackward(l.pleGate, dgate, n)
+	dpred, dblock := ref.AltUpCorrectBackward(a.Pred, a.Out, l.AltUpRouterNorm, l.AltUpRouter, l.AltUpCorrect, l.AltUpScale, dout, dfirst, args)
+	dactive := r.blockBackward(i, lora, a, dblock, g, kv)
+	return ref.AltUpPredictBackward(a.Streams, l.AltUpRouterNorm, l.AltUpRouter, l.AltUpPredict, dpred, dactive, args)
+}
+
+// blockBackward is layerBackward on one stream: the block's own.
+func (r *CPU) blockBackward(i int, lora *LoRA, a *activations, dout []float32, g *Grads, kv []sharedKV) []float32 {
 	c, l := r.c, &r.layers[i]
 	n, d := a.n, c.Hidden
 	sh, own := c.Shape(i), c.OwnKV(i)
@@ -501,11 +569,19 @@ func (r *CPU) layerBackward(i int, lora *LoRA, a *activations, dout []float32, g
 	} else {
 		dgate, dup = ref.SwiGLUBackward(a.Gate, a.Up, dh)
 	}
+	if a.GateIn != nil {
+		// Gemma 3n's sparsity of the gate.
+		dgate = ref.GaussianTopKBackward(a.GateIn, dgate, n, sh.FF, sh.FF, sh.Sparsity)
+	}
 	dxn2 := mulBack(tGate, a.XN2, dgate)
 	ref.AddInPlace(dxn2, mulBack(tUp, a.XN2, dup))
 	ref.AddInPlace(dx2, normBack(a.X2, l.FFNNorm, dxn2, n, d))
 
-	// Attention: x2 = x + post(O·att).
+	// Attention: x2 = x + post(O·att); with Gemma 3n's LAuReL, x2 = (x +
+	// post(O·att) + xn + norm(R·L·xn))/√2.
+	if a.LaurelT != nil {
+		dx2 = ref.Scale(dx2, float32(math.Sqrt(0.5)))
+	}
 	do := dx2
 	if l.PostAttnNorm != nil {
 		do = normBack(a.O, l.PostAttnNorm, do, n, d)
@@ -542,6 +618,11 @@ func (r *CPU) layerBackward(i int, lora *LoRA, a *activations, dout []float32, g
 		}
 		ref.AddInPlace(p.dk, dk)
 		ref.AddInPlace(p.dv, dv)
+	}
+	if a.LaurelT != nil {
+		ref.AddInPlace(dxn, dx2)
+		dr := normBack(a.LaurelR, l.LaurelNorm, dx2, n, d)
+		ref.AddInPlace(dxn, matmulBackward(l.laurelL, matmulBackward(l.laurelR, dr, n), n))
 	}
 	dx := normBack(a.X, l.AttnNorm, dxn, n, d)
 	ref.AddInPlace(dx, dx2)

@@ -29,6 +29,9 @@ var families = []struct {
 	// 512-dim unscaled global heads, the last two layers reading earlier
 	// caches, per-layer embeddings and layer scales.
 	{"tiny-gemma4", "tiny-gemma4", 20, nil},
+	// AltUp's streams around each layer, LAuReL, the sparse gates of
+	// layers 0 and 1, the last two layers reading earlier caches.
+	{"tiny-gemma3n", "tiny-gemma3n", 20, nil},
 	{"tiny-phi3", "tiny-phi3", 20, nil},
 	// YaRN's and LongRoPE's attention factor scales q and k after RoPE.
 	{"tiny-phi3-rope-attn-factor", "tiny-phi3", 20, func(c *model.Config) { c.RopeAttnFactor = 1.3 }},
@@ -172,12 +175,13 @@ func checkFiniteDifferenceWith(t *testing.T, m *model.Model, ex []Example, c LoR
 	// atol: one ulp of the loss (6× the noise seen) over 2h, doubled;
 	// rtol: 10× the truncation error seen on the largest entries.
 	atol, rtol := ulp/h, 1e-3
-	if m.Config.AttnScale == 1 && m.Config.HeadDim > 256 {
-		// Gemma 4's unscaled q·k over 512-dim heads makes scores of
-		// tens, and the loss curves so much that the central
-		// difference's h² error on the largest entries was 19% at h =
-		// 1e-2 and 0.8% at 2e-3 (shrinking as h², so none of it the
-		// gradient's): h/10 brings it near 2e-3, and rtol allows 3e-3;
+	if m.Config.AttnScale == 1 {
+		// Gemma 3n's and 4's unscaled q·k (over 512-dim heads in
+		// tiny-gemma4) makes scores of tens, and the loss curves so
+		// much that the central difference's h² error on the largest
+		// entries was 19% (Gemma 4) and 2.5% (3n) at h = 1e-2 and 0.8%
+		// (Gemma 4) at 2e-3, shrinking as h², so none of it the
+		// gradient's: h/10 brings it near 2e-3, and rtol allows 3e-3;
 		// atol, the noise over 2h, grows tenfold with it.
 		h, atol, rtol = h/10, 10*atol, 3e-3
 	}

@@ -54,6 +54,7 @@ func init() {
 			},
 			Multimodal: []string{"Gemma3nForConditionalGeneration"}}},
 		ChatTemplate: "gemma",
+		Trainable:    true,
 	})
 }
 

@@ -29,8 +29,8 @@ func altUpArgs(c *Config, n int) ref.AltUpArgs {
 	return ref.AltUpArgs{Tokens: n, Dim: c.Hidden, Streams: c.AltUp, Active: c.AltUpActive, Eps: c.Eps}
 }
 
-// altUpStreamsCPU makes the streams from the n scaled embeddings x.
-func (m *Model) altUpStreamsCPU(x []float32, n int) ([]float32, error) {
+// AltUpStreamsCPU makes the streams from the n scaled embeddings x.
+func (m *Model) AltUpStreamsCPU(x []float32, n int) ([]float32, error) {
 	c := &m.Config
 	s := make([]float32, 0, c.AltUp*len(x))
 	s = append(s, x...)
@@ -47,8 +47,17 @@ func (m *Model) altUpStreamsCPU(x []float32, n int) ([]float32, error) {
 
 // altUpMergeCPU averages the streams s of n tokens into one row each.
 func (m *Model) altUpMergeCPU(s []float32, n int) ([]float32, error) {
-	c := &m.Config
-	rows := n * c.Hidden
+	u, err := m.AltUpUnembedCPU(s, n)
+	if err != nil {
+		return nil, err
+	}
+	return ref.AltUpMerge(u, altUpArgs(&m.Config, n)), nil
+}
+
+// AltUpUnembedCPU maps the streams s of n tokens back as the merge reads
+// them: stream 0 as it is, each other by its altup_unembd_proj.
+func (m *Model) AltUpUnembedCPU(s []float32, n int) ([]float32, error) {
+	rows := n * m.Config.Hidden
 	u := make([]float32, 0, len(s))
 	u = append(u, s[:rows]...)
 	for k, w := range m.AltUpUnembd {
@@ -58,8 +67,11 @@ func (m *Model) altUpMergeCPU(s []float32, n int) ([]float32, error) {
 		}
 		u = append(u, y...)
 	}
-	return ref.AltUpMerge(u, altUpArgs(c, n)), nil
+	return u, nil
 }
+
+// AltUpArgs are c's AltUp over n tokens for engine/ops/ref.
+func AltUpArgs(c *Config, n int) ref.AltUpArgs { return altUpArgs(c, n) }
 
 // forwardAltUpCPU is ForwardLayerCPU for Gemma 3n: predict the streams,
 // run the block on the active prediction, correct the streams by its
@@ -88,6 +100,11 @@ func (m *Model) forwardAltUpCPU(i int, s []float32, n int, cl CPULayer, acts *La
 	y, err := matmul(l.PLEProj, h, n)
 	if err != nil {
 		return nil, err
+	}
+	if acts != nil {
+		acts.Streams, acts.Pred, acts.First = s, pred, first
+		acts.PLEG, acts.PLEH, acts.PLEY = g, h, y
+		acts.PLE = pleSliceCPU(cl.PLE, refPLEArgs(c, n, i))
 	}
 	ref.AltUpAddNormed(corrected, y, lv.PLENorm, a)
 	return corrected, nil

@@ -114,7 +114,7 @@ func (r *CPU) Forward(tokens []int32, pos int, out Output) (Result, error) {
 
 	if c.AltUp > 0 {
 		var err error
-		if x, err = m.altUpStreamsCPU(x, n); err != nil {
+		if x, err = m.AltUpStreamsCPU(x, n); err != nil {
 			return Result{}, err
 		}
 	}

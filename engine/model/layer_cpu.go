@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/hearthstudio/hearth/engine/ops/ref"
 )
@@ -91,9 +92,16 @@ type LayerActivations struct {
 	// Gemma 4's tail (nil without per-layer embeddings): the stream
 	// before it, the gate's product, the layer's per-layer input (n rows
 	// of PerLayerInput), the gated slice (PLEProj's input) and PLEProj's
-	// output before its norm.
+	// output before its norm. Gemma 3n's gate reads First, and PLEIn
+	// stays nil.
 	PLEIn, PLEG, PLE, PLEH, PLEY []float32
 	Out                          []float32 // the block's output
+	// Gemma 3n: the layer's streams (its input), AltUp's predictions, the
+	// corrected active stream times the correction scale; LAuReL's
+	// products L·xn and R·(L·xn); the gate before its sparsity.
+	Streams, Pred, First []float32
+	LaurelT, LaurelR     []float32
+	GateIn               []float32
 	// Attention and RopeQ/RopeK are the arguments the forward ran with.
 	Attention    ref.AttentionArgs
 	RopeQ, RopeK ref.RoPEArgs
@@ -188,6 +196,7 @@ func (m *Model) forwardBlockCPU(i int, x []float32, n int, s CPULayer, acts *Lay
 			return nil, err
 		}
 		laurel = ref.Add(a.XN, norm(r, lv.LaurelNorm, n, d))
+		a.LaurelT, a.LaurelR = t, r
 	}
 	q := mul(ProjQ, a.XN)
 	var k, v []float32
@@ -264,6 +273,9 @@ func (m *Model) forwardBlockCPU(i int, x []float32, n int, s CPULayer, acts *Lay
 		return nil, err
 	}
 	if sh.Sparse {
+		if acts != nil {
+			a.GateIn = slices.Clone(a.Gate)
+		}
 		ref.GaussianTopK(a.Gate, n, sh.FF, sh.FF, sh.Sparsity)
 	}
 	if c.GELU {

@@ -410,7 +410,9 @@ func TestGaussianTopKBackwardMatchesReference(t *testing.T) {
 			// dg starts as dy: the rest of each stride is left as it is,
 			// where the reference passes dy through.
 			bdg := upload(t, "dg", dy)
-			run(t, "gaussian_topk_backward", func(ch *gpu.Chain) error { return GaussianTopKBackward(ch, bg, bdy, bdg, c.rows, c.n, c.stride, c.mult) })
+			run(t, "gaussian_topk_backward", func(ch *gpu.Chain) error {
+				return GaussianTopKBackward(ch, bg, bdy, bdg, c.rows, c.n, c.stride, c.mult)
+			})
 			// Each value is mask·dy less two terms of S = Σ mask·dy (a sum
 			// of up to n/20 kept values, f32, ~1e-6 of Σ|mask·dy|), times
 			// O(1) factors: 1e-5 of the row's Σ|dy| bounds it.
@@ -428,7 +430,9 @@ func TestGaussianTopKBackwardMatchesReference(t *testing.T) {
 			}
 			assertScaled(t, "gaussian_topk_backward", download(t, bdg, size), want, scale, 1e-5)
 			// In place over dy.
-			run(t, "gaussian_topk_backward in place", func(ch *gpu.Chain) error { return GaussianTopKBackward(ch, bg, bdy, bdy, c.rows, c.n, c.stride, c.mult) })
+			run(t, "gaussian_topk_backward in place", func(ch *gpu.Chain) error {
+				return GaussianTopKBackward(ch, bg, bdy, bdy, c.rows, c.n, c.stride, c.mult)
+			})
 			assertScaled(t, "gaussian_topk_backward in place", download(t, bdy, size), want, scale, 1e-5)
 		})
 	}
