@@ -71,6 +71,19 @@ type GPU struct {
 	pleRows, pleProj, pleTok, pleG, pleH, pleY, pleIn *gpu.Buffer
 	dPLEH, dPLEG, dPLEScratch                         *gpu.Buffer
 
+	// Gemma 3n: the checkpoints and spare hold a layer's streams; wts are
+	// each layer's AltUp weights packed for the backward (ops.PackAltUp).
+	// The forward's active prediction (the block's input), predictions,
+	// block output, corrected active stream, LAuReL's products and the
+	// gate before its sparsity; the merge's unembedded streams and output.
+	// The backward's gradients of the streams (two, swapped a layer), of
+	// the predictions, of the first prediction, a row sum and LAuReL's
+	// rank-wide product.
+	wts                                                []*gpu.Buffer
+	active, pred, blockOut, first, laurelT, laurelR    *gpu.Buffer
+	gateIn, unembedded, merged                         *gpu.Buffer
+	dstreams, dstreams2, dpred, dfirst, dsum, dlaurelT *gpu.Buffer
+
 	// dropoutStep is the dropout counter of the next Backward; drop and
 	// token0 are the pass being recorded's: dropout on, and the place of
 	// its example's first token in the micro-batch.
@@ -219,6 +232,24 @@ func (g *GPU) upload(uploaded func(done, total int64)) error {
 		}
 		return nil
 	}
+	for _, l := range m.Layers {
+		u := l.AltUp
+		if u == nil {
+			break
+		}
+		var vs [5][]float32
+		for j, wt := range []*model.Weight{u.RouterNorm, u.Router, u.Predict, u.Correct, u.CorrectScale} {
+			if vs[j], err = wt.F32(); err != nil {
+				return fmt.Errorf("training: %w", err)
+			}
+		}
+		b, err := g.dev.NewBufferF32(u.Router.Name+" packed", ops.PackAltUp(vs[0], vs[1], vs[2], vs[3], vs[4]))
+		if err != nil {
+			return err
+		}
+		g.buffers = append(g.buffers, b)
+		g.wts = append(g.wts, b)
+	}
 	for k, p := range g.lora.Pairs {
 		var gp gpuPair
 		if gp.a, err = g.tensor(p.Name+".lora_a", gguf.TypeF32, p.Rank, p.Cols, gpu.F32Bytes(p.A)); err != nil {
@@ -259,8 +290,10 @@ func (g *GPU) allocate() error {
 	g.emb = alloc("embeddings", g.batchTokens*d)
 	g.targets = alloc("targets", g.batchTokens)
 	g.loss = alloc("loss", g.batchTokens)
+	// A checkpoint is a layer's input: its streams with Gemma 3n's AltUp.
+	streams := max(c.AltUp, 1)
 	for i := range c.Layers + 1 {
-		g.ck = append(g.ck, alloc(fmt.Sprintf("checkpoint %d", i), T*d))
+		g.ck = append(g.ck, alloc(fmt.Sprintf("checkpoint %d", i), streams*T*d))
 	}
 	for _, b := range []struct {
 		dst   **gpu.Buffer
@@ -270,7 +303,7 @@ func (g *GPU) allocate() error {
 		{&g.xn, "xn", T * d}, {&g.q, "q", T * qd}, {&g.k, "k", T * kvd}, {&g.v, "v", T * kvd},
 		{&g.qIn, "q in", T * qd}, {&g.kIn, "k in", T * kvd}, {&g.att, "att", T * qd},
 		{&g.o, "o", T * d}, {&g.x2, "x2", T * d}, {&g.xn2, "xn2", T * d},
-		{&g.gate, "gate", T * ff}, {&g.up, "up", T * ff}, {&g.h, "h", T * ff}, {&g.f, "f", T * d}, {&g.spare, "recomputed output", T * d},
+		{&g.gate, "gate", T * ff}, {&g.up, "up", T * ff}, {&g.h, "h", T * ff}, {&g.f, "f", T * d}, {&g.spare, "recomputed output", streams * T * d},
 		{&g.hs, "lora h scaled", T * g.lora.Config.Rank}, {&g.dh, "lora dh", T * g.lora.Config.Rank},
 		{&g.dres, "d residual", T * d}, {&g.dtmp, "d tmp", T * d}, {&g.dff, "d ff", T * ff},
 		{&g.dgate, "d gate", T * ff}, {&g.dup, "d up", T * ff}, {&g.dxn, "d xn", T * d},
@@ -299,6 +332,14 @@ func (g *GPU) allocate() error {
 			g.kc[j], g.vc[j] = alloc(fmt.Sprintf("shared k %d", j), kd), alloc(fmt.Sprintf("shared v %d", j), kd)
 			g.dkc[j], g.dvc[j] = alloc(fmt.Sprintf("d shared k %d", j), kd), alloc(fmt.Sprintf("d shared v %d", j), kd)
 		}
+	}
+	if c.AltUp > 0 {
+		all := c.AltUp * T * d
+		g.active, g.pred, g.blockOut, g.first = alloc("altup active", T*d), alloc("altup pred", all), alloc("block out", T*d), alloc("altup first", T*d)
+		g.laurelT, g.laurelR = alloc("laurel t", T*g.m.Layers[0].LaurelL.Rows), alloc("laurel r", T*d)
+		g.gateIn, g.unembedded, g.merged = alloc("gate in", T*ff), alloc("altup unembedded", all), alloc("altup merged", T*d)
+		g.dstreams, g.dstreams2, g.dpred = alloc("d streams", all), alloc("d streams 2", all), alloc("d altup pred", all)
+		g.dfirst, g.dsum, g.dlaurelT = alloc("d altup first", T*d), alloc("d sum", T*d), alloc("d laurel t", T*g.m.Layers[0].LaurelL.Rows)
 	}
 	if p := c.PerLayerInput; p > 0 {
 		g.pleRows = alloc("ple rows", g.batchTokens*c.Layers*p)
@@ -696,7 +737,20 @@ func (g *GPU) example(n, off int, backward bool) error {
 	c := g.c
 	d, V := c.Hidden, c.Vocab
 	g.token0 = off
-	if err := ops.CopyF32(g.ch, g.emb, off*d, g.ck[0], 0, n*d); err != nil {
+	var err error
+	try := func(e error) {
+		if err == nil {
+			err = e
+		}
+	}
+	if c.AltUp > 0 {
+		// Gemma 3n's streams from the embeddings (stream 0 their copy).
+		try(ops.CopyF32(g.ch, g.emb, off*d, g.merged, 0, n*d))
+		g.w.RecordAltUpStreams(g.ch, g.merged, g.ck[0], n, try)
+	} else {
+		try(ops.CopyF32(g.ch, g.emb, off*d, g.ck[0], 0, n*d))
+	}
+	if err != nil {
 		return err
 	}
 	if g.m.PLE != nil {
@@ -723,8 +777,16 @@ func (g *GPU) example(n, off int, backward bool) error {
 
 	// The head, in row tiles: logits = Output · norm(x); the cross-entropy
 	// backward leaves dLoss/dlogits in place (the soft-cap's derivative
-	// included), and dxn[tile] = dlogits · Output.
+	// included), and dxn[tile] = dlogits · Output. Gemma 3n's streams are
+	// merged first.
 	last := g.ck[len(g.w.Layers)]
+	if c.AltUp > 0 {
+		g.w.RecordAltUpMerge(ch, last, g.dsum, g.unembedded, g.merged, n, try)
+		if err != nil {
+			return err
+		}
+		last = g.merged
+	}
 	norm := ops.NormArgs{Rows: n, Dim: d, Eps: c.Eps}
 	if err := ops.RMSNorm(ch, last, g.w.OutNorm, g.xn, norm); err != nil {
 		return err
@@ -774,11 +836,32 @@ func (g *GPU) example(n, off int, backward bool) error {
 	if !backward {
 		return nil
 	}
+	if c.AltUp > 0 {
+		// Back through the merge and the unembedding projections.
+		rows := n * d
+		args := model.OpsAltUpArgs(c, n)
+		// (g.ch: the pass after the head may have opened a new chain.)
+		try(ops.AltUpMergeBackward(g.ch, g.unembedded, g.dres, g.dpred, args))
+		try(ops.CopyF32(g.ch, g.dpred, 0, g.dstreams, 0, rows))
+		for k, t := range g.w.AltUpUnembd {
+			try(ops.CopyF32(g.ch, g.dpred, (k+1)*rows, g.dsum, 0, rows))
+			try(ops.MatMulBackwardInputWith(g.ch, t, g.dsum, g.dstreams, n, ops.MatmulBackwardOptions{DXOffset: (k + 1) * rows}))
+		}
+		if err != nil {
+			return err
+		}
+	}
 	for i := len(g.w.Layers) - 1; i >= 0; i-- {
 		if err := g.layer(g.ch, i, n, g.ck[i], g.spare); err != nil {
 			return fmt.Errorf("training: layer %d (recomputed): %w", i, err)
 		}
-		if err := g.layerBackward(g.ch, i, n, g.ck[i]); err != nil {
+		var err error
+		if c.AltUp > 0 {
+			err = g.altUpBackward(g.ch, i, n)
+		} else {
+			err = g.layerBackward(g.ch, i, n, g.ck[i])
+		}
+		if err != nil {
 			return fmt.Errorf("training: layer %d backward: %w", i, err)
 		}
 		if err := g.pass(); err != nil {
@@ -797,6 +880,15 @@ func (g *GPU) layer(ch *gpu.Chain, i, n int, x, out *gpu.Buffer) error {
 		O: g.o, F: g.f, Gate: g.gate, Up: g.up, H: g.h,
 		PLEProj: g.pleProj, PLETok: g.pleTok, PLEG: g.pleG, PLEH: g.pleH, PLEY: g.pleY}
 	a.K, a.V = g.layerKV(i)
+	if g.c.AltUp > 0 {
+		// The block runs on the active prediction; the streams go from x
+		// to out.
+		a.X, a.Out, a.Streams, a.StreamsOut = g.active, g.blockOut, x, out
+		a.Pred, a.First, a.Laurel, a.LaurelR = g.pred, g.first, g.laurelT, g.laurelR
+		if g.c.Shape(i).Sparse {
+			a.GateIn = g.gateIn
+		}
+	}
 	_, err := g.w.RecordLayer(ch, i, &a, model.GPULayerArgs{
 		N: n,
 		LoRA: func(ch *gpu.Chain, p model.Proj, x, y *gpu.Buffer, n int, o ops.MatmulOptions) error {
@@ -884,6 +976,46 @@ func (g *GPU) mulBackward(ch *gpu.Chain, i, t int, x, dy, dx *gpu.Buffer, n int,
 	return g.dropout(ch, sl.k, g.dl, dx, n, pp.Cols, 0, 0, true)
 }
 
+// altUpBackward records Gemma 3n's layer i's backward, as
+// CPU.altUpBackward: g.dstreams holds the gradient of its output streams
+// and gets that of its input streams. Back through the per-layer
+// embedding's add to streams 1.., the correction, the block (on g.dres)
+// and the prediction.
+func (g *GPU) altUpBackward(ch *gpu.Chain, i, n int) error {
+	c, l := g.c, &g.w.Layers[i]
+	d := c.Hidden
+	rows := n * d
+	args := model.OpsAltUpArgs(c, n)
+	var err error
+	try := func(e error) {
+		if err == nil {
+			err = e
+		}
+	}
+	try(ops.CopyF32(ch, g.dstreams, rows, g.dsum, 0, rows))
+	for k := 2; k < c.AltUp; k++ {
+		try(ops.CopyF32(ch, g.dstreams, k*rows, g.dtmp, 0, rows))
+		try(ops.AddInPlace(ch, g.dsum, g.dtmp, rows))
+	}
+	try(ops.RMSNormBackward(ch, g.pleY, l.PLENorm, g.dsum, g.dtmp, ops.NormBackwardArgs{NormArgs: ops.NormArgs{Rows: n, Dim: d, Eps: c.Eps}}))
+	try(ops.MatMulBackwardInput(ch, l.PLEProj, g.dtmp, g.dPLEH, n))
+	try(ops.PLEInput(ch, g.pleProj, g.pleTok, g.w.PLEProjNorm, g.pleIn, model.PLEArgs(c, n, i)))
+	try(ops.GeGLUBackward(ch, g.pleG, g.pleIn, g.dPLEH, g.dPLEG, g.dPLEScratch, n*c.PerLayerInput))
+	try(ops.MatMulBackwardInput(ch, l.PLEGate, g.dPLEG, g.dfirst, n))
+	try(ops.AltUpCorrectBackward(ch, g.pred, g.blockOut, g.wts[i], g.dstreams, g.dfirst, g.dpred, g.dres, args))
+	if err != nil {
+		return err
+	}
+	if err := g.layerBackward(ch, i, n, g.active); err != nil {
+		return err
+	}
+	if err := ops.AltUpPredictBackward(ch, g.ck[i], g.wts[i], g.dpred, g.dres, g.dstreams2, args); err != nil {
+		return err
+	}
+	g.dstreams, g.dstreams2 = g.dstreams2, g.dstreams
+	return nil
+}
+
 // layerBackward records block i's backward, as CPU.layerBackward: g.dres
 // holds the gradient of the layer's output and gets that of its input x.
 //
@@ -908,7 +1040,7 @@ func (g *GPU) layerBackward(ch *gpu.Chain, i, n int, x *gpu.Buffer) error {
 	if s := l.OutScale; s != 0 {
 		try(ops.Scale(ch, g.dres, g.dres, n*d, s))
 	}
-	if l.PLEGate != nil {
+	if l.PLEGate != nil && c.AltUp == 0 { // Gemma 3n's: altUpBackward
 		p := c.PerLayerInput
 		normBack(g.pleY, l.PLENorm, g.dres, g.dtmp, n, d, false)
 		try(ops.MatMulBackwardInput(ch, l.PLEProj, g.dtmp, g.dPLEH, n))
@@ -929,9 +1061,25 @@ func (g *GPU) layerBackward(ch *gpu.Chain, i, n int, x *gpu.Buffer) error {
 	} else {
 		try(ops.SwiGLUBackward(ch, g.gate, g.up, g.dff, g.dgate, g.dup, n*ff))
 	}
+	if sh.Sparse {
+		// Gemma 3n's sparsity of the gate, from the gate before it.
+		try(ops.GaussianTopKBackward(ch, g.gateIn, g.dgate, g.dgate, n, ff, ff, sh.Sparsity))
+	}
 	try(g.mulBackward(ch, i, tGate, g.xn2, g.dgate, g.dxn, n, false))
 	try(g.mulBackward(ch, i, tUp, g.xn2, g.dup, g.dxn, n, true))
 	normBack(g.x2, l.FFNNorm, g.dxn, g.dres, n, d, true) // dres = dx2
+	// Gemma 3n's LAuReL: x2 = (x + post(O·att) + xn + norm(R·L·xn))/√2;
+	// laurel adds its part to dxn before the attention norm's backward.
+	laurel := func() {}
+	if l.LaurelL != nil {
+		try(ops.Scale(ch, g.dres, g.dres, n*d, float32(math.Sqrt(0.5))))
+		laurel = func() {
+			try(ops.AddInPlace(ch, g.dxn, g.dres, n*d))
+			normBack(g.laurelR, l.LaurelNorm, g.dres, g.dtmp, n, d, false)
+			try(ops.MatMulBackwardInput(ch, l.LaurelR, g.dtmp, g.dlaurelT, n))
+			try(ops.MatMulBackwardInputWith(ch, l.LaurelL, g.dlaurelT, g.dxn, n, ops.MatmulBackwardOptions{Accumulate: true}))
+		}
+	}
 
 	// Attention: x2 = x + post(O·att).
 	do := g.dres
@@ -963,6 +1111,7 @@ func (g *GPU) layerBackward(ch *gpu.Chain, i, n int, x *gpu.Buffer) error {
 			try(ops.CopyF32(ch, g.dv, 0, g.dvc[j], 0, kvd))
 			g.kvSent[j] = true
 		}
+		laurel()
 		normBack(x, l.AttnNorm, g.dxn, g.dres, n, d, true) // dres = dx
 		return err
 	}
@@ -979,6 +1128,7 @@ func (g *GPU) layerBackward(ch *gpu.Chain, i, n int, x *gpu.Buffer) error {
 	}
 	try(g.mulBackward(ch, i, tK, g.xn, g.dk, g.dxn, n, true))
 	try(g.mulBackward(ch, i, tV, g.xn, g.dv, g.dxn, n, true))
+	laurel()
 	normBack(x, l.AttnNorm, g.dxn, g.dres, n, d, true) // dres = dx
 	return err
 }

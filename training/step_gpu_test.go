@@ -71,6 +71,9 @@ func TestGPUStepMatchesCPU(t *testing.T) {
 		// Gemma 4: 512-dim global heads, two layers reading earlier
 		// caches, per-layer embeddings, layer scales; with dropout.
 		{"tiny-gemma4", "Q8_0", 20, nil, 0, false, 0.2, nil},
+		// Gemma 3n: AltUp's streams, LAuReL, the sparse gates; two
+		// micro-batches.
+		{"tiny-gemma3n", "Q8_0", 20, nil, 0, true, 0, nil},
 	} {
 		name := c.preset + "-" + c.quant
 		if c.dropout > 0 {
@@ -297,9 +300,20 @@ func TestGPUStepRefusesWhatItWasNotSizedFor(t *testing.T) {
 // the one-submit micro-batch: the same dispatches run in the same order.
 // The validation loss's forward-only passes are cut as well.
 func TestGPUPassCutComputesTheSame(t *testing.T) {
+	// Gemma 3n's streams are merged after the last pass and sent back
+	// before the layers'.
+	for _, c := range []struct {
+		preset  string
+		targets []string
+	}{{"tiny-qwen2", allTargets}, {"tiny-gemma3n", nil}} {
+		t.Run(c.preset, func(t *testing.T) { checkPassCut(t, c.preset, c.targets) })
+	}
+}
+
+func checkPassCut(t *testing.T, preset string, targets []string) {
 	dev := openDevice(t)
-	m := loadSynth(t, "tiny-qwen2", "Q8_0")
-	lora := newTestLoRAWith(t, m, LoRAConfig{Rank: 4, Alpha: 8, Targets: allTargets}, 0.05, 3)
+	m := loadSynth(t, preset, "Q8_0")
+	lora := newTestLoRAWith(t, m, LoRAConfig{Rank: 4, Alpha: 8, Targets: targets}, 0.05, 3)
 	ex := randomExamples(m, 2, 12, 3, 41)
 	g, err := NewGPU(dev, m, lora, 12, 24)
 	if err != nil {

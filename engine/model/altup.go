@@ -110,31 +110,31 @@ func (m *Model) forwardAltUpCPU(i int, s []float32, n int, cl CPULayer, acts *La
 	return corrected, nil
 }
 
-// opsAltUpArgs are altUpArgs for the kernels.
-func opsAltUpArgs(c *Config, n int) ops.AltUpArgs { return ops.AltUpArgs(altUpArgs(c, n)) }
+// OpsAltUpArgs are c's AltUp over n tokens for the kernels.
+func OpsAltUpArgs(c *Config, n int) ops.AltUpArgs { return ops.AltUpArgs(altUpArgs(c, n)) }
 
 // GPUAltUp is a block's AltUp on the device, its small weights in f32.
 type GPUAltUp struct {
 	Router, RouterNorm, Predict, Correct, CorrectScale *gpu.Buffer
 }
 
-// recordAltUpStreams appends the streams' set-up: x0 (n scaled embeddings)
+// RecordAltUpStreams appends the streams' set-up: x0 (n scaled embeddings)
 // copied to stream 0, altup_proj's products into the others, and those
 // brought to its RMS.
-func (w *GPUWeights) recordAltUpStreams(ch *gpu.Chain, x0, s *gpu.Buffer, n int, try func(error)) {
+func (w *GPUWeights) RecordAltUpStreams(ch *gpu.Chain, x0, s *gpu.Buffer, n int, try func(error)) {
 	c := w.c
 	rows := n * c.Hidden
 	try(ops.CopyF32(ch, x0, 0, s, 0, rows))
 	for k, t := range w.AltUpProj {
 		try(ops.MatMulWith(ch, t, x0, s, n, ops.MatmulOptions{YOffset: (k + 1) * rows, YStride: c.Hidden}))
 	}
-	try(ops.AltUpRescale(ch, s, opsAltUpArgs(c, n)))
+	try(ops.AltUpRescale(ch, s, OpsAltUpArgs(c, n)))
 }
 
-// recordAltUpMerge appends the streams' merge into out (n rows): each
+// RecordAltUpMerge appends the streams' merge into out (n rows): each
 // stream but 0 copied out to tmp (n rows) and mapped back by
 // altup_unembd_proj into u (laid out as s), then the rescaled mean.
-func (w *GPUWeights) recordAltUpMerge(ch *gpu.Chain, s, tmp, u, out *gpu.Buffer, n int, try func(error)) {
+func (w *GPUWeights) RecordAltUpMerge(ch *gpu.Chain, s, tmp, u, out *gpu.Buffer, n int, try func(error)) {
 	c := w.c
 	rows := n * c.Hidden
 	try(ops.CopyF32(ch, s, 0, u, 0, rows))
@@ -142,20 +142,28 @@ func (w *GPUWeights) recordAltUpMerge(ch *gpu.Chain, s, tmp, u, out *gpu.Buffer,
 		try(ops.CopyF32(ch, s, (k+1)*rows, tmp, 0, rows))
 		try(ops.MatMulWith(ch, t, tmp, u, n, ops.MatmulOptions{YOffset: (k + 1) * rows, YStride: c.Hidden}))
 	}
-	try(ops.AltUpMerge(ch, u, out, opsAltUpArgs(c, n)))
+	try(ops.AltUpMerge(ch, u, out, OpsAltUpArgs(c, n)))
 }
 
 // recordAltUpTail appends the end of a Gemma 3n block: the correction of
-// the streams by the block's output in X, then the per-layer embedding's
-// gate of the corrected active stream, its projection, and the normed add
-// to every stream but 0.
-func (w *GPUWeights) recordAltUpTail(ch *gpu.Chain, i int, a *GPUActivations, n int, try func(error)) {
+// the streams by the block's output x, then the per-layer embedding's gate
+// of the corrected active stream, its projection (into a.PLEY when kept,
+// else the scratch a.F), and the normed add to every stream but 0. The
+// corrected streams go to a.StreamsOut when set, else over a.Streams.
+func (w *GPUWeights) recordAltUpTail(ch *gpu.Chain, i int, a *GPUActivations, x *gpu.Buffer, n int, try func(error)) {
 	c, l := w.c, &w.Layers[i]
-	args := opsAltUpArgs(c, n)
+	args := OpsAltUpArgs(c, n)
 	u := l.AltUp
-	try(ops.AltUpCorrect(ch, a.Pred, a.X, u.RouterNorm, u.Router, u.Correct, u.CorrectScale, a.Streams, a.First, args))
+	out, y := a.Streams, a.F
+	if a.StreamsOut != nil {
+		out = a.StreamsOut
+	}
+	if a.PLEY != nil {
+		y = a.PLEY
+	}
+	try(ops.AltUpCorrect(ch, a.Pred, x, u.RouterNorm, u.Router, u.Correct, u.CorrectScale, out, a.First, args))
 	try(ops.MatMul(ch, l.PLEGate, a.First, a.PLEG, n))
 	try(ops.PLEGate(ch, a.PLEG, a.PLEProj, a.PLETok, w.PLEProjNorm, a.PLEH, PLEArgs(c, n, i)))
-	try(ops.MatMul(ch, l.PLEProj, a.PLEH, a.F, n))
-	try(ops.AltUpAddNormed(ch, a.F, l.PLENorm, a.Streams, args))
+	try(ops.MatMul(ch, l.PLEProj, a.PLEH, y, n))
+	try(ops.AltUpAddNormed(ch, y, l.PLENorm, out, args))
 }

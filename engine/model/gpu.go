@@ -506,7 +506,7 @@ func (r *GPU) record(key stepKey) (*step, error) {
 		try(ops.MatMul(ch, r.w.PLEModelProj, r.x, r.pleProj, n))
 	}
 	if c.AltUp > 0 {
-		r.w.recordAltUpStreams(ch, r.x, r.streams, n, try)
+		r.w.RecordAltUpStreams(ch, r.x, r.streams, n, try)
 	}
 	normed := false // xn already holds this layer's attention norm of x
 	for i := range r.w.Layers {
@@ -528,7 +528,7 @@ func (r *GPU) record(key stepKey) (*step, error) {
 		}
 	}
 	if c.AltUp > 0 {
-		r.w.recordAltUpMerge(ch, r.streams, r.tmp, r.pred, r.x, n, try)
+		r.w.RecordAltUpMerge(ch, r.streams, r.tmp, r.pred, r.x, n, try)
 	}
 	if key.hidden {
 		try(ops.RMSNorm(ch, r.x, r.w.OutNorm, r.xn, ops.NormArgs{Rows: n, Dim: d, Eps: c.Eps}))

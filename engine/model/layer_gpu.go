@@ -60,6 +60,10 @@ type GPUActivations struct {
 	// stream that gates the per-layer embedding (n rows); Laurel receives
 	// LAuReL's rank-wide product (n rows of its rank).
 	Streams, Pred, First, Laurel *gpu.Buffer
+	// With Keep (training), StreamsOut receives the corrected streams (the
+	// input streams stay as they were), LaurelR LAuReL's R·(L·xn) before
+	// its norm, and GateIn the gate before its sparsity.
+	StreamsOut, LaurelR, GateIn *gpu.Buffer
 	// XQ, when set, receives a decoded token's activations quantized to 8
 	// bits (ops.QuantizeQ8, ops.Q8Words of the widest input) for each
 	// product whose weights decode that way (q8DecodeTypes): ggml's
@@ -132,9 +136,6 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 	if a.Keep && (!l.unmerged() || s.Pos != 0 || s.Normed || s.Next != nil) {
 		return false, fmt.Errorf("model: layer %d: keeping activations needs unmerged weights at position 0 without cross-block fusion", i)
 	}
-	if a.Keep && l.AltUp != nil {
-		return false, fmt.Errorf("model: layer %d: keeping activations for training does not cover %s's AltUp layers", i, c.Arch)
-	}
 	try := func(e error) {
 		if err == nil {
 			err = e
@@ -172,13 +173,17 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 
 	// Gemma 3n: the block runs on the active stream's prediction.
 	if l.AltUp != nil {
-		try(ops.AltUpPredict(ch, a.Streams, l.AltUp.RouterNorm, l.AltUp.Router, l.AltUp.Predict, a.Pred, a.X, opsAltUpArgs(c, n)))
+		try(ops.AltUpPredict(ch, a.Streams, l.AltUp.RouterNorm, l.AltUp.Router, l.AltUp.Predict, a.Pred, a.X, OpsAltUpArgs(c, n)))
 		s.Normed = false // X is new: no norm of it was written
 	}
-	// LAuReL's side path, x += xn + norm(R·L·xn), goes into the stream
-	// before attention's residual, which then scales the sum (attnScale);
-	// it reads the norm, which is then written out.
+	// LAuReL's side path R·(L·xn) of the attention norm, which is then
+	// written out; xn + norm(R·L·xn) goes into the stream just before
+	// attention's residual, which then scales the sum (attnScale).
 	attnScale := float32(0)
+	laurelR := a.O // read before O's product overwrites it
+	if a.LaurelR != nil {
+		laurelR = a.LaurelR
+	}
 	if l.LaurelL != nil {
 		if l.PostAttnNorm == nil {
 			return false, fmt.Errorf("model: layer %d: LAuReL's scale rides on the post-attention norm's add, and the layer has none", i)
@@ -188,9 +193,7 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 			s.Normed = true
 		}
 		try(ops.MatMul(ch, l.LaurelL, a.XN, a.Laurel, n))
-		try(ops.MatMul(ch, l.LaurelR, a.Laurel, a.O, n))
-		try(ops.AddInPlace(ch, a.X, a.XN, n*d))
-		try(ops.RMSNormAdd(ch, a.O, l.LaurelNorm, a.X, ops.NormArgs{Rows: n, Dim: d, Eps: c.Eps}))
+		try(ops.MatMul(ch, l.LaurelR, a.Laurel, laurelR, n))
 		attnScale = laurelScale
 	}
 
@@ -294,6 +297,10 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 		try(ops.CopyF32(ch, a.X, 0, a.X2, 0, n*d))
 		x = a.X2
 	}
+	if l.LaurelL != nil {
+		try(ops.AddInPlace(ch, x, a.XN, n*d))
+		try(ops.RMSNormAdd(ch, laurelR, l.LaurelNorm, x, ops.NormArgs{Rows: n, Dim: d, Eps: c.Eps}))
+	}
 	normed = residual(x, l.O, ProjO, a.Att, l.PostAttnNorm, a.O, l.FFNNorm, a.XN2, nil, attnScale)
 
 	// Feed-forward: x += post(Down · (act(Gate · norm(x)) * (Up · norm(x)))).
@@ -338,6 +345,9 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 		try(ops.MatMul(ch, l.Gate, a.XN2, a.Gate, n))
 		lora(ProjGate, a.XN2, a.Gate, ops.MatmulOptions{})
 		if sh.Sparse {
+			if a.GateIn != nil {
+				try(ops.CopyF32(ch, a.Gate, 0, a.GateIn, 0, n*ff))
+			}
 			try(ops.GaussianTopK(ch, a.Gate, n, ff, ff, sh.Sparsity))
 		}
 		try(ops.MatMul(ch, l.Up, a.XN2, a.Up, n))
@@ -366,7 +376,7 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 	}
 	switch {
 	case l.AltUp != nil:
-		w.recordAltUpTail(ch, i, a, n, try)
+		w.recordAltUpTail(ch, i, a, x, n, try)
 	case tail:
 		w.recordTail(ch, i, a, x, n, try)
 	}
