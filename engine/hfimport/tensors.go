@@ -240,6 +240,27 @@ func (m *Model) plan(hp *hparams, o Options) error {
 				tweak = permute(heads[t.Permute])
 			}
 			gg := fmt.Sprintf("blk.%d.%s", i, t.GGUF)
+			if _, ok := avail[hf]; !ok && unusedKV(hp, i, t) {
+				// Gemma 3n's layers past the KV-sharing boundary read an
+				// earlier layer's cache, and transformers saves no k or v
+				// for them; llama.cpp's loader still requires the tensors,
+				// so they are written as zeros.
+				shape := t.Shape(sizes)
+				ne := []uint64{uint64(shape[len(shape)-1])}
+				if len(shape) == 2 {
+					ne = append(ne, uint64(shape[0]))
+				}
+				typ := matType
+				if len(shape) == 1 {
+					typ = gguf.TypeF32
+				}
+				n := 1
+				for _, x := range shape {
+					n *= int(x)
+				}
+				m.plans = append(m.plans, &tensorPlan{name: gg, typ: typ, shape: ne, data: make([]float32, n)})
+				continue
+			}
 			if err := add(gg, hf, t.Shape(sizes), !t.Optional, tweak); err != nil {
 				return err
 			}
@@ -288,6 +309,20 @@ func (m *Model) plan(hp *hparams, o Options) error {
 	}
 	m.progress = o.Progress
 	return nil
+}
+
+// unusedKV reports whether t is a k, v or k-norm tensor of a Gemma 3n
+// layer that reads an earlier layer's cache.
+func unusedKV(hp *hparams, i int, t arch.Tensor) bool {
+	l := hp.layered
+	if l == nil || !l.gemma3n() || i < hp.layers-l.sharedKV {
+		return false
+	}
+	switch t.GGUF {
+	case "attn_k.weight", "attn_v.weight", "attn_k_norm.weight":
+		return true
+	}
+	return false
 }
 
 // importOrder is a layer's tensors in the order this importer writes them:
@@ -350,6 +385,13 @@ func (p *tensorPlan) reader(chunk int64) (io.Reader, error) {
 		return io.MultiReader(append(rs, io.LimitReader(zeroReader{}, zeros))...), nil
 	}
 	if p.src == nil {
+		if p.typ != gguf.TypeF32 {
+			b := make([]byte, len(p.data)*p.typ.TypeSize())
+			if err := gguf.Quantize(p.typ, p.data, b); err != nil {
+				return nil, fmt.Errorf("hfimport: tensor %q: %w", p.name, err)
+			}
+			return bytes.NewReader(b), nil
+		}
 		b := make([]byte, 4*len(p.data))
 		for i, v := range p.data {
 			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))

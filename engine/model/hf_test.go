@@ -40,9 +40,24 @@ const hfTol = 1e-5
 // wrong mask, rotation or shared cache moves logits by 1e-2 and up.
 const hfTolUnscaled = 5e-5
 
+// hfTolAltUp is hfTolUnscaled for Gemma 3n, whose AltUp routers (tanh of
+// a projection, feeding coefficients that mix the four streams at every
+// layer) add to the unscaled attention's sensitivity at some positions:
+// on the gemma3n fixture position 27 is off by 2.0e-5 of the range on the
+// CPU and by 3.5e-5 to 9.1e-5 on the GPU as the batching alone changes
+// (one chain of 64 tokens, chains of 16, one token at a time), while the
+// other positions stay within 1.5e-5 and Hearth's decode steps within
+// 5e-5. 2e-4 keeps a 2x margin; leaving out any of AltUp's parts, LAuReL,
+// the sparsity or the per-layer embeddings moves logits by 15 to 21 (the
+// fixture's checks, about 0.7 of the range).
+const hfTolAltUp = 2e-4
+
 // hfTolFor is the Hearth-vs-transformers tolerance of m.
 func hfTolFor(m *Model) float64 {
-	if m.Config.AttnScale == 1 && m.Config.VNorm {
+	switch {
+	case m.Config.AltUp > 0:
+		return hfTolAltUp
+	case m.Config.AttnScale == 1 && m.Config.VNorm:
 		return hfTolUnscaled
 	}
 	return hfTol
@@ -59,8 +74,8 @@ var readF32File = logitstest.ReadF32
 // against transformers' logits of the whole sequence.
 func TestMatchesTransformers(t *testing.T) {
 	dirs, err := filepath.Glob(filepath.Join("testdata", "hf", "*", "expected.json"))
-	if err != nil || len(dirs) < 11 {
-		t.Fatalf("want the 11 fixtures of testdata/hf (make_fixtures.py), found %d (%v)", len(dirs), err)
+	if err != nil || len(dirs) < 12 {
+		t.Fatalf("want the 12 fixtures of testdata/hf (make_fixtures.py), found %d (%v)", len(dirs), err)
 	}
 	for _, exp := range dirs {
 		dir := filepath.Dir(exp)

@@ -12,8 +12,10 @@ Phi-3's LongRoPE factors and qwen2_yarn with YaRN; and gemma4, Gemma 4's
 text model as in E2B: 6 layers, sliding, sliding, full twice, the last two
 sharing the KV of layers 3 and 2, full layers with 32-dim heads and
 proportional RoPE, double-wide MLPs on the shared layers, per-layer
-embeddings, a layer_scalar per layer and a final soft-cap of 30) it builds
-a tiny model from a config
+embeddings, a layer_scalar per layer and a final soft-cap of 30; and
+gemma3n, Gemma 3n's text model: 4 AltUp streams, LAuReL of rank 8, the
+first 2 of 6 layers sparse, per-layer embeddings, the last 2 layers
+sharing caches) it builds a tiny model from a config
 (hidden 64, 4 heads, 2 KV heads, head_dim 16, ff 128, 2-6 layers, a vocab
 of 331-509 that is no multiple of 32), fills every weight from a fixed seed
 with a spread large enough that a wrong norm, RoPE, window or soft-cap
@@ -64,6 +66,13 @@ inverse frequencies are 4 nonzero of 16 (recorded in expected.json, with
 the sliding layers'). Its config.json gets head_dim and global_head_dim if
 transformers wrote only per_layer_config (checks.config_json_added names
 what was added), as real Gemma 4 config files have both.
+
+Gemma 3n (GEMMA 3N CHECKS): layers 0 and 1 sparse and 4 and 5 sharing
+caches in the built model; zeroing AltUp's router, prediction or
+correction coefficients or LAuReL's left matrix, transposing the AltUp
+projections or their unembedding, removing the sparsity, zeroing the
+per-layer table and setting the correction scale to 1 each change the
+logits.
 
 Usage: python3 make_fixtures.py OUTDIR [FAMILY...]
 writes OUTDIR/FAMILY/{config.json, generation_config.json,
@@ -1143,8 +1152,8 @@ def gemma3n_checks(saved, ids):
     notes["altup_router_effect"] = effect("the AltUp router (zeroed)", each(lambda l: l.altup.modality_router.weight.zero_()))
     notes["altup_predict_effect"] = effect("the AltUp prediction (zeroed)", each(lambda l: l.altup.prediction_coefs.weight.zero_()))
     notes["altup_correct_effect"] = effect("the AltUp correction (zeroed)", each(lambda l: l.altup.correction_coefs.weight.zero_()))
-    notes["altup_proj_effect"] = effect("the AltUp projections (transposed)", lambda m: [p.weight.copy_(p.weight.t()) for p in m.model.altup_projections])
-    notes["altup_unembed_effect"] = effect("the AltUp unembedding (transposed)", lambda m: [p.weight.copy_(p.weight.t()) for p in m.model.altup_unembed_projections])
+    notes["altup_proj_effect"] = effect("the AltUp projections (transposed)", lambda m: [p.weight.copy_(p.weight.t().clone()) for p in m.model.altup_projections])
+    notes["altup_unembed_effect"] = effect("the AltUp unembedding (transposed)", lambda m: [p.weight.copy_(p.weight.t().clone()) for p in m.model.altup_unembed_projections])
     notes["laurel_effect"] = effect("LAuReL (zeroed)", each(lambda l: l.laurel.linear_left.weight.zero_()))
 
     def dense(m):
