@@ -25,7 +25,7 @@ func TestImportFixtures(t *testing.T) {
 	arch := map[string]string{
 		"llama": "llama", "mistral": "llama", "gemma": "gemma", "gemma2": "gemma2", "gemma3": "gemma3",
 		"qwen2": "qwen2", "qwen3": "qwen3", "phi3": "phi3", "phi3_longrope": "phi3", "qwen2_yarn": "qwen2",
-		"gemma4": "gemma4",
+		"gemma4": "gemma4", "gemma3n": "gemma3n",
 	}
 	for _, exp := range dirs {
 		dir := filepath.Dir(exp)
@@ -60,6 +60,17 @@ func TestImportFixtures(t *testing.T) {
 				}
 				if a, err := f.Float32("phi3.rope.scaling.attn_factor"); err != nil || math.Abs(float64(a)-math.Sqrt(1.5)) > 1e-6 {
 					t.Errorf("phi3.rope.scaling.attn_factor = %v (%v), want sqrt(1.5)", a, err)
+				}
+			case "gemma3n":
+				// transformers saves no k or v for the layers past the
+				// KV-sharing boundary; llama.cpp's loader requires them,
+				// so they are there, zeros.
+				for _, n := range []string{"blk.4.attn_k.weight", "blk.5.attn_v.weight", "blk.5.attn_k_norm.weight"} {
+					if _, ok := f.Tensor(n); !ok {
+						t.Errorf("no %s", n)
+					} else if v := floats(t, f, n); slices.ContainsFunc(v, func(x float32) bool { return x != 0 }) {
+						t.Errorf("%s is not zeros", n)
+					}
 				}
 			case "qwen2_yarn":
 				typ, _ := f.String("qwen2.rope.scaling.type")
