@@ -1,39 +1,18 @@
 // Backward of altup.wgsl's predict, correct and merge for the LoRA
 // training step (engine/ops/ref's AltUpPredictBackward,
 // AltUpCorrectBackward, AltUpMergeBackward): the gradients of each
-// forward's activations; the weights are frozen.
-//
-// Layouts as the forward: streams stream-major, element e of stream k's
-// row t at (k * tokens + t) * dim + e; rows (x, dx, dfirst) t * dim + e.
-// One workgroup per token; the grid may wrap into y past 65535 tokens, so
-// the token is wid.x + wid.y * nwg.x. Sums go through reduce_common's
+// forward's activations; the weights are frozen. Layouts, the packed
+// weights and the router: altup_common. Sums go through reduce_common's
 // pairwise tree. Every binding is read_write so that an entry point may
 // fill the slots it does not use with any buffer.
 //
 // Constants: WG, the workgroup size, a power of two.
 
-struct Params {
-    tokens: u32,
-    dim: u32,
-    streams: u32,
-    act: u32, // the active stream
-    eps: f32, // the router norm's
-    has_row: u32, // 1: dfirst (correct) or dactive (predict) is bound
-    _pad0: u32,
-    _pad1: u32,
-}
-
-const MAX_STREAMS: u32 = 8u;
-const MAGNITUDE_EPS: f32 = 1e-5;
-
 @group(0) @binding(0) var<uniform> p: Params;
 // The forward's streams: predict's input s, correct's predictions, or
 // merge's unembedded streams.
 @group(0) @binding(1) var<storage, read_write> s: array<f32>;
-// The layer's AltUp weights packed (ops.PackAltUp): the router norm's gain
-// (dim), the router (streams rows of dim), the prediction coefficients
-// (streams^3), the correction coefficients (streams^2) and the correction
-// scale (dim), one after another.
+// The layer's weights packed (altup_common).
 @group(0) @binding(2) var<storage, read_write> wts: array<f32>;
 // correct's x (the block's output), one row a token.
 @group(0) @binding(3) var<storage, read_write> x: array<f32>;
@@ -48,75 +27,11 @@ const MAGNITUDE_EPS: f32 = 1e-5;
 // correct's dx, one row a token.
 @group(0) @binding(7) var<storage, read_write> dx: array<f32>;
 
-// The packed weights.
-fn w(e: u32) -> f32 {
-    return wts[e];
-}
-
-fn router(i: u32) -> f32 {
-    return wts[p.dim + i];
-}
-
-fn predict_coef(i: u32) -> f32 {
-    return wts[p.dim * (1u + p.streams) + i];
-}
-
-fn correct_coef(i: u32) -> f32 {
-    return wts[p.dim * (1u + p.streams) + p.streams * p.streams * p.streams + i];
-}
-
-fn scale(e: u32) -> f32 {
-    return wts[p.dim * (1u + p.streams) + p.streams * p.streams * (p.streams + 1u) + e];
-}
-
 //!include reduce_common
+//!include altup_common
 
-var<workgroup> modality: array<f32, MAX_STREAMS>;
-var<workgroup> coefs: array<f32, 64>; // MAX_STREAMS^2
 var<workgroup> dcoefs: array<f32, 64>;
 var<workgroup> dmod: array<f32, MAX_STREAMS>;
-var<workgroup> norm_k: vec2<f32>; // the router row's (inv rms, backward's k)
-
-fn token(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
-    return wid.x + wid.y * nwg.x;
-}
-
-fn at(k: u32, t: u32) -> u32 {
-    return (k * p.tokens + t) * p.dim;
-}
-
-// row_value is element i of s (src 0) or x (src 1).
-fn row_value(src: u32, i: u32) -> f32 {
-    if (src == 0u) {
-        return s[i];
-    }
-    return x[i];
-}
-
-// route fills modality with tanh(router . (rmsnorm(row) * w / dim)) for the
-// row at base of s (src 0) or x (src 1), and norm_k.x with its inverse RMS.
-fn route(src: u32, base: u32, lid: u32) {
-    var ss = 0.0;
-    for (var e = lid; e < p.dim; e += WG) {
-        let v = row_value(src, base + e);
-        ss += v * v;
-    }
-    let inv = inverseSqrt(workgroup_sum(ss, lid) / f32(p.dim) + p.eps);
-    for (var j = 0u; j < p.streams; j++) {
-        var dot = 0.0;
-        for (var e = lid; e < p.dim; e += WG) {
-            dot += row_value(src, base + e) * inv * w(e) * router(j * p.dim + e);
-        }
-        let r = workgroup_sum(dot, lid);
-        if (lid == 0u) {
-            modality[j] = tanh(r / f32(p.dim));
-        }
-    }
-    if (lid == 0u) {
-        norm_k.x = inv;
-    }
-    workgroupBarrier();
-}
 
 // router_k finishes the router's backward: with dmod set, it sets norm_k.y
 // to the RMS norm's backward factor k = inv^2 mean(w dxn x) of the row, so
@@ -162,14 +77,7 @@ fn altup_predict_backward(
     }
     let n = p.streams;
     route(0u, at(p.act, t), lid);
-    for (var o = lid; o < n * n; o += WG) {
-        var c = 0.0;
-        for (var k = 0u; k < n; k++) {
-            c += predict_coef(o * n + k) * modality[k];
-        }
-        coefs[o] = c;
-    }
-    workgroupBarrier();
+    predict_coefs(lid);
     // dc_ij = sum_e dp_i s_j, one reduction each.
     for (var o = 0u; o < n * n; o++) {
         let i = o / n;
@@ -234,14 +142,7 @@ fn altup_correct_backward(
     let n = p.streams;
     let row = t * p.dim;
     route(1u, row, lid);
-    for (var o = lid; o < n; o += WG) {
-        var c = 1.0;
-        for (var k = 0u; k < n; k++) {
-            c += correct_coef(o * n + k) * modality[k];
-        }
-        coefs[o] = c;
-    }
-    workgroupBarrier();
+    correct_coefs(lid);
     for (var i = 0u; i < n; i++) {
         var v = 0.0;
         for (var e = lid; e < p.dim; e += WG) {

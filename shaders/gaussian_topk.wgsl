@@ -32,6 +32,22 @@ struct Params {
 
 //!include reduce_common
 
+// mean_std is the row at base's mean and population standard deviation,
+// in two passes (the variance from the centred values).
+fn mean_std(base: u32, lid: u32) -> vec2<f32> {
+    var sum = 0.0;
+    for (var j = lid; j < p.n; j += WG) {
+        sum += g[base + j];
+    }
+    let mean = workgroup_sum(sum, lid) / f32(p.n);
+    var ss = 0.0;
+    for (var j = lid; j < p.n; j += WG) {
+        let d = g[base + j] - mean;
+        ss += d * d;
+    }
+    return vec2<f32>(mean, sqrt(workgroup_sum(ss, lid) / f32(p.n)));
+}
+
 @compute @workgroup_size(WG)
 fn gaussian_topk(
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -43,17 +59,8 @@ fn gaussian_topk(
         return; // uniform: the whole workgroup leaves together
     }
     let base = r * p.stride;
-    var sum = 0.0;
-    for (var j = lid; j < p.n; j += WG) {
-        sum += g[base + j];
-    }
-    let mean = workgroup_sum(sum, lid) / f32(p.n);
-    var ss = 0.0;
-    for (var j = lid; j < p.n; j += WG) {
-        let d = g[base + j] - mean;
-        ss += d * d;
-    }
-    let cut = mean + p.mult * sqrt(workgroup_sum(ss, lid) / f32(p.n));
+    let ms = mean_std(base, lid);
+    let cut = ms.x + p.mult * ms.y;
     for (var j = lid; j < p.n; j += WG) {
         g[base + j] = max(g[base + j] - cut, 0.0);
     }
@@ -70,17 +77,9 @@ fn gaussian_topk_backward(
         return;
     }
     let base = r * p.stride;
-    var sum = 0.0;
-    for (var j = lid; j < p.n; j += WG) {
-        sum += g[base + j];
-    }
-    let mean = workgroup_sum(sum, lid) / f32(p.n);
-    var ss = 0.0;
-    for (var j = lid; j < p.n; j += WG) {
-        let d = g[base + j] - mean;
-        ss += d * d;
-    }
-    let sd = sqrt(workgroup_sum(ss, lid) / f32(p.n));
+    let ms = mean_std(base, lid);
+    let mean = ms.x;
+    let sd = ms.y;
     let cut = mean + p.mult * sd;
     var kept = 0.0;
     for (var j = lid; j < p.n; j += WG) {

@@ -44,6 +44,25 @@ struct Params {
 //!include reduce_common
 //!include glu_common
 
+// proj_inv is the inverse RMS of token t's slice of proj times proj_scale.
+// The scale comes first, as in transformers: it matters only through eps,
+// which it weighs against the mean square.
+fn proj_inv(src: u32, lid: u32) -> f32 {
+    var ss = 0.0;
+    for (var j = lid; j < p.dim; j += WG) {
+        let v = proj[src + j] * p.proj_scale;
+        ss += v * v;
+    }
+    return inverseSqrt(workgroup_sum(ss, lid) / f32(p.dim) + p.eps);
+}
+
+// ple_value is element j of the layer's per-layer input:
+// (rmsnorm(proj * proj_scale) * w + tok) * input_scale.
+fn ple_value(src: u32, j: u32, inv: f32) -> f32 {
+    let pn = proj[src + j] * p.proj_scale * inv * w[j];
+    return (pn + tok[src + j]) * p.input_scale;
+}
+
 // out = gelu(g) * (rmsnorm(proj * proj_scale) * w + tok) * input_scale, over
 // the layer's slice of each token's row.
 @compute @workgroup_size(WG)
@@ -57,25 +76,15 @@ fn ple_gate(
         return; // uniform: the whole workgroup leaves together
     }
     let src = t * p.stride + p.offset;
-    var ss = 0.0;
-    for (var j = lid; j < p.dim; j += WG) {
-        let v = proj[src + j] * p.proj_scale;
-        ss += v * v;
-    }
-    // The scale comes first, as in transformers: it matters only through
-    // eps, which it weighs against the mean square.
-    let inv = inverseSqrt(workgroup_sum(ss, lid) / f32(p.dim) + p.eps);
+    let inv = proj_inv(src, lid);
     let dst = t * p.dim;
     for (var j = lid; j < p.dim; j += WG) {
-        let pn = proj[src + j] * p.proj_scale * inv * w[j];
-        let ple = (pn + tok[src + j]) * p.input_scale;
-        out[dst + j] = gelu(g[dst + j]) * ple;
+        out[dst + j] = gelu(g[dst + j]) * ple_value(src, j, inv);
     }
 }
 
-// out = (rmsnorm(proj * proj_scale) * w + tok) * input_scale alone: the
-// layer's per-layer input that ple_gate multiplies by gelu(g), which the
-// training step's backward of the gate reads (g is not read).
+// out = the per-layer input alone, without the gate: what the training
+// step's backward of the gate reads (g is not read).
 @compute @workgroup_size(WG)
 fn ple_input(
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -87,15 +96,9 @@ fn ple_input(
         return;
     }
     let src = t * p.stride + p.offset;
-    var ss = 0.0;
-    for (var j = lid; j < p.dim; j += WG) {
-        let v = proj[src + j] * p.proj_scale;
-        ss += v * v;
-    }
-    let inv = inverseSqrt(workgroup_sum(ss, lid) / f32(p.dim) + p.eps);
+    let inv = proj_inv(src, lid);
     let dst = t * p.dim;
     for (var j = lid; j < p.dim; j += WG) {
-        let pn = proj[src + j] * p.proj_scale * inv * w[j];
-        out[dst + j] = (pn + tok[src + j]) * p.input_scale;
+        out[dst + j] = ple_value(src, j, inv);
     }
 }

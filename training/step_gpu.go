@@ -71,9 +71,8 @@ type GPU struct {
 	pleRows, pleProj, pleTok, pleG, pleH, pleY, pleIn *gpu.Buffer
 	dPLEH, dPLEG, dPLEScratch                         *gpu.Buffer
 
-	// Gemma 3n: the checkpoints and spare hold a layer's streams; wts are
-	// each layer's AltUp weights packed for the backward (ops.PackAltUp).
-	// The forward's active prediction (the block's input), predictions,
+	// Gemma 3n: the checkpoints and spare hold a layer's streams. The
+	// forward's active prediction (the block's input), predictions,
 	// block output, corrected active stream, LAuReL's products and the
 	// gate before its sparsity; the merge's unembedded streams and output.
 	// The backward's gradients of the streams (two, swapped a layer), of
@@ -231,24 +230,6 @@ func (g *GPU) upload(uploaded func(done, total int64)) error {
 			}
 		}
 		return nil
-	}
-	for _, l := range m.Layers {
-		u := l.AltUp
-		if u == nil {
-			break
-		}
-		var vs [5][]float32
-		for j, wt := range []*model.Weight{u.RouterNorm, u.Router, u.Predict, u.Correct, u.CorrectScale} {
-			if vs[j], err = wt.F32(); err != nil {
-				return fmt.Errorf("training: %w", err)
-			}
-		}
-		b, err := g.dev.NewBufferF32(u.Router.Name+" packed", ops.PackAltUp(vs[0], vs[1], vs[2], vs[3], vs[4]))
-		if err != nil {
-			return err
-		}
-		g.buffers = append(g.buffers, b)
-		g.wts = append(g.wts, b)
 	}
 	for k, p := range g.lora.Pairs {
 		var gp gpuPair
@@ -1002,14 +983,14 @@ func (g *GPU) altUpBackward(ch *gpu.Chain, i, n int) error {
 	try(ops.PLEInput(ch, g.pleProj, g.pleTok, g.w.PLEProjNorm, g.pleIn, model.PLEArgs(c, n, i)))
 	try(ops.GeGLUBackward(ch, g.pleG, g.pleIn, g.dPLEH, g.dPLEG, g.dPLEScratch, n*c.PerLayerInput))
 	try(ops.MatMulBackwardInput(ch, l.PLEGate, g.dPLEG, g.dfirst, n))
-	try(ops.AltUpCorrectBackward(ch, g.pred, g.blockOut, g.wts[i], g.dstreams, g.dfirst, g.dpred, g.dres, args))
+	try(ops.AltUpCorrectBackward(ch, g.pred, g.blockOut, l.AltUp.Weights, g.dstreams, g.dfirst, g.dpred, g.dres, args))
 	if err != nil {
 		return err
 	}
 	if err := g.layerBackward(ch, i, n, g.active); err != nil {
 		return err
 	}
-	if err := ops.AltUpPredictBackward(ch, g.ck[i], g.wts[i], g.dpred, g.dres, g.dstreams2, args); err != nil {
+	if err := ops.AltUpPredictBackward(ch, g.ck[i], l.AltUp.Weights, g.dpred, g.dres, g.dstreams2, args); err != nil {
 		return err
 	}
 	g.dstreams, g.dstreams2 = g.dstreams2, g.dstreams

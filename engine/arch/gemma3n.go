@@ -93,41 +93,15 @@ const MaxAltUp = 8
 const gemma3nSparsity = 1.6448533535003662
 
 func configureGemma3n(f *gguf.File, c *Config) error {
-	gemmaCommon(c)
-	c.AttnScale = 1
-	c.VNorm = true
 	key := func(k string) string { return "gemma3n." + k }
+	// llama.cpp's defaults for a file without the keys: one global layer
+	// in five, a soft-cap of 30, per-layer inputs of 256 (it hard-codes
+	// that width, the streams (4) and the active one (0); its converter
+	// writes them all).
+	if err := configureGemmaPLE(f, c, 5, 30, 256); err != nil {
+		return err
+	}
 	var err error
-
-	// llama.cpp's default period when the file has no pattern; its
-	// converter writes one bool a layer from layer_types.
-	if err := readSlidingPattern(f, c, 5); err != nil {
-		return err
-	}
-	if c.SlidingWindow == 0 {
-		c.SlidingWindow = 512
-	}
-	// llama.cpp's converter names the sliding layers' base
-	// rope.freq_base_swa, Ollama's rope.freq_base_local.
-	local, err := f.Float32Or(key("rope.freq_base_local"), 10000)
-	if err != nil {
-		return err
-	}
-	if c.RopeBaseLocal, err = f.Float32Or(key("rope.freq_base_swa"), local); err != nil {
-		return err
-	}
-	c.RopeScaleLocal = 1
-	if c.YaRN != nil {
-		return fmt.Errorf("gemma3n: rope.scaling.type yarn is not supported")
-	}
-	if c.FinalSoftcap, err = f.Float32Or(key("final_logit_softcapping"), 30); err != nil {
-		return err
-	}
-	// llama.cpp hard-codes the per-layer width (256), the streams (4) and
-	// the active one (0); its converter writes them all.
-	if c.PerLayerInput, err = f.IntOr(key("embedding_length_per_layer_input"), 256); err != nil {
-		return err
-	}
 	if c.AltUp, err = f.IntOr(key("altup.num_inputs"), 4); err != nil {
 		return err
 	}

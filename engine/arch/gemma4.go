@@ -77,43 +77,15 @@ func gemma4Block() []Tensor {
 }
 
 func configureGemma4(f *gguf.File, c *Config) error {
-	gemmaCommon(c)
-	c.AttnScale = 1
-	c.VNorm = true
 	key := func(k string) string { return "gemma4." + k }
-	var err error
-
 	// The pattern decides each layer's head width, so a file without it
 	// cannot be run (transformers' default is no guide: E2B has one
 	// global layer in five, E4B one in six).
 	if _, ok := f.Value(key("attention.sliding_window_pattern")); !ok {
 		return fmt.Errorf("gemma4: key %q is missing (which layers are sliding)", key("attention.sliding_window_pattern"))
 	}
-	if err := readSlidingPattern(f, c, 0); err != nil {
+	if err := configureGemmaPLE(f, c, 0, 0, 0); err != nil {
 		return err
-	}
-	if c.SlidingWindow == 0 {
-		c.SlidingWindow = 512 // every Gemma 4; llama.cpp's converter writes it
-	}
-	local, err := f.Float32Or(key("rope.local.freq_base"), 10000)
-	if err != nil {
-		return err
-	}
-	if c.RopeBaseLocal, err = f.Float32Or(key("rope.freq_base_swa"), local); err != nil {
-		return err
-	}
-	c.RopeScaleLocal = 1
-	if c.YaRN != nil {
-		return fmt.Errorf("gemma4: rope.scaling.type yarn is not supported")
-	}
-	if c.FinalSoftcap, err = f.Float32Or(key("final_logit_softcapping"), 0); err != nil {
-		return err
-	}
-	if c.PerLayerInput, err = f.IntOr(key("embedding_length_per_layer_input"), 0); err != nil {
-		return err
-	}
-	if c.PerLayerInput < 0 {
-		return fmt.Errorf("gemma4: embedding_length_per_layer_input %d must not be negative", c.PerLayerInput)
 	}
 
 	// The scalars ReadConfig read are the global layers'; the sliding
@@ -155,6 +127,51 @@ func configureGemma4(f *gguf.File, c *Config) error {
 	c.HeadDim = max(globalHD, slidingHD)
 	c.RopeDims = max(globalRope, slidingRope)
 	return shareKV(c, shared)
+}
+
+// configureGemmaPLE reads what Gemma 3n and 4 share beyond Gemma 1-3: q·k
+// unscaled and the v norm; the sliding pattern (period, when the file has
+// no key), a window of 512 when it says none (every model of both; the
+// converters write it), the sliding layers' RoPE base in any of the
+// converters' key forms, the final soft-cap (softcap without the key) and
+// the per-layer embeddings' width (perLayer without the key).
+func configureGemmaPLE(f *gguf.File, c *Config, period int, softcap float32, perLayer int) error {
+	gemmaCommon(c)
+	c.AttnScale = 1
+	c.VNorm = true
+	key := func(k string) string { return c.Arch + "." + k }
+	if err := readSlidingPattern(f, c, period); err != nil {
+		return err
+	}
+	if c.SlidingWindow == 0 {
+		c.SlidingWindow = 512
+	}
+	// llama.cpp's converters name the sliding layers' base
+	// rope.freq_base_swa; Ollama's rope.local.freq_base (Gemma 3, 4) or
+	// rope.freq_base_local (Gemma 3n).
+	c.RopeBaseLocal = 10000
+	for _, k := range []string{"rope.local.freq_base", "rope.freq_base_local", "rope.freq_base_swa"} {
+		v, err := f.Float32Or(key(k), c.RopeBaseLocal)
+		if err != nil {
+			return err
+		}
+		c.RopeBaseLocal = v
+	}
+	c.RopeScaleLocal = 1
+	if c.YaRN != nil {
+		return fmt.Errorf("%s: rope.scaling.type yarn is not supported", c.Arch)
+	}
+	var err error
+	if c.FinalSoftcap, err = f.Float32Or(key("final_logit_softcapping"), softcap); err != nil {
+		return err
+	}
+	if c.PerLayerInput, err = f.IntOr(key("embedding_length_per_layer_input"), perLayer); err != nil {
+		return err
+	}
+	if c.PerLayerInput < 0 {
+		return fmt.Errorf("%s: embedding_length_per_layer_input %d must not be negative", c.Arch, c.PerLayerInput)
+	}
+	return nil
 }
 
 // shareKV points each of the last shared layers of c.Shapes at the cache

@@ -113,9 +113,10 @@ func (m *Model) forwardAltUpCPU(i int, s []float32, n int, cl CPULayer, acts *La
 // OpsAltUpArgs are c's AltUp over n tokens for the kernels.
 func OpsAltUpArgs(c *Config, n int) ops.AltUpArgs { return ops.AltUpArgs(altUpArgs(c, n)) }
 
-// GPUAltUp is a block's AltUp on the device, its small weights in f32.
+// GPUAltUp is a block's AltUp on the device: its small weights in f32,
+// packed in one buffer as the kernels read them (ops.PackAltUp).
 type GPUAltUp struct {
-	Router, RouterNorm, Predict, Correct, CorrectScale *gpu.Buffer
+	Weights *gpu.Buffer
 }
 
 // RecordAltUpStreams appends the streams' set-up: x0 (n scaled embeddings)
@@ -153,7 +154,6 @@ func (w *GPUWeights) RecordAltUpMerge(ch *gpu.Chain, s, tmp, u, out *gpu.Buffer,
 func (w *GPUWeights) recordAltUpTail(ch *gpu.Chain, i int, a *GPUActivations, x *gpu.Buffer, n int, try func(error)) {
 	c, l := w.c, &w.Layers[i]
 	args := OpsAltUpArgs(c, n)
-	u := l.AltUp
 	out, y := a.Streams, a.F
 	if a.StreamsOut != nil {
 		out = a.StreamsOut
@@ -161,7 +161,7 @@ func (w *GPUWeights) recordAltUpTail(ch *gpu.Chain, i int, a *GPUActivations, x 
 	if a.PLEY != nil {
 		y = a.PLEY
 	}
-	try(ops.AltUpCorrect(ch, a.Pred, x, u.RouterNorm, u.Router, u.Correct, u.CorrectScale, out, a.First, args))
+	try(ops.AltUpCorrect(ch, a.Pred, x, l.AltUp.Weights, out, a.First, args))
 	try(ops.MatMul(ch, l.PLEGate, a.First, a.PLEG, n))
 	try(ops.PLEGate(ch, a.PLEG, a.PLEProj, a.PLETok, w.PLEProjNorm, a.PLEH, PLEArgs(c, n, i)))
 	try(ops.MatMul(ch, l.PLEProj, a.PLEH, y, n))

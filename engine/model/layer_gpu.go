@@ -173,7 +173,7 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 
 	// Gemma 3n: the block runs on the active stream's prediction.
 	if l.AltUp != nil {
-		try(ops.AltUpPredict(ch, a.Streams, l.AltUp.RouterNorm, l.AltUp.Router, l.AltUp.Predict, a.Pred, a.X, OpsAltUpArgs(c, n)))
+		try(ops.AltUpPredict(ch, a.Streams, l.AltUp.Weights, a.Pred, a.X, OpsAltUpArgs(c, n)))
 		s.Normed = false // X is new: no norm of it was written
 	}
 	// LAuReL's side path R·(L·xn) of the attention norm, which is then

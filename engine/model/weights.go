@@ -386,6 +386,15 @@ func (ld *loader) tensor(name string, rows, cols int) *Weight {
 		ld.err = fmt.Errorf("tensor %q has shape %v, but the model's keys imply [%d, %d]", name, t.Shape, cols, rows)
 		return nil
 	}
+	data := ld.data(name, t)
+	if data == nil {
+		return nil
+	}
+	return &Weight{Name: name, Type: t.Type, Rows: r, Cols: c, Data: data}
+}
+
+// data is t's bytes, nil (with ld.err set) when its type cannot be read.
+func (ld *loader) data(name string, t gguf.TensorInfo) []byte {
 	if !gguf.CanDequantize(t.Type) {
 		ld.err = fmt.Errorf("tensor %q: type %v is not supported", name, t.Type)
 		return nil
@@ -395,7 +404,7 @@ func (ld *loader) tensor(name string, rows, cols int) *Weight {
 		ld.err = err
 		return nil
 	}
-	return &Weight{Name: name, Type: t.Type, Rows: r, Cols: c, Data: data}
+	return data
 }
 
 // stack returns the count matrices (rows×cols each) of a 3-D tensor of
@@ -414,13 +423,8 @@ func (ld *loader) stack(name string, count, rows, cols int) []*Weight {
 		ld.err = fmt.Errorf("tensor %q has shape %v, but the model's keys imply %v", name, t.Shape, want)
 		return nil
 	}
-	if !gguf.CanDequantize(t.Type) {
-		ld.err = fmt.Errorf("tensor %q: type %v is not supported", name, t.Type)
-		return nil
-	}
-	data, err := ld.f.Data(t)
-	if err != nil {
-		ld.err = err
+	data := ld.data(name, t)
+	if data == nil {
 		return nil
 	}
 	all := &Weight{Name: name, Type: t.Type, Rows: count * rows, Cols: cols, Data: data}

@@ -226,12 +226,10 @@ func (w *GPUWeights) upload(dev *gpu.Device, m *Model, o GPUWeightOptions) error
 		vecs = append(vecs, vec{&g.PLENorm, blk("post_norm.weight"), []*Weight{l.PLENorm}},
 			vec{&g.LaurelNorm, blk("laurel_post_norm.weight"), []*Weight{l.LaurelNorm}})
 		if u := l.AltUp; u != nil {
+			// The router norm, router, coefficients and correction scale
+			// back to back: ops.PackAltUp's layout.
 			g.AltUp = &GPUAltUp{}
-			vecs = append(vecs, vec{&g.AltUp.Router, blk("altup_router.weight"), []*Weight{u.Router}},
-				vec{&g.AltUp.RouterNorm, blk("altup_router_norm.weight"), []*Weight{u.RouterNorm}},
-				vec{&g.AltUp.Predict, blk("altup_predict_coef.weight"), []*Weight{u.Predict}},
-				vec{&g.AltUp.Correct, blk("altup_correct_coef.weight"), []*Weight{u.Correct}},
-				vec{&g.AltUp.CorrectScale, blk("altup_correct_scale.weight"), []*Weight{u.CorrectScale}})
+			vecs = append(vecs, vec{&g.AltUp.Weights, blk("altup.packed"), []*Weight{u.RouterNorm, u.Router, u.Predict, u.Correct, u.CorrectScale}})
 		}
 		switch {
 		case o.Merge && l.K == nil:

@@ -23,11 +23,12 @@ type AltUpArgs struct {
 // shaders/altup.wgsl (arch.MaxAltUp, which a model's config is held to).
 const altUpMaxStreams = 8
 
-// altUpParams mirrors Params in shaders/altup.wgsl.
+// altUpParams mirrors Params in shaders/altup_common.wgsl.
 type altUpParams struct {
 	Tokens, Dim, Streams, Active uint32
 	Eps                          float32
-	_                            [3]uint32
+	HasRow                       uint32
+	_                            [2]uint32
 }
 
 func (a AltUpArgs) check(kernel string) error {
@@ -53,9 +54,9 @@ func (a AltUpArgs) params() altUpParams {
 	return altUpParams{Tokens: uint32(a.Tokens), Dim: uint32(a.Dim), Streams: uint32(a.Streams), Active: uint32(a.Active), Eps: a.Eps}
 }
 
-// altUp checks the operands and dispatches one of altup.wgsl's entry
-// points over the tokens, its nine slots filled in order.
-func altUp(c *gpu.Chain, kernel string, a AltUpArgs, ops []operand, distinct [][2]*gpu.Buffer, slots [8]*gpu.Buffer) error {
+// altUp checks the operands and dispatches an entry point of family (altup
+// or altup_backward) over the tokens, its slots filled in order.
+func altUp(c *gpu.Chain, family, kernel string, a AltUpArgs, hasRow bool, ops []operand, distinct [][2]*gpu.Buffer, slots ...*gpu.Buffer) error {
 	if err := a.check(kernel); err != nil {
 		return err
 	}
@@ -69,42 +70,68 @@ func altUp(c *gpu.Chain, kernel string, a AltUpArgs, ops []operand, distinct [][
 			return fmt.Errorf("ops: %s: buffer %q is both an input and the output it is read beside", kernel, d[0].Label())
 		}
 	}
-	return dispatch(c, gpu.Spec("altup", kernel, "WG", normWG(a.Dim)), a.params(), gpu.Grid(a.Tokens, 1), slots[:]...)
+	p := a.params()
+	if hasRow {
+		p.HasRow = 1
+	}
+	return dispatch(c, gpu.Spec(family, kernel, "WG", normWG(a.Dim)), p, gpu.Grid(a.Tokens, 1), slots...)
+}
+
+// PackAltUp lays one layer's AltUp weights out as the kernels read them
+// (shaders/altup_common.wgsl): the router norm's gain (Dim), the router
+// (Streams rows of Dim), the prediction coefficients (Streams² rows of
+// Streams), the correction coefficients (Streams rows of Streams), the
+// correction scale (Dim). One buffer for the five leaves a dispatch's eight
+// storage bindings to the activations.
+func PackAltUp(norm, router, predict, correct, scale []float32) []float32 {
+	out := make([]float32, 0, len(norm)+len(router)+len(predict)+len(correct)+len(scale))
+	for _, v := range [][]float32{norm, router, predict, correct, scale} {
+		out = append(out, v...)
+	}
+	return out
+}
+
+// packedFloats is PackAltUp's length for a.
+func (a AltUpArgs) packedFloats() int {
+	n := a.Streams
+	return a.Dim*(2+n) + n*n*(n+1)
 }
 
 // AltUpPredict appends AltUp's prediction: for each token, with the
 // modalities m_j = tanh(router_j · rmsnorm(s_active)·w / Dim) and c =
-// coef·m (coef Streams² rows of Streams, router Streams rows of Dim, w Dim),
+// coef·m (the prediction coefficients, Streams² rows of Streams),
 //
 //	pred_i = s_i + Σ_j c[i*Streams + j] · s_j
 //
 // and active = pred_Active (Tokens rows of Dim), transformers'
-// Gemma3nTextAltUp.predict. s and pred are Streams×Tokens×Dim and must
-// differ; active must be neither.
-func AltUpPredict(c *gpu.Chain, s, w, router, coef, pred, active *gpu.Buffer, a AltUpArgs) error {
+// Gemma3nTextAltUp.predict. wts are the layer's weights packed
+// (PackAltUp). s and pred are Streams×Tokens×Dim and must differ; active
+// must be neither.
+func AltUpPredict(c *gpu.Chain, s, wts, pred, active *gpu.Buffer, a AltUpArgs) error {
 	n, rows := a.Streams*a.Tokens*a.Dim, a.Tokens*a.Dim
-	return altUp(c, "altup_predict", a,
-		[]operand{{"s", s, n}, {"weight", w, a.Dim}, {"router", router, a.Streams * a.Dim}, {"coef", coef, a.Streams * a.Streams * a.Streams}, {"pred", pred, n}, {"active", active, rows}},
-		[][2]*gpu.Buffer{{s, pred}, {s, active}, {pred, active}},
-		[8]*gpu.Buffer{s, w, router, coef, pred, active, w, active})
+	return altUp(c, "altup", "altup_predict", a, false,
+		[]operand{{"s", s, n}, {"weights", wts, a.packedFloats()}, {"pred", pred, n}, {"active", active, rows}},
+		[][2]*gpu.Buffer{{s, pred}, {s, active}, {pred, active}, {wts, pred}, {wts, active}},
+		s, wts, pred, active, active)
 }
 
 // AltUpCorrect appends AltUp's correction: for each token, with m the
 // modalities of x (the layer's output on the active prediction, Tokens
-// rows of Dim) and c = coef·m + 1 (coef Streams rows of Streams),
+// rows of Dim) and c = coef·m + 1 (the correction coefficients, Streams
+// rows of Streams),
 //
 //	s_i = pred_i + c_i · (x - pred_Active)
 //	first = s_Active · scale
 //
-// transformers' Gemma3nTextAltUp.correct and scale_corrected_output
-// (scale is correct_output_scale, Dim floats). s, pred, x and first must
-// all differ.
-func AltUpCorrect(c *gpu.Chain, pred, x, w, router, coef, scale, s, first *gpu.Buffer, a AltUpArgs) error {
+// transformers' Gemma3nTextAltUp.correct and scale_corrected_output (scale
+// is correct_output_scale). wts are the layer's weights packed
+// (PackAltUp). s, pred, x and first must all differ.
+func AltUpCorrect(c *gpu.Chain, pred, x, wts, s, first *gpu.Buffer, a AltUpArgs) error {
 	n, rows := a.Streams*a.Tokens*a.Dim, a.Tokens*a.Dim
-	return altUp(c, "altup_correct", a,
-		[]operand{{"pred", pred, n}, {"x", x, rows}, {"weight", w, a.Dim}, {"router", router, a.Streams * a.Dim}, {"coef", coef, a.Streams * a.Streams}, {"scale", scale, a.Dim}, {"s", s, n}, {"first", first, rows}},
-		[][2]*gpu.Buffer{{s, pred}, {s, x}, {s, first}, {pred, x}, {pred, first}, {x, first}},
-		[8]*gpu.Buffer{s, w, router, coef, pred, x, scale, first})
+	return altUp(c, "altup", "altup_correct", a, false,
+		[]operand{{"pred", pred, n}, {"x", x, rows}, {"weights", wts, a.packedFloats()}, {"s", s, n}, {"first", first, rows}},
+		[][2]*gpu.Buffer{{s, pred}, {s, x}, {s, first}, {pred, x}, {pred, first}, {x, first}, {wts, s}, {wts, first}},
+		s, wts, pred, x, first)
 }
 
 // AltUpAddNormed appends s_k += rmsnorm(x)·w for every stream k but stream
@@ -112,19 +139,19 @@ func AltUpCorrect(c *gpu.Chain, pred, x, w, router, coef, scale, s, first *gpu.B
 // its per-layer embedding's output (corrected_predictions[1:] +=
 // first_prediction). x must not be s.
 func AltUpAddNormed(c *gpu.Chain, x, w, s *gpu.Buffer, a AltUpArgs) error {
-	return altUp(c, "altup_add_normed", a,
+	return altUp(c, "altup", "altup_add_normed", a, false,
 		[]operand{{"x", x, a.Tokens * a.Dim}, {"weight", w, a.Dim}, {"s", s, a.Streams * a.Tokens * a.Dim}},
-		[][2]*gpu.Buffer{{s, x}},
-		[8]*gpu.Buffer{s, w, w, w, s, x, w, x})
+		[][2]*gpu.Buffer{{s, x}, {s, w}},
+		s, w, s, x, x)
 }
 
 // AltUpRescale appends, in place, each token's row of every stream but
 // stream 0 times rms(s_0) / sqrt(max(mean(s_k^2), 1e-5)): how Gemma 3n
 // brings the streams it projects from the embedding to its scale.
 func AltUpRescale(c *gpu.Chain, s *gpu.Buffer, a AltUpArgs) error {
-	return altUp(c, "altup_rescale", a,
+	return altUp(c, "altup", "altup_rescale", a, false,
 		[]operand{{"s", s, a.Streams * a.Tokens * a.Dim}}, nil,
-		[8]*gpu.Buffer{s, s, s, s, s, s, s, s})
+		s, s, s, s, s)
 }
 
 // AltUpMerge appends out = the mean of the streams, every stream but
@@ -132,10 +159,10 @@ func AltUpRescale(c *gpu.Chain, s *gpu.Buffer, a AltUpArgs) error {
 // end of Gemma 3n's stack, s_k for k > 0 being altup_unembd_proj's
 // outputs. out must not be s.
 func AltUpMerge(c *gpu.Chain, s, out *gpu.Buffer, a AltUpArgs) error {
-	return altUp(c, "altup_merge", a,
+	return altUp(c, "altup", "altup_merge", a, false,
 		[]operand{{"s", s, a.Streams * a.Tokens * a.Dim}, {"out", out, a.Tokens * a.Dim}},
 		[][2]*gpu.Buffer{{s, out}},
-		[8]*gpu.Buffer{s, s, s, s, s, out, s, out})
+		s, s, s, out, out)
 }
 
 // gaussianTopKParams mirrors Params in shaders/gaussian_topk.wgsl.
@@ -199,57 +226,6 @@ func GaussianTopKBackward(c *gpu.Chain, g, dy, dg *gpu.Buffer, rows, n, stride i
 	return dispatch(c, gpu.Spec("gaussian_topk", kernel, "WG", normWG(n)), p, gpu.Grid(rows, 1), g, dy, dg)
 }
 
-// altUpBackwardParams mirrors Params in shaders/altup_backward.wgsl.
-type altUpBackwardParams struct {
-	Tokens, Dim, Streams, Active uint32
-	Eps                          float32
-	HasRow                       uint32
-	_                            [2]uint32
-}
-
-// PackAltUp lays one layer's AltUp weights out as the backward kernels
-// read them: the router norm's gain (Dim), the router (Streams rows of
-// Dim), the prediction coefficients (Streams³), the correction
-// coefficients (Streams²), the correction scale (Dim). WebGPU gives a
-// dispatch eight storage bindings; one buffer for the five leaves room for
-// the activations.
-func PackAltUp(norm, router, predict, correct, scale []float32) []float32 {
-	out := make([]float32, 0, len(norm)+len(router)+len(predict)+len(correct)+len(scale))
-	for _, v := range [][]float32{norm, router, predict, correct, scale} {
-		out = append(out, v...)
-	}
-	return out
-}
-
-// packedFloats is PackAltUp's length for a.
-func (a AltUpArgs) packedFloats() int {
-	n := a.Streams
-	return a.Dim*(2+n) + n*n*(n+1)
-}
-
-// altUpBackward checks the operands and dispatches one of
-// altup_backward.wgsl's entry points, its seven slots filled in order.
-func altUpBackward(c *gpu.Chain, kernel string, a AltUpArgs, hasRow bool, ops []operand, distinct [][2]*gpu.Buffer, slots [7]*gpu.Buffer) error {
-	if err := a.check(kernel); err != nil {
-		return err
-	}
-	for _, o := range ops {
-		if err := needF32(kernel, o.what, o.buf, o.n); err != nil {
-			return err
-		}
-	}
-	for _, d := range distinct {
-		if d[0] == d[1] {
-			return fmt.Errorf("ops: %s: buffer %q is both an input and the output it is read beside", kernel, d[0].Label())
-		}
-	}
-	p := altUpBackwardParams{Tokens: uint32(a.Tokens), Dim: uint32(a.Dim), Streams: uint32(a.Streams), Active: uint32(a.Active), Eps: a.Eps}
-	if hasRow {
-		p.HasRow = 1
-	}
-	return dispatch(c, gpu.Spec("altup_backward", kernel, "WG", normWG(a.Dim)), p, gpu.Grid(a.Tokens, 1), slots[:]...)
-}
-
 // AltUpPredictBackward appends the gradient ds of AltUpPredict's input s
 // for the gradients dPred of its predictions and dActive of its active row
 // (nil for none; the two add): with c = coef·m(s_active),
@@ -268,9 +244,9 @@ func AltUpPredictBackward(c *gpu.Chain, s, wts, dPred, dActive, ds *gpu.Buffer, 
 	} else {
 		ops = append(ops, operand{"dactive", dActive, rows})
 	}
-	return altUpBackward(c, "altup_predict_backward", a, dActive != nil, ops,
+	return altUp(c, "altup_backward", "altup_predict_backward", a, dActive != nil, ops,
 		[][2]*gpu.Buffer{{ds, s}, {ds, dPred}, {ds, row}, {ds, wts}},
-		[7]*gpu.Buffer{s, wts, s, dPred, row, ds, ds})
+		s, wts, s, dPred, row, ds, ds)
 }
 
 // AltUpCorrectBackward appends the gradients dPred and dX of
@@ -296,8 +272,8 @@ func AltUpCorrectBackward(c *gpu.Chain, pred, x, wts, dOut, dFirst, dPred, dX *g
 		}
 	}
 	distinct = append(distinct, [2]*gpu.Buffer{dPred, dX})
-	return altUpBackward(c, "altup_correct_backward", a, dFirst != nil, ops, distinct,
-		[7]*gpu.Buffer{pred, wts, x, dOut, row, dPred, dX})
+	return altUp(c, "altup_backward", "altup_correct_backward", a, dFirst != nil, ops, distinct,
+		pred, wts, x, dOut, row, dPred, dX)
 }
 
 // AltUpMergeBackward appends the gradient du of AltUpMerge's streams u for
@@ -305,8 +281,8 @@ func AltUpCorrectBackward(c *gpu.Chain, pred, x, wts, dOut, dFirst, dPred, dX *g
 // neither.
 func AltUpMergeBackward(c *gpu.Chain, u, dOut, du *gpu.Buffer, a AltUpArgs) error {
 	n, rows := a.Streams*a.Tokens*a.Dim, a.Tokens*a.Dim
-	return altUpBackward(c, "altup_merge_backward", a, false,
+	return altUp(c, "altup_backward", "altup_merge_backward", a, false,
 		[]operand{{"u", u, n}, {"dout", dOut, rows}, {"du", du, n}},
 		[][2]*gpu.Buffer{{du, u}, {du, dOut}},
-		[7]*gpu.Buffer{u, u, u, u, dOut, du, du})
+		u, u, u, u, dOut, du, du)
 }

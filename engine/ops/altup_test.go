@@ -111,12 +111,12 @@ func checkAltUp(t *testing.T, in altUpInputs, a AltUpArgs) {
 	t.Helper()
 	ra := refAltUpArgs(a)
 	all, rows := a.Streams*a.Tokens*a.Dim, a.Tokens*a.Dim
-	bs, bw, br := upload(t, "s", in.s), upload(t, "w", in.w), upload(t, "router", in.router)
-	bp, bc, bsc, bx := upload(t, "predict", in.predict), upload(t, "correct", in.correct), upload(t, "scale", in.scale), upload(t, "x", in.x)
+	bs, bw, bx := upload(t, "s", in.s), upload(t, "w", in.w), upload(t, "x", in.x)
+	wts := upload(t, "packed", PackAltUp(in.w, in.router, in.predict, in.correct, in.scale))
 	pred, active, out, first := scratch(t, "pred", all), scratch(t, "active", rows), scratch(t, "out", all), scratch(t, "first", rows)
 
 	wantPred, wantActive := ref.AltUpPredict(in.s, in.w, in.router, in.predict, ra)
-	run(t, "altup_predict", func(c *gpu.Chain) error { return AltUpPredict(c, bs, bw, br, bp, pred, active, a) })
+	run(t, "altup_predict", func(c *gpu.Chain) error { return AltUpPredict(c, bs, wts, pred, active, a) })
 	assertScaled(t, "altup_predict", download(t, pred, all), wantPred, tokenScales(a, a.Streams, [][]float32{in.s}, nil), altUpCoefRTol)
 	assertScaled(t, "altup_predict active", download(t, active, rows), wantActive, tokenScales(a, 1, [][]float32{in.s}, nil), altUpCoefRTol)
 
@@ -124,7 +124,7 @@ func checkAltUp(t *testing.T, in altUpInputs, a AltUpArgs) {
 	// error is measured alone.
 	bpred := upload(t, "pred.ref", wantPred)
 	wantOut, wantFirst := ref.AltUpCorrect(wantPred, in.x, in.w, in.router, in.correct, in.scale, ra)
-	run(t, "altup_correct", func(c *gpu.Chain) error { return AltUpCorrect(c, bpred, bx, bw, br, bc, bsc, out, first, a) })
+	run(t, "altup_correct", func(c *gpu.Chain) error { return AltUpCorrect(c, bpred, bx, wts, out, first, a) })
 	corrScale := tokenScales(a, a.Streams, [][]float32{wantPred}, [][]float32{in.x})
 	assertScaled(t, "altup_correct", download(t, out, all), wantOut, corrScale, altUpCoefRTol)
 	firstScale := tokenScales(a, 1, [][]float32{wantPred}, [][]float32{in.x})
@@ -236,7 +236,7 @@ func TestAltUpRejectsBadShapes(t *testing.T) {
 	ok := AltUpArgs{Tokens: 2, Dim: 4, Streams: 4, Eps: 1e-6}
 	s, pred, s2 := scratch(t, "s", 32), scratch(t, "pred", 32), scratch(t, "s2", 32)
 	x, first, w := scratch(t, "x", 8), scratch(t, "first", 8), scratch(t, "w", 4)
-	router, coef := scratch(t, "router", 16), scratch(t, "coef", 64)
+	wts := scratch(t, "packed", ok.packedFloats())
 	short := scratch(t, "short", 3)
 	c, err := dev.NewChain("bad altup")
 	if err != nil {
@@ -248,18 +248,17 @@ func TestAltUpRejectsBadShapes(t *testing.T) {
 		what string
 		err  error
 	}{
-		{"tokens 0", AltUpPredict(c, s, w, router, coef, pred, x, with(func(a *AltUpArgs) { a.Tokens = 0 }))},
-		{"one stream", AltUpPredict(c, s, w, router, coef, pred, x, with(func(a *AltUpArgs) { a.Streams, a.Active = 1, 0 }))},
-		{"9 streams", AltUpPredict(c, s, w, router, coef, pred, x, with(func(a *AltUpArgs) { a.Streams = 9 }))},
-		{"active past the streams", AltUpPredict(c, s, w, router, coef, pred, x, with(func(a *AltUpArgs) { a.Active = 4 }))},
-		{"eps NaN", AltUpPredict(c, s, w, router, coef, pred, x, with(func(a *AltUpArgs) { a.Eps = float32(math.NaN()) }))},
+		{"tokens 0", AltUpPredict(c, s, wts, pred, x, with(func(a *AltUpArgs) { a.Tokens = 0 }))},
+		{"one stream", AltUpPredict(c, s, wts, pred, x, with(func(a *AltUpArgs) { a.Streams, a.Active = 1, 0 }))},
+		{"9 streams", AltUpPredict(c, s, wts, pred, x, with(func(a *AltUpArgs) { a.Streams = 9 }))},
+		{"active past the streams", AltUpPredict(c, s, wts, pred, x, with(func(a *AltUpArgs) { a.Active = 4 }))},
+		{"eps NaN", AltUpPredict(c, s, wts, pred, x, with(func(a *AltUpArgs) { a.Eps = float32(math.NaN()) }))},
 		{"index overflow", AltUpMerge(c, s, x, with(func(a *AltUpArgs) { a.Tokens, a.Dim = 1<<20, 1<<10 }))},
-		{"predict in place", AltUpPredict(c, s, w, router, coef, s, x, ok)},
-		{"correct in place", AltUpCorrect(c, pred, x, w, router, coef, w, pred, first, ok)},
-		{"short router", AltUpPredict(c, s, w, short, coef, pred, x, ok)},
-		{"short coef", AltUpPredict(c, s, w, router, short, pred, x, ok)},
+		{"predict in place", AltUpPredict(c, s, wts, s, x, ok)},
+		{"correct in place", AltUpCorrect(c, pred, x, wts, pred, first, ok)},
+		{"short weights", AltUpPredict(c, s, short, pred, x, ok)},
 		{"short streams", AltUpRescale(c, short, ok)},
-		{"short first", AltUpCorrect(c, pred, x, w, router, coef, w, s2, short, ok)},
+		{"short first", AltUpCorrect(c, pred, x, wts, s2, short, ok)},
 		{"merge into s", AltUpMerge(c, s, s, ok)},
 		{"add into x", AltUpAddNormed(c, s, w, s, ok)},
 		{"topk rows 0", GaussianTopK(c, s, 0, 4, 4, 1.6)},

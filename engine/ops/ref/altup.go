@@ -179,19 +179,24 @@ func (a AltUpArgs) rescale(s []float32, k, t int) float64 {
 func GaussianTopK(g []float32, rows, n, stride int, mult float32) {
 	for r := range rows {
 		row := g[r*stride : r*stride+n]
-		mean := 0.0
-		for _, v := range row {
-			mean += float64(v)
-		}
-		mean /= float64(n)
-		vr := 0.0
-		for _, v := range row {
-			d := float64(v) - mean
-			vr += d * d
-		}
-		cut := mean + float64(mult)*math.Sqrt(vr/float64(n))
+		mean, sd := meanStd(row)
+		cut := mean + float64(mult)*sd
 		for j, v := range row {
 			row[j] = float32(math.Max(float64(v)-cut, 0))
 		}
 	}
+}
+
+// meanStd is row's mean and population standard deviation, in two passes.
+func meanStd(row []float32) (mean, sd float64) {
+	for _, v := range row {
+		mean += float64(v)
+	}
+	mean /= float64(len(row))
+	vr := 0.0
+	for _, v := range row {
+		d := float64(v) - mean
+		vr += d * d
+	}
+	return mean, math.Sqrt(vr / float64(len(row)))
 }

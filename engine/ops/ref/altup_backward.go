@@ -219,17 +219,7 @@ func GaussianTopKBackward(g, dy []float32, rows, n, stride int, mult float32) []
 	copy(dg, dy)
 	for r := range rows {
 		row := g[r*stride : r*stride+n]
-		mean := 0.0
-		for _, v := range row {
-			mean += float64(v)
-		}
-		mean /= float64(n)
-		vr := 0.0
-		for _, v := range row {
-			d := float64(v) - mean
-			vr += d * d
-		}
-		sd := math.Sqrt(vr / float64(n))
+		mean, sd := meanStd(row)
 		cut := mean + float64(mult)*sd
 		sum := 0.0
 		for j, v := range row {

@@ -18,29 +18,23 @@ type PLEArgs struct {
 // where g is [Tokens][Dim], proj and tok [Tokens][Layers*Dim] and w Dim
 // floats, gelu being the tanh approximation. In float64 throughout.
 func PLEGate(g, proj, tok, w []float32, a PLEArgs) []float32 {
-	out := make([]float32, a.Tokens*a.Dim)
-	p := make([]float64, a.Dim)
-	for t := range a.Tokens {
-		src := t*a.Layers*a.Dim + a.Layer*a.Dim
-		ss := 0.0
-		for j := range p {
-			p[j] = float64(proj[src+j]) * float64(a.ProjScale)
-			ss += p[j] * p[j]
-		}
-		inv := 1 / math.Sqrt(ss/float64(a.Dim)+float64(a.Eps))
-		for j, v := range p {
-			ple := (v*inv*float64(w[j]) + float64(tok[src+j])) * float64(a.InputScale)
-			out[t*a.Dim+j] = float32(gelu(float64(g[t*a.Dim+j])) * ple)
-		}
+	out := pleInput(proj, tok, w, a)
+	for i, v := range out {
+		out[i] = gelu(float64(g[i])) * v
 	}
-	return out
+	return toF32(out)
 }
 
 // PLEInput returns PLEGate's per-layer input without the gate: for each
 // token t and j < Dim, (p_j / sqrt(mean(p^2) + Eps) * w[j] + tok[t][Layer*Dim
 // + j]) * InputScale. In float64 throughout.
 func PLEInput(proj, tok, w []float32, a PLEArgs) []float32 {
-	out := make([]float32, a.Tokens*a.Dim)
+	return toF32(pleInput(proj, tok, w, a))
+}
+
+// pleInput is PLEInput in float64.
+func pleInput(proj, tok, w []float32, a PLEArgs) []float64 {
+	out := make([]float64, a.Tokens*a.Dim)
 	p := make([]float64, a.Dim)
 	for t := range a.Tokens {
 		src := t*a.Layers*a.Dim + a.Layer*a.Dim
@@ -51,8 +45,16 @@ func PLEInput(proj, tok, w []float32, a PLEArgs) []float32 {
 		}
 		inv := 1 / math.Sqrt(ss/float64(a.Dim)+float64(a.Eps))
 		for j, v := range p {
-			out[t*a.Dim+j] = float32((v*inv*float64(w[j]) + float64(tok[src+j])) * float64(a.InputScale))
+			out[t*a.Dim+j] = (v*inv*float64(w[j]) + float64(tok[src+j])) * float64(a.InputScale)
 		}
+	}
+	return out
+}
+
+func toF32(v []float64) []float32 {
+	out := make([]float32, len(v))
+	for i, x := range v {
+		out[i] = float32(x)
 	}
 	return out
 }
