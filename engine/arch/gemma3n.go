@@ -3,7 +3,6 @@ package arch
 import (
 	"fmt"
 	"math"
-	"slices"
 
 	"github.com/hearthstudio/hearth/gguf"
 )
@@ -63,15 +62,10 @@ func init() {
 // output scale, and LAuReL's two matrices and norm, in llama.cpp's names
 // and transformers'.
 func gemma3nBlock() []Tensor {
-	b := StandardBlock(Layout{NeoX: true, GELU: true, PostNorms: true, QKNorm: true})
-	b = slices.DeleteFunc(b, func(t Tensor) bool { return t.Kind == Bias })
 	norm := func(gguf, hf string) Tensor {
 		return Tensor{GGUF: gguf, HF: hf, Rows: DimHidden, Kind: Norm}
 	}
-	return append(b,
-		Tensor{GGUF: "inp_gate.weight", HF: "per_layer_input_gate.weight", Rows: DimPerLayer, Cols: DimHidden},
-		Tensor{GGUF: "proj.weight", HF: "per_layer_projection.weight", Rows: DimHidden, Cols: DimPerLayer},
-		norm("post_norm.weight", "post_per_layer_input_norm.weight"),
+	return append(gemmaPLEBlock(),
 		Tensor{GGUF: "altup_correct_coef.weight", HF: "altup.correction_coefs.weight", Rows: DimAltUp, Cols: DimAltUp},
 		// A gain of the corrected active stream, not a norm's, but drawn
 		// and converted as one.

@@ -60,19 +60,25 @@ func init() {
 // only in the layers with their own cache, then the PLE gate, its
 // projection and norm, and the layer's output scale.
 func gemma4Block() []Tensor {
-	b := StandardBlock(Layout{NeoX: true, GELU: true, PostNorms: true, QKNorm: true})
-	b = slices.DeleteFunc(b, func(t Tensor) bool { return t.Kind == Bias })
+	b := gemmaPLEBlock()
 	for i := range b {
 		switch b[i].GGUF {
 		case "attn_k.weight", "attn_v.weight", "attn_k_norm.weight":
 			b[i].OwnKV = true
 		}
 	}
+	return append(b, Tensor{GGUF: "layer_output_scale.weight", HF: "layer_scalar", Rows: DimNone, Kind: Scalar})
+}
+
+// gemmaPLEBlock is the layer Gemma 3n and 4 start from: Gemma 3's without
+// biases, then the per-layer embedding's gate, projection and norm.
+func gemmaPLEBlock() []Tensor {
+	b := StandardBlock(Layout{NeoX: true, GELU: true, PostNorms: true, QKNorm: true})
+	b = slices.DeleteFunc(b, func(t Tensor) bool { return t.Kind == Bias })
 	return append(b,
 		Tensor{GGUF: "inp_gate.weight", HF: "per_layer_input_gate.weight", Rows: DimPerLayer, Cols: DimHidden},
 		Tensor{GGUF: "proj.weight", HF: "per_layer_projection.weight", Rows: DimHidden, Cols: DimPerLayer},
 		Tensor{GGUF: "post_norm.weight", HF: "post_per_layer_input_norm.weight", Rows: DimHidden, Kind: Norm},
-		Tensor{GGUF: "layer_output_scale.weight", HF: "layer_scalar", Rows: DimNone, Kind: Scalar},
 	)
 }
 
