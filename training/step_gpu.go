@@ -78,7 +78,6 @@ type GPU struct {
 	// The backward's gradients of the streams (two, swapped a layer), of
 	// the predictions, of the first prediction, a row sum and LAuReL's
 	// rank-wide product.
-	wts                                                []*gpu.Buffer
 	active, pred, blockOut, first, laurelT, laurelR    *gpu.Buffer
 	gateIn, unembedded, merged                         *gpu.Buffer
 	dstreams, dstreams2, dpred, dfirst, dsum, dlaurelT *gpu.Buffer
@@ -884,7 +883,7 @@ func (g *GPU) layer(ch *gpu.Chain, i, n int, x, out *gpu.Buffer) error {
 }
 
 // layerKV are the keys and values layer i attends over: those of the
-// layer whose cache it reads when that is another (Gemma 4), kept in
+// layer whose cache it reads when that is another (Gemma 3n, 4), kept in
 // their own buffers; else its own, in k and v.
 func (g *GPU) layerKV(i int) (k, v *gpu.Buffer) {
 	if j := g.c.Shape(i).KVLayer; g.kc[j] != nil {
