@@ -12,8 +12,9 @@ import (
 // DecodeProfile is where a decoded token's GPU time goes, measured by
 // timing prefixes of its chain (gpu.Chain.KeepFirst): the first p
 // dispatches of the token's chain are submitted and waited for, for every
-// p, and the difference between consecutive prefixes is what a dispatch
-// adds, its kernel's own time together with the barrier before it.
+// p, and the step between consecutive prefixes of the times' non-decreasing
+// fit (monotone) is what a dispatch adds, its kernel's own time together
+// with the barrier before it.
 type DecodeProfile struct {
 	// Token is the whole chain's time, Fixed that of its empty prefix (the
 	// submit, the token's inputs and the readback).
@@ -105,6 +106,11 @@ func (r *GPU) ProfileDecode(pos, reps int) (DecodeProfile, error) {
 			return DecodeProfile{}, err
 		}
 	}
+	// A dispatch's time is the step of the prefix times' non-decreasing
+	// fit: where a dispatch takes less than a submit's jitter, the raw
+	// times go up and down, and adding up their positive steps would count
+	// the noise (on the H100, 4x the token on Gemma 3n's chain).
+	fit := monotone(times)
 	by := map[string]*KernelTime{}
 	for i, name := range names {
 		k := by[name]
@@ -113,7 +119,7 @@ func (r *GPU) ProfileDecode(pos, reps int) (DecodeProfile, error) {
 			by[name] = k
 		}
 		k.Count++
-		k.Time += max(times[i+1]-times[i], 0)
+		k.Time += fit[i+1] - fit[i]
 	}
 	prof := DecodeProfile{Token: times[len(names)], Fixed: times[0], Dispatches: len(names)}
 	for _, k := range by {
@@ -163,4 +169,33 @@ func (r *GPU) emptyDispatch(reps int) (time.Duration, error) {
 		return 0, err
 	}
 	return (many - one) / 256, nil
+}
+
+// monotone is the non-decreasing sequence nearest to ts in least squares
+// (isotonic regression by pooling adjacent violators): each run that goes
+// down is replaced by its mean. Its steps are never negative and add up to
+// its last value less its first.
+func monotone(ts []time.Duration) []time.Duration {
+	type block struct {
+		sum   float64
+		count int
+	}
+	var blocks []block
+	for _, t := range ts {
+		blocks = append(blocks, block{float64(t), 1})
+		for len(blocks) > 1 {
+			a, b := blocks[len(blocks)-2], blocks[len(blocks)-1]
+			if a.sum/float64(a.count) <= b.sum/float64(b.count) {
+				break
+			}
+			blocks = append(blocks[:len(blocks)-2], block{a.sum + b.sum, a.count + b.count})
+		}
+	}
+	out := make([]time.Duration, 0, len(ts))
+	for _, b := range blocks {
+		for range b.count {
+			out = append(out, time.Duration(b.sum/float64(b.count)))
+		}
+	}
+	return out
 }

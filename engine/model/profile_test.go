@@ -3,6 +3,7 @@ package model
 import (
 	"slices"
 	"testing"
+	"time"
 )
 
 // TestProfileDecode checks the profile's bookkeeping on a real chain: every
@@ -51,5 +52,21 @@ func TestProfileDecode(t *testing.T) {
 	}
 	if _, err := g.ProfileDecode(32, 1); err == nil {
 		t.Error("a position outside the context was profiled")
+	}
+}
+
+// TestMonotone: the fit of a non-decreasing sequence is itself; a run that
+// goes down is pooled into its mean, so the steps are never negative.
+func TestMonotone(t *testing.T) {
+	for _, c := range []struct{ in, want []time.Duration }{
+		{[]time.Duration{1, 2, 2, 5}, []time.Duration{1, 2, 2, 5}},
+		{[]time.Duration{1, 5, 3, 4}, []time.Duration{1, 4, 4, 4}},
+		{[]time.Duration{9, 1, 2, 10}, []time.Duration{4, 4, 4, 10}},
+		{[]time.Duration{7}, []time.Duration{7}},
+		{nil, []time.Duration{}},
+	} {
+		if got := monotone(c.in); !slices.Equal(got, c.want) {
+			t.Errorf("monotone(%v) = %v, want %v", c.in, got, c.want)
+		}
 	}
 }
