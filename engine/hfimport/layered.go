@@ -82,9 +82,7 @@ func (hp *hparams) parseLayered(c object) error {
 		}
 		l.sliding = append(l.sliding, t == "sliding_attention")
 	}
-	integer := func(key string) (int, error) {
-		return c.int(key, int(hp.fam.class.Defaults[key]))
-	}
+	integer := func(key string) (int, error) { return hp.classInt(c, key) }
 	if g3n {
 		// One head width for every layer.
 		l.globalHeadDim = hp.headDim
@@ -180,14 +178,17 @@ func (hp *hparams) parseLayered(c object) error {
 	return nil
 }
 
+// classInt reads the integer key of c, the class default when absent.
+func (hp *hparams) classInt(c object, key string) (int, error) {
+	return c.int(key, int(hp.fam.class.Defaults[key]))
+}
+
 // parseGemma3n reads what Gemma 3n adds: AltUp, LAuReL, the activation
 // sparsity, its final soft-cap (transformers' default 30 when absent) and
 // its RoPE (default on both kinds of layer, the sliding ones at
 // rope_local_base_freq).
 func (hp *hparams) parseGemma3n(c object, l *layered) error {
-	integer := func(key string) (int, error) {
-		return c.int(key, int(hp.fam.class.Defaults[key]))
-	}
+	integer := func(key string) (int, error) { return hp.classInt(c, key) }
 	var err error
 	if l.altUp, err = integer("altup_num_inputs"); err != nil {
 		return err

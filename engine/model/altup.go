@@ -24,8 +24,8 @@ import (
 // summed and scaled by it.
 var laurelScale = float32(math.Sqrt(0.5))
 
-// altUpArgs are c's AltUp over n tokens.
-func altUpArgs(c *Config, n int) ref.AltUpArgs {
+// AltUpArgs are c's AltUp over n tokens for engine/ops/ref.
+func AltUpArgs(c *Config, n int) ref.AltUpArgs {
 	return ref.AltUpArgs{Tokens: n, Dim: c.Hidden, Streams: c.AltUp, Active: c.AltUpActive, Eps: c.Eps}
 }
 
@@ -41,7 +41,7 @@ func (m *Model) AltUpStreamsCPU(x []float32, n int) ([]float32, error) {
 		}
 		s = append(s, y...)
 	}
-	ref.AltUpRescale(s, altUpArgs(c, n))
+	ref.AltUpRescale(s, AltUpArgs(c, n))
 	return s, nil
 }
 
@@ -51,7 +51,7 @@ func (m *Model) altUpMergeCPU(s []float32, n int) ([]float32, error) {
 	if err != nil {
 		return nil, err
 	}
-	return ref.AltUpMerge(u, altUpArgs(&m.Config, n)), nil
+	return ref.AltUpMerge(u, AltUpArgs(&m.Config, n)), nil
 }
 
 // AltUpUnembedCPU maps the streams s of n tokens back as the merge reads
@@ -70,16 +70,13 @@ func (m *Model) AltUpUnembedCPU(s []float32, n int) ([]float32, error) {
 	return u, nil
 }
 
-// AltUpArgs are c's AltUp over n tokens for engine/ops/ref.
-func AltUpArgs(c *Config, n int) ref.AltUpArgs { return altUpArgs(c, n) }
-
 // forwardAltUpCPU is ForwardLayerCPU for Gemma 3n: predict the streams,
 // run the block on the active prediction, correct the streams by its
 // output, and add the per-layer embedding's gate of the corrected active
 // stream to every stream but 0.
 func (m *Model) forwardAltUpCPU(i int, s []float32, n int, cl CPULayer, acts *LayerActivations) ([]float32, error) {
 	c, lv, l := &m.Config, cl.Vectors, &m.Layers[i]
-	a := altUpArgs(c, n)
+	a := AltUpArgs(c, n)
 	if len(s) != c.AltUp*n*c.Hidden {
 		return nil, fmt.Errorf("model: layer %d: %d values are not %d streams of %d tokens", i, len(s), c.AltUp, n)
 	}
@@ -104,14 +101,14 @@ func (m *Model) forwardAltUpCPU(i int, s []float32, n int, cl CPULayer, acts *La
 	if acts != nil {
 		acts.Streams, acts.Pred, acts.First = s, pred, first
 		acts.PLEG, acts.PLEH, acts.PLEY = g, h, y
-		acts.PLE = pleSliceCPU(cl.PLE, refPLEArgs(c, n, i))
+		acts.PLE = ref.PLEInput(cl.PLE.Proj, cl.PLE.Tok, cl.PLE.Norm, refPLEArgs(c, n, i))
 	}
 	ref.AltUpAddNormed(corrected, y, lv.PLENorm, a)
 	return corrected, nil
 }
 
 // OpsAltUpArgs are c's AltUp over n tokens for the kernels.
-func OpsAltUpArgs(c *Config, n int) ops.AltUpArgs { return ops.AltUpArgs(altUpArgs(c, n)) }
+func OpsAltUpArgs(c *Config, n int) ops.AltUpArgs { return ops.AltUpArgs(AltUpArgs(c, n)) }
 
 // GPUAltUp is a block's AltUp on the device: its small weights in f32,
 // packed in one buffer as the kernels read them (ops.PackAltUp).

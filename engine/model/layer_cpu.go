@@ -311,7 +311,7 @@ func (m *Model) forwardBlockCPU(i int, x []float32, n int, s CPULayer, acts *Lay
 		}
 		if acts != nil {
 			a.PLEIn, a.PLEG, a.PLEH, a.PLEY = a.Out, g, h, y
-			a.PLE = pleSliceCPU(s.PLE, refPLEArgs(c, n, i))
+			a.PLE = ref.PLEInput(s.PLE.Proj, s.PLE.Tok, s.PLE.Norm, refPLEArgs(c, n, i))
 		}
 		a.Out = ref.Add(a.Out, norm(y, lv.PLENorm, n, d))
 	}

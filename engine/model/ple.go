@@ -101,9 +101,3 @@ func PLEArgs(c *Config, n, i int) ops.PLEArgs {
 	return ops.PLEArgs{Tokens: n, Layers: c.Layers, Dim: c.PerLayerInput, Layer: i, Eps: c.Eps,
 		ProjScale: float32(1 / math.Sqrt(float64(c.Hidden))), InputScale: pleInputScale}
 }
-
-// pleSliceCPU is layer a.Layer's per-layer input for a's tokens (n rows of
-// Dim), what ref.PLEGate multiplies the gate's GELU by.
-func pleSliceCPU(p *PLEInputs, a ref.PLEArgs) []float32 {
-	return ref.PLEInput(p.Proj, p.Tok, p.Norm, a)
-}

@@ -178,6 +178,18 @@ type gaussianTopKParams struct {
 // Gemma3nTextMLP._gaussian_topk).
 func GaussianTopK(c *gpu.Chain, g *gpu.Buffer, rows, n, stride int, mult float32) error {
 	const kernel = "gaussian_topk"
+	if err := checkGaussianTopK(kernel, rows, n, stride, mult); err != nil {
+		return err
+	}
+	if err := needF32(kernel, "g", g, (rows-1)*stride+n); err != nil {
+		return err
+	}
+	p := gaussianTopKParams{Rows: uint32(rows), N: uint32(n), Stride: uint32(stride), Mult: mult}
+	return dispatch(c, gpu.Spec("gaussian_topk", kernel, "WG", normWG(n)), p, gpu.Grid(rows, 1), g, g, g)
+}
+
+// checkGaussianTopK checks the shape and multiplier of a gaussian_topk dispatch.
+func checkGaussianTopK(kernel string, rows, n, stride int, mult float32) error {
 	if rows <= 0 || n <= 0 || stride < n {
 		return fmt.Errorf("ops: %s: %d rows of %d values %d apart: want positive counts and a stride of at least the row", kernel, rows, n, stride)
 	}
@@ -187,11 +199,7 @@ func GaussianTopK(c *gpu.Chain, g *gpu.Buffer, rows, n, stride int, mult float32
 	if math.IsNaN(float64(mult)) || math.IsInf(float64(mult), 0) {
 		return fmt.Errorf("ops: %s: std multiplier %v must be finite", kernel, mult)
 	}
-	if err := needF32(kernel, "g", g, (rows-1)*stride+n); err != nil {
-		return err
-	}
-	p := gaussianTopKParams{Rows: uint32(rows), N: uint32(n), Stride: uint32(stride), Mult: mult}
-	return dispatch(c, gpu.Spec("gaussian_topk", kernel, "WG", normWG(n)), p, gpu.Grid(rows, 1), g, g, g)
+	return nil
 }
 
 // GaussianTopKBackward appends the gradient of GaussianTopK's input g for
@@ -204,14 +212,8 @@ func GaussianTopK(c *gpu.Chain, g *gpu.Buffer, rows, n, stride int, mult float32
 // g is GaussianTopK's input, before it; dg may be dy, not g.
 func GaussianTopKBackward(c *gpu.Chain, g, dy, dg *gpu.Buffer, rows, n, stride int, mult float32) error {
 	const kernel = "gaussian_topk_backward"
-	if rows <= 0 || n <= 0 || stride < n {
-		return fmt.Errorf("ops: %s: %d rows of %d values %d apart: want positive counts and a stride of at least the row", kernel, rows, n, stride)
-	}
-	if int64(rows-1) > (math.MaxUint32-int64(n))/int64(stride) {
-		return fmt.Errorf("ops: %s: %d rows %d apart overflow the kernel's 32-bit index", kernel, rows, stride)
-	}
-	if math.IsNaN(float64(mult)) || math.IsInf(float64(mult), 0) {
-		return fmt.Errorf("ops: %s: std multiplier %v must be finite", kernel, mult)
+	if err := checkGaussianTopK(kernel, rows, n, stride, mult); err != nil {
+		return err
 	}
 	size := (rows-1)*stride + n
 	for _, o := range []operand{{"g", g, size}, {"dy", dy, size}, {"dg", dg, size}} {

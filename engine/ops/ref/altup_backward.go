@@ -19,27 +19,10 @@ func (a AltUpArgs) routerBackward(x, w, router []float32, m, dm []float64, dx []
 		}
 		dxn[e] = float32(s / float64(a.Dim))
 	}
-	d := rmsNormBackward64(x, w, dxn, a.Eps)
+	d := RMSNormBackward(x, w, dxn, NormArgs{Rows: 1, Dim: a.Dim, Eps: a.Eps})
 	for e := range dx {
-		dx[e] += d[e]
+		dx[e] += float64(d[e])
 	}
-}
-
-// rmsNormBackward64 is RMSNormBackward of one row, in float64.
-func rmsNormBackward64(x, w, dy []float32, eps float32) []float64 {
-	n := len(x)
-	ss, sd := 0.0, 0.0
-	for j, v := range x {
-		ss += float64(v) * float64(v)
-		sd += float64(w[j]) * float64(dy[j]) * float64(v)
-	}
-	inv := 1 / math.Sqrt(ss/float64(n)+float64(eps))
-	k := inv * inv * sd / float64(n)
-	out := make([]float64, n)
-	for j, v := range x {
-		out[j] = inv * (float64(w[j])*float64(dy[j]) - float64(v)*k)
-	}
-	return out
 }
 
 // AltUpPredictBackward returns the gradient of AltUpPredict's input s for
