@@ -10,11 +10,11 @@ struct MatmulParams {
     x_stride: u32, // floats between activation rows
     y_stride: u32, // floats between output rows
     y_offset: u32, // float index of element (0, 0) in y
-    flags: u32,    // bit 0: accumulate into y; bit 1: matvec_normed_ gain is 1 + g; bit 2: matvec_glu_ takes GELU
+    flags: u32,    // bit 0: accumulate into y; bit 1: matvec_normed_ gain is 1 + g; bit 2: the GLU takes GELU; bit 3: matvec_moe_ reads act(gate)·up
     eps: f32,      // matvec_normed_: the RMSNorm epsilon
-    pad0: u32,
-    pad1: u32,
-    pad2: u32,
+    experts: u32,  // moe entries: the experts of this chunk (from expert row0)
+    x_div: u32,    // moe entries: the expert slots that read one row of x
+    pad: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: MatmulParams;

@@ -495,3 +495,28 @@ fn matvec_glu_q5_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup
 fn matvec_glu_q6_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     matvec_rows_glu(Q6_K, lid, wid, nwg);
 }
+
+@compute @workgroup_size(WG)
+fn matvec_moe_q2_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    matvec_rows_moe(Q2_K, lid, wid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn matvec_moe_q3_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    matvec_rows_moe(Q3_K, lid, wid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn matvec_moe_q4_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    matvec_rows_moe(Q4_K, lid, wid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn matvec_moe_q5_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    matvec_rows_moe(Q5_K, lid, wid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn matvec_moe_q6_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    matvec_rows_moe(Q6_K, lid, wid, nwg);
+}

@@ -380,3 +380,28 @@ fn matvec_glu_q5_1(@builtin(local_invocation_index) lid: u32, @builtin(workgroup
 fn matvec_glu_q8_0(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     matvec_rows_glu(Q8_0, lid, wid, nwg);
 }
+
+@compute @workgroup_size(WG)
+fn matvec_moe_q4_0(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    matvec_rows_moe(Q4_0, lid, wid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn matvec_moe_q4_1(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    matvec_rows_moe(Q4_1, lid, wid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn matvec_moe_q5_0(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    matvec_rows_moe(Q5_0, lid, wid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn matvec_moe_q5_1(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    matvec_rows_moe(Q5_1, lid, wid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn matvec_moe_q8_0(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    matvec_rows_moe(Q8_0, lid, wid, nwg);
+}

@@ -79,6 +79,40 @@ const UT: u32 = (BN * UR + WG - 1u) / WG;
 const XT: u32 = (BM * BK / 4u + WG - 1u) / WG;
 var<workgroup> sh: array<vec4<f32>, SHN>;
 
+// ---- The chosen experts of a mixture of experts (matmul_moe_ entries) ---
+//
+// W is a stack of experts of p.n rows each, this chunk holding experts
+// p.row0 .. p.row0 + p.experts - 1; the batch's p.m expert slots (tokens ×
+// used) are grouped by expert in groups (engine/ops' MoEGroup,
+// shaders/moe_group.wgsl): [0] the number of tiles, from MOE_ORDER the p.m
+// slots sorted by expert, then per tile its expert, its first slot's
+// position in that order and its count (at most BM). Workgroup (x, z) is
+// columns x of tile z: activation row j of the tile is slot s =
+// order[start + j], whose x row is s / p.x_div (a token's normed row for
+// gate and up, read by all its slots; the slot's own for down) and whose
+// result row is s. So each expert's weights are read once per tile of its
+// tokens, not once per token.
+@group(0) @binding(4) var<storage, read> groups: array<u32>;
+const MOE_ORDER: u32 = 4u;
+
+// Tile is where a workgroup's rows come from: its weight rows start at
+// wrow within the chunk, it has m activation rows, and with moe row j is
+// slot groups[slots + j].
+struct Tile {
+    wrow: u32,
+    m: u32,
+    slots: u32,
+    moe: bool,
+}
+
+// x_row is the row of x that activation row j of the tile reads.
+fn x_row(tl: Tile, j: u32) -> u32 {
+    if (tl.moe) {
+        return groups[tl.slots + j] / p.x_div;
+    }
+    return j;
+}
+
 // fma4 adds x·w to a, one column after another.
 fn fma4(a: f32, x: vec4<f32>, w: vec4<f32>) -> f32 {
     return a + x.x * w.x + x.y * w.y + x.z * w.z + x.w * w.w;
@@ -88,14 +122,14 @@ fn fma4(a: f32, x: vec4<f32>, w: vec4<f32>) -> f32 {
 // registers: units lid, lid + WG, … of W's BN×BK stage (neighbouring
 // invocations decode neighbouring units of a row) and vec4s lid, lid + WG,
 // … of X's BM×BK stage (neighbouring invocations read neighbouring floats).
-fn fetch(qt: u32, lid: u32, r0: u32, j0: u32, k0: u32, wr: ptr<function, array<Unit, UT>>, xr: ptr<function, array<vec4<f32>, XT>>) {
+fn fetch(qt: u32, lid: u32, tl: Tile, r0: u32, j0: u32, k0: u32, wr: ptr<function, array<Unit, UT>>, xr: ptr<function, array<vec4<f32>, XT>>) {
     for (var e = 0u; e < UT; e++) {
         let q = lid + e * WG;
         let i = q / UR;
         let c = k0 + 8u * (q % UR);
         var v = Unit(vec4<f32>(0.0), vec4<f32>(0.0));
         if (q < BN * UR && r0 + i < p.n && c < p.k) {
-            v = unit(qt, r0 + i, c);
+            v = unit(qt, tl.wrow + r0 + i, c);
         }
         (*wr)[e] = v;
     }
@@ -104,8 +138,8 @@ fn fetch(qt: u32, lid: u32, r0: u32, j0: u32, k0: u32, wr: ptr<function, array<U
         let j = j0 + q / (BK / 4u);
         let c = k0 + 4u * (q % (BK / 4u));
         var v = vec4<f32>(0.0);
-        if (q < BM * (BK / 4u) && j < p.m) {
-            let o = j * p.x_stride + c;
+        if (q < BM * (BK / 4u) && j < tl.m) {
+            let o = x_row(tl, j) * p.x_stride + c;
             if (c + 4u <= p.k) {
                 v = vec4<f32>(x[o], x[o + 1u], x[o + 2u], x[o + 3u]);
             } else {
@@ -136,13 +170,29 @@ fn put(lid: u32, wr: ptr<function, array<Unit, UT>>, xr: ptr<function, array<vec
     }
 }
 
-fn matmul_tiled(qt: u32, lid: u32, wid: vec3<u32>, nwg: vec3<u32>) {
+fn matmul_tiled(qt: u32, lid: u32, wid: vec3<u32>, nwg: vec3<u32>, moe: bool) {
     let slice = lid / SLICE;
     let t = lid % SLICE;
     let ct = t % CT;
     let rt = t / CT;
     let r0 = (wid.x + wid.y * nwg.x) * BN;
-    let j0 = wid.z * BM;
+    var j0 = wid.z * BM;
+    var tl = Tile(0u, p.m, 0u, false);
+    if (moe) {
+        // Tile wid.z of the grouped slots: its expert's rows, its slots.
+        // Tiles past the batch's count, and experts of other chunks,
+        // leave: their whole workgroup agrees (groups is read-only).
+        if (wid.z >= groups[0]) {
+            return;
+        }
+        let g = MOE_ORDER + p.m + 3u * wid.z;
+        let e = groups[g];
+        if (e < p.row0 || e - p.row0 >= p.experts) {
+            return;
+        }
+        tl = Tile((e - p.row0) * p.n, groups[g + 2u], MOE_ORDER + groups[g + 1u], true);
+        j0 = 0u;
+    }
     // The grid wraps into y in whole rows, so its last row can run past
     // the chunk; the whole workgroup leaves together, before any barrier.
     if (r0 >= p.n) {
@@ -157,20 +207,20 @@ fn matmul_tiled(qt: u32, lid: u32, wid: vec3<u32>, nwg: vec3<u32>) {
     var wr: array<Unit, UT>;
     var xr: array<vec4<f32>, XT>;
     if (PF != 0u) {
-        fetch(qt, lid, r0, j0, 0u, &wr, &xr);
+        fetch(qt, lid, tl, r0, j0, 0u, &wr, &xr);
     }
     for (var k0 = 0u; k0 < p.k; k0 += BK) {
         if (k0 > 0u) {
             workgroupBarrier(); // the previous stage's reads of sh are done
         }
         if (PF == 0u) {
-            fetch(qt, lid, r0, j0, k0, &wr, &xr);
+            fetch(qt, lid, tl, r0, j0, k0, &wr, &xr);
         }
         put(lid, &wr, &xr);
         workgroupBarrier();
         // The next stage's loads are in flight while this one multiplies.
         if (PF != 0u && k0 + BK < p.k) {
-            fetch(qt, lid, r0, j0, k0 + BK, &wr, &xr);
+            fetch(qt, lid, tl, r0, j0, k0 + BK, &wr, &xr);
         }
         // Constant trip counts (CS, RR, RC) let the compiler unroll the
         // block and keep xv, wv and acc in registers.
@@ -214,7 +264,7 @@ fn matmul_tiled(qt: u32, lid: u32, wid: vec3<u32>, nwg: vec3<u32>) {
                     sh[g * SLICE + t] = vec4<f32>(acc[4u * g], acc[4u * g + 1u], acc[4u * g + 2u], acc[4u * g + 3u]);
                 }
             } else {
-                store(j0, r0, rt, ct, &acc);
+                store(tl, j0, r0, rt, ct, &acc);
             }
         }
     }
@@ -222,15 +272,18 @@ fn matmul_tiled(qt: u32, lid: u32, wid: vec3<u32>, nwg: vec3<u32>) {
 
 // store writes an invocation's block of Y; neighbouring invocations write
 // neighbouring columns.
-fn store(j0: u32, r0: u32, rt: u32, ct: u32, acc: ptr<function, array<f32, ACC>>) {
+fn store(tl: Tile, j0: u32, r0: u32, rt: u32, ct: u32, acc: ptr<function, array<f32, ACC>>) {
     for (var a = 0u; a < RR; a++) {
         let j = j0 + rt + RT * a;
         for (var b = 0u; b < RC; b++) {
             let r = r0 + ct + CT * b;
-            if (j >= p.m || r >= p.n) {
+            if (j >= tl.m || r >= p.n) {
                 continue;
             }
-            let i = p.y_offset + j * p.y_stride + p.row0 + r;
+            var i = p.y_offset + j * p.y_stride + p.row0 + r;
+            if (tl.moe) {
+                i = p.y_offset + groups[tl.slots + j] * p.y_stride + r;
+            }
             if ((p.flags & 1u) != 0u) {
                 y[i] = y[i] + (*acc)[a * RC + b];
             } else {
@@ -242,65 +295,130 @@ fn store(j0: u32, r0: u32, rt: u32, ct: u32, acc: ptr<function, array<f32, ACC>>
 
 @compute @workgroup_size(WG)
 fn matmul_tiled_f32(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    matmul_tiled(F32, lid, wid, nwg);
+    matmul_tiled(F32, lid, wid, nwg, false);
 }
 
 @compute @workgroup_size(WG)
 fn matmul_tiled_f16(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    matmul_tiled(F16, lid, wid, nwg);
+    matmul_tiled(F16, lid, wid, nwg, false);
 }
 
 @compute @workgroup_size(WG)
 fn matmul_tiled_bf16(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    matmul_tiled(BF16, lid, wid, nwg);
+    matmul_tiled(BF16, lid, wid, nwg, false);
 }
 
 @compute @workgroup_size(WG)
 fn matmul_tiled_q4_0(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    matmul_tiled(Q4_0, lid, wid, nwg);
+    matmul_tiled(Q4_0, lid, wid, nwg, false);
 }
 
 @compute @workgroup_size(WG)
 fn matmul_tiled_q4_1(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    matmul_tiled(Q4_1, lid, wid, nwg);
+    matmul_tiled(Q4_1, lid, wid, nwg, false);
 }
 
 @compute @workgroup_size(WG)
 fn matmul_tiled_q5_0(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    matmul_tiled(Q5_0, lid, wid, nwg);
+    matmul_tiled(Q5_0, lid, wid, nwg, false);
 }
 
 @compute @workgroup_size(WG)
 fn matmul_tiled_q5_1(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    matmul_tiled(Q5_1, lid, wid, nwg);
+    matmul_tiled(Q5_1, lid, wid, nwg, false);
 }
 
 @compute @workgroup_size(WG)
 fn matmul_tiled_q8_0(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    matmul_tiled(Q8_0, lid, wid, nwg);
+    matmul_tiled(Q8_0, lid, wid, nwg, false);
 }
 
 @compute @workgroup_size(WG)
 fn matmul_tiled_q2_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    matmul_tiled(Q2_K, lid, wid, nwg);
+    matmul_tiled(Q2_K, lid, wid, nwg, false);
 }
 
 @compute @workgroup_size(WG)
 fn matmul_tiled_q3_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    matmul_tiled(Q3_K, lid, wid, nwg);
+    matmul_tiled(Q3_K, lid, wid, nwg, false);
 }
 
 @compute @workgroup_size(WG)
 fn matmul_tiled_q4_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    matmul_tiled(Q4_K, lid, wid, nwg);
+    matmul_tiled(Q4_K, lid, wid, nwg, false);
 }
 
 @compute @workgroup_size(WG)
 fn matmul_tiled_q5_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    matmul_tiled(Q5_K, lid, wid, nwg);
+    matmul_tiled(Q5_K, lid, wid, nwg, false);
 }
 
 @compute @workgroup_size(WG)
 fn matmul_tiled_q6_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    matmul_tiled(Q6_K, lid, wid, nwg);
+    matmul_tiled(Q6_K, lid, wid, nwg, false);
+}
+
+@compute @workgroup_size(WG)
+fn matmul_moe_f32(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    matmul_tiled(F32, lid, wid, nwg, true);
+}
+
+@compute @workgroup_size(WG)
+fn matmul_moe_f16(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    matmul_tiled(F16, lid, wid, nwg, true);
+}
+
+@compute @workgroup_size(WG)
+fn matmul_moe_bf16(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    matmul_tiled(BF16, lid, wid, nwg, true);
+}
+
+@compute @workgroup_size(WG)
+fn matmul_moe_q4_0(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    matmul_tiled(Q4_0, lid, wid, nwg, true);
+}
+
+@compute @workgroup_size(WG)
+fn matmul_moe_q4_1(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    matmul_tiled(Q4_1, lid, wid, nwg, true);
+}
+
+@compute @workgroup_size(WG)
+fn matmul_moe_q5_0(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    matmul_tiled(Q5_0, lid, wid, nwg, true);
+}
+
+@compute @workgroup_size(WG)
+fn matmul_moe_q5_1(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    matmul_tiled(Q5_1, lid, wid, nwg, true);
+}
+
+@compute @workgroup_size(WG)
+fn matmul_moe_q8_0(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    matmul_tiled(Q8_0, lid, wid, nwg, true);
+}
+
+@compute @workgroup_size(WG)
+fn matmul_moe_q2_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    matmul_tiled(Q2_K, lid, wid, nwg, true);
+}
+
+@compute @workgroup_size(WG)
+fn matmul_moe_q3_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    matmul_tiled(Q3_K, lid, wid, nwg, true);
+}
+
+@compute @workgroup_size(WG)
+fn matmul_moe_q4_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    matmul_tiled(Q4_K, lid, wid, nwg, true);
+}
+
+@compute @workgroup_size(WG)
+fn matmul_moe_q5_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    matmul_tiled(Q5_K, lid, wid, nwg, true);
+}
+
+@compute @workgroup_size(WG)
+fn matmul_moe_q6_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    matmul_tiled(Q6_K, lid, wid, nwg, true);
 }

@@ -76,6 +76,11 @@ fn begin_chunk(lid: u32, e0: u32, len: u32) {
 // store_row sums the LANES partial sums of each row in lane order and lets
 // the row's first lane write it (adding to y when flags bit 0 asks).
 fn store_row(lid: u32, row: u32, acc: f32) {
+    store_row_at(lid, row, acc, p.y_offset + p.row0);
+}
+
+// store_row_at is store_row with row r's result at y[y0 + r].
+fn store_row_at(lid: u32, row: u32, acc: f32, y0: u32) {
     vred[lid >> 2u][lid & 3u] = acc;
     workgroupBarrier();
     if (lid % LANES == 0u && row < p.n) {
@@ -84,7 +89,7 @@ fn store_row(lid: u32, row: u32, acc: f32) {
             s += vred[(lid >> 2u) + i];
         }
         let v = (s.x + s.y) + (s.z + s.w);
-        let yi = p.y_offset + p.row0 + row;
+        let yi = y0 + row;
         if ((p.flags & 1u) != 0u) {
             y[yi] += v;
         } else {
@@ -219,4 +224,62 @@ fn matvec_rows_glu(kind: u32, lid: u32, wid: vec3<u32>, nwg: vec3<u32>) {
         }
     }
     store_row(lid, row, acc);
+}
+
+// ---- Chosen experts of a mixture of experts (the matvec_moe_ entries) ----
+//
+// The weight is a stack of experts, p.n rows each, this chunk holding
+// experts p.row0 .. p.row0 + p.experts - 1 (engine/ops' MoEMatVec). Slot
+// s = wid.z (a token's s-th chosen expert; tokens × used slots in all)
+// computes y[p.y_offset + s·p.y_stride + r] = W_e[r]·x_s for its expert
+// e = moe_ids[s], x_s being row s / p.x_div of x (p.x_stride floats apart,
+// a multiple of 4): the token's normed row for gate and up, whose used
+// slots all read it, or the slot's own row for down. With flags bit 3 x_s
+// is [gate | up], 2·p.k floats, and the product reads act(gate) ⊙ up as
+// the matvec_glu_ entries do. A slot whose expert lives in another chunk
+// leaves at once: its whole workgroup agrees, as moe_ids is read-only and
+// s is the workgroup's. Needs XCH > 0.
+
+@group(0) @binding(4) var<storage, read> moe_ids: array<u32>;
+
+// begin_chunk_moe is begin_chunk staging the len floats at e0 of the slot's
+// row at x0 (act(gate) ⊙ up with glu).
+fn begin_chunk_moe(lid: u32, x0: u32, e0: u32, len: u32, glu: bool) {
+    if (e0 > 0u) {
+        workgroupBarrier();
+    }
+    let v0 = (x0 + e0) / 4u;
+    let up = p.k / 4u;
+    let use_gelu = (p.flags & 4u) != 0u;
+    for (var v = lid; v < len / 4u; v += WG) {
+        if (glu) {
+            xsv[xslot(v)] = glu4(xv[v0 + v], xv[up + v0 + v], use_gelu);
+        } else {
+            xsv[xslot(v)] = xv[v0 + v];
+        }
+    }
+    workgroupBarrier();
+}
+
+// matvec_rows_moe is matvec_rows of slot wid.z's expert (XCH > 0).
+fn matvec_rows_moe(kind: u32, lid: u32, wid: vec3<u32>, nwg: vec3<u32>) {
+    let slot = wid.z;
+    let e = moe_ids[slot];
+    if (e < p.row0 || e - p.row0 >= p.experts) {
+        return;
+    }
+    let lane = lid % LANES;
+    let row = (wid.x + wid.y * nwg.x) * ROWS + lid / LANES;
+    let rowb = ((e - p.row0) * p.n + row) * row_bytes(kind);
+    let x0 = (slot / p.x_div) * p.x_stride;
+    let glu = (p.flags & 8u) != 0u;
+    var acc = 0.0;
+    for (var e0 = 0u; e0 < p.k; e0 += XCH) {
+        let len = min(XCH, p.k - e0);
+        begin_chunk_moe(lid, x0, e0, len, glu);
+        if (row < p.n) {
+            acc += row_units(kind, lane, rowb, e0, len);
+        }
+    }
+    store_row_at(lid, row, acc, p.y_offset + slot * p.y_stride);
 }

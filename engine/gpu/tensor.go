@@ -12,10 +12,15 @@ import (
 // lavapipe, 2 GiB or more on discrete GPUs) is split into chunks of whole rows,
 // each its own buffer; kernels that read weights walk the chunks.
 type Tensor struct {
-	Name   string
-	Type   gguf.Type
-	Rows   int
-	Cols   int
+	Name string
+	Type gguf.Type
+	Rows int
+	Cols int
+	// Stack, when > 0, says the tensor is that many matrices of
+	// Rows/Stack rows each, one after another (a 3-D GGUF tensor: a
+	// mixture of experts' stacked experts); every chunk then holds whole
+	// matrices, so a kernel finds a matrix in one buffer.
+	Stack  int
 	Chunks []Chunk
 }
 
@@ -39,6 +44,15 @@ func (t *Tensor) Bytes() int64 { return int64(t.RowBytes()) * int64(t.Rows) }
 // typ, without converting it. maxChunk, when nonzero, lowers the chunk size
 // below the device limit (tests use it to exercise chunking on small shapes).
 func (d *Device) NewTensor(name string, typ gguf.Type, rows, cols int, data []byte, maxChunk uint64) (*Tensor, error) {
+	return d.NewStack(name, typ, 0, rows, cols, data, maxChunk)
+}
+
+// NewStack is NewTensor of stack matrices of rows/stack rows each (stack 0:
+// a plain matrix), chunked at matrix boundaries.
+func (d *Device) NewStack(name string, typ gguf.Type, stack, rows, cols int, data []byte, maxChunk uint64) (*Tensor, error) {
+	if stack < 0 || (stack > 0 && rows%stack != 0) {
+		return nil, fmt.Errorf("gpu: tensor %q: %d rows are not %d whole matrices", name, rows, stack)
+	}
 	if !typ.Known() {
 		return nil, fmt.Errorf("gpu: tensor %q: unknown type %v", name, typ)
 	}
@@ -60,7 +74,14 @@ func (d *Device) NewTensor(name string, typ gguf.Type, rows, cols int, data []by
 	if rowsPer < 1 {
 		return nil, fmt.Errorf("gpu: tensor %q: one row is %d bytes, over the %d-byte binding limit", name, rowBytes, limit)
 	}
-	t := &Tensor{Name: name, Type: typ, Rows: rows, Cols: cols}
+	if stack > 0 {
+		per := rows / stack
+		if rowsPer < per {
+			return nil, fmt.Errorf("gpu: tensor %q: one of its %d matrices is %d bytes, over the %d-byte binding limit", name, stack, int64(per)*rowBytes, limit)
+		}
+		rowsPer -= rowsPer % per
+	}
+	t := &Tensor{Name: name, Type: typ, Rows: rows, Cols: cols, Stack: stack}
 	for r := 0; r < rows; r += rowsPer {
 		n := min(rowsPer, rows-r)
 		lo, hi := int64(r)*rowBytes, int64(r+n)*rowBytes

@@ -54,17 +54,20 @@ type matmulParams struct {
 	XStride uint32 // floats between activation rows
 	YStride uint32 // floats between output rows
 	YOffset uint32 // float index in y of element (0, 0)
-	Flags   uint32 // matmulAccumulate, matmulOnePlus, matmulGELU
+	Flags   uint32 // matmulAccumulate, matmulOnePlus, matmulGELU, matmulGLU
 	Eps     float32
-	_       [3]uint32 // uniform blocks are whole 16-byte rows
+	Experts uint32 // moe entries: the experts of this chunk, from expert Row0
+	XDiv    uint32 // moe entries: the expert slots that read one row of x
+	_       uint32 // uniform blocks are whole 16-byte rows
 }
 
 // Flags of MatmulParams.flags: add to y; apply MatVecNormed's gain as 1 + g;
-// MatVecGLU's activation is GELU (else SiLU).
+// the GLU's activation is GELU (else SiLU); MoEMatVec reads act(gate)·up.
 const (
 	matmulAccumulate = 1
 	matmulOnePlus    = 2
 	matmulGELU       = 4
+	matmulGLU        = 8
 )
 
 // matmulLaunch is the workgroup shape of one entry point.

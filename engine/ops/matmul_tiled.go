@@ -178,7 +178,8 @@ func matmulTiledWith(c *gpu.Chain, w *gpu.Tensor, x, y *gpu.Buffer, m int, o Mat
 		}
 		grid := gpu.Grid(ch.Rows, l.cols())
 		grid[2] = uint32(tiles)
-		if err := c.Dispatch(gk, params, grid, ch.Buf, x, y); err != nil {
+		// Binding 4 is the matmul_moe_ entries' groups; x fills it here.
+		if err := c.Dispatch(gk, params, grid, ch.Buf, x, y, x); err != nil {
 			return err
 		}
 	}
