@@ -51,12 +51,12 @@ func TestBlocksAreConsistent(t *testing.T) {
 				t.Errorf("%s: %s ↔ %s (kind %d): the names disagree on what the tensor is", a.Name, x.GGUF, x.HF, x.Kind)
 			}
 			// The per-layer-embedding gate and projection (Gemma 3n, 4),
-			// AltUp's coefficients and router and LAuReL's matrices (3n)
-			// are matrices that neither PEFT's usual targets nor training
-			// adapt.
-			side := false
+			// AltUp's coefficients and router and LAuReL's matrices (3n),
+			// and a mixture's router and experts are matrices that neither
+			// PEFT's usual targets nor training adapt.
+			side := x.Stack == DimExperts
 			for _, d := range []Dim{x.Rows, x.Cols} {
-				side = side || d == DimPerLayer || d == DimAltUp || d == DimAltUp2 || d == DimLaurel
+				side = side || d == DimPerLayer || d == DimAltUp || d == DimAltUp2 || d == DimLaurel || d == DimExperts
 			}
 			if (x.Kind == Matrix && !side) != (len(x.LoRA) > 0) {
 				t.Errorf("%s: %s: kind %d with LoRA targets %v; exactly the projections have targets", a.Name, x.GGUF, x.Kind, x.LoRA)
@@ -131,7 +131,7 @@ func TestStandardBlockFollowsLayout(t *testing.T) {
 func TestReadConfigAppliesLayout(t *testing.T) {
 	for _, a := range All() {
 		p := a.Name + "."
-		c, err := readKeys(t, map[string]gguf.Value{
+		keys := map[string]gguf.Value{
 			"general.architecture":     gguf.ValueOf(a.Name),
 			p + "embedding_length":     gguf.ValueOf(uint32(64)),
 			p + "block_count":          gguf.ValueOf(uint32(2)),
@@ -140,7 +140,14 @@ func TestReadConfigAppliesLayout(t *testing.T) {
 			p + "feed_forward_length":  gguf.ValueOf(uint32(96)),
 			// Gemma 4 needs it; the others read it or not.
 			p + "attention.sliding_window_pattern": gguf.ValueOf(uint32(2)),
-		})
+		}
+		// A mixture of experts (Qwen 3 MoE) needs its experts.
+		if slices.ContainsFunc(a.Block, func(t Tensor) bool { return t.Stack == DimExperts }) {
+			keys[p+"expert_count"] = gguf.ValueOf(uint32(8))
+			keys[p+"expert_used_count"] = gguf.ValueOf(uint32(2))
+			keys[p+"expert_feed_forward_length"] = gguf.ValueOf(uint32(32))
+		}
+		c, err := readKeys(t, keys)
 		if err != nil {
 			t.Fatalf("%s: %v", a.Name, err)
 		}

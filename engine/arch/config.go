@@ -73,6 +73,9 @@ type Config struct {
 	// predicts all streams from all before it and corrects them by what it
 	// computed.
 	AltUp, AltUpActive int
+	// MoE, when not nil, makes each layer's feed-forward a mixture of
+	// experts (Qwen 3 MoE, gpt-oss, Gemma 4 26B-A4B).
+	MoE *MoE
 
 	AttnScale    float32 // q·k scale; 0 means 1/sqrt(HeadDim)
 	AttnSoftcap  float32 // Gemma 2's attention score cap; 0 means none
@@ -83,6 +86,31 @@ type Config struct {
 	QKNorm       bool    // Qwen 3, Gemma 3: RMSNorm of each q and k head
 	QKVBias      bool    // Qwen 2: biases on the q, k and v projections
 }
+
+// MoE is a mixture-of-experts feed-forward as llama.cpp's build_moe_ffn
+// runs it: a router (ffn_gate_inp) scores Experts experts for each token,
+// the Used best each run a GLU feed-forward FF wide (the stacked
+// ffn_gate_exps, ffn_up_exps and ffn_down_exps, or a fused
+// ffn_gate_up_exps), and their outputs are summed with the router's
+// weights.
+type MoE struct {
+	Experts, Used, FF int
+	// Sigmoid gates each expert by sigmoid(score) (expert_gating_func 2);
+	// else a softmax over all experts' scores (1, and llama.cpp's default).
+	Sigmoid bool
+	// Renorm divides the chosen weights by their sum (expert_weights_norm;
+	// Qwen 3 MoE's norm_topk_prob, which llama.cpp hard-codes on).
+	Renorm bool
+	// Scale multiplies the weights (expert_weights_scale); 0 means 1.
+	Scale float32
+}
+
+// MaxExperts and MaxExpertsUsed are the most experts a router scores and
+// chooses (engine/ops' MoERoute).
+const (
+	MaxExperts     = 1024
+	MaxExpertsUsed = 64
+)
 
 // YaRN is the RoPE scaling of that name (Peng et al. 2023) as llama.cpp
 // reads it: the frequencies of a context Factor times the original one,
@@ -297,7 +325,18 @@ func ReadConfig(f *gguf.File) (Config, error) {
 	if a.LayerShapes {
 		uniform = widestPerLayer
 	}
-	if c.FF, err = uniform(f, key("feed_forward_length"), c.Layers, -1); err != nil {
+	moe, err := readMoE(f, arch)
+	if err != nil {
+		return Config{}, err
+	}
+	c.MoE = moe
+	// A mixture of experts may have no dense feed-forward, and then no
+	// feed_forward_length: the experts' width stands in.
+	ffDefault := -1
+	if moe != nil {
+		ffDefault = moe.FF
+	}
+	if c.FF, err = uniform(f, key("feed_forward_length"), c.Layers, ffDefault); err != nil {
 		return Config{}, err
 	}
 	if c.KVHeads, err = uniform(f, key("attention.head_count_kv"), c.Layers, c.Heads); err != nil {
@@ -333,6 +372,51 @@ func ReadConfig(f *gguf.File) (Config, error) {
 		}
 	}
 	return c, nil
+}
+
+// readMoE reads the mixture-of-experts keys, nil when expert_count is
+// absent or 0 (a dense model).
+func readMoE(f *gguf.File, arch string) (*MoE, error) {
+	key := func(k string) string { return arch + "." + k }
+	experts, err := f.IntOr(key("expert_count"), 0)
+	if err != nil || experts == 0 {
+		return nil, err
+	}
+	m := &MoE{Experts: experts}
+	if m.Used, err = f.Int(key("expert_used_count")); err != nil {
+		return nil, err
+	}
+	if m.FF, err = f.Int(key("expert_feed_forward_length")); err != nil {
+		return nil, err
+	}
+	if m.Scale, err = f.Float32Or(key("expert_weights_scale"), 0); err != nil {
+		return nil, err
+	}
+	if m.Renorm, err = f.BoolOr(key("expert_weights_norm"), false); err != nil {
+		return nil, err
+	}
+	gating, err := f.IntOr(key("expert_gating_func"), 1)
+	if err != nil {
+		return nil, err
+	}
+	switch gating {
+	case 1:
+	case 2:
+		m.Sigmoid = true
+	default:
+		return nil, fmt.Errorf("%s: expert_gating_func %d is not supported (1 softmax and 2 sigmoid are)", arch, gating)
+	}
+	switch {
+	case m.Experts < 1 || m.Experts > MaxExperts:
+		return nil, fmt.Errorf("%s: expert_count %d: want 1 to %d", arch, m.Experts, MaxExperts)
+	case m.Used < 1 || m.Used > min(m.Experts, MaxExpertsUsed):
+		return nil, fmt.Errorf("%s: expert_used_count %d: want 1 to the %d experts, at most %d", arch, m.Used, m.Experts, MaxExpertsUsed)
+	case m.FF < 1:
+		return nil, fmt.Errorf("%s: expert_feed_forward_length %d must be positive", arch, m.FF)
+	case !(m.Scale >= 0) || math.IsInf(float64(m.Scale), 0):
+		return nil, fmt.Errorf("%s: expert_weights_scale %v must be finite and not negative", arch, m.Scale)
+	}
+	return m, nil
 }
 
 // perLayerInt reads a key llama.cpp accepts as one integer for every layer

@@ -76,6 +76,9 @@ const (
 	DimAltUp2        // altup.num_inputs squared
 	DimAltUpLess     // altup.num_inputs - 1: the streams beside the first
 	DimLaurel        // the rank of Gemma 3n's LAuReL
+	DimExperts       // expert_count
+	DimExpertFF      // expert_feed_forward_length
+	DimExpertFF2     // 2 × expert_feed_forward_length: gate and up fused
 )
 
 // Sizes are the hyper-parameters a Dim is resolved with: one layer's (the
@@ -85,6 +88,7 @@ type Sizes struct {
 	Hidden, FF, Heads, KVHeads, HeadDim int
 	Layers, PerLayer, Vocab             int
 	AltUp, Laurel                       int
+	Experts, ExpertFF                   int
 	OwnKV                               bool
 }
 
@@ -120,6 +124,12 @@ func (d Dim) Of(s Sizes) int {
 		return s.AltUp - 1
 	case DimLaurel:
 		return s.Laurel
+	case DimExperts:
+		return s.Experts
+	case DimExpertFF:
+		return s.ExpertFF
+	case DimExpertFF2:
+		return 2 * s.ExpertFF
 	}
 	return 1
 }
@@ -196,6 +206,29 @@ func StandardBlock(l Layout) []Tensor {
 		b = append(b, norm("post_ffw_norm", "post_feedforward_layernorm", DimHidden))
 	}
 	return b
+}
+
+// MoEBlock is StandardBlock(l) with a mixture of experts in place of the
+// dense feed-forward: the router and the stacked experts' gate, up and
+// down, in llama.cpp's names and transformers' per-expert ones (as the
+// checkpoints on the Hub store them; engine/hfimport also reads
+// transformers 5's fused form). Neither is a LoRA target.
+func MoEBlock(l Layout) []Tensor {
+	b := StandardBlock(l)
+	var out []Tensor
+	for _, t := range b {
+		switch t.GGUF {
+		case "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight":
+			continue
+		}
+		out = append(out, t)
+	}
+	return append(out,
+		Tensor{GGUF: "ffn_gate_inp.weight", HF: "mlp.gate.weight", Rows: DimExperts, Cols: DimHidden},
+		Tensor{GGUF: "ffn_gate_exps.weight", HF: "mlp.experts.%d.gate_proj.weight", Stack: DimExperts, Rows: DimExpertFF, Cols: DimHidden},
+		Tensor{GGUF: "ffn_up_exps.weight", HF: "mlp.experts.%d.up_proj.weight", Stack: DimExperts, Rows: DimExpertFF, Cols: DimHidden},
+		Tensor{GGUF: "ffn_down_exps.weight", HF: "mlp.experts.%d.down_proj.weight", Stack: DimExperts, Rows: DimHidden, Cols: DimExpertFF},
+	)
 }
 
 // PermutedRow is the transformers row of GGUF row r of a q or k projection

@@ -54,6 +54,7 @@ type hparams struct {
 	ropeLocal    ropeParams // gemma3's sliding layers
 	origCtx      int        // phi3's original_max_position_embeddings, 0 if absent
 	layered      *layered   // Gemma 4's per-layer configuration; nil for the others
+	moe          *moe       // the mixture of experts (Qwen 3 MoE); nil for a dense model
 
 	bos, eos, pad []int // config.json's ids, used when tokenizer_config.json names none
 }
@@ -193,6 +194,9 @@ func parseConfig(dir string) (*hparams, error) {
 		return nil, err
 	}
 	if err := hp.parseLayered(c); err != nil {
+		return nil, err
+	}
+	if err := hp.parseMoE(c); err != nil {
 		return nil, err
 	}
 	if fam.arch.AttnScale {

@@ -5,9 +5,10 @@
 //
 // The architectures are Llama (and Mistral, written as "llama"), Gemma 1-3
 // (Gemma 3 text, also the text part of Gemma3ForConditionalGeneration), Qwen
-// 2 and 3, and Phi-3: the transformers classes that engine/arch's records
-// list, each with its defaults, and each layer's tensors named by the
-// record's tensor map. The conversion is the converter's:
+// 2 and 3, Qwen 3 MoE, and Phi-3: the transformers classes that
+// engine/arch's records list, each with its defaults, and each layer's
+// tensors named by the record's tensor map. The conversion is the
+// converter's:
 //
 //   - Llama's q and k rows are permuted from Hugging Face's rotate_half
 //     layout to ggml's interleaved RoPE pairs; the NeoX-RoPE families are
@@ -21,8 +22,15 @@
 //     rope.scaling.attn_factor.
 //   - Phi-3's fused qkv_proj and gate_up_proj stay fused; Qwen 2's q/k/v
 //     biases are kept; a model with tied embeddings has no output.weight.
-//   - 2-D weights are written in the requested type (by default their own
-//     dtype); norms, biases and rope_freqs are always F32.
+//   - Qwen 3 MoE's experts are stacked into one 3-D tensor each of gate,
+//     up and down a layer (ffn_gate_exps, ffn_up_exps, ffn_down_exps), from
+//     one matrix an expert (mlp.experts.K.gate_proj.weight, as the Hub
+//     and transformers' default save_pretrained have them) or from
+//     transformers 5's fused mlp.experts.gate_up_proj and down_proj; what
+//     llama.cpp's graph would run otherwise than transformers
+//     (norm_topk_prob false, dense layers among the experts) is refused.
+//   - Weights are written in the requested type (by default their own
+//     dtype); norms, biases, rope_freqs and MoE routers are always F32.
 //
 // Both of transformers' config layouts are read: 5.x's rope_parameters (for
 // Gemma 3 one per layer type) and layer_types, and 4.x's rope_theta,

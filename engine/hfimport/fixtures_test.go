@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/hearthstudio/hearth/engine/tokenizer"
+	"github.com/hearthstudio/hearth/gguf"
 )
 
 // TestImportFixtures imports every Hugging Face folder that
@@ -25,7 +26,7 @@ func TestImportFixtures(t *testing.T) {
 	arch := map[string]string{
 		"llama": "llama", "mistral": "llama", "gemma": "gemma", "gemma2": "gemma2", "gemma3": "gemma3",
 		"qwen2": "qwen2", "qwen3": "qwen3", "phi3": "phi3", "phi3_longrope": "phi3", "qwen2_yarn": "qwen2",
-		"gemma4": "gemma4", "gemma3n": "gemma3n",
+		"gemma4": "gemma4", "gemma3n": "gemma3n", "qwen3moe": "qwen3moe",
 	}
 	for _, exp := range dirs {
 		dir := filepath.Dir(exp)
@@ -71,6 +72,19 @@ func TestImportFixtures(t *testing.T) {
 					} else if v := floats(t, f, n); slices.ContainsFunc(v, func(x float32) bool { return x != 0 }) {
 						t.Errorf("%s is not zeros", n)
 					}
+				}
+			case "qwen3moe":
+				// The experts stacked whichever form save_pretrained
+				// wrote them in, and the router in F32.
+				n, _ := f.Int("qwen3moe.expert_count")
+				ff, _ := f.Int("qwen3moe.expert_feed_forward_length")
+				emb, _ := f.Tensor("token_embd.weight")
+				down, ok := f.Tensor("blk.0.ffn_down_exps.weight")
+				if n < 2 || ff < 1 || !ok || !slices.Equal(down.Shape, []uint64{uint64(ff), emb.Shape[0], uint64(n)}) {
+					t.Errorf("expert_count %d, expert_feed_forward_length %d, blk.0.ffn_down_exps.weight %v", n, ff, down.Shape)
+				}
+				if router, _ := f.Tensor("blk.0.ffn_gate_inp.weight"); router.Type != gguf.TypeF32 {
+					t.Errorf("blk.0.ffn_gate_inp.weight is %v, want F32", router.Type)
 				}
 			case "qwen2_yarn":
 				typ, _ := f.String("qwen2.rope.scaling.type")

@@ -210,6 +210,13 @@ func archMetadata(hp *hparams) []gguf.KV {
 	if hp.layered != nil {
 		kv = hp.layeredMetadata(a, kv)
 	}
+	if e := hp.moe; e != nil {
+		// Qwen2MoeModel's keys (Qwen 3 MoE's converter): no gating
+		// function or weights norm, which the qwen3moe graph fixes.
+		u32("expert_count", e.experts)
+		u32("expert_used_count", e.used)
+		u32("expert_feed_forward_length", e.ff)
+	}
 	return kv
 }
 

@@ -267,6 +267,9 @@ func (hp *hparams) parseGemma3n(c object, l *layered) error {
 func (hp *hparams) sizes(i int) arch.Sizes {
 	s := arch.Sizes{Hidden: hp.hidden, FF: hp.ff, Heads: hp.heads, KVHeads: hp.kvHeads, HeadDim: hp.headDim,
 		Layers: hp.layers, Vocab: hp.vocab, OwnKV: true}
+	if e := hp.moe; e != nil {
+		s.Experts, s.ExpertFF = e.experts, e.ff
+	}
 	if l := hp.layered; l != nil {
 		s.FF, s.PerLayer, s.AltUp, s.Laurel = l.ffs[i], l.perLayer, l.altUp, l.laurel
 		s.OwnKV = i < hp.layers-l.sharedKV

@@ -28,13 +28,17 @@ type tensorPlan struct {
 
 	src        *safetensors.Tensor
 	rows, cols int64
-	permHeads  int  // >0: llama.cpp's q/k row order for this many heads
-	addOne     bool // Gemma's stored gain-1 norms
-	data       []float32
+	// rowOff is the first source row the plan reads: rows is then a
+	// slice of the source (one expert's gate or up rows of a fused
+	// gate_up_proj).
+	rowOff    int64
+	permHeads int  // >0: llama.cpp's q/k row order for this many heads
+	addOne    bool // Gemma's stored gain-1 norms
+	data      []float32
 	// parts, when set, are the plans whose outputs, one after another,
-	// make this tensor (Gemma 3n's altup_projections.N stacked), and
-	// zeroRows rows of zeros follow them (its per-layer table padded to
-	// the vocabulary).
+	// make this tensor (Gemma 3n's altup_projections.N stacked, a layer's
+	// experts), and zeroRows rows of zeros follow them (its per-layer
+	// table padded to the vocabulary).
 	parts    []*tensorPlan
 	zeroRows int64
 }
@@ -126,6 +130,11 @@ func (m *Model) plan(hp *hparams, o Options) error {
 		case 2:
 			p.rows, p.cols = want[0], want[1]
 			p.shape = []uint64{uint64(want[1]), uint64(want[0])}
+		case 3:
+			// A stack of matrices (transformers 5's fused experts): its
+			// rows are every matrix's, one matrix after another.
+			p.rows, p.cols = want[0]*want[1], want[2]
+			p.shape = []uint64{uint64(want[2]), uint64(want[1]), uint64(want[0])}
 		}
 		if fam.arch.NormPlusOne && strings.HasSuffix(hf, "norm.weight") {
 			p.addOne = true
@@ -184,13 +193,9 @@ func (m *Model) plan(hp *hparams, o Options) error {
 		case t.Stack != arch.DimNone:
 			// One HF matrix a slice of the stack (Gemma 3n's AltUp
 			// projections), written back to back.
-			p := &tensorPlan{name: t.GGUF, shape: []uint64{uint64(shape[2]), uint64(shape[1]), uint64(shape[0])}}
-			for k := range shape[0] {
-				part, err := plan(fmt.Sprintf("%s[%d]", t.GGUF, k), "model."+fmt.Sprintf(t.HF, k), shape[1:], true, nil)
-				if err != nil {
-					return err
-				}
-				p.parts, p.typ = append(p.parts, part), part.typ
+			p, err := stackPlan(plan, t.GGUF, "model."+t.HF, shape)
+			if err != nil {
+				return err
 			}
 			m.plans = append(m.plans, p)
 		case t.Rows == arch.DimVocab && hp.layered != nil && hp.layered.perLayerVocab > 0 && int64(hp.layered.perLayerVocab) < shape[0]:
@@ -239,7 +244,19 @@ func (m *Model) plan(hp *hparams, o Options) error {
 			if t.Permute != arch.NoHeads {
 				tweak = permute(heads[t.Permute])
 			}
+			if slices.Contains(keptF32, t.GGUF) {
+				tweak = func(p *tensorPlan) { p.typ = gguf.TypeF32 }
+			}
 			gg := fmt.Sprintf("blk.%d.%s", i, t.GGUF)
+			if t.Stack != arch.DimNone {
+				p, err := expertsPlan(plan, func(name string) bool { _, ok := avail[name]; return ok },
+					fmt.Sprintf("model.layers.%d.", i), gg, t, t.Shape(sizes))
+				if err != nil {
+					return err
+				}
+				m.plans = append(m.plans, p)
+				continue
+			}
 			if _, ok := avail[hf]; !ok && unusedKV(hp, i, t) {
 				// Gemma 3n's layers past the KV-sharing boundary read an
 				// earlier layer's cache, and transformers saves no k or v
@@ -301,9 +318,7 @@ func (m *Model) plan(hp *hparams, o Options) error {
 		case p.src != nil:
 			src = p.src.Name
 		case p.parts != nil:
-			for i, part := range p.parts {
-				src += map[bool]string{true: ", ", false: ""}[i > 0] + part.src.Name
-			}
+			src = partsSource(p.parts)
 		}
 		m.Tensors = append(m.Tensors, TensorInfo{Name: p.name, Type: p.typ, Shape: p.shape, Source: src})
 	}
@@ -398,11 +413,11 @@ func (p *tensorPlan) reader(chunk int64) (io.Reader, error) {
 		}
 		return bytes.NewReader(b), nil
 	}
-	if dtypeToGGUF[p.src.DType] == p.typ && !p.addOne && p.permHeads == 0 {
-		return io.NewSectionReader(p.src, 0, p.src.Size()), nil
-	}
 	srcType := dtypeToGGUF[p.src.DType]
 	rowBytes := p.cols * int64(srcType.TypeSize())
+	if srcType == p.typ && !p.addOne && p.permHeads == 0 {
+		return io.NewSectionReader(p.src, p.rowOff*rowBytes, p.rows*rowBytes), nil
+	}
 	chunkRows := max(1, chunk/rowBytes)
 	return &convReader{p: p, srcType: srcType, rowBytes: rowBytes, chunkRows: chunkRows}, nil
 }
@@ -443,14 +458,14 @@ func (c *convReader) fill() error {
 	c.out = grow(c.out, n*p.typ.TypeSize())
 	if p.permHeads == 0 {
 		// The rows are in order: one read for the chunk.
-		if _, err := p.src.ReadAt(c.in, c.row*c.rowBytes); err != nil {
+		if _, err := p.src.ReadAt(c.in, (p.rowOff+c.row)*c.rowBytes); err != nil {
 			return fmt.Errorf("hfimport: %s: tensor %q: rows %d-%d: %w", p.src.File(), p.src.Name, c.row, c.row+k-1, err)
 		}
 	} else {
 		for i := range k {
 			src := permutedRow(c.row+i, p.rows, p.permHeads)
 			dst := c.in[i*c.rowBytes : (i+1)*c.rowBytes]
-			if _, err := p.src.ReadAt(dst, src*c.rowBytes); err != nil {
+			if _, err := p.src.ReadAt(dst, (p.rowOff+src)*c.rowBytes); err != nil {
 				return fmt.Errorf("hfimport: %s: tensor %q: row %d: %w", p.src.File(), p.src.Name, src, err)
 			}
 		}

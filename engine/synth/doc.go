@@ -1,10 +1,10 @@
 // Package synth writes random-weight GGUF models with the exact tensor shapes
-// and metadata of real ones: Llama 3, Gemma 1–3, Qwen 2.5 and 3, Phi-3, and
-// tiny variants of each for tests. A synthetic model loads through the same
-// code a downloaded one does (the GGUF keys and tensor names are those of
-// llama.cpp's convert_hf_to_gguf.py), takes the same memory and runs at the
-// same speed, so benchmarks and memory tests need no download; its answers
-// are noise.
+// and metadata of real ones: Llama 3, Gemma 1–3, 3n and 4, Qwen 2.5 and 3,
+// Qwen 3 MoE, Phi-3, and tiny variants of each for tests. A synthetic model
+// loads through the same code a downloaded one does (the GGUF keys and
+// tensor names are those of llama.cpp's convert_hf_to_gguf.py), takes the
+// same memory and runs at the same speed, so benchmarks and memory tests
+// need no download; its answers are noise.
 //
 // A Preset holds a model's hyper-parameters; Presets lists the built-in ones.
 // Plan lays a model out for a quantization without writing it: every
@@ -17,7 +17,11 @@
 // it) and the types are chosen by the gguf package's llama-quantize rules,
 // so a synthetic Q4_K_M model has the same mix (Q6_K output and the
 // use_more_bits layers, fallbacks for rows no block divides) as a real one.
-// Norms, biases and rope_freqs are F32, as the converter writes them.
+// Norms, biases and rope_freqs are F32, as the converter writes them, and
+// so are Qwen 3 MoE's routers (ffn_gate_inp), which llama-quantize never
+// converts. A layer's experts are one 3-D tensor each of gate, up and down
+// (ggml's [cols, rows, experts]), quantized row by row as a matrix is: the
+// rows of all experts one after another.
 //
 // # Weights
 //

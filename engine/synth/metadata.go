@@ -68,6 +68,14 @@ func setMetadata(w *gguf.Writer, p Preset, target gguf.QuantTarget, seed uint64,
 	} else if p.SlidingWindowPattern > 0 && p.SlidingWindowPattern != 6 {
 		kvs = append(kvs, gguf.KV{Key: a + "attention.sliding_window_pattern", Value: u32(p.SlidingWindowPattern)})
 	}
+	if p.Experts > 0 {
+		// Qwen2MoeModel's keys (Qwen 3 MoE's converter): no gating
+		// function or weights norm, which the qwen3moe graph fixes.
+		kvs = append(kvs,
+			gguf.KV{Key: a + "expert_count", Value: u32(p.Experts)},
+			gguf.KV{Key: a + "expert_used_count", Value: u32(p.ExpertsUsed)},
+			gguf.KV{Key: a + "expert_feed_forward_length", Value: u32(p.ExpertFF)})
+	}
 	if p.QueryPreAttnScalar > 0 {
 		kvs = append(kvs, gguf.KV{Key: a + "attention.scale", Value: f32(1 / math.Sqrt(float64(p.QueryPreAttnScalar)))})
 	}

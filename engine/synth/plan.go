@@ -163,12 +163,13 @@ func (l *Layout) plan(target gguf.QuantTarget, strict bool) (*Layout, error) {
 
 // standIn builds the file gguf.PlanRequantize plans from, which it needs as
 // a *gguf.File: the real file's metadata and tensor names, every tensor
-// F32, every matrix cut to 2 rows, so that it is a few MB whatever the
-// model. The mix rules read the model's keys and a tensor's name, row
-// length and number of dimensions, never its row count
-// (TestStandInPlansAsTheRealFile checks it), and the stand-in's header is
-// byte for byte as long as the real one's, so its data offset is the real
-// file's.
+// F32, every matrix cut to 2 rows and a stack of them (a layer's experts)
+// to 2 matrices, so that it is a few MB whatever the model (Qwen3-30B-A3B's
+// 144 expert stacks would be 0.8 GB each). The mix rules read the model's
+// keys and a tensor's name, row length and number of dimensions, never its
+// row or matrix count (TestStandInPlansAsTheRealFile checks it), and the
+// stand-in's header is byte for byte as long as the real one's, so its
+// data offset is the real file's.
 func standIn(p Preset, target gguf.QuantTarget, seed uint64, v *tokenizer.Vocab, specs []tensorSpec) (*gguf.File, error) {
 	var buf bytes.Buffer
 	w := gguf.NewWriter(&buf)
@@ -178,8 +179,13 @@ func standIn(p Preset, target gguf.QuantTarget, seed uint64, v *tokenizer.Vocab,
 	shapes := make([][]uint64, len(specs))
 	for i, s := range specs {
 		shapes[i] = s.shape
-		if len(s.shape) == 2 {
+		switch len(s.shape) {
+		case 2:
 			shapes[i] = []uint64{s.shape[0], min(s.shape[1], 2)}
+		case 3:
+			// At least 2 matrices still, as ggml's n_dims counts only
+			// the dimensions above 1 (MXFP4_MOE's rule asks for 3).
+			shapes[i] = []uint64{s.shape[0], min(s.shape[1], 2), min(s.shape[2], 2)}
 		}
 		if err := w.AddTensor(s.name, gguf.TypeF32, shapes[i]); err != nil {
 			return nil, err

@@ -81,6 +81,15 @@ type Preset struct {
 	// layers sparsify their gate (at icdf(0.95)).
 	AltUp, LaurelRank, SparseLayers int
 
+	// A mixture of experts in every layer (Qwen 3 MoE), for an
+	// architecture whose record has one: Experts experts
+	// (expert_count), ExpertsUsed of them chosen for each token
+	// (expert_used_count), each a feed-forward ExpertFF wide
+	// (expert_feed_forward_length). FF is then the config's dense
+	// intermediate_size, which the converter writes as
+	// feed_forward_length though no layer has it.
+	Experts, ExpertsUsed, ExpertFF int
+
 	// TiedEmbeddings leaves out output.weight: token_embd is the output
 	// projection too.
 	TiedEmbeddings bool
@@ -188,6 +197,16 @@ func Presets() []Preset {
 			TiedEmbeddings: true, Tokenizer: "qwen",
 		},
 		{
+			// Qwen/Qwen3-30B-A3B's config.json: 128 experts of 768, 8
+			// chosen, in each of 48 layers; 30.5B weights, 3.3B used a
+			// token.
+			Name: "qwen3-30b-a3b", Model: "Qwen/Qwen3-30B-A3B", Arch: "qwen3moe",
+			Vocab: 151936, Hidden: 2048, Layers: 48, Heads: 32, KVHeads: 4, HeadDim: 128, FF: 6144,
+			Context: 40960, Eps: 1e-6, RopeBase: 1000000,
+			Experts: 128, ExpertsUsed: 8, ExpertFF: 768,
+			Tokenizer: "qwen",
+		},
+		{
 			Name: "phi-3-mini", Model: "microsoft/Phi-3-mini-4k-instruct", Arch: "phi3",
 			Vocab: 32064, Hidden: 3072, Layers: 32, Heads: 32, KVHeads: 32, HeadDim: 96, FF: 8192,
 			Context: 4096, Eps: 1e-5, RopeBase: 10000, SlidingWindow: 2047,
@@ -257,6 +276,17 @@ func Presets() []Preset {
 			TiedEmbeddings: true, Tokenizer: "qwen",
 		},
 		{
+			// The experts' 64-wide rows fit the 32-blocks only: at a
+			// K-quant ffn_down_exps falls back as llama-quantize's does
+			// (Q4_K to Q5_0, Q6_K to Q8_0), and so do the 128-wide
+			// gate and up.
+			Name: "tiny-qwen3moe", Model: "test model: Qwen 3 MoE, 8 experts of 64 of which 3 are chosen, untied output", Arch: "qwen3moe",
+			Vocab: 640, Hidden: 128, Layers: 3, Heads: 4, KVHeads: 2, HeadDim: 32, FF: 384,
+			Context: 2048, Eps: 1e-6, RopeBase: 1000000,
+			Experts: 8, ExpertsUsed: 3, ExpertFF: 64,
+			Tokenizer: "qwen",
+		},
+		{
 			Name: "tiny-phi3", Model: "test model: Phi-3, fused qkv and gate_up, window 16", Arch: "phi3",
 			Vocab: 544, Hidden: 128, Layers: 2, Heads: 4, KVHeads: 4, HeadDim: 32, FF: 256,
 			Context: 2048, Eps: 1e-5, RopeBase: 10000, SlidingWindow: 16,
@@ -293,6 +323,22 @@ func (p Preset) layout() arch.Layout {
 		return a.Layout
 	}
 	return arch.Layout{}
+}
+
+// HasExperts reports whether the layers are mixtures of experts: a router
+// (ffn_gate_inp) and the stacked experts (ffn_gate_exps, ffn_up_exps,
+// ffn_down_exps) in place of the dense feed-forward.
+func (p Preset) HasExperts() bool {
+	a, ok := arch.Lookup(p.Arch)
+	if !ok {
+		return false
+	}
+	for _, t := range a.Block {
+		if t.Rows == arch.DimExperts || t.Stack == arch.DimExperts {
+			return true
+		}
+	}
+	return false
 }
 
 // HasQKVBias reports whether the layers have attn_q/k/v.bias (Qwen 2).
@@ -387,6 +433,9 @@ func (p Preset) Validate() error {
 	if err := p.validateGemma4(); err != nil {
 		return fail("%v", err)
 	}
+	if err := p.validateExperts(); err != nil {
+		return fail("%v", err)
+	}
 	fam, ok := familyOf(p.Tokenizer)
 	if !ok {
 		return fail("tokenizer %q is not one of %s", p.Tokenizer, familyNames)
@@ -437,6 +486,27 @@ func (p Preset) validateGemma4() error {
 	return nil
 }
 
+// validateExperts checks the mixture-of-experts fields: present exactly
+// for an architecture with experts, and making a mixture engine/arch
+// accepts.
+func (p Preset) validateExperts() error {
+	if !p.HasExperts() {
+		if p.Experts != 0 || p.ExpertsUsed != 0 || p.ExpertFF != 0 {
+			return fmt.Errorf("experts, experts used and expert ff are a mixture of experts'; %s has none", p.Arch)
+		}
+		return nil
+	}
+	switch {
+	case p.Experts < 1 || p.Experts > arch.MaxExperts:
+		return fmt.Errorf("experts (%d) must be 1 to %d", p.Experts, arch.MaxExperts)
+	case p.ExpertsUsed < 1 || p.ExpertsUsed > min(p.Experts, arch.MaxExpertsUsed):
+		return fmt.Errorf("experts used (%d) must be 1 to the %d experts, at most %d", p.ExpertsUsed, p.Experts, arch.MaxExpertsUsed)
+	case p.ExpertFF <= 0:
+		return fmt.Errorf("expert ff (%d) must be positive", p.ExpertFF)
+	}
+	return nil
+}
+
 // gemmaNew reports whether p is Gemma 3n or 4, whose keys and tensors
 // llama.cpp's converters write in their own forms.
 func (p Preset) gemmaNew() bool { return p.Arch == "gemma3n" || p.Arch == "gemma4" }
@@ -454,7 +524,7 @@ func (p Preset) sliding(l int) bool {
 func (p Preset) layerSizes(l int) arch.Sizes {
 	s := arch.Sizes{Hidden: p.Hidden, FF: p.FF, Heads: p.Heads, KVHeads: p.KVHeads, HeadDim: p.HeadDim,
 		Layers: p.Layers, PerLayer: p.PerLayerInput, Vocab: p.Vocab, OwnKV: l < p.Layers-p.SharedKVLayers,
-		AltUp: p.AltUp, Laurel: p.LaurelRank}
+		AltUp: p.AltUp, Laurel: p.LaurelRank, Experts: p.Experts, ExpertFF: p.ExpertFF}
 	if p.Arch == "gemma4" {
 		if p.sliding(l) {
 			s.HeadDim = p.HeadDimSWA

@@ -90,8 +90,8 @@ func TestPresetsAreValid(t *testing.T) {
 			t.Errorf("PresetByName(%q) = %q, %v", strings.ToUpper(p.Name), got.Name, ok)
 		}
 	}
-	for _, name := range []string{"llama-3.2-1b", "llama-3.1-8b", "gemma-3-1b", "gemma-2-2b", "qwen2.5-0.5b", "qwen3-4b", "phi-3-mini",
-		"tiny-llama", "tiny-gemma", "tiny-gemma2", "tiny-gemma3", "tiny-qwen2", "tiny-qwen3", "tiny-phi3"} {
+	for _, name := range []string{"llama-3.2-1b", "llama-3.1-8b", "gemma-3-1b", "gemma-2-2b", "qwen2.5-0.5b", "qwen3-4b", "qwen3-30b-a3b", "phi-3-mini",
+		"tiny-llama", "tiny-gemma", "tiny-gemma2", "tiny-gemma3", "tiny-qwen2", "tiny-qwen3", "tiny-qwen3moe", "tiny-phi3"} {
 		if !seen[name] {
 			t.Errorf("no preset %q", name)
 		}
@@ -117,6 +117,7 @@ func TestPublishedParameterCounts(t *testing.T) {
 		{"gemma-3-1b", 999_885_952},
 		{"qwen2.5-0.5b", 494_032_768},
 		{"qwen3-4b", 4_022_468_096},
+		{"qwen3-30b-a3b", 30_532_122_624},
 		{"phi-3-mini", 3_821_079_552},
 	} {
 		p := mustPreset(t, c.name)
@@ -157,6 +158,13 @@ func TestPresetShapes(t *testing.T) {
 		{"qwen3-4b", "blk.0.attn_q.weight", []uint64{2560, 4096}},
 		{"qwen3-4b", "blk.0.attn_q_norm.weight", []uint64{128}},
 		{"qwen3-4b", "blk.0.attn_q.bias", nil},
+		{"qwen3-30b-a3b", "blk.47.ffn_gate_inp.weight", []uint64{2048, 128}},
+		{"qwen3-30b-a3b", "blk.0.ffn_gate_exps.weight", []uint64{2048, 768, 128}},
+		{"qwen3-30b-a3b", "blk.0.ffn_up_exps.weight", []uint64{2048, 768, 128}},
+		{"qwen3-30b-a3b", "blk.0.ffn_down_exps.weight", []uint64{768, 2048, 128}},
+		{"qwen3-30b-a3b", "blk.0.ffn_gate.weight", nil},
+		{"qwen3-30b-a3b", "blk.0.attn_q.weight", []uint64{2048, 4096}},
+		{"qwen3-30b-a3b", "output.weight", []uint64{2048, 151936}},
 		{"phi-3-mini", "blk.0.attn_qkv.weight", []uint64{3072, 9216}},
 		{"phi-3-mini", "blk.0.ffn_up.weight", []uint64{3072, 16384}},
 		{"phi-3-mini", "blk.0.ffn_gate.weight", nil},
@@ -175,8 +183,9 @@ func TestPresetShapes(t *testing.T) {
 	}
 
 	// The tensor count by architecture: per layer 2 norms and 4 attention
-	// and 3 FFN matrices, less Phi-3's fused ones, plus biases, QK-norms
-	// and post-norms; then token_embd, output_norm, output, rope_freqs.
+	// and 3 FFN matrices, less Phi-3's fused ones, plus biases, QK-norms,
+	// post-norms and a mixture's router; then token_embd, output_norm,
+	// output, rope_freqs.
 	for _, p := range Presets() {
 		per := 9
 		switch {
@@ -184,6 +193,9 @@ func TestPresetShapes(t *testing.T) {
 			per = 6
 		case p.HasQKVBias():
 			per += 3
+		}
+		if p.HasExperts() {
+			per++
 		}
 		if p.HasQKNorm() {
 			per += 2
@@ -267,6 +279,19 @@ func TestValidateRejects(t *testing.T) {
 			*p = mustPreset(t, "tiny-gemma4")
 			p.HeadDimSWA = 1024
 		}, "head_dim_swa (1024)"},
+		{"experts elsewhere", func(p *Preset) { p.Experts = 8 }, "are a mixture of experts'; llama has none"},
+		{"no experts", func(p *Preset) {
+			*p = mustPreset(t, "tiny-qwen3moe")
+			p.Experts, p.ExpertsUsed = 0, 0
+		}, "experts (0) must be 1 to 1024"},
+		{"more experts used than there are", func(p *Preset) {
+			*p = mustPreset(t, "tiny-qwen3moe")
+			p.ExpertsUsed = 9
+		}, "experts used (9) must be 1 to the 8 experts, at most 64"},
+		{"no expert width", func(p *Preset) {
+			*p = mustPreset(t, "tiny-qwen3moe")
+			p.ExpertFF = 0
+		}, "expert ff (0)"},
 		{"tokenizer", func(p *Preset) { p.Tokenizer = "t5" }, `tokenizer "t5"`},
 		{"vocab", func(p *Preset) { p.Vocab = 200 }, "vocab (200) is smaller than the 261 tokens"},
 		{"gemma2 scalar", func(p *Preset) {
@@ -407,6 +432,12 @@ func checkKeys(t *testing.T, f *gguf.File, p Preset) {
 			if c.Sliding(l) != p.sliding(l) {
 				t.Errorf("layer %d: sliding %v", l, c.Sliding(l))
 			}
+		}
+	}
+	if p.Experts > 0 {
+		for key, want := range map[string]int{a + "expert_count": p.Experts, a + "expert_used_count": p.ExpertsUsed,
+			a + "expert_feed_forward_length": p.ExpertFF} {
+			ints[key] = want
 		}
 	}
 	for key, want := range ints {
@@ -657,11 +688,79 @@ func TestStrictRefusesFallback(t *testing.T) {
 	}
 }
 
+// TestMoEPreset writes the Qwen 3 MoE test preset at several mixes and
+// checks what engine/model will read: the expert keys and the mixture
+// engine/arch makes of them, the experts stacked [cols, rows, experts]
+// with every expert's values N(0, 1/cols), the router kept F32 as
+// llama-quantize keeps it, the expert rows no 256-block divides (64 and
+// 128 wide) fallen back from the K-quants as llama-quantize's do, and
+// MXFP4_MOE's MXFP4 on the expert stacks alone.
+func TestMoEPreset(t *testing.T) {
+	p := mustPreset(t, "tiny-qwen3moe")
+	for _, q := range []string{"Q4_K_M", "Q2_K", "Q8_0", "MXFP4_MOE", "F16"} {
+		t.Run(q, func(t *testing.T) {
+			o := Options{Quant: q, Seed: 7}
+			l, err := Plan(p, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, _ := writeModel(t, p, o)
+			for i, ti := range f.Tensors() {
+				want := l.Tensors[i]
+				if ti.Name != want.Name || ti.Type != want.Type || !slices.Equal(ti.Shape, want.Shape) {
+					t.Errorf("tensor %d: %s %v %v, planned %s %v %v", i, ti.Name, ti.Type, ti.Shape, want.Name, want.Type, want.Shape)
+				}
+				stack := strings.HasSuffix(ti.Name, "_exps.weight")
+				switch {
+				case strings.HasSuffix(ti.Name, "ffn_gate_inp.weight") && ti.Type != gguf.TypeF32:
+					t.Errorf("%s is %v, want the router F32", ti.Name, ti.Type)
+				case stack && q == "MXFP4_MOE" && ti.Type != gguf.TypeMXFP4:
+					t.Errorf("%s is %v, want MXFP4", ti.Name, ti.Type)
+				case !stack && q == "MXFP4_MOE" && len(ti.Shape) > 1 && ti.Type == gguf.TypeMXFP4:
+					t.Errorf("%s is MXFP4, which MXFP4_MOE gives the expert stacks only", ti.Name)
+				case stack && strings.Contains(q, "_K") && (!want.Fallback || ti.Type.BlockSize() != 32):
+					t.Errorf("%s is %v (%s), want a fallback to a 32-block type", ti.Name, ti.Type, want.Note)
+				}
+			}
+			for _, c := range []struct {
+				name       string
+				rows, cols uint64
+				experts    uint64
+			}{
+				{"blk.2.ffn_gate_exps.weight", 64, 128, 8},
+				{"blk.2.ffn_up_exps.weight", 64, 128, 8},
+				{"blk.2.ffn_down_exps.weight", 128, 64, 8},
+			} {
+				vals, ti := dequantized(t, f, c.name)
+				if !slices.Equal(ti.Shape, []uint64{c.cols, c.rows, c.experts}) {
+					t.Fatalf("%s: shape %v, want [%d %d %d]", c.name, ti.Shape, c.cols, c.rows, c.experts)
+				}
+				// 8192 values an expert: the sample std is within 2% of
+				// σ; the 4-bit types' rounding adds a few percent more.
+				want := 1 / math.Sqrt(float64(c.cols))
+				per := int(c.rows * c.cols)
+				for e := range int(c.experts) {
+					if m, s := meanStd(vals[e*per : (e+1)*per]); math.Abs(m) > 0.05*want || math.Abs(s/want-1) > 0.15 {
+						t.Errorf("%s expert %d: mean %.4f std %.4f, want 0 and %.4f", c.name, e, m, s, want)
+					}
+				}
+			}
+			c, err := arch.ReadConfig(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e := c.MoE; e == nil || e.Experts != 8 || e.Used != 3 || e.FF != 64 || !e.Renorm || e.Sigmoid {
+				t.Errorf("MoE %+v, want 8 experts of 64, 3 used, renormalised softmax", e)
+			}
+		})
+	}
+}
+
 // TestStandInPlansAsTheRealFile checks planTypes' premise: a full-size
 // model file and the stand-in Plan builds get the same types from
 // gguf.PlanRequantize.
 func TestStandInPlansAsTheRealFile(t *testing.T) {
-	for _, name := range []string{"tiny-llama", "tiny-qwen2", "tiny-phi3", "tiny-gemma3"} {
+	for _, name := range []string{"tiny-llama", "tiny-qwen2", "tiny-phi3", "tiny-gemma3", "tiny-qwen3moe"} {
 		p := mustPreset(t, name)
 		full, _ := writeModel(t, p, Options{Quant: "F32"})
 		f32, err := Plan(p, Options{Quant: "F32"})

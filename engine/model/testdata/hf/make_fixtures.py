@@ -15,7 +15,12 @@ proportional RoPE, double-wide MLPs on the shared layers, per-layer
 embeddings, a layer_scalar per layer and a final soft-cap of 30; and
 gemma3n, Gemma 3n's text model: 4 AltUp streams, LAuReL of rank 8, the
 first 2 of 6 layers sparse, per-layer embeddings, the last 2 layers
-sharing caches) it builds a tiny model from a config
+sharing caches; and qwen3moe, Qwen 3 MoE: Qwen 3's attention with 4 heads
+of 32 (128 wide against a width of 64, as the real models' 4096 against
+2048) and in each of 3 layers a mixture of 8 SwiGLU experts of 64 of which
+the router's softmax picks 3 and renormalises their weights
+(norm_topk_prob), no dense layer, no shared expert) it builds a tiny model
+from a config
 (hidden 64, 4 heads, 2 KV heads, head_dim 16, ff 128, 2-6 layers, a vocab
 of 331-509 that is no multiple of 32), fills every weight from a fixed seed
 with a spread large enough that a wrong norm, RoPE, window or soft-cap
@@ -31,7 +36,10 @@ trained here on the text below (GPT-2's ByteLevel pre-tokenizer, so
 tokenizer.ggml.pre is "gpt-2").
 
 The logits are then computed by transformers itself loading that folder
-back, in float32 on the CPU with eager attention: every position of a fixed
+back, in float32 on the CPU with eager attention (and, for the mixture of
+experts, eager experts: a loop over the chosen experts, each a plain
+matmul; transformers 5 would otherwise take its grouped_mm kernel): every
+position of a fixed
 prompt (the ids of the first words of PROMPT, 24-40 tokens, longer than
 every sliding window; no BOS), and a greedy continuation of 16 tokens, each
 step a full forward pass of the whole sequence (no KV cache, so nothing of
@@ -43,7 +51,11 @@ greedy token i. The seed is retried until every greedy step's best logit
 leads the second by at least MIN_MARGIN, so that a float32 summation order
 different from torch's cannot flip a token, and the continuation has at
 least MIN_DISTINCT distinct tokens, so that it is no single token repeated
-(failing that, the best seed found is kept and a warning printed).
+(failing that, the best seed found is kept and a warning printed). For
+the mixture of experts the seed must also leave every routing decision
+clear (ROUTER GAP below): at every layer and position of the whole greedy
+sequence the router's 3rd logit leads its 4th by MIN_ROUTER_GAP, so that
+float32 noise cannot swap the last expert chosen.
 
 Sanity checks that fail the family loudly (the others are still written,
 and the script exits 1):
@@ -73,6 +85,22 @@ correction coefficients or LAuReL's left matrix, transposing the AltUp
 projections or their unembedding, removing the sparsity, zeroing the
 per-layer table and setting the correction scale to 1 each change the
 logits.
+
+Qwen 3 MoE (QWEN 3 MOE CHECKS): the built and the reloaded model have in
+every layer a router of 8 rows without bias and 8 experts of 64 (one
+module each, or transformers 5's fused gate_up_proj [8, 128, 64], gate
+rows first, and down_proj [8, 64, 64]) and no dense MLP or shared expert;
+config.json holds num_experts, num_experts_per_tok,
+moe_intermediate_size, norm_topk_prob true, decoder_sparse_step 1 and no
+mlp_only_layers (what an importer refuses otherwise); model.safetensors is
+all f16 and holds each layer's router and its experts in one of the two
+forms (recorded in expected.json as checks.experts_saved: "per_expert",
+model.layers.N.mlp.experts.K.{gate,up,down}_proj.weight, as
+save_pretrained writes by default, or "fused",
+model.layers.N.mlp.experts.{gate_up_proj,down_proj}); reversing the
+router's rows, turning norm_topk_prob off, using all 8 experts, swapping
+experts 0 and 1, and swapping each expert's gate and up each change the
+logits; checks.router_min_gap records the smallest routing lead.
 
 Usage: python3 make_fixtures.py OUTDIR [FAMILY...]
 writes OUTDIR/FAMILY/{config.json, generation_config.json,
@@ -155,12 +183,29 @@ MIN_DISTINCT = 4
 # structure, random prompts), 25-60% of the seeds met both requirements
 # depending on the family, so 50 tries all fail with odds below 1e-6.
 MAX_SEED_TRIES = 50
+# ROUTER GAP. The lead, in router logits, that the last expert chosen must
+# have over the first one left out, at every layer and position: a float32
+# forward that sums in another order moves the router's input by ~1e-5 of
+# its size, and its logits (spread ~1.2: unit-RMS input, 64 weights of std
+# 0.15) by as little, so 1e-3 cannot swap an expert; a swap would move that
+# position's output by the chosen expert's whole share, not by noise. The
+# 3rd and 4th of 8 such logits lie 0.38 apart on average, and 0.24% of
+# the gaps are below 1e-3 (a simulation of N(0, 1.2^2) logits), so over
+# the ~165 (layer, position) pairs of the whole greedy sequence the
+# smallest gap is below 1e-3 for about 31% of the seeds: the seed search
+# retries them (with the 25-60% above, 50 tries all fail below 1e-4).
+MIN_ROUTER_GAP = 1e-3
 MAX_TOTAL_BYTES = 6 << 20
 
 HIDDEN, HEADS, KV_HEADS, HEAD_DIM, FF = 64, 4, 2, 16, 128
 # Gemma 4's own sizes: its vocabulary (both tables), the full layers' head
 # dim and the per-layer-embedding width.
 GEMMA4_VOCAB, GEMMA4_GLOBAL_HEAD_DIM, GEMMA4_PLE_DIM = 457, 32, 8
+# Qwen 3 MoE's: the experts, how many the router chooses, their width, and
+# the head dim (4 heads of 32: q is 128 wide against the width of 64).
+MOE_EXPERTS, MOE_USED, MOE_FF, MOE_HEAD_DIM = 8, 3, 64, 32
+# The transformers model types whose layers are mixtures of experts.
+MOE_MODEL_TYPES = ("qwen3_moe",)
 
 # Shapes shared by every family, as each config class names them.
 COMMON = dict(
@@ -528,6 +573,42 @@ FAMILIES = {
             "altup.correction_coefs.weight": 0.3,
         },
     ),
+    # QWEN 3 MOE (Qwen3MoeForCausalLM, qwen3_moe; llama.cpp's qwen3moe).
+    # Added after gemma3n so that the families above keep their seeds.
+    # Qwen 3's attention (QK-norm, NeoX RoPE, no biases) with heads of 32,
+    # and in every layer (decoder_sparse_step 1, no mlp_only_layers) a
+    # mixture: the router mlp.gate scores the 8 experts of each token, the
+    # softmax over all 8 is cut to the best 3 and those are renormalised to
+    # sum to 1 (norm_topk_prob: llama.cpp's graph always does this, so the
+    # fixture must too), and the output is the weighted sum of the 3
+    # experts' SwiGLUs (64 wide, a multiple of 32 so that the quantized
+    # forms of the GGUF are possible). intermediate_size (COMMON's 128) is
+    # the dense width no layer uses; the converter still writes it. The
+    # default spreads: the router's 0.15 gives logits of std ~1.2 over the
+    # 8 experts, so the chosen 3 hold ~75% of the softmax and both the
+    # choice and the renormalisation move the output; untied, like Qwen3-
+    # 30B-A3B, so TIED SPREADS does not apply.
+    "qwen3moe": dict(
+        model_type="qwen3_moe",
+        vocab=439,
+        moe=True,
+        config=dict(
+            num_hidden_layers=3,
+            head_dim=MOE_HEAD_DIM,
+            rms_norm_eps=1e-6,
+            tie_word_embeddings=False,
+            use_sliding_window=False,
+            attention_bias=False,
+            num_experts=MOE_EXPERTS,
+            num_experts_per_tok=MOE_USED,
+            moe_intermediate_size=MOE_FF,
+            norm_topk_prob=True,
+            decoder_sparse_step=1,
+            mlp_only_layers=[],
+            output_router_logits=False,
+            rope_parameters=dict(rope_type="default", rope_theta=1000000.0),
+        ),
+    ),
 }
 
 SEEDS = {name: 1000 * (i + 1) for i, name in enumerate(FAMILIES)}
@@ -601,13 +682,33 @@ def make_config(name, fam):
     return transformers.AutoConfig.for_model(fam["model_type"], **kw)
 
 
+def implementations(cfg):
+    """The implementations the reference runs, as from_config and
+    from_pretrained take them: eager attention (the plain softmax path
+    every architecture has; sdpa would take other code paths), and for a
+    mixture of experts eager experts (a loop over the experts chosen, each
+    a plain matmul; transformers 5 defaults to its grouped_mm kernel)."""
+    kw = dict(attn_implementation="eager")
+    if cfg.model_type in MOE_MODEL_TYPES:
+        kw["experts_implementation"] = "eager"
+    return kw
+
+
+def check_experts_implementation(m):
+    """Fails unless a mixture of experts runs its experts eagerly (a
+    transformers without the setting has only the eager loop)."""
+    impl = getattr(m.config, "_experts_implementation", None)
+    if m.config.model_type in MOE_MODEL_TYPES and impl not in (None, "eager"):
+        raise RuntimeError(f"experts implementation is {impl}, want eager")
+
+
 def build(cfg):
-    """The model of cfg in float32 with eager attention (the plain softmax
-    path every architecture has; sdpa would take other code paths)."""
+    """The model of cfg in float32 with the implementations above."""
     try:
-        m = AutoModelForCausalLM.from_config(cfg, attn_implementation="eager", dtype=torch.float32)
+        m = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32, **implementations(cfg))
     except TypeError:  # older spelling
-        m = AutoModelForCausalLM.from_config(cfg, attn_implementation="eager", torch_dtype=torch.float32)
+        m = AutoModelForCausalLM.from_config(cfg, torch_dtype=torch.float32, **implementations(cfg))
+    check_experts_implementation(m)
     return m.float().eval()
 
 
@@ -772,13 +873,15 @@ def write_f32(path, t):
 
 
 def load_saved(path):
+    cfg = transformers.AutoConfig.from_pretrained(path)
     try:
-        m = AutoModelForCausalLM.from_pretrained(path, attn_implementation="eager", dtype=torch.float32)
+        m = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, **implementations(cfg))
     except TypeError:
-        m = AutoModelForCausalLM.from_pretrained(path, attn_implementation="eager", torch_dtype=torch.float32)
+        m = AutoModelForCausalLM.from_pretrained(path, torch_dtype=torch.float32, **implementations(cfg))
     m = m.float().eval()
     if getattr(m.config, "_attn_implementation", "eager") != "eager":
         raise RuntimeError(f"attention implementation is {m.config._attn_implementation}, want eager")
+    check_experts_implementation(m)
     return m
 
 
@@ -1166,6 +1269,242 @@ def gemma3n_checks(saved, ids):
     return notes
 
 
+# QWEN 3 MOE CHECKS. transformers keeps the experts one module each (4.x)
+# or fused in two 3-D parameters (5.x, Qwen3MoeExperts), and the top-k
+# settings on the block (4.x) or on its router (5.x); these read and change
+# whichever the model has.
+
+
+def moe_experts(layer):
+    """Layer's experts as ("per_expert", ModuleList) or ("fused", module
+    with gate_up_proj [E, 2*ff, hidden] and down_proj [E, hidden, ff])."""
+    ex = getattr(layer.mlp, "experts", None)
+    if isinstance(ex, torch.nn.ModuleList):
+        return "per_expert", ex
+    if ex is not None and isinstance(getattr(ex, "gate_up_proj", None), torch.Tensor):
+        return "fused", ex
+    raise RuntimeError(f"qwen3moe: no experts of a known form in {type(layer.mlp).__name__}: {layer.mlp}")
+
+
+def qwen3moe_structure(model):
+    """Fails unless every layer of the built model is the one wanted: heads
+    of MOE_HEAD_DIM, and a mixture of a router of MOE_EXPERTS rows without
+    bias and MOE_EXPERTS experts of MOE_FF in either form, no dense MLP and
+    no shared expert. Returns the experts' form."""
+    problems, forms = [], set()
+    for i, layer in enumerate(model.model.layers):
+        q = tuple(layer.self_attn.q_proj.weight.shape)
+        if q != (HEADS * MOE_HEAD_DIM, HIDDEN):
+            problems.append(f"layer {i}: q_proj {q}, want {(HEADS * MOE_HEAD_DIM, HIDDEN)} (head_dim {MOE_HEAD_DIM})")
+        mlp = layer.mlp
+        gate = getattr(mlp, "gate", None)
+        w = getattr(gate, "weight", None)
+        if not isinstance(w, torch.Tensor) or tuple(w.shape) != (MOE_EXPERTS, HIDDEN):
+            problems.append(f"layer {i}: router {None if w is None else tuple(w.shape)}, want {(MOE_EXPERTS, HIDDEN)}")
+        if getattr(gate, "bias", None) is not None:
+            problems.append(f"layer {i}: the router has a bias")
+        for a in ("gate_proj", "shared_expert", "shared_expert_gate"):
+            if getattr(mlp, a, None) is not None:
+                problems.append(f"layer {i}: mlp has {a}")
+        form, ex = moe_experts(layer)
+        forms.add(form)
+        if form == "per_expert":
+            if len(ex) != MOE_EXPERTS:
+                problems.append(f"layer {i}: {len(ex)} experts, want {MOE_EXPERTS}")
+            for k, e in enumerate(ex):
+                got = [tuple(e.gate_proj.weight.shape), tuple(e.up_proj.weight.shape), tuple(e.down_proj.weight.shape)]
+                if got != [(MOE_FF, HIDDEN), (MOE_FF, HIDDEN), (HIDDEN, MOE_FF)]:
+                    problems.append(f"layer {i} expert {k}: gate, up, down {got}")
+        else:
+            got = (tuple(ex.gate_up_proj.shape), tuple(ex.down_proj.shape))
+            if got != ((MOE_EXPERTS, 2 * MOE_FF, HIDDEN), (MOE_EXPERTS, HIDDEN, MOE_FF)):
+                problems.append(f"layer {i}: gate_up_proj, down_proj {got}")
+    if len(forms) != 1:
+        problems.append(f"the layers' experts come in several forms: {sorted(forms)}")
+    if problems:
+        raise RuntimeError("qwen3moe: the built model is not the one wanted:\n  " + "\n  ".join(problems))
+    return forms.pop()
+
+
+@torch.no_grad()
+def router_min_gap(model, ids):
+    """The smallest lead of the last expert chosen over the first left out,
+    in router logits (the softmax keeps their order), over every layer and
+    position of ids: the router's input is taken as the mixture block gets
+    it, and scored here in float32."""
+    inputs = []
+
+    def grab(mod, args, kwargs):
+        x = args[0] if args else kwargs["hidden_states"]
+        inputs.append(x.detach().float().reshape(-1, x.shape[-1]))
+
+    layers = model.model.layers
+    hooks = [layer.mlp.register_forward_pre_hook(grab, with_kwargs=True) for layer in layers]
+    try:
+        logits_of(model, ids)
+    finally:
+        for h in hooks:
+            h.remove()
+    if len(inputs) != len(layers):
+        raise RuntimeError(f"qwen3moe: {len(inputs)} router inputs for {len(layers)} layers")
+    gap = math.inf
+    for layer, x in zip(layers, inputs):
+        top = torch.topk(x @ layer.mlp.gate.weight.float().t(), MOE_USED + 1, dim=-1).values
+        gap = min(gap, float((top[:, MOE_USED - 1] - top[:, MOE_USED]).min()))
+    return gap
+
+
+def qwen3moe_saved_checks(out):
+    """Fails unless config.json holds the keys an importer reads (and
+    refuses without: norm_topk_prob true, every layer sparse) and
+    model.safetensors is all f16 with each layer's router and experts in
+    one form, per expert or fused. Returns the form."""
+    with open(os.path.join(out, "config.json"), encoding="utf-8") as f:
+        c = json.load(f)
+    problems = []
+    for k, v in (
+        ("num_experts", MOE_EXPERTS),
+        ("num_experts_per_tok", MOE_USED),
+        ("moe_intermediate_size", MOE_FF),
+        ("norm_topk_prob", True),
+        ("decoder_sparse_step", 1),
+    ):
+        if c.get(k) != v:
+            problems.append(f"config.json: {k} = {c.get(k)!r}, want {v!r}")
+    if c.get("mlp_only_layers"):
+        problems.append(f"config.json: mlp_only_layers = {c['mlp_only_layers']!r}, want none")
+    path = os.path.join(out, "model.safetensors")
+    if not os.path.exists(path):
+        raise RuntimeError(f"qwen3moe: no {path} (sharded? files: {sorted(os.listdir(out))})")
+    header, _ = safetensors_header(path)
+    problems += [f"{k} is {v.get('dtype')}, not F16" for k, v in header.items() if v.get("dtype") != "F16"]
+
+    def shape_is(key, want):
+        if key not in header:
+            problems.append(f"{key} not saved")
+        elif header[key]["shape"] != list(want):
+            problems.append(f"{key}: shape {header[key]['shape']}, want {list(want)}")
+
+    forms = set()
+    for i in range(FAMILIES["qwen3moe"]["config"]["num_hidden_layers"]):
+        p = f"model.layers.{i}.mlp."
+        shape_is(p + "gate.weight", (MOE_EXPERTS, HIDDEN))
+        problems += [f"{p}{w}.weight saved: a dense MLP" for w in ("gate_proj", "up_proj", "down_proj") if f"{p}{w}.weight" in header]
+        per = {
+            f"{p}experts.{k}.{w}.weight": shape
+            for k in range(MOE_EXPERTS)
+            for w, shape in (("gate_proj", (MOE_FF, HIDDEN)), ("up_proj", (MOE_FF, HIDDEN)), ("down_proj", (HIDDEN, MOE_FF)))
+        }
+        fused = [
+            (n, shape)
+            for w, shape in (("gate_up_proj", (MOE_EXPERTS, 2 * MOE_FF, HIDDEN)), ("down_proj", (MOE_EXPERTS, HIDDEN, MOE_FF)))
+            for n in (f"{p}experts.{w}", f"{p}experts.{w}.weight")
+            if n in header
+        ]
+        if fused and not any(n in header for n in per):
+            forms.add("fused")
+            if len(fused) != 2:
+                problems.append(f"layer {i}: fused experts {[n for n, _ in fused]}, want gate_up_proj and down_proj")
+            for n, shape in fused:
+                shape_is(n, shape)
+        elif not fused:
+            forms.add("per_expert")
+            for n, shape in per.items():
+                shape_is(n, shape)
+        else:
+            problems.append(f"layer {i}: experts both fused and per expert")
+    if len(forms) != 1:
+        problems.append(f"experts saved in {sorted(forms)}")
+    if problems:
+        experts = sorted(k for k in header if ".experts." in k)[:6]
+        raise RuntimeError("qwen3moe: the saved folder:\n  " + "\n  ".join(problems) + f"\n(expert keys: {experts} ...)")
+    return forms.pop()
+
+
+def qwen3moe_checks(saved, ids, out):
+    """Qwen 3 MoE's sanity checks on the reloaded model over ids (the whole
+    greedy sequence): its structure and saved form, and each part of the
+    routing changing the logits."""
+    notes = {
+        "experts_model": qwen3moe_structure(saved),
+        "experts_saved": qwen3moe_saved_checks(out),
+        "router_min_gap": router_min_gap(saved, ids),
+    }
+    if notes["router_min_gap"] < MIN_ROUTER_GAP:
+        # The seed search looked at the in-memory model; the reloaded one
+        # is the same weights, so only a saving bug gets here.
+        raise RuntimeError(f"qwen3moe: the reloaded model routes with a lead of {notes['router_min_gap']:.3g}")
+    base = logits_of(saved, ids)
+
+    def effect(what, change, floor=1e-2):
+        m = copy.deepcopy(saved)
+        with torch.no_grad():
+            change(m)
+        eff = float((logits_of(m, ids) - base).abs().max())
+        if eff < floor:
+            raise RuntimeError(f"qwen3moe: {what} changes no logit (max {eff})")
+        return eff
+
+    def set_everywhere(attr, value, config_attr=None):
+        """Sets attr on every module that has it (the block in 4.x, the
+        router in 5.x; they copy the config's value when built), failing
+        unless each layer has one, and config_attr on the config."""
+
+        def change(m):
+            if config_attr:
+                setattr(m.config, config_attr, value)
+            n = 0
+            for mod in m.modules():
+                if mod is not m and hasattr(mod, attr) and not isinstance(mod, transformers.PreTrainedModel):
+                    setattr(mod, attr, value)
+                    n += 1
+            if n < len(m.model.layers):
+                raise RuntimeError(f"qwen3moe: {n} modules have {attr}, want one a layer at least")
+
+        return change
+
+    def swap_experts(a, b):
+        def change(m):
+            for layer in m.model.layers:
+                form, ex = moe_experts(layer)
+                if form == "per_expert":
+                    ws = [(getattr(ex[a], w).weight, getattr(ex[b], w).weight) for w in ("gate_proj", "up_proj", "down_proj")]
+                else:
+                    ws = [(ex.gate_up_proj[a], ex.gate_up_proj[b]), (ex.down_proj[a], ex.down_proj[b])]
+                for x, y in ws:
+                    t = x.clone()
+                    x.copy_(y)
+                    y.copy_(t)
+
+        return change
+
+    def swap_gate_up(m):
+        for layer in m.model.layers:
+            form, ex = moe_experts(layer)
+            if form == "per_expert":
+                for e in ex:
+                    t = e.gate_proj.weight.clone()
+                    e.gate_proj.weight.copy_(e.up_proj.weight)
+                    e.up_proj.weight.copy_(t)
+            else:
+                w = ex.gate_up_proj
+                w.copy_(torch.cat([w[:, MOE_FF:], w[:, :MOE_FF]], dim=1))
+
+    notes["router_effect"] = effect(
+        "the router (its experts' rows reversed)",
+        lambda m: [layer.mlp.gate.weight.copy_(layer.mlp.gate.weight.flip(0)) for layer in m.model.layers],
+    )
+    notes["renorm_effect"] = effect(
+        "the top-k renormalisation (norm_topk_prob off)", set_everywhere("norm_topk_prob", False, "norm_topk_prob")
+    )
+    notes["top_k_effect"] = effect(
+        f"the top-k (all {MOE_EXPERTS} experts used)", set_everywhere("top_k", MOE_EXPERTS, "num_experts_per_tok")
+    )
+    notes["expert_order_effect"] = effect("the experts' order (experts 0 and 1 swapped)", swap_experts(0, 1))
+    notes["gate_up_effect"] = effect("gate and up (swapped in every expert)", swap_gate_up)
+    return notes
+
+
 def make_family(name, fam, outdir, tok):
     out = os.path.join(outdir, name)
     if os.path.exists(out):
@@ -1180,18 +1519,24 @@ def make_family(name, fam, outdir, tok):
     notes = {}
     if name == "gemma4":
         gemma4_structure(build(cfg))  # before the seeds: a config this version reads otherwise fails fast
+    if name == "qwen3moe":
+        qwen3moe_structure(build(cfg))  # likewise
     best = None  # (rank, seed)
     for seed in range(SEEDS[name], SEEDS[name] + MAX_SEED_TRIES):
         model = seeded_model(cfg, fam, seed)
         new, margin, _ = greedy(model, ids, GEN_TOKENS)
         distinct = len(set(new))
+        # A mixture of experts must also route clear of ties (ROUTER GAP);
+        # for the other families this is always so.
+        gap = router_min_gap(model, ids + new[:-1]) if fam.get("moe") else math.inf
+        settled = margin >= MIN_MARGIN and gap >= MIN_ROUTER_GAP
         # Best first: a lead that float noise cannot flip (else the greedy
         # comparison is fragile), then variety up to MIN_DISTINCT (else it
         # is weak), then the larger lead.
-        rank = (margin >= MIN_MARGIN, min(distinct, MIN_DISTINCT), margin)
+        rank = (settled, min(distinct, MIN_DISTINCT), margin)
         if best is None or rank > best[0]:
             best = (rank, seed)
-        if margin >= MIN_MARGIN and distinct >= MIN_DISTINCT:
+        if settled and distinct >= MIN_DISTINCT:
             break
     else:
         # Keep the best seed rather than fail: the logits are still a valid
@@ -1199,9 +1544,12 @@ def make_family(name, fam, outdir, tok):
         seed = best[1]
         model = seeded_model(cfg, fam, seed)
         new, margin, _ = greedy(model, ids, GEN_TOKENS)
+        gap = router_min_gap(model, ids + new[:-1]) if fam.get("moe") else math.inf
         print(
-            f"warning: {name}: no seed gives a greedy lead >= {MIN_MARGIN} with >= {MIN_DISTINCT} distinct tokens; "
-            f"seed {seed} leads by {margin:.4g} with {len(set(new))} distinct",
+            f"warning: {name}: no seed gives a greedy lead >= {MIN_MARGIN} with >= {MIN_DISTINCT} distinct tokens"
+            + (f" and a routing lead >= {MIN_ROUTER_GAP}" if fam.get("moe") else "")
+            + f"; seed {seed} leads by {margin:.4g} with {len(set(new))} distinct"
+            + (f", routing by {gap:.3g}" if fam.get("moe") else ""),
             file=sys.stderr,
         )
 
@@ -1270,6 +1618,8 @@ def make_family(name, fam, outdir, tok):
         notes.update(gemma4_checks(saved, ids, out, fam))
     if name == "gemma3n":
         notes.update(gemma3n_checks(saved, ids))
+    if name == "qwen3moe":
+        notes.update(qwen3moe_checks(saved, ids + new[:-1], out))
 
     T, V = logits.shape
     write_f32(os.path.join(out, "logits.bin"), logits)
