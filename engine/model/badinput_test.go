@@ -84,7 +84,7 @@ func TestLoadRefusesBadFiles(t *testing.T) {
 		{"missing tensor", rewrite(t, good.Path, nil, "blk.1.ffn_down.weight"), `tensor "blk.1.ffn_down.weight" is missing`},
 		{"missing QK-norm", rewrite(t, good.Path, nil, "blk.0.attn_k_norm.weight"), `tensor "blk.0.attn_k_norm.weight" is missing`},
 		{"unsupported architecture", rewrite(t, good.Path, map[string]gguf.Value{"general.architecture": gguf.ValueOf("mamba")}),
-			`architecture "mamba" is not supported (supported: gemma, gemma2, gemma3, gemma3n, gemma4, llama, phi3, qwen2, qwen3)`},
+			`architecture "mamba" is not supported (supported: gemma, gemma2, gemma3, gemma3n, gemma4, llama, phi3, qwen2, qwen3, qwen3moe)`},
 		{"head count not dividing", rewrite(t, good.Path, map[string]gguf.Value{"qwen3.attention.head_count_kv": gguf.ValueOf(uint32(3))}),
 			"must be a multiple of attention.head_count_kv (3)"},
 		{"bad rope base", rewrite(t, good.Path, map[string]gguf.Value{"qwen3.rope.freq_base": gguf.ValueOf(float32(-1))}),
@@ -134,6 +134,27 @@ func TestLoadRefusesBadFiles(t *testing.T) {
 			"layer 0 has NaN"},
 		{"KV sharing past the layers", rewrite(t, g3n.Path, map[string]gguf.Value{"gemma3n.attention.shared_kv_layers": gguf.ValueOf(uint32(6))}),
 			"attention.shared_kv_layers 6"},
+	}...)
+	// Qwen 3 MoE's: the experts' keys and tensors.
+	moe := synthModel(t, "tiny-qwen3moe", "F16")
+	cases = append(cases, []struct {
+		name string
+		path string
+		want string
+	}{
+		{"missing router", rewrite(t, moe.Path, nil, "blk.1.ffn_gate_inp.weight"), `tensor "blk.1.ffn_gate_inp.weight" is missing`},
+		{"missing experts", rewrite(t, moe.Path, nil, "blk.2.ffn_down_exps.weight"), `tensor "blk.2.ffn_down_exps.weight" is missing`},
+		{"experts against their count", rewrite(t, moe.Path, map[string]gguf.Value{"qwen3moe.expert_count": gguf.ValueOf(uint32(6))}),
+			`tensor "blk.0.ffn_gate_inp.weight" has shape`},
+		{"expert width against the tensors", rewrite(t, moe.Path, map[string]gguf.Value{"qwen3moe.expert_feed_forward_length": gguf.ValueOf(uint32(96))}),
+			`tensor "blk.0.ffn_gate_exps.weight" has shape`},
+		{"more chosen than experts", rewrite(t, moe.Path, map[string]gguf.Value{"qwen3moe.expert_used_count": gguf.ValueOf(uint32(9))}),
+			"expert_used_count 9: want 1 to the 8 experts"},
+		{"no chosen count", rewrite(t, moe.Path, map[string]gguf.Value{"qwen3moe.expert_used_count": {}}), `qwen3moe.expert_used_count`},
+		{"unknown gating", rewrite(t, moe.Path, map[string]gguf.Value{"qwen3moe.expert_gating_func": gguf.ValueOf(uint32(3))}),
+			"expert_gating_func 3 is not supported"},
+		{"no experts", rewrite(t, moe.Path, map[string]gguf.Value{"qwen3moe.expert_count": gguf.ValueOf(uint32(0))}),
+			"not a mixture-of-experts file"},
 	}...)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

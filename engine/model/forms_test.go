@@ -41,8 +41,11 @@ func sameConfig(t *testing.T, got, want Config) {
 	if (got.YaRN == nil) != (want.YaRN == nil) || got.YaRN != nil && *got.YaRN != *want.YaRN {
 		t.Errorf("YaRN %+v, want %+v", got.YaRN, want.YaRN)
 	}
-	got.SlidingLayers, got.SlidingPeriod, got.YaRN = nil, 0, nil
-	want.SlidingLayers, want.SlidingPeriod, want.YaRN = nil, 0, nil
+	if (got.MoE == nil) != (want.MoE == nil) || got.MoE != nil && *got.MoE != *want.MoE {
+		t.Errorf("MoE %+v, want %+v", got.MoE, want.MoE)
+	}
+	got.SlidingLayers, got.SlidingPeriod, got.YaRN, got.MoE = nil, 0, nil, nil
+	want.SlidingLayers, want.SlidingPeriod, want.YaRN, want.MoE = nil, 0, nil, nil
 	if g, w := fmt.Sprintf("%+v", got), fmt.Sprintf("%+v", want); g != w {
 		t.Errorf("config\n got %s\nwant %s", g, w)
 	}

@@ -53,10 +53,11 @@ type GPU struct {
 	w *GPUWeights // merged layout
 
 	x, xn, qkv, q, att, tmp, gate, up *gpu.Buffer
-	pleProj, pleTok, pleG, pleH       *gpu.Buffer // Gemma 4's per-layer embeddings; nil without
-	pleRows                           []float32   // host rows of the batch's per-layer table
-	streams, pred, first, laurel      *gpu.Buffer // Gemma 3n's AltUp streams and scratch; nil without
-	xq                                *gpu.Buffer // decode's 8-bit activations; nil with F32Decode
+	pleProj, pleTok, pleG, pleH       *gpu.Buffer        // Gemma 4's per-layer embeddings; nil without
+	pleRows                           []float32          // host rows of the batch's per-layer table
+	streams, pred, first, laurel      *gpu.Buffer        // Gemma 3n's AltUp streams and scratch; nil without
+	moe                               *GPUMoEActivations // a mixture of experts' buffers; nil without
+	xq                                *gpu.Buffer        // decode's 8-bit activations; nil with F32Decode
 	last, logits                      *gpu.Buffer
 	kc, vc                            []*gpu.Buffer
 	attScratch                        *gpu.Buffer
@@ -122,6 +123,10 @@ func NewGPU(dev *gpu.Device, m *Model, o GPUOptions) (*GPU, error) {
 	// is gate and up fused (2·FF floats: 295 KB for Gemma 2 27B, so at most
 	// 455 tokens a batch under lavapipe's 128 MiB), or q, k and v side by side.
 	widest := uint64(max(2*c.FF, c.QDim()+2*c.KVDim(), c.Hidden)) * 4
+	if e := c.MoE; e != nil {
+		// A token's experts' gate and up, and their outputs.
+		widest = max(widest, uint64(e.Used*max(2*e.FF, c.Hidden))*4)
+	}
 	if widest > limit {
 		return nil, fmt.Errorf("model: one token's activations (%d bytes) are over the device's %d-byte storage binding limit", widest, limit)
 	}
@@ -229,6 +234,9 @@ func (r *GPU) allocate() error {
 		alloc(&r.pred, "altup.pred", c.AltUp*b*d)
 		alloc(&r.first, "altup.first", b*d)
 		alloc(&r.laurel, "laurel", b*r.m.Layers[0].LaurelL.Rows)
+	}
+	if c.MoE != nil {
+		r.moe = newGPUMoEActivations(c, b, alloc)
 	}
 	r.embed = make([]float32, b*d)
 	return err
@@ -499,7 +507,7 @@ func (r *GPU) record(key stepKey) (*step, error) {
 	acts := GPUActivations{X: r.x, XN: r.xn, XN2: r.xn, QKV: r.qkv, Q: r.q, Att: r.att, AttScratch: r.attScratch,
 		O: r.tmp, F: r.tmp, Gate: r.gate, Up: r.up, H: r.up, XQ: r.xq,
 		PLEProj: r.pleProj, PLETok: r.pleTok, PLEG: r.pleG, PLEH: r.pleH,
-		Streams: r.streams, Pred: r.pred, First: r.first, Laurel: r.laurel}
+		Streams: r.streams, Pred: r.pred, First: r.first, Laurel: r.laurel, MoE: r.moe}
 	if r.w.PLEModelProj != nil {
 		// Every layer's per-layer input mixes in this projection of the
 		// (scaled) embeddings, made once before layer 0.

@@ -102,6 +102,8 @@ type LayerActivations struct {
 	Streams, Pred, First []float32
 	LaurelT, LaurelR     []float32
 	GateIn               []float32
+	// MoE is the mixture of experts' intermediates (Gate, Up, H stay nil).
+	MoE *MoEActivations
 	// Attention and RopeQ/RopeK are the arguments the forward ran with.
 	Attention    ref.AttentionArgs
 	RopeQ, RopeK ref.RoPEArgs
@@ -266,26 +268,37 @@ func (m *Model) forwardBlockCPU(i int, x []float32, n int, s CPULayer, acts *Lay
 		a.X2 = ref.Scale(ref.Add(a.X2, laurel), laurelScale)
 	}
 
-	// Feed-forward: x += Down · (act(Gate · norm(x)) * (Up · norm(x))).
+	// Feed-forward: x += Down · (act(Gate · norm(x)) * (Up · norm(x))), or
+	// a mixture of such experts (moe.go).
 	a.XN2 = norm(a.X2, lv.FFNNorm, n, d)
-	a.Gate, a.Up = mul(ProjGate, a.XN2), mul(ProjUp, a.XN2)
-	if err != nil {
-		return nil, err
-	}
-	if sh.Sparse {
+	if e := m.Layers[i].MoE; e != nil {
+		a.MoE = nil
 		if acts != nil {
-			a.GateIn = slices.Clone(a.Gate)
+			a.MoE = &MoEActivations{}
 		}
-		ref.GaussianTopK(a.Gate, n, sh.FF, sh.FF, sh.Sparsity)
-	}
-	if c.GELU {
-		a.H = ref.GeGLU(a.Gate, a.Up)
+		if a.F, err = m.moeCPU(e, a.XN2, n, a.MoE); err != nil {
+			return nil, fmt.Errorf("model: layer %d: %w", i, err)
+		}
 	} else {
-		a.H = ref.SwiGLU(a.Gate, a.Up)
-	}
-	a.F = mul(ProjDown, a.H)
-	if err != nil {
-		return nil, err
+		a.Gate, a.Up = mul(ProjGate, a.XN2), mul(ProjUp, a.XN2)
+		if err != nil {
+			return nil, err
+		}
+		if sh.Sparse {
+			if acts != nil {
+				a.GateIn = slices.Clone(a.Gate)
+			}
+			ref.GaussianTopK(a.Gate, n, sh.FF, sh.FF, sh.Sparsity)
+		}
+		if c.GELU {
+			a.H = ref.GeGLU(a.Gate, a.Up)
+		} else {
+			a.H = ref.SwiGLU(a.Gate, a.Up)
+		}
+		a.F = mul(ProjDown, a.H)
+		if err != nil {
+			return nil, err
+		}
 	}
 	f := a.F
 	if lv.PostFFNNorm != nil {

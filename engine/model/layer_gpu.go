@@ -64,6 +64,9 @@ type GPUActivations struct {
 	// input streams stay as they were), LaurelR LAuReL's R·(L·xn) before
 	// its norm, and GateIn the gate before its sparsity.
 	StreamsOut, LaurelR, GateIn *gpu.Buffer
+	// MoE are the buffers of a mixture of experts (Config.MoE), nil
+	// without.
+	MoE *GPUMoEActivations
 	// XQ, when set, receives a decoded token's activations quantized to 8
 	// bits (ops.QuantizeQ8, ops.Q8Words of the widest input) for each
 	// product whose weights decode that way (q8DecodeTypes): ggml's
@@ -303,76 +306,88 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 	}
 	normed = residual(x, l.O, ProjO, a.Att, l.PostAttnNorm, a.O, l.FFNNorm, a.XN2, nil, attnScale)
 
-	// Feed-forward: x += post(Down · (act(Gate · norm(x)) * (Up · norm(x)))).
-	ff := sh.FF
-	q8FFN := l.GateUp != nil && q8(l.GateUp)
-	// The quantizer applies the norm itself unless a LoRA reads XN2.
-	q8Normed := q8FFN && !normed && !adapted(ProjGate, ProjUp)
-	fuseFFN := !normed && !q8FFN && l.GateUp != nil && fuseNorm(adapted(ProjGate, ProjUp), l.GateUp)
-	if !normed && !fuseFFN && !q8Normed {
-		norm(x, l.FFNNorm, a.XN2, n, d)
-	}
-	var glu *ops.GLUArgs // set when the down matvec applies the GLU to Gate
-	if l.GateUp != nil {
-		switch {
-		case q8Normed:
-			try(ops.QuantizeQ8Normed(ch, x, l.FFNNorm, a.XQ, normArgs))
-			try(ops.MatVecQ8(ch, l.GateUp, a.XQ, a.Gate, ops.MatmulOptions{}))
-		case q8FFN:
-			try(ops.QuantizeQ8(ch, a.XN2, a.XQ, d))
-			try(ops.MatVecQ8(ch, l.GateUp, a.XQ, a.Gate, ops.MatmulOptions{}))
-		case fuseFFN:
-			try(ops.MatVecNormed(ch, l.GateUp, x, l.FFNNorm, a.Gate, normArgs, ops.MatmulOptions{}))
-		default:
-			try(ops.MatMul(ch, l.GateUp, a.XN2, a.Gate, n))
-		}
-		// gate and up rows alternate per token: 2·FF floats a row.
-		lora(ProjGate, a.XN2, a.Gate, ops.MatmulOptions{YStride: 2 * ff})
-		lora(ProjUp, a.XN2, a.Gate, ops.MatmulOptions{YOffset: ff, YStride: 2 * ff})
-		if sh.Sparse {
-			try(ops.GaussianTopK(ch, a.Gate, n, ff, 2*ff, sh.Sparsity))
-		}
-		// A decoded token's GLU goes into the down matvec (ops.MatVecGLU),
-		// unless a LoRA on down has to read the activated row from H.
-		if n == 1 && !adapted(ProjDown) && ops.HasMatVecGLU(l.Down.Type) {
-			glu = &ops.GLUArgs{FF: ff, GELU: c.GELU}
-		} else if c.GELU {
-			try(ops.GeGLUFused(ch, a.Gate, a.H, n, ff))
-		} else {
-			try(ops.SwiGLUFused(ch, a.Gate, a.H, n, ff))
-		}
-	} else {
-		try(ops.MatMul(ch, l.Gate, a.XN2, a.Gate, n))
-		lora(ProjGate, a.XN2, a.Gate, ops.MatmulOptions{})
-		if sh.Sparse {
-			if a.GateIn != nil {
-				try(ops.CopyF32(ch, a.Gate, 0, a.GateIn, 0, n*ff))
-			}
-			try(ops.GaussianTopK(ch, a.Gate, n, ff, ff, sh.Sparsity))
-		}
-		try(ops.MatMul(ch, l.Up, a.XN2, a.Up, n))
-		lora(ProjUp, a.XN2, a.Up, ops.MatmulOptions{})
-		if c.GELU {
-			try(ops.GeGLU(ch, a.Gate, a.Up, a.H, n*ff))
-		} else {
-			try(ops.SwiGLU(ch, a.Gate, a.Up, a.H, n*ff))
-		}
-	}
-	if a.Keep {
-		try(ops.CopyF32(ch, a.X2, 0, a.Out, 0, n*d))
-		x = a.Out
-	}
-	// The next block's pre-norm goes into the last residual add, which is
-	// the feed-forward's unless Gemma 4's PLE and output scale follow.
-	next := s.Next
 	tail := l.PLEGate != nil || l.OutScale != 0
-	if tail {
-		next = nil
-	}
-	if glu != nil {
-		normed = residual(x, l.Down, ProjDown, a.Gate, l.PostFFNNorm, a.F, next, a.XN, glu, 0)
+	if l.MoE != nil {
+		// A mixture of experts in place of the dense feed-forward.
+		if a.Keep {
+			try(fmt.Errorf("keeping activations through a mixture of experts is not supported"))
+		}
+		if !normed {
+			norm(x, l.FFNNorm, a.XN2, n, d)
+		}
+		w.recordMoE(ch, i, a.MoE, a.XN2, x, a.F, n, try)
+		normed = false
 	} else {
-		normed = residual(x, l.Down, ProjDown, a.H, l.PostFFNNorm, a.F, next, a.XN, nil, 0)
+		// Feed-forward: x += post(Down · (act(Gate · norm(x)) * (Up · norm(x)))).
+		ff := sh.FF
+		q8FFN := l.GateUp != nil && q8(l.GateUp)
+		// The quantizer applies the norm itself unless a LoRA reads XN2.
+		q8Normed := q8FFN && !normed && !adapted(ProjGate, ProjUp)
+		fuseFFN := !normed && !q8FFN && l.GateUp != nil && fuseNorm(adapted(ProjGate, ProjUp), l.GateUp)
+		if !normed && !fuseFFN && !q8Normed {
+			norm(x, l.FFNNorm, a.XN2, n, d)
+		}
+		var glu *ops.GLUArgs // set when the down matvec applies the GLU to Gate
+		if l.GateUp != nil {
+			switch {
+			case q8Normed:
+				try(ops.QuantizeQ8Normed(ch, x, l.FFNNorm, a.XQ, normArgs))
+				try(ops.MatVecQ8(ch, l.GateUp, a.XQ, a.Gate, ops.MatmulOptions{}))
+			case q8FFN:
+				try(ops.QuantizeQ8(ch, a.XN2, a.XQ, d))
+				try(ops.MatVecQ8(ch, l.GateUp, a.XQ, a.Gate, ops.MatmulOptions{}))
+			case fuseFFN:
+				try(ops.MatVecNormed(ch, l.GateUp, x, l.FFNNorm, a.Gate, normArgs, ops.MatmulOptions{}))
+			default:
+				try(ops.MatMul(ch, l.GateUp, a.XN2, a.Gate, n))
+			}
+			// gate and up rows alternate per token: 2·FF floats a row.
+			lora(ProjGate, a.XN2, a.Gate, ops.MatmulOptions{YStride: 2 * ff})
+			lora(ProjUp, a.XN2, a.Gate, ops.MatmulOptions{YOffset: ff, YStride: 2 * ff})
+			if sh.Sparse {
+				try(ops.GaussianTopK(ch, a.Gate, n, ff, 2*ff, sh.Sparsity))
+			}
+			// A decoded token's GLU goes into the down matvec (ops.MatVecGLU),
+			// unless a LoRA on down has to read the activated row from H.
+			if n == 1 && !adapted(ProjDown) && ops.HasMatVecGLU(l.Down.Type) {
+				glu = &ops.GLUArgs{FF: ff, GELU: c.GELU}
+			} else if c.GELU {
+				try(ops.GeGLUFused(ch, a.Gate, a.H, n, ff))
+			} else {
+				try(ops.SwiGLUFused(ch, a.Gate, a.H, n, ff))
+			}
+		} else {
+			try(ops.MatMul(ch, l.Gate, a.XN2, a.Gate, n))
+			lora(ProjGate, a.XN2, a.Gate, ops.MatmulOptions{})
+			if sh.Sparse {
+				if a.GateIn != nil {
+					try(ops.CopyF32(ch, a.Gate, 0, a.GateIn, 0, n*ff))
+				}
+				try(ops.GaussianTopK(ch, a.Gate, n, ff, ff, sh.Sparsity))
+			}
+			try(ops.MatMul(ch, l.Up, a.XN2, a.Up, n))
+			lora(ProjUp, a.XN2, a.Up, ops.MatmulOptions{})
+			if c.GELU {
+				try(ops.GeGLU(ch, a.Gate, a.Up, a.H, n*ff))
+			} else {
+				try(ops.SwiGLU(ch, a.Gate, a.Up, a.H, n*ff))
+			}
+		}
+		if a.Keep {
+			try(ops.CopyF32(ch, a.X2, 0, a.Out, 0, n*d))
+			x = a.Out
+		}
+		// The next block's pre-norm goes into the last residual add, which is
+		// the feed-forward's unless Gemma 4's PLE and output scale follow.
+		next := s.Next
+		if tail {
+			next = nil
+		}
+		if glu != nil {
+			normed = residual(x, l.Down, ProjDown, a.Gate, l.PostFFNNorm, a.F, next, a.XN, glu, 0)
+		} else {
+			normed = residual(x, l.Down, ProjDown, a.H, l.PostFFNNorm, a.F, next, a.XN, nil, 0)
+		}
 	}
 	switch {
 	case l.AltUp != nil:

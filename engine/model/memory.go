@@ -49,6 +49,11 @@ func (m *Model) Memory(ctx, batch int) Memory {
 		ws := []*Weight{l.AttnNorm, l.PostAttnNorm, l.FFNNorm, l.PostFFNNorm, l.Q, l.K, l.V, l.O,
 			l.QBias, l.KBias, l.VBias, l.QNorm, l.KNorm, l.Gate, l.Up, l.Down, l.PLEGate, l.PLEProj, l.PLENorm,
 			l.LaurelL, l.LaurelR, l.LaurelNorm}
+		if e := l.MoE; e != nil {
+			// Every expert: all are on the device, whichever a token
+			// chooses.
+			ws = append(ws, e.Router, e.Gate, e.Up, e.Down)
+		}
 		if u := l.AltUp; u != nil {
 			// Uploaded as f32 whatever the file stores.
 			for _, w := range []*Weight{u.Router, u.RouterNorm, u.Predict, u.Correct, u.CorrectScale} {
@@ -79,7 +84,14 @@ func (m *Model) Memory(ctx, batch int) Memory {
 	if c.AltUp > 0 {
 		altUp = int64(2*c.AltUp+1) * int64(c.Hidden)
 	}
-	e.Activations = 4 * (b*(3*int64(c.Hidden)+3*int64(c.QDim())+2*int64(c.KVDim())+3*int64(c.FF)+ple+altUp) + b*int64(c.Vocab))
+	// A mixture of experts: the router's scores, the slots' experts,
+	// weights, grouping, gate and up, activated rows and outputs.
+	moe := int64(0)
+	if c.MoE != nil {
+		logits, slots, groups, gateUp, h, y := moeSizes(c, 1)
+		moe = int64(logits + 2*slots + groups + gateUp + h + y)
+	}
+	e.Activations = 4 * (b*(3*int64(c.Hidden)+3*int64(c.QDim())+2*int64(c.KVDim())+3*int64(c.FF)+ple+altUp+moe) + b*int64(c.Vocab))
 	return e
 }
 

@@ -18,6 +18,9 @@ type Weight struct {
 	Type       gguf.Type
 	Rows, Cols int
 	Data       []byte
+	// Stack, when > 0, makes the weight that many matrices of Rows/Stack
+	// rows (a 3-D tensor: a mixture of experts' stacked experts).
+	Stack int
 
 	// fused and row0 name the file tensor a slice was cut from (Phi-3's
 	// attn_qkv, ffn_up) and its first row there, so that a LoRA pair for
@@ -38,6 +41,12 @@ func (w *Weight) RowBytes() int { return len(w.Data) / w.Rows }
 func (w *Weight) slice(name string, lo, hi int) *Weight {
 	rb := w.RowBytes()
 	return &Weight{Name: name, Type: w.Type, Rows: hi - lo, Cols: w.Cols, Data: w.Data[lo*rb : hi*rb], fused: w.Name, row0: lo}
+}
+
+// matrix is matrix k of a stacked weight, a weight of its own.
+func (w *Weight) matrix(k int) *Weight {
+	rows := w.Rows / w.Stack
+	return w.slice(fmt.Sprintf("%s[%d]", w.Name, k), k*rows, (k+1)*rows)
 }
 
 // F32 dequantizes the whole weight (norm gains, biases, factors).
@@ -76,6 +85,18 @@ type Layer struct {
 	// Gemma 3n's LAuReL: the rank-r side path R·L of the attention input
 	// and its norm gain; nil without.
 	LaurelL, LaurelR, LaurelNorm *Weight
+
+	// MoE is the layer's mixture of experts (engine/model/moe.go), nil in
+	// a dense model.
+	MoE *MoELayer
+}
+
+// MoELayer is one layer's mixture of experts: the router (Experts rows of
+// Hidden) and the experts' stacked gate and up (Experts × FF rows of
+// Hidden each) and down (Experts × Hidden rows of FF), each expert's rows
+// one after another as ggml's [cols, rows, experts] stores them.
+type MoELayer struct {
+	Router, Gate, Up, Down *Weight
 }
 
 // AltUpLayer is one Gemma 3n block's AltUp: the router over the active
@@ -251,7 +272,14 @@ func FromGGUF(f *gguf.File) (*Model, error) {
 			}
 		}
 		ff := sh.FF
-		if _, separate := f.Tensor(p("ffn_gate.weight")); separate {
+		if e := cfg.MoE; e != nil {
+			l.MoE = &MoELayer{
+				Router: ld.tensor(p("ffn_gate_inp.weight"), e.Experts, cfg.Hidden),
+				Gate:   ld.stacked(p("ffn_gate_exps.weight"), e.Experts, e.FF, cfg.Hidden),
+				Up:     ld.stacked(p("ffn_up_exps.weight"), e.Experts, e.FF, cfg.Hidden),
+				Down:   ld.stacked(p("ffn_down_exps.weight"), e.Experts, cfg.Hidden, e.FF),
+			}
+		} else if _, separate := f.Tensor(p("ffn_gate.weight")); separate {
 			l.Gate = ld.tensor(p("ffn_gate.weight"), ff, cfg.Hidden)
 			l.Up = ld.tensor(p("ffn_up.weight"), ff, cfg.Hidden)
 		} else if up := ld.tensor(p("ffn_up.weight"), 2*ff, cfg.Hidden); up != nil {
@@ -259,7 +287,9 @@ func FromGGUF(f *gguf.File) (*Model, error) {
 			l.Gate = up.slice(p("ffn_up.weight[gate]"), 0, ff)
 			l.Up = up.slice(p("ffn_up.weight[up]"), ff, 2*ff)
 		}
-		l.Down = ld.tensor(p("ffn_down.weight"), cfg.Hidden, ff)
+		if cfg.MoE == nil {
+			l.Down = ld.tensor(p("ffn_down.weight"), cfg.Hidden, ff)
+		}
 		if cfg.PerLayerInput > 0 {
 			l.PLEGate = ld.tensor(p("inp_gate.weight"), cfg.PerLayerInput, cfg.Hidden)
 			l.PLEProj = ld.tensor(p("proj.weight"), cfg.Hidden, cfg.PerLayerInput)
@@ -410,6 +440,20 @@ func (ld *loader) data(name string, t gguf.TensorInfo) []byte {
 // stack returns the count matrices (rows×cols each) of a 3-D tensor of
 // ggml shape [cols, rows, count], each a weight of its own.
 func (ld *loader) stack(name string, count, rows, cols int) []*Weight {
+	all := ld.stacked(name, count, rows, cols)
+	if all == nil {
+		return nil
+	}
+	out := make([]*Weight, count)
+	for k := range out {
+		out[k] = all.matrix(k)
+	}
+	return out
+}
+
+// stacked returns a 3-D tensor of ggml shape [cols, rows, count] as one
+// weight of count·rows rows (Stack count).
+func (ld *loader) stacked(name string, count, rows, cols int) *Weight {
 	if ld.err != nil {
 		return nil
 	}
@@ -427,12 +471,7 @@ func (ld *loader) stack(name string, count, rows, cols int) []*Weight {
 	if data == nil {
 		return nil
 	}
-	all := &Weight{Name: name, Type: t.Type, Rows: count * rows, Cols: cols, Data: data}
-	out := make([]*Weight, count)
-	for k := range out {
-		out[k] = all.slice(fmt.Sprintf("%s[%d]", name, k), k*rows, (k+1)*rows)
-	}
-	return out
+	return &Weight{Name: name, Type: t.Type, Rows: count * rows, Cols: cols, Data: data, Stack: count}
 }
 
 // vector returns an n-element 1-D weight.

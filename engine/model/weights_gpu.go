@@ -65,6 +65,9 @@ type GPULayer struct {
 	AltUp            *GPUAltUp
 	LaurelL, LaurelR *gpu.Tensor
 	LaurelNorm       *gpu.Buffer
+	// MoE is the layer's mixture of experts, nil in a dense model (which
+	// then has Down and GateUp or Gate and Up).
+	MoE *GPUMoE
 }
 
 // PlacedTensor is a projection whose output rows start at column Col of a
@@ -138,7 +141,7 @@ func (w *GPUWeights) upload(dev *gpu.Device, m *Model, o GPUWeightOptions) error
 		if err := gpuMatmul(wt); err != nil {
 			return nil, err
 		}
-		t, err := dev.NewTensor(wt.Name, wt.Type, wt.Rows, wt.Cols, wt.Data, 0)
+		t, err := dev.NewStack(wt.Name, wt.Type, wt.Stack, wt.Rows, wt.Cols, wt.Data, 0)
 		if err != nil {
 			return nil, fmt.Errorf("model: %w", err)
 		}
@@ -268,9 +271,6 @@ func (w *GPUWeights) upload(dev *gpu.Device, m *Model, o GPUWeightOptions) error
 		if g.O, err = tensor(l.O); err != nil {
 			return err
 		}
-		if g.Down, err = tensor(l.Down); err != nil {
-			return err
-		}
 		if l.PLEGate != nil {
 			if g.PLEGate, err = tensor(l.PLEGate); err != nil {
 				return err
@@ -288,6 +288,28 @@ func (w *GPUWeights) upload(dev *gpu.Device, m *Model, o GPUWeightOptions) error
 			}
 		}
 		g.OutScale = l.OutScale
+		if e := l.MoE; e != nil {
+			g.MoE = &GPUMoE{}
+			type upload struct {
+				dst **gpu.Tensor
+				w   *Weight
+			}
+			ts := []upload{{&g.MoE.Router, e.Router}, {&g.MoE.Down, e.Down}}
+			if o.Merge && e.Gate.Type == e.Up.Type {
+				ts = append(ts, upload{&g.MoE.GateUp, mergeExperts(blk("ffn_gate_up_exps.weight"), e.Gate, e.Up)})
+			} else {
+				ts = append(ts, upload{&g.MoE.Gate, e.Gate}, upload{&g.MoE.Up, e.Up})
+			}
+			for _, p := range ts {
+				if *p.dst, err = tensor(p.w); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		if g.Down, err = tensor(l.Down); err != nil {
+			return err
+		}
 		if o.Merge && l.Gate.Type == l.Up.Type {
 			if g.GateUp, err = tensor(mergeRows(blk("ffn_gate_up"), l.Gate, l.Up)[0].w); err != nil {
 				return err
@@ -376,6 +398,20 @@ func mergeRows(name string, ws ...*Weight) []placedWeight {
 		i = j
 	}
 	return out
+}
+
+// mergeExperts stacks each expert's gate rows and then its up rows, one
+// expert after another (ggml's fused ffn_gate_up_exps layout), so one
+// product over the experts gives each slot its [gate | up] row.
+func mergeExperts(name string, gate, up *Weight) *Weight {
+	n := gate.Stack
+	gb, ub := len(gate.Data)/n, len(up.Data)/n
+	data := make([]byte, 0, len(gate.Data)+len(up.Data))
+	for e := range n {
+		data = append(data, gate.Data[e*gb:(e+1)*gb]...)
+		data = append(data, up.Data[e*ub:(e+1)*ub]...)
+	}
+	return &Weight{Name: name, Type: gate.Type, Rows: gate.Rows + up.Rows, Cols: gate.Cols, Data: data, Stack: n}
 }
 
 // adjacent is the size bytes from ws[0]'s first when the weights' data

@@ -1,0 +1,189 @@
+package model
+
+import (
+	"fmt"
+
+	"github.com/hearthstudio/hearth/engine/gpu"
+	"github.com/hearthstudio/hearth/engine/ops"
+	"github.com/hearthstudio/hearth/engine/ops/ref"
+)
+
+// A mixture-of-experts feed-forward (Config.MoE; Qwen 3 MoE), as llama.cpp's
+// build_moe_ffn runs it: the router's scores of the normed stream pick each
+// token's Used experts and their weights (softmax, top-k, renormalised);
+// each chosen expert runs a GLU feed-forward on the token (its gate and up
+// rows of the stacked ffn_gate_exps/ffn_up_exps, act(gate)·up, its rows of
+// ffn_down_exps), and the token's output is the experts' outputs summed
+// with the weights. A (token, expert) pair is a slot: slot t·Used + k is
+// token t's k-th choice.
+
+// MoEActivations are what a mixture of experts computed for a batch: the
+// router's scores (n rows of Experts), each slot's expert and weight, the
+// slots' gate, up and activated rows (FF each) and their outputs (Hidden
+// each), before the weighted sum.
+type MoEActivations struct {
+	Logits         []float32
+	IDs            []uint32
+	Weights        []float32
+	Gate, Up, H, Y []float32
+}
+
+// moeCPU is layer l's mixture of experts on the n normed rows of xn, the
+// tokens grouped by expert so that each expert's weights are dequantized
+// once per batch; it returns the weighted sums (n rows of Hidden).
+func (m *Model) moeCPU(l *MoELayer, xn []float32, n int, acts *MoEActivations) ([]float32, error) {
+	c := &m.Config
+	e, d := c.MoE, c.Hidden
+	logits, err := matmul(l.Router, xn, n)
+	if err != nil {
+		return nil, err
+	}
+	ids, weights := ref.MoERoute(logits, nil, ref.MoERouteArgs{Tokens: n, Experts: e.Experts, TopK: e.Used, Sigmoid: e.Sigmoid, Renorm: e.Renorm})
+	slots := n * e.Used
+	// One group a chosen expert: its slots, in slot order.
+	order, groups := ref.MoEGroup(ids, e.Experts, slots)
+	// product puts W_e · in[row(s)] into out's row s for every slot s of
+	// each group, in's rows of w's columns.
+	product := func(w *Weight, in []float32, row func(s uint32) int, out []float32) error {
+		cols, rows := w.Cols, w.Rows/w.Stack
+		for _, g := range groups {
+			sl := order[g[1] : g[1]+g[2]]
+			x := make([]float32, 0, len(sl)*cols)
+			for _, s := range sl {
+				r := row(s)
+				x = append(x, in[r*cols:(r+1)*cols]...)
+			}
+			y, err := matmul(w.matrix(int(g[0])), x, len(sl))
+			if err != nil {
+				return err
+			}
+			for j, s := range sl {
+				copy(out[int(s)*rows:], y[j*rows:(j+1)*rows])
+			}
+		}
+		return nil
+	}
+	token := func(s uint32) int { return int(s) / e.Used }
+	gate, up := make([]float32, slots*e.FF), make([]float32, slots*e.FF)
+	if err := product(l.Gate, xn, token, gate); err != nil {
+		return nil, err
+	}
+	if err := product(l.Up, xn, token, up); err != nil {
+		return nil, err
+	}
+	var h []float32
+	if c.GELU {
+		h = ref.GeGLU(gate, up)
+	} else {
+		h = ref.SwiGLU(gate, up)
+	}
+	y := make([]float32, slots*d)
+	if err := product(l.Down, h, func(s uint32) int { return int(s) }, y); err != nil {
+		return nil, err
+	}
+	if acts != nil {
+		*acts = MoEActivations{Logits: logits, IDs: ids, Weights: weights, Gate: gate, Up: up, H: h, Y: y}
+	}
+	return ref.MoECombine(y, weights, n, e.Used, d, e.Scale), nil
+}
+
+// GPUMoE is a layer's mixture of experts on the device: the router and the
+// stacked experts (gpu.Tensor.Stack), gate and up merged into GateUp (each
+// expert's gate rows, then its up rows) when they share a type and the
+// layout merges, else Gate and Up.
+type GPUMoE struct {
+	Router, GateUp, Gate, Up, Down *gpu.Tensor
+}
+
+// GPUMoEActivations are a batch's mixture-of-experts buffers: the router's
+// scores (n rows of Experts), the slots' experts (u32) and weights, the
+// grouping of the slots (ops.MoEGroupWords), the slots' gate and up side by
+// side (2·FF a slot), their activated rows (FF) and outputs (Hidden).
+type GPUMoEActivations struct {
+	Logits, IDs, Weights, Groups *gpu.Buffer
+	GateUp, H, Y                 *gpu.Buffer
+}
+
+// moeSizes are the floats (or words) of each GPUMoEActivations buffer for a
+// batch of n tokens of c.
+func moeSizes(c *Config, n int) (logits, slots, groups, gateUp, h, y int) {
+	e := c.MoE
+	s := n * e.Used
+	return n * e.Experts, s, ops.MoEGroupWords(s, e.Experts), 2 * s * e.FF, s * e.FF, s * c.Hidden
+}
+
+// newGPUMoEActivations allocates a batch of n tokens' buffers with alloc.
+func newGPUMoEActivations(c *Config, n int, alloc func(dst **gpu.Buffer, label string, floats int)) *GPUMoEActivations {
+	a := &GPUMoEActivations{}
+	logits, slots, groups, gateUp, h, y := moeSizes(c, n)
+	alloc(&a.Logits, "moe.logits", logits)
+	alloc(&a.IDs, "moe.ids", slots)
+	alloc(&a.Weights, "moe.weights", slots)
+	alloc(&a.Groups, "moe.groups", groups)
+	alloc(&a.GateUp, "moe.gate_up", gateUp)
+	alloc(&a.H, "moe.h", h)
+	alloc(&a.Y, "moe.y", y)
+	return a
+}
+
+// recordMoE appends layer i's mixture of experts on xn (n normed rows) and
+// adds the weighted sum to the stream x, through the post-norm when the
+// layer has one (written to tmp first). A decoded token whose experts are
+// quantized multiplies only its chosen experts' rows, the GLU fused into
+// down's product (ops.MoEMatVec); a batch groups its slots by expert first
+// (ops.MoEGroup, ops.MoEMatMul).
+func (w *GPUWeights) recordMoE(ch *gpu.Chain, i int, a *GPUMoEActivations, xn, x, tmp *gpu.Buffer, n int, try func(error)) {
+	c, l := w.c, &w.Layers[i]
+	e, g := c.MoE, l.MoE
+	if a == nil {
+		try(fmt.Errorf("model: layer %d is a mixture of experts and the pass has no buffers for it", i))
+		return
+	}
+	slots, ff := n*e.Used, e.FF
+	try(ops.MatMul(ch, g.Router, xn, a.Logits, n))
+	try(ops.MoERoute(ch, a.Logits, nil, a.IDs, a.Weights, ops.MoERouteArgs{Tokens: n, Experts: e.Experts, TopK: e.Used, Sigmoid: e.Sigmoid, Renorm: e.Renorm}))
+	// Each slot's [gate | up] row, 2·FF floats: one product of the merged
+	// experts, or gate's and up's side by side.
+	type product struct {
+		t *gpu.Tensor
+		a ops.MoEArgs
+	}
+	first := []product{{g.GateUp, ops.MoEArgs{Slots: slots, XDiv: e.Used}}}
+	if g.GateUp == nil {
+		o := ops.MatmulOptions{YStride: 2 * ff}
+		first = []product{{g.Gate, ops.MoEArgs{Slots: slots, XDiv: e.Used, Options: o}}}
+		o.YOffset = ff
+		first = append(first, product{g.Up, ops.MoEArgs{Slots: slots, XDiv: e.Used, Options: o}})
+	}
+	down := ops.MoEArgs{Slots: slots, XDiv: 1}
+	vec := n == 1 && ops.HasMoEMatVec(g.Down.Type)
+	for _, p := range first {
+		vec = vec && ops.HasMoEMatVec(p.t.Type)
+	}
+	if vec {
+		for _, p := range first {
+			try(ops.MoEMatVec(ch, p.t, xn, a.IDs, a.GateUp, p.a))
+		}
+		down.GLU = &ops.GLUArgs{FF: ff, GELU: c.GELU}
+		try(ops.MoEMatVec(ch, g.Down, a.GateUp, a.IDs, a.Y, down))
+	} else {
+		try(ops.MoEGroup(ch, a.IDs, a.Groups, slots, e.Experts))
+		for _, p := range first {
+			try(ops.MoEMatMul(ch, p.t, xn, a.Groups, a.GateUp, p.a))
+		}
+		if c.GELU {
+			try(ops.GeGLUFused(ch, a.GateUp, a.H, slots, ff))
+		} else {
+			try(ops.SwiGLUFused(ch, a.GateUp, a.H, slots, ff))
+		}
+		try(ops.MoEMatMul(ch, g.Down, a.H, a.Groups, a.Y, down))
+	}
+	combine := ops.MoECombineArgs{Tokens: n, Used: e.Used, Dim: c.Hidden, Scale: e.Scale, Accumulate: true}
+	if l.PostFFNNorm == nil {
+		try(ops.MoECombine(ch, a.Y, a.Weights, x, combine))
+		return
+	}
+	combine.Accumulate = false
+	try(ops.MoECombine(ch, a.Y, a.Weights, tmp, combine))
+	try(ops.RMSNormAdd(ch, tmp, l.PostFFNNorm, x, ops.NormArgs{Rows: n, Dim: c.Hidden, Eps: c.Eps}))
+}
