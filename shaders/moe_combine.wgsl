@@ -4,7 +4,8 @@
 // the slots summed in order k = 0, 1, … (the CPU reference's order). y
 // holds the tokens × used slots' rows of p.dim floats, w the router's
 // weights [tokens, used]. With flags bit 0 the sum is added to out (the
-// residual stream) instead of stored.
+// residual stream) instead of stored; with bit 1 the weights are 1 (a
+// backward summing the gradients of the slots' shared input).
 //
 // One invocation per output float; the grid may wrap into y. Constants:
 // WG, the workgroup size.
@@ -36,7 +37,11 @@ fn moe_combine(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workg
     var s = 0.0;
     for (var k = 0u; k < p.used; k++) {
         let slot = t * p.used + k;
-        s += w[slot] * y[slot * p.dim + c];
+        if ((p.flags & 2u) != 0u) {
+            s += y[slot * p.dim + c];
+        } else {
+            s += w[slot] * y[slot * p.dim + c];
+        }
     }
     s *= p.scale;
     if ((p.flags & 1u) != 0u) {

@@ -267,10 +267,12 @@ func MoEMatMul(c *gpu.Chain, w *gpu.Tensor, x, groups, y *gpu.Buffer, a MoEArgs)
 // MoECombineArgs shape MoECombine: Tokens rows of Dim floats, each the sum
 // of its Used slots' rows weighted by the router, times Scale (0 means 1;
 // expert_weights_scale); Accumulate adds the sum to out (the residual).
+// Unweighted sums the slots' rows as they are (the weights buffer may be
+// nil): a backward's gradients of the slots' shared input.
 type MoECombineArgs struct {
-	Tokens, Used, Dim int
-	Scale             float32
-	Accumulate        bool
+	Tokens, Used, Dim      int
+	Scale                  float32
+	Accumulate, Unweighted bool
 }
 
 // moeCombineParams mirrors Params in shaders/moe_combine.wgsl.
@@ -281,7 +283,8 @@ type moeCombineParams struct {
 }
 
 // MoECombine appends out[t] (+)= scale · Σ_k weights[t, k] · y[t·Used + k]
-// (rows of Dim floats), the slots summed in order.
+// (rows of Dim floats; weights 1 with a.Unweighted), the slots summed in
+// order.
 func MoECombine(c *gpu.Chain, y, weights, out *gpu.Buffer, a MoECombineArgs) error {
 	const kernel = "moe_combine"
 	if a.Tokens <= 0 || a.Used <= 0 || a.Dim <= 0 {
@@ -292,6 +295,9 @@ func MoECombine(c *gpu.Chain, y, weights, out *gpu.Buffer, a MoECombineArgs) err
 	}
 	if !(a.Scale >= 0) || math.IsInf(float64(a.Scale), 0) {
 		return fmt.Errorf("ops: %s: scale %v must be finite and not negative", kernel, a.Scale)
+	}
+	if a.Unweighted && weights == nil {
+		weights = y // fills the slot; the kernel does not read it
 	}
 	for _, o := range []operand{{"y", y, a.Tokens * a.Used * a.Dim}, {"weights", weights, a.Tokens * a.Used}, {"out", out, a.Tokens * a.Dim}} {
 		if err := needF32(kernel, o.what, o.buf, o.n); err != nil {
@@ -306,7 +312,10 @@ func MoECombine(c *gpu.Chain, y, weights, out *gpu.Buffer, a MoECombineArgs) err
 		p.Scale = 1
 	}
 	if a.Accumulate {
-		p.Flags = 1
+		p.Flags |= 1
+	}
+	if a.Unweighted {
+		p.Flags |= 2
 	}
 	return dispatch(c, gpu.Spec("moe_combine", kernel, "WG", wg), p, gpu.Grid(a.Tokens*a.Dim, wg), y, weights, out)
 }

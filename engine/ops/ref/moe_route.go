@@ -20,25 +20,7 @@ func MoERoute(logits, scale []float32, a MoERouteArgs) (ids []uint32, weights []
 	weights = make([]float32, a.Tokens*a.TopK)
 	p := make([]float64, a.Experts)
 	for t := range a.Tokens {
-		row := logits[t*a.Experts : (t+1)*a.Experts]
-		if a.Sigmoid {
-			for e, l := range row {
-				p[e] = 1 / (1 + math.Exp(-float64(l)))
-			}
-		} else {
-			m := math.Inf(-1)
-			for _, l := range row {
-				m = math.Max(m, float64(l))
-			}
-			s := 0.0
-			for e, l := range row {
-				p[e] = math.Exp(float64(l) - m)
-				s += p[e]
-			}
-			for e := range p {
-				p[e] /= s
-			}
-		}
+		gates(logits[t*a.Experts:(t+1)*a.Experts], a.Sigmoid, p)
 		sum := 0.0
 		out := ids[t*a.TopK : (t+1)*a.TopK]
 		w := make([]float64, a.TopK)
