@@ -28,6 +28,7 @@ const Q4_K = 12u;
 const Q5_K = 13u;
 const Q6_K = 14u;
 const BF16 = 30u;
+const MXFP4 = 39u;
 
 // Eight consecutive weights, in two registers.
 struct Unit {
@@ -36,9 +37,10 @@ struct Unit {
 }
 
 // ---- byte access -----------------------------------------------------------
-// Blocks are 18, 20, 22, 24, 34, 84, 110, 144, 176 or 210 bytes and rows are
-// whole blocks, so a field can start at any even byte (odd sizes never
-// occur, but a row of Q4_0 blocks is only 2-byte aligned).
+// Blocks are 17, 18, 20, 22, 24, 34, 84, 110, 144, 176 or 210 bytes and rows
+// are whole blocks, so a field can start at any even byte (a row of Q4_0
+// blocks is only 2-byte aligned), or at any byte at all in MXFP4's 17-byte
+// blocks: word_at and byte_at take any offset, half_at an even one.
 
 // word_at is the little-endian u32 at byte offset b. The second word is read
 // only when the bytes straddle it, so the last block never reads past the
@@ -173,6 +175,31 @@ fn unit_q8_0(o: u32, l: u32) -> Unit {
     return Unit(d * sbytes(word_at(o + 2u + l)), d * sbytes(word_at(o + 6u + l)));
 }
 
+// mxfp4_levels is kvalues_mxfp4[c] (ggml-common.h) of each 4-bit code c:
+// the E2M1 values doubled, 0 1 2 3 4 6 8 12 for c & 7 (the nibbles of
+// 0xc8643210), negative for c > 8 (code 8 is ggml's +0, not -0).
+fn mxfp4_levels(c: vec4<u32>) -> vec4<f32> {
+    let v = vec4<f32>((vec4<u32>(0xc8643210u) >> ((c & vec4<u32>(7u)) * 4u)) & vec4<u32>(15u));
+    return select(v, -v, c > vec4<u32>(8u));
+}
+
+// e8m0_half is GGML_E8M0_TO_FP32_HALF: 2^(e-128) built from its bits, so
+// exact, with e = 0 and 1 the subnormals 2^-128 and 2^-127 as in ggml (a
+// GPU that flushes subnormals reads those two as 0: weights of at most
+// 12·2^-127 ≈ 7e-38). e = 255 is 2^127, not NaN, as in ggml.
+fn e8m0_half(e: u32) -> f32 {
+    return bitcast<f32>(select((e - 1u) << 23u, 0x00200000u << e, e < 2u));
+}
+
+// MXFP4 (dequantize_row_mxfp4), 17 bytes: e u8 (E8M0); qs[16] of E2M1 codes
+// in Q4_0's nibble order. The block, so every field, may start at any byte.
+fn unit_mxfp4(o: u32, l: u32) -> Unit {
+    let d = e8m0_half(byte_at(o));
+    let q = o + 1u + (l & 15u);
+    let s = select(0u, 4u, l >= 16u);
+    return Unit(d * mxfp4_levels(bits4(word_at(q), s, 15u)), d * mxfp4_levels(bits4(word_at(q + 4u), s, 15u)));
+}
+
 // ---- K-quants: 256-element super-blocks ----------------------------------------
 // o is the super-block's byte offset, e the first of the 8 elements (a
 // multiple of 8, so all 8 share one 16-element scale).
@@ -289,6 +316,7 @@ fn block_bytes(qt: u32) -> u32 {
         case Q5_0: { return 22u; }
         case Q5_1: { return 24u; }
         case Q8_0: { return 34u; }
+        case MXFP4: { return 17u; }
         case Q2_K: { return 84u; }
         case Q3_K: { return 110u; }
         case Q4_K: { return 144u; }
@@ -311,6 +339,7 @@ fn unit(qt: u32, r: u32, c: u32) -> Unit {
         case Q5_0: { return unit_q5_0(o, l); }
         case Q5_1: { return unit_q5_1(o, l); }
         case Q8_0: { return unit_q8_0(o, l); }
+        case MXFP4: { return unit_mxfp4(o, l); }
         case Q2_K: { return unit_q2_k(o, l); }
         case Q3_K: { return unit_q3_k(o, l); }
         case Q4_K: { return unit_q4_k(o, l); }

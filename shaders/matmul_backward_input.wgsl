@@ -292,6 +292,11 @@ fn backward_input_q8_0(@builtin(local_invocation_index) lid: u32, @builtin(workg
 }
 
 @compute @workgroup_size(WG)
+fn backward_input_mxfp4(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
+    backward_input(MXFP4, lid, wid);
+}
+
+@compute @workgroup_size(WG)
 fn backward_input_q2_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
     backward_input(Q2_K, lid, wid);
 }

@@ -1,7 +1,8 @@
 // Matrix products with legacy-quantized weights (Q4_0, Q4_1, Q5_0, Q5_1,
-// Q8_0): y = W·x (matvec_<type>, decode) and Y = X·Wᵀ (matmul_<type>,
-// prefill). W is one row chunk of a GGUF tensor, read as raw u32 words; each
-// block is decoded in registers, never written back as f32.
+// Q8_0) and MXFP4, whose 32-weight block reads like Q4_0's: y = W·x
+// (matvec_<type>, decode) and Y = X·Wᵀ (matmul_<type>, prefill). W is one
+// row chunk of a GGUF tensor, read as raw u32 words; each block is decoded
+// in registers, never written back as f32.
 //
 // Constants: WG invocations per workgroup, ROWS output rows per workgroup,
 // TM activation rows per workgroup (1 for matvec), XCH and UNROLL (matvec
@@ -29,7 +30,8 @@
 // only 2-byte aligned: words are fetched with byte offsets (u32_at, and
 // wbytes_common's load16 and f16_at).
 // Every block size and field offset is even, so a word is either aligned or
-// off by exactly two bytes.
+// off by exactly two bytes — except MXFP4's 17-byte blocks, which start at
+// any byte: u32_at, load16 and byte_at take any offset, f16_at an even one.
 
 //!include matmul_common
 //!include matmul_reduce
@@ -44,14 +46,16 @@ const Q4_1 = 3u;
 const Q5_0 = 6u;
 const Q5_1 = 7u;
 const Q8_0 = 8u;
+const MXFP4 = 39u;
 
-// The little-endian u32 at even byte offset o. When o is word-aligned the
-// second word is not needed: the shift by 32 - 0 wraps (WGSL masks shift
-// counts) and select discards it. That read may be one word past the
-// buffer's end for the last block, which WebGPU's bounds clamping makes safe.
+// The little-endian u32 at byte offset o (odd only in MXFP4). When o is
+// word-aligned the second word is not needed: the shift by 32 - 0 wraps
+// (WGSL masks shift counts) and select discards it. That read may be one
+// word past the buffer's end for the last block, which WebGPU's bounds
+// clamping makes safe.
 fn u32_at(o: u32) -> u32 {
     let i = o >> 2u;
-    let s = (o & 2u) * 8u;
+    let s = (o & 3u) * 8u;
     let lo = w[i];
     let hi = w[i + 1u];
     return select((lo >> s) | (hi << (32u - s)), lo, s == 0u);
@@ -73,8 +77,25 @@ fn sbytes(q: u32) -> vec4<f32> {
     return levels((vec4<u32>(q ^ 0x80808080u) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(255u), 128.0);
 }
 
+// mxfp4_levels is kvalues_mxfp4[c] (ggml-common.h) of each 4-bit code c:
+// the E2M1 values doubled, 0 1 2 3 4 6 8 12 for c & 7 (the nibbles of
+// 0xc8643210), negative for c > 8 (code 8 is ggml's +0, not -0).
+fn mxfp4_levels(c: vec4<u32>) -> vec4<f32> {
+    let v = levels((vec4<u32>(0xc8643210u) >> ((c & vec4<u32>(7u)) * 4u)) & vec4<u32>(15u), 0.0);
+    return select(v, -v, c > vec4<u32>(8u));
+}
+
+// e8m0_half is GGML_E8M0_TO_FP32_HALF, MXFP4's scale: 2^(e-128) built from
+// its bits, so exact, with e = 0 and 1 the subnormals 2^-128 and 2^-127 as
+// in ggml (a GPU that flushes subnormals reads those two as 0: weights of at
+// most 12·2^-127 ≈ 7e-38). e = 255 is 2^127, not NaN, as in ggml.
+fn e8m0_half(e: u32) -> f32 {
+    return bitcast<f32>(select((e - 1u) << 23u, 0x00200000u << e, e < 2u));
+}
+
 fn block_bytes(qt: u32) -> u32 {
     switch qt {
+        case MXFP4: { return 17u; }
         case Q4_0: { return 18u; }
         case Q4_1: { return 20u; }
         case Q5_0: { return 22u; }
@@ -84,12 +105,13 @@ fn block_bytes(qt: u32) -> u32 {
 }
 
 // Part: 8 weights of a block, d*a at elements ea..ea+3 of the block and d*b
-// at eb..eb+3. Part k of a 4-bit type is qs word k: its low nibbles are
-// elements 4k.., its high nibbles 16+4k..; part k of Q8_0 is elements 8k..
-// The symmetric types leave integer levels in a and b and their scale in d,
-// applied once per part; Q4_1 and Q5_1 fold d and the min m in (d = 1),
-// because splitting the sum into d*Σq·x + m*Σx cancels two large terms and
-// loses bits a direct sum of w·x keeps (measured: 1.5× over the
+// at eb..eb+3. Part k of a 4-bit type (MXFP4 too) is qs word k: its low
+// nibbles are elements 4k.., its high nibbles 16+4k..; part k of Q8_0 is
+// elements 8k.. The symmetric types leave integer levels in a and b (MXFP4:
+// kvalues_mxfp4, the E2M1 values doubled) and their scale in d (MXFP4:
+// 2^(e-128)), applied once per part; Q4_1 and Q5_1 fold d and the min m in
+// (d = 1), because splitting the sum into d*Σq·x + m*Σx cancels two large
+// terms and loses bits a direct sum of w·x keeps (measured: 1.5× over the
 // Σ|w·x|-relative tolerance).
 struct Part {
     a: vec4<f32>,
@@ -134,6 +156,10 @@ fn decode(qt: u32, o: u32, k: u32) -> Part {
                 levels(nibbles(q, 0u) | high_bits(qh, 4u * k), 0.0) * dm.x + dm.y,
                 levels(nibbles(q, 4u) | high_bits(qh, 16u + 4u * k), 0.0) * dm.x + dm.y,
                 1.0);
+        }
+        case MXFP4: { // e u8; qs[16]
+            let q = u32_at(o + 1u + 4u * k);
+            return Part(mxfp4_levels(nibbles(q, 0u)), mxfp4_levels(nibbles(q, 4u)), e8m0_half(byte_at(o)));
         }
         default: { // Q8_0: d; qs int8[32]
             return Part(sbytes(u32_at(o + 2u + 8u * k)), sbytes(u32_at(o + 6u + 8u * k)), f16_at(o));
@@ -192,6 +218,14 @@ fn decode_block(qt: u32, o: u32) -> Block {
                 b.q[j + 4u] = levels(nibbles(q[j], 4u) | high_bits(qh, 16u + 4u * j), 0.0) * dm.x + dm.y;
             }
             b.d = 1.0;
+        }
+        case MXFP4: { // e u8; qs[16]
+            let q = load16(o + 1u);
+            for (var j = 0u; j < 4u; j++) {
+                b.q[j] = mxfp4_levels(nibbles(q[j], 0u));
+                b.q[j + 4u] = mxfp4_levels(nibbles(q[j], 4u));
+            }
+            b.d = e8m0_half(byte_at(o));
         }
         default: { // Q8_0: d; qs int8[32]
             let q0 = load16(o + 2u);
@@ -332,6 +366,16 @@ fn matmul_q8_0(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id)
 }
 
 @compute @workgroup_size(WG)
+fn matvec_mxfp4(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    matvec_rows(MXFP4, lid, wid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn matmul_mxfp4(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    matmul_body(MXFP4, lid, wid, nwg);
+}
+
+@compute @workgroup_size(WG)
 fn matvec_normed_q4_0(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     matvec_rows_normed(Q4_0, lid, wid, nwg);
 }
@@ -357,6 +401,11 @@ fn matvec_normed_q8_0(@builtin(local_invocation_index) lid: u32, @builtin(workgr
 }
 
 @compute @workgroup_size(WG)
+fn matvec_normed_mxfp4(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    matvec_rows_normed(MXFP4, lid, wid, nwg);
+}
+
+@compute @workgroup_size(WG)
 fn matvec_glu_q4_0(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     matvec_rows_glu(Q4_0, lid, wid, nwg);
 }
@@ -379,6 +428,16 @@ fn matvec_glu_q5_1(@builtin(local_invocation_index) lid: u32, @builtin(workgroup
 @compute @workgroup_size(WG)
 fn matvec_glu_q8_0(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     matvec_rows_glu(Q8_0, lid, wid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn matvec_glu_mxfp4(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    matvec_rows_glu(MXFP4, lid, wid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn matvec_moe_mxfp4(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    matvec_rows_moe(MXFP4, lid, wid, nwg);
 }
 
 @compute @workgroup_size(WG)

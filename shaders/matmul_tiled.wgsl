@@ -1,10 +1,11 @@
 // The prefill matrix product Y[m×n] = X[m×k]·Wᵀ as a register- and
 // workgroup-tiled kernel, for a weight stored as GGUF stores it (F32, F16,
-// BF16, Q4_0…Q8_0, Q2_K…Q6_K) and decoded in the kernel, never expanded to
-// f32 in memory. It follows the matmul contract of engine/ops/matmul.go
-// (bindings from matmul_common, chunks, row0, strides, offset, accumulate);
-// ops.MatMulWith sends it prompts of at least matmulTiledMinRows rows, the
-// `matmul_<type>` entries of the other families take fewer.
+// BF16, Q4_0…Q8_0, MXFP4, Q2_K…Q6_K) and decoded in the kernel, never
+// expanded to f32 in memory. It follows the matmul contract of
+// engine/ops/matmul.go (bindings from matmul_common, chunks, row0, strides,
+// offset, accumulate); ops.MatMulWith sends it prompts of at least
+// matmulTiledMinRows rows, the `matmul_<type>` entries of the other
+// families take fewer.
 //
 // Those entries walk W once per 4 activation rows, decoding each weight in
 // the registers of every thread that needs it. Here:
@@ -334,6 +335,11 @@ fn matmul_tiled_q8_0(@builtin(local_invocation_index) lid: u32, @builtin(workgro
 }
 
 @compute @workgroup_size(WG)
+fn matmul_tiled_mxfp4(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    matmul_tiled(MXFP4, lid, wid, nwg, false);
+}
+
+@compute @workgroup_size(WG)
 fn matmul_tiled_q2_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     matmul_tiled(Q2_K, lid, wid, nwg, false);
 }
@@ -396,6 +402,11 @@ fn matmul_moe_q5_1(@builtin(local_invocation_index) lid: u32, @builtin(workgroup
 @compute @workgroup_size(WG)
 fn matmul_moe_q8_0(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     matmul_tiled(Q8_0, lid, wid, nwg, true);
+}
+
+@compute @workgroup_size(WG)
+fn matmul_moe_mxfp4(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    matmul_tiled(MXFP4, lid, wid, nwg, true);
 }
 
 @compute @workgroup_size(WG)

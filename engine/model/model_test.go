@@ -169,7 +169,7 @@ func decodeMatches(t *testing.T, cpu *CPU, r Runner, n int, tol float64) {
 // dequantizers, the same bits either way.
 func TestQuantizedModelsGPUMatchCPU(t *testing.T) {
 	seen := map[gguf.Type]bool{}
-	for _, quant := range []string{"F16", "BF16", "Q8_0", "Q6_K", "Q5_K_M", "Q5_1", "Q5_0", "Q4_K_M", "Q4_1", "Q4_0", "Q3_K_M", "Q2_K"} {
+	for _, quant := range []string{"F16", "BF16", "Q8_0", "Q6_K", "Q5_K_M", "Q5_1", "Q5_0", "Q4_K_M", "Q4_1", "Q4_0", "MXFP4", "Q3_K_M", "Q2_K"} {
 		t.Run(quant, func(t *testing.T) {
 			m := synthModel(t, "tiny-llama", quant)
 			for _, ti := range m.File.Tensors() {

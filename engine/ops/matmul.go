@@ -126,6 +126,9 @@ var matmulKernels = map[gguf.Type]matmulKernel{
 	gguf.TypeQ5_0: {"matmul_legacy", "q5_0", vecLaunch, matLaunch},
 	gguf.TypeQ5_1: {"matmul_legacy", "q5_1", vecLaunch, matLaunch},
 	gguf.TypeQ8_0: {"matmul_legacy", "q8_0", vecLaunch, matLaunch},
+	// MXFP4 is a 32-weight block that reads like Q4_0 (17 bytes: an E8M0
+	// scale, then Q4_0's nibbles), so it takes the legacy skeleton and shapes.
+	gguf.TypeMXFP4: {"matmul_legacy", "mxfp4", vecLaunch, matLaunch},
 }
 
 // matmulKernelFor finds the kernels for weight type t.

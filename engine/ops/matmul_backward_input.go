@@ -56,7 +56,7 @@ func backwardLaunchFor(k int) backwardLaunch {
 // with their entry point suffix.
 var matmulBackwardTypes = map[gguf.Type]string{
 	gguf.TypeF32: "f32", gguf.TypeF16: "f16", gguf.TypeBF16: "bf16",
-	gguf.TypeQ4_0: "q4_0", gguf.TypeQ4_1: "q4_1", gguf.TypeQ5_0: "q5_0", gguf.TypeQ5_1: "q5_1", gguf.TypeQ8_0: "q8_0",
+	gguf.TypeQ4_0: "q4_0", gguf.TypeQ4_1: "q4_1", gguf.TypeQ5_0: "q5_0", gguf.TypeQ5_1: "q5_1", gguf.TypeQ8_0: "q8_0", gguf.TypeMXFP4: "mxfp4",
 	gguf.TypeQ2_K: "q2_k", gguf.TypeQ3_K: "q3_k", gguf.TypeQ4_K: "q4_k", gguf.TypeQ5_K: "q5_k", gguf.TypeQ6_K: "q6_k",
 }
 
@@ -119,8 +119,9 @@ func matmulBackwardSplits(n, groups, tiles, room, bn int) (splits, rows int) {
 // MatMulBackwardInput appends dX[m×k] = dY[m×n]·W for the n-row, k-column
 // weight W of the forward y = W·x (ops.MatMul): the gradient of a loss with
 // respect to the input of a frozen projection. W is read as stored (F32,
-// F16, BF16, Q4_0…Q8_0, Q2_K…Q6_K). A tensor split into row chunks is walked
-// chunk by chunk, every chunk after the first adding its rows' share to dX.
+// F16, BF16, Q4_0…Q8_0, MXFP4, Q2_K…Q6_K). A tensor split into row chunks
+// is walked chunk by chunk, every chunk after the first adding its rows'
+// share to dX.
 func MatMulBackwardInput(c *gpu.Chain, w *gpu.Tensor, dy, dx *gpu.Buffer, m int) error {
 	return MatMulBackwardInputWith(c, w, dy, dx, m, MatmulBackwardOptions{})
 }

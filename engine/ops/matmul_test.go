@@ -16,6 +16,7 @@ import (
 var floatLegacyTypes = []gguf.Type{
 	gguf.TypeF32, gguf.TypeF16, gguf.TypeBF16,
 	gguf.TypeQ4_0, gguf.TypeQ4_1, gguf.TypeQ5_0, gguf.TypeQ5_1, gguf.TypeQ8_0,
+	gguf.TypeMXFP4,
 }
 
 // ggmlMatrix is ggml's 8×512 test matrix in type typ: the stored bytes
@@ -434,6 +435,7 @@ func TestMatmulTypesListed(t *testing.T) {
 var quantTypes = []gguf.Type{
 	gguf.TypeQ4_0, gguf.TypeQ4_1, gguf.TypeQ5_0, gguf.TypeQ5_1, gguf.TypeQ8_0,
 	gguf.TypeQ2_K, gguf.TypeQ3_K, gguf.TypeQ4_K, gguf.TypeQ5_K, gguf.TypeQ6_K,
+	gguf.TypeMXFP4, // last, so the types before it keep their seeds
 }
 
 // matvecLaunchVariants are the quantized matvec shapes BenchmarkMatVecLaunch
