@@ -48,6 +48,14 @@
 // needs) live in shaders/dequant_common.wgsl, shared with the forward tile
 // shaders/matmul_tiled.wgsl.
 //
+// Experts (the backward_moe_ entries, engine/ops' MoEMatMulBackwardInput):
+// W is a stack of experts of p.n rows each, this chunk holding experts
+// p.row0 .. p.row0 + p.experts - 1, and the p.m activation rows are a
+// batch's expert slots, grouped by expert in tiles of at most BM (groups,
+// as shaders/moe_group.wgsl writes it). Workgroup (x, z) is columns x of
+// tile z: row j of the tile is slot s = order[start + j], whose dY row s
+// multiplies its expert's rows (all of them: no splits) into dX row s.
+//
 // Constants prepended by gpu.Spec: CT (column threads of a slice, 8
 // columns each), RT (row threads of a slice, 4 activation rows each), KS
 // (slices), BN (rows of W per stage, a multiple of KS).
@@ -67,6 +75,10 @@ struct Params {
     scale: f32,     // multiplies the product
     split_rows: u32, // rows of W per split
     splits: u32,     // splits of the chunk's rows; 1: write dX directly
+    experts: u32,    // backward_moe_: the experts of this chunk, from expert row0
+    pad0: u32,
+    pad1: u32,
+    pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -74,6 +86,10 @@ struct Params {
 @group(0) @binding(2) var<storage, read> dy: array<f32>;
 @group(0) @binding(3) var<storage, read_write> dx: array<f32>;
 @group(0) @binding(4) var<storage, read_write> partial: array<f32>;
+// The backward_moe_ entries' grouped slots (engine/ops' MoEGroup); the
+// other entries get dY here and never read it.
+@group(0) @binding(5) var<storage, read> groups: array<u32>;
+const MOE_ORDER: u32 = 4u;
 
 // The launch shape (see the top of the file).
 const WG: u32 = CT * RT * KS;
@@ -102,16 +118,56 @@ var<workgroup> sh: array<vec4<f32>, SHN>;
 
 // ---- the product ---------------------------------------------------------------
 
-fn backward_input(qt: u32, lid: u32, wid: vec3<u32>) {
+// Tile is where a workgroup's rows come from: its weight rows start at
+// wrow within the chunk, it has m activation rows, and with moe row j is
+// slot groups[slots + j].
+struct Tile {
+    wrow: u32,
+    m: u32,
+    slots: u32,
+    moe: bool,
+}
+
+// dy_at is dY's element of activation row j of the tile (0 past its rows)
+// in column col of this chunk (the weight row col).
+fn dy_at(tl: Tile, j: u32, col: u32) -> f32 {
+    if (j >= tl.m) {
+        return 0.0;
+    }
+    if (tl.moe) {
+        return dy[p.dy_offset + groups[tl.slots + j] * p.dy_stride + col];
+    }
+    return dy[p.dy_offset + j * p.dy_stride + p.row0 + col];
+}
+
+fn backward_input(qt: u32, lid: u32, wid: vec3<u32>, moe: bool) {
     let slice = lid / SLICE;
     let ct = (lid % SLICE) % CT;
     let rt = (lid % SLICE) / CT;
     let c0 = wid.x * BK;
     let tiles = (p.m + BM - 1u) / BM;
-    let j0 = (wid.z % tiles) * BM;
-    let split = wid.z / tiles;
-    let first = split * p.split_rows;
-    let end = min(first + p.split_rows, p.n);
+    var j0 = (wid.z % tiles) * BM;
+    var split = wid.z / tiles;
+    var first = split * p.split_rows;
+    var end = min(first + p.split_rows, p.n);
+    var tl = Tile(0u, p.m, 0u, false);
+    if (moe) {
+        // Tiles past the batch's count and experts of other chunks leave:
+        // their whole workgroup agrees (groups is read-only).
+        if (wid.z >= groups[0]) {
+            return;
+        }
+        let g = MOE_ORDER + p.m + 3u * wid.z;
+        let e = groups[g];
+        if (e < p.row0 || e - p.row0 >= p.experts) {
+            return;
+        }
+        tl = Tile((e - p.row0) * p.n, groups[g + 2u], MOE_ORDER + groups[g + 1u], true);
+        j0 = 0u;
+        split = 0u;
+        first = 0u;
+        end = p.n;
+    }
 
     // dX rows j0 + 4·rt + 0..3 (a0..a3: columns 8·ct..+3, b0..b3: +4..+7).
     var a0 = vec4<f32>(0.0);
@@ -136,7 +192,7 @@ fn backward_input(qt: u32, lid: u32, wid: vec3<u32>) {
             let c = c0 + 8u * u;
             var v = Unit(vec4<f32>(0.0), vec4<f32>(0.0));
             if (n0 + i < end && c < p.k) {
-                v = unit(qt, n0 + i, c);
+                v = unit(qt, tl.wrow + n0 + i, c);
             }
             sh[i * WROW + u] = v.a;
             sh[i * WROW + CT + u] = v.b;
@@ -148,19 +204,7 @@ fn backward_input(qt: u32, lid: u32, wid: vec3<u32>) {
             var g = vec4<f32>(0.0);
             if (n0 + i < end) {
                 let j = j0 + 4u * jq;
-                let o = p.dy_offset + j * p.dy_stride + p.row0 + n0 + i;
-                if (j < p.m) {
-                    g.x = dy[o];
-                }
-                if (j + 1u < p.m) {
-                    g.y = dy[o + p.dy_stride];
-                }
-                if (j + 2u < p.m) {
-                    g.z = dy[o + 2u * p.dy_stride];
-                }
-                if (j + 3u < p.m) {
-                    g.w = dy[o + 3u * p.dy_stride];
-                }
+                g = vec4<f32>(dy_at(tl, j, n0 + i), dy_at(tl, j + 1u, n0 + i), dy_at(tl, j + 2u, n0 + i), dy_at(tl, j + 3u, n0 + i));
             }
             sh[WSN + i * DROW + jq] = g;
         }
@@ -214,15 +258,18 @@ fn backward_input(qt: u32, lid: u32, wid: vec3<u32>) {
     for (var e = lid; e < BM * BK; e += WG) {
         let j = j0 + e / BK;
         let c = c0 + e % BK;
-        if (j >= p.m || c >= p.k) {
+        if (j >= tl.m || c >= p.k) {
             continue;
         }
         let v = p.scale * sh[e / 4u][e % 4u];
-        if (p.splits > 1u) {
+        if (p.splits > 1u && !tl.moe) {
             partial[(split * p.m + j) * p.k + c] = v;
             continue;
         }
-        let i = p.dx_offset + j * p.dx_stride + c;
+        var i = p.dx_offset + j * p.dx_stride + c;
+        if (tl.moe) {
+            i = p.dx_offset + groups[tl.slots + j] * p.dx_stride + c;
+        }
         if ((p.flags & 1u) != 0u) {
             dx[i] = dx[i] + v;
         } else {
@@ -253,70 +300,140 @@ fn backward_reduce(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_w
 
 @compute @workgroup_size(WG)
 fn backward_input_f32(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
-    backward_input(F32, lid, wid);
+    backward_input(F32, lid, wid, false);
 }
 
 @compute @workgroup_size(WG)
 fn backward_input_f16(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
-    backward_input(F16, lid, wid);
+    backward_input(F16, lid, wid, false);
 }
 
 @compute @workgroup_size(WG)
 fn backward_input_bf16(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
-    backward_input(BF16, lid, wid);
+    backward_input(BF16, lid, wid, false);
 }
 
 @compute @workgroup_size(WG)
 fn backward_input_q4_0(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
-    backward_input(Q4_0, lid, wid);
+    backward_input(Q4_0, lid, wid, false);
 }
 
 @compute @workgroup_size(WG)
 fn backward_input_q4_1(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
-    backward_input(Q4_1, lid, wid);
+    backward_input(Q4_1, lid, wid, false);
 }
 
 @compute @workgroup_size(WG)
 fn backward_input_q5_0(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
-    backward_input(Q5_0, lid, wid);
+    backward_input(Q5_0, lid, wid, false);
 }
 
 @compute @workgroup_size(WG)
 fn backward_input_q5_1(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
-    backward_input(Q5_1, lid, wid);
+    backward_input(Q5_1, lid, wid, false);
 }
 
 @compute @workgroup_size(WG)
 fn backward_input_q8_0(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
-    backward_input(Q8_0, lid, wid);
+    backward_input(Q8_0, lid, wid, false);
 }
 
 @compute @workgroup_size(WG)
 fn backward_input_mxfp4(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
-    backward_input(MXFP4, lid, wid);
+    backward_input(MXFP4, lid, wid, false);
 }
 
 @compute @workgroup_size(WG)
 fn backward_input_q2_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
-    backward_input(Q2_K, lid, wid);
+    backward_input(Q2_K, lid, wid, false);
 }
 
 @compute @workgroup_size(WG)
 fn backward_input_q3_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
-    backward_input(Q3_K, lid, wid);
+    backward_input(Q3_K, lid, wid, false);
 }
 
 @compute @workgroup_size(WG)
 fn backward_input_q4_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
-    backward_input(Q4_K, lid, wid);
+    backward_input(Q4_K, lid, wid, false);
 }
 
 @compute @workgroup_size(WG)
 fn backward_input_q5_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
-    backward_input(Q5_K, lid, wid);
+    backward_input(Q5_K, lid, wid, false);
 }
 
 @compute @workgroup_size(WG)
 fn backward_input_q6_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
-    backward_input(Q6_K, lid, wid);
+    backward_input(Q6_K, lid, wid, false);
+}
+
+@compute @workgroup_size(WG)
+fn backward_moe_f32(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
+    backward_input(F32, lid, wid, true);
+}
+
+@compute @workgroup_size(WG)
+fn backward_moe_f16(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
+    backward_input(F16, lid, wid, true);
+}
+
+@compute @workgroup_size(WG)
+fn backward_moe_bf16(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
+    backward_input(BF16, lid, wid, true);
+}
+
+@compute @workgroup_size(WG)
+fn backward_moe_q4_0(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
+    backward_input(Q4_0, lid, wid, true);
+}
+
+@compute @workgroup_size(WG)
+fn backward_moe_q4_1(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
+    backward_input(Q4_1, lid, wid, true);
+}
+
+@compute @workgroup_size(WG)
+fn backward_moe_q5_0(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
+    backward_input(Q5_0, lid, wid, true);
+}
+
+@compute @workgroup_size(WG)
+fn backward_moe_q5_1(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
+    backward_input(Q5_1, lid, wid, true);
+}
+
+@compute @workgroup_size(WG)
+fn backward_moe_q8_0(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
+    backward_input(Q8_0, lid, wid, true);
+}
+
+@compute @workgroup_size(WG)
+fn backward_moe_mxfp4(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
+    backward_input(MXFP4, lid, wid, true);
+}
+
+@compute @workgroup_size(WG)
+fn backward_moe_q2_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
+    backward_input(Q2_K, lid, wid, true);
+}
+
+@compute @workgroup_size(WG)
+fn backward_moe_q3_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
+    backward_input(Q3_K, lid, wid, true);
+}
+
+@compute @workgroup_size(WG)
+fn backward_moe_q4_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
+    backward_input(Q4_K, lid, wid, true);
+}
+
+@compute @workgroup_size(WG)
+fn backward_moe_q5_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
+    backward_input(Q5_K, lid, wid, true);
+}
+
+@compute @workgroup_size(WG)
+fn backward_moe_q6_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
+    backward_input(Q6_K, lid, wid, true);
 }

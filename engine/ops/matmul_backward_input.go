@@ -16,6 +16,8 @@ type matmulBackwardParams struct {
 	Flags              uint32
 	Scale              float32
 	SplitRows, Splits  uint32
+	Experts            uint32 // backward_moe_ entries: the experts of this chunk
+	_                  [3]uint32
 }
 
 // backwardLaunch is a launch shape of the backward kernel (the constants of
@@ -218,7 +220,8 @@ func matmulBackwardWith(c *gpu.Chain, w *gpu.Tensor, dy, dx *gpu.Buffer, m int, 
 			partials = o.Partials
 		}
 		grid := [3]uint32{uint32(groups), 1, uint32(tiles * splits)}
-		if err := c.Dispatch(gk, params, grid, ch.Buf, dy, dx, partials); err != nil {
+		// Binding 5 is the backward_moe_ entries' groups; dy fills it here.
+		if err := c.Dispatch(gk, params, grid, ch.Buf, dy, dx, partials, dy); err != nil {
 			return err
 		}
 		if splits == 1 {
@@ -228,7 +231,7 @@ func matmulBackwardWith(c *gpu.Chain, w *gpu.Tensor, dy, dx *gpu.Buffer, m int, 
 		if err != nil {
 			return err
 		}
-		if err := c.Dispatch(rk, params, gpu.Grid(m*k, l.wg()), ch.Buf, dy, dx, partials); err != nil {
+		if err := c.Dispatch(rk, params, gpu.Grid(m*k, l.wg()), ch.Buf, dy, dx, partials, dy); err != nil {
 			return err
 		}
 	}

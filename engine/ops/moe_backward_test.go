@@ -2,6 +2,7 @@ package ops
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 
@@ -118,6 +119,65 @@ func TestMoEBackwardBadShapes(t *testing.T) {
 			defer ch.Discard()
 			if err = tc.f(ch); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestMoEMatMulBackwardInputMatchesReference runs the grouped backward of
+// the experts' product for every type of the backward kernel: 37 tokens
+// choosing 3 of 5 40-row experts split over three chunks, dY rows placed
+// at an offset and stride (as the [gate | up] rows of the fused GLU's
+// backward are), dX rows strided, written and accumulated; against
+// matmulBackwardOracle per slot on the dequantized expert.
+func TestMoEMatMulBackwardInputMatchesReference(t *testing.T) {
+	for i, typ := range MatmulBackwardTypes() {
+		t.Run(typ.String(), func(t *testing.T) {
+			const experts, rows, cols, tokens, used = 5, 40, 256, 37, 3
+			rb, _ := typ.RowSize(cols)
+			c := newMoECase(t, typ, experts, rows, cols, tokens, used, uint64(2*rows)*uint64(rb))
+			slots := tokens * used
+			bi := uploadU32(t, "ids", c.ids)
+			bg := scratch(t, "groups", MoEGroupWords(slots, experts))
+			const dyOff, dys, dxs = 2, rows + 3, cols + 4
+			dy := randVec(uint64(400+i), dyOff+slots*dys, 2)
+			var want, bound []float32
+			for s, e := range c.ids {
+				w := c.deq[int(e)*rows*cols : (int(e)+1)*rows*cols]
+				dx, b := matmulBackwardOracle(w, rows, cols, dy[dyOff+s*dys:dyOff+s*dys+rows], 1)
+				want, bound = append(want, dx...), append(bound, b...)
+			}
+			bdy := upload(t, "dy", dy)
+			for _, acc := range []bool{false, true} {
+				dx0 := randVec(uint64(500+i), slots*dxs, 3)
+				bdx := upload(t, "dx", dx0)
+				a := MoEArgs{Slots: slots, XDiv: 1, Options: MatmulOptions{YOffset: dyOff, YStride: dys, XStride: dxs, Accumulate: acc}}
+				run(t, "moe backward", func(ch *gpu.Chain) error {
+					if err := MoEGroup(ch, bi, bg, slots, experts); err != nil {
+						return err
+					}
+					return MoEMatMulBackwardInput(ch, c.w, bdy, bg, bdx, a)
+				})
+				all := download(t, bdx, slots*dxs)
+				got, wantAt, boundAt := make([]float32, 0, slots*cols), make([]float32, 0, slots*cols), make([]float32, 0, slots*cols)
+				for s := range slots {
+					for j := range cols {
+						v, w, b := all[s*dxs+j], want[s*cols+j], bound[s*cols+j]
+						if acc {
+							w += dx0[s*dxs+j]
+							b += float32(math.Abs(float64(dx0[s*dxs+j])))
+						}
+						got, wantAt, boundAt = append(got, v), append(wantAt, w), append(boundAt, b)
+					}
+					for j := cols; j < dxs; j++ {
+						if all[s*dxs+j] != dx0[s*dxs+j] {
+							t.Fatalf("slot %d: the stride's gap at %d was written", s, j)
+						}
+					}
+				}
+				// The sum runs over the expert's rows, one after
+				// another; accumulating adds one rounding, within +4.
+				assertMatmulBackward(t, fmt.Sprintf("%v accumulate=%v", typ, acc), got, wantAt, boundAt, rows)
 			}
 		})
 	}
