@@ -11,7 +11,8 @@ import (
 // targetTensor (or the fused tensor a projection was cut from), and
 // FromAdapter reads the targets back from the architecture's tensor map;
 // for every architecture training covers, the two must agree and every
-// target must reach a tensor.
+// target must reach a tensor, but the feed-forward's in a mixture of
+// experts, which NewLoRA refuses by name (TestMoETargets).
 func TestTargetsMatchTheTensorMap(t *testing.T) {
 	for _, a := range arch.All() {
 		if !a.Trainable {
@@ -31,8 +32,9 @@ func TestTargetsMatchTheTensorMap(t *testing.T) {
 				}
 			}
 		}
+		moe := slices.ContainsFunc(a.Block, func(x arch.Tensor) bool { return x.Stack == arch.DimExperts })
 		for _, name := range Targets {
-			if !covered[name] {
+			if !covered[name] && !(moe && slices.Contains([]string{"gate", "up", "down"}, name)) {
 				t.Errorf("%s: no layer tensor carries target %q", a.Name, name)
 			}
 		}

@@ -159,6 +159,16 @@ func NewLoRA(m *model.Model, c LoRAConfig, seed uint64) (*LoRA, error) {
 		return nil, err
 	}
 	on, _ := c.targets()
+	if e := m.Config.MoE; e != nil && len(c.Targets) > 0 {
+		// Named feed-forward targets on a mixture of experts: its stacked
+		// experts are not adapted (the default, every target, adapts the
+		// attention projections of such a model).
+		for _, t := range []int{tGate, tUp, tDown} {
+			if on[t] {
+				return nil, fmt.Errorf("training: LoRA target %q: %s's feed-forward is a mixture of %d experts (blk.N.ffn_%s_exps.weight), which LoRA does not adapt; the attention targets (q, k, v, o) are", Targets[t], m.Config.Arch, e.Experts, Targets[t])
+			}
+		}
+	}
 	l := &LoRA{Config: c, index: make([][numTargets]slot, len(m.Layers)), embed: -1, head: -1}
 	rng := rand.New(rand.NewPCG(seed, 0x4c6f5241)) // "LoRA"
 	for i := range m.Layers {

@@ -117,6 +117,15 @@ type frozenLayer struct {
 	// (Gemma 3n, 4), laurelL and laurelR Gemma 3n's LAuReL, whose
 	// backwards the block's runs through.
 	pleGate, pleProj, laurelL, laurelR linear
+	// moe is the layer's mixture of experts, nil in a dense model.
+	moe *frozenMoE
+}
+
+// frozenMoE is a mixture of experts' router and each expert's gate, up
+// and down in f32.
+type frozenMoE struct {
+	router         linear
+	gate, up, down []linear
 }
 
 // linear is a frozen rows × cols weight in f32.
@@ -160,6 +169,14 @@ func NewCPU(m *model.Model) (*CPU, error) {
 		}
 		if l.LaurelL != nil {
 			f.laurelL, f.laurelR = lin(l.LaurelL), lin(l.LaurelR)
+		}
+		if e := l.MoE; e != nil {
+			f.moe = &frozenMoE{router: lin(e.Router)}
+			for k := range e.Gate.Stack {
+				f.moe.gate = append(f.moe.gate, lin(e.Gate.Matrix(k)))
+				f.moe.up = append(f.moe.up, lin(e.Up.Matrix(k)))
+				f.moe.down = append(f.moe.down, lin(e.Down.Matrix(k)))
+			}
 		}
 	}
 	r.outNorm = vec(m.OutNorm)
@@ -562,19 +579,24 @@ func (r *CPU) blockBackward(i int, lora *LoRA, a *activations, dout []float32, g
 	if l.PostFFNNorm != nil {
 		df = normBack(a.F, l.PostFFNNorm, df, n, d)
 	}
-	dh := mulBack(tDown, a.H, df)
-	var dgate, dup []float32
-	if c.GELU {
-		dgate, dup = ref.GeGLUBackward(a.Gate, a.Up, dh)
+	var dxn2 []float32
+	if l.moe != nil {
+		dxn2 = r.moeBackward(l.moe, a, df)
 	} else {
-		dgate, dup = ref.SwiGLUBackward(a.Gate, a.Up, dh)
+		dh := mulBack(tDown, a.H, df)
+		var dgate, dup []float32
+		if c.GELU {
+			dgate, dup = ref.GeGLUBackward(a.Gate, a.Up, dh)
+		} else {
+			dgate, dup = ref.SwiGLUBackward(a.Gate, a.Up, dh)
+		}
+		if a.GateIn != nil {
+			// Gemma 3n's sparsity of the gate.
+			dgate = ref.GaussianTopKBackward(a.GateIn, dgate, n, sh.FF, sh.FF, sh.Sparsity)
+		}
+		dxn2 = mulBack(tGate, a.XN2, dgate)
+		ref.AddInPlace(dxn2, mulBack(tUp, a.XN2, dup))
 	}
-	if a.GateIn != nil {
-		// Gemma 3n's sparsity of the gate.
-		dgate = ref.GaussianTopKBackward(a.GateIn, dgate, n, sh.FF, sh.FF, sh.Sparsity)
-	}
-	dxn2 := mulBack(tGate, a.XN2, dgate)
-	ref.AddInPlace(dxn2, mulBack(tUp, a.XN2, dup))
 	ref.AddInPlace(dx2, normBack(a.X2, l.FFNNorm, dxn2, n, d))
 
 	// Attention: x2 = x + post(O·att); with Gemma 3n's LAuReL, x2 = (x +
@@ -627,6 +649,35 @@ func (r *CPU) blockBackward(i int, lora *LoRA, a *activations, dout []float32, g
 	dx := normBack(a.X, l.AttnNorm, dxn, n, d)
 	ref.AddInPlace(dx, dx2)
 	return dx
+}
+
+// moeBackward is the gradient of a mixture of experts' input (n normed
+// rows) for the gradient df of its weighted sum, the experts' choice held
+// fixed: back through the combine to each slot's output and router weight,
+// through each slot's expert (down, its GLU, gate and up) to the token's
+// row, and through the router. Neither router nor experts are LoRA
+// targets.
+func (r *CPU) moeBackward(f *frozenMoE, a *activations, df []float32) []float32 {
+	c := r.c
+	e, mo, n, d := c.MoE, a.MoE, a.n, c.Hidden
+	ff, k := e.FF, e.Used
+	dY, dW := ref.MoECombineBackward(mo.Y, mo.Weights, df, n, k, d, e.Scale)
+	dl := ref.MoERouteBackward(mo.Logits, nil, mo.IDs, dW, ref.MoERouteArgs{Tokens: n, Experts: e.Experts, TopK: k, Sigmoid: e.Sigmoid, Renorm: e.Renorm})
+	dxn := matmulBackward(f.router, dl, n)
+	for s, ex := range mo.IDs {
+		dh := matmulBackward(f.down[ex], dY[s*d:(s+1)*d], 1)
+		g, u := mo.Gate[s*ff:(s+1)*ff], mo.Up[s*ff:(s+1)*ff]
+		var dg, du []float32
+		if c.GELU {
+			dg, du = ref.GeGLUBackward(g, u, dh)
+		} else {
+			dg, du = ref.SwiGLUBackward(g, u, dh)
+		}
+		row := dxn[(s/k)*d : (s/k+1)*d]
+		ref.AddInPlace(row, matmulBackward(f.gate[ex], dg, 1))
+		ref.AddInPlace(row, matmulBackward(f.up[ex], du, 1))
+	}
+	return dxn
 }
 
 // loraForward adds scale·B·(A·x) to y for m rows, B cut to slot s's rows,

@@ -82,6 +82,15 @@ type GPU struct {
 	gateIn, unembedded, merged                         *gpu.Buffer
 	dstreams, dstreams2, dpred, dfirst, dsum, dlaurelT *gpu.Buffer
 
+	// A mixture of experts (nil without): the forward's router scores,
+	// choices, groups and the slots' rows; the backward's gradients of the
+	// slots' outputs and weights, of their activated rows, of their
+	// [gate | up] rows, of their inputs (a row a slot) and of the router's
+	// scores.
+	moe                                    *model.GPUMoEActivations
+	dMoEY, dMoEW, dMoEH, dMoEGateUp, dMoEX *gpu.Buffer
+	dMoELogits                             *gpu.Buffer
+
 	// dropoutStep is the dropout counter of the next Backward; drop and
 	// token0 are the pass being recorded's: dropout on, and the place of
 	// its example's first token in the micro-batch.
@@ -327,6 +336,13 @@ func (g *GPU) allocate() error {
 		g.pleG, g.pleH, g.pleIn = alloc("ple gate", T*p), alloc("ple gated", T*p), alloc("ple input", T*p)
 		g.pleY = alloc("ple y", T*d)
 		g.dPLEH, g.dPLEG, g.dPLEScratch = alloc("d ple gated", T*p), alloc("d ple gate", T*p), alloc("d ple scratch", T*p)
+	}
+	if e := c.MoE; e != nil {
+		g.moe = model.NewGPUMoEActivations(c, T, func(dst **gpu.Buffer, label string, floats int) { *dst = alloc(label, floats) })
+		slots := T * e.Used
+		g.dMoEY, g.dMoEW, g.dMoEX = alloc("d moe y", slots*d), alloc("d moe weights", slots), alloc("d moe x", slots*d)
+		g.dMoEH, g.dMoEGateUp = alloc("d moe h", slots*e.FF), alloc("d moe gate up", 2*slots*e.FF)
+		g.dMoELogits = alloc("d moe logits", T*e.Experts)
 	}
 	r, B := g.lora.Config.Rank, g.batchTokens
 	if g.lora.embed >= 0 {
@@ -858,7 +874,7 @@ func (g *GPU) layer(ch *gpu.Chain, i, n int, x, out *gpu.Buffer) error {
 	a := model.GPUActivations{Keep: true, X: x, X2: g.x2, Out: out, XN: g.xn, XN2: g.xn2,
 		Q: g.q, QIn: g.qIn, KIn: g.kIn, VIn: g.vIn, Att: g.att, AttScratch: g.attScratch,
 		O: g.o, F: g.f, Gate: g.gate, Up: g.up, H: g.h,
-		PLEProj: g.pleProj, PLETok: g.pleTok, PLEG: g.pleG, PLEH: g.pleH, PLEY: g.pleY}
+		PLEProj: g.pleProj, PLETok: g.pleTok, PLEG: g.pleG, PLEH: g.pleH, PLEY: g.pleY, MoE: g.moe}
 	a.K, a.V = g.layerKV(i)
 	if g.c.AltUp > 0 {
 		// The block runs on the active prediction; the streams go from x
@@ -1035,18 +1051,22 @@ func (g *GPU) layerBackward(ch *gpu.Chain, i, n int, x *gpu.Buffer) error {
 		normBack(g.f, l.PostFFNNorm, g.dres, g.dtmp, n, d, false)
 		df = g.dtmp
 	}
-	try(g.mulBackward(ch, i, tDown, g.h, df, g.dff, n, false))
-	if c.GELU {
-		try(ops.GeGLUBackward(ch, g.gate, g.up, g.dff, g.dgate, g.dup, n*ff))
+	if l.MoE != nil {
+		g.moeBackward(ch, i, n, df, try)
 	} else {
-		try(ops.SwiGLUBackward(ch, g.gate, g.up, g.dff, g.dgate, g.dup, n*ff))
+		try(g.mulBackward(ch, i, tDown, g.h, df, g.dff, n, false))
+		if c.GELU {
+			try(ops.GeGLUBackward(ch, g.gate, g.up, g.dff, g.dgate, g.dup, n*ff))
+		} else {
+			try(ops.SwiGLUBackward(ch, g.gate, g.up, g.dff, g.dgate, g.dup, n*ff))
+		}
+		if sh.Sparse {
+			// Gemma 3n's sparsity of the gate, from the gate before it.
+			try(ops.GaussianTopKBackward(ch, g.gateIn, g.dgate, g.dgate, n, ff, ff, sh.Sparsity))
+		}
+		try(g.mulBackward(ch, i, tGate, g.xn2, g.dgate, g.dxn, n, false))
+		try(g.mulBackward(ch, i, tUp, g.xn2, g.dup, g.dxn, n, true))
 	}
-	if sh.Sparse {
-		// Gemma 3n's sparsity of the gate, from the gate before it.
-		try(ops.GaussianTopKBackward(ch, g.gateIn, g.dgate, g.dgate, n, ff, ff, sh.Sparsity))
-	}
-	try(g.mulBackward(ch, i, tGate, g.xn2, g.dgate, g.dxn, n, false))
-	try(g.mulBackward(ch, i, tUp, g.xn2, g.dup, g.dxn, n, true))
 	normBack(g.x2, l.FFNNorm, g.dxn, g.dres, n, d, true) // dres = dx2
 	// Gemma 3n's LAuReL: x2 = (x + post(O·att) + xn + norm(R·L·xn))/√2;
 	// laurel adds its part to dxn before the attention norm's backward.
@@ -1111,6 +1131,33 @@ func (g *GPU) layerBackward(ch *gpu.Chain, i, n int, x *gpu.Buffer) error {
 	laurel()
 	normBack(x, l.AttnNorm, g.dxn, g.dres, n, d, true) // dres = dx
 	return err
+}
+
+// moeBackward records a mixture of experts' backward, as CPU.moeBackward:
+// from df, the gradient of its weighted sum, into g.dxn, that of its normed
+// input (n rows), through the combine, each slot's expert (down, the GLU,
+// gate and up, grouped by expert as the forward was) and the router, the
+// choice held fixed. The forward left the scores, choices, groups and the
+// slots' rows in g.moe.
+func (g *GPU) moeBackward(ch *gpu.Chain, i, n int, df *gpu.Buffer, try func(error)) {
+	c, l, a := g.c, g.w.Layers[i].MoE, g.moe
+	e, d := c.MoE, c.Hidden
+	ff, slots := e.FF, n*e.Used
+	try(ops.MoECombineBackward(ch, a.Y, a.Weights, df, g.dMoEY, g.dMoEW, ops.MoECombineArgs{Tokens: n, Used: e.Used, Dim: d, Scale: e.Scale}))
+	try(ops.MoEMatMulBackwardInput(ch, l.Down, g.dMoEY, a.Groups, g.dMoEH, ops.MoEArgs{Slots: slots}))
+	if c.GELU {
+		try(ops.GeGLUFusedBackward(ch, a.GateUp, g.dMoEH, g.dMoEGateUp, slots, ff))
+	} else {
+		try(ops.SwiGLUFusedBackward(ch, a.GateUp, g.dMoEH, g.dMoEGateUp, slots, ff))
+	}
+	gate := ops.MoEArgs{Slots: slots, Options: ops.MatmulOptions{YStride: 2 * ff}}
+	try(ops.MoEMatMulBackwardInput(ch, l.Gate, g.dMoEGateUp, a.Groups, g.dMoEX, gate))
+	up := gate
+	up.Options.YOffset, up.Options.Accumulate = ff, true
+	try(ops.MoEMatMulBackwardInput(ch, l.Up, g.dMoEGateUp, a.Groups, g.dMoEX, up))
+	try(ops.MoECombine(ch, g.dMoEX, nil, g.dxn, ops.MoECombineArgs{Tokens: n, Used: e.Used, Dim: d, Unweighted: true}))
+	try(ops.MoERouteBackward(ch, a.Logits, nil, a.IDs, g.dMoEW, g.dMoELogits, ops.MoERouteArgs{Tokens: n, Experts: e.Experts, TopK: e.Used, Sigmoid: e.Sigmoid, Renorm: e.Renorm}))
+	try(ops.MatMulBackwardInputWith(ch, l.Router, g.dMoELogits, g.dxn, n, ops.MatmulBackwardOptions{Accumulate: true}))
 }
 
 // Grads reads the accumulated gradients back.

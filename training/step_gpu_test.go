@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/hearthstudio/hearth/engine/gpu"
@@ -74,13 +75,20 @@ func TestGPUStepMatchesCPU(t *testing.T) {
 		// Gemma 3n: AltUp's streams, LAuReL, the sparse gates; two
 		// micro-batches.
 		{"tiny-gemma3n", "Q8_0", 20, nil, 0, true, 0, nil},
+		// Qwen 3 MoE: the attention's gradients back through the
+		// experts (Q5_0 and Q8_0 stacks at Q4_K_M) and the router; two
+		// micro-batches, the attention pairs named.
+		{"tiny-qwen3moe", "Q4_K_M", 12, nil, 0, true, 0, []string{"q", "k", "v", "o"}},
 	} {
 		name := c.preset + "-" + c.quant
 		if c.dropout > 0 {
 			name += fmt.Sprintf("-dropout%v", c.dropout)
 		}
-		if c.targets != nil {
+		switch {
+		case slices.Equal(c.targets, allTargets):
 			name += "-embed-output"
+		case c.targets != nil:
+			name += "-" + strings.Join(c.targets, "")
 		}
 		t.Run(name, func(t *testing.T) {
 			m := loadSynth(t, c.preset, c.quant)

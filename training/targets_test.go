@@ -4,6 +4,7 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/hearthstudio/hearth/engine/adapter"
@@ -205,5 +206,30 @@ func TestEmbedOutputTargetsRoundTrip(t *testing.T) {
 				t.Errorf("the adapter's logits and the merged model's differ by %.3g of their range", d)
 			}
 		})
+	}
+}
+
+// TestMoETargets: on a mixture of experts the default targets adapt the
+// attention projections only, and a feed-forward target named outright is
+// refused, naming the experts it would have to adapt.
+func TestMoETargets(t *testing.T) {
+	m := loadSynth(t, "tiny-qwen3moe", "Q8_0")
+	l, err := NewLoRA(m, LoRAConfig{Rank: 4, Alpha: 8}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range l.Pairs {
+		if !slices.Contains([]string{"q", "k", "v", "o"}, p.Target) {
+			t.Errorf("pair %s adapts %q", p.Name, p.Target)
+		}
+	}
+	if want := 4 * m.Config.Layers; len(l.Pairs) != want {
+		t.Errorf("%d pairs, want %d", len(l.Pairs), want)
+	}
+	for _, target := range []string{"gate", "up", "down"} {
+		_, err := NewLoRA(m, LoRAConfig{Rank: 4, Alpha: 8, Targets: []string{"q", target}}, 1)
+		if err == nil || !strings.Contains(err.Error(), "ffn_"+target+"_exps") || !strings.Contains(err.Error(), "mixture of 8 experts") {
+			t.Errorf("target %q: error %v, want the experts named", target, err)
+		}
 	}
 }

@@ -55,8 +55,7 @@ func init() {
 		HF: []HFClass{{Name: "Qwen3MoeForCausalLM", Window: WindowRefused,
 			Defaults: map[string]float64{"rms_norm_eps": 1e-6, "rope_theta": 10000, "max_position_embeddings": 32768, "head_dim": 128,
 				"num_experts": 128, "num_experts_per_tok": 8, "moe_intermediate_size": 768, "norm_topk_prob": 0}}},
-		// Training waits for the experts' backward (issue 20).
-		Trainable:    false,
+		Trainable:    true,
 		ChatTemplate: "chatml",
 	})
 }

@@ -236,7 +236,7 @@ func (r *GPU) allocate() error {
 		alloc(&r.laurel, "laurel", b*r.m.Layers[0].LaurelL.Rows)
 	}
 	if c.MoE != nil {
-		r.moe = newGPUMoEActivations(c, b, alloc)
+		r.moe = NewGPUMoEActivations(c, b, alloc)
 	}
 	r.embed = make([]float32, b*d)
 	return err

@@ -309,13 +309,14 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 	tail := l.PLEGate != nil || l.OutScale != 0
 	if l.MoE != nil {
 		// A mixture of experts in place of the dense feed-forward.
-		if a.Keep {
-			try(fmt.Errorf("keeping activations through a mixture of experts is not supported"))
-		}
 		if !normed {
 			norm(x, l.FFNNorm, a.XN2, n, d)
 		}
-		w.recordMoE(ch, i, a.MoE, a.XN2, x, a.F, n, try)
+		if a.Keep {
+			try(ops.CopyF32(ch, a.X2, 0, a.Out, 0, n*d))
+			x = a.Out
+		}
+		w.recordMoE(ch, i, a.MoE, a.XN2, x, a.F, n, a.Keep, try)
 		normed = false
 	} else {
 		// Feed-forward: x += post(Down · (act(Gate · norm(x)) * (Up · norm(x)))).

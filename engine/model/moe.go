@@ -53,7 +53,7 @@ func (m *Model) moeCPU(l *MoELayer, xn []float32, n int, acts *MoEActivations) (
 				r := row(s)
 				x = append(x, in[r*cols:(r+1)*cols]...)
 			}
-			y, err := matmul(w.matrix(int(g[0])), x, len(sl))
+			y, err := matmul(w.Matrix(int(g[0])), x, len(sl))
 			if err != nil {
 				return err
 			}
@@ -112,8 +112,8 @@ func moeSizes(c *Config, n int) (logits, slots, groups, gateUp, h, y int) {
 	return n * e.Experts, s, ops.MoEGroupWords(s, e.Experts), 2 * s * e.FF, s * e.FF, s * c.Hidden
 }
 
-// newGPUMoEActivations allocates a batch of n tokens' buffers with alloc.
-func newGPUMoEActivations(c *Config, n int, alloc func(dst **gpu.Buffer, label string, floats int)) *GPUMoEActivations {
+// NewGPUMoEActivations allocates a batch of n tokens' buffers with alloc.
+func NewGPUMoEActivations(c *Config, n int, alloc func(dst **gpu.Buffer, label string, floats int)) *GPUMoEActivations {
 	a := &GPUMoEActivations{}
 	logits, slots, groups, gateUp, h, y := moeSizes(c, n)
 	alloc(&a.Logits, "moe.logits", logits)
@@ -131,8 +131,10 @@ func newGPUMoEActivations(c *Config, n int, alloc func(dst **gpu.Buffer, label s
 // layer has one (written to tmp first). A decoded token whose experts are
 // quantized multiplies only its chosen experts' rows, the GLU fused into
 // down's product (ops.MoEMatVec); a batch groups its slots by expert first
-// (ops.MoEGroup, ops.MoEMatMul).
-func (w *GPUWeights) recordMoE(ch *gpu.Chain, i int, a *GPUMoEActivations, xn, x, tmp *gpu.Buffer, n int, try func(error)) {
+// (ops.MoEGroup, ops.MoEMatMul), as does a pass that keeps every
+// intermediate (keep: the backward reads the groups and the activated
+// rows H).
+func (w *GPUWeights) recordMoE(ch *gpu.Chain, i int, a *GPUMoEActivations, xn, x, tmp *gpu.Buffer, n int, keep bool, try func(error)) {
 	c, l := w.c, &w.Layers[i]
 	e, g := c.MoE, l.MoE
 	if a == nil {
@@ -156,7 +158,7 @@ func (w *GPUWeights) recordMoE(ch *gpu.Chain, i int, a *GPUMoEActivations, xn, x
 		first = append(first, product{g.Up, ops.MoEArgs{Slots: slots, XDiv: e.Used, Options: o}})
 	}
 	down := ops.MoEArgs{Slots: slots, XDiv: 1}
-	vec := n == 1 && ops.HasMoEMatVec(g.Down.Type)
+	vec := n == 1 && !keep && ops.HasMoEMatVec(g.Down.Type)
 	for _, p := range first {
 		vec = vec && ops.HasMoEMatVec(p.t.Type)
 	}

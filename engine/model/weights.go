@@ -43,8 +43,8 @@ func (w *Weight) slice(name string, lo, hi int) *Weight {
 	return &Weight{Name: name, Type: w.Type, Rows: hi - lo, Cols: w.Cols, Data: w.Data[lo*rb : hi*rb], fused: w.Name, row0: lo}
 }
 
-// matrix is matrix k of a stacked weight, a weight of its own.
-func (w *Weight) matrix(k int) *Weight {
+// Matrix is matrix k of a stacked weight, a weight of its own.
+func (w *Weight) Matrix(k int) *Weight {
 	rows := w.Rows / w.Stack
 	return w.slice(fmt.Sprintf("%s[%d]", w.Name, k), k*rows, (k+1)*rows)
 }
@@ -446,7 +446,7 @@ func (ld *loader) stack(name string, count, rows, cols int) []*Weight {
 	}
 	out := make([]*Weight, count)
 	for k := range out {
-		out[k] = all.matrix(k)
+		out[k] = all.Matrix(k)
 	}
 	return out
 }
