@@ -188,9 +188,12 @@ func NewLoRA(m *model.Model, c LoRAConfig, seed uint64) (*LoRA, error) {
 		for t := range numTargets {
 			l.index[i][t] = slot{k: -1}
 			w := ws[t]
-			if w == nil {
+			if w == nil || (t == tK || t == tV) && ws[tV] == ws[tK] {
 				// A Gemma 4 layer reading another's cache has no k or v
-				// (nor does transformers' model a module to adapt).
+				// (nor does transformers' model a module to adapt); one
+				// whose values are k's projection (attention_k_eq_v)
+				// has no v_proj, and a k adapter would have to reach the
+				// values too.
 				continue
 			}
 			name, fused := fmt.Sprintf("blk.%d.%s.weight", i, targetTensor[t]), fusedName(w)
@@ -436,6 +439,9 @@ func layerTensor(c *model.Config, name string) *arch.Tensor {
 // supported refuses, by name, the architectures whose record says the
 // training step does not cover them.
 func supported(c *model.Config) error {
+	if c.MoE != nil && c.MoE.Dense {
+		return fmt.Errorf("training: LoRA training of %s with experts beside each dense feed-forward (Gemma 4 26B-A4B) is not supported: the step has no backward through that block yet", c.Arch)
+	}
 	if a, ok := arch.Lookup(c.Arch); ok && a.Trainable {
 		return nil
 	}

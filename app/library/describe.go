@@ -125,6 +125,13 @@ func memoryEstimate(f *gguf.File, cfg model.Config, ctx int) model.Memory {
 			continue
 		}
 		m.Weights += uploadBytes(t)
+		// A layer whose values are k's projection (Gemma 4's
+		// attention_k_eq_v) uploads k twice: as k and as v.
+		if layer, ok := strings.CutSuffix(t.Name, "attn_k.weight"); ok && cfg.ValueFromKey {
+			if _, v := f.Tensor(layer + "attn_v.weight"); !v {
+				m.Weights += uploadBytes(t)
+			}
+		}
 	}
 	return m
 }
@@ -162,6 +169,18 @@ var uploadedInLayer = map[string]bool{
 	"altup_predict_coef.weight":  true,
 	"altup_correct_coef.weight":  true,
 	"altup_correct_scale.weight": true,
+	// A mixture of experts: the router and the stacked experts, and Gemma
+	// 4's gains and norms around them.
+	"ffn_gate_inp.weight":     true,
+	"ffn_gate_exps.weight":    true,
+	"ffn_up_exps.weight":      true,
+	"ffn_gate_up_exps.weight": true,
+	"ffn_down_exps.weight":    true,
+	"ffn_gate_inp.scale":      true,
+	"ffn_down_exps.scale":     true,
+	"pre_ffw_norm_2.weight":   true,
+	"post_ffw_norm_1.weight":  true,
+	"post_ffw_norm_2.weight":  true,
 }
 
 // altUpF32 are the layer tensors the GPU runner dequantizes to f32 (Gemma

@@ -67,6 +67,10 @@ type Config struct {
 	// VNorm: each v head is RMS-normalised without a gain before the cache
 	// (Gemma 4).
 	VNorm bool
+	// ValueFromKey: a layer with its own cache but no attn_v takes its
+	// values from k's projection (before k's norm), as llama.cpp does for
+	// Gemma 4's attention_k_eq_v.
+	ValueFromKey bool
 	// AltUp is the number of residual streams (Gemma 3n's AltUp: 4); 0
 	// means the one stream of every other family. AltUpActive is the
 	// stream the layers' attention and feed-forward compute on; each layer
@@ -103,6 +107,19 @@ type MoE struct {
 	Renorm bool
 	// Scale multiplies the weights (expert_weights_scale); 0 means 1.
 	Scale float32
+	// Dense: the layer keeps its dense feed-forward and adds the experts'
+	// sum beside it, each through a norm of its own (post_ffw_norm_1 and
+	// _2) before the feed-forward's post-norm (Gemma 4 26B-A4B); the
+	// experts read their own pre-norm (pre_ffw_norm_2).
+	Dense bool
+	// RouterNorm: the router reads the stream RMS-normalised without a
+	// gain, times its own gain (ffn_gate_inp.scale) and 1/sqrt(Hidden)
+	// (Gemma 4), instead of the feed-forward norm's output.
+	RouterNorm bool
+	// OAI: the experts' gated unit is gpt-oss's (gate clamped above at 7,
+	// up to ±7, gate·sigmoid(1.702·gate)·(up + 1)) instead of the model's
+	// GLU.
+	OAI bool
 }
 
 // MaxExperts and MaxExpertsUsed are the most experts a router scores and

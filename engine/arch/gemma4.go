@@ -25,7 +25,10 @@ import (
 //     block_count × P values a token, mixed with a projection of the
 //     token's embedding, gates a small projection added to the residual
 //     after each layer's feed-forward (engine/model's PLE);
-//   - a learned scalar multiplying the residual at the end of each layer.
+//   - a learned scalar multiplying the residual at the end of each layer;
+//   - in the 26B-A4B, a mixture of 128 experts beside each layer's dense
+//     feed-forward (Config.MoE with Dense), and global layers whose values
+//     are their keys' projection (no attn_v: Config.ValueFromKey).
 //
 // llama.cpp's converter writes the norm gains as they are (the graph
 // multiplies by w, not 1 + w) and a final logit soft-cap of 30.
@@ -66,8 +69,25 @@ func gemma4Block() []Tensor {
 		case "attn_k.weight", "attn_v.weight", "attn_k_norm.weight":
 			b[i].OwnKV = true
 		}
+		b[i].Value = b[i].GGUF == "attn_v.weight"
 	}
-	return append(b, Tensor{GGUF: "layer_output_scale.weight", HF: "layer_scalar", Rows: DimNone, Kind: Scalar})
+	b = append(b, Tensor{GGUF: "layer_output_scale.weight", HF: "layer_scalar", Rows: DimNone, Kind: Scalar})
+	// The 26B-A4B's experts beside the dense feed-forward, in llama.cpp's
+	// names and transformers' (router.*, experts.*: stacked as the
+	// checkpoints store them).
+	norm := func(gguf, hf string, d Dim) Tensor {
+		return Tensor{GGUF: gguf, HF: hf, Rows: d, Kind: Norm, Experts: true}
+	}
+	return append(b,
+		Tensor{GGUF: "ffn_gate_inp.weight", HF: "router.proj.weight", Rows: DimExperts, Cols: DimHidden, Experts: true},
+		norm("ffn_gate_inp.scale", "router.scale", DimHidden),
+		norm("ffn_down_exps.scale", "router.per_expert_scale", DimExperts),
+		norm("pre_ffw_norm_2.weight", "pre_feedforward_layernorm_2.weight", DimHidden),
+		norm("post_ffw_norm_1.weight", "post_feedforward_layernorm_1.weight", DimHidden),
+		norm("post_ffw_norm_2.weight", "post_feedforward_layernorm_2.weight", DimHidden),
+		Tensor{GGUF: "ffn_gate_up_exps.weight", HF: "experts.gate_up_proj", Stack: DimExperts, Rows: DimExpertFF2, Cols: DimHidden, Experts: true},
+		Tensor{GGUF: "ffn_down_exps.weight", HF: "experts.down_proj", Stack: DimExperts, Rows: DimHidden, Cols: DimExpertFF, Experts: true},
+	)
 }
 
 // gemmaPLEBlock is the layer Gemma 3n and 4 start from: Gemma 3's without
@@ -78,7 +98,7 @@ func gemmaPLEBlock() []Tensor {
 	return append(b,
 		Tensor{GGUF: "inp_gate.weight", HF: "per_layer_input_gate.weight", Rows: DimPerLayer, Cols: DimHidden},
 		Tensor{GGUF: "proj.weight", HF: "per_layer_projection.weight", Rows: DimHidden, Cols: DimPerLayer},
-		Tensor{GGUF: "post_norm.weight", HF: "post_per_layer_input_norm.weight", Rows: DimHidden, Kind: Norm},
+		Tensor{GGUF: "post_norm.weight", HF: "post_per_layer_input_norm.weight", Rows: DimHidden, Kind: Norm, PLE: true},
 	)
 }
 
@@ -132,6 +152,17 @@ func configureGemma4(f *gguf.File, c *Config) error {
 	}
 	c.HeadDim = max(globalHD, slidingHD)
 	c.RopeDims = max(globalRope, slidingRope)
+	// A layer without attn_v takes its values from k's projection
+	// (attention_k_eq_v: the 26B-A4B's and 31B's global layers), as
+	// llama.cpp's graph does.
+	c.ValueFromKey = true
+	if m := c.MoE; m != nil {
+		// The 26B-A4B: each layer's dense feed-forward and its experts
+		// side by side (the experts GeGLU, gate and up fused), the
+		// router on its own norm of the stream, renormalised, scaled per
+		// expert (ffn_down_exps.scale).
+		m.Dense, m.RouterNorm, m.Renorm = true, true, true
+	}
 	return shareKV(c, shared)
 }
 

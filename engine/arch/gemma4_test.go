@@ -2,6 +2,7 @@ package arch
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 
@@ -144,6 +145,62 @@ func TestGemma4BadKeys(t *testing.T) {
 		}
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error naming %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// TestGemma4OptionalTensors: which of gemma4Block's tensors a layer has
+// follows its sizes: the experts' eight with Experts (the 26B-A4B), no
+// attn_v with KEqV (its global layers), no k, v or k's norm past the
+// KV-sharing boundary, and none of the per-layer-embedding block, its
+// hidden-wide norm included, without PerLayer (the 26B-A4B again).
+func TestGemma4OptionalTensors(t *testing.T) {
+	a, ok := Lookup("gemma4")
+	if !ok {
+		t.Fatal("no gemma4 record")
+	}
+	experts := []string{"ffn_gate_inp.weight", "ffn_gate_inp.scale", "ffn_down_exps.scale", "pre_ffw_norm_2.weight",
+		"post_ffw_norm_1.weight", "post_ffw_norm_2.weight", "ffn_gate_up_exps.weight", "ffn_down_exps.weight"}
+	ple := []string{"inp_gate.weight", "proj.weight", "post_norm.weight"}
+	base := Sizes{Hidden: 16, FF: 24, Heads: 4, KVHeads: 2, HeadDim: 8, Layers: 2, PerLayer: 4, Vocab: 10, OwnKV: true}
+	for _, c := range []struct {
+		name       string
+		edit       func(*Sizes)
+		has, lacks []string
+	}{
+		{"E2B layer", func(*Sizes) {}, append(ple, "attn_v.weight", "attn_k_norm.weight"), experts},
+		{"shared layer", func(s *Sizes) { s.OwnKV = false }, ple, []string{"attn_k.weight", "attn_v.weight", "attn_k_norm.weight"}},
+		{"26B-A4B sliding layer", func(s *Sizes) { s.PerLayer, s.Experts, s.ExpertFF = 0, 8, 6 }, append(experts, "attn_v.weight"), ple},
+		{"26B-A4B global layer", func(s *Sizes) { s.PerLayer, s.Experts, s.ExpertFF, s.KEqV = 0, 8, 6, true },
+			append(experts, "attn_k.weight", "attn_k_norm.weight"), append(ple, "attn_v.weight")},
+	} {
+		s := base
+		c.edit(&s)
+		in := map[string]bool{}
+		for _, x := range a.Block {
+			in[x.GGUF] = x.In(s)
+		}
+		for _, n := range c.has {
+			if !in[n] {
+				t.Errorf("%s: no %s", c.name, n)
+			}
+		}
+		for _, n := range c.lacks {
+			if in[n] {
+				t.Errorf("%s: has %s", c.name, n)
+			}
+		}
+	}
+	// The stacked experts are [experts, rows, cols], gate rows before up
+	// rows in the one stack, as transformers holds them.
+	s := Sizes{Hidden: 16, FF: 24, Heads: 4, KVHeads: 2, HeadDim: 8, Experts: 8, ExpertFF: 6}
+	for _, x := range a.Block {
+		want := map[string][]int64{
+			"ffn_gate_up_exps.weight": {8, 12, 16}, "ffn_down_exps.weight": {8, 16, 6},
+			"ffn_gate_inp.weight": {8, 16}, "ffn_down_exps.scale": {8}, "ffn_gate_inp.scale": {16},
+		}[x.GGUF]
+		if want != nil && !slices.Equal(x.Shape(s), want) {
+			t.Errorf("%s: shape %v, want %v", x.GGUF, x.Shape(s), want)
 		}
 	}
 }

@@ -22,6 +22,19 @@ type Tensor struct {
 	// values (Config.OwnKV): k, v and k's norm; Gemma 4's layers past its
 	// KV-sharing boundary have none.
 	OwnKV bool
+	// Value marks the v projection, which the layers with Sizes.KEqV lack
+	// (Gemma 4's global layers with attention_k_eq_v: their values are
+	// the keys' projection).
+	Value bool
+	// Experts marks the tensors of an optional mixture of experts
+	// (Gemma 4's), which exist only where Sizes.Experts is set.
+	Experts bool
+	// PLE marks a tensor of the per-layer embeddings whose shape does not
+	// say so (the hidden-wide norm after Gemma 4's PLE block), which
+	// exists, as those of DimPerLayer do, only where Sizes.PerLayer is
+	// set: the 26B-A4B has no per-layer embeddings, and neither
+	// transformers nor llama.cpp gives it that norm.
+	PLE bool
 	// Permute is the head count whose rows llama.cpp's converter permutes
 	// when the architecture has PermuteQK.
 	Permute Heads
@@ -46,6 +59,7 @@ const (
 	Norm               // RMSNorm gains
 	Bias               // a projection's bias
 	Scalar             // one number (Gemma 4's layer output scale)
+	Sink               // attention sinks: a logit per query head (gpt-oss)
 )
 
 // Heads names a head count of the model.
@@ -79,6 +93,7 @@ const (
 	DimExperts       // expert_count
 	DimExpertFF      // expert_feed_forward_length
 	DimExpertFF2     // 2 × expert_feed_forward_length: gate and up fused
+	DimHeads         // attention.head_count
 )
 
 // Sizes are the hyper-parameters a Dim is resolved with: one layer's (the
@@ -89,7 +104,7 @@ type Sizes struct {
 	Layers, PerLayer, Vocab             int
 	AltUp, Laurel                       int
 	Experts, ExpertFF                   int
-	OwnKV                               bool
+	OwnKV, KEqV                         bool
 }
 
 // Of is d's extent in a model of sizes s; DimNone is 1.
@@ -130,22 +145,32 @@ func (d Dim) Of(s Sizes) int {
 		return s.ExpertFF
 	case DimExpertFF2:
 		return 2 * s.ExpertFF
+	case DimHeads:
+		return s.Heads
 	}
 	return 1
 }
 
 // In reports whether t exists in a layer (or model) of sizes s: an OwnKV
-// tensor only where the layer keeps its own cache, a per-layer-embedding
-// tensor only where the model has them.
+// tensor only where the layer keeps its own cache, v's only where the
+// layer does not take its values from k's projection, an Experts tensor
+// only in a mixture of experts, a per-layer-embedding tensor only where
+// the model has them.
 func (t *Tensor) In(s Sizes) bool {
 	ple := func(d Dim) bool { return d == DimPerLayer || d == DimPerLayers }
-	return (!t.OwnKV || s.OwnKV) && (s.PerLayer > 0 || !ple(t.Rows) && !ple(t.Cols))
+	return (!t.OwnKV || s.OwnKV) && (!t.Value || !s.KEqV) && (!t.Experts || s.Experts > 0) &&
+		(s.PerLayer > 0 || !t.PLE && !ple(t.Rows) && !ple(t.Cols))
 }
 
 // Shape is t's shape in a model of sizes s, outermost first: [rows, cols],
-// [stack, rows, cols] for a stack, or [rows] for a vector.
+// [stack, rows, cols] for a stack, [rows] for a vector, or [stack, rows]
+// for a stack of vectors.
 func (t *Tensor) Shape(s Sizes) []int64 {
 	if t.Cols == DimNone {
+		if t.Stack != DimNone {
+			// A vector per matrix of a stack (gpt-oss's experts' biases).
+			return []int64{int64(t.Stack.Of(s)), int64(t.Rows.Of(s))}
+		}
 		return []int64{int64(t.Rows.Of(s))}
 	}
 	if t.Stack != DimNone {

@@ -29,6 +29,14 @@
 //     transformers 5's fused mlp.experts.gate_up_proj and down_proj; what
 //     llama.cpp's graph would run otherwise than transformers
 //     (norm_topk_prob false, dense layers among the experts) is refused.
+//   - Gemma 4's optional experts (enable_moe_block, the 26B-A4B) are
+//     copied as transformers stacks them (experts.gate_up_proj, gate rows
+//     first, and experts.down_proj become ffn_gate_up_exps and
+//     ffn_down_exps), with the router's gain and per-expert scale as
+//     vectors and three more norms a layer; its global layers with
+//     attention_k_eq_v have no attn_v (their values are their keys'
+//     projection) and num_global_key_value_heads KV heads, written as a
+//     head_count_kv array.
 //   - Weights are written in the requested type (by default their own
 //     dtype); norms, biases, rope_freqs and MoE routers are always F32.
 //

@@ -187,8 +187,8 @@ func TestImportGemma4Multimodal(t *testing.T) {
 }
 
 // TestImportGemma4Refuses: the Gemma 4 configurations Hearth does not run
-// are refused by key, and a checkpoint missing its per-layer embeddings by
-// tensor.
+// are refused by key, and a checkpoint missing its per-layer embeddings, or
+// holding what its config.json rules out, by tensor.
 func TestImportGemma4Refuses(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -196,8 +196,10 @@ func TestImportGemma4Refuses(t *testing.T) {
 		drop  string
 		want  string
 	}{
-		{"mixture of experts", map[string]any{"enable_moe_block": true}, "", "enable_moe_block"},
-		{"keys equal values", map[string]any{"attention_k_eq_v": true}, "", "attention_k_eq_v"},
+		// A mixture without its sizes, and values where the keys are
+		// to be the values (gemma4moe_test.go has the model with both).
+		{"mixture of experts without its sizes", map[string]any{"enable_moe_block": true}, "", "num_experts: is missing"},
+		{"values beside keys equal to values", map[string]any{"attention_k_eq_v": true}, "", `"model.layers.2.self_attn.v_proj.weight": not part of`},
 		{"bidirectional", map[string]any{"use_bidirectional_attention": "all"}, "", "use_bidirectional_attention"},
 		{"PLE table of another height", map[string]any{"vocab_size_per_layer_input": 12}, "", "vocab_size_per_layer_input"},
 		{"sharing every layer", map[string]any{"num_kv_shared_layers": 6}, "", "num_kv_shared_layers"},

@@ -211,8 +211,9 @@ func archMetadata(hp *hparams) []gguf.KV {
 		kv = hp.layeredMetadata(a, kv)
 	}
 	if e := hp.moe; e != nil {
-		// Qwen2MoeModel's keys (Qwen 3 MoE's converter): no gating
-		// function or weights norm, which the qwen3moe graph fixes.
+		// The converter's keys (TextModel's, for Qwen 3 MoE and Gemma
+		// 4): no gating function or weights norm, which the qwen3moe and
+		// gemma4 graphs fix.
 		u32("expert_count", e.experts)
 		u32("expert_used_count", e.used)
 		u32("expert_feed_forward_length", e.ff)

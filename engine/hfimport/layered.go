@@ -14,6 +14,8 @@ import (
 // converter writes for it.
 type layered struct {
 	globalHeadDim int    // the global layers' head width (global_head_dim)
+	globalKVHeads int    // the global layers' KV heads (num_key_value_heads unless k_eq_v)
+	kEqV          bool   // attention_k_eq_v: the global layers' values are their keys' projection
 	sliding       []bool // per layer: sliding-window attention
 	ffs           []int  // per layer: feed-forward width
 	sharedKV      int    // the last layers that read earlier layers' caches
@@ -34,26 +36,18 @@ func (l *layered) gemma3n() bool { return l.altUp > 0 }
 
 // parseLayered reads Gemma 4's per-layer configuration: the layer types
 // (transformers' default when absent: one global in six, the last layer
-// global), the global layers' head width (global_head_dim, or the
-// per_layer_config overrides of later transformers), KV sharing with its
-// double-wide feed-forwards, and the per-layer embeddings. What Hearth
-// does not run (the MoE block, keys equal to values, bidirectional
-// attention) is refused by name.
+// global), the global layers' head width and KV heads (global_head_dim
+// and num_global_key_value_heads, or the per_layer_config overrides of
+// later transformers), keys equal to values on the global layers
+// (attention_k_eq_v), KV sharing with its double-wide feed-forwards, the
+// per-layer embeddings and the 26B-A4B's experts (enable_moe_block).
+// Bidirectional attention, which Hearth does not run, is refused by name.
 func (hp *hparams) parseLayered(c object) error {
 	if !hp.fam.arch.LayerShapes {
 		return nil
 	}
 	l := &layered{}
 	hp.layered = l
-	for _, f := range []string{"enable_moe_block", "attention_k_eq_v"} {
-		on, err := c.bool(f, false)
-		if err != nil {
-			return err
-		}
-		if on {
-			return c.errorf(f, "is true: %s's mixture-of-experts and key-equals-value layers are not supported", hp.class)
-		}
-	}
 	if c.has("use_bidirectional_attention") && !c.isNull("use_bidirectional_attention") {
 		return c.errorf("use_bidirectional_attention", "is set: only causal attention is supported")
 	}
@@ -89,8 +83,23 @@ func (hp *hparams) parseLayered(c object) error {
 	} else if l.globalHeadDim, err = integer("global_head_dim"); err != nil {
 		return err
 	}
-	// Later transformers keep the global layers' head width as a
-	// per_layer_config override.
+	// transformers gives the global layers num_global_key_value_heads
+	// only with attention_k_eq_v (Gemma4TextAttention; later versions'
+	// per_layer_config likewise), though llama.cpp's converter writes it
+	// whenever the key is there.
+	if !g3n {
+		if l.kEqV, err = c.bool("attention_k_eq_v", false); err != nil {
+			return err
+		}
+	}
+	l.globalKVHeads = hp.kvHeads
+	if l.kEqV && c.has("num_global_key_value_heads") {
+		if l.globalKVHeads, err = c.int("num_global_key_value_heads", 0); err != nil {
+			return err
+		}
+	}
+	// Later transformers keep the global layers' head width and KV heads
+	// as per_layer_config overrides.
 	if plc, err := c.obj("per_layer_config"); err != nil {
 		return err
 	} else if plc.m != nil {
@@ -105,10 +114,16 @@ func (hp *hparams) parseLayered(c object) error {
 			if l.globalHeadDim, err = o.int("head_dim", l.globalHeadDim); err != nil {
 				return err
 			}
+			if l.globalKVHeads, err = o.int("num_key_value_heads", l.globalKVHeads); err != nil {
+				return err
+			}
 		}
 	}
 	if l.globalHeadDim <= 0 || l.globalHeadDim%2 != 0 {
 		return c.errorf("global_head_dim", "is %d, want a positive even number", l.globalHeadDim)
+	}
+	if l.globalKVHeads <= 0 || hp.heads%l.globalKVHeads != 0 {
+		return c.errorf("num_global_key_value_heads", "is %d: num_attention_heads (%d) must be a multiple of it", l.globalKVHeads, hp.heads)
 	}
 	if l.sharedKV, err = integer("num_kv_shared_layers"); err != nil {
 		return err
@@ -166,6 +181,9 @@ func (hp *hparams) parseLayered(c object) error {
 	}
 	if g3n {
 		return hp.parseGemma3n(c, l)
+	}
+	if err := hp.parseGemma4Experts(c); err != nil {
+		return err
 	}
 	if !c.has("rope_parameters") {
 		// transformers' Gemma4TextConfig default when a config has none.
@@ -274,7 +292,7 @@ func (hp *hparams) sizes(i int) arch.Sizes {
 		s.FF, s.PerLayer, s.AltUp, s.Laurel = l.ffs[i], l.perLayer, l.altUp, l.laurel
 		s.OwnKV = i < hp.layers-l.sharedKV
 		if !l.sliding[i] {
-			s.HeadDim = l.globalHeadDim
+			s.HeadDim, s.KVHeads, s.KEqV = l.globalHeadDim, l.globalKVHeads, l.kEqV
 		}
 	}
 	return s
@@ -308,6 +326,15 @@ func (hp *hparams) layeredMetadata(a string, kv []gguf.KV) []gguf.KV {
 			ffs[i] = uint32(f)
 		}
 		set("feed_forward_length", gguf.ArrayOf(ffs))
+	}
+	if l.globalKVHeads != hp.kvHeads {
+		// One count a layer, as the converter writes
+		// num_global_key_value_heads (the 26B-A4B's 8 sliding, 2 global).
+		kvs := make([]uint32, hp.layers)
+		for i := range kvs {
+			kvs[i] = uint32(hp.sizes(i).KVHeads)
+		}
+		set("attention.head_count_kv", gguf.ArrayOf(kvs))
 	}
 	return kv
 }

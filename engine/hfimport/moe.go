@@ -8,8 +8,9 @@ import (
 )
 
 // moe is what config.json says of a mixture-of-experts feed-forward (Qwen
-// 3 MoE's), in the terms of the keys llama.cpp's converter writes:
-// expert_count, expert_used_count and expert_feed_forward_length.
+// 3 MoE's, Gemma 4 26B-A4B's), in the terms of the keys llama.cpp's
+// converter writes: expert_count, expert_used_count and
+// expert_feed_forward_length.
 type moe struct {
 	experts, used, ff int
 }
@@ -21,10 +22,11 @@ type moe struct {
 var keptF32 = []string{"ffn_gate_inp.weight"}
 
 // hasExperts reports whether a's layers are mixtures of experts: a router
-// scores DimExperts experts.
+// scores DimExperts experts (an optional mixture, Gemma 4's, marks its
+// tensors Experts and is not this).
 func hasExperts(a *arch.Arch) bool {
 	for _, t := range a.Block {
-		if t.Rows == arch.DimExperts || t.Stack == arch.DimExperts {
+		if !t.Experts && (t.Rows == arch.DimExperts || t.Stack == arch.DimExperts) {
 			return true
 		}
 	}
@@ -42,25 +44,9 @@ func (hp *hparams) parseMoE(c object) error {
 	if !hasExperts(hp.fam.arch) {
 		return nil
 	}
-	e := &moe{}
-	for _, f := range []struct {
-		key string
-		dst *int
-	}{{"num_experts", &e.experts}, {"num_experts_per_tok", &e.used}, {"moe_intermediate_size", &e.ff}} {
-		var err error
-		if *f.dst, err = hp.classInt(c, f.key); err != nil {
-			return err
-		}
-	}
-	switch {
-	case e.experts < 1 || e.experts > arch.MaxExperts:
-		return c.errorf("num_experts", "is %d, want 1 to %d (the most Hearth's router scores)", e.experts, arch.MaxExperts)
-	case e.used < 1 || e.used > e.experts:
-		return c.errorf("num_experts_per_tok", "is %d, want 1 to num_experts (%d)", e.used, e.experts)
-	case e.used > arch.MaxExpertsUsed:
-		return c.errorf("num_experts_per_tok", "is %d, more than the %d experts Hearth's router chooses", e.used, arch.MaxExpertsUsed)
-	case e.ff <= 0:
-		return c.errorf("moe_intermediate_size", "is %d, want a positive number", e.ff)
+	e, err := hp.readExperts(c, "num_experts_per_tok")
+	if err != nil {
+		return err
 	}
 	norm, err := c.bool("norm_topk_prob", hp.fam.class.Defaults["norm_topk_prob"] != 0)
 	if err != nil {
@@ -100,6 +86,54 @@ func (hp *hparams) parseMoE(c object) error {
 	return nil
 }
 
+// readExperts reads a mixture's sizes: num_experts, the experts chosen
+// for each token (usedKey: Qwen's num_experts_per_tok, Gemma 4's
+// top_k_experts) and moe_intermediate_size, the class defaults for those
+// absent, refusing by key a key neither gives and what Hearth's router
+// cannot run.
+func (hp *hparams) readExperts(c object, usedKey string) (*moe, error) {
+	e := &moe{}
+	for _, f := range []struct {
+		key string
+		dst *int
+	}{{"num_experts", &e.experts}, {usedKey, &e.used}, {"moe_intermediate_size", &e.ff}} {
+		if _, ok := hp.fam.class.Defaults[f.key]; !ok && !c.has(f.key) {
+			return nil, c.errorf(f.key, "is missing: a mixture of experts needs it")
+		}
+		var err error
+		if *f.dst, err = hp.classInt(c, f.key); err != nil {
+			return nil, err
+		}
+	}
+	switch {
+	case e.experts < 1 || e.experts > arch.MaxExperts:
+		return nil, c.errorf("num_experts", "is %d, want 1 to %d (the most Hearth's router scores)", e.experts, arch.MaxExperts)
+	case e.used < 1 || e.used > e.experts:
+		return nil, c.errorf(usedKey, "is %d, want 1 to num_experts (%d)", e.used, e.experts)
+	case e.used > arch.MaxExpertsUsed:
+		return nil, c.errorf(usedKey, "is %d, more than the %d experts Hearth's router chooses", e.used, arch.MaxExpertsUsed)
+	case e.ff <= 0:
+		return nil, c.errorf("moe_intermediate_size", "is %d, want a positive number", e.ff)
+	}
+	return e, nil
+}
+
+// parseGemma4Experts reads Gemma 4's optional mixture (enable_moe_block:
+// the 26B-A4B's 128 experts, 8 chosen, beside each layer's dense
+// feed-forward): num_experts, top_k_experts and moe_intermediate_size,
+// which the class leaves unset (None), so a config without one is
+// refused by key. transformers' router always renormalises the chosen
+// weights and scales them per expert, as llama.cpp's gemma4 graph does,
+// so nothing else is read.
+func (hp *hparams) parseGemma4Experts(c object) error {
+	on, err := c.bool("enable_moe_block", false)
+	if err != nil || !on {
+		return err
+	}
+	hp.moe, err = hp.readExperts(c, "top_k_experts")
+	return err
+}
+
 // planFunc is Model.plan's planner of one tensor: GGUF tensor gg from the
 // Hugging Face tensor hf, whose shape (outermost first) must be want; nil
 // for an absent tensor that is not required.
@@ -132,6 +166,18 @@ func stackPlan(plan planFunc, gg, hf string, shape []int64) (*tensorPlan, error)
 // or without a ".weight" suffix, and so does this. has reports whether the
 // checkpoint holds a tensor; layer is "model.layers.N.".
 func expertsPlan(plan planFunc, has func(string) bool, layer, gg string, t arch.Tensor, shape []int64) (*tensorPlan, error) {
+	if !strings.Contains(t.HF, "%d") {
+		// A record that names the stack itself (Gemma 4's
+		// experts.gate_up_proj [experts, 2·ff, hidden], gate rows first,
+		// and experts.down_proj: its checkpoints hold only these): one
+		// tensor, whose row-major bytes are ggml's [cols, rows, experts]
+		// as they are.
+		hf := layer + t.HF
+		if !has(hf) && has(hf+".weight") {
+			hf += ".weight"
+		}
+		return plan(gg, hf, shape, true, nil)
+	}
 	// t.HF is "mlp.experts.%d.gate_proj.weight": the fused tensors are
 	// "mlp.experts.gate_up_proj" and "mlp.experts.down_proj".
 	prefix, rest, ok := strings.Cut(t.HF, "%d.")

@@ -237,7 +237,12 @@ func (m *Model) plan(hp *hparams, o Options) error {
 			if !t.In(sizes) {
 				// A Gemma 4 layer that reads an earlier layer's cache does
 				// not use its own k and v; transformers drops them on load.
-				used[hf] = true
+				// Any other tensor the config rules out (a v projection of
+				// a layer whose values are its keys, an expert of a model
+				// without experts) is refused below as not part of it.
+				if t.OwnKV && !sizes.OwnKV {
+					used[hf] = true
+				}
 				continue
 			}
 			var tweak func(*tensorPlan)

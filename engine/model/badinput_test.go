@@ -147,7 +147,7 @@ func TestLoadRefusesBadFiles(t *testing.T) {
 		{"experts against their count", rewrite(t, moe.Path, map[string]gguf.Value{"qwen3moe.expert_count": gguf.ValueOf(uint32(6))}),
 			`tensor "blk.0.ffn_gate_inp.weight" has shape`},
 		{"expert width against the tensors", rewrite(t, moe.Path, map[string]gguf.Value{"qwen3moe.expert_feed_forward_length": gguf.ValueOf(uint32(96))}),
-			`tensor "blk.0.ffn_gate_exps.weight" has shape`},
+			`tensor "blk.0.ffn_down_exps.weight" has shape`},
 		{"more chosen than experts", rewrite(t, moe.Path, map[string]gguf.Value{"qwen3moe.expert_used_count": gguf.ValueOf(uint32(9))}),
 			"expert_used_count 9: want 1 to the 8 experts"},
 		{"no chosen count", rewrite(t, moe.Path, map[string]gguf.Value{"qwen3moe.expert_used_count": {}}), `qwen3moe.expert_used_count`},

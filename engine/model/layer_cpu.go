@@ -271,12 +271,13 @@ func (m *Model) forwardBlockCPU(i int, x []float32, n int, s CPULayer, acts *Lay
 	// Feed-forward: x += Down · (act(Gate · norm(x)) * (Up · norm(x))), or
 	// a mixture of such experts (moe.go).
 	a.XN2 = norm(a.X2, lv.FFNNorm, n, d)
-	if e := m.Layers[i].MoE; e != nil {
-		a.MoE = nil
-		if acts != nil {
-			a.MoE = &MoEActivations{}
-		}
-		if a.F, err = m.moeCPU(e, a.XN2, n, a.MoE); err != nil {
+	e := m.Layers[i].MoE
+	a.MoE = nil
+	if e != nil && acts != nil {
+		a.MoE = &MoEActivations{}
+	}
+	if e != nil && !c.MoE.Dense {
+		if a.F, err = m.moeCPU(e, a.XN2, a.XN2, n, a.MoE); err != nil {
 			return nil, fmt.Errorf("model: layer %d: %w", i, err)
 		}
 	} else {
@@ -298,6 +299,12 @@ func (m *Model) forwardBlockCPU(i int, x []float32, n int, s CPULayer, acts *Lay
 		a.F = mul(ProjDown, a.H)
 		if err != nil {
 			return nil, err
+		}
+		if e != nil {
+			// Gemma 4's experts beside the dense feed-forward.
+			if a.F, err = m.denseMoECPU(e, a.X2, a.F, n, a.MoE); err != nil {
+				return nil, fmt.Errorf("model: layer %d: %w", i, err)
+			}
 		}
 	}
 	f := a.F

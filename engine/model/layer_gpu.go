@@ -265,7 +265,7 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 	// into W · in before the norm. With glu set, in is one token's
 	// [gate | up] and W reads act(gate)·up (ops.MatVecGLU, or quantized
 	// by ops.QuantizeQ8GLU).
-	residual := func(x *gpu.Buffer, t *gpu.Tensor, p Proj, in, post, tmp, next, xn *gpu.Buffer, glu *ops.GLUArgs, scale float32) bool {
+	residual := func(x *gpu.Buffer, t *gpu.Tensor, p Proj, in, post, tmp, next, xn *gpu.Buffer, glu *ops.GLUArgs, scale float32, mix func(tmp *gpu.Buffer) *gpu.Buffer) bool {
 		product := func(y *gpu.Buffer, o ops.MatmulOptions) error {
 			if q8(t) {
 				if glu != nil {
@@ -287,6 +287,9 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 		}
 		try(product(tmp, ops.MatmulOptions{}))
 		lora(p, in, tmp, ops.MatmulOptions{})
+		if mix != nil {
+			tmp = mix(tmp)
+		}
 		na := ops.NormArgs{Rows: n, Dim: d, Eps: c.Eps, Scale: scale}
 		if next == nil {
 			try(ops.RMSNormAdd(ch, tmp, post, x, na))
@@ -304,11 +307,13 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 		try(ops.AddInPlace(ch, x, a.XN, n*d))
 		try(ops.RMSNormAdd(ch, laurelR, l.LaurelNorm, x, ops.NormArgs{Rows: n, Dim: d, Eps: c.Eps}))
 	}
-	normed = residual(x, l.O, ProjO, a.Att, l.PostAttnNorm, a.O, l.FFNNorm, a.XN2, nil, attnScale)
+	normed = residual(x, l.O, ProjO, a.Att, l.PostAttnNorm, a.O, l.FFNNorm, a.XN2, nil, attnScale, nil)
 
 	tail := l.PLEGate != nil || l.OutScale != 0
-	if l.MoE != nil {
-		// A mixture of experts in place of the dense feed-forward.
+	if l.MoE != nil && !c.MoE.Dense {
+		// A mixture of experts in place of the dense feed-forward: its
+		// sum added to the stream, through the post-norm where there is
+		// one.
 		if !normed {
 			norm(x, l.FFNNorm, a.XN2, n, d)
 		}
@@ -316,7 +321,12 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 			try(ops.CopyF32(ch, a.X2, 0, a.Out, 0, n*d))
 			x = a.Out
 		}
-		w.recordMoE(ch, i, a.MoE, a.XN2, x, a.F, n, a.Keep, try)
+		if l.PostFFNNorm == nil {
+			w.recordMoE(ch, i, a.MoE, a.XN2, a.XN2, x, true, n, a.Keep, try)
+		} else {
+			w.recordMoE(ch, i, a.MoE, a.XN2, a.XN2, a.F, false, n, a.Keep, try)
+			try(ops.RMSNormAdd(ch, a.F, l.PostFFNNorm, x, ops.NormArgs{Rows: n, Dim: d, Eps: c.Eps}))
+		}
 		normed = false
 	} else {
 		// Feed-forward: x += post(Down · (act(Gate · norm(x)) * (Up · norm(x)))).
@@ -384,11 +394,22 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 		if tail {
 			next = nil
 		}
-		if glu != nil {
-			normed = residual(x, l.Down, ProjDown, a.Gate, l.PostFFNNorm, a.F, next, a.XN, glu, 0)
-		} else {
-			normed = residual(x, l.Down, ProjDown, a.H, l.PostFFNNorm, a.F, next, a.XN, nil, 0)
+		// Gemma 4's experts beside the dense feed-forward: its output
+		// and theirs, each normed, summed before the post-norm.
+		var mix func(*gpu.Buffer) *gpu.Buffer
+		if l.MoE != nil {
+			if l.PostFFNNorm == nil {
+				try(fmt.Errorf("experts beside the dense feed-forward need its post-norm"))
+			}
+			mix = func(f1 *gpu.Buffer) *gpu.Buffer {
+				return w.recordDenseMoE(ch, i, a.MoE, x, f1, a.XN2, n, a.Keep, try)
+			}
 		}
+		in := a.H
+		if glu != nil {
+			in = a.Gate
+		}
+		normed = residual(x, l.Down, ProjDown, in, l.PostFFNNorm, a.F, next, a.XN, glu, 0, mix)
 	}
 	switch {
 	case l.AltUp != nil:

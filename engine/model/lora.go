@@ -41,8 +41,8 @@ type loraPart struct {
 
 // LoRATargets lists the weights of m an adapter may target, with their
 // shape [rows, cols]: each layer's attention and feed-forward projections
-// (fused ones whole), the LM head when it is its own tensor, and
-// token_embd.weight.
+// (fused ones whole; k and v not where the values are k's projection), the
+// LM head when it is its own tensor, and token_embd.weight.
 func (m *Model) LoRATargets() map[string][2]int {
 	t := map[string][2]int{}
 	add := func(w *Weight) {
@@ -59,7 +59,13 @@ func (m *Model) LoRATargets() map[string][2]int {
 	}
 	for i := range m.Layers {
 		l := &m.Layers[i]
-		for _, w := range []*Weight{l.Q, l.K, l.V, l.O, l.Gate, l.Up, l.Down} {
+		ws := []*Weight{l.Q, l.K, l.V, l.O, l.Gate, l.Up, l.Down}
+		if l.V != nil && l.V == l.K {
+			// Values that are k's projection (Gemma 4's attention_k_eq_v)
+			// would need k's adapter twice; neither is a target.
+			ws = []*Weight{l.Q, l.O, l.Gate, l.Up, l.Down}
+		}
+		for _, w := range ws {
 			add(w)
 		}
 	}

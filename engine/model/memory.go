@@ -52,7 +52,7 @@ func (m *Model) Memory(ctx, batch int) Memory {
 		if e := l.MoE; e != nil {
 			// Every expert: all are on the device, whichever a token
 			// chooses.
-			ws = append(ws, e.Router, e.Gate, e.Up, e.Down)
+			ws = append(ws, e.Router, e.Gate, e.Up, e.GateUp, e.Down, e.RouterScale, e.DownScale, e.PreNorm, e.PostNorm1, e.PostNorm2)
 		}
 		if u := l.AltUp; u != nil {
 			// Uploaded as f32 whatever the file stores.
@@ -90,6 +90,9 @@ func (m *Model) Memory(ctx, batch int) Memory {
 	if c.MoE != nil {
 		logits, slots, groups, gateUp, h, y := moeSizes(c, 1)
 		moe = int64(logits + 2*slots + groups + gateUp + h + y)
+		if c.MoE.Dense {
+			moe += 2 * int64(c.Hidden) // Gemma 4's router input and dense output
+		}
 	}
 	e.Activations = 4 * (b*(3*int64(c.Hidden)+3*int64(c.QDim())+2*int64(c.KVDim())+3*int64(c.FF)+ple+altUp+moe) + b*int64(c.Vocab))
 	return e

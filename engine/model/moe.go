@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/hearthstudio/hearth/engine/gpu"
 	"github.com/hearthstudio/hearth/engine/ops"
@@ -28,17 +29,25 @@ type MoEActivations struct {
 	Gate, Up, H, Y []float32
 }
 
-// moeCPU is layer l's mixture of experts on the n normed rows of xn, the
-// tokens grouped by expert so that each expert's weights are dequantized
-// once per batch; it returns the weighted sums (n rows of Hidden).
-func (m *Model) moeCPU(l *MoELayer, xn []float32, n int, acts *MoEActivations) ([]float32, error) {
+// moeCPU is layer l's mixture of experts on the n rows of xn (the
+// experts' input) routed by routerIn (the router's input: xn itself, or
+// Gemma 4's own norm of the stream, routerInput), the tokens grouped by
+// expert so that each expert's weights are dequantized once per batch; it
+// returns the weighted sums (n rows of Hidden).
+func (m *Model) moeCPU(l *MoELayer, xn, routerIn []float32, n int, acts *MoEActivations) ([]float32, error) {
 	c := &m.Config
 	e, d := c.MoE, c.Hidden
-	logits, err := matmul(l.Router, xn, n)
+	logits, err := matmul(l.Router, routerIn, n)
 	if err != nil {
 		return nil, err
 	}
-	ids, weights := ref.MoERoute(logits, nil, ref.MoERouteArgs{Tokens: n, Experts: e.Experts, TopK: e.Used, Sigmoid: e.Sigmoid, Renorm: e.Renorm})
+	var scale []float32
+	if l.DownScale != nil {
+		if scale, err = l.DownScale.F32(); err != nil {
+			return nil, err
+		}
+	}
+	ids, weights := ref.MoERoute(logits, scale, ref.MoERouteArgs{Tokens: n, Experts: e.Experts, TopK: e.Used, Sigmoid: e.Sigmoid, Renorm: e.Renorm})
 	slots := n * e.Used
 	// One group a chosen expert: its slots, in slot order.
 	order, groups := ref.MoEGroup(ids, e.Experts, slots)
@@ -64,12 +73,24 @@ func (m *Model) moeCPU(l *MoELayer, xn []float32, n int, acts *MoEActivations) (
 		return nil
 	}
 	token := func(s uint32) int { return int(s) / e.Used }
-	gate, up := make([]float32, slots*e.FF), make([]float32, slots*e.FF)
-	if err := product(l.Gate, xn, token, gate); err != nil {
-		return nil, err
-	}
-	if err := product(l.Up, xn, token, up); err != nil {
-		return nil, err
+	ff := e.FF
+	gate, up := make([]float32, slots*ff), make([]float32, slots*ff)
+	if l.GateUp != nil {
+		gu := make([]float32, 2*slots*ff)
+		if err := product(l.GateUp, xn, token, gu); err != nil {
+			return nil, err
+		}
+		for s := range slots {
+			copy(gate[s*ff:(s+1)*ff], gu[2*s*ff:])
+			copy(up[s*ff:(s+1)*ff], gu[(2*s+1)*ff:])
+		}
+	} else {
+		if err := product(l.Gate, xn, token, gate); err != nil {
+			return nil, err
+		}
+		if err := product(l.Up, xn, token, up); err != nil {
+			return nil, err
+		}
 	}
 	var h []float32
 	if c.GELU {
@@ -87,21 +108,85 @@ func (m *Model) moeCPU(l *MoELayer, xn []float32, n int, acts *MoEActivations) (
 	return ref.MoECombine(y, weights, n, e.Used, d, e.Scale), nil
 }
 
+// routerGain is Gemma 4's router gain, ffn_gate_inp.scale times
+// 1/sqrt(Hidden), rounded to f32 once: its router reads the stream
+// RMS-normalised and multiplied by both, which both backends do as one
+// norm with this gain.
+func routerGain(l *MoELayer, hidden int) ([]float32, error) {
+	g, err := l.RouterScale.F32()
+	if err != nil {
+		return nil, err
+	}
+	r := 1 / math.Sqrt(float64(hidden))
+	for i, v := range g {
+		g[i] = float32(float64(v) * r)
+	}
+	return g, nil
+}
+
+// denseMoECPU is Gemma 4's feed-forward once the dense part has given f1
+// (Down's output, before its norm): the experts on their own pre-norm of
+// the stream x, routed by the router's norm of it, and the sum of the two
+// outputs, each normed: norm1(f1) + norm2(experts).
+func (m *Model) denseMoECPU(l *MoELayer, x, f1 []float32, n int, acts *MoEActivations) ([]float32, error) {
+	c := &m.Config
+	d := c.Hidden
+	norm := func(x []float32, w *Weight) ([]float32, error) {
+		var g []float32
+		if w != nil {
+			var err error
+			if g, err = w.F32(); err != nil {
+				return nil, err
+			}
+		}
+		return ref.RMSNorm(x, g, ref.NormArgs{Rows: n, Dim: d, Eps: c.Eps}), nil
+	}
+	xn, err := norm(x, l.PreNorm)
+	if err != nil {
+		return nil, err
+	}
+	gain, err := routerGain(l, d)
+	if err != nil {
+		return nil, err
+	}
+	routerIn := ref.RMSNorm(x, gain, ref.NormArgs{Rows: n, Dim: d, Eps: c.Eps})
+	f2, err := m.moeCPU(l, xn, routerIn, n, acts)
+	if err != nil {
+		return nil, err
+	}
+	n1, err := norm(f1, l.PostNorm1)
+	if err != nil {
+		return nil, err
+	}
+	n2, err := norm(f2, l.PostNorm2)
+	if err != nil {
+		return nil, err
+	}
+	return ref.Add(n1, n2), nil
+}
+
 // GPUMoE is a layer's mixture of experts on the device: the router and the
-// stacked experts (gpu.Tensor.Stack), gate and up merged into GateUp (each
-// expert's gate rows, then its up rows) when they share a type and the
-// layout merges, else Gate and Up.
+// stacked experts (gpu.Tensor.Stack), gate and up as one GateUp (each
+// expert's gate rows, then its up rows: fused in the file, or merged at
+// upload when they share a type) or apart; Gemma 4's router gain
+// (routerGain), per-expert output scale and norms, nil for other
+// families.
 type GPUMoE struct {
 	Router, GateUp, Gate, Up, Down *gpu.Tensor
+	RouterGain, DownScale          *gpu.Buffer
+	PreNorm, PostNorm1, PostNorm2  *gpu.Buffer
 }
 
 // GPUMoEActivations are a batch's mixture-of-experts buffers: the router's
 // scores (n rows of Experts), the slots' experts (u32) and weights, the
 // grouping of the slots (ops.MoEGroupWords), the slots' gate and up side by
-// side (2·FF a slot), their activated rows (FF) and outputs (Hidden).
+// side (2·FF a slot), their activated rows (FF) and outputs (Hidden); for
+// Gemma 4 also the router's input and the dense feed-forward's normed
+// output (n rows of Hidden).
 type GPUMoEActivations struct {
 	Logits, IDs, Weights, Groups *gpu.Buffer
 	GateUp, H, Y                 *gpu.Buffer
+	RouterIn, Dense              *gpu.Buffer
 }
 
 // moeSizes are the floats (or words) of each GPUMoEActivations buffer for a
@@ -123,18 +208,22 @@ func NewGPUMoEActivations(c *Config, n int, alloc func(dst **gpu.Buffer, label s
 	alloc(&a.GateUp, "moe.gate_up", gateUp)
 	alloc(&a.H, "moe.h", h)
 	alloc(&a.Y, "moe.y", y)
+	if c.MoE.Dense {
+		alloc(&a.RouterIn, "moe.router_in", n*c.Hidden)
+		alloc(&a.Dense, "moe.dense", n*c.Hidden)
+	}
 	return a
 }
 
-// recordMoE appends layer i's mixture of experts on xn (n normed rows) and
-// adds the weighted sum to the stream x, through the post-norm when the
-// layer has one (written to tmp first). A decoded token whose experts are
-// quantized multiplies only its chosen experts' rows, the GLU fused into
-// down's product (ops.MoEMatVec); a batch groups its slots by expert first
-// (ops.MoEGroup, ops.MoEMatMul), as does a pass that keeps every
-// intermediate (keep: the backward reads the groups and the activated
-// rows H).
-func (w *GPUWeights) recordMoE(ch *gpu.Chain, i int, a *GPUMoEActivations, xn, x, tmp *gpu.Buffer, n int, keep bool, try func(error)) {
+// recordMoE appends layer i's mixture of experts on xn (n rows, the
+// experts' input) routed by routerIn (the router's input), the weighted
+// sum added to out (accumulate: the stream) or written there. A decoded
+// token whose experts are quantized multiplies only its chosen experts'
+// rows, the GLU fused into down's product (ops.MoEMatVec); a batch groups
+// its slots by expert first (ops.MoEGroup, ops.MoEMatMul), as does a pass
+// that keeps every intermediate (keep: the backward reads the groups and
+// the activated rows H).
+func (w *GPUWeights) recordMoE(ch *gpu.Chain, i int, a *GPUMoEActivations, xn, routerIn, out *gpu.Buffer, accumulate bool, n int, keep bool, try func(error)) {
 	c, l := w.c, &w.Layers[i]
 	e, g := c.MoE, l.MoE
 	if a == nil {
@@ -142,8 +231,8 @@ func (w *GPUWeights) recordMoE(ch *gpu.Chain, i int, a *GPUMoEActivations, xn, x
 		return
 	}
 	slots, ff := n*e.Used, e.FF
-	try(ops.MatMul(ch, g.Router, xn, a.Logits, n))
-	try(ops.MoERoute(ch, a.Logits, nil, a.IDs, a.Weights, ops.MoERouteArgs{Tokens: n, Experts: e.Experts, TopK: e.Used, Sigmoid: e.Sigmoid, Renorm: e.Renorm}))
+	try(ops.MatMul(ch, g.Router, routerIn, a.Logits, n))
+	try(ops.MoERoute(ch, a.Logits, g.DownScale, a.IDs, a.Weights, ops.MoERouteArgs{Tokens: n, Experts: e.Experts, TopK: e.Used, Sigmoid: e.Sigmoid, Renorm: e.Renorm}))
 	// Each slot's [gate | up] row, 2·FF floats: one product of the merged
 	// experts, or gate's and up's side by side.
 	type product struct {
@@ -180,12 +269,25 @@ func (w *GPUWeights) recordMoE(ch *gpu.Chain, i int, a *GPUMoEActivations, xn, x
 		}
 		try(ops.MoEMatMul(ch, g.Down, a.H, a.Groups, a.Y, down))
 	}
-	combine := ops.MoECombineArgs{Tokens: n, Used: e.Used, Dim: c.Hidden, Scale: e.Scale, Accumulate: true}
-	if l.PostFFNNorm == nil {
-		try(ops.MoECombine(ch, a.Y, a.Weights, x, combine))
-		return
+	try(ops.MoECombine(ch, a.Y, a.Weights, out, ops.MoECombineArgs{Tokens: n, Used: e.Used, Dim: c.Hidden, Scale: e.Scale, Accumulate: accumulate}))
+}
+
+// recordDenseMoE appends Gemma 4's experts beside the dense feed-forward,
+// whose output f1 (n rows) is ready: f1's norm into a.Dense, the experts on
+// their pre-norm of the stream x (into xn) routed by the router's norm of
+// it, their sum (into f1, which is then scratch) normed and added to
+// a.Dense, which it returns: the sum the feed-forward's post-norm takes.
+func (w *GPUWeights) recordDenseMoE(ch *gpu.Chain, i int, a *GPUMoEActivations, x, f1, xn *gpu.Buffer, n int, keep bool, try func(error)) *gpu.Buffer {
+	c, g := w.c, w.Layers[i].MoE
+	if a == nil || a.Dense == nil {
+		try(fmt.Errorf("model: layer %d has experts beside its feed-forward and the pass has no buffers for them", i))
+		return f1
 	}
-	combine.Accumulate = false
-	try(ops.MoECombine(ch, a.Y, a.Weights, tmp, combine))
-	try(ops.RMSNormAdd(ch, tmp, l.PostFFNNorm, x, ops.NormArgs{Rows: n, Dim: c.Hidden, Eps: c.Eps}))
+	na := ops.NormArgs{Rows: n, Dim: c.Hidden, Eps: c.Eps}
+	try(ops.RMSNorm(ch, f1, g.PostNorm1, a.Dense, na))
+	try(ops.RMSNorm(ch, x, g.PreNorm, xn, na))
+	try(ops.RMSNorm(ch, x, g.RouterGain, a.RouterIn, na))
+	w.recordMoE(ch, i, a, xn, a.RouterIn, f1, false, n, keep, try)
+	try(ops.RMSNormAdd(ch, f1, g.PostNorm2, a.Dense, na))
+	return a.Dense
 }

@@ -93,10 +93,18 @@ type Layer struct {
 
 // MoELayer is one layer's mixture of experts: the router (Experts rows of
 // Hidden) and the experts' stacked gate and up (Experts × FF rows of
-// Hidden each) and down (Experts × Hidden rows of FF), each expert's rows
-// one after another as ggml's [cols, rows, experts] stores them.
+// Hidden each; or GateUp, each expert's gate rows then its up rows, as a
+// file stores them fused) and down (Experts × Hidden rows of FF), each
+// expert's rows one after another as ggml's [cols, rows, experts] stores
+// them.
 type MoELayer struct {
-	Router, Gate, Up, Down *Weight
+	Router, Gate, Up, GateUp, Down *Weight
+	// Gemma 4's (Config.MoE's Dense and RouterNorm; nil otherwise): the
+	// router's gain (ffn_gate_inp.scale), each expert's output scale
+	// (ffn_down_exps.scale), the experts' pre-norm and the norms of the
+	// dense and the experts' outputs.
+	RouterScale, DownScale        *Weight
+	PreNorm, PostNorm1, PostNorm2 *Weight
 }
 
 // AltUpLayer is one Gemma 3n block's AltUp: the router over the active
@@ -256,7 +264,13 @@ func FromGGUF(f *gguf.File) (*Model, error) {
 			// queries; a converter may still write its k and v, unused.
 			if cfg.OwnKV(i) {
 				l.K = ld.tensor(p("attn_k.weight"), kvd, cfg.Hidden)
-				l.V = ld.tensor(p("attn_v.weight"), kvd, cfg.Hidden)
+				if _, ok := f.Tensor(p("attn_v.weight")); !ok && cfg.ValueFromKey {
+					// Gemma 4's attention_k_eq_v: the values are k's
+					// projection (each then normed its own way).
+					l.V = l.K
+				} else {
+					l.V = ld.tensor(p("attn_v.weight"), kvd, cfg.Hidden)
+				}
 			}
 		}
 		l.O = ld.tensor(p("attn_output.weight"), cfg.Hidden, qd)
@@ -273,21 +287,19 @@ func FromGGUF(f *gguf.File) (*Model, error) {
 		}
 		ff := sh.FF
 		if e := cfg.MoE; e != nil {
-			l.MoE = &MoELayer{
-				Router: ld.tensor(p("ffn_gate_inp.weight"), e.Experts, cfg.Hidden),
-				Gate:   ld.stacked(p("ffn_gate_exps.weight"), e.Experts, e.FF, cfg.Hidden),
-				Up:     ld.stacked(p("ffn_up_exps.weight"), e.Experts, e.FF, cfg.Hidden),
-				Down:   ld.stacked(p("ffn_down_exps.weight"), e.Experts, cfg.Hidden, e.FF),
-			}
-		} else if _, separate := f.Tensor(p("ffn_gate.weight")); separate {
-			l.Gate = ld.tensor(p("ffn_gate.weight"), ff, cfg.Hidden)
-			l.Up = ld.tensor(p("ffn_up.weight"), ff, cfg.Hidden)
-		} else if up := ld.tensor(p("ffn_up.weight"), 2*ff, cfg.Hidden); up != nil {
-			// Phi-3: gate rows, then up rows.
-			l.Gate = up.slice(p("ffn_up.weight[gate]"), 0, ff)
-			l.Up = up.slice(p("ffn_up.weight[up]"), ff, 2*ff)
+			l.MoE = ld.experts(p, &cfg)
 		}
-		if cfg.MoE == nil {
+		// The dense feed-forward, unless the experts replace it (Qwen 3
+		// MoE; Gemma 4's run beside it).
+		if dense := cfg.MoE == nil || cfg.MoE.Dense; dense {
+			if _, separate := f.Tensor(p("ffn_gate.weight")); separate {
+				l.Gate = ld.tensor(p("ffn_gate.weight"), ff, cfg.Hidden)
+				l.Up = ld.tensor(p("ffn_up.weight"), ff, cfg.Hidden)
+			} else if up := ld.tensor(p("ffn_up.weight"), 2*ff, cfg.Hidden); up != nil {
+				// Phi-3: gate rows, then up rows.
+				l.Gate = up.slice(p("ffn_up.weight[gate]"), 0, ff)
+				l.Up = up.slice(p("ffn_up.weight[up]"), ff, 2*ff)
+			}
 			l.Down = ld.tensor(p("ffn_down.weight"), cfg.Hidden, ff)
 		}
 		if cfg.PerLayerInput > 0 {
@@ -472,6 +484,39 @@ func (ld *loader) stacked(name string, count, rows, cols int) *Weight {
 		return nil
 	}
 	return &Weight{Name: name, Type: t.Type, Rows: count * rows, Cols: cols, Data: data, Stack: count}
+}
+
+// experts loads the mixture of experts of the layer whose tensors p
+// names: the router and the stacked experts (gate and up apart, or fused
+// as ffn_gate_up_exps), and Gemma 4's gains and norms. A Gemma 4 layer
+// without a router has none (nil), as llama.cpp takes it.
+func (ld *loader) experts(p func(string) string, c *Config) *MoELayer {
+	e, d := c.MoE, c.Hidden
+	if _, ok := ld.f.Tensor(p("ffn_gate_inp.weight")); !ok && e.Dense {
+		return nil
+	}
+	l := &MoELayer{
+		Router: ld.tensor(p("ffn_gate_inp.weight"), e.Experts, d),
+		Down:   ld.stacked(p("ffn_down_exps.weight"), e.Experts, d, e.FF),
+	}
+	if _, fused := ld.f.Tensor(p("ffn_gate_up_exps.weight")); fused {
+		l.GateUp = ld.stacked(p("ffn_gate_up_exps.weight"), e.Experts, 2*e.FF, d)
+	} else {
+		l.Gate = ld.stacked(p("ffn_gate_exps.weight"), e.Experts, e.FF, d)
+		l.Up = ld.stacked(p("ffn_up_exps.weight"), e.Experts, e.FF, d)
+	}
+	if e.RouterNorm {
+		l.RouterScale = ld.vector(p("ffn_gate_inp.scale"), d)
+	}
+	if _, ok := ld.f.Tensor(p("ffn_down_exps.scale")); ok || e.Dense {
+		l.DownScale = ld.vector(p("ffn_down_exps.scale"), e.Experts)
+	}
+	if e.Dense {
+		l.PreNorm = ld.vector(p("pre_ffw_norm_2.weight"), d)
+		l.PostNorm1 = ld.vector(p("post_ffw_norm_1.weight"), d)
+		l.PostNorm2 = ld.vector(p("post_ffw_norm_2.weight"), d)
+	}
+	return l
 }
 
 // vector returns an n-element 1-D weight.

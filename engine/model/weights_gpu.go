@@ -295,9 +295,12 @@ func (w *GPUWeights) upload(dev *gpu.Device, m *Model, o GPUWeightOptions) error
 				w   *Weight
 			}
 			ts := []upload{{&g.MoE.Router, e.Router}, {&g.MoE.Down, e.Down}}
-			if o.Merge && e.Gate.Type == e.Up.Type {
+			switch {
+			case e.GateUp != nil:
+				ts = append(ts, upload{&g.MoE.GateUp, e.GateUp})
+			case o.Merge && e.Gate.Type == e.Up.Type:
 				ts = append(ts, upload{&g.MoE.GateUp, mergeExperts(blk("ffn_gate_up_exps.weight"), e.Gate, e.Up)})
-			} else {
+			default:
 				ts = append(ts, upload{&g.MoE.Gate, e.Gate}, upload{&g.MoE.Up, e.Up})
 			}
 			for _, p := range ts {
@@ -305,7 +308,27 @@ func (w *GPUWeights) upload(dev *gpu.Device, m *Model, o GPUWeightOptions) error
 					return err
 				}
 			}
-			continue
+			for _, p := range []vec{{&g.MoE.DownScale, blk("ffn_down_exps.scale"), []*Weight{e.DownScale}},
+				{&g.MoE.PreNorm, blk("pre_ffw_norm_2.weight"), []*Weight{e.PreNorm}},
+				{&g.MoE.PostNorm1, blk("post_ffw_norm_1.weight"), []*Weight{e.PostNorm1}},
+				{&g.MoE.PostNorm2, blk("post_ffw_norm_2.weight"), []*Weight{e.PostNorm2}}} {
+				if *p.dst, err = vector(p.label, p.ws...); err != nil {
+					return err
+				}
+			}
+			if e.RouterScale != nil {
+				gain, err := routerGain(e, m.Config.Hidden)
+				if err != nil {
+					return err
+				}
+				if g.MoE.RouterGain, err = buffer(blk("ffn_gate_inp.gain"), gain); err != nil {
+					return err
+				}
+				sent(int64(len(gain)) * 4)
+			}
+			if !m.Config.MoE.Dense {
+				continue
+			}
 		}
 		if g.Down, err = tensor(l.Down); err != nil {
 			return err

@@ -18,10 +18,12 @@
 // so a synthetic Q4_K_M model has the same mix (Q6_K output and the
 // use_more_bits layers, fallbacks for rows no block divides) as a real one.
 // Norms, biases and rope_freqs are F32, as the converter writes them, and
-// so are Qwen 3 MoE's routers (ffn_gate_inp), which llama-quantize never
-// converts. A layer's experts are one 3-D tensor each of gate, up and down
-// (ggml's [cols, rows, experts]), quantized row by row as a matrix is: the
-// rows of all experts one after another.
+// so are the mixtures' routers (ffn_gate_inp: Qwen 3 MoE's, Gemma 4
+// 26B-A4B's), which llama-quantize never converts. A layer's experts are
+// one 3-D tensor each of gate, up and down (ggml's [cols, rows, experts];
+// Gemma 4's gate and up in one, ffn_gate_up_exps), quantized row by row as
+// a matrix is: the rows of all experts one after another. Gemma 4's router
+// gain and per-expert scale are drawn as norm gains are, around 1.
 //
 // # Weights
 //

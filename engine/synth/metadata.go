@@ -69,8 +69,9 @@ func setMetadata(w *gguf.Writer, p Preset, target gguf.QuantTarget, seed uint64,
 		kvs = append(kvs, gguf.KV{Key: a + "attention.sliding_window_pattern", Value: u32(p.SlidingWindowPattern)})
 	}
 	if p.Experts > 0 {
-		// Qwen2MoeModel's keys (Qwen 3 MoE's converter): no gating
-		// function or weights norm, which the qwen3moe graph fixes.
+		// The converter's keys (TextModel's, for Qwen 3 MoE and Gemma
+		// 4): no gating function or weights norm, which the qwen3moe and
+		// gemma4 graphs fix.
 		kvs = append(kvs,
 			gguf.KV{Key: a + "expert_count", Value: u32(p.Experts)},
 			gguf.KV{Key: a + "expert_used_count", Value: u32(p.ExpertsUsed)},
@@ -125,9 +126,10 @@ func gemma3nKeys(p Preset) []gguf.KV {
 
 // gemma4Keys are the keys llama.cpp's converter adds for Gemma 4 (its
 // Gemma4Model.set_gguf_parameters), replacing the scalar
-// feed_forward_length when the shared layers' differs: the sliding layers'
-// head width and rotation, the pattern as one bool a layer, the KV
-// sharing and the per-layer embeddings' width.
+// feed_forward_length when the shared layers' differs and the scalar
+// head_count_kv when the global layers' does: the sliding layers' head
+// width and rotation, the pattern as one bool a layer, the KV sharing and
+// the per-layer embeddings' width.
 func gemma4Keys(p Preset) []gguf.KV {
 	a := p.Arch + "."
 	u32 := func(x int) gguf.Value { return gguf.ValueOf(uint32(x)) }
@@ -149,6 +151,13 @@ func gemma4Keys(p Preset) []gguf.KV {
 			ff[l] = uint32(p.layerSizes(l).FF)
 		}
 		kvs = append(kvs, gguf.KV{Key: a + "feed_forward_length", Value: gguf.ArrayOf(ff)})
+	}
+	if p.KVHeadsGlobal > 0 && p.KVHeadsGlobal != p.KVHeads {
+		kv := make([]uint32, p.Layers)
+		for l := range kv {
+			kv[l] = uint32(p.layerSizes(l).KVHeads)
+		}
+		kvs = append(kvs, gguf.KV{Key: a + "attention.head_count_kv", Value: gguf.ArrayOf(kv)})
 	}
 	return kvs
 }

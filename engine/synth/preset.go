@@ -75,19 +75,28 @@ type Preset struct {
 	SharedKVLayers   int
 	FFShared         int
 	PerLayerInput    int
+	// KEqV is Gemma 4's attention_k_eq_v (the 26B-A4B's): the global
+	// layers have no attn_v, their values being their keys' projection,
+	// and KVHeadsGlobal KV heads (num_global_key_value_heads, which
+	// transformers applies only then; 0 means KVHeads), written with
+	// KVHeads as one attention.head_count_kv a layer.
+	KEqV          bool
+	KVHeadsGlobal int
 
 	// Gemma 3n (with SharedKVLayers and PerLayerInput above): AltUp
 	// residual streams, the LAuReL rank, and how many of the first
 	// layers sparsify their gate (at icdf(0.95)).
 	AltUp, LaurelRank, SparseLayers int
 
-	// A mixture of experts in every layer (Qwen 3 MoE), for an
-	// architecture whose record has one: Experts experts
+	// A mixture of experts in every layer, for an architecture whose
+	// record has one (Qwen 3 MoE's in place of the dense feed-forward,
+	// Gemma 4's optional one beside it): Experts experts
 	// (expert_count), ExpertsUsed of them chosen for each token
 	// (expert_used_count), each a feed-forward ExpertFF wide
 	// (expert_feed_forward_length). FF is then the config's dense
-	// intermediate_size, which the converter writes as
-	// feed_forward_length though no layer has it.
+	// intermediate_size: Gemma 4's dense feed-forward, and for Qwen 3
+	// MoE a width the converter writes as feed_forward_length though no
+	// layer has it.
 	Experts, ExpertsUsed, ExpertFF int
 
 	// TiedEmbeddings leaves out output.weight: token_embd is the output
@@ -161,6 +170,25 @@ func Presets() []Preset {
 			Vocab: 262144, Hidden: 2560, Layers: 42, Heads: 8, KVHeads: 2, HeadDim: 512, HeadDimSWA: 256, FF: 10240,
 			Context: 131072, Eps: 1e-6, RopeBase: 1000000, RopeBaseSWA: 10000, ProportionalRope: 0.25,
 			SlidingWindow: 512, SlidingWindowPattern: 6, SharedKVLayers: 18, PerLayerInput: 256, FinalSoftcap: 30,
+			TiedEmbeddings: true, Tokenizer: "gemma",
+		},
+		{
+			// google/gemma-4-26B-A4B's text_config: one global layer in
+			// six (5 sliding, then 1 full; the 30th full), 8 KV heads of
+			// 256 on the sliding layers and 2 of 512 on the global ones,
+			// whose values are their keys (attention_k_eq_v); in every
+			// layer a dense GeGLU of 2112 beside 128 experts of 704, 8
+			// chosen; no per-layer embeddings (hidden_size_per_layer_input
+			// 0), no KV sharing, a 262144-token context. The Hub's
+			// config.json itself was not at hand when this was written:
+			// these are the numbers that the copies of it quoted in other
+			// projects' tests (MLX and Rust loaders) agree on, and
+			// transformers' Gemma4TextConfig names the 2 global KV heads.
+			Name: "gemma-4-26b-a4b", Model: "google/gemma-4-26B-A4B", Arch: "gemma4",
+			Vocab: 262144, Hidden: 2816, Layers: 30, Heads: 16, KVHeads: 8, KVHeadsGlobal: 2, HeadDim: 512, HeadDimSWA: 256, FF: 2112,
+			Context: 262144, Eps: 1e-6, RopeBase: 1000000, RopeBaseSWA: 10000, ProportionalRope: 0.25,
+			SlidingWindow: 1024, SlidingWindowPattern: 6, FinalSoftcap: 30, KEqV: true,
+			Experts: 128, ExpertsUsed: 8, ExpertFF: 704,
 			TiedEmbeddings: true, Tokenizer: "gemma",
 		},
 		{
@@ -256,6 +284,18 @@ func Presets() []Preset {
 			TiedEmbeddings: true, Tokenizer: "gemma",
 		},
 		{
+			// The 26B-A4B's layer at a test model's size: the expert
+			// width 64, the dense 96 and the width 128 fit the
+			// 32-blocks only, so at the K-quants every matrix falls back
+			// as llama-quantize's does.
+			Name: "tiny-gemma4moe", Model: "test model: Gemma 4 26B-A4B's layer, 6 layers (3 and 6 global, their values their keys, 1 KV head of 64 against 2 of 32), window 16, 8 experts of 64 of which 3 are chosen beside a dense feed-forward of 96, no per-layer embeddings", Arch: "gemma4",
+			Vocab: 672, Hidden: 128, Layers: 6, Heads: 4, KVHeads: 2, KVHeadsGlobal: 1, HeadDim: 64, HeadDimSWA: 32, FF: 96,
+			Context: 2048, Eps: 1e-6, RopeBase: 1000000, RopeBaseSWA: 10000, ProportionalRope: 0.25,
+			SlidingWindow: 16, SlidingWindowPattern: 3, FinalSoftcap: 30, KEqV: true,
+			Experts: 8, ExpertsUsed: 3, ExpertFF: 64,
+			TiedEmbeddings: true, Tokenizer: "gemma",
+		},
+		{
 			Name: "tiny-gemma3n", Model: "test model: Gemma 3n, 6 layers (3 and 6 global), window 16, 4 AltUp streams, LAuReL of rank 16, the first 2 sparse, the last 2 sharing caches, per-layer embeddings", Arch: "gemma3n",
 			Vocab: 736, Hidden: 128, Layers: 6, Heads: 4, KVHeads: 2, HeadDim: 32, FF: 192,
 			Context: 2048, Eps: 1e-6, RopeBase: 1000000, RopeBaseSWA: 10000,
@@ -327,7 +367,8 @@ func (p Preset) layout() arch.Layout {
 
 // HasExperts reports whether the layers are mixtures of experts: a router
 // (ffn_gate_inp) and the stacked experts (ffn_gate_exps, ffn_up_exps,
-// ffn_down_exps) in place of the dense feed-forward.
+// ffn_down_exps) in place of the dense feed-forward, or Gemma 4's beside
+// it where the preset has Experts.
 func (p Preset) HasExperts() bool {
 	a, ok := arch.Lookup(p.Arch)
 	if !ok {
@@ -335,7 +376,8 @@ func (p Preset) HasExperts() bool {
 	}
 	for _, t := range a.Block {
 		if t.Rows == arch.DimExperts || t.Stack == arch.DimExperts {
-			return true
+			// An optional mixture (Gemma 4's) is the preset's choice.
+			return !t.Experts || p.Experts > 0
 		}
 	}
 	return false
@@ -449,6 +491,9 @@ func (p Preset) Validate() error {
 // validateGemma4 checks the fields only Gemma 4 has: present exactly for
 // it, and making a model engine/arch accepts.
 func (p Preset) validateGemma4() error {
+	if p.Arch != "gemma4" && (p.KEqV || p.KVHeadsGlobal != 0) {
+		return fmt.Errorf("k_eq_v and kv_heads_global are Gemma 4's; %s has neither", p.Arch)
+	}
 	if p.Arch != "gemma3n" && (p.AltUp != 0 || p.LaurelRank != 0 || p.SparseLayers != 0) {
 		return fmt.Errorf("AltUp, LAuReL and sparse layers are Gemma 3n's; %s has none", p.Arch)
 	}
@@ -482,6 +527,11 @@ func (p Preset) validateGemma4() error {
 		return fmt.Errorf("shared KV layers (%d) must leave a sliding and a global layer before them in %d layers", p.SharedKVLayers, p.Layers)
 	case p.FFShared < 0 || p.PerLayerInput < 0:
 		return fmt.Errorf("ff_shared (%d) and per-layer input (%d) must not be negative", p.FFShared, p.PerLayerInput)
+	case p.KVHeadsGlobal < 0 || p.KVHeadsGlobal > 0 && p.Heads%p.KVHeadsGlobal != 0:
+		return fmt.Errorf("heads (%d) must be a multiple of kv_heads_global (%d)", p.Heads, p.KVHeadsGlobal)
+	case p.KVHeadsGlobal != 0 && p.KVHeadsGlobal != p.KVHeads && !p.KEqV:
+		// As transformers' Gemma4TextAttention reads the config.
+		return fmt.Errorf("kv_heads_global (%d) is num_global_key_value_heads, which the global layers have only with k_eq_v", p.KVHeadsGlobal)
 	}
 	return nil
 }
@@ -528,6 +578,11 @@ func (p Preset) layerSizes(l int) arch.Sizes {
 	if p.Arch == "gemma4" {
 		if p.sliding(l) {
 			s.HeadDim = p.HeadDimSWA
+		} else {
+			s.KEqV = p.KEqV
+			if p.KVHeadsGlobal > 0 {
+				s.KVHeads = p.KVHeadsGlobal
+			}
 		}
 		if !s.OwnKV && p.FFShared > 0 {
 			s.FF = p.FFShared

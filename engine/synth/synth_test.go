@@ -91,7 +91,8 @@ func TestPresetsAreValid(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"llama-3.2-1b", "llama-3.1-8b", "gemma-3-1b", "gemma-2-2b", "qwen2.5-0.5b", "qwen3-4b", "qwen3-30b-a3b", "phi-3-mini",
-		"tiny-llama", "tiny-gemma", "tiny-gemma2", "tiny-gemma3", "tiny-qwen2", "tiny-qwen3", "tiny-qwen3moe", "tiny-phi3"} {
+		"gemma-4-26b-a4b", "tiny-llama", "tiny-gemma", "tiny-gemma2", "tiny-gemma3", "tiny-qwen2", "tiny-qwen3", "tiny-qwen3moe",
+		"tiny-gemma4moe", "tiny-phi3"} {
 		if !seen[name] {
 			t.Errorf("no preset %q", name)
 		}
@@ -169,6 +170,29 @@ func TestPresetShapes(t *testing.T) {
 		{"phi-3-mini", "blk.0.ffn_up.weight", []uint64{3072, 16384}},
 		{"phi-3-mini", "blk.0.ffn_gate.weight", nil},
 		{"phi-3-mini", "output.weight", []uint64{3072, 32064}},
+		// llama.cpp's create_tensor shapes for LLM_ARCH_GEMMA4: the
+		// experts [n_embd, 2·n_ff_exp, n_expert] and [n_ff_exp, n_embd,
+		// n_expert], the router [n_embd, n_expert] with its gain and the
+		// per-expert scale; no attn_v where the values are the keys (the
+		// global layers 6, 12, …, 30), no per-layer embeddings.
+		{"gemma-4-26b-a4b", "blk.0.ffn_gate_up_exps.weight", []uint64{2816, 1408, 128}},
+		{"gemma-4-26b-a4b", "blk.0.ffn_down_exps.weight", []uint64{704, 2816, 128}},
+		{"gemma-4-26b-a4b", "blk.0.ffn_gate_inp.weight", []uint64{2816, 128}},
+		{"gemma-4-26b-a4b", "blk.0.ffn_gate_inp.scale", []uint64{2816}},
+		{"gemma-4-26b-a4b", "blk.0.ffn_down_exps.scale", []uint64{128}},
+		{"gemma-4-26b-a4b", "blk.0.pre_ffw_norm_2.weight", []uint64{2816}},
+		{"gemma-4-26b-a4b", "blk.0.ffn_gate.weight", []uint64{2816, 2112}},
+		{"gemma-4-26b-a4b", "blk.0.attn_q.weight", []uint64{2816, 4096}},
+		{"gemma-4-26b-a4b", "blk.0.attn_v.weight", []uint64{2816, 2048}},
+		{"gemma-4-26b-a4b", "blk.5.attn_q.weight", []uint64{2816, 8192}},
+		{"gemma-4-26b-a4b", "blk.5.attn_k.weight", []uint64{2816, 1024}},
+		{"gemma-4-26b-a4b", "blk.5.attn_k_norm.weight", []uint64{512}},
+		{"gemma-4-26b-a4b", "blk.5.attn_v.weight", nil},
+		{"gemma-4-26b-a4b", "blk.29.attn_v.weight", nil},
+		{"gemma-4-26b-a4b", "blk.0.post_norm.weight", nil},
+		{"gemma-4-26b-a4b", "per_layer_token_embd.weight", nil},
+		{"gemma-4-26b-a4b", "rope_freqs.weight", []uint64{256}},
+		{"gemma-4-26b-a4b", "output.weight", nil},
 	} {
 		p := mustPreset(t, c.preset)
 		i := slices.IndexFunc(p.tensors(), func(s tensorSpec) bool { return s.name == c.tensor })
@@ -211,10 +235,25 @@ func TestPresetShapes(t *testing.T) {
 			want++
 		}
 		if p.Arch == "gemma4" {
-			// Per layer the PLE gate, projection and norm and the output
-			// scale; the shared layers lack k, v and k's norm; the PLE
-			// table, projection and norm, and rope_freqs.
-			want += 4*p.Layers - 3*p.SharedKVLayers + 3 + 1
+			// Per layer the output scale and, with per-layer embeddings,
+			// their gate, projection and norm; the shared layers lack k,
+			// v and k's norm; the PLE table, projection and norm, and
+			// rope_freqs.
+			want += p.Layers - 3*p.SharedKVLayers + 1
+			if p.PerLayerInput > 0 {
+				want += 3*p.Layers + 3
+			}
+			// A mixture's router gain and per-expert scale, its three
+			// norms and two stacks beside the router counted above; no
+			// attn_v in the global layers whose values are their keys.
+			if p.Experts > 0 {
+				want += 7 * p.Layers
+			}
+			for l := range p.Layers - p.SharedKVLayers {
+				if p.KEqV && !p.sliding(l) {
+					want--
+				}
+			}
 		}
 		if p.Arch == "gemma3n" {
 			// Per layer the PLE gate, projection and norm, AltUp's five
@@ -252,6 +291,76 @@ func TestLlama8BAtQ4KMIsTheRealMix(t *testing.T) {
 	}
 }
 
+// TestGemma426BCounts checks the 26B-A4B preset against the totals its
+// model card gives, 25.2B weights of which 3.8B are used a token (8 of the
+// 128 experts): the text model alone makes both, to the digits published.
+func TestGemma426BCounts(t *testing.T) {
+	p := mustPreset(t, "gemma-4-26b-a4b")
+	var experts uint64
+	for _, s := range p.tensors() {
+		if strings.HasSuffix(s.name, "_exps.weight") {
+			experts += elements(s.shape)
+		}
+	}
+	total := p.ParamCount() - uint64(p.HeadDim/2) // less rope_freqs, the converter's
+	active := total - experts + experts*uint64(p.ExpertsUsed)/uint64(p.Experts)
+	if got := math.Round(float64(total)/1e8) / 10; got != 25.2 {
+		t.Errorf("%d weights (%.1fB), want 25.2B", total, got)
+	}
+	if got := math.Round(float64(active)/1e8) / 10; got != 3.8 {
+		t.Errorf("%d weights used a token (%.1fB), want 3.8B", active, got)
+	}
+}
+
+// TestGemma426BAtQ4KM plans the 26B-A4B preset at Q4_K_M and records the
+// mix llama-quantize's rules give it: the experts' down rows (704) and
+// the dense down's (2112) fit no 256-block, so Q4_K falls back to Q5_0
+// and the use_more_bits layers' Q6_K to Q8_0 (the Q5_0/Q8_0 experts of a
+// real Q4_K_M of this model); the experts' gate_up rows (2816 = 11·256)
+// stay Q4_K; attn_v, only in the 25 sliding layers, is Q6_K in those
+// use_more_bits picks; the routers stay F32.
+func TestGemma426BAtQ4KM(t *testing.T) {
+	l, err := Plan(mustPreset(t, "gemma-4-26b-a4b"), Options{Quant: "Q4_K_M"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	types := map[gguf.Type]int{}
+	byTensor := map[string]map[gguf.Type]int{}
+	for _, tt := range l.Tensors {
+		types[tt.Type]++
+		name := tt.Name
+		if n, ok := strings.CutPrefix(name, "blk."); ok {
+			name = n[strings.IndexByte(n, '.')+1:]
+		}
+		if byTensor[name] == nil {
+			byTensor[name] = map[gguf.Type]int{}
+		}
+		byTensor[name][tt.Type]++
+		if strings.HasPrefix(name, "ffn_down") && strings.HasSuffix(name, ".weight") && !tt.Fallback {
+			t.Errorf("%s is %v without a fallback", tt.Name, tt.Type)
+		}
+	}
+	want := map[gguf.Type]int{gguf.TypeF32: 392, gguf.TypeQ4_K: 192, gguf.TypeQ5_0: 32, gguf.TypeQ6_K: 14, gguf.TypeQ8_0: 28}
+	if fmt.Sprint(types) != fmt.Sprint(want) {
+		t.Errorf("types %v, want %v", types, want)
+	}
+	for name, want := range map[string]map[gguf.Type]int{
+		"ffn_down_exps.weight":    {gguf.TypeQ5_0: 16, gguf.TypeQ8_0: 14},
+		"ffn_down.weight":         {gguf.TypeQ5_0: 16, gguf.TypeQ8_0: 14},
+		"ffn_gate_up_exps.weight": {gguf.TypeQ4_K: 30},
+		"ffn_gate_inp.weight":     {gguf.TypeF32: 30},
+		"ffn_gate_inp.scale":      {gguf.TypeF32: 30},
+		"ffn_down_exps.scale":     {gguf.TypeF32: 30},
+		"attn_v.weight":           {gguf.TypeQ4_K: 12, gguf.TypeQ6_K: 13},
+		"attn_k.weight":           {gguf.TypeQ4_K: 30},
+		"token_embd.weight":       {gguf.TypeQ6_K: 1},
+	} {
+		if got := byTensor[name]; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s: %v, want %v", name, got, want)
+		}
+	}
+}
+
 func TestValidateRejects(t *testing.T) {
 	base := mustPreset(t, "tiny-llama")
 	for _, c := range []struct {
@@ -280,6 +389,19 @@ func TestValidateRejects(t *testing.T) {
 			p.HeadDimSWA = 1024
 		}, "head_dim_swa (1024)"},
 		{"experts elsewhere", func(p *Preset) { p.Experts = 8 }, "are a mixture of experts'; llama has none"},
+		{"keys as values elsewhere", func(p *Preset) { p.KEqV = true }, "k_eq_v and kv_heads_global are Gemma 4's; llama has neither"},
+		{"global KV heads without keys as values", func(p *Preset) {
+			*p = mustPreset(t, "tiny-gemma4moe")
+			p.KEqV = false
+		}, "kv_heads_global (1) is num_global_key_value_heads"},
+		{"global KV heads that do not divide the heads", func(p *Preset) {
+			*p = mustPreset(t, "tiny-gemma4moe")
+			p.KVHeadsGlobal = 3
+		}, "heads (4) must be a multiple of kv_heads_global (3)"},
+		{"gemma4 experts used", func(p *Preset) {
+			*p = mustPreset(t, "tiny-gemma4moe")
+			p.ExpertsUsed = 0
+		}, "experts used (0)"},
 		{"no experts", func(p *Preset) {
 			*p = mustPreset(t, "tiny-qwen3moe")
 			p.Experts, p.ExpertsUsed = 0, 0
@@ -398,14 +520,20 @@ func checkKeys(t *testing.T, f *gguf.File, p Preset) {
 		a + "rope.dimension_count": p.HeadDim,
 	}
 	if p.Arch == "gemma4" {
-		// Gemma 4's feed-forward is one width a layer, the shared layers'
-		// doubled.
-		delete(ints, a+"feed_forward_length")
-		ffs, err := arch.PerLayerInts(f, a+"feed_forward_length", p.Layers, -1)
-		for l := range p.Layers {
-			if err != nil || ffs[l] != p.layerSizes(l).FF {
-				t.Errorf("layer %d: feed_forward_length %v (%v), want %d", l, ffs, err, p.layerSizes(l).FF)
-				break
+		// Gemma 4's feed-forward and KV heads are one count a layer, the
+		// shared layers' feed-forward doubled, the global layers' KV
+		// heads num_global_key_value_heads with k_eq_v.
+		for key, per := range map[string]func(arch.Sizes) int{
+			"feed_forward_length":     func(s arch.Sizes) int { return s.FF },
+			"attention.head_count_kv": func(s arch.Sizes) int { return s.KVHeads },
+		} {
+			delete(ints, a+key)
+			xs, err := arch.PerLayerInts(f, a+key, p.Layers, -1)
+			for l := range p.Layers {
+				if err != nil || xs[l] != per(p.layerSizes(l)) {
+					t.Errorf("layer %d: %s %v (%v), want %d", l, key, xs, err, per(p.layerSizes(l)))
+					break
+				}
 			}
 		}
 		for key, want := range map[string]int{a + "attention.key_length_swa": p.HeadDimSWA, a + "rope.dimension_count_swa": p.HeadDimSWA,
@@ -756,11 +884,117 @@ func TestMoEPreset(t *testing.T) {
 	}
 }
 
+// TestGemma4MoEPreset writes the Gemma 4 mixture's test preset at several
+// mixes and checks what engine/model will read: the expert keys and the
+// mixture engine/arch makes of them (beside the dense feed-forward, on the
+// router's own norm, renormalised), the global layers' single KV head of
+// 64 and no attn_v, the stacks [cols, rows, experts] with every expert's
+// values N(0, 1/cols), the router F32, its gain and the per-expert scale
+// drawn as norm gains around 1, and the rows no 256-block divides fallen
+// back from the K-quants.
+func TestGemma4MoEPreset(t *testing.T) {
+	p := mustPreset(t, "tiny-gemma4moe")
+	for _, q := range []string{"Q4_K_M", "Q8_0", "MXFP4_MOE", "F16"} {
+		t.Run(q, func(t *testing.T) {
+			o := Options{Quant: q, Seed: 8}
+			l, err := Plan(p, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, _ := writeModel(t, p, o)
+			for i, ti := range f.Tensors() {
+				want := l.Tensors[i]
+				if ti.Name != want.Name || ti.Type != want.Type || !slices.Equal(ti.Shape, want.Shape) {
+					t.Errorf("tensor %d: %s %v %v, planned %s %v %v", i, ti.Name, ti.Type, ti.Shape, want.Name, want.Type, want.Shape)
+				}
+				stack := strings.HasSuffix(ti.Name, "_exps.weight")
+				ffn := len(ti.Shape) > 1 && strings.Contains(ti.Name, ".ffn_") && !strings.Contains(ti.Name, "gate_inp")
+				switch {
+				case strings.HasSuffix(ti.Name, "ffn_gate_inp.weight") && ti.Type != gguf.TypeF32:
+					t.Errorf("%s is %v, want the router F32", ti.Name, ti.Type)
+				case stack && q == "MXFP4_MOE" && ti.Type != gguf.TypeMXFP4:
+					t.Errorf("%s is %v, want MXFP4", ti.Name, ti.Type)
+				case ffn && strings.Contains(q, "_K") && (!want.Fallback || ti.Type.BlockSize() != 32):
+					// The experts' and the dense feed-forward's rows (128,
+					// 64, 96) fit no 256-block; the attention's are the
+					// 8-expert rules' (Q8_0 k and v, Q5_K output).
+					t.Errorf("%s is %v (%s), want a fallback to a 32-block type", ti.Name, ti.Type, want.Note)
+				}
+			}
+			for _, name := range []string{"blk.2.ffn_gate_inp.scale", "blk.2.ffn_down_exps.scale", "blk.2.post_ffw_norm_2.weight"} {
+				vals, _ := dequantized(t, f, name)
+				for _, v := range vals {
+					if v < 0.5 || v > 1.5 {
+						t.Errorf("%s holds %v, want gains around 1", name, v)
+						break
+					}
+				}
+			}
+			for _, c := range []struct {
+				name       string
+				rows, cols uint64
+			}{
+				{"blk.5.ffn_gate_up_exps.weight", 128, 128},
+				{"blk.5.ffn_down_exps.weight", 128, 64},
+			} {
+				vals, ti := dequantized(t, f, c.name)
+				if !slices.Equal(ti.Shape, []uint64{c.cols, c.rows, 8}) {
+					t.Fatalf("%s: shape %v, want [%d %d 8]", c.name, ti.Shape, c.cols, c.rows)
+				}
+				want := 1 / math.Sqrt(float64(c.cols))
+				per := int(c.rows * c.cols)
+				for e := range 8 {
+					if m, s := meanStd(vals[e*per : (e+1)*per]); math.Abs(m) > 0.05*want || math.Abs(s/want-1) > 0.15 {
+						t.Errorf("%s expert %d: mean %.4f std %.4f, want 0 and %.4f", c.name, e, m, s, want)
+					}
+				}
+			}
+			for _, c := range []struct {
+				name  string
+				shape []uint64 // nil: absent
+			}{
+				{"blk.0.attn_v.weight", []uint64{128, 64}},
+				{"blk.2.attn_v.weight", nil},
+				{"blk.5.attn_v.weight", nil},
+				{"blk.2.attn_k.weight", []uint64{128, 64}},
+				{"blk.2.post_norm.weight", nil},
+			} {
+				ti, ok := f.Tensor(c.name)
+				if ok != (c.shape != nil) || ok && !slices.Equal(ti.Shape, c.shape) {
+					t.Errorf("%s: %v (present %v), want %v", c.name, ti.Shape, ok, c.shape)
+				}
+			}
+			c, err := arch.ReadConfig(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Vocab = p.Vocab
+			if err := c.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			if e := c.MoE; e == nil || e.Experts != 8 || e.Used != 3 || e.FF != 64 || !e.Dense || !e.RouterNorm || !e.Renorm || e.Sigmoid {
+				t.Errorf("MoE %+v, want 8 experts of 64, 3 used, beside the dense feed-forward, on their own norm, renormalised", e)
+			}
+			if !c.ValueFromKey || c.PerLayerInput != 0 || c.FF != 96 {
+				t.Errorf("ValueFromKey %v, PerLayerInput %d, FF %d: want values from the keys, no PLE, a dense 96", c.ValueFromKey, c.PerLayerInput, c.FF)
+			}
+			for l, want := range map[int]arch.LayerShape{
+				1: {HeadDim: 32, KVHeads: 2, FF: 96, RopeDims: 32, KVLayer: 1},
+				2: {HeadDim: 64, KVHeads: 1, FF: 96, RopeDims: 64, KVLayer: 2, RopeFactors: true},
+			} {
+				if got := c.Shape(l); got != want {
+					t.Errorf("layer %d: %+v, want %+v", l, got, want)
+				}
+			}
+		})
+	}
+}
+
 // TestStandInPlansAsTheRealFile checks planTypes' premise: a full-size
 // model file and the stand-in Plan builds get the same types from
 // gguf.PlanRequantize.
 func TestStandInPlansAsTheRealFile(t *testing.T) {
-	for _, name := range []string{"tiny-llama", "tiny-qwen2", "tiny-phi3", "tiny-gemma3", "tiny-qwen3moe"} {
+	for _, name := range []string{"tiny-llama", "tiny-qwen2", "tiny-phi3", "tiny-gemma3", "tiny-qwen3moe", "tiny-gemma4moe"} {
 		p := mustPreset(t, name)
 		full, _ := writeModel(t, p, Options{Quant: "F32"})
 		f32, err := Plan(p, Options{Quant: "F32"})

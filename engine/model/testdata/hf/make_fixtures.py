@@ -19,7 +19,14 @@ sharing caches; and qwen3moe, Qwen 3 MoE: Qwen 3's attention with 4 heads
 of 32 (128 wide against a width of 64, as the real models' 4096 against
 2048) and in each of 3 layers a mixture of 8 SwiGLU experts of 64 of which
 the router's softmax picks 3 and renormalises their weights
-(norm_topk_prob), no dense layer, no shared expert) it builds a tiny model
+(norm_topk_prob), no dense layer, no shared expert; and gemma4moe, Gemma
+4 26B-A4B's text model: 6 layers, sliding, sliding, full twice, the full
+layers' values their keys' projection (attention_k_eq_v: no v_proj, one KV
+head of 32 against two of 16), and in every layer a dense GeGLU of 96
+beside a mixture of 8 GeGLU experts of 64 of which 3 are chosen by a
+router on its own norm of the stream, renormalised and scaled per expert,
+each half through a norm of its own; no per-layer embeddings, no KV
+sharing) it builds a tiny model
 from a config
 (hidden 64, 4 heads, 2 KV heads, head_dim 16, ff 128, 2-6 layers, a vocab
 of 331-509 that is no multiple of 32), fills every weight from a fixed seed
@@ -101,6 +108,28 @@ model.layers.N.mlp.experts.{gate_up_proj,down_proj}); reversing the
 router's rows, turning norm_topk_prob off, using all 8 experts, swapping
 experts 0 and 1, and swapping each expert's gate and up each change the
 logits; checks.router_min_gap records the smallest routing lead.
+
+Gemma 4 MoE (GEMMA 4 MOE CHECKS): the built and the reloaded model have
+the per-layer head dims and KV heads asked for, no v_proj on the full
+layers, a router (proj without bias, scale, per_expert_scale), the stacked
+experts gate_up_proj [8, 128, 64] and down_proj [8, 64, 64], the three
+extra norms and no per-layer embeddings; config.json holds
+enable_moe_block, attention_k_eq_v, num_experts, top_k_experts and
+moe_intermediate_size (and gets head_dim, global_head_dim and
+num_global_key_value_heads if transformers wrote only per_layer_config,
+as real Gemma 4 config files have them); model.safetensors is all f16,
+holds the experts stacked (model.layers.N.experts.{gate_up_proj,down_proj},
+the only form an importer reads: checks.experts_saved), the router, the
+norms, the layer_scalar values set, and no v_proj for the full layers;
+zeroing the experts' down_proj, setting the router's scale, the
+per-expert scale or any of the three extra norms
+(pre_feedforward_layernorm_2, post_feedforward_layernorm_1 and _2) to 1,
+reversing the router's rows, swapping each expert's gate and up, using
+all 8 experts, and giving the full layers a v_proj of k_proj's rows
+reversed each change the logits, while a v_proj equal to k_proj changes
+none (so the full layers' values are k_proj's output);
+checks.router_min_gap records the smallest routing lead, at router.proj's
+output.
 
 Usage: python3 make_fixtures.py OUTDIR [FAMILY...]
 writes OUTDIR/FAMILY/{config.json, generation_config.json,
@@ -204,8 +233,15 @@ GEMMA4_VOCAB, GEMMA4_GLOBAL_HEAD_DIM, GEMMA4_PLE_DIM = 457, 32, 8
 # Qwen 3 MoE's: the experts, how many the router chooses, their width, and
 # the head dim (4 heads of 32: q is 128 wide against the width of 64).
 MOE_EXPERTS, MOE_USED, MOE_FF, MOE_HEAD_DIM = 8, 3, 64, 32
-# The transformers model types whose layers are mixtures of experts.
+# The transformers model types whose layers are mixtures of experts (and
+# Gemma 4's with enable_moe_block: see is_moe).
 MOE_MODEL_TYPES = ("qwen3_moe",)
+# Gemma 4 MoE's: its vocabulary, the full layers' KV heads
+# (num_global_key_value_heads) and the dense MLP's width (96: neither the
+# experts' 64 nor the gate_up stack's 128). The experts, how many are
+# chosen and their width are Qwen 3 MoE's (MOE_EXPERTS, MOE_USED,
+# MOE_FF), the head dims Gemma 4's (HEAD_DIM, GEMMA4_GLOBAL_HEAD_DIM).
+GEMMA4MOE_VOCAB, GEMMA4MOE_GLOBAL_KV_HEADS, GEMMA4MOE_FF = 421, 1, 96
 
 # Shapes shared by every family, as each config class names them.
 COMMON = dict(
@@ -609,6 +645,90 @@ FAMILIES = {
             rope_parameters=dict(rope_type="default", rope_theta=1000000.0),
         ),
     ),
+    # GEMMA 4 MOE (the text model of 26B-A4B: Gemma4ForCausalLM,
+    # gemma4_text with enable_moe_block; llama.cpp's gemma4 with experts).
+    # Added last so that the families above keep their seeds. Gemma 4's
+    # layer (plain norm gains, a v norm without weight, attention scale 1,
+    # proportional RoPE on the full layers, a layer_scalar, a final
+    # soft-cap of 30) as the 26B-A4B has it: no per-layer embeddings, no
+    # KV sharing, and
+    #   - attention_k_eq_v: the full layers have no v_proj and take their
+    #     values from k_proj's output (before k_norm; v_norm and no RoPE
+    #     after), with num_global_key_value_heads (1) KV heads of
+    #     global_head_dim (32) where the sliding layers have 2 of 16;
+    #   - enable_moe_block: beside the dense MLP (96, on
+    #     pre_feedforward_layernorm's output) a mixture whose router reads
+    #     the stream before that norm, RMS-normalised without a gain, times
+    #     router.scale and hidden^-0.5, scores the 8 experts (router.proj),
+    #     takes the softmax's best 3, renormalises them to sum to 1 and
+    #     multiplies each by router.per_expert_scale; the experts (GeGLU,
+    #     64 wide, stacked: experts.gate_up_proj [8, 128, 64] gate rows
+    #     first, experts.down_proj [8, 64, 64]) read
+    #     pre_feedforward_layernorm_2's output; the MLP's output goes
+    #     through post_feedforward_layernorm_1, the experts' sum through
+    #     post_feedforward_layernorm_2, and their sum through
+    #     post_feedforward_layernorm.
+    # Saved as Gemma4ForCausalLM like the gemma4 family (Hearth's importer
+    # reads it as it reads Gemma4ForConditionalGeneration's text part;
+    # llama.cpp's converter wants the latter: see model-families.md).
+    "gemma4moe": dict(
+        model_type="gemma4_text",
+        vocab=GEMMA4MOE_VOCAB,
+        window=8,
+        moe=True,
+        config=dict(
+            num_hidden_layers=6,
+            layer_types=["sliding_attention", "sliding_attention", "full_attention"] * 2,
+            num_kv_shared_layers=0,
+            head_dim=HEAD_DIM,
+            # Config fields up to some transformers versions, kwargs that
+            # become per_layer_config {layer: {"head_dim": 32,
+            # "num_key_value_heads": 1}} of the full layers in later ones
+            # (5.17's): passed either way, and what the built model has is
+            # checked (gemma4moe_structure).
+            global_head_dim=GEMMA4_GLOBAL_HEAD_DIM,
+            num_global_key_value_heads=GEMMA4MOE_GLOBAL_KV_HEADS,
+            attention_k_eq_v=True,
+            intermediate_size=GEMMA4MOE_FF,
+            enable_moe_block=True,
+            num_experts=MOE_EXPERTS,
+            top_k_experts=MOE_USED,
+            moe_intermediate_size=MOE_FF,
+            use_double_wide_mlp=False,
+            hidden_size_per_layer_input=0,
+            rms_norm_eps=1e-6,
+            tie_word_embeddings=True,
+            sliding_window=8,
+            final_logit_softcapping=30.0,
+            attention_bias=False,
+            hidden_activation="gelu_pytorch_tanh",
+            rope_parameters={
+                "sliding_attention": dict(rope_type="default", rope_theta=10000.0),
+                "full_attention": dict(rope_type="proportional", partial_rotary_factor=0.25, rope_theta=1000000.0),
+            },
+        ),
+        # Tied with Gemma's embedding std (times sqrt(64) = 8), so TIED
+        # SPREADS as for gemma3: 12 post-block outputs (attention, and the
+        # MLP and experts' sum) of gain 3 against the embedding's 1.2.
+        # post_norm is post_attention_layernorm and
+        # post_feedforward_layernorm, not the MLP's and experts' own
+        # post_feedforward_layernorm_1 and _2 (gains around 1, drawn as
+        # every norm's).
+        spread=dict(embed=0.15, post_norm=3.0, final_norm=3.0),
+        # ROUTER SPREAD. The router scores hidden^-0.5 = 1/8 of a
+        # unit-RMS vector (times router.scale, around 1), so with the
+        # default std 0.15 its logits would spread by only
+        # sqrt(64) * 0.125 * 0.15 = 0.15: the softmax nearly uniform and
+        # the 3rd and 4th logits 0.05 apart on average, so that no seed
+        # would leave every routing lead above MIN_ROUTER_GAP. Std 1.2
+        # spreads them by 1.2, as Qwen 3 MoE's router does (ROUTER GAP);
+        # over this family's ~330 (layer, position) pairs the smallest gap
+        # then clears 1e-3 for about 45% of the seeds (0.9976^330), so 50
+        # tries all fail with odds of a few in 1000 even at the 25% end of the
+        # greedy requirements' range.
+        weight_std={"router.proj.weight": 1.2},
+        layer_scalars=[0.8125, 1.375, 0.5625, 1.1875, 0.6875, 1.5],
+    ),
 }
 
 SEEDS = {name: 1000 * (i + 1) for i, name in enumerate(FAMILIES)}
@@ -682,6 +802,12 @@ def make_config(name, fam):
     return transformers.AutoConfig.for_model(fam["model_type"], **kw)
 
 
+def is_moe(cfg):
+    """Whether cfg's layers have experts: a model type of
+    MOE_MODEL_TYPES, or Gemma 4 with enable_moe_block."""
+    return cfg.model_type in MOE_MODEL_TYPES or bool(getattr(cfg, "enable_moe_block", False))
+
+
 def implementations(cfg):
     """The implementations the reference runs, as from_config and
     from_pretrained take them: eager attention (the plain softmax path
@@ -689,7 +815,7 @@ def implementations(cfg):
     mixture of experts eager experts (a loop over the experts chosen, each
     a plain matmul; transformers 5 defaults to its grouped_mm kernel)."""
     kw = dict(attn_implementation="eager")
-    if cfg.model_type in MOE_MODEL_TYPES:
+    if is_moe(cfg):
         kw["experts_implementation"] = "eager"
     return kw
 
@@ -698,7 +824,7 @@ def check_experts_implementation(m):
     """Fails unless a mixture of experts runs its experts eagerly (a
     transformers without the setting has only the eager loop)."""
     impl = getattr(m.config, "_experts_implementation", None)
-    if m.config.model_type in MOE_MODEL_TYPES and impl not in (None, "eager"):
+    if is_moe(m.config) and impl not in (None, "eager"):
         raise RuntimeError(f"experts implementation is {impl}, want eager")
 
 
@@ -719,6 +845,9 @@ POST_NORMS = ("post_attention_layernorm.weight", "post_feedforward_layernorm.wei
 FINAL_NORM = "model.norm.weight"
 POST_PLE_NORM = "post_per_layer_input_norm.weight"  # Gemma 4
 PLE_EMBED = "model.embed_tokens_per_layer.weight"  # Gemma 4
+# Gemma 4's router gains, parameters without "norm" in their names: the
+# per-dimension scale of the router's input and each expert's weight scale.
+ROUTER_GAINS = ("router.scale", "router.per_expert_scale")
 
 
 def fill_weights(model, gemma_norms, seed, spread=None, weight_std=None):
@@ -728,7 +857,8 @@ def fill_weights(model, gemma_norms, seed, spread=None, weight_std=None):
     inputs near unit variance (64 * 0.15^2 = 1.44), so q.k/sqrt(16) has a
     standard deviation near 1.4 and the attention is far from uniform; norm
     gains vary by 0.2 around 1 (Gemma 1-3: around 0, their stored gain-1;
-    Gemma 4 stores plain gains), so a missing or doubled +1, or a norm left
+    Gemma 4 stores plain gains; its router's scale and per_expert_scale are
+    drawn as gains too), so a missing or doubled +1, or a norm left
     out, moves every logit. spread (TIED SPREADS) raises the std of the
     output projections and the gains of the post-block and final norms; it
     only scales, so the generator draws the same numbers whatever it says.
@@ -766,6 +896,8 @@ def fill_weights(model, gemma_norms, seed, spread=None, weight_std=None):
                     gain = post_ple_gain
                     hit["post_ple_norm"] += 1
                 v = (gain - 1.0 if gemma_norms else gain) + 0.2 * r
+            elif p.dim() == 1 and name.endswith(ROUTER_GAINS):
+                v = 1.0 + 0.2 * r  # gains around 1, as the norms'
             elif p.dim() == 1:  # biases (qwen2's q/k/v)
                 v = 0.2 * r
             elif name == PLE_EMBED:
@@ -1505,6 +1637,316 @@ def qwen3moe_checks(saved, ids, out):
     return notes
 
 
+# GEMMA 4 MOE CHECKS. As for gemma4, these read what the built model has,
+# module by module (transformers 5.17 keeps the full layers' head dim and KV
+# heads in per_layer_config, earlier versions in global_head_dim and
+# num_global_key_value_heads), and what the saved folder holds.
+
+
+def gemma4moe_plan():
+    """What the gemma4moe family's config asks for, layer by layer: layer
+    type, head dim and KV heads, and whether the layer has a v_proj."""
+    c = FAMILIES["gemma4moe"]["config"]
+    return [
+        dict(
+            type=t,
+            full=t == "full_attention",
+            head_dim=c["global_head_dim"] if t == "full_attention" else c["head_dim"],
+            kv_heads=c["num_global_key_value_heads"] if t == "full_attention" else KV_HEADS,
+            v_proj=t != "full_attention",
+        )
+        for t in c["layer_types"]
+    ]
+
+
+def gemma4moe_structure(model):
+    """Fails unless the built model is the Gemma 4 MoE wanted: per layer
+    its head dim and KV heads (1 of 32 on the full layers, 2 of 16 on the
+    sliding ones), no v_proj on the full layers (their values are
+    k_proj's), the dense MLP of GEMMA4MOE_FF, the router (proj of
+    MOE_EXPERTS rows without bias, scale, per_expert_scale), the stacked
+    experts, the three extra norms and layer_scalar, no KV sharing and no
+    per-layer embeddings. Attributes that say the same (self_attn.head_dim,
+    use_alternative_attention, enable_moe_block) are checked where this
+    transformers has them. Returns the per-layer summary recorded in
+    expected.json."""
+    plan = gemma4moe_plan()
+    problems = []
+    missing = object()
+
+    def want(what, got, exp):
+        if got is not missing and got != exp:
+            problems.append(f"{what}: {got!r}, want {exp!r}")
+
+    def shape(mod, attr="weight"):
+        t = getattr(mod, attr, None) if mod is not None else None
+        return tuple(t.shape) if isinstance(t, torch.Tensor) else None
+
+    base = model.model
+    layers = base.layers
+    want("layers", len(layers), len(plan))
+    E, F = MOE_EXPERTS, MOE_FF
+    for i, (layer, lp) in enumerate(zip(layers, plan)):
+        attn, mlp, hd, kv = layer.self_attn, layer.mlp, lp["head_dim"], lp["kv_heads"]
+        pre = f"layer {i} ({lp['type']})"
+        want(f"{pre} self_attn.head_dim", getattr(attn, "head_dim", missing), hd)
+        want(f"{pre} q_proj", shape(attn.q_proj), (HEADS * hd, HIDDEN))
+        want(f"{pre} k_proj", shape(getattr(attn, "k_proj", None)), (kv * hd, HIDDEN))
+        want(f"{pre} k_norm", shape(getattr(attn, "k_norm", None)), (hd,))
+        want(f"{pre} o_proj", shape(attn.o_proj), (HIDDEN, HEADS * hd))
+        want(f"{pre} is_kv_shared_layer", getattr(attn, "is_kv_shared_layer", missing), False)
+        if lp["v_proj"]:
+            want(f"{pre} v_proj", shape(getattr(attn, "v_proj", None)), (kv * hd, HIDDEN))
+        elif getattr(attn, "v_proj", None) is not None:
+            problems.append(f"{pre} has a v_proj, though its values are to be k_proj's (attention_k_eq_v)")
+        want(f"{pre} use_alternative_attention", getattr(attn, "use_alternative_attention", missing), lp["full"])
+        if getattr(getattr(attn, "v_norm", None), "weight", None) is not None:
+            problems.append(f"{pre} v_norm has a weight")
+        want(f"{pre} mlp.gate_proj", shape(mlp.gate_proj), (GEMMA4MOE_FF, HIDDEN))
+        want(f"{pre} mlp.up_proj", shape(mlp.up_proj), (GEMMA4MOE_FF, HIDDEN))
+        want(f"{pre} mlp.down_proj", shape(mlp.down_proj), (HIDDEN, GEMMA4MOE_FF))
+        want(f"{pre} enable_moe_block", getattr(layer, "enable_moe_block", missing), True)
+        router, experts = getattr(layer, "router", None), getattr(layer, "experts", None)
+        proj = getattr(router, "proj", None)
+        want(f"{pre} router.proj", shape(proj), (E, HIDDEN))
+        if getattr(proj, "bias", None) is not None:
+            problems.append(f"{pre} router.proj has a bias")
+        want(f"{pre} router.scale", shape(router, "scale"), (HIDDEN,))
+        want(f"{pre} router.per_expert_scale", shape(router, "per_expert_scale"), (E,))
+        want(f"{pre} experts.gate_up_proj", shape(experts, "gate_up_proj"), (E, 2 * F, HIDDEN))
+        want(f"{pre} experts.down_proj", shape(experts, "down_proj"), (E, HIDDEN, F))
+        for n in ("pre_feedforward_layernorm_2", "post_feedforward_layernorm_1", "post_feedforward_layernorm_2"):
+            want(f"{pre} {n}", shape(getattr(layer, n, None)), (HIDDEN,))
+        if getattr(layer, "per_layer_input_gate", None) is not None:
+            problems.append(f"{pre} has per-layer-embedding weights")
+        want(f"{pre} layer_scalar", shape(layer, "layer_scalar"), (1,))
+    if getattr(base, "embed_tokens_per_layer", None) is not None:
+        problems.append("the model has a per-layer embedding table")
+    want("embed_tokens", shape(base.embed_tokens), (GEMMA4MOE_VOCAB, HIDDEN))
+    want("layer_types", list(getattr(model.config, "layer_types", None) or []), [lp["type"] for lp in plan])
+    if problems:
+        raise RuntimeError("gemma4moe: the built model is not the one wanted:\n  " + "\n  ".join(problems))
+    return {"head_dims": [lp["head_dim"] for lp in plan], "kv_heads": [lp["kv_heads"] for lp in plan]}
+
+
+def gemma4moe_config_json(out):
+    """As gemma4_config_json: adds whichever of head_dim, global_head_dim
+    and num_global_key_value_heads config.json lacks (a transformers that
+    keeps the full layers' in per_layer_config writes only that; the real
+    26B-A4B config has all three), and returns the keys added."""
+    path = os.path.join(out, "config.json")
+    with open(path, encoding="utf-8") as f:
+        d = json.load(f)
+    added = []
+    for k, v in (
+        ("head_dim", HEAD_DIM),
+        ("global_head_dim", GEMMA4_GLOBAL_HEAD_DIM),
+        ("num_global_key_value_heads", GEMMA4MOE_GLOBAL_KV_HEADS),
+    ):
+        if k not in d or d[k] is None:
+            d[k] = v
+            added.append(k)
+        elif d[k] != v:
+            raise RuntimeError(f"gemma4moe: config.json has {k} = {d[k]!r}, want {v}")
+    if added:
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(d, f, indent=2, sort_keys=True)
+            f.write("\n")
+    return added
+
+
+def gemma4moe_saved_checks(out, scalars):
+    """Fails unless config.json holds the keys an importer reads (and
+    refuses without) and model.safetensors is all f16 with, per layer, the
+    router, the experts stacked (with or without ".weight"; per-expert
+    matrices an importer would refuse), the three extra norms, the
+    layer_scalar set, k_proj of the layer's KV heads and no v_proj on the
+    full layers; and no per-layer embeddings. Returns the experts' saved
+    names' form and the layer scalars read back."""
+    with open(os.path.join(out, "config.json"), encoding="utf-8") as f:
+        c = json.load(f)
+    problems = []
+    for k, v in (
+        ("enable_moe_block", True),
+        ("attention_k_eq_v", True),
+        ("num_experts", MOE_EXPERTS),
+        ("top_k_experts", MOE_USED),
+        ("moe_intermediate_size", MOE_FF),
+        ("intermediate_size", GEMMA4MOE_FF),
+        ("num_kv_shared_layers", 0),
+        ("num_global_key_value_heads", GEMMA4MOE_GLOBAL_KV_HEADS),
+    ):
+        if c.get(k) != v:
+            problems.append(f"config.json: {k} = {c.get(k)!r}, want {v!r}")
+    if c.get("hidden_size_per_layer_input"):
+        problems.append(f"config.json: hidden_size_per_layer_input = {c['hidden_size_per_layer_input']!r}, want 0")
+    path = os.path.join(out, "model.safetensors")
+    if not os.path.exists(path):
+        raise RuntimeError(f"gemma4moe: no {path} (sharded? files: {sorted(os.listdir(out))})")
+    header, base = safetensors_header(path)
+    problems += [f"{k} is {v.get('dtype')}, not F16" for k, v in header.items() if v.get("dtype") != "F16"]
+
+    def shape_is(key, want):
+        if key not in header:
+            problems.append(f"{key} not saved")
+        elif header[key]["shape"] != list(want):
+            problems.append(f"{key}: shape {header[key]['shape']}, want {list(want)}")
+
+    E, F = MOE_EXPERTS, MOE_FF
+    forms, saved = set(), []
+    with open(path, "rb") as fh:
+        for i, lp in enumerate(gemma4moe_plan()):
+            p = f"model.layers.{i}."
+            hd, kv = lp["head_dim"], lp["kv_heads"]
+            shape_is(p + "self_attn.k_proj.weight", (kv * hd, HIDDEN))
+            if lp["v_proj"]:
+                shape_is(p + "self_attn.v_proj.weight", (kv * hd, HIDDEN))
+            elif p + "self_attn.v_proj.weight" in header:
+                problems.append(f"{p}self_attn.v_proj.weight saved, though layer {i}'s values are k_proj's")
+            shape_is(p + "router.proj.weight", (E, HIDDEN))
+            shape_is(p + "router.scale", (HIDDEN,))
+            shape_is(p + "router.per_expert_scale", (E,))
+            for n in ("pre_feedforward_layernorm_2", "post_feedforward_layernorm_1", "post_feedforward_layernorm_2"):
+                shape_is(f"{p}{n}.weight", (HIDDEN,))
+            if any(k.startswith(p + "experts.0.") for k in header):
+                problems.append(f"layer {i}: experts saved one module each; an importer reads experts.gate_up_proj and experts.down_proj")
+            for w, shape in (("gate_up_proj", (E, 2 * F, HIDDEN)), ("down_proj", (E, HIDDEN, F))):
+                found = [n for n in (f"{p}experts.{w}", f"{p}experts.{w}.weight") if n in header]
+                if len(found) != 1:
+                    problems.append(f"layer {i}: experts.{w} saved as {found}")
+                    continue
+                forms.add("stacked" + found[0][len(f"{p}experts.{w}") :])
+                shape_is(found[0], shape)
+            key = p + "layer_scalar"
+            info = header.get(key)
+            if info is None or info["shape"] != [1]:
+                problems.append(f"{key}: {info}, want F16 [1]")
+                continue
+            start, end = info["data_offsets"]
+            fh.seek(base + start)
+            (got,) = struct.unpack("<e", fh.read(end - start))
+            saved.append(got)
+            if got != scalars[i]:
+                problems.append(f"{key} = {got}, want {scalars[i]}")
+    problems += [f"{k} saved: no per-layer embeddings wanted" for k in sorted(header) if "per_layer" in k]
+    if len(forms) > 1:
+        problems.append(f"experts saved in {sorted(forms)}")
+    if problems:
+        experts = sorted(k for k in header if ".experts." in k)[:6]
+        raise RuntimeError("gemma4moe: the saved folder:\n  " + "\n  ".join(problems) + f"\n(expert keys: {experts} ...)")
+    return (forms.pop() if forms else None), saved
+
+
+@torch.no_grad()
+def gemma4moe_router_min_gap(model, ids):
+    """router_min_gap for Gemma 4: the router's logits are router.proj's
+    output (its input the stream before pre_feedforward_layernorm,
+    RMS-normalised without a gain, times router.scale and hidden^-0.5),
+    taken as the forward over ids computes them, in float32."""
+    scores = []
+
+    def grab(mod, args, out):
+        scores.append(out.detach().float().reshape(-1, out.shape[-1]))
+
+    layers = model.model.layers
+    hooks = [layer.router.proj.register_forward_hook(grab) for layer in layers]
+    try:
+        logits_of(model, ids)
+    finally:
+        for h in hooks:
+            h.remove()
+    if len(scores) != len(layers):
+        raise RuntimeError(f"gemma4moe: {len(scores)} router outputs for {len(layers)} layers")
+    gap = math.inf
+    for s in scores:
+        top = torch.topk(s, MOE_USED + 1, dim=-1).values
+        gap = min(gap, float((top[:, MOE_USED - 1] - top[:, MOE_USED]).min()))
+    return gap
+
+
+def gemma4moe_checks(saved, ids, out, fam):
+    """Gemma 4 MoE's sanity checks on the reloaded model over ids (the whole
+    greedy sequence): its structure and saved folder, the routing lead, and
+    each part of the mixture and of k_eq_v moving the logits."""
+    scalars = [float(torch.tensor(v).half().float()) for v in fam["layer_scalars"]]
+    form, read_back = gemma4moe_saved_checks(out, scalars)
+    notes = {
+        "structure": gemma4moe_structure(saved),
+        "experts_saved": form,
+        "layer_scalars": read_back,
+        "router_min_gap": gemma4moe_router_min_gap(saved, ids),
+    }
+    if notes["router_min_gap"] < MIN_ROUTER_GAP:
+        # The seed search looked at the in-memory model; the reloaded one
+        # is the same weights, so only a saving bug gets here.
+        raise RuntimeError(f"gemma4moe: the reloaded model routes with a lead of {notes['router_min_gap']:.3g}")
+    base = logits_of(saved, ids)
+
+    def changed(change):
+        m = copy.deepcopy(saved)
+        with torch.no_grad():
+            change(m)
+        return float((logits_of(m, ids) - base).abs().max())
+
+    def effect(what, change, floor=1e-2):
+        eff = changed(change)
+        if eff < floor:
+            raise RuntimeError(f"gemma4moe: {what} changes no logit (max {eff})")
+        return eff
+
+    def each(f):
+        return lambda m: [f(layer) for layer in m.model.layers]
+
+    def all_experts(m):
+        m.config.top_k_experts = MOE_EXPERTS
+        for layer in m.model.layers:
+            r = layer.router
+            if getattr(r, "config", None) is not None:
+                r.config.top_k_experts = MOE_EXPERTS
+            for a in ("top_k", "top_k_experts"):
+                if isinstance(getattr(r, a, None), int):
+                    setattr(r, a, MOE_EXPERTS)
+
+    def swap_gate_up(layer):
+        w = layer.experts.gate_up_proj
+        w.copy_(torch.cat([w[:, MOE_FF:], w[:, :MOE_FF]], dim=1))
+
+    def values(f):
+        """Gives each full layer a v_proj of f(k_proj's weight), and turns
+        off the flag by which some versions take k's output instead."""
+
+        def change(m):
+            for layer, lp in zip(m.model.layers, gemma4moe_plan()):
+                if not lp["full"]:
+                    continue
+                attn = layer.self_attn
+                k = attn.k_proj.weight
+                v = torch.nn.Linear(k.shape[1], k.shape[0], bias=False)
+                v.weight.copy_(f(k))
+                attn.v_proj = v
+                if hasattr(attn, "use_alternative_attention"):
+                    attn.use_alternative_attention = False
+
+        return change
+
+    notes["experts_effect"] = effect("the experts (down_proj zeroed)", each(lambda l: l.experts.down_proj.zero_()))
+    notes["router_effect"] = effect("the router (its experts' rows reversed)", each(lambda l: l.router.proj.weight.copy_(l.router.proj.weight.flip(0))))
+    notes["router_scale_effect"] = effect("router.scale (set to 1)", each(lambda l: l.router.scale.fill_(1.0)))
+    notes["per_expert_scale_effect"] = effect("router.per_expert_scale (set to 1)", each(lambda l: l.router.per_expert_scale.fill_(1.0)))
+    for n in ("pre_feedforward_layernorm_2", "post_feedforward_layernorm_1", "post_feedforward_layernorm_2"):
+        notes[f"{n}_effect"] = effect(f"{n} (set to 1)", each(lambda l, n=n: getattr(l, n).weight.fill_(1.0)))
+    notes["gate_up_effect"] = effect("gate and up (swapped in every expert)", each(swap_gate_up))
+    notes["top_k_effect"] = effect(f"the top-k (all {MOE_EXPERTS} experts used)", all_experts)
+    notes["k_eq_v_effect"] = effect("the full layers' values (a v_proj of k_proj's rows reversed)", values(lambda k: k.flip(0)))
+    # The same weights through the same matmul: equal to the last bit, or
+    # the values were not k_proj's output.
+    notes["k_eq_v_identity"] = changed(values(lambda k: k.clone()))
+    if notes["k_eq_v_identity"] > 1e-5 * float(base.abs().max()):
+        raise RuntimeError(f"gemma4moe: a v_proj equal to k_proj changes the logits by {notes['k_eq_v_identity']}: the values are not k_proj's output")
+    notes["layer_scalar_effect"] = effect("layer_scalar (all set to 1)", each(lambda l: l.layer_scalar.fill_(1.0)))
+    return notes
+
+
 def make_family(name, fam, outdir, tok):
     out = os.path.join(outdir, name)
     if os.path.exists(out):
@@ -1521,6 +1963,9 @@ def make_family(name, fam, outdir, tok):
         gemma4_structure(build(cfg))  # before the seeds: a config this version reads otherwise fails fast
     if name == "qwen3moe":
         qwen3moe_structure(build(cfg))  # likewise
+    if name == "gemma4moe":
+        gemma4moe_structure(build(cfg))  # likewise
+    gap_of = gemma4moe_router_min_gap if name == "gemma4moe" else router_min_gap
     best = None  # (rank, seed)
     for seed in range(SEEDS[name], SEEDS[name] + MAX_SEED_TRIES):
         model = seeded_model(cfg, fam, seed)
@@ -1528,7 +1973,7 @@ def make_family(name, fam, outdir, tok):
         distinct = len(set(new))
         # A mixture of experts must also route clear of ties (ROUTER GAP);
         # for the other families this is always so.
-        gap = router_min_gap(model, ids + new[:-1]) if fam.get("moe") else math.inf
+        gap = gap_of(model, ids + new[:-1]) if fam.get("moe") else math.inf
         settled = margin >= MIN_MARGIN and gap >= MIN_ROUTER_GAP
         # Best first: a lead that float noise cannot flip (else the greedy
         # comparison is fragile), then variety up to MIN_DISTINCT (else it
@@ -1544,7 +1989,7 @@ def make_family(name, fam, outdir, tok):
         seed = best[1]
         model = seeded_model(cfg, fam, seed)
         new, margin, _ = greedy(model, ids, GEN_TOKENS)
-        gap = router_min_gap(model, ids + new[:-1]) if fam.get("moe") else math.inf
+        gap = gap_of(model, ids + new[:-1]) if fam.get("moe") else math.inf
         print(
             f"warning: {name}: no seed gives a greedy lead >= {MIN_MARGIN} with >= {MIN_DISTINCT} distinct tokens"
             + (f" and a routing lead >= {MIN_ROUTER_GAP}" if fam.get("moe") else "")
@@ -1561,6 +2006,8 @@ def make_family(name, fam, outdir, tok):
     write_tokenizer(tok, out)
     if name == "gemma4":
         notes["config_json_added"] = gemma4_config_json(out)
+    if name == "gemma4moe":
+        notes["config_json_added"] = gemma4moe_config_json(out)
 
     # The reference is transformers reading the folder back, so that what
     # the importer reads and what the logits come from are the same bytes.
@@ -1620,6 +2067,8 @@ def make_family(name, fam, outdir, tok):
         notes.update(gemma3n_checks(saved, ids))
     if name == "qwen3moe":
         notes.update(qwen3moe_checks(saved, ids + new[:-1], out))
+    if name == "gemma4moe":
+        notes.update(gemma4moe_checks(saved, ids + new[:-1], out, fam))
 
     T, V = logits.shape
     write_f32(os.path.join(out, "logits.bin"), logits)
