@@ -1,11 +1,13 @@
 // Scaled dot-product attention of query tokens over a KV history, causal
 // (or, with FLAG_BIDIRECTIONAL, unmasked),
 // with grouped-query heads, an optional sliding window and an optional
-// logit softcap (Gemma 2). Layouts, all f32, row-major:
+// logit softcap (Gemma 2) and optional attention sinks (gpt-oss). Layouts,
+// all f32, row-major:
 //
-//   q   [n_q, n_heads, head_dim]        query t sits at position pos0 + t
-//   k,v [n_ctx_slots, n_kv_heads, head_dim]   key/value of position j at slot j
-//   out [n_q, n_heads, head_dim]
+//   q     [n_q, n_heads, head_dim]        query t sits at position pos0 + t
+//   k,v   [n_ctx_slots, n_kv_heads, head_dim]   key/value of position j at slot j
+//   sinks [n_heads]                       read only with FLAG_SINKS
+//   out   [n_q, n_heads, head_dim]
 //
 // attention: one workgroup per (head, query token), grid (n_heads, n_q). The
 // keys a query sees, [j0, j1), are walked in tiles of TILE = 64 and folded
@@ -31,7 +33,9 @@
 // entry adds grid z = n_split: workgroup (h, t, s) folds keys
 // [j0 + s*chunk, j0 + (s+1)*chunk) and writes its partial (max, sum, acc)
 // to scratch; the combine entry, grid (n_heads, n_q), rescales the partials
-// to their common max and normalises.
+// to their common max and normalises. A sink is a term of the whole row's
+// denominator, so only the combine folds it in, once: the partials leave it
+// out.
 //
 // scratch: [n_q, n_heads, n_split] partials of head_dim + 2 floats each:
 // m, l, acc[0, head_dim).
@@ -47,8 +51,9 @@
 @group(0) @binding(1) var<storage, read> q: array<f32>;
 @group(0) @binding(2) var<storage, read> k: array<f32>;
 @group(0) @binding(3) var<storage, read> v: array<f32>;
-@group(0) @binding(4) var<storage, read_write> scratch: array<f32>;
-@group(0) @binding(5) var<storage, read_write> out: array<f32>;
+@group(0) @binding(4) var<storage, read> sinks: array<f32>;
+@group(0) @binding(5) var<storage, read_write> scratch: array<f32>;
+@group(0) @binding(6) var<storage, read_write> out: array<f32>;
 
 // TILE keys are scored per step, G invocations per key; in the value phase
 // the G groups of TILE lanes each own PER head slots per lane.
@@ -188,7 +193,11 @@ fn attention(
     // js.y > js.x always (the dispatcher requires kv_len > every query
     // position, so key i itself is visible): l >= 1.
     if (lid < TILE) {
-        let inv = 1.0 / l;
+        var inv = 1.0 / l;
+        if ((p.flags & FLAG_SINKS) != 0u) {
+            let f = sink_fold(h, m, l);
+            inv = f.x / f.y;
+        }
         for (var c = 0u; c < PER; c++) {
             let d = lid + c * TILE;
             if (d < p.head_dim) {
@@ -246,7 +255,11 @@ fn attention_combine(
         let base = (first + sp) * (hd + 2u);
         ll += exp(scratch[base] - mm) * scratch[base + 1u];
     }
-    let inv = 1.0 / ll;
+    var inv = 1.0 / ll;
+    if ((p.flags & FLAG_SINKS) != 0u) {
+        let f = sink_fold(h, mm, ll);
+        inv = f.x / f.y;
+    }
     for (var d = lid; d < hd; d += WG) {
         var o = 0.0;
         for (var sp = 0u; sp < p.n_split; sp++) {

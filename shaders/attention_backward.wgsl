@@ -1,13 +1,17 @@
 // Backward of attention.wgsl for training: causal scaled dot-product
-// attention with grouped-query heads, an optional sliding window and an
-// optional logit soft-cap. Layouts as the forward, all f32, row-major:
+// attention with grouped-query heads, an optional sliding window, an
+// optional logit soft-cap and optional (frozen) attention sinks. Layouts as
+// the forward, all f32, row-major:
 //
 //   q, dout, dq   [n_q, n_heads, head_dim]       query t sits at position pos0 + t
 //   k, v, dk, dv  [kv_len, n_kv_heads, head_dim] key/value of position j at slot j
 //   stats         [n_q, n_heads, 2]              (lse, delta) per query row
+//   sinks         [n_heads]                      read only with FLAG_SINKS
 //
 // For one query row i (token t, head h) over its visible keys j, with
-// z_ij = scale * q_i.k_j, s_ij = softcap(z_ij) (or z_ij), P_ij = softmax_j(s_ij):
+// z_ij = scale * q_i.k_j, s_ij = softcap(z_ij) (or z_ij), P_ij = softmax_j(s_ij)
+// (with a sink, the softmax over the keys and the head's sink logit, P_ij
+// its keys' part, summing to less than 1):
 //
 //   dP_ij    = dout_i . v_j
 //   delta_i  = sum_j P_ij dP_ij           (= dout_i . out_i)
@@ -16,16 +20,24 @@
 //   dk_j     = scale * sum over the heads of j's group and the rows that see j of dZ_ij q_i
 //   dv_j     = sum over the same rows of P_ij dout_i
 //
+// The sink has no value, so its dP is 0 and it adds nothing to delta but
+// its share of the denominator; the sinks are frozen (no gradient).
+//
 // Three entries, in one chain:
-//   attention_backward_stats: one workgroup per (head, token), grid (n_heads,
-//     n_q): the row's log-sum-exp lse_i = m + log(l) and delta_i, folded
-//     online over tiles of keys like the forward (running max, running sum,
-//     and the running sum of exp(s - m) dP rescaled with them). The forward
-//     kernel is left as it is: recomputing the statistics costs one pass of
-//     two dot products per key, a third of the gradient passes below.
+//   attention_backward_stats (attention_backward_stats.wgsl): one workgroup
+//     per (head, token), grid (n_heads, n_q): the row's log-sum-exp
+//     lse_i = m + log(l) and delta_i, folded online over tiles of keys like
+//     the forward (running max, running sum, and the running sum of
+//     exp(s - m) dP rescaled with them), the sink folded in at the end. The
+//     forward kernel is left as it is: recomputing the statistics costs one
+//     pass of two dot products per key, a third of the gradient passes
+//     below. It is a family of its own because it alone reads the sinks:
+//     with them this module would bind 9 storage buffers, over the 8 per
+//     stage WebGPU guarantees (and engine/gpu's maxBindings).
 //   attention_backward_dq: one workgroup per (head, token); P_ij = exp(s_ij -
 //     lse_i) is recomputed per key from the stored lse, so no T x T matrix
-//     is ever stored.
+//     is ever stored (a sink's share is in lse, so these P_ij are the
+//     forward's).
 //   attention_backward_dkv: one workgroup per (kv head, key slot), grid
 //     (n_kv_heads, kv_len): the workgroup walks the (query, head) rows of its
 //     group that see the key, so dK and dV sum over the group's heads inside
@@ -55,72 +67,19 @@
 // accumulators and acc_s grow with it, which narrow heads should not pay
 // for).
 
-struct Params {
-    head_dim: u32,
-    n_heads: u32,
-    n_kv_heads: u32,
-    n_q: u32,
-    pos0: u32,
-    kv_len: u32,
-    window: u32, // 0 = none; else key j is visible from position i iff i - j < window
-    group: u32,  // n_heads / n_kv_heads
-    scale: f32,
-    softcap: f32, // 0 = none
-    _p0: u32,
-    _p1: u32,
-}
+//!include attention_backward_common
 
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> q: array<f32>;
-@group(0) @binding(2) var<storage, read> k: array<f32>;
-@group(0) @binding(3) var<storage, read> v: array<f32>;
-@group(0) @binding(4) var<storage, read> dout: array<f32>;
-@group(0) @binding(5) var<storage, read_write> stats: array<f32>;
+@group(0) @binding(5) var<storage, read> stats: array<f32>;
 @group(0) @binding(6) var<storage, read_write> dq: array<f32>;
 @group(0) @binding(7) var<storage, read_write> dk: array<f32>;
 @group(0) @binding(8) var<storage, read_write> dv: array<f32>;
 
-const TILE: u32 = 64u;
-const G: u32 = WG / TILE;
-const PER: u32 = MAX_HD / TILE;
 const ACC_N: u32 = WG * PER;
 
-// The lowest finite f32 stands in for -inf (see attention.wgsl).
-const LOWEST: f32 = -3.40282347e38;
-
-var<workgroup> a_s: array<f32, MAX_HD>; // the fixed row: q (rows of queries) or k (rows of keys)
-var<workgroup> b_s: array<f32, MAX_HD>; // ... and dout, or v
-var<workgroup> dot_s: array<vec2<f32>, WG>; // partial dots, row r's at [r*G, r*G + G)
-var<workgroup> c_s: array<f32, TILE>; // the tile's first coefficient (score, or dZ * scale)
-var<workgroup> e_s: array<f32, TILE>; // ... and second (dP, or P)
 var<workgroup> acc_s: array<f32, ACC_N>;
 
 var<private> acc: array<f32, PER>;
 var<private> acc2: array<f32, PER>;
-
-// cap returns the soft-capped score and its derivative for a scaled score
-// z: (c tanh(z/c), 1 - tanh^2), or (z, 1) without a cap. Both come from
-// e = exp(-2|z/c|) <= 1, so nothing overflows for any z, and
-// 1 - tanh^2 = 4e / (1 + e)^2 keeps its relative precision deep in the
-// saturated tail, where 1 - tanh^2 would cancel to 0.
-fn cap(z: f32) -> vec2<f32> {
-    if (p.softcap <= 0.0) {
-        return vec2<f32>(z, 1.0);
-    }
-    let e = exp(-2.0 * abs(z / p.softcap));
-    let r = 1.0 / (1.0 + e);
-    return vec2<f32>(p.softcap * sign(z) * (1.0 - e) * r, 4.0 * e * r * r);
-}
-
-// visible_keys returns the keys [j0, j1) query token t sees (attention.wgsl).
-fn visible_keys(t: u32) -> vec2<u32> {
-    let i = p.pos0 + t;
-    var j0 = 0u;
-    if (p.window > 0u && i + 1u > p.window) {
-        j0 = i + 1u - p.window;
-    }
-    return vec2<u32>(j0, min(i + 1u, p.kv_len));
-}
 
 // visible_queries returns the query tokens [t0, t1) that see key j: causal
 // (pos0 + t >= j) and, with a window, pos0 + t - j < window.
@@ -134,49 +93,6 @@ fn visible_queries(j: u32) -> vec2<u32> {
         t1 = min(t1, j + p.window - min(j + p.window, p.pos0)); // j + window - pos0, floored at 0
     }
     return vec2<u32>(t0, max(t0, t1));
-}
-
-// stage loads the fixed rows into a_s and b_s.
-fn stage(abase: u32, bbase: u32, abuf_is_q: bool, lid: u32) {
-    for (var d = lid; d < p.head_dim; d += WG) {
-        if (abuf_is_q) {
-            a_s[d] = q[abase + d];
-            b_s[d] = dout[bbase + d];
-        } else {
-            a_s[d] = k[abase + d];
-            b_s[d] = v[bbase + d];
-        }
-    }
-    workgroupBarrier();
-}
-
-// Row-streaming helpers: partial dots of the staged rows with key row kb
-// (a_s . k, b_s . v: a query row's score and dP) or with query row qb
-// (q . a_s, dout . b_s: the same two for a key row), over this invocation's
-// slice of the dims.
-fn dots_with_key(kb: u32, part: u32) -> vec2<f32> {
-    var s = vec2<f32>(0.0);
-    for (var d = part; d < p.head_dim; d += G) {
-        s += vec2<f32>(a_s[d] * k[kb + d], b_s[d] * v[kb + d]);
-    }
-    return s;
-}
-
-fn dots_with_query(qb: u32, part: u32) -> vec2<f32> {
-    var s = vec2<f32>(0.0);
-    for (var d = part; d < p.head_dim; d += G) {
-        s += vec2<f32>(q[qb + d] * a_s[d], dout[qb + d] * b_s[d]);
-    }
-    return s;
-}
-
-// tile_dots sums the G partial dots of tile row lid (< TILE).
-fn tile_dots(lid: u32) -> vec2<f32> {
-    var s = vec2<f32>(0.0);
-    for (var g = 0u; g < G; g++) {
-        s += dot_s[lid * G + g];
-    }
-    return s;
 }
 
 // combine sums the G groups' accumulators a into the first group's
@@ -196,86 +112,6 @@ fn combine(a: ptr<private, array<f32, PER>>, lid: u32) {
                 (*a)[c] += acc_s[(g * TILE + lid) * PER + c];
             }
         }
-    }
-}
-
-@compute @workgroup_size(WG)
-fn attention_backward_stats(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(local_invocation_index) lid: u32,
-) {
-    let h = wid.x;
-    let t = wid.y;
-    let hd = p.head_dim;
-    let row = (t * p.n_heads + h) * hd;
-    stage(row, row, true, lid);
-    let kvoff = (h / p.group) * hd;
-    let stride = p.n_kv_heads * hd;
-    let js = visible_keys(t);
-    let key = lid / G;
-    let part = lid % G;
-    var m = LOWEST;
-    var l = 0.0;
-    var sdp = 0.0; // sum of exp(s - m) dP
-    for (var tile = js.x; tile < js.y; tile += TILE) {
-        let cnt = min(TILE, js.y - tile);
-        var dd = vec2<f32>(0.0);
-        if (key < cnt) {
-            dd = dots_with_key((tile + key) * stride + kvoff, part);
-        }
-        dot_s[lid] = dd;
-        workgroupBarrier();
-        if (lid < TILE) {
-            var s = LOWEST;
-            var dp = 0.0;
-            if (lid < cnt) {
-                let sum = tile_dots(lid);
-                s = cap(sum.x * p.scale).x;
-                dp = sum.y;
-            }
-            c_s[lid] = s;
-            e_s[lid] = dp;
-        }
-        workgroupBarrier();
-        // Every invocation scans the tile's max (broadcast reads, cheaper
-        // than a tree's barriers); the first TILE take one exponential each,
-        // and invocation 0 alone keeps the running sums, which only it
-        // writes out.
-        var tmax = LOWEST;
-        for (var r = 0u; r < cnt; r++) {
-            tmax = max(tmax, c_s[r]);
-        }
-        let m_new = max(m, tmax);
-        var pe = 0.0;
-        var pd = 0.0;
-        if (lid < TILE) {
-            pe = exp(c_s[lid] - m_new); // 0 past cnt, where c_s is LOWEST
-            pd = pe * e_s[lid];
-        }
-        workgroupBarrier();
-        if (lid < TILE) {
-            c_s[lid] = pe;
-            e_s[lid] = pd;
-        }
-        workgroupBarrier();
-        if (lid == 0u) {
-            let alpha = exp(m - m_new);
-            l *= alpha;
-            sdp *= alpha;
-            for (var r = 0u; r < cnt; r++) {
-                l += c_s[r];
-                sdp += e_s[r];
-            }
-        }
-        m = m_new;
-        // c_s and e_s are rewritten only after the next tile's first
-        // barrier, which invocation 0 reaches once done summing.
-    }
-    // Every query sees at least its own key: l >= 1.
-    if (lid == 0u) {
-        let st = (t * p.n_heads + h) * 2u;
-        stats[st] = m + log(l);
-        stats[st + 1u] = sdp / l;
     }
 }
 

@@ -1,7 +1,8 @@
-// What attention.wgsl and attention_tiled.wgsl share (pasted by
-// //!include attention_common): the parameters ops.AttentionArgs.params
-// writes, the causal/window visibility of keys, and the stable tanh of the
-// softcap.
+// What attention.wgsl, attention_tiled.wgsl and attention_decode.wgsl share
+// (pasted by //!include attention_common): the parameters
+// ops.AttentionArgs.params writes, the causal/window visibility of keys, the
+// stable tanh of the softcap and the fold of a head's attention sink. Each
+// includer binds `sinks`, one f32 per query head.
 
 struct Params {
     head_dim: u32,
@@ -16,7 +17,7 @@ struct Params {
     softcap: f32, // 0 = none; else s = softcap * tanh(s / softcap)
     n_split: u32, // split-K: partials per (token, head) (attention.wgsl's)
     chunk: u32,   // split-K: keys per partial
-    flags: u32,   // FLAG_BIDIRECTIONAL
+    flags: u32,   // FLAG_BIDIRECTIONAL, FLAG_SINKS
     _pad0: u32,
     _pad1: u32,
     _pad2: u32,
@@ -25,6 +26,12 @@ struct Params {
 // FLAG_BIDIRECTIONAL drops the causal mask: every query sees all kv_len
 // keys (an encoder over one unpadded sequence, ALBERT's).
 const FLAG_BIDIRECTIONAL: u32 = 1u;
+
+// FLAG_SINKS gives each query head h a learned sink logit, sinks[h] (gpt-oss's
+// attention sinks): one more term of the softmax's denominator, in the units
+// of the scaled (and capped) scores, that has no value. Without it sinks is
+// bound to a stand-in and never read.
+const FLAG_SINKS: u32 = 2u;
 
 // The lowest finite f32 stands in for -inf: the running max before any key,
 // and the score of a masked key or a tile slot past the last one.
@@ -53,4 +60,23 @@ fn visible(t: u32) -> vec2<u32> {
         j0 = i + 1u - p.window;
     }
     return vec2<u32>(j0, min(i + 1u, p.kv_len));
+}
+
+// sink_fold folds head h's sink into a row's finished online softmax, max m
+// and sum l of exp(s - m) over its keys, and returns (alpha, l'): the row's
+// output is acc * alpha / l', where acc is its sum of exp(s - m) v. The
+// larger of m and the sink is the new max, so no exponent is positive: a
+// sink above m rescales the keys' part by alpha = exp(m - sink) (-> 0 for a
+// sink far above every score, where exp(sink - m) would overflow) and adds
+// 1; a sink at or below m adds exp(sink - m) and leaves alpha exactly 1
+// (llama.cpp's soft_max and flash_attn_ext fold it the same way). Call it
+// once per row, where the row's max and sum are final (after split-K's
+// merge, never per split).
+fn sink_fold(h: u32, m: f32, l: f32) -> vec2<f32> {
+    let s = sinks[h];
+    if (s > m) {
+        let alpha = exp(m - s);
+        return vec2<f32>(alpha, l * alpha + 1.0);
+    }
+    return vec2<f32>(1.0, l + exp(s - m));
 }

@@ -6,9 +6,10 @@
 // 8) read its 33.5 MB layer of f32 cache at 4096 keys four times, ~100 µs a
 // layer on an H200 where one read takes ~11 µs.
 //
-//   q   [n_q, n_heads, head_dim]        query t sits at position pos0 + t
-//   k,v [n_ctx_slots, n_kv_heads, head_dim]
-//   out [n_q, n_heads, head_dim]
+//   q     [n_q, n_heads, head_dim]        query t sits at position pos0 + t
+//   k,v   [n_ctx_slots, n_kv_heads, head_dim]
+//   sinks [n_heads]                       read only with FLAG_SINKS
+//   out   [n_q, n_heads, head_dim]
 //
 // Grid (n_kv_heads * ceil(group / GQ), n_q, n_split): workgroup (x, t, s)
 // takes query heads [g0, g0 + GQ) of KV head x / ceil(group / GQ) for token
@@ -31,9 +32,10 @@
 // block and takes each block's max with a few barriers, not a serial scan
 // per tile. The KP partial accumulators are summed through acc_s at the end.
 //
-// With n_split == 1 the workgroup writes out; otherwise it writes its
-// partials in attention.wgsl's scratch layout ([n_q, n_heads, n_split] of
-// m, l, acc[head_dim]) and attention.wgsl's attention_combine merges them.
+// With n_split == 1 the workgroup writes out, a head's sink folded in;
+// otherwise it writes its partials in attention.wgsl's scratch layout
+// ([n_q, n_heads, n_split] of m, l, acc[head_dim], sinks left out) and
+// attention.wgsl's attention_combine merges them and folds the sinks in.
 //
 // Constants: HD, the head dim, a multiple of 4 (rows are read as vec4s) and
 // at most 4 * WG = 512 (step 3 gives each vec4 of a row to an invocation);
@@ -48,8 +50,9 @@
 @group(0) @binding(1) var<storage, read> q: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> k: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read> v: array<vec4<f32>>;
-@group(0) @binding(4) var<storage, read_write> scratch: array<f32>;
-@group(0) @binding(5) var<storage, read_write> out: array<f32>;
+@group(0) @binding(4) var<storage, read> sinks: array<f32>;
+@group(0) @binding(5) var<storage, read_write> scratch: array<f32>;
+@group(0) @binding(6) var<storage, read_write> out: array<f32>;
 
 const WG: u32 = 128u;
 const HDV: u32 = HD / 4u;
@@ -251,7 +254,12 @@ fn attention_decode(
             if (p.n_split == 1u) {
                 // n_split is 1 only where the dispatcher gives the one split
                 // every visible key, at least the query's own: l >= 1.
-                o /= l_s[g];
+                if ((p.flags & FLAG_SINKS) != 0u) {
+                    let f = sink_fold(h0 + g, m[g], l_s[g]);
+                    o = o * f.x / f.y;
+                } else {
+                    o /= l_s[g];
+                }
                 let ob = (t * p.n_heads + h0 + g) * HD + 4u * lid;
                 for (var e = 0u; e < 4u; e++) {
                     out[ob + e] = o[e];

@@ -6,9 +6,10 @@
 // values from L2: ALBERT's 12 heads x 512 tokens made 6144 workgroups each
 // reading 512 K and V rows, ~1 ms a layer on an H200.
 //
-//   q   [n_q, n_heads, head_dim]        query t sits at position pos0 + t
-//   k,v [n_ctx_slots, n_kv_heads, head_dim]
-//   out [n_q, n_heads, head_dim]
+//   q     [n_q, n_heads, head_dim]        query t sits at position pos0 + t
+//   k,v   [n_ctx_slots, n_kv_heads, head_dim]
+//   sinks [n_heads]                       read only with FLAG_SINKS
+//   out   [n_q, n_heads, head_dim]
 //
 // Grid (n_heads, ceil(n_q / BQ)). The workgroup walks the union of its
 // queries' visible keys (contiguous: both ends grow with the position) in
@@ -25,7 +26,7 @@
 //   4. accumulates: invocation (tr, tc) owns the head dims 4*(tc + TC*c)
 //      .. +3 of its RQ queries, in registers.
 // Each invocation's l sums only its own keys' p; the TC partial sums of a
-// row are added once, at the end.
+// row are added once, at the end, where the head's sink joins them.
 //
 // Constants: HD, the head dim (exact: its loops unroll); BQ, queries per
 // workgroup, a multiple of TR = 8; BK, keys per tile, a multiple of TC = 16.
@@ -39,7 +40,8 @@
 @group(0) @binding(1) var<storage, read> q: array<f32>;
 @group(0) @binding(2) var<storage, read> k: array<f32>;
 @group(0) @binding(3) var<storage, read> v: array<f32>;
-@group(0) @binding(4) var<storage, read_write> out: array<f32>;
+@group(0) @binding(4) var<storage, read> sinks: array<f32>;
+@group(0) @binding(5) var<storage, read_write> out: array<f32>;
 
 const WG: u32 = 128u;
 const TC: u32 = 16u;
@@ -256,7 +258,12 @@ fn attention_tiled(
             for (var g = 0u; g < TC; g++) {
                 sum += red_s[r * TC + g];
             }
-            let inv = 1.0 / sum;
+            var inv = 1.0 / sum;
+            if ((p.flags & FLAG_SINKS) != 0u) {
+                // m[a] is the row's max in all TC invocations of the row.
+                let f = sink_fold(h, m[a], sum);
+                inv = f.x / f.y;
+            }
             let base = ((t0 + r) * p.n_heads + h) * HD;
             for (var c = 0u; c < DCV; c++) {
                 let o = acc[a][c] * inv;

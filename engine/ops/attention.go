@@ -20,8 +20,8 @@ import (
 // tril(diagonal=-sliding_window), the same set) and llama.cpp's
 // (masked when p1 - p0 >= n_swa).
 //
-// The same type with the same fields is ref.AttentionArgs, so a test converts
-// one into the other.
+// ref.AttentionArgs has the same fields, its Sinks the values where this one
+// holds a buffer.
 type AttentionArgs struct {
 	HeadDim int // elements per head, 1..512
 	Heads   int // query heads
@@ -44,6 +44,15 @@ type AttentionArgs struct {
 	// keys, as an encoder (ALBERT, BERT) does over one unpadded sequence.
 	// Window must be 0 with it.
 	Bidirectional bool
+	// Sinks, when not nil, holds Heads f32 sink logits (gpt-oss's attention
+	// sinks, transformers' GptOssAttention.sinks, llama.cpp's attn_sinks):
+	// query head h's softmax gets one more term in its denominator,
+	// exp(Sinks[h] - m), in the units of the scaled, soft-capped scores (it
+	// joins them after the mask, as transformers concatenates it), and the
+	// sink has no value, so a head's weights over its keys sum to less than
+	// 1. The buffer is read-only, and distinct from every output. nil is no
+	// sinks.
+	Sinks *gpu.Buffer
 }
 
 // attentionParams mirrors Params in shaders/attention.wgsl.
@@ -56,8 +65,13 @@ type attentionParams struct {
 	_, _, _                         uint32
 }
 
-// attentionBidirectional in attentionParams.Flags drops the causal mask.
-const attentionBidirectional = 1
+// attentionParams.Flags (FLAG_* in shaders/attention_common.wgsl):
+// attentionBidirectional drops the causal mask, attentionSinks reads the
+// sinks binding.
+const (
+	attentionBidirectional = 1
+	attentionSinks         = 2
+)
 
 // attentionWG is the attention workgroup size: four invocations per key of a
 // 64-key tile while scoring, four key groups of 64 lanes while summing
@@ -90,8 +104,9 @@ func (a AttentionArgs) perQuerySpec(entry string) gpu.KernelSpec {
 }
 
 // Attention appends out = softmax(mask(softcap(scale * q·kᵀ))) · v for every
-// query token and head (see AttentionArgs for layouts and masks). The softmax
-// is computed online over tiles of keys, so KV histories of any length work.
+// query token and head (see AttentionArgs for layouts, masks and sinks). The
+// softmax is computed online over tiles of keys, so KV histories of any
+// length work.
 //
 // Prefills of at least attentionTiledMinTokens query tokens run the
 // query-tiled kernel (AttentionTiled: a workgroup per tile of queries of one
@@ -107,8 +122,9 @@ func (a AttentionArgs) perQuerySpec(entry string) gpu.KernelSpec {
 // AttentionScratchBytes(a) bytes allow the full split, a smaller buffer fewer
 // splits, down to none (so a 4-byte buffer selects the single-pass kernel). A
 // model sizes it once, for decoding at its context length. The tiled kernel
-// leaves scratch alone. q, k and v are read-only and out must be another
-// buffer.
+// leaves scratch alone. q, k, v and a.Sinks are read-only and out must be
+// another buffer. Every path folds a head's sink in once, where its row's
+// softmax is final (split-K's merge, not its partials).
 func Attention(c *gpu.Chain, q, k, v, scratch, out *gpu.Buffer, a AttentionArgs) error {
 	return AttentionWith(c, q, k, v, scratch, out, a, AttentionOptions{})
 }
@@ -166,6 +182,10 @@ func AttentionWith(c *gpu.Chain, q, k, v, scratch, out *gpu.Buffer, a AttentionA
 	if out == q || out == k || out == v || out == scratch || scratch == q || scratch == k || scratch == v {
 		return fmt.Errorf("ops: attention: out %q and scratch %q must be distinct from each other and the inputs", out.Label(), scratch.Label())
 	}
+	if err := a.checkSinks("attention", out, scratch); err != nil {
+		return err
+	}
+	sinks := a.sinksOr(q)
 	if o.Path < AttentionAuto || o.Path > AttentionDecode {
 		return fmt.Errorf("ops: attention: path %d: want AttentionAuto, AttentionPerQuery, AttentionTiled or AttentionDecode", o.Path)
 	}
@@ -177,7 +197,7 @@ func AttentionWith(c *gpu.Chain, q, k, v, scratch, out *gpu.Buffer, a AttentionA
 		shape, err := attentionDecodeShapeFor(a, limit)
 		switch {
 		case err == nil:
-			return attentionDecode(c, q, k, v, scratch, out, a, shape, o.Splits)
+			return attentionDecode(c, q, k, v, sinks, scratch, out, a, shape, o.Splits)
 		case o.Path == AttentionDecode:
 			return err
 		}
@@ -197,7 +217,7 @@ func AttentionWith(c *gpu.Chain, q, k, v, scratch, out *gpu.Buffer, a AttentionA
 	if tile != (AttentionTile{}) {
 		params := a.params(1, 0)
 		grid := [3]uint32{uint32(a.Heads), uint32((a.Tokens + tile.BQ - 1) / tile.BQ), 1}
-		return dispatch(c, gpu.Spec("attention_tiled", "attention_tiled", "HD", a.HeadDim, "BQ", tile.BQ, "BK", tile.BK), params, grid, q, k, v, out)
+		return dispatch(c, gpu.Spec("attention_tiled", "attention_tiled", "HD", a.HeadDim, "BQ", tile.BQ, "BK", tile.BK), params, grid, q, k, v, sinks, out)
 	}
 
 	splits, chunk := a.split()
@@ -205,14 +225,43 @@ func AttentionWith(c *gpu.Chain, q, k, v, scratch, out *gpu.Buffer, a AttentionA
 	params := a.params(splits, chunk)
 	grid := [3]uint32{uint32(a.Heads), uint32(a.Tokens), 1}
 	if splits == 1 {
-		return dispatch(c, a.perQuerySpec("attention"), params, grid, q, k, v, scratch, out)
+		return dispatch(c, a.perQuerySpec("attention"), params, grid, q, k, v, sinks, scratch, out)
 	}
 	split := grid
 	split[2] = uint32(splits)
-	if err := dispatch(c, a.perQuerySpec("attention_split"), params, split, q, k, v, scratch, out); err != nil {
+	if err := dispatch(c, a.perQuerySpec("attention_split"), params, split, q, k, v, sinks, scratch, out); err != nil {
 		return err
 	}
-	return dispatch(c, a.perQuerySpec("attention_combine"), params, grid, q, k, v, scratch, out)
+	return dispatch(c, a.perQuerySpec("attention_combine"), params, grid, q, k, v, sinks, scratch, out)
+}
+
+// checkSinks checks a.Sinks, when set: Heads floats, and none of outs (the
+// kernel's read-write bindings: WebGPU refuses a buffer bound both
+// read-only and read-write in one dispatch).
+func (a AttentionArgs) checkSinks(kernel string, outs ...*gpu.Buffer) error {
+	if a.Sinks == nil {
+		return nil
+	}
+	if err := needF32(kernel, "sinks", a.Sinks, a.Heads); err != nil {
+		return err
+	}
+	for _, o := range outs {
+		if a.Sinks == o {
+			return fmt.Errorf("ops: %s: sinks %q is also an output", kernel, o.Label())
+		}
+	}
+	return nil
+}
+
+// sinksOr is the buffer bound as the kernels' sinks: a.Sinks, or without
+// sinks the stand-in, a read-only input of the same dispatch (every binding
+// of a kernel family must be given a buffer; the kernel reads it only under
+// FLAG_SINKS).
+func (a AttentionArgs) sinksOr(standIn *gpu.Buffer) *gpu.Buffer {
+	if a.Sinks != nil {
+		return a.Sinks
+	}
+	return standIn
 }
 
 // params are a's kernel parameters, with splits partials of chunk keys for
@@ -225,6 +274,9 @@ func (a AttentionArgs) params(splits, chunk int) attentionParams {
 	}
 	if a.Bidirectional {
 		params.Flags |= attentionBidirectional
+	}
+	if a.Sinks != nil {
+		params.Flags |= attentionSinks
 	}
 	return params
 }

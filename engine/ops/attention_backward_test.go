@@ -24,8 +24,13 @@ import (
 //   - the soft-cap derivative 4e/(1+e)^2 moves by 2/c per unit of error in
 //     the capped score, plus 6 + 4|z/c| roundings through exp;
 //   - each gradient sums its terms in G groups: n/4 + 6 roundings of
-//     sum |term|.
-func attentionBackwardTol(q, k, v, dout []float32, a AttentionArgs) (tq, tk, tv []float64) {
+//     sum |term|;
+//   - a sink (sinks[h], nil for none) is folded into l and delta after the
+//     keys: alpha = exp(m - m') and e = exp(sink - m'), m' = max(m, sink)
+//     (one of them exactly 1), err by WGSL's 3 + 2|x| ulps, alpha on the
+//     keys' part of l and e on its own share e/l, and the fold rounds 4
+//     more times: a relative error of l, so of every P, and of delta.
+func attentionBackwardTol(q, k, v, dout []float32, a AttentionArgs, sinks []float32) (tq, tk, tv []float64) {
 	hd := a.HeadDim
 	scale := float64(a.scale())
 	group := a.Heads / a.KVHeads
@@ -69,18 +74,27 @@ func attentionBackwardTol(q, k, v, dout []float32, a AttentionArgs) (tq, tk, tv 
 			for jj := range n {
 				l += math.Exp(s[jj] - m)
 			}
+			fold := 0.0
+			if sinks != nil {
+				sk := float64(sinks[h])
+				mf := math.Max(m, sk)
+				e := math.Exp(sk - mf)
+				l = l*math.Exp(m-mf) + e
+				fold = (10 + 2*(mf-m) + 2*(mf-sk)*e/l) * f32Eps
+				m = mf
+			}
 			lse := m + math.Log(l)
 			p, relP := make([]float64, n), make([]float64, n)
 			delta, deltaAbs, errDelta := 0.0, 0.0, 0.0
 			for jj := range n {
 				p[jj] = math.Exp(s[jj] - lse)
-				arg := eDot*(sAbs[jj]+sAbsMax) + float64(n+4)*f32Eps + 2*f32Eps*(math.Abs(s[jj])+math.Abs(lse))
+				arg := eDot*(sAbs[jj]+sAbsMax) + float64(n+4)*f32Eps + 2*f32Eps*(math.Abs(s[jj])+math.Abs(lse)) + fold
 				relP[jj] = arg + (3+2*math.Abs(s[jj]-lse))*f32Eps
 				delta += p[jj] * dp[jj]
 				deltaAbs += p[jj] * dpAbs[jj]
 				errDelta += p[jj] * (relP[jj]*math.Abs(dp[jj]) + eDot*dpAbs[jj])
 			}
-			errDelta += float64(n+4) * f32Eps * deltaAbs
+			errDelta += (float64(n+4)*f32Eps + fold) * deltaAbs
 			for jj := range n {
 				j := j0 + jj
 				dz := p[jj] * (dp[jj] - delta) * dcap[jj] * scale
@@ -137,8 +151,11 @@ func checkAttentionBackward(t *testing.T, seed uint64, a AttentionArgs, in atten
 	for i := kvn; i < kvn+pad; i++ {
 		k[i], v[i] = nan, nan
 	}
-	wq, wk, wv := ref.AttentionBackward(q, k[:kvn], v[:kvn], dout, ref.AttentionArgs(a))
-	tq, tk, tv := attentionBackwardTol(q, k[:kvn], v[:kvn], dout, a)
+	wq, wk, wv := ref.AttentionBackward(q, k[:kvn], v[:kvn], dout, refAttentionArgs(a, in.Sinks))
+	tq, tk, tv := attentionBackwardTol(q, k[:kvn], v[:kvn], dout, a, in.Sinks)
+	if in.Sinks != nil {
+		a.Sinks = upload(t, "sinks", in.Sinks)
+	}
 
 	bq, bk, bv, bd := upload(t, "q", q), upload(t, "k", k), upload(t, "v", v), upload(t, "dout", dout)
 	st := scratch(t, "stats", AttentionStatsFloats(a))
@@ -216,23 +233,31 @@ func TestAttentionBackwardReferenceMatchesFiniteDifferences(t *testing.T) {
 	// of 2, a window of 4, GQA 2, head_dim 5, a scale of 0.7 so that the
 	// scores move the softmax, and a soft-cap of 3 against scores of up to
 	// ~4, where the cap's derivative is far from 1 (a missing s' would be
-	// off by half). The outputs are convex combinations of values in +-1
-	// and a perturbation moves at most the 40 outputs of the rows that see
-	// it: f32 rounding of 40 * 6e-8 over the step of 0.05 is 5e-5 at worst
+	// off by half). With sinks, one per head among the scores (-1 to 2.5),
+	// so each takes a real share of its rows' weight: a gradient that left
+	// the sink out of the denominator would be off by that share. The
+	// outputs are (sub-)convex combinations of values in +-1 and a
+	// perturbation moves at most the 40 outputs of the rows that see it:
+	// f32 rounding of 40 * 6e-8 over the step of 0.05 is 5e-5 at worst
 	// (random signs: 8e-6); the extrapolated truncation, h^4 |f^(5)| / 30,
 	// about 1e-6 for derivatives of order 5. 1e-4 of the largest |grad|.
 	for _, softcap := range []float32{0, 3} {
-		a := ref.AttentionArgs{HeadDim: 5, Heads: 4, KVHeads: 2, Tokens: 6, Pos0: 2, KVLen: 8, Scale: 0.7, Window: 4, Softcap: softcap}
-		qn, kvn := a.Tokens*a.Heads*a.HeadDim, a.KVLen*a.KVHeads*a.HeadDim
-		q, k, v, dout := randVec(310, qn, 1.5), randVec(311, kvn, 1.5), randVec(312, kvn, 1), randVec(313, qn, 1)
-		dq, dk, dv := ref.AttentionBackward(q, k, v, dout, a)
-		name := "softcap 3"
-		if softcap == 0 {
-			name = "no softcap"
+		for _, sinks := range [][]float32{nil, {0.5, -1, 2.5, 1}} {
+			a := ref.AttentionArgs{HeadDim: 5, Heads: 4, KVHeads: 2, Tokens: 6, Pos0: 2, KVLen: 8, Scale: 0.7, Window: 4, Softcap: softcap, Sinks: sinks}
+			qn, kvn := a.Tokens*a.Heads*a.HeadDim, a.KVLen*a.KVHeads*a.HeadDim
+			q, k, v, dout := randVec(310, qn, 1.5), randVec(311, kvn, 1.5), randVec(312, kvn, 1), randVec(313, qn, 1)
+			dq, dk, dv := ref.AttentionBackward(q, k, v, dout, a)
+			name := "softcap 3"
+			if softcap == 0 {
+				name = "no softcap"
+			}
+			if sinks != nil {
+				name += " sinks"
+			}
+			checkFiniteDiff(t, name+" dq", func(q []float32) []float32 { return ref.Attention(q, k, v, a) }, q, dout, dq, 0.05, 1e-4)
+			checkFiniteDiff(t, name+" dk", func(k []float32) []float32 { return ref.Attention(q, k, v, a) }, k, dout, dk, 0.05, 1e-4)
+			checkFiniteDiff(t, name+" dv", func(v []float32) []float32 { return ref.Attention(q, k, v, a) }, v, dout, dv, 0.05, 1e-4)
 		}
-		checkFiniteDiff(t, name+" dq", func(q []float32) []float32 { return ref.Attention(q, k, v, a) }, q, dout, dq, 0.05, 1e-4)
-		checkFiniteDiff(t, name+" dk", func(k []float32) []float32 { return ref.Attention(q, k, v, a) }, k, dout, dk, 0.05, 1e-4)
-		checkFiniteDiff(t, name+" dv", func(v []float32) []float32 { return ref.Attention(q, k, v, a) }, v, dout, dv, 0.05, 1e-4)
 	}
 }
 

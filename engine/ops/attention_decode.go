@@ -126,18 +126,19 @@ func attentionDecodeSplit(a AttentionArgs, s attentionDecodeShape, want int) (sp
 
 // attentionDecode records the decode kernel in shape s, split-K into want
 // splits (0: its own choice) or as many as scratch holds, with
-// attention.wgsl's combine merging the partials.
-func attentionDecode(c *gpu.Chain, q, k, v, scratch, out *gpu.Buffer, a AttentionArgs, s attentionDecodeShape, want int) error {
+// attention.wgsl's combine merging the partials and folding in the sinks;
+// sinks is what the kernels bind as theirs (AttentionArgs.sinksOr).
+func attentionDecode(c *gpu.Chain, q, k, v, sinks, scratch, out *gpu.Buffer, a AttentionArgs, s attentionDecodeShape, want int) error {
 	splits, chunk := attentionDecodeSplit(a, s, want)
 	splits, chunk = a.fitSplits(scratch, splits, chunk)
 	params := a.params(splits, chunk)
 	spec := gpu.Spec("attention_decode", "attention_decode", "HD", a.HeadDim, "GQ", s.GQ, "TK", s.TK, "SC", s.SC)
 	grid := [3]uint32{uint32(a.decodeGroups(s.GQ) / a.Tokens), uint32(a.Tokens), uint32(splits)}
-	if err := dispatch(c, spec, params, grid, q, k, v, scratch, out); err != nil {
+	if err := dispatch(c, spec, params, grid, q, k, v, sinks, scratch, out); err != nil {
 		return err
 	}
 	if splits == 1 {
 		return nil
 	}
-	return dispatch(c, a.perQuerySpec("attention_combine"), params, [3]uint32{uint32(a.Heads), uint32(a.Tokens), 1}, q, k, v, scratch, out)
+	return dispatch(c, a.perQuerySpec("attention_combine"), params, [3]uint32{uint32(a.Heads), uint32(a.Tokens), 1}, q, k, v, sinks, scratch, out)
 }

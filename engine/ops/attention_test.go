@@ -49,8 +49,21 @@ var attentionCases = []struct {
 // attentionInputs are the magnitudes of a test's random q, k and v: q and k
 // uniform in ±QK, v in ±V, and when Spike > 0 every 97th key (slots 50,
 // 147, ...) scaled by Spike, an outlier key like the massive activations
-// real models grow.
-type attentionInputs struct{ QK, V, Spike float32 }
+// real models grow. Sinks, when not nil, are the heads' sink logits
+// (AttentionArgs.Sinks).
+type attentionInputs struct {
+	QK, V, Spike float32
+	Sinks        []float32
+}
+
+// refAttentionArgs is a as the reference takes it, with sinks as the values
+// of a.Sinks (nil: none).
+func refAttentionArgs(a AttentionArgs, sinks []float32) ref.AttentionArgs {
+	return ref.AttentionArgs{
+		HeadDim: a.HeadDim, Heads: a.Heads, KVHeads: a.KVHeads, Tokens: a.Tokens, Pos0: a.Pos0, KVLen: a.KVLen,
+		Scale: a.Scale, Window: a.Window, Softcap: a.Softcap, Bidirectional: a.Bidirectional, Sinks: sinks,
+	}
+}
 
 // checkAttention runs Attention on random q, k, v of magnitudes in and
 // compares with the reference: the per-query kernel once with the scratch
@@ -200,7 +213,10 @@ func TestAttentionPicksPath(t *testing.T) {
 }
 
 // checkAttentionRuns compares every run of Attention on random q, k, v of
-// magnitudes in (see checkAttention) with the reference.
+// magnitudes in (see checkAttention) with the reference, within atol +
+// rtol |want|. With sinks, atol is scaled per row by the weight the row's
+// keys keep (sinkMass): an output, and the kernel's error with it, shrinks
+// with its keys' share of the softmax, which a large sink makes tiny.
 func checkAttentionRuns(t *testing.T, seed uint64, a AttentionArgs, in attentionInputs, atol, rtol float64, runs []attentionRun) {
 	t.Helper()
 	slots := a.KVLen + 3
@@ -220,12 +236,25 @@ func checkAttentionRuns(t *testing.T, seed uint64, a AttentionArgs, in attention
 	for i := a.KVLen * a.KVHeads * a.HeadDim; i < kvn; i++ {
 		k[i], v[i] = nan, nan
 	}
-	want := ref.Attention(q, k, v, ref.AttentionArgs(a))
+	ra := refAttentionArgs(a, in.Sinks)
+	want := ref.Attention(q, k, v, ra)
+	var tol []float64
+	if in.Sinks != nil {
+		a.Sinks = upload(t, "sinks", in.Sinks)
+		tol = make([]float64, qn)
+		for i, mass := range sinkMass(q, k, ra) {
+			tol[i] = atol*mass + rtol*math.Abs(float64(want[i])) + sinkUnderflow
+		}
+	}
 	bq, bk, bv := upload(t, "q", q), upload(t, "k", k), upload(t, "v", v)
 	for _, r := range runs {
 		sc, out := scratch(t, "scratch", (r.bytes+3)/4), scratch(t, "out", qn)
 		run(t, "attention", func(c *gpu.Chain) error { return AttentionWith(c, bq, bk, bv, sc, out, a, r.o) })
-		assertClose(t, "attention "+r.name, download(t, out, qn), want, atol, rtol)
+		if tol != nil {
+			assertWithin(t, "attention "+r.name, download(t, out, qn), want, tol)
+		} else {
+			assertClose(t, "attention "+r.name, download(t, out, qn), want, atol, rtol)
+		}
 	}
 }
 

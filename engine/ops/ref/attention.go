@@ -3,7 +3,8 @@ package ref
 import "math"
 
 // AttentionArgs mirror ops.AttentionArgs field for field (see there for the
-// layouts and the mask); a test converts one into the other.
+// layouts, the mask and the sinks), with the sinks' values where ops holds
+// their buffer.
 type AttentionArgs struct {
 	HeadDim int
 	Heads   int
@@ -16,13 +17,26 @@ type AttentionArgs struct {
 	Softcap float32 // 0 means none
 	// Bidirectional drops the causal mask: every query sees all KVLen keys.
 	Bidirectional bool
+	// Sinks, when not nil, are Heads sink logits: head h's softmax
+	// denominator gets exp(Sinks[h] - m), a term with no value.
+	Sinks []float32
+}
+
+// sink is head h's sink logit, -inf (a term of weight 0) without sinks.
+func (a AttentionArgs) sink(h int) float64 {
+	if a.Sinks == nil {
+		return math.Inf(-1)
+	}
+	return float64(a.Sinks[h])
 }
 
 // Attention is causal (or, with Bidirectional, unmasked) scaled dot-product attention of a.Tokens queries over
 // the KV history, two passes per (token, head): the masked scores, then the
-// softmax-weighted sum of values. Dot products, the softmax and the weighted
-// sum are accumulated in float64, so the oracle's rounding is far below the
-// kernel's f32.
+// softmax-weighted sum of values, the softmax's denominator with the head's
+// sink, if any (transformers' gpt_oss eager_attention_forward: the scaled,
+// masked scores concatenated with the sink, softmaxed, the sink's column
+// dropped). Dot products, the softmax and the weighted sum are accumulated
+// in float64, so the oracle's rounding is far below the kernel's f32.
 func Attention(q, k, v []float32, a AttentionArgs) []float32 {
 	hd := a.HeadDim
 	scale := float64(a.Scale)
@@ -38,7 +52,8 @@ func Attention(q, k, v []float32, a AttentionArgs) []float32 {
 		for h := range a.Heads {
 			qv := q[(t*a.Heads+h)*hd : (t*a.Heads+h+1)*hd]
 			kvh := h / group
-			m := math.Inf(-1)
+			sink := a.sink(h)
+			m := sink
 			for j := range a.KVLen {
 				if !a.Bidirectional && (j > i || (a.Window > 0 && i-j >= a.Window)) {
 					scores[j] = math.Inf(-1)
@@ -58,7 +73,7 @@ func Attention(q, k, v []float32, a AttentionArgs) []float32 {
 				m = math.Max(m, s)
 			}
 			clear(acc)
-			sum := 0.0
+			sum := math.Exp(sink - m)
 			for j := range a.KVLen {
 				if math.IsInf(scores[j], -1) {
 					continue

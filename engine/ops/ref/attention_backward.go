@@ -6,7 +6,9 @@ import "math"
 // upstream gradient dout: dq [Tokens, Heads, HeadDim] and dk, dv [KVLen,
 // KVHeads, HeadDim], the latter summed over the query heads of each KV
 // head's group. Per query row i, over its visible keys j, with
-// z = scale q_i.k_j, s = softcap(z) (or z), P = softmax(s):
+// z = scale q_i.k_j, s = softcap(z) (or z), P = softmax(s) (with a sink,
+// P_ij = exp(s_ij) / (sum_j exp(s_ij) + exp(sink_h)): the sink, frozen and
+// without a value, changes only P):
 //
 //	dP_ij = dout_i.v_j,  delta_i = sum_j P_ij dP_ij
 //	dZ_ij = P_ij (dP_ij - delta_i) s'(z_ij),  s' = 1 - tanh^2(z/cap) or 1
@@ -36,7 +38,8 @@ func AttentionBackward(q, k, v, dout []float32, a AttentionArgs) (dq, dk, dv []f
 		for h := range a.Heads {
 			qo := (t*a.Heads + h) * hd
 			kvh := h / group
-			m := math.Inf(-1)
+			sink := a.sink(h)
+			m := sink
 			for j := j0; j < j1; j++ {
 				ko := (j*a.KVHeads + kvh) * hd
 				dot, dpv := 0.0, 0.0
@@ -53,7 +56,7 @@ func AttentionBackward(q, k, v, dout []float32, a AttentionArgs) (dq, dk, dv []f
 				}
 				m = math.Max(m, s[j])
 			}
-			sum := 0.0
+			sum := math.Exp(sink - m)
 			for j := j0; j < j1; j++ {
 				prob[j] = math.Exp(s[j] - m)
 				sum += prob[j]
