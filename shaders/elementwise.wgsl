@@ -13,7 +13,8 @@
 // (except in glu_fused, whose dispatcher refuses out == x).
 //
 // Constants: WG, the workgroup size; ACT, the activation of `act`, `glu` and
-// `glu_fused` (0 SiLU, 1 GELU with the tanh approximation); the other entries
+// `glu_fused` (0 SiLU, 1 GELU with the tanh approximation, 2 gpt-oss's
+// glu_oai for the two GLU entries); the other entries
 // ignore it but every spec of the family declares it.
 
 struct Params {
@@ -40,6 +41,15 @@ fn activate(v: f32) -> f32 {
         return gelu(v);
     }
     return silu(v);
+}
+
+// gated is a gated unit of gate g and up u: act(g)·u, or gpt-oss's
+// glu_oai(g, u) with ACT 2.
+fn gated(g: f32, u: f32) -> f32 {
+    if (ACT == 2u) {
+        return glu_oai(g, u);
+    }
+    return activate(g) * u;
 }
 
 // out = x + y (the residual connection; out may be x for x += y).
@@ -100,7 +110,7 @@ fn glu(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) n
     if (i >= p.n) {
         return;
     }
-    out[i] = activate(x[i]) * y[i];
+    out[i] = gated(x[i], y[i]);
 }
 
 // The same with gate and up fused in x, each row [gate | up] of 2 * ff
@@ -113,5 +123,5 @@ fn glu_fused(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgro
     }
     let r = i / p.ff;
     let g = i + r * p.ff; // r * 2ff + (i - r * ff)
-    out[i] = activate(x[g]) * x[g + p.ff];
+    out[i] = gated(x[g], x[g + p.ff]);
 }

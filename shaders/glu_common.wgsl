@@ -16,6 +16,19 @@ fn silu(v: f32) -> f32 {
     return v / (1.0 + exp(min(-v, EXP_MAX)));
 }
 
+// gpt-oss's gated unit (transformers' GptOssExperts, llama.cpp's
+// swiglu_oai): the gate clamped above at OAI_LIMIT and up to ±OAI_LIMIT,
+// then gate · sigmoid(OAI_ALPHA · gate) · (up + 1). Not a product of an
+// activation of the gate with up, so the GLU kernels call it on the pair.
+const OAI_ALPHA: f32 = 1.702;
+const OAI_LIMIT: f32 = 7.0;
+
+fn glu_oai(g: f32, u: f32) -> f32 {
+    let x = min(g, OAI_LIMIT);
+    let y = clamp(u, -OAI_LIMIT, OAI_LIMIT);
+    return x / (1.0 + exp(min(-OAI_ALPHA * x, EXP_MAX))) * (y + 1.0);
+}
+
 // GELU's tanh approximation, 0.5 v (1 + tanh(u)) with
 // u = sqrt(2/pi) (v + 0.044715 v^3), written as v * sigmoid(2u): the same
 // function, since 0.5 (1 + tanh(u)) = 1 / (1 + e^-2u), but with no tanh to

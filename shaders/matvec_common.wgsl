@@ -188,8 +188,12 @@ fn matvec_rows_normed(kind: u32, lid: u32, wid: vec3<u32>, nwg: vec3<u32>) {
 // glu_common, which the family includes, so the staged values are exactly
 // what elementwise's glu_fused writes. Needs XCH > 0.
 
-// glu4 is act(g) ⊙ u.
+// glu4 is act(g) ⊙ u: GELU with flags bit 2, gpt-oss's glu_oai with bit
+// 4, else SiLU.
 fn glu4(g: vec4<f32>, u: vec4<f32>, use_gelu: bool) -> vec4<f32> {
+    if ((p.flags & 16u) != 0u) {
+        return vec4<f32>(glu_oai(g.x, u.x), glu_oai(g.y, u.y), glu_oai(g.z, u.z), glu_oai(g.w, u.w));
+    }
     if (use_gelu) {
         return vec4<f32>(gelu(g.x), gelu(g.y), gelu(g.z), gelu(g.w)) * u;
     }

@@ -17,6 +17,7 @@ type elementwiseParams struct {
 const (
 	actSiLU = 0
 	actGELU = 1
+	actOAI  = 2 // gpt-oss's glu_oai, GLU entries only
 )
 
 func elementwiseSpec(entry string, act int) gpu.KernelSpec {
@@ -126,6 +127,12 @@ func GeGLU(c *gpu.Chain, gate, up, out *gpu.Buffer, n int) error {
 	return glu(c, "geglu", actGELU, gate, up, out, n)
 }
 
+// SwiGLUOAI appends gpt-oss's gated unit over n floats (SwiGLUOAIFused's,
+// gate and up apart); out may be gate or up.
+func SwiGLUOAI(c *gpu.Chain, gate, up, out *gpu.Buffer, n int) error {
+	return glu(c, "swiglu_oai", actOAI, gate, up, out, n)
+}
+
 func glu(c *gpu.Chain, kernel string, act int, gate, up, out *gpu.Buffer, n int) error {
 	if err := checkElementwise(kernel, n, operand{"gate", gate, n}, operand{"up", up, n}, operand{"out", out, n}); err != nil {
 		return err
@@ -144,6 +151,13 @@ func SwiGLUFused(c *gpu.Chain, gateUp, out *gpu.Buffer, rows, ff int) error {
 // GeGLUFused is GeGLU for gate and up fused in one buffer; see SwiGLUFused.
 func GeGLUFused(c *gpu.Chain, gateUp, out *gpu.Buffer, rows, ff int) error {
 	return gluFused(c, "geglu_fused", actGELU, gateUp, out, rows, ff)
+}
+
+// SwiGLUOAIFused is gpt-oss's gated unit over rows of [gate | up]: the gate
+// clamped above at 7 and up to ±7, then gate·sigmoid(1.702·gate)·(up + 1);
+// see SwiGLUFused.
+func SwiGLUOAIFused(c *gpu.Chain, gateUp, out *gpu.Buffer, rows, ff int) error {
+	return gluFused(c, "swiglu_oai_fused", actOAI, gateUp, out, rows, ff)
 }
 
 func gluFused(c *gpu.Chain, kernel string, act int, gateUp, out *gpu.Buffer, rows, ff int) error {

@@ -155,6 +155,7 @@ type gluOp struct {
 var gluOps = []gluOp{
 	{"swiglu", SwiGLU, SwiGLUFused, ref.SwiGLU, ref.SwiGLUFused},
 	{"geglu", GeGLU, GeGLUFused, ref.GeGLU, ref.GeGLUFused},
+	{"swiglu_oai", SwiGLUOAI, SwiGLUOAIFused, ref.SwiGLUOAI, ref.SwiGLUOAIFused},
 }
 
 // gluATol and gluRTol are the activations' tolerances (see unaryOps) with

@@ -68,6 +68,7 @@ const (
 	matmulOnePlus    = 2
 	matmulGELU       = 4
 	matmulGLU        = 8
+	matmulOAI        = 16
 )
 
 // matmulLaunch is the workgroup shape of one entry point.
@@ -225,6 +226,8 @@ type GLUArgs struct {
 	// GELU selects gelu(gate)·up with GELU's tanh approximation (GeGLU,
 	// Gemma) instead of silu(gate)·up (SwiGLU, Llama).
 	GELU bool
+	// OAI selects gpt-oss's gated unit (SwiGLUOAIFused) instead of either.
+	OAI bool
 }
 
 // MatVecGLU appends y = W·(act(gate) ⊙ up) for gateUp = [gate | up], one
@@ -336,6 +339,9 @@ func matmulDispatch(c *gpu.Chain, w *gpu.Tensor, kern matmulKernel, x, y *gpu.Bu
 		}
 		if fu.glu.GELU {
 			flags |= matmulGELU
+		}
+		if fu.glu.OAI {
+			flags |= matmulOAI
 		}
 		bufs = append(bufs, x)
 	case fu != nil:

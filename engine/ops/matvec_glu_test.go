@@ -41,11 +41,15 @@ func TestMatVecGLUMatchesReference(t *testing.T) {
 		kern, _ := matmulKernelFor(typ)
 		chunked := kern.vec
 		chunked.xch = 512
-		for _, gelu := range []bool{false, true} {
+		for _, act := range []string{"silu", "gelu", "oai"} {
+			gelu := act == "gelu"
 			gateUp := gluGateUp(uint64(70+i), ff)
 			h := ref.SwiGLUFused(gateUp, 1, ff)
-			if gelu {
+			switch act {
+			case "gelu":
 				h = ref.GeGLUFused(gateUp, 1, ff)
+			case "oai":
+				h = ref.SwiGLUOAIFused(gateUp, 1, ff)
 			}
 			product, err := ref.MatVec(typ, rows, ff, q, h)
 			if err != nil {
@@ -55,7 +59,7 @@ func TestMatVecGLUMatchesReference(t *testing.T) {
 			absW, _ := denseMatMul(absVec(deq), rows, ff, onesVec(ff), 1)
 			y0 := randVec(uint64(90+i), rows, 50)
 			bx := upload(t, "gate_up", gateUp)
-			a := GLUArgs{FF: ff, GELU: gelu}
+			a := GLUArgs{FF: ff, GELU: gelu, OAI: act == "oai"}
 			for _, via := range []string{"MatVecGLU", "xch512"} {
 				for _, acc := range []bool{false, true} {
 					by := upload(t, "y", y0)
@@ -76,7 +80,7 @@ func TestMatVecGLUMatchesReference(t *testing.T) {
 						}
 						lim := tol*scale + gluATol*float64(absW[r]) + 1e-30
 						if d := math.Abs(float64(got[r]) - want); !(d <= lim) {
-							t.Fatalf("%v gelu=%v %s accumulate=%v: [%d] = %v, want %v (|diff| %.3g > %.3g)", typ, gelu, via, acc, r, got[r], want, d, lim)
+							t.Fatalf("%v %s %s accumulate=%v: [%d] = %v, want %v (|diff| %.3g > %.3g)", typ, act, via, acc, r, got[r], want, d, lim)
 						}
 					}
 				}

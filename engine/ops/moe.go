@@ -151,6 +151,9 @@ func moeShape(kernel string, w *gpu.Tensor, x, y *gpu.Buffer, a MoEArgs) (matmul
 		if a.GLU.GELU {
 			flags |= matmulGELU
 		}
+		if a.GLU.OAI {
+			flags |= matmulOAI
+		}
 	}
 	return matmulParams{K: uint32(k), N: uint32(rows), M: uint32(a.Slots), XStride: uint32(xs),
 		YStride: uint32(ys), YOffset: uint32(o.YOffset), Flags: flags, XDiv: uint32(a.XDiv)}, nil
@@ -318,4 +321,39 @@ func MoECombine(c *gpu.Chain, y, weights, out *gpu.Buffer, a MoECombineArgs) err
 		p.Flags |= 2
 	}
 	return dispatch(c, gpu.Spec("moe_combine", kernel, "WG", wg), p, gpu.Grid(a.Tokens*a.Dim, wg), y, weights, out)
+}
+
+// moeBiasParams mirrors Params in shaders/moe_bias.wgsl.
+type moeBiasParams struct {
+	Slots, Width, Stride, Offset, Experts uint32
+	_                                     [3]uint32
+}
+
+// MoEAddBias appends y[s·stride + offset + i] += bias[ids[s]·width + i]:
+// each of the slots' rows of width floats gains its expert's row of the
+// stacked biases (experts rows of width; gpt-oss's gate, up and down
+// biases). stride 0 means width.
+func MoEAddBias(c *gpu.Chain, bias, ids, y *gpu.Buffer, slots, experts, width, stride, offset int) error {
+	const kernel = "moe_add_bias"
+	if stride == 0 {
+		stride = width
+	}
+	switch {
+	case slots <= 0 || experts <= 0 || width <= 0:
+		return fmt.Errorf("ops: %s: %d slots of %d experts' rows of %d must be positive", kernel, slots, experts, width)
+	case stride < width || offset < 0:
+		return fmt.Errorf("ops: %s: stride %d (at least the width %d) or offset %d is invalid", kernel, stride, width, offset)
+	case uint64(slots-1)*uint64(stride)+uint64(offset)+uint64(width) > math.MaxUint32 || uint64(experts)*uint64(width) > math.MaxUint32:
+		return fmt.Errorf("ops: %s: %d slots overflow the kernel's 32-bit index", kernel, slots)
+	}
+	for _, o := range []operand{{"bias", bias, experts * width}, {"ids", ids, slots}, {"y", y, (slots-1)*stride + offset + width}} {
+		if err := needF32(kernel, o.what, o.buf, o.n); err != nil {
+			return err
+		}
+	}
+	if y == bias || y == ids {
+		return fmt.Errorf("ops: %s: y %q must not be an input", kernel, y.Label())
+	}
+	p := moeBiasParams{Slots: uint32(slots), Width: uint32(width), Stride: uint32(stride), Offset: uint32(offset), Experts: uint32(experts)}
+	return dispatch(c, gpu.Spec("moe_bias", kernel, "WG", wg), p, gpu.Grid(slots*width, wg), bias, ids, y)
 }

@@ -239,7 +239,8 @@ func TestMoEMatMulMatchesReference(t *testing.T) {
 
 // TestMoEMatVecMatchesReference runs the per-slot product a decoded token
 // takes, for every quantized type: gate/up (the token's 8 slots share its
-// row), down (a row a slot) and down with the GLU fused (SiLU and GELU),
+// row), down (a row a slot) and down with the GLU fused (SiLU, GELU and
+// gpt-oss's),
 // over 12 experts spread across three chunks, with the 1280-wide row a partial
 // staging chunk; and the same slots at 512 columns through a 512-float
 // chunk.
@@ -268,26 +269,29 @@ func TestMoEMatVecMatchesReference(t *testing.T) {
 					checkMoE(t, fmt.Sprintf("%v xdiv=%d accumulate=%v", typ, xdiv, acc), download(t, by, offset+used*ys), want, bound, base, rows, offset, ys, tol)
 				}
 			}
-			for _, gelu := range []bool{false, true} {
+			for _, act := range []string{"silu", "gelu", "oai"} {
 				var gateUp, h []float32
 				for s := range used {
 					gu := gluGateUp(uint64(50+i+s), cols)
 					gateUp = append(gateUp, gu...)
-					if gelu {
+					switch act {
+					case "gelu":
 						h = append(h, ref.GeGLUFused(gu, 1, cols)...)
-					} else {
+					case "oai":
+						h = append(h, ref.SwiGLUOAIFused(gu, 1, cols)...)
+					default:
 						h = append(h, ref.SwiGLUFused(gu, 1, cols)...)
 					}
 				}
 				want, bound := c.want(t, h, 1)
 				by := scratch(t, "y", used*rows)
 				bx := upload(t, "gate_up", gateUp)
-				a := MoEArgs{Slots: used, XDiv: 1, GLU: &GLUArgs{FF: cols, GELU: gelu}}
+				a := MoEArgs{Slots: used, XDiv: 1, GLU: &GLUArgs{FF: cols, GELU: act == "gelu", OAI: act == "oai"}}
 				run(t, "moe matvec glu", func(ch *gpu.Chain) error { return MoEMatVec(ch, c.w, bx, bi, by, a) })
 				// The staged act(gate)·up values carry the elementwise
 				// GLU's error (TestMatVecGLUMatchesReference); gluATol's
 				// absolute part is below 1e-30 of these sums' scale.
-				checkMoE(t, fmt.Sprintf("%v glu gelu=%v", typ, gelu), download(t, by, used*rows), want, bound, nil, rows, 0, rows, tol+gluRTol)
+				checkMoE(t, fmt.Sprintf("%v glu %s", typ, act), download(t, by, used*rows), want, bound, nil, rows, 0, rows, tol+gluRTol)
 			}
 		})
 	}
@@ -378,4 +382,21 @@ func TestMoEBadShapes(t *testing.T) {
 	if _, err := dev.NewStack("bad", gguf.TypeQ8_0, 3, 4*32, 64, c.q, 0); err == nil || !strings.Contains(err.Error(), "whole matrices") {
 		t.Fatalf("a stack of 3 over 128 rows: %v", err)
 	}
+}
+
+// TestMoEAddBiasMatchesReference adds the experts' biases to placed slot
+// rows ([gate | up] rows at the up half) and checks the gap is untouched.
+func TestMoEAddBiasMatchesReference(t *testing.T) {
+	const experts, slots, width, stride, offset = 6, 9, 70, 140, 70
+	ids := moeIDs(3, 3, 3, experts)
+	bias := randVec(80, experts*width, 2)
+	y0 := randVec(81, slots*stride, 5)
+	want := slices.Clone(y0)
+	ref.MoEAddBias(want, bias, ids, width, stride, offset)
+	by := upload(t, "y", y0)
+	run(t, "moe add bias", func(c *gpu.Chain) error {
+		return MoEAddBias(c, upload(t, "bias", bias), uploadU32(t, "ids", ids), by, slots, experts, width, stride, offset)
+	})
+	// One f32 add each, as the reference's.
+	assertClose(t, "y", download(t, by, slots*stride), want, 0, 0)
 }

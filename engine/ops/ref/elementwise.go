@@ -85,6 +85,35 @@ func gated(gate, up []float32, f func(float64) float64) []float32 {
 	return out
 }
 
+// gluOAI is gpt-oss's gated unit of gate g and up u in float64: g clamped
+// above at 7 and u to ±7, then g·sigmoid(1.702·g)·(u + 1).
+func gluOAI(g, u float64) float64 {
+	g, u = math.Min(g, 7), math.Max(-7, math.Min(u, 7))
+	return g / (1 + math.Exp(-1.702*g)) * (u + 1)
+}
+
+// SwiGLUOAI returns gpt-oss's gated unit of gate and up element-wise, in
+// float64.
+func SwiGLUOAI(gate, up []float32) []float32 {
+	out := make([]float32, len(gate))
+	for i := range gate {
+		out[i] = float32(gluOAI(float64(gate[i]), float64(up[i])))
+	}
+	return out
+}
+
+// SwiGLUOAIFused is SwiGLUOAI over rows of [gate | up] (2*ff floats each),
+// giving rows x ff.
+func SwiGLUOAIFused(gateUp []float32, rows, ff int) []float32 {
+	out := make([]float32, rows*ff)
+	for r := range rows {
+		for j := range ff {
+			out[r*ff+j] = float32(gluOAI(float64(gateUp[2*r*ff+j]), float64(gateUp[(2*r+1)*ff+j])))
+		}
+	}
+	return out
+}
+
 // SwiGLUFused is SwiGLU over rows of [gate | up] (2*ff floats each), giving
 // rows x ff.
 func SwiGLUFused(gateUp []float32, rows, ff int) []float32 { return gatedFused(gateUp, rows, ff, silu) }

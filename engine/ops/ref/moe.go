@@ -73,3 +73,13 @@ func MoECombine(y, weights []float32, tokens, used, dim int, scale float32) []fl
 	}
 	return out
 }
+
+// MoEAddBias adds to each slot's row of y (width floats, stride apart from
+// offset) its expert's row of the stacked biases.
+func MoEAddBias(y, bias []float32, ids []uint32, width, stride, offset int) {
+	for s, e := range ids {
+		for i := range width {
+			y[s*stride+offset+i] += bias[int(e)*width+i]
+		}
+	}
+}
