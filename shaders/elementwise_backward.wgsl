@@ -12,7 +12,7 @@
 // whose element i another invocation's write would reach.
 //
 // Constants: WG, the workgroup size; ACT, the activation (0 SiLU, 1 GELU
-// with the tanh approximation), as in elementwise.wgsl.
+// with the tanh approximation, 2 gpt-oss's unit), as in elementwise.wgsl.
 
 struct Params {
     n: u32,  // elements of dy
@@ -64,18 +64,36 @@ fn act_and_grad(v: f32) -> vec2<f32> {
     return vec2<f32>(v * sp.x, sp.x + v * sp.y);
 }
 
-// out = act(gate) * up: d_gate = dy * up * act'(gate), d_up = dy * act(gate).
+// glu_grads is (d_gate, d_up) of out = act(g) * u for the gradient d of
+// out: (d u act'(g), d act(g)). With ACT 2, gpt-oss's unit (elementwise's
+// glu_oai): with x = min(g, 7), y = clamp(u, -7, 7) and s = sigmoid(1.702 x),
+// out = x s (y + 1), so d_gate = d (y + 1) (s + 1.702 x s (1 - s)) where
+// g <= 7 and 0 above, d_up = d x s where -7 <= u <= 7 and 0 outside (a
+// clamp passes the gradient at its bounds, as torch's does).
+fn glu_grads(g: f32, u: f32, d: f32) -> vec2<f32> {
+    if (ACT == 2u) {
+        let x = min(g, 7.0);
+        let y = clamp(u, -7.0, 7.0);
+        let sp = sigmoid_pair(1.702 * x);
+        let dg = select(0.0, d * (y + 1.0) * (sp.x + 1.702 * x * sp.y), g <= 7.0);
+        let du = select(0.0, d * x * sp.x, u >= -7.0 && u <= 7.0);
+        return vec2<f32>(dg, du);
+    }
+    let ag = act_and_grad(g);
+    return vec2<f32>(d * u * ag.y, d * ag.x);
+}
+
+// out = act(gate) * up: d_gate = dy * up * act'(gate), d_up = dy * act(gate)
+// (glu_grads).
 @compute @workgroup_size(WG)
 fn glu_backward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let i = index(gid, nwg);
     if (i >= p.n) {
         return;
     }
-    let ag = act_and_grad(gate[i]);
-    let u = up[i];
-    let d = dy[i];
-    dgate[i] = d * u * ag.y;
-    dup[i] = d * ag.x;
+    let gr = glu_grads(gate[i], up[i], dy[i]);
+    dgate[i] = gr.x;
+    dup[i] = gr.y;
 }
 
 // The same for gate and up fused in gate, rows of [gate | up] (2 * ff
@@ -88,11 +106,9 @@ fn glu_fused_backward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(nu
     }
     let r = i / p.ff;
     let g = i + r * p.ff; // r * 2ff + (i - r * ff)
-    let ag = act_and_grad(gate[g]);
-    let u = gate[g + p.ff];
-    let d = dy[i];
-    dgate[g] = d * u * ag.y;
-    dgate[g + p.ff] = d * ag.x;
+    let gr = glu_grads(gate[g], gate[g + p.ff], dy[i]);
+    dgate[g] = gr.x;
+    dgate[g + p.ff] = gr.y;
 }
 
 // y = c tanh(x / c): dx = dy (1 - tanh^2) = dy (1 - (y / c)^2), from the

@@ -32,6 +32,12 @@ func GeGLUBackward(c *gpu.Chain, gate, up, dy, dGate, dUp *gpu.Buffer, n int) er
 	return gluBackward(c, "geglu_backward", actGELU, gate, up, dy, dGate, dUp, n)
 }
 
+// SwiGLUOAIBackward is SwiGLUBackward for gpt-oss's unit (SwiGLUOAI);
+// where a clamp cut the gate or up, its gradient is 0.
+func SwiGLUOAIBackward(c *gpu.Chain, gate, up, dy, dGate, dUp *gpu.Buffer, n int) error {
+	return gluBackward(c, "swiglu_oai_backward", actOAI, gate, up, dy, dGate, dUp, n)
+}
+
 func gluBackward(c *gpu.Chain, kernel string, act int, gate, up, dy, dGate, dUp *gpu.Buffer, n int) error {
 	if err := checkElementwise(kernel, n, operand{"gate", gate, n}, operand{"up", up, n}, operand{"dy", dy, n},
 		operand{"d_gate", dGate, n}, operand{"d_up", dUp, n}); err != nil {
@@ -55,6 +61,11 @@ func SwiGLUFusedBackward(c *gpu.Chain, gateUp, dy, dGateUp *gpu.Buffer, rows, ff
 // GeGLUFusedBackward is SwiGLUFusedBackward for GeGLUFused.
 func GeGLUFusedBackward(c *gpu.Chain, gateUp, dy, dGateUp *gpu.Buffer, rows, ff int) error {
 	return gluFusedBackward(c, "geglu_fused_backward", actGELU, gateUp, dy, dGateUp, rows, ff)
+}
+
+// SwiGLUOAIFusedBackward is SwiGLUFusedBackward for SwiGLUOAIFused.
+func SwiGLUOAIFusedBackward(c *gpu.Chain, gateUp, dy, dGateUp *gpu.Buffer, rows, ff int) error {
+	return gluFusedBackward(c, "swiglu_oai_fused_backward", actOAI, gateUp, dy, dGateUp, rows, ff)
 }
 
 func gluFusedBackward(c *gpu.Chain, kernel string, act int, gateUp, dy, dGateUp *gpu.Buffer, rows, ff int) error {

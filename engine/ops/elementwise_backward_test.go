@@ -31,8 +31,16 @@ func gluBackwardTol(act int, gate, up, dy []float32) (tolG, tolU []float64) {
 	for i, g32 := range gate {
 		x := float64(g32)
 		z, dz := x, 1.0
-		if act == actGELU {
+		u := float64(up[i])
+		switch act {
+		case actGELU:
 			z, dz = 2*c*(x+0.044715*x*x*x), 2*c*(1+3*0.044715*x*x)
+		case actOAI:
+			// gpt-oss's unit: the clamped gate through sigmoid(1.702 x),
+			// times the clamped up plus 1 in place of up.
+			x = math.Min(x, 7)
+			z, dz = 1.702*x, 1.702
+			u = math.Max(-7, math.Min(u, 7)) + 1
 		}
 		e := math.Exp(-math.Abs(z))
 		s := 1 / (1 + e)
@@ -42,8 +50,8 @@ func gluBackwardTol(act int, gate, up, dy []float32) (tolG, tolU []float64) {
 		ds := e / ((1 + e) * (1 + e))
 		k := (16 + 4*math.Abs(z)) * f32Eps
 		d := math.Abs(float64(dy[i]))
-		floor := 0x1p-100 * d * math.Abs(float64(up[i]))
-		tolG[i] = k*d*math.Abs(float64(up[i]))*(s+math.Abs(x*ds*dz)) + floor
+		floor := 0x1p-100 * d * math.Abs(u)
+		tolG[i] = k*d*math.Abs(u)*(s+math.Abs(x*ds*dz)) + floor
 		tolU[i] = k*d*math.Abs(x*s) + floor
 	}
 	return tolG, tolU
@@ -63,6 +71,7 @@ type gluBackwardCase struct {
 var gluBackwardCases = []gluBackwardCase{
 	{name: "swiglu", act: actSiLU, ref: ref.SwiGLUBackward, refFused: ref.SwiGLUFusedBackward, fwd: ref.SwiGLU, split: SwiGLUBackward, fused: SwiGLUFusedBackward},
 	{name: "geglu", act: actGELU, ref: ref.GeGLUBackward, refFused: ref.GeGLUFusedBackward, fwd: ref.GeGLU, split: GeGLUBackward, fused: GeGLUFusedBackward},
+	{name: "swiglu_oai", act: actOAI, ref: ref.SwiGLUOAIBackward, refFused: ref.SwiGLUOAIFusedBackward, fwd: ref.SwiGLUOAI, split: SwiGLUOAIBackward, fused: SwiGLUOAIFusedBackward},
 }
 
 // checkGLUBackward runs the split kernel out of place and in place (dGate

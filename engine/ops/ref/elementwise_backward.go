@@ -42,6 +42,38 @@ func GeGLUBackward(gate, up, dy []float32) (dGate, dUp []float32) {
 	return gatedBackward(gate, up, dy, gelu, geluGrad)
 }
 
+// SwiGLUOAIBackward returns the gradients of gpt-oss's unit (SwiGLUOAI)
+// in float64: with x = min(gate, 7), y = clamp(up, -7, 7) and
+// s = sigmoid(1.702 x), dGate = dy (y + 1) (s + 1.702 x s (1 - s)) where
+// gate <= 7 (else 0) and dUp = dy x s where -7 <= up <= 7 (else 0).
+func SwiGLUOAIBackward(gate, up, dy []float32) (dGate, dUp []float32) {
+	dGate, dUp = make([]float32, len(gate)), make([]float32, len(gate))
+	for i := range gate {
+		g, u, d := float64(gate[i]), float64(up[i]), float64(dy[i])
+		x, y := math.Min(g, 7), math.Max(-7, math.Min(u, 7))
+		s, ds := sigmoidPair(1.702 * x)
+		if g <= 7 {
+			dGate[i] = float32(d * (y + 1) * (s + 1.702*x*ds))
+		}
+		if u >= -7 && u <= 7 {
+			dUp[i] = float32(d * x * s)
+		}
+	}
+	return dGate, dUp
+}
+
+// SwiGLUOAIFusedBackward is SwiGLUOAIBackward in the fused layout; see
+// SwiGLUFusedBackward.
+func SwiGLUOAIFusedBackward(gateUp, dy []float32, rows, ff int) []float32 {
+	out := make([]float32, 0, 2*rows*ff)
+	for r := range rows {
+		row := gateUp[r*2*ff : (r+1)*2*ff]
+		dg, du := SwiGLUOAIBackward(row[:ff], row[ff:], dy[r*ff:(r+1)*ff])
+		out = append(append(out, dg...), du...)
+	}
+	return out
+}
+
 func gatedBackward(gate, up, dy []float32, f, df func(float64) float64) (dGate, dUp []float32) {
 	dGate, dUp = make([]float32, len(gate)), make([]float32, len(gate))
 	for i, g := range gate {
