@@ -668,9 +668,12 @@ func (r *CPU) moeBackward(f *frozenMoE, a *activations, df []float32) []float32 
 		dh := matmulBackward(f.down[ex], dY[s*d:(s+1)*d], 1)
 		g, u := mo.Gate[s*ff:(s+1)*ff], mo.Up[s*ff:(s+1)*ff]
 		var dg, du []float32
-		if c.GELU {
+		switch {
+		case e.OAI:
+			dg, du = ref.SwiGLUOAIBackward(g, u, dh)
+		case c.GELU:
 			dg, du = ref.GeGLUBackward(g, u, dh)
-		} else {
+		default:
 			dg, du = ref.SwiGLUBackward(g, u, dh)
 		}
 		row := dxn[(s/k)*d : (s/k+1)*d]

@@ -1089,7 +1089,7 @@ func (g *GPU) layerBackward(ch *gpu.Chain, i, n int, x *gpu.Buffer) error {
 	}
 	try(g.mulBackward(ch, i, tO, g.att, do, g.datt, n, false))
 	k, v := g.layerKV(i)
-	try(ops.AttentionBackward(ch, g.q, k, v, g.datt, g.stats, g.dq, g.dk, g.dv, model.AttentionArgs(c, i, n, 0)))
+	try(ops.AttentionBackward(ch, g.q, k, v, g.datt, g.stats, g.dq, g.dk, g.dv, g.w.AttentionArgs(i, n, 0)))
 	rq, rk := model.RoPEArgs(c, i, n, 0)
 	factors := g.w.Factors
 	if !sh.RopeFactors {
@@ -1145,9 +1145,12 @@ func (g *GPU) moeBackward(ch *gpu.Chain, i, n int, df *gpu.Buffer, try func(erro
 	ff, slots := e.FF, n*e.Used
 	try(ops.MoECombineBackward(ch, a.Y, a.Weights, df, g.dMoEY, g.dMoEW, ops.MoECombineArgs{Tokens: n, Used: e.Used, Dim: d, Scale: e.Scale}))
 	try(ops.MoEMatMulBackwardInput(ch, l.Down, g.dMoEY, a.Groups, g.dMoEH, ops.MoEArgs{Slots: slots}))
-	if c.GELU {
+	switch {
+	case e.OAI:
+		try(ops.SwiGLUOAIFusedBackward(ch, a.GateUp, g.dMoEH, g.dMoEGateUp, slots, ff))
+	case c.GELU:
 		try(ops.GeGLUFusedBackward(ch, a.GateUp, g.dMoEH, g.dMoEGateUp, slots, ff))
-	} else {
+	default:
 		try(ops.SwiGLUFusedBackward(ch, a.GateUp, g.dMoEH, g.dMoEGateUp, slots, ff))
 	}
 	gate := ops.MoEArgs{Slots: slots, Options: ops.MatmulOptions{YStride: 2 * ff}}

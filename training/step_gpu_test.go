@@ -79,6 +79,9 @@ func TestGPUStepMatchesCPU(t *testing.T) {
 		// experts (Q5_0 and Q8_0 stacks at Q4_K_M) and the router; two
 		// micro-batches, the attention pairs named.
 		{"tiny-qwen3moe", "Q4_K_M", 12, nil, 0, true, 0, []string{"q", "k", "v", "o"}},
+		// gpt-oss: MXFP4 experts, sinks, biases, alternating windows;
+		// with dropout.
+		{"tiny-gpt-oss", "MXFP4_MOE", 20, nil, 0, false, 0.1, nil},
 	} {
 		name := c.preset + "-" + c.quant
 		if c.dropout > 0 {

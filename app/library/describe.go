@@ -181,6 +181,14 @@ var uploadedInLayer = map[string]bool{
 	"pre_ffw_norm_2.weight":   true,
 	"post_ffw_norm_1.weight":  true,
 	"post_ffw_norm_2.weight":  true,
+	// gpt-oss's: the output projection's bias, the attention sinks, the
+	// router's bias and the experts' (a row an expert).
+	"attn_output.bias":   true,
+	"attn_sinks.weight":  true,
+	"ffn_gate_inp.bias":  true,
+	"ffn_gate_exps.bias": true,
+	"ffn_up_exps.bias":   true,
+	"ffn_down_exps.bias": true,
 }
 
 // altUpF32 are the layer tensors the GPU runner dequantizes to f32 (Gemma

@@ -45,7 +45,7 @@ type hparams struct {
 	tied                                                    bool
 
 	window       int // sliding window in tokens, 0 for none
-	swaPattern   int // gemma3: layer i is global when (i+1)%swaPattern == 0
+	swaPattern   int // gemma3, gpt-oss: layer i is global when (i+1)%swaPattern == 0
 	qpas         float64
 	ffs          []int   // intermediate_size when config.json gives one a layer (Gemma 3n)
 	attnSoftcap  float64 // 0 for none
@@ -54,7 +54,7 @@ type hparams struct {
 	ropeLocal    ropeParams // gemma3's sliding layers
 	origCtx      int        // phi3's original_max_position_embeddings, 0 if absent
 	layered      *layered   // Gemma 4's per-layer configuration; nil for the others
-	moe          *moe       // the mixture of experts (Qwen 3 MoE); nil for a dense model
+	moe          *moe       // the mixture of experts (Qwen 3 MoE, gpt-oss); nil for a dense model
 
 	bos, eos, pad []int // config.json's ids, used when tokenizer_config.json names none
 }
@@ -430,10 +430,15 @@ func (hp *hparams) parseWindow(c object) error {
 	switch hp.fam.class.Window {
 	case arch.WindowNone:
 		return nil
-	case arch.WindowAll, arch.WindowLayerTypes:
-		// Gemma 4's layer_types are read with the rest of its layers
-		// (parseLayered).
+	case arch.WindowAll:
 		return window()
+	case arch.WindowLayerTypes:
+		if err := window(); err != nil || hp.fam.arch.LayerShapes {
+			// Gemma 4's layer_types are read with the rest of its
+			// layers (parseLayered).
+			return err
+		}
+		return hp.parsePeriod(c, layerTypes)
 	case arch.WindowRefused:
 		on, err := c.bool("use_sliding_window", false)
 		if err != nil {
@@ -475,6 +480,38 @@ func (hp *hparams) parseWindow(c object) error {
 		}
 		return nil
 	}
+	return nil
+}
+
+// typesPeriod is the period of sliding and global layers that a
+// layer_types class (gpt-oss) has without layer_types (transformers'
+// GptOssConfig default: the even layers slide) and that llama.cpp's
+// loader assumes without attention.sliding_window_pattern.
+const typesPeriod = 2
+
+// parsePeriod reads the layer_types of a class whose GGUF says them as a
+// period, attention.sliding_window_pattern (gpt-oss: layer i is global
+// when (i+1) % period == 0, every layer sliding with period 0), into
+// hp.swaPattern, and refuses by key a pattern no period says.
+func (hp *hparams) parsePeriod(c object, layerTypes []string) error {
+	hp.swaPattern = typesPeriod
+	if layerTypes == nil {
+		return nil
+	}
+	for _, t := range layerTypes {
+		if t != "sliding_attention" && t != "full_attention" {
+			return c.errorf("layer_types", "has %q; want sliding_attention or full_attention", t)
+		}
+	}
+	// The first global layer ends the period: none makes every layer
+	// sliding (0), the first layer every layer global (1).
+	period := slices.Index(layerTypes, "full_attention") + 1
+	for i, t := range layerTypes {
+		if sliding := period == 0 || (i+1)%period != 0; sliding != (t == "sliding_attention") {
+			return c.errorf("layer_types", "%v is not one global layer in every %d, which %s.attention.sliding_window_pattern can say (llama.cpp reads a period)", layerTypes, period, hp.fam.arch.Name)
+		}
+	}
+	hp.swaPattern = period
 	return nil
 }
 

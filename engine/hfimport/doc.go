@@ -5,7 +5,7 @@
 //
 // The architectures are Llama (and Mistral, written as "llama"), Gemma 1-3
 // (Gemma 3 text, also the text part of Gemma3ForConditionalGeneration), Qwen
-// 2 and 3, Qwen 3 MoE, and Phi-3: the transformers classes that
+// 2 and 3, Qwen 3 MoE, gpt-oss, and Phi-3: the transformers classes that
 // engine/arch's records list, each with its defaults, and each layer's
 // tensors named by the record's tensor map. The conversion is the
 // converter's:
@@ -37,8 +37,20 @@
 //     attention_k_eq_v have no attn_v (their values are their keys'
 //     projection) and num_global_key_value_heads KV heads, written as a
 //     head_count_kv array.
+//   - gpt-oss's experts are split and transposed as the converter does:
+//     transformers' gate_up_proj [experts, hidden, 2·ff] interleaves gate
+//     and up (the even and odd columns, and entries of gate_up_proj_bias),
+//     and it and down_proj [experts, ff, hidden] hold in-features first;
+//     each becomes ffn_{gate,up,down}_exps of GGUF's rows, with its bias a
+//     row an expert. The released checkpoints' MXFP4 experts
+//     (gate_up_proj_blocks and _scales, down_proj's) are repacked into
+//     ggml's MXFP4 blocks as they are, whatever the output type, and the
+//     file is then MOSTLY_MXFP4_MOE. Attention sinks are F32;
+//     swiglu_limit other than 7 is refused, and layer_types that no
+//     period of global layers describes.
 //   - Weights are written in the requested type (by default their own
-//     dtype); norms, biases, rope_freqs and MoE routers are always F32.
+//     dtype); norms, biases, sinks, rope_freqs and MoE routers are always
+//     F32.
 //
 // Both of transformers' config layouts are read: 5.x's rope_parameters (for
 // Gemma 3 one per layer type) and layer_types, and 4.x's rope_theta,

@@ -26,7 +26,7 @@ func TestImportFixtures(t *testing.T) {
 	arch := map[string]string{
 		"llama": "llama", "mistral": "llama", "gemma": "gemma", "gemma2": "gemma2", "gemma3": "gemma3",
 		"qwen2": "qwen2", "qwen3": "qwen3", "phi3": "phi3", "phi3_longrope": "phi3", "qwen2_yarn": "qwen2",
-		"gemma4": "gemma4", "gemma3n": "gemma3n", "qwen3moe": "qwen3moe",
+		"gemma4": "gemma4", "gemma3n": "gemma3n", "qwen3moe": "qwen3moe", "gemma4moe": "gemma4", "gptoss": "gpt-oss",
 	}
 	for _, exp := range dirs {
 		dir := filepath.Dir(exp)
@@ -85,6 +85,31 @@ func TestImportFixtures(t *testing.T) {
 				}
 				if router, _ := f.Tensor("blk.0.ffn_gate_inp.weight"); router.Type != gguf.TypeF32 {
 					t.Errorf("blk.0.ffn_gate_inp.weight is %v, want F32", router.Type)
+				}
+			case "gptoss":
+				// gate_up_proj split into its interleaved halves and every
+				// expert transposed to GGUF's rows; biases, sinks and the
+				// router F32; the alternation llama.cpp assumes, so no
+				// pattern key.
+				n, _ := f.Int("gpt-oss.expert_count")
+				ff, _ := f.Int("gpt-oss.expert_feed_forward_length")
+				emb, _ := f.Tensor("token_embd.weight")
+				for name, shape := range map[string][]uint64{
+					"blk.0.ffn_gate_exps.weight": {emb.Shape[0], uint64(ff), uint64(n)},
+					"blk.0.ffn_down_exps.weight": {uint64(ff), emb.Shape[0], uint64(n)},
+					"blk.0.ffn_up_exps.bias":     {uint64(ff), uint64(n)},
+				} {
+					if ti, ok := f.Tensor(name); n < 2 || !ok || !slices.Equal(ti.Shape, shape) {
+						t.Errorf("expert_count %d, expert_feed_forward_length %d, %s %v, want %v", n, ff, name, ti.Shape, shape)
+					}
+				}
+				for _, name := range []string{"blk.0.ffn_gate_inp.weight", "blk.0.ffn_gate_inp.bias", "blk.0.attn_sinks.weight", "blk.0.ffn_down_exps.bias"} {
+					if ti, _ := f.Tensor(name); ti.Type != gguf.TypeF32 {
+						t.Errorf("%s is %v, want F32", name, ti.Type)
+					}
+				}
+				if _, ok := f.Value("gpt-oss.attention.sliding_window_pattern"); ok {
+					t.Error("gpt-oss.attention.sliding_window_pattern is written for the alternation")
 				}
 			case "qwen2_yarn":
 				typ, _ := f.String("qwen2.rope.scaling.type")

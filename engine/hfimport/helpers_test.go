@@ -19,12 +19,14 @@ import (
 	"github.com/hearthstudio/hearth/safetensors"
 )
 
-// stTensor is a tensor for writeSafetensors: values are stored in dtype.
+// stTensor is a tensor for writeSafetensors: values are stored in dtype,
+// or raw is its bytes as they are (gpt-oss's U8 MXFP4 blocks and scales).
 type stTensor struct {
 	name   string
 	dtype  safetensors.DType
 	shape  []int64
 	values []float32 // len = product of shape
+	raw    []byte
 }
 
 // encode stores values in dtype, little-endian.
@@ -58,7 +60,11 @@ func writeSafetensors(t *testing.T, path string, tensors []stTensor) {
 	t.Helper()
 	var ds []safetensors.Data
 	for _, x := range tensors {
-		ds = append(ds, safetensors.Data{Name: x.name, DType: x.dtype, Shape: x.shape, Bytes: encode(x.dtype, x.values)})
+		b := x.raw
+		if b == nil {
+			b = encode(x.dtype, x.values)
+		}
+		ds = append(ds, safetensors.Data{Name: x.name, DType: x.dtype, Shape: x.shape, Bytes: b})
 	}
 	if err := safetensors.WriteFile(path, ds, map[string]string{"format": "pt"}); err != nil {
 		t.Fatal(err)

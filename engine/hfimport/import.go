@@ -60,7 +60,7 @@ type Options struct {
 // TensorInfo is one tensor of the output and where it comes from.
 type TensorInfo struct {
 	Name   string    // GGUF name, e.g. "blk.0.attn_q.weight"
-	Type   gguf.Type // F32, F16 or BF16
+	Type   gguf.Type // F32, F16 or BF16; MXFP4 for gpt-oss's released experts
 	Shape  []uint64  // ggml's ne: innermost first
 	Source string    // the safetensors tensor, "" for one computed here (rope_freqs)
 }
@@ -195,6 +195,12 @@ func archMetadata(hp *hparams) []gguf.KV {
 			u32("attention.sliding_window_pattern", hp.swaPattern)
 		}
 	}
+	if hp.fam.class.Window == arch.WindowLayerTypes && hp.layered == nil && hp.swaPattern != typesPeriod {
+		// gpt-oss's converter writes no pattern: llama.cpp's loader
+		// assumes the alternation, and a config.json that differs says
+		// its period.
+		u32("attention.sliding_window_pattern", hp.swaPattern)
+	}
 	if hp.fam.arch.AttnScale {
 		f32("attention.scale", 1/math.Sqrt(hp.qpas))
 	}
@@ -211,9 +217,9 @@ func archMetadata(hp *hparams) []gguf.KV {
 		kv = hp.layeredMetadata(a, kv)
 	}
 	if e := hp.moe; e != nil {
-		// The converter's keys (TextModel's, for Qwen 3 MoE and Gemma
-		// 4): no gating function or weights norm, which the qwen3moe and
-		// gemma4 graphs fix.
+		// The converter's keys (TextModel's, for Qwen 3 MoE, Gemma 4 and
+		// gpt-oss): no gating function or weights norm, which the
+		// qwen3moe, gemma4 and gpt-oss graphs fix.
 		u32("expert_count", e.experts)
 		u32("expert_used_count", e.used)
 		u32("expert_feed_forward_length", e.ff)

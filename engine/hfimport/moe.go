@@ -39,12 +39,16 @@ func hasExperts(a *arch.Arch) bool {
 // unnormalised (norm_topk_prob false, the class default, which the graph
 // ignores: it always renormalises), dense layers among the mixtures
 // (decoder_sparse_step other than 1, mlp_only_layers), and a shared expert
-// (Qwen 2 MoE's, which qwen3moe has no tensors for).
+// (Qwen 2 MoE's, which qwen3moe has no tensors for). gpt-oss's are
+// parseGPTOSS's.
 func (hp *hparams) parseMoE(c object) error {
 	if !hasExperts(hp.fam.arch) {
 		return nil
 	}
-	e, err := hp.readExperts(c, "num_experts_per_tok")
+	if hp.fam.arch.Name == "gpt-oss" {
+		return hp.parseGPTOSS(c)
+	}
+	e, err := hp.readExperts(c, "num_experts", "num_experts_per_tok", "moe_intermediate_size")
 	if err != nil {
 		return err
 	}
@@ -86,17 +90,19 @@ func (hp *hparams) parseMoE(c object) error {
 	return nil
 }
 
-// readExperts reads a mixture's sizes: num_experts, the experts chosen
-// for each token (usedKey: Qwen's num_experts_per_tok, Gemma 4's
-// top_k_experts) and moe_intermediate_size, the class defaults for those
-// absent, refusing by key a key neither gives and what Hearth's router
-// cannot run.
-func (hp *hparams) readExperts(c object, usedKey string) (*moe, error) {
+// readExperts reads a mixture's sizes under the class's keys: the
+// experts (countKey: num_experts, gpt-oss's num_local_experts), those
+// chosen for each token (usedKey: Qwen's and gpt-oss's
+// num_experts_per_tok, Gemma 4's top_k_experts) and an expert's width
+// (ffKey: moe_intermediate_size, gpt-oss's intermediate_size), the class
+// defaults for those absent, refusing by key a key neither gives and what
+// Hearth's router cannot run.
+func (hp *hparams) readExperts(c object, countKey, usedKey, ffKey string) (*moe, error) {
 	e := &moe{}
 	for _, f := range []struct {
 		key string
 		dst *int
-	}{{"num_experts", &e.experts}, {usedKey, &e.used}, {"moe_intermediate_size", &e.ff}} {
+	}{{countKey, &e.experts}, {usedKey, &e.used}, {ffKey, &e.ff}} {
 		if _, ok := hp.fam.class.Defaults[f.key]; !ok && !c.has(f.key) {
 			return nil, c.errorf(f.key, "is missing: a mixture of experts needs it")
 		}
@@ -107,13 +113,13 @@ func (hp *hparams) readExperts(c object, usedKey string) (*moe, error) {
 	}
 	switch {
 	case e.experts < 1 || e.experts > arch.MaxExperts:
-		return nil, c.errorf("num_experts", "is %d, want 1 to %d (the most Hearth's router scores)", e.experts, arch.MaxExperts)
+		return nil, c.errorf(countKey, "is %d, want 1 to %d (the most Hearth's router scores)", e.experts, arch.MaxExperts)
 	case e.used < 1 || e.used > e.experts:
-		return nil, c.errorf(usedKey, "is %d, want 1 to num_experts (%d)", e.used, e.experts)
+		return nil, c.errorf(usedKey, "is %d, want 1 to %s (%d)", e.used, countKey, e.experts)
 	case e.used > arch.MaxExpertsUsed:
 		return nil, c.errorf(usedKey, "is %d, more than the %d experts Hearth's router chooses", e.used, arch.MaxExpertsUsed)
 	case e.ff <= 0:
-		return nil, c.errorf("moe_intermediate_size", "is %d, want a positive number", e.ff)
+		return nil, c.errorf(ffKey, "is %d, want a positive number", e.ff)
 	}
 	return e, nil
 }
@@ -130,7 +136,7 @@ func (hp *hparams) parseGemma4Experts(c object) error {
 	if err != nil || !on {
 		return err
 	}
-	hp.moe, err = hp.readExperts(c, "top_k_experts")
+	hp.moe, err = hp.readExperts(c, "num_experts", "top_k_experts", "moe_intermediate_size")
 	return err
 }
 

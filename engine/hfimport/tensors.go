@@ -41,6 +41,12 @@ type tensorPlan struct {
 	// table padded to the vocabulary).
 	parts    []*tensorPlan
 	zeroRows int64
+	// gather, when set, picks the rows×cols output elements out of src
+	// by strides (gpt-oss's experts: one half of an interleaved
+	// gate_up_proj, transposed); mx, when set, is the MXFP4 source the
+	// plan repacks (gpt-oss's released experts).
+	gather *gather
+	mx     *mxfp4Source
 }
 
 var dtypeToGGUF = map[safetensors.DType]gguf.Type{safetensors.F32: gguf.TypeF32, safetensors.F16: gguf.TypeF16, safetensors.BF16: gguf.TypeBF16}
@@ -83,6 +89,13 @@ func (m *Model) plan(hp *hparams, o Options) error {
 		avail[name] = t
 	}
 	used := map[string]bool{}
+	// take is a checkpoint tensor as it is, whatever its dtype, marked
+	// used (gpt-oss's MXFP4 blocks and scales).
+	take := func(hf string) (*safetensors.Tensor, bool) {
+		t, ok := avail[hf]
+		used[hf] = used[hf] || ok
+		return t, ok
+	}
 
 	embed, ok := avail["model.embed_tokens.weight"]
 	if !ok {
@@ -253,6 +266,14 @@ func (m *Model) plan(hp *hparams, o Options) error {
 				tweak = func(p *tensorPlan) { p.typ = gguf.TypeF32 }
 			}
 			gg := fmt.Sprintf("blk.%d.%s", i, t.GGUF)
+			if split, ok := oaiExperts[t.HF]; ok {
+				p, err := oaiExpertsPlan(plan, take, fmt.Sprintf("model.layers.%d.mlp.experts.", i), gg, split, t.Shape(sizes))
+				if err != nil {
+					return err
+				}
+				m.plans = append(m.plans, p)
+				continue
+			}
 			if t.Stack != arch.DimNone {
 				p, err := expertsPlan(plan, func(name string) bool { _, ok := avail[name]; return ok },
 					fmt.Sprintf("model.layers.%d.", i), gg, t, t.Shape(sizes))
@@ -324,6 +345,14 @@ func (m *Model) plan(hp *hparams, o Options) error {
 			src = p.src.Name
 		case p.parts != nil:
 			src = partsSource(p.parts)
+		case p.mx != nil:
+			src = p.mx.blocks.Name + ", " + p.mx.scales.Name
+		}
+		if p.typ == gguf.TypeMXFP4 {
+			// As llama.cpp's converter says a file whose experts came
+			// in MXFP4: MOSTLY_MXFP4_MOE, whatever the other weights'
+			// type.
+			m.FileType = fileTypeMXFP4MoE
 		}
 		m.Tensors = append(m.Tensors, TensorInfo{Name: p.name, Type: p.typ, Shape: p.shape, Source: src})
 	}
@@ -403,6 +432,12 @@ func (p *tensorPlan) reader(chunk int64) (io.Reader, error) {
 		// Zero bytes are zeros in every float type the parts write.
 		zeros := p.zeroRows * p.cols * int64(p.typ.TypeSize())
 		return io.MultiReader(append(rs, io.LimitReader(zeroReader{}, zeros))...), nil
+	}
+	if p.mx != nil {
+		return &mxfp4Reader{p: p, chunkRows: max(1, chunk/p.mx.rowBytes())}, nil
+	}
+	if p.gather != nil {
+		return &gatherReader{p: p, chunk: chunk}, nil
 	}
 	if p.src == nil {
 		if p.typ != gguf.TypeF32 {

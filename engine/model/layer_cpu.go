@@ -34,6 +34,7 @@ func (l *Layer) Projections() [NumProj]*Weight {
 type LayerVectors struct {
 	AttnNorm, PostAttnNorm, FFNNorm, PostFFNNorm []float32
 	QBias, KBias, VBias, QNorm, KNorm            []float32
+	OBias, Sinks                                 []float32
 	PLENorm                                      []float32
 	// Gemma 3n: AltUp's router, its norm gain, the prediction and
 	// correction coefficients and the corrected stream's gain; LAuReL's
@@ -51,6 +52,7 @@ func (l *Layer) Vectors() (LayerVectors, error) {
 	}{
 		{&v.AttnNorm, l.AttnNorm}, {&v.PostAttnNorm, l.PostAttnNorm}, {&v.FFNNorm, l.FFNNorm}, {&v.PostFFNNorm, l.PostFFNNorm},
 		{&v.QBias, l.QBias}, {&v.KBias, l.KBias}, {&v.VBias, l.VBias}, {&v.QNorm, l.QNorm}, {&v.KNorm, l.KNorm},
+		{&v.OBias, l.OBias}, {&v.Sinks, l.Sinks},
 		{&v.PLENorm, l.PLENorm}, {&v.LaurelNorm, l.LaurelNorm},
 	} {
 		if p.w == nil {
@@ -242,6 +244,7 @@ func (m *Model) forwardBlockCPU(i int, x []float32, n int, s CPULayer, acts *Lay
 		HeadDim: hd, Heads: c.Heads, KVHeads: sh.KVHeads, Tokens: n, Pos0: s.Pos, KVLen: s.Pos + n,
 		Scale: c.AttnScale, Window: c.Window(i), Softcap: c.AttnSoftcap,
 	}
+	a.Attention.Sinks = lv.Sinks
 	keys, values := a.K, a.V
 	if s.K != nil {
 		kvd := sh.KVHeads * hd
@@ -258,6 +261,9 @@ func (m *Model) forwardBlockCPU(i int, x []float32, n int, s CPULayer, acts *Lay
 	a.O = mul(ProjO, a.Att)
 	if err != nil {
 		return nil, err
+	}
+	if lv.OBias != nil {
+		ref.AddBias(a.O, lv.OBias)
 	}
 	o := a.O
 	if lv.PostAttnNorm != nil {

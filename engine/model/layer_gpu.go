@@ -112,6 +112,14 @@ func AttentionArgs(c *Config, i, n, pos int) ops.AttentionArgs {
 	}
 }
 
+// AttentionArgs are AttentionArgs(c, i, n, pos) with block i's attention
+// sinks (gpt-oss), nil without.
+func (w *GPUWeights) AttentionArgs(i, n, pos int) ops.AttentionArgs {
+	a := AttentionArgs(w.c, i, n, pos)
+	a.Sinks = w.Layers[i].Sinks
+	return a
+}
+
 // ropeFactors are the RoPE factors block i rotates with: w's, unless the
 // layer rotates plainly (Gemma 4's sliding layers).
 func (w *GPUWeights) ropeFactors(i int) *gpu.Buffer {
@@ -256,7 +264,7 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 		try(ops.RoPEQKV(ch, a.QKV, l.QKVBias, l.QKNorm, w.ropeFactors(i), a.Q, kc, vc,
 			ops.RoPEQKVArgs{RoPEArgs: rq, KVHeads: kvHeads, Eps: c.Eps, VNorm: c.VNorm}))
 	}
-	try(ops.Attention(ch, a.Q, a.K, a.V, a.AttScratch, a.Att, AttentionArgs(c, i, n, s.Pos)))
+	try(ops.Attention(ch, a.Q, a.K, a.V, a.AttScratch, a.Att, w.AttentionArgs(i, n, s.Pos)))
 
 	// residual appends x += post(W · in): straight into the stream, or into
 	// tmp and then normed and added in one kernel (Gemma 2/3's post-norms),
@@ -307,7 +315,19 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 		try(ops.AddInPlace(ch, x, a.XN, n*d))
 		try(ops.RMSNormAdd(ch, laurelR, l.LaurelNorm, x, ops.NormArgs{Rows: n, Dim: d, Eps: c.Eps}))
 	}
-	normed = residual(x, l.O, ProjO, a.Att, l.PostAttnNorm, a.O, l.FFNNorm, a.XN2, nil, attnScale, nil)
+	// O's bias (gpt-oss) goes into its output: the stream, or the scratch
+	// before the post-norm.
+	var oBias func(*gpu.Buffer) *gpu.Buffer
+	if l.OBias != nil && l.PostAttnNorm != nil {
+		oBias = func(o *gpu.Buffer) *gpu.Buffer {
+			try(ops.AddBias(ch, o, l.OBias, n, d))
+			return o
+		}
+	}
+	normed = residual(x, l.O, ProjO, a.Att, l.PostAttnNorm, a.O, l.FFNNorm, a.XN2, nil, attnScale, oBias)
+	if l.OBias != nil && l.PostAttnNorm == nil {
+		try(ops.AddBias(ch, x, l.OBias, n, d))
+	}
 
 	tail := l.PLEGate != nil || l.OutScale != 0
 	if l.MoE != nil && !c.MoE.Dense {

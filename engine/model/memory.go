@@ -48,11 +48,12 @@ func (m *Model) Memory(ctx, batch int) Memory {
 		l := &m.Layers[i]
 		ws := []*Weight{l.AttnNorm, l.PostAttnNorm, l.FFNNorm, l.PostFFNNorm, l.Q, l.K, l.V, l.O,
 			l.QBias, l.KBias, l.VBias, l.QNorm, l.KNorm, l.Gate, l.Up, l.Down, l.PLEGate, l.PLEProj, l.PLENorm,
-			l.LaurelL, l.LaurelR, l.LaurelNorm}
+			l.LaurelL, l.LaurelR, l.LaurelNorm, l.OBias, l.Sinks}
 		if e := l.MoE; e != nil {
 			// Every expert: all are on the device, whichever a token
 			// chooses.
-			ws = append(ws, e.Router, e.Gate, e.Up, e.GateUp, e.Down, e.RouterScale, e.DownScale, e.PreNorm, e.PostNorm1, e.PostNorm2)
+			ws = append(ws, e.Router, e.Gate, e.Up, e.GateUp, e.Down, e.RouterScale, e.DownScale, e.PreNorm, e.PostNorm1, e.PostNorm2,
+				e.RouterBias, e.GateBias, e.UpBias, e.DownBias)
 		}
 		if u := l.AltUp; u != nil {
 			// Uploaded as f32 whatever the file stores.

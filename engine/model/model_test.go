@@ -76,7 +76,7 @@ func tolFor(m *Model) float64 {
 }
 
 func tinyPresets() []string {
-	return []string{"tiny-llama", "tiny-gemma", "tiny-gemma2", "tiny-gemma3", "tiny-gemma3n", "tiny-gemma4", "tiny-qwen2", "tiny-qwen3", "tiny-qwen3moe", "tiny-gemma4moe", "tiny-phi3"}
+	return []string{"tiny-llama", "tiny-gemma", "tiny-gemma2", "tiny-gemma3", "tiny-gemma3n", "tiny-gemma4", "tiny-qwen2", "tiny-qwen3", "tiny-qwen3moe", "tiny-gemma4moe", "tiny-gpt-oss", "tiny-phi3"}
 }
 
 // backends makes a CPU reference and a GPU runner of m with a ctx-token
@@ -117,18 +117,19 @@ func allLogits(t *testing.T, r Runner, prompt []int32) []float32 {
 // and 3n run quantized too: the mix puts the 512-dim global heads'
 // projections, the double-wide feed-forwards, the per-layer embeddings'
 // gates and AltUp's and LAuReL's matrices in several types, which both
-// backends decode to the same f32 values. So do Qwen 3 MoE and Gemma 4's
+// backends decode to the same f32 values. So do Qwen 3 MoE, Gemma 4's
 // mixture (experts beside the dense feed-forward, values from k's
-// projection on the global layers), whose quantized experts decode through
-// the per-slot products (F32 ones through the grouped product even for one
-// token).
+// projection on the global layers) and gpt-oss (MXFP4 experts with
+// biases and their own gated unit, attention sinks, alternating windows),
+// whose quantized experts decode through the per-slot products (F32 ones
+// through the grouped product even for one token).
 func TestGPUMatchesCPU(t *testing.T) {
 	type model struct{ preset, quant string }
 	var cases []model
 	for _, name := range tinyPresets() {
 		cases = append(cases, model{name, "F32"})
 	}
-	cases = append(cases, model{"tiny-gemma4", "Q4_K_M"}, model{"tiny-gemma3n", "Q4_K_M"}, model{"tiny-qwen3moe", "Q4_K_M"}, model{"tiny-qwen3moe", "Q8_0"}, model{"tiny-gemma4moe", "Q4_K_M"})
+	cases = append(cases, model{"tiny-gemma4", "Q4_K_M"}, model{"tiny-gemma3n", "Q4_K_M"}, model{"tiny-qwen3moe", "Q4_K_M"}, model{"tiny-qwen3moe", "Q8_0"}, model{"tiny-gemma4moe", "Q4_K_M"}, model{"tiny-gpt-oss", "MXFP4_MOE"})
 	for _, c := range cases {
 		t.Run(c.preset+"-"+c.quant, func(t *testing.T) {
 			m := synthModel(t, c.preset, c.quant)

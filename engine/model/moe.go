@@ -41,6 +41,21 @@ func (m *Model) moeCPU(l *MoELayer, xn, routerIn []float32, n int, acts *MoEActi
 	if err != nil {
 		return nil, err
 	}
+	bias := func(w *Weight) []float32 {
+		if w == nil || err != nil {
+			return nil
+		}
+		var v []float32
+		v, err = w.F32()
+		return v
+	}
+	rb, gb, ub, db := bias(l.RouterBias), bias(l.GateBias), bias(l.UpBias), bias(l.DownBias)
+	if err != nil {
+		return nil, err
+	}
+	if rb != nil {
+		ref.AddBias(logits, rb)
+	}
 	var scale []float32
 	if l.DownScale != nil {
 		if scale, err = l.DownScale.F32(); err != nil {
@@ -92,15 +107,25 @@ func (m *Model) moeCPU(l *MoELayer, xn, routerIn []float32, n int, acts *MoEActi
 			return nil, err
 		}
 	}
+	if gb != nil {
+		ref.MoEAddBias(gate, gb, ids, ff, ff, 0)
+		ref.MoEAddBias(up, ub, ids, ff, ff, 0)
+	}
 	var h []float32
-	if c.GELU {
+	switch {
+	case e.OAI:
+		h = ref.SwiGLUOAI(gate, up)
+	case c.GELU:
 		h = ref.GeGLU(gate, up)
-	} else {
+	default:
 		h = ref.SwiGLU(gate, up)
 	}
 	y := make([]float32, slots*d)
 	if err := product(l.Down, h, func(s uint32) int { return int(s) }, y); err != nil {
 		return nil, err
+	}
+	if db != nil {
+		ref.MoEAddBias(y, db, ids, d, d, 0)
 	}
 	if acts != nil {
 		*acts = MoEActivations{Logits: logits, IDs: ids, Weights: weights, Gate: gate, Up: up, H: h, Y: y}
@@ -175,6 +200,9 @@ type GPUMoE struct {
 	Router, GateUp, Gate, Up, Down *gpu.Tensor
 	RouterGain, DownScale          *gpu.Buffer
 	PreNorm, PostNorm1, PostNorm2  *gpu.Buffer
+	// gpt-oss's biases: the router's, the experts' gate and up as GateUp's
+	// rows are (GateUpBias, 2·FF an expert) or apart, and down's.
+	RouterBias, GateUpBias, GateBias, UpBias, DownBias *gpu.Buffer
 }
 
 // GPUMoEActivations are a batch's mixture-of-experts buffers: the router's
@@ -232,6 +260,20 @@ func (w *GPUWeights) recordMoE(ch *gpu.Chain, i int, a *GPUMoEActivations, xn, r
 	}
 	slots, ff := n*e.Used, e.FF
 	try(ops.MatMul(ch, g.Router, routerIn, a.Logits, n))
+	if g.RouterBias != nil {
+		try(ops.AddBias(ch, a.Logits, g.RouterBias, n, e.Experts))
+	}
+	// biases adds the experts' gate and up biases to each slot's
+	// [gate | up] row.
+	biases := func() {
+		switch {
+		case g.GateUpBias != nil:
+			try(ops.MoEAddBias(ch, g.GateUpBias, a.IDs, a.GateUp, slots, e.Experts, 2*ff, 0, 0))
+		case g.GateBias != nil:
+			try(ops.MoEAddBias(ch, g.GateBias, a.IDs, a.GateUp, slots, e.Experts, ff, 2*ff, 0))
+			try(ops.MoEAddBias(ch, g.UpBias, a.IDs, a.GateUp, slots, e.Experts, ff, 2*ff, ff))
+		}
+	}
 	try(ops.MoERoute(ch, a.Logits, g.DownScale, a.IDs, a.Weights, ops.MoERouteArgs{Tokens: n, Experts: e.Experts, TopK: e.Used, Sigmoid: e.Sigmoid, Renorm: e.Renorm}))
 	// Each slot's [gate | up] row, 2·FF floats: one product of the merged
 	// experts, or gate's and up's side by side.
@@ -255,19 +297,27 @@ func (w *GPUWeights) recordMoE(ch *gpu.Chain, i int, a *GPUMoEActivations, xn, r
 		for _, p := range first {
 			try(ops.MoEMatVec(ch, p.t, xn, a.IDs, a.GateUp, p.a))
 		}
-		down.GLU = &ops.GLUArgs{FF: ff, GELU: c.GELU}
+		biases()
+		down.GLU = &ops.GLUArgs{FF: ff, GELU: c.GELU && !e.OAI, OAI: e.OAI}
 		try(ops.MoEMatVec(ch, g.Down, a.GateUp, a.IDs, a.Y, down))
 	} else {
 		try(ops.MoEGroup(ch, a.IDs, a.Groups, slots, e.Experts))
 		for _, p := range first {
 			try(ops.MoEMatMul(ch, p.t, xn, a.Groups, a.GateUp, p.a))
 		}
-		if c.GELU {
+		biases()
+		switch {
+		case e.OAI:
+			try(ops.SwiGLUOAIFused(ch, a.GateUp, a.H, slots, ff))
+		case c.GELU:
 			try(ops.GeGLUFused(ch, a.GateUp, a.H, slots, ff))
-		} else {
+		default:
 			try(ops.SwiGLUFused(ch, a.GateUp, a.H, slots, ff))
 		}
 		try(ops.MoEMatMul(ch, g.Down, a.H, a.Groups, a.Y, down))
+	}
+	if g.DownBias != nil {
+		try(ops.MoEAddBias(ch, g.DownBias, a.IDs, a.Y, slots, e.Experts, c.Hidden, 0, 0))
 	}
 	try(ops.MoECombine(ch, a.Y, a.Weights, out, ops.MoECombineArgs{Tokens: n, Used: e.Used, Dim: c.Hidden, Scale: e.Scale, Accumulate: accumulate}))
 }

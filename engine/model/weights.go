@@ -67,8 +67,11 @@ type Layer struct {
 	PostFFNNorm  *Weight // after the feed-forward (Gemma 2/3)
 
 	Q, K, V, O          *Weight
-	QBias, KBias, VBias *Weight // Qwen 2
-	QNorm, KNorm        *Weight // per-head RMSNorm gains (Qwen 3, Gemma 3)
+	QBias, KBias, VBias *Weight // Qwen 2, gpt-oss
+	// OBias is the output projection's bias and Sinks the attention
+	// sinks, a logit per query head (gpt-oss); nil without.
+	OBias, Sinks *Weight
+	QNorm, KNorm *Weight // per-head RMSNorm gains (Qwen 3, Gemma 3)
 
 	Gate, Up, Down *Weight
 
@@ -105,6 +108,10 @@ type MoELayer struct {
 	// dense and the experts' outputs.
 	RouterScale, DownScale        *Weight
 	PreNorm, PostNorm1, PostNorm2 *Weight
+	// gpt-oss's biases (nil otherwise): the router's (Experts) and the
+	// experts' gate, up (Experts rows of FF) and down (Experts rows of
+	// Hidden).
+	RouterBias, GateBias, UpBias, DownBias *Weight
 }
 
 // AltUpLayer is one Gemma 3n block's AltUp: the router over the active
@@ -247,7 +254,15 @@ func FromGGUF(f *gguf.File) (*Model, error) {
 		sh := cfg.Shape(i)
 		qd, kvd := cfg.LayerQDim(i), cfg.LayerKVDim(i)
 		l.AttnNorm = ld.vector(p("attn_norm.weight"), cfg.Hidden)
-		l.FFNNorm = ld.vector(p("ffn_norm.weight"), cfg.Hidden)
+		ffnNorm := p("ffn_norm.weight")
+		if _, ok := f.Tensor(ffnNorm); !ok && !cfg.PostNorms {
+			// gpt-oss's converter names the feed-forward's pre-norm
+			// post_attention_norm (llama.cpp's attn_post_norm there).
+			if _, ok := f.Tensor(p("post_attention_norm.weight")); ok {
+				ffnNorm = p("post_attention_norm.weight")
+			}
+		}
+		l.FFNNorm = ld.vector(ffnNorm, cfg.Hidden)
 		if cfg.PostNorms {
 			l.PostAttnNorm = ld.vector(p("post_attention_norm.weight"), cfg.Hidden)
 			l.PostFFNNorm = ld.vector(p("post_ffw_norm.weight"), cfg.Hidden)
@@ -274,6 +289,13 @@ func FromGGUF(f *gguf.File) (*Model, error) {
 			}
 		}
 		l.O = ld.tensor(p("attn_output.weight"), cfg.Hidden, qd)
+		// Optional wherever the architecture has them: gpt-oss's.
+		if _, ok := f.Tensor(p("attn_output.bias")); ok {
+			l.OBias = ld.vector(p("attn_output.bias"), cfg.Hidden)
+		}
+		if _, ok := f.Tensor(p("attn_sinks.weight")); ok {
+			l.Sinks = ld.vector(p("attn_sinks.weight"), cfg.Heads)
+		}
 		if cfg.QKVBias {
 			l.QBias = ld.vector(p("attn_q.bias"), qd)
 			l.KBias = ld.vector(p("attn_k.bias"), kvd)
@@ -510,6 +532,13 @@ func (ld *loader) experts(p func(string) string, c *Config) *MoELayer {
 	}
 	if _, ok := ld.f.Tensor(p("ffn_down_exps.scale")); ok || e.Dense {
 		l.DownScale = ld.vector(p("ffn_down_exps.scale"), e.Experts)
+	}
+	if _, ok := ld.f.Tensor(p("ffn_gate_inp.bias")); ok {
+		// gpt-oss's: every bias or none.
+		l.RouterBias = ld.vector(p("ffn_gate_inp.bias"), e.Experts)
+		l.GateBias = ld.tensor(p("ffn_gate_exps.bias"), e.Experts, e.FF)
+		l.UpBias = ld.tensor(p("ffn_up_exps.bias"), e.Experts, e.FF)
+		l.DownBias = ld.tensor(p("ffn_down_exps.bias"), e.Experts, d)
 	}
 	if e.Dense {
 		l.PreNorm = ld.vector(p("pre_ffw_norm_2.weight"), d)

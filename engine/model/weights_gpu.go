@@ -49,7 +49,10 @@ type GPULayer struct {
 	// are QBias, KBias, VBias, QNorm and KNorm.
 	QKVBias, QKNorm                   *gpu.Buffer
 	QBias, KBias, VBias, QNorm, KNorm *gpu.Buffer
-	O, Down                           *gpu.Tensor
+	// OBias is the output projection's bias, Sinks the attention sinks
+	// (gpt-oss); nil without.
+	OBias, Sinks *gpu.Buffer
+	O, Down      *gpu.Tensor
 	// GateUp is gate and up as one tensor, gate rows first, when merged and
 	// of one type: one matmul instead of two, and the fused GLU after it.
 	// Otherwise Gate and Up.
@@ -226,6 +229,7 @@ func (w *GPUWeights) upload(dev *gpu.Device, m *Model, o GPUWeightOptions) error
 		}
 		vecs := []vec{{&g.AttnNorm, blk("attn_norm.weight"), []*Weight{l.AttnNorm}}, {&g.PostAttnNorm, blk("post_attention_norm.weight"), []*Weight{l.PostAttnNorm}},
 			{&g.FFNNorm, blk("ffn_norm.weight"), []*Weight{l.FFNNorm}}, {&g.PostFFNNorm, blk("post_ffw_norm.weight"), []*Weight{l.PostFFNNorm}}}
+		vecs = append(vecs, vec{&g.OBias, blk("attn_output.bias"), []*Weight{l.OBias}}, vec{&g.Sinks, blk("attn_sinks.weight"), []*Weight{l.Sinks}})
 		vecs = append(vecs, vec{&g.PLENorm, blk("post_norm.weight"), []*Weight{l.PLENorm}},
 			vec{&g.LaurelNorm, blk("laurel_post_norm.weight"), []*Weight{l.LaurelNorm}})
 		if u := l.AltUp; u != nil {
@@ -314,6 +318,20 @@ func (w *GPUWeights) upload(dev *gpu.Device, m *Model, o GPUWeightOptions) error
 				{&g.MoE.PostNorm2, blk("post_ffw_norm_2.weight"), []*Weight{e.PostNorm2}}} {
 				if *p.dst, err = vector(p.label, p.ws...); err != nil {
 					return err
+				}
+			}
+			if e.RouterBias != nil {
+				bs := []vec{{&g.MoE.RouterBias, blk("ffn_gate_inp.bias"), []*Weight{e.RouterBias}},
+					{&g.MoE.DownBias, blk("ffn_down_exps.bias"), []*Weight{e.DownBias}}}
+				if g.MoE.GateUp != nil {
+					bs = append(bs, vec{&g.MoE.GateUpBias, blk("ffn_gate_up_exps.bias"), []*Weight{mergeExperts(blk("ffn_gate_up_exps.bias"), expertRows(e.GateBias), expertRows(e.UpBias))}})
+				} else {
+					bs = append(bs, vec{&g.MoE.GateBias, blk("ffn_gate_exps.bias"), []*Weight{e.GateBias}}, vec{&g.MoE.UpBias, blk("ffn_up_exps.bias"), []*Weight{e.UpBias}})
+				}
+				for _, p := range bs {
+					if *p.dst, err = vector(p.label, p.ws...); err != nil {
+						return err
+					}
 				}
 			}
 			if e.RouterScale != nil {
@@ -421,6 +439,14 @@ func mergeRows(name string, ws ...*Weight) []placedWeight {
 		i = j
 	}
 	return out
+}
+
+// expertRows is a stack of biases (Experts rows) as mergeExperts takes it:
+// a stack of one-row matrices.
+func expertRows(w *Weight) *Weight {
+	s := *w
+	s.Stack = w.Rows
+	return &s
 }
 
 // mergeExperts stacks each expert's gate rows and then its up rows, one

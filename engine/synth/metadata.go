@@ -18,7 +18,10 @@ func setMetadata(w *gguf.Writer, p Preset, target gguf.QuantTarget, seed uint64,
 	if !ok {
 		return fmt.Errorf("synth: preset %q: tokenizer %q is not one of %s", p.Name, p.Tokenizer, familyNames)
 	}
-	tmpl := chat.BuiltinTemplate(f.template)
+	tmpl := f.templateSource
+	if tmpl == "" {
+		tmpl = chat.BuiltinTemplate(f.template)
+	}
 	if tmpl == "" {
 		return fmt.Errorf("synth: preset %q: engine/chat has no built-in template %q", p.Name, f.template)
 	}
@@ -51,6 +54,16 @@ func setMetadata(w *gguf.Writer, p Preset, target gguf.QuantTarget, seed uint64,
 			gguf.KV{Key: a + "rope.scaling.type", Value: gguf.ValueOf(p.RopeScaling)},
 			gguf.KV{Key: a + "rope.scaling.factor", Value: f32(p.RopeScalingFactor)})
 	}
+	if r := p.YaRN; r != nil {
+		// The converter's keys for a yarn rope_scaling (TextModel's):
+		// the factor, the original context and the ramp's two ends.
+		kvs = append(kvs,
+			gguf.KV{Key: a + "rope.scaling.type", Value: gguf.ValueOf("yarn")},
+			gguf.KV{Key: a + "rope.scaling.factor", Value: f32(r.Factor)},
+			gguf.KV{Key: a + "rope.scaling.original_context_length", Value: u32(r.OriginalContext)},
+			gguf.KV{Key: a + "rope.scaling.yarn_beta_fast", Value: f32(r.BetaFast)},
+			gguf.KV{Key: a + "rope.scaling.yarn_beta_slow", Value: f32(r.BetaSlow)})
+	}
 	if p.RopeBaseSWA != 0 {
 		kvs = append(kvs, gguf.KV{Key: a + "rope.freq_base_swa", Value: f32(p.RopeBaseSWA)})
 	}
@@ -69,9 +82,9 @@ func setMetadata(w *gguf.Writer, p Preset, target gguf.QuantTarget, seed uint64,
 		kvs = append(kvs, gguf.KV{Key: a + "attention.sliding_window_pattern", Value: u32(p.SlidingWindowPattern)})
 	}
 	if p.Experts > 0 {
-		// The converter's keys (TextModel's, for Qwen 3 MoE and Gemma
-		// 4): no gating function or weights norm, which the qwen3moe and
-		// gemma4 graphs fix.
+		// The converter's keys (TextModel's, for Qwen 3 MoE, Gemma 4
+		// and gpt-oss): no gating function or weights norm, which the
+		// qwen3moe, gemma4 and gpt-oss graphs fix.
 		kvs = append(kvs,
 			gguf.KV{Key: a + "expert_count", Value: u32(p.Experts)},
 			gguf.KV{Key: a + "expert_used_count", Value: u32(p.ExpertsUsed)},

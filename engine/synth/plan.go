@@ -144,7 +144,9 @@ func (l *Layout) plan(target gguf.QuantTarget, strict bool) (*Layout, error) {
 				p.Name, target.Name, s.name, strings.TrimPrefix(pl.Note, "fallback: "))
 		}
 		if s.kind != kindMatrix && pl.To != gguf.TypeF32 {
-			// The converter's rule, which the mix keeps: 1-D tensors stay F32.
+			// The converter's rule, which the mix keeps: vectors, and
+			// the stacks of them that gpt-oss's biases are (named
+			// .bias, which llama-quantize never converts), stay F32.
 			return nil, fmt.Errorf("synth: tensor %q: planned as %v, want F32", s.name, pl.To)
 		}
 		size, ok := pl.To.RowSize(int64(elements(s.shape)))

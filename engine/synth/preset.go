@@ -46,6 +46,8 @@ type Preset struct {
 	// Llama3Rope, for Llama 3.1 and later, adds rope_freqs.weight, the
 	// per-frequency factors of Llama 3's RoPE scaling.
 	Llama3Rope *Llama3Rope
+	// YaRN, for gpt-oss, writes YaRN's rope.scaling.* keys.
+	YaRN *YaRNRope
 	// RopeBaseSWA is Gemma 3's rope.freq_base_swa, the base of its
 	// sliding-window layers.
 	RopeBaseSWA float64
@@ -102,8 +104,8 @@ type Preset struct {
 	// TiedEmbeddings leaves out output.weight: token_embd is the output
 	// projection too.
 	TiedEmbeddings bool
-	// Tokenizer is the tokenizer family: "llama3", "qwen", "gemma" or
-	// "phi3" (see the package doc).
+	// Tokenizer is the tokenizer family: "llama3", "qwen", "gemma",
+	// "phi3" or "gpt-oss" (see the package doc).
 	Tokenizer string
 }
 
@@ -113,6 +115,16 @@ type Llama3Rope struct {
 	LowFreqFactor   float64
 	HighFreqFactor  float64
 	OriginalContext int // original_max_position_embeddings
+}
+
+// YaRNRope are the rope_scaling parameters of rope_type "yarn": the
+// context grows Factor times the OriginalContext the model was trained
+// for, with the ramp between extrapolated and interpolated pairs from
+// BetaFast to BetaSlow rotations.
+type YaRNRope struct {
+	Factor             float64
+	BetaFast, BetaSlow float64
+	OriginalContext    int // original_max_position_embeddings
 }
 
 // Presets are the built-in presets: real models, then the tiny test models.
@@ -235,6 +247,22 @@ func Presets() []Preset {
 			Tokenizer: "qwen",
 		},
 		{
+			// openai/gpt-oss-20b's config.json: 24 layers, sliding (128)
+			// and global in turn, 64 heads of 64 on 8 KV heads (4096 wide
+			// against a width of 2880), in every layer 32 experts of
+			// 2880 of which 4 are chosen, YaRN 32 over 4096 tokens; the
+			// model card's 20.91B weights, 3.61B used a token. The GGUF
+			// ggml-org publishes (gpt-oss-20b-mxfp4.gguf, 12.1 GB) is
+			// Quant "MXFP4_MOE"'s mix: the experts MXFP4, as OpenAI
+			// trained and released them, every other matrix Q8_0.
+			Name: "gpt-oss-20b", Model: "openai/gpt-oss-20b", Arch: "gpt-oss",
+			Vocab: 201088, Hidden: 2880, Layers: 24, Heads: 64, KVHeads: 8, HeadDim: 64, FF: 2880,
+			Context: 131072, Eps: 1e-5, RopeBase: 150000,
+			YaRN:          &YaRNRope{Factor: 32, BetaFast: 32, BetaSlow: 1, OriginalContext: 4096},
+			SlidingWindow: 128, Experts: 32, ExpertsUsed: 4, ExpertFF: 2880,
+			Tokenizer: "gpt-oss",
+		},
+		{
 			Name: "phi-3-mini", Model: "microsoft/Phi-3-mini-4k-instruct", Arch: "phi3",
 			Vocab: 32064, Hidden: 3072, Layers: 32, Heads: 32, KVHeads: 32, HeadDim: 96, FF: 8192,
 			Context: 4096, Eps: 1e-5, RopeBase: 10000, SlidingWindow: 2047,
@@ -325,6 +353,18 @@ func Presets() []Preset {
 			Context: 2048, Eps: 1e-6, RopeBase: 1000000,
 			Experts: 8, ExpertsUsed: 3, ExpertFF: 64,
 			Tokenizer: "qwen",
+		},
+		{
+			// gpt-oss-20b's layer at a test model's size: the width and
+			// the experts' width are whole 32-blocks (MXFP4, Q8_0) and
+			// no 256-block, so the K-quants fall back as llama-quantize's
+			// do.
+			Name: "tiny-gpt-oss", Model: "test model: gpt-oss, 4 layers (the even ones sliding, window 16), 4 heads of 32 on 2 KV heads, attention sinks, 8 experts of 64 of which 3 are chosen, biases everywhere, YaRN 4 over 512, untied output", Arch: "gpt-oss",
+			Vocab: 640, Hidden: 128, Layers: 4, Heads: 4, KVHeads: 2, HeadDim: 32, FF: 64,
+			Context: 2048, Eps: 1e-5, RopeBase: 150000,
+			YaRN:          &YaRNRope{Factor: 4, BetaFast: 32, BetaSlow: 1, OriginalContext: 512},
+			SlidingWindow: 16, Experts: 8, ExpertsUsed: 3, ExpertFF: 64,
+			Tokenizer: "gpt-oss",
 		},
 		{
 			Name: "tiny-phi3", Model: "test model: Phi-3, fused qkv and gate_up, window 16", Arch: "phi3",
@@ -445,6 +485,14 @@ func (p Preset) Validate() error {
 		return fail("sliding_window (%d) must not be negative", p.SlidingWindow)
 	case p.RopeScaling != "" && !(p.RopeScalingFactor > 0):
 		return fail("rope scaling %q needs a positive factor, not %v", p.RopeScaling, p.RopeScalingFactor)
+	}
+	if r := p.YaRN; r != nil {
+		switch {
+		case p.RopeScaling != "" || p.Llama3Rope != nil:
+			return fail("YaRN and another RoPE scaling (%q, llama3 %v) at once", p.RopeScaling, p.Llama3Rope != nil)
+		case !(r.Factor > 0) || r.OriginalContext <= 0 || !(r.BetaFast > 0) || !(r.BetaSlow > 0):
+			return fail("YaRN needs a positive factor, original context and betas, not %+v", *r)
+		}
 	}
 	if r := p.Llama3Rope; r != nil {
 		switch {

@@ -36,10 +36,14 @@ const (
 
 // Standard deviations of the values that are not matrices: RMSNorm gains
 // spread around 1 so that a forward pass that drops one is visibly wrong,
-// and biases a fraction of a unit-variance activation.
+// biases a fraction of a unit-variance activation, and attention sinks of
+// the order of the attention logits they compete with (gpt-oss's trained
+// sinks are of order one), so that each takes a visible share of its
+// head's softmax.
 const (
 	normSigma = 0.1
 	biasSigma = 0.02
+	sinkSigma = 1
 )
 
 // poolKey names a pool: quantized blocks of one type for rows of one length
@@ -174,7 +178,8 @@ func (g *generator) fillMatrix(t Tensor, chunk, lo, hi int, dst []byte, scratch 
 	return nil
 }
 
-// fillVector writes the F32 data of a 1-D tensor of the given kind.
+// fillVector writes the F32 data of a tensor of the given kind that is not
+// a matrix: a vector, or a stack of them (gpt-oss's experts' biases).
 func (g *generator) fillVector(p Preset, t Tensor, kind tensorKind, dst []byte) {
 	vals := make([]float32, elements(t.Shape))
 	switch kind {
@@ -182,6 +187,8 @@ func (g *generator) fillVector(p Preset, t Tensor, kind tensorKind, dst []byte) 
 		normals(g.rng(t.Name, 0), vals, 1, normSigma)
 	case kindBias:
 		normals(g.rng(t.Name, 0), vals, 0, biasSigma)
+	case kindSink:
+		normals(g.rng(t.Name, 0), vals, 0, sinkSigma)
 	case kindRopeFreqs:
 		if p.ProportionalRope > 0 {
 			vals = proportionalRopeFreqs(p)

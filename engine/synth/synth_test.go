@@ -92,7 +92,7 @@ func TestPresetsAreValid(t *testing.T) {
 	}
 	for _, name := range []string{"llama-3.2-1b", "llama-3.1-8b", "gemma-3-1b", "gemma-2-2b", "qwen2.5-0.5b", "qwen3-4b", "qwen3-30b-a3b", "phi-3-mini",
 		"gemma-4-26b-a4b", "tiny-llama", "tiny-gemma", "tiny-gemma2", "tiny-gemma3", "tiny-qwen2", "tiny-qwen3", "tiny-qwen3moe",
-		"tiny-gemma4moe", "tiny-phi3"} {
+		"tiny-gemma4moe", "tiny-phi3", "gpt-oss-20b", "tiny-gpt-oss"} {
 		if !seen[name] {
 			t.Errorf("no preset %q", name)
 		}
@@ -193,6 +193,34 @@ func TestPresetShapes(t *testing.T) {
 		{"gemma-4-26b-a4b", "per_layer_token_embd.weight", nil},
 		{"gemma-4-26b-a4b", "rope_freqs.weight", []uint64{256}},
 		{"gemma-4-26b-a4b", "output.weight", nil},
+		// llama.cpp's create_tensor shapes for LLM_ARCH_OPENAI_MOE: q
+		// {n_embd, n_head·n_rot}, the sinks {n_head}, the router and its
+		// bias, the experts [n_embd, n_ff_exp, n_expert] and [n_ff_exp,
+		// n_embd, n_expert] and their biases {n_ff_exp, n_expert} and
+		// {n_embd, n_expert}; post_attention_norm is the feed-forward's
+		// pre-norm, and there is no ffn_norm.
+		{"gpt-oss-20b", "blk.0.attn_q.weight", []uint64{2880, 4096}},
+		{"gpt-oss-20b", "blk.0.attn_q.bias", []uint64{4096}},
+		{"gpt-oss-20b", "blk.0.attn_k.weight", []uint64{2880, 512}},
+		{"gpt-oss-20b", "blk.0.attn_output.weight", []uint64{4096, 2880}},
+		{"gpt-oss-20b", "blk.0.attn_output.bias", []uint64{2880}},
+		{"gpt-oss-20b", "blk.0.attn_sinks.weight", []uint64{64}},
+		{"gpt-oss-20b", "blk.0.post_attention_norm.weight", []uint64{2880}},
+		{"gpt-oss-20b", "blk.0.ffn_norm.weight", nil},
+		{"gpt-oss-20b", "blk.23.ffn_gate_inp.weight", []uint64{2880, 32}},
+		{"gpt-oss-20b", "blk.23.ffn_gate_inp.bias", []uint64{32}},
+		{"gpt-oss-20b", "blk.0.ffn_gate_exps.weight", []uint64{2880, 2880, 32}},
+		{"gpt-oss-20b", "blk.0.ffn_gate_exps.bias", []uint64{2880, 32}},
+		{"gpt-oss-20b", "blk.0.ffn_up_exps.bias", []uint64{2880, 32}},
+		{"gpt-oss-20b", "blk.0.ffn_down_exps.weight", []uint64{2880, 2880, 32}},
+		{"gpt-oss-20b", "blk.0.ffn_down_exps.bias", []uint64{2880, 32}},
+		{"gpt-oss-20b", "blk.0.ffn_gate.weight", nil},
+		{"gpt-oss-20b", "output.weight", []uint64{2880, 201088}},
+		{"gpt-oss-20b", "rope_freqs.weight", nil},
+		{"tiny-gpt-oss", "blk.3.ffn_gate_exps.weight", []uint64{128, 64, 8}},
+		{"tiny-gpt-oss", "blk.3.ffn_down_exps.weight", []uint64{64, 128, 8}},
+		{"tiny-gpt-oss", "blk.3.ffn_down_exps.bias", []uint64{128, 8}},
+		{"tiny-gpt-oss", "blk.3.attn_sinks.weight", []uint64{4}},
 	} {
 		p := mustPreset(t, c.preset)
 		i := slices.IndexFunc(p.tensors(), func(s tensorSpec) bool { return s.name == c.tensor })
@@ -226,6 +254,11 @@ func TestPresetShapes(t *testing.T) {
 		}
 		if p.HasPostNorms() {
 			per += 2
+		}
+		if p.Arch == "gpt-oss" {
+			// The output projection's bias, the sinks, the router's
+			// bias and the experts' three.
+			per += 6
 		}
 		want := p.Layers*per + 2
 		if !p.TiedEmbeddings {
@@ -312,6 +345,56 @@ func TestGemma426BCounts(t *testing.T) {
 	}
 }
 
+// TestGPTOSS20BCounts checks the gpt-oss-20b preset against its model
+// card: 20.91B weights, of which 3.61B are used a token (4 of the 32
+// experts, and of the two vocabulary tables the output head only: the
+// card's count, which gives gpt-oss-120b's 5.13B too). Every weight of
+// the file is the model's.
+func TestGPTOSS20BCounts(t *testing.T) {
+	p := mustPreset(t, "gpt-oss-20b")
+	var experts uint64
+	for _, s := range p.tensors() {
+		if strings.Contains(s.name, "_exps.") {
+			experts += elements(s.shape)
+		}
+	}
+	total := p.ParamCount()
+	active := total - experts + experts*uint64(p.ExpertsUsed)/uint64(p.Experts) - uint64(p.Vocab*p.Hidden)
+	if got := math.Round(float64(total)/1e7) / 100; got != 20.91 {
+		t.Errorf("%d weights (%.2fB), want 20.91B", total, got)
+	}
+	if got := math.Round(float64(active)/1e7) / 100; got != 3.61 {
+		t.Errorf("%d weights used a token (%.2fB), want 3.61B", active, got)
+	}
+}
+
+// TestGPTOSS20BAtMXFP4MOE plans gpt-oss-20b at MXFP4_MOE, the mix of the
+// GGUF ggml-org publishes (gpt-oss-20b-mxfp4.gguf, 12.1 GB): the 72 expert
+// stacks MXFP4, the 98 other matrices (the two vocabulary tables and each
+// layer's q, k, v and o) Q8_0, and the 289 vectors and stacks of them
+// (norms, biases, sinks) and the routers F32.
+func TestGPTOSS20BAtMXFP4MOE(t *testing.T) {
+	l, err := Plan(mustPreset(t, "gpt-oss-20b"), Options{Quant: "MXFP4_MOE"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	types := map[gguf.Type]int{}
+	for _, tt := range l.Tensors {
+		types[tt.Type]++
+		stack := strings.HasSuffix(tt.Name, "_exps.weight")
+		if stack != (tt.Type == gguf.TypeMXFP4) {
+			t.Errorf("%s is %v", tt.Name, tt.Type)
+		}
+	}
+	want := map[gguf.Type]int{gguf.TypeF32: 289, gguf.TypeQ8_0: 98, gguf.TypeMXFP4: 72}
+	if fmt.Sprint(types) != fmt.Sprint(want) {
+		t.Errorf("types %v, want %v", types, want)
+	}
+	if l.TensorBytes < 12_090_000_000 || l.TensorBytes > 12_100_000_000 {
+		t.Errorf("tensor data %d bytes, want the 12.1 GB of the published file", l.TensorBytes)
+	}
+}
+
 // TestGemma426BAtQ4KM plans the 26B-A4B preset at Q4_K_M and records the
 // mix llama-quantize's rules give it: the experts' down rows (704) and
 // the dense down's (2112) fit no 256-block, so Q4_K falls back to Q5_0
@@ -378,6 +461,17 @@ func TestValidateRejects(t *testing.T) {
 		{"llama3 rope factors", func(p *Preset) {
 			p.Llama3Rope = &Llama3Rope{Factor: 8, LowFreqFactor: 4, HighFreqFactor: 1, OriginalContext: 8192}
 		}, "low_freq_factor < high_freq_factor"},
+		{"yarn beside llama3", func(p *Preset) {
+			p.YaRN = &YaRNRope{Factor: 4, BetaFast: 32, BetaSlow: 1, OriginalContext: 512}
+		}, "YaRN and another RoPE scaling"},
+		{"yarn without its original context", func(p *Preset) {
+			*p = mustPreset(t, "tiny-gpt-oss")
+			p.YaRN = &YaRNRope{Factor: 4, BetaFast: 32, BetaSlow: 1}
+		}, "YaRN needs a positive factor, original context and betas"},
+		{"gpt-oss without a window", func(p *Preset) {
+			*p = mustPreset(t, "tiny-gpt-oss")
+			p.SlidingWindow = 0
+		}, "gpt-oss needs a sliding window"},
 		{"softcap", func(p *Preset) { p.AttnSoftcap = 50 }, "soft-capping is Gemma 2's"},
 		{"gemma4 fields elsewhere", func(p *Preset) { p.SharedKVLayers = 1 }, "are Gemma 4's"},
 		{"gemma4 sharing past the layers", func(p *Preset) {
@@ -588,7 +682,19 @@ func checkKeys(t *testing.T, f *gguf.File, p Preset) {
 	opt(a+"attention.scale", 1/math.Sqrt(float64(p.QueryPreAttnScalar)), p.Arch == "gemma2" || p.Arch == "gemma3")
 	opt(a+"attn_logit_softcapping", p.AttnSoftcap, p.Arch == "gemma2")
 	opt(a+"final_logit_softcapping", p.FinalSoftcap, p.Arch == "gemma2" || p.gemmaNew())
-	opt(a+"rope.scaling.factor", p.RopeScalingFactor, p.RopeScaling != "")
+	if y := p.YaRN; y != nil {
+		opt(a+"rope.scaling.factor", y.Factor, true)
+		opt(a+"rope.scaling.yarn_beta_fast", y.BetaFast, true)
+		opt(a+"rope.scaling.yarn_beta_slow", y.BetaSlow, true)
+		if got, err := f.Uint32(a + "rope.scaling.original_context_length"); err != nil || int(got) != y.OriginalContext {
+			t.Errorf("rope.scaling.original_context_length = %d (%v), want %d", got, err, y.OriginalContext)
+		}
+		if got, _ := f.String(a + "rope.scaling.type"); got != "yarn" {
+			t.Errorf("rope.scaling.type = %q, want yarn", got)
+		}
+	} else {
+		opt(a+"rope.scaling.factor", p.RopeScalingFactor, p.RopeScaling != "")
+	}
 	for key, want := range floats {
 		// The file holds FLOAT32: compare at its precision.
 		if got, err := f.Float32(key); err != nil || got != float32(want) {
@@ -693,7 +799,7 @@ func checkTokenizer(t *testing.T, f *gguf.File, p Preset) {
 // writing a model): exactly the vocabulary size, the specials in place,
 // the rest reserved.
 func TestRealSizeVocab(t *testing.T) {
-	for _, name := range []string{"llama-3.1-8b", "gemma-3-1b"} { // a BPE and a SentencePiece one
+	for _, name := range []string{"llama-3.1-8b", "gemma-3-1b", "gpt-oss-20b"} { // BPE, SentencePiece, BPE with its specials last
 		p := mustPreset(t, name)
 		v, err := buildVocab(p)
 		if err != nil {
@@ -990,11 +1096,112 @@ func TestGemma4MoEPreset(t *testing.T) {
 	}
 }
 
+// TestGPTOSSPreset writes the gpt-oss test preset at several mixes and
+// checks what engine/model will read: the expert keys and the mixture
+// engine/arch makes of them (gpt-oss's unit, a softmax among the chosen),
+// the even layers sliding, YaRN; the experts stacked [cols, rows,
+// experts] with every expert's values N(0, 1/cols), MXFP4 at MXFP4_MOE
+// and fallen back to 32-blocks at the K-quants (rows of 128 and 64); the
+// router, its bias, the sinks and the stacks of biases ([rows, experts])
+// F32 at every mix, the sinks of order one and the biases small.
+func TestGPTOSSPreset(t *testing.T) {
+	p := mustPreset(t, "tiny-gpt-oss")
+	for _, q := range []string{"Q4_K_M", "Q8_0", "MXFP4_MOE", "F16"} {
+		t.Run(q, func(t *testing.T) {
+			o := Options{Quant: q, Seed: 9}
+			l, err := Plan(p, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, _ := writeModel(t, p, o)
+			for i, ti := range f.Tensors() {
+				want := l.Tensors[i]
+				if ti.Name != want.Name || ti.Type != want.Type || !slices.Equal(ti.Shape, want.Shape) {
+					t.Errorf("tensor %d: %s %v %v, planned %s %v %v", i, ti.Name, ti.Type, ti.Shape, want.Name, want.Type, want.Shape)
+				}
+				stack := strings.HasSuffix(ti.Name, "_exps.weight")
+				kept := strings.HasSuffix(ti.Name, ".bias") || strings.Contains(ti.Name, "gate_inp") || strings.Contains(ti.Name, "sinks")
+				switch {
+				case kept && ti.Type != gguf.TypeF32:
+					t.Errorf("%s is %v, want F32", ti.Name, ti.Type)
+				case stack && q == "MXFP4_MOE" && ti.Type != gguf.TypeMXFP4:
+					t.Errorf("%s is %v, want MXFP4", ti.Name, ti.Type)
+				case !stack && ti.Type == gguf.TypeMXFP4:
+					t.Errorf("%s is MXFP4, which MXFP4_MOE gives the expert stacks only", ti.Name)
+				case stack && strings.Contains(q, "_K") && (!want.Fallback || ti.Type.BlockSize() != 32):
+					t.Errorf("%s is %v (%s), want a fallback to a 32-block type", ti.Name, ti.Type, want.Note)
+				}
+			}
+			for _, c := range []struct {
+				name       string
+				rows, cols uint64
+			}{
+				{"blk.3.ffn_gate_exps.weight", 64, 128},
+				{"blk.3.ffn_up_exps.weight", 64, 128},
+				{"blk.3.ffn_down_exps.weight", 128, 64},
+			} {
+				vals, ti := dequantized(t, f, c.name)
+				if !slices.Equal(ti.Shape, []uint64{c.cols, c.rows, 8}) {
+					t.Fatalf("%s: shape %v, want [%d %d 8]", c.name, ti.Shape, c.cols, c.rows)
+				}
+				want := 1 / math.Sqrt(float64(c.cols))
+				per := int(c.rows * c.cols)
+				for e := range 8 {
+					if m, s := meanStd(vals[e*per : (e+1)*per]); math.Abs(m) > 0.05*want || math.Abs(s/want-1) > 0.15 {
+						t.Errorf("%s expert %d: mean %.4f std %.4f, want 0 and %.4f", c.name, e, m, s, want)
+					}
+				}
+			}
+			for _, c := range []struct {
+				name  string
+				shape []uint64
+				sigma float64
+			}{
+				{"blk.1.attn_sinks.weight", []uint64{4}, sinkSigma},
+				{"blk.1.ffn_gate_exps.bias", []uint64{64, 8}, biasSigma},
+				{"blk.1.ffn_down_exps.bias", []uint64{128, 8}, biasSigma},
+				{"blk.1.ffn_gate_inp.bias", []uint64{8}, biasSigma},
+				{"blk.1.attn_output.bias", []uint64{128}, biasSigma},
+			} {
+				vals, ti := dequantized(t, f, c.name)
+				if !slices.Equal(ti.Shape, c.shape) {
+					t.Errorf("%s: shape %v, want %v", c.name, ti.Shape, c.shape)
+				}
+				// Every value within 5σ, not all 0, and the std of the
+				// larger ones within 15% of σ (the 4 sinks are too few).
+				if m, s := meanStd(vals); slices.ContainsFunc(vals, func(v float32) bool { return math.Abs(float64(v)) > 5*c.sigma }) ||
+					len(vals) > 64 && math.Abs(s/c.sigma-1) > 0.15 || s == 0 {
+					t.Errorf("%s: mean %.4f std %.4f, want 0 and %v", c.name, m, s, c.sigma)
+				}
+			}
+			c, err := arch.ReadConfig(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Vocab = p.Vocab
+			if err := c.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			if e := c.MoE; e == nil || e.Experts != 8 || e.Used != 3 || e.FF != 64 || !e.OAI || !e.Renorm || e.Sigmoid || c.FF != 64 {
+				t.Errorf("MoE %+v, want 8 experts of 64, 3 used, gpt-oss's unit, softmax among the chosen", e)
+			}
+			for l, want := range []bool{true, false, true, false} {
+				if c.Sliding(l) != want || c.Window(l) != map[bool]int{true: 16}[want] {
+					t.Errorf("layer %d: sliding %v window %d", l, c.Sliding(l), c.Window(l))
+				}
+			}
+			if y := c.YaRN; y == nil || y.Factor != 4 || y.BetaFast != 32 || y.BetaSlow != 1 || c.RopeOrigContext != 512 || !c.NeoX || !c.QKVBias {
+				t.Errorf("YaRN %+v over %d, NeoX %v, QKVBias %v", y, c.RopeOrigContext, c.NeoX, c.QKVBias)
+			}
+		})
+	}
+}
+
 // TestStandInPlansAsTheRealFile checks planTypes' premise: a full-size
 // model file and the stand-in Plan builds get the same types from
 // gguf.PlanRequantize.
 func TestStandInPlansAsTheRealFile(t *testing.T) {
-	for _, name := range []string{"tiny-llama", "tiny-qwen2", "tiny-phi3", "tiny-gemma3", "tiny-qwen3moe", "tiny-gemma4moe"} {
+	for _, name := range []string{"tiny-llama", "tiny-qwen2", "tiny-phi3", "tiny-gemma3", "tiny-qwen3moe", "tiny-gemma4moe", "tiny-gpt-oss"} {
 		p := mustPreset(t, name)
 		full, _ := writeModel(t, p, Options{Quant: "F32"})
 		f32, err := Plan(p, Options{Quant: "F32"})

@@ -14,6 +14,7 @@ const (
 	kindNorm                        // RMSNorm gains around 1, F32
 	kindBias                        // small, F32
 	kindRopeFreqs                   // Llama 3's RoPE factors, F32
+	kindSink                        // attention sinks: logits of order one, F32
 )
 
 // tensorSpec is one tensor of a preset: its GGUF name, ggml shape
@@ -44,8 +45,9 @@ func (p Preset) tensors() []tensorSpec {
 		return ts
 	}
 	// A layer tensor is the scale of Gemma 4's layer output, drawn as a
-	// norm gain is: around 1.
-	kinds := map[arch.Kind]tensorKind{arch.Matrix: kindMatrix, arch.Norm: kindNorm, arch.Bias: kindBias, arch.Scalar: kindNorm}
+	// norm gain is: around 1. A stack of biases (gpt-oss's experts') is
+	// drawn as biases are, a row an expert.
+	kinds := map[arch.Kind]tensorKind{arch.Matrix: kindMatrix, arch.Norm: kindNorm, arch.Bias: kindBias, arch.Scalar: kindNorm, arch.Sink: kindSink}
 	// ggml's shape is innermost first: [cols, rows].
 	ne := func(shape []int64) []uint64 {
 		out := make([]uint64, len(shape))

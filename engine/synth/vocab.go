@@ -12,6 +12,12 @@ import (
 	"github.com/hearthstudio/hearth/engine/tokenizer"
 )
 
+// harmonyTemplate is the chat template of the gpt-oss family: harmony's
+// turns, which engine/chat has no built-in of.
+//
+//go:embed harmony.jinja
+var harmonyTemplate string
+
 // corpus is the text the merges are learned from: a few KB of plain English
 // prose written for this package, with digits, punctuation, a list and a
 // few non-ASCII characters, so that every kind of pre-tokenizer split
@@ -33,10 +39,12 @@ type family struct {
 	bos, eos, eot, unk, pad string
 	addBOS                  bool
 	addSpacePrefix          bool // SentencePiece's add_dummy_prefix
-	template                string
+	// template names engine/chat's built-in template of the family;
+	// templateSource is the template itself where engine/chat has none.
+	template, templateSource string
 }
 
-const familyNames = "llama3, qwen, gemma, phi3"
+const familyNames = "llama3, qwen, gemma, phi3, gpt-oss"
 
 // familyOf is the tokenizer family called name. The special tokens and
 // flags are those of the real models' GGUF files; their ids differ.
@@ -75,6 +83,20 @@ func familyOf(name string) (family, bool) {
 			tail:  []string{"<|endoftext|>", "<|assistant|>", "<|system|>", "<|end|>", "<|user|>"},
 			bos:   "<s>", eos: "<|endoftext|>", eot: "<|end|>", unk: "<unk>",
 			addSpacePrefix: true, template: "phi3",
+		}, true
+	case "gpt-oss":
+		// o200k_harmony's special tokens after the learned ones (ids
+		// 199998 and up in the real vocabulary, the reserved ones among
+		// them left out), and its pre-tokenizer, gpt-4o's. <|return|>
+		// ends the assistant's final message and is the EOS; <|end|>
+		// ends every message, the EOT llama.cpp's loader finds by its
+		// text. No BOS is added.
+		return family{
+			model: tokenizer.ModelBPE, pre: "gpt-4o",
+			tail: []string{"<|startoftext|>", "<|endoftext|>", "<|return|>", "<|constrain|>", "<|channel|>",
+				"<|start|>", "<|end|>", "<|message|>", "<|call|>"},
+			bos: "<|startoftext|>", eos: "<|return|>", eot: "<|end|>", pad: "<|endoftext|>",
+			template: "harmony", templateSource: harmonyTemplate,
 		}, true
 	}
 	return family{}, false

@@ -61,7 +61,8 @@ func WriteFile(path string, p Preset, o Options) error {
 }
 
 // chunk is one piece of a tensor's data: rows [lo, hi) of tensor index, or
-// the whole of a 1-D tensor. A worker fills buf and closes done.
+// the whole of a tensor that is not a matrix. A worker fills buf and
+// closes done.
 type chunk struct {
 	index  int // tensor
 	n      int // chunk number within the tensor
@@ -75,7 +76,9 @@ type chunk struct {
 // chunks splits tensor i of l into the pieces workers make.
 func (l *Layout) chunks(i int, emit func(*chunk) bool) bool {
 	t := l.Tensors[i]
-	if len(t.Shape) < 2 {
+	if len(t.Shape) < 2 || l.specs[i].kind != kindMatrix {
+		// A vector, or a stack of them (gpt-oss's experts' biases: a
+		// few hundred KB at most), drawn in one piece.
 		return emit(&chunk{index: i, hi: 1, size: int(t.Size), done: make(chan struct{})})
 	}
 	cols := int(t.Shape[0])

@@ -26,7 +26,17 @@ head of 32 against two of 16), and in every layer a dense GeGLU of 96
 beside a mixture of 8 GeGLU experts of 64 of which 3 are chosen by a
 router on its own norm of the stream, renormalised and scaled per expert,
 each half through a norm of its own; no per-layer embeddings, no KV
-sharing) it builds a tiny model
+sharing; and gptoss, gpt-oss: 4 layers, sliding (window 8) and full in
+turn, 4 heads of 32 (128 wide against a width of 64) on 2 KV heads with
+biases on q, k, v and o and a learned sink per head in each softmax,
+YaRN RoPE (factor 4 over an original context of 16, base 150000, the
+ramp's ends floored and ceiled: truncate true, as llama.cpp computes it;
+the released config's truncate false is what GGUF cannot say), and in
+every layer a router with a bias whose softmax over its best 3 logits
+weighs 3 of 8 experts of 64, each gate_up_proj [8, 64, 128] with gate and
+up interleaved (even and odd columns) and a bias, gpt-oss's unit (gate
+clamped above at 7, up to +-7, gate * sigmoid(1.702 gate) * (up + 1)),
+down_proj [8, 64, 64] and a bias) it builds a tiny model
 from a config
 (hidden 64, 4 heads, 2 KV heads, head_dim 16, ff 128, 2-6 layers, a vocab
 of 331-509 that is no multiple of 32), fills every weight from a fixed seed
@@ -130,6 +140,25 @@ reversed each change the logits, while a v_proj equal to k_proj changes
 none (so the full layers' values are k_proj's output);
 checks.router_min_gap records the smallest routing lead, at router.proj's
 output.
+
+gpt-oss (GPT-OSS CHECKS): the built and the reloaded model have in every
+layer q, k, v and o with biases, 4 sinks, the window on the even layers
+only, a router of 8 rows with a bias choosing 3, and the experts in
+transformers' layout (gate_up_proj [8, 64, 128] and its bias [8, 128],
+down_proj [8, 64, 64] and its bias [8, 64]) with the clamp at 7;
+config.json holds num_local_experts, num_experts_per_tok,
+intermediate_size, swiglu_limit 7, layer_types alternating from a
+sliding layer and a yarn RoPE that is not truncate false (what an
+importer reads or refuses); model.safetensors is all f16 with those
+tensors under those names and no MXFP4 blocks; the clamp cuts some of
+the gate and up values the chosen experts compute (checks.clamped
+records the shares); removing the sinks (-1e4) and zeroing them, zeroing
+the q/k/v biases, the o_proj bias, the router's bias, the experts'
+gate_up bias and down bias, lifting the clamp, swapping gate and up (the
+even and odd columns), reading gate_up_proj's halves as its interleaved
+columns and using all 8 experts each change the logits;
+checks.router_min_gap records the smallest routing lead, at the
+router's output (bias included).
 
 Usage: python3 make_fixtures.py OUTDIR [FAMILY...]
 writes OUTDIR/FAMILY/{config.json, generation_config.json,
@@ -235,13 +264,18 @@ GEMMA4_VOCAB, GEMMA4_GLOBAL_HEAD_DIM, GEMMA4_PLE_DIM = 457, 32, 8
 MOE_EXPERTS, MOE_USED, MOE_FF, MOE_HEAD_DIM = 8, 3, 64, 32
 # The transformers model types whose layers are mixtures of experts (and
 # Gemma 4's with enable_moe_block: see is_moe).
-MOE_MODEL_TYPES = ("qwen3_moe",)
+MOE_MODEL_TYPES = ("qwen3_moe", "gpt_oss")
 # Gemma 4 MoE's: its vocabulary, the full layers' KV heads
 # (num_global_key_value_heads) and the dense MLP's width (96: neither the
 # experts' 64 nor the gate_up stack's 128). The experts, how many are
 # chosen and their width are Qwen 3 MoE's (MOE_EXPERTS, MOE_USED,
 # MOE_FF), the head dims Gemma 4's (HEAD_DIM, GEMMA4_GLOBAL_HEAD_DIM).
 GEMMA4MOE_VOCAB, GEMMA4MOE_GLOBAL_KV_HEADS, GEMMA4MOE_FF = 421, 1, 96
+# gpt-oss's: its vocabulary and the clamp of its experts' unit
+# (swiglu_limit, which transformers' eager experts hard-code). The experts,
+# how many are chosen, their width and the head dim are Qwen 3 MoE's
+# (MOE_EXPERTS, MOE_USED, MOE_FF, MOE_HEAD_DIM).
+GPTOSS_VOCAB, GPTOSS_LIMIT = 443, 7.0
 
 # Shapes shared by every family, as each config class names them.
 COMMON = dict(
@@ -729,6 +763,72 @@ FAMILIES = {
         weight_std={"router.proj.weight": 1.2},
         layer_scalars=[0.8125, 1.375, 0.5625, 1.1875, 0.6875, 1.5],
     ),
+    # GPT-OSS (GptOssForCausalLM, gpt_oss; llama.cpp's gpt-oss,
+    # LLM_ARCH_OPENAI_MOE). Added last so that the families above keep
+    # their seeds. gpt-oss-20b's layer at this size: sliding (window 8,
+    # shorter than the prompt) and full layers in turn, as transformers'
+    # default layer_types and llama.cpp's period of 2 have them; heads of
+    # 32 (q 128 wide against 64), biases on q, k, v and o
+    # (attention_bias, which GptOssConfig sets whatever it is given), a
+    # sink per head; NeoX RoPE with YaRN over an original context of 16
+    # (factor 4 = max_position_embeddings / original, as qwen2_yarn's):
+    # with base 150000 and 16 pairs the ramp from beta_fast 32 to
+    # beta_slow 1 rotations runs over pairs 0-2, pair 1 a half-and-half
+    # blend. truncate is true: the released config's false (the ramp's
+    # ends left fractional) is not what llama.cpp, or an imported GGUF,
+    # computes. In every layer the router (with its bias) scores the 8
+    # experts, the softmax of its best 3 logits weighs them, and each is
+    # gpt-oss's unit over gate_up_proj's interleaved halves with biases.
+    # Untied, as the real models; no TIED SPREADS.
+    "gptoss": dict(
+        model_type="gpt_oss",
+        vocab=GPTOSS_VOCAB,
+        window=8,
+        moe=True,
+        rope_check=True,
+        config=dict(
+            num_hidden_layers=4,
+            layer_types=["sliding_attention", "full_attention"] * 2,
+            sliding_window=8,
+            head_dim=MOE_HEAD_DIM,
+            num_local_experts=MOE_EXPERTS,
+            num_experts_per_tok=MOE_USED,
+            intermediate_size=MOE_FF,
+            swiglu_limit=GPTOSS_LIMIT,
+            attention_bias=True,
+            rms_norm_eps=1e-5,
+            tie_word_embeddings=False,
+            output_router_logits=False,
+            max_position_embeddings=64,
+            rope_parameters=dict(
+                rope_type="yarn",
+                rope_theta=150000.0,
+                factor=4.0,
+                beta_fast=32.0,
+                beta_slow=1.0,
+                original_max_position_embeddings=16,
+                truncate=True,
+            ),
+        ),
+        # The sinks are drawn N(0, 1), the size of the attention logits
+        # they compete with (gpt-oss's trained sinks are of order one):
+        # at the default bias spread (0.2) each would take a share of its
+        # softmax too small to test much.
+        spread=dict(sinks=1.0),
+        # CLAMP SPREAD. With the default std 0.15 gate_up_proj's outputs
+        # (unit-RMS input, 64 weights) spread by 1.2, and the clamp at 7
+        # would cut none of them (5.8 sigma). Std 0.4 spreads them by 3.2
+        # (with the bias's 0.5): some 1-2% of the gate values pass 7 and
+        # 2-3% of the up values pass +-7, over the ~600 (position, chosen
+        # expert) pairs of a layer thousands of values, so the clamp
+        # moves the logits (checks.clamped records the shares). The
+        # experts' biases get 0.5, so that zeroing either moves them too.
+        weight_std={
+            "mlp.experts.gate_up_proj": 0.4,
+            "mlp.experts.gate_up_proj_bias": 0.5,
+            "mlp.experts.down_proj_bias": 0.5,
+        },
+    ),
 }
 
 SEEDS = {name: 1000 * (i + 1) for i, name in enumerate(FAMILIES)}
@@ -845,6 +945,7 @@ POST_NORMS = ("post_attention_layernorm.weight", "post_feedforward_layernorm.wei
 FINAL_NORM = "model.norm.weight"
 POST_PLE_NORM = "post_per_layer_input_norm.weight"  # Gemma 4
 PLE_EMBED = "model.embed_tokens_per_layer.weight"  # Gemma 4
+SINKS = "self_attn.sinks"  # gpt-oss's attention sinks, a logit per head
 # Gemma 4's router gains, parameters without "norm" in their names: the
 # per-dimension scale of the router's input and each expert's weight scale.
 ROUTER_GAINS = ("router.scale", "router.per_expert_scale")
@@ -860,8 +961,9 @@ def fill_weights(model, gemma_norms, seed, spread=None, weight_std=None):
     Gemma 4 stores plain gains; its router's scale and per_expert_scale are
     drawn as gains too), so a missing or doubled +1, or a norm left
     out, moves every logit. spread (TIED SPREADS) raises the std of the
-    output projections and the gains of the post-block and final norms; it
-    only scales, so the generator draws the same numbers whatever it says.
+    output projections and the gains of the post-block and final norms
+    (and sets gpt-oss's sinks'); it only scales, so the generator draws
+    the same numbers whatever it says.
     Buffers (Gemma 4's layer_scalar) are not drawn here: see seeded_model."""
     spread = spread or {}
     weight_std = weight_std or {}
@@ -874,7 +976,8 @@ def fill_weights(model, gemma_norms, seed, spread=None, weight_std=None):
     post_gain = spread.get("post_norm", 1.0)
     post_ple_gain = spread.get("post_ple_norm", 1.0)
     final_gain = spread.get("final_norm", 1.0)
-    hit = {"out_proj": 0, "post_norm": 0, "post_ffw": 0, "final_norm": 0, "post_ple_norm": 0, "ple_embed": 0, "weight_std": 0}
+    sink_std = spread.get("sinks", 0.2)
+    hit = {"out_proj": 0, "post_norm": 0, "post_ffw": 0, "final_norm": 0, "post_ple_norm": 0, "ple_embed": 0, "weight_std": 0, "sinks": 0}
     seen = set()
     with torch.no_grad():
         for name, p in model.named_parameters(remove_duplicate=True):
@@ -898,6 +1001,9 @@ def fill_weights(model, gemma_norms, seed, spread=None, weight_std=None):
                 v = (gain - 1.0 if gemma_norms else gain) + 0.2 * r
             elif p.dim() == 1 and name.endswith(ROUTER_GAINS):
                 v = 1.0 + 0.2 * r  # gains around 1, as the norms'
+            elif p.dim() == 1 and name.endswith(SINKS):
+                v = sink_std * r
+                hit["sinks"] += 1
             elif p.dim() == 1:  # biases (qwen2's q/k/v)
                 v = 0.2 * r
             elif name == PLE_EMBED:
@@ -934,6 +1040,8 @@ def fill_weights(model, gemma_norms, seed, spread=None, weight_std=None):
         raise RuntimeError(f"spread post_ple_norm: {POST_PLE_NORM} matched {hit['post_ple_norm']} times, want {layers}")
     if weight_std and hit["weight_std"] != len(weight_std) * layers:
         raise RuntimeError(f"weight_std: matched {hit['weight_std']} weights, want {len(weight_std)} per layer of {layers}")
+    if "sinks" in spread and hit["sinks"] != layers:
+        raise RuntimeError(f"spread sinks: {SINKS} matched {hit['sinks']} times, want {layers}")
     if "ple_embed" in spread and hit["ple_embed"] != 1:
         raise RuntimeError(f"spread ple_embed: {PLE_EMBED} matched {hit['ple_embed']} times")
     # The f16 file must hold these weights exactly.
@@ -1947,6 +2055,247 @@ def gemma4moe_checks(saved, ids, out, fam):
     return notes
 
 
+# GPT-OSS CHECKS. transformers keeps gpt-oss's experts in one layout in
+# every version read (GptOssExperts: gate_up_proj [E, hidden, 2*ff], gate
+# and up interleaved, in-features first); what differs between versions
+# (the router's return values, where the sliding window is kept) these
+# read from the model's weights and their own hooks.
+
+
+def gptoss_structure(model):
+    """Fails unless the built model is the gpt-oss wanted: per layer q, k,
+    v and o of MOE_HEAD_DIM heads with biases, HEADS sinks, the window on
+    the sliding layers only (where self_attn.sliding_window exists), a
+    router of MOE_EXPERTS rows with a bias choosing MOE_USED, the experts
+    in transformers' layout with biases, and the clamp at GPTOSS_LIMIT and
+    the sigmoid's 1.702 (where the experts name them)."""
+    c = FAMILIES["gptoss"]["config"]
+    E, F, HD = MOE_EXPERTS, MOE_FF, MOE_HEAD_DIM
+    problems = []
+    missing = object()
+
+    def want(what, got, exp):
+        if got is not missing and got != exp:
+            problems.append(f"{what}: {got!r}, want {exp!r}")
+
+    def shape(mod, attr="weight"):
+        t = getattr(mod, attr, None) if mod is not None else None
+        return tuple(t.shape) if isinstance(t, torch.Tensor) else None
+
+    layers = model.model.layers
+    want("layers", len(layers), c["num_hidden_layers"])
+    for i, layer in enumerate(layers):
+        attn, mlp = layer.self_attn, layer.mlp
+        t = c["layer_types"][i]
+        pre = f"layer {i} ({t})"
+        for n, rows, cols in (("q_proj", HEADS * HD, HIDDEN), ("k_proj", KV_HEADS * HD, HIDDEN), ("v_proj", KV_HEADS * HD, HIDDEN), ("o_proj", HIDDEN, HEADS * HD)):
+            lin = getattr(attn, n)
+            want(f"{pre} {n}", shape(lin), (rows, cols))
+            want(f"{pre} {n}.bias", shape(lin, "bias"), (rows,))
+        want(f"{pre} sinks", shape(attn, "sinks"), (HEADS,))
+        want(f"{pre} self_attn.sliding_window", getattr(attn, "sliding_window", missing), c["sliding_window"] if t == "sliding_attention" else None)
+        router, experts = getattr(mlp, "router", None), getattr(mlp, "experts", None)
+        want(f"{pre} router", shape(router), (E, HIDDEN))
+        want(f"{pre} router.bias", shape(router, "bias"), (E,))
+        want(f"{pre} router.top_k", getattr(router, "top_k", missing), MOE_USED)
+        want(f"{pre} experts.gate_up_proj", shape(experts, "gate_up_proj"), (E, HIDDEN, 2 * F))
+        want(f"{pre} experts.gate_up_proj_bias", shape(experts, "gate_up_proj_bias"), (E, 2 * F))
+        want(f"{pre} experts.down_proj", shape(experts, "down_proj"), (E, F, HIDDEN))
+        want(f"{pre} experts.down_proj_bias", shape(experts, "down_proj_bias"), (E, HIDDEN))
+        want(f"{pre} experts.limit", getattr(experts, "limit", missing), GPTOSS_LIMIT)
+        want(f"{pre} experts.alpha", getattr(experts, "alpha", missing), 1.702)
+    want("layer_types", list(getattr(model.config, "layer_types", None) or []), c["layer_types"])
+    if problems:
+        raise RuntimeError("gptoss: the built model is not the one wanted:\n  " + "\n  ".join(problems))
+
+
+def gptoss_saved_checks(out):
+    """Fails unless config.json holds the keys an importer reads (and
+    refuses otherwise) and model.safetensors is all f16 with every layer's
+    tensors under transformers' names and shapes, the experts dense (no
+    MXFP4 blocks or scales)."""
+    with open(os.path.join(out, "config.json"), encoding="utf-8") as f:
+        c = json.load(f)
+    fc = FAMILIES["gptoss"]["config"]
+    problems = []
+    for k, v in (
+        ("num_local_experts", MOE_EXPERTS),
+        ("num_experts_per_tok", MOE_USED),
+        ("intermediate_size", MOE_FF),
+        ("head_dim", MOE_HEAD_DIM),
+        ("sliding_window", fc["sliding_window"]),
+        ("layer_types", fc["layer_types"]),
+        ("swiglu_limit", GPTOSS_LIMIT),
+        ("attention_bias", True),
+    ):
+        if c.get(k) != v:
+            problems.append(f"config.json: {k} = {c.get(k)!r}, want {v!r}")
+    rope = c.get("rope_parameters") or c.get("rope_scaling") or {}
+    if rope.get("rope_type", rope.get("type")) != "yarn" or rope.get("truncate", True) is not True:
+        problems.append(f"config.json: RoPE {rope!r}, want yarn without truncate false")
+    path = os.path.join(out, "model.safetensors")
+    if not os.path.exists(path):
+        raise RuntimeError(f"gptoss: no {path} (sharded? files: {sorted(os.listdir(out))})")
+    header, _ = safetensors_header(path)
+    problems += [f"{k} is {v.get('dtype')}, not F16" for k, v in header.items() if v.get("dtype") != "F16"]
+    problems += [f"{k} saved: MXFP4 blocks wanted none" for k in sorted(header) if k.endswith(("_blocks", "_scales"))]
+
+    def shape_is(key, want):
+        if key not in header:
+            problems.append(f"{key} not saved")
+        elif header[key]["shape"] != list(want):
+            problems.append(f"{key}: shape {header[key]['shape']}, want {list(want)}")
+
+    E, F, HD = MOE_EXPERTS, MOE_FF, MOE_HEAD_DIM
+    for i in range(fc["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        for n, rows, cols in (("q_proj", HEADS * HD, HIDDEN), ("k_proj", KV_HEADS * HD, HIDDEN), ("v_proj", KV_HEADS * HD, HIDDEN), ("o_proj", HIDDEN, HEADS * HD)):
+            shape_is(f"{p}self_attn.{n}.weight", (rows, cols))
+            shape_is(f"{p}self_attn.{n}.bias", (rows,))
+        shape_is(p + "self_attn.sinks", (HEADS,))
+        shape_is(p + "input_layernorm.weight", (HIDDEN,))
+        shape_is(p + "post_attention_layernorm.weight", (HIDDEN,))
+        shape_is(p + "mlp.router.weight", (E, HIDDEN))
+        shape_is(p + "mlp.router.bias", (E,))
+        shape_is(p + "mlp.experts.gate_up_proj", (E, HIDDEN, 2 * F))
+        shape_is(p + "mlp.experts.gate_up_proj_bias", (E, 2 * F))
+        shape_is(p + "mlp.experts.down_proj", (E, F, HIDDEN))
+        shape_is(p + "mlp.experts.down_proj_bias", (E, HIDDEN))
+    if problems:
+        experts = sorted(k for k in header if ".experts." in k)[:6]
+        raise RuntimeError("gptoss: the saved folder:\n  " + "\n  ".join(problems) + f"\n(expert keys: {experts} ...)")
+
+
+@torch.no_grad()
+def gptoss_mlp_inputs(model, ids):
+    """Each layer's mixture input over ids (the post-attention norm's
+    output, which the router and the experts both read), as the forward
+    computes it, in float32 rows."""
+    inputs = []
+
+    def grab(mod, args, kwargs):
+        x = args[0] if args else kwargs["hidden_states"]
+        inputs.append(x.detach().float().reshape(-1, x.shape[-1]))
+
+    layers = model.model.layers
+    hooks = [layer.mlp.register_forward_pre_hook(grab, with_kwargs=True) for layer in layers]
+    try:
+        logits_of(model, ids)
+    finally:
+        for h in hooks:
+            h.remove()
+    if len(inputs) != len(layers):
+        raise RuntimeError(f"gptoss: {len(inputs)} mixture inputs for {len(layers)} layers")
+    return inputs
+
+
+def gptoss_router_logits(layer, x):
+    r = layer.mlp.router
+    return x @ r.weight.float().t() + r.bias.float()
+
+
+@torch.no_grad()
+def gptoss_router_min_gap(model, ids):
+    """router_min_gap for gpt-oss: its router's logits include its bias,
+    and the top-k of those logits (before the softmax of the chosen)
+    decides."""
+    gap = math.inf
+    for layer, x in zip(model.model.layers, gptoss_mlp_inputs(model, ids)):
+        top = torch.topk(gptoss_router_logits(layer, x), MOE_USED + 1, dim=-1).values
+        gap = min(gap, float((top[:, MOE_USED - 1] - top[:, MOE_USED]).min()))
+    return gap
+
+
+@torch.no_grad()
+def gptoss_clamped(model, ids):
+    """The shares of the gate values above GPTOSS_LIMIT and of the up
+    values beyond +-GPTOSS_LIMIT among those the chosen experts compute
+    over ids (before the clamp: x @ gate_up_proj + its bias)."""
+    gates = ups = total = 0
+    for layer, x in zip(model.model.layers, gptoss_mlp_inputs(model, ids)):
+        ex = layer.mlp.experts
+        chosen = torch.topk(gptoss_router_logits(layer, x), MOE_USED, dim=-1).indices
+        for e in range(MOE_EXPERTS):
+            rows = (chosen == e).any(dim=-1)
+            if not rows.any():
+                continue
+            gu = x[rows] @ ex.gate_up_proj[e].float() + ex.gate_up_proj_bias[e].float()
+            gates += int((gu[:, 0::2] > GPTOSS_LIMIT).sum())
+            ups += int((gu[:, 1::2].abs() > GPTOSS_LIMIT).sum())
+            total += gu.shape[0] * MOE_FF
+    return {"gate": gates / total, "up": ups / total, "values": total}
+
+
+def gptoss_checks(saved, ids, out):
+    """gpt-oss's sanity checks on the reloaded model over ids (the whole
+    greedy sequence): its structure and saved folder, the routing lead,
+    the clamp's reach, and each part that gpt-oss adds moving the
+    logits."""
+    gptoss_structure(saved)
+    gptoss_saved_checks(out)
+    notes = {"router_min_gap": gptoss_router_min_gap(saved, ids), "clamped": gptoss_clamped(saved, ids)}
+    if notes["router_min_gap"] < MIN_ROUTER_GAP:
+        # The seed search looked at the in-memory model; the reloaded one
+        # is the same weights, so only a saving bug gets here.
+        raise RuntimeError(f"gptoss: the reloaded model routes with a lead of {notes['router_min_gap']:.3g}")
+    if min(notes["clamped"]["gate"], notes["clamped"]["up"]) < 1e-3:
+        raise RuntimeError(f"gptoss: the clamp cuts too few values: {notes['clamped']}")
+    base = logits_of(saved, ids)
+
+    def effect(what, change, floor=1e-2):
+        m = copy.deepcopy(saved)
+        with torch.no_grad():
+            change(m)
+        eff = float((logits_of(m, ids) - base).abs().max())
+        if eff < floor:
+            raise RuntimeError(f"gptoss: {what} changes no logit (max {eff})")
+        return eff
+
+    def each(f):
+        return lambda m: [f(layer) for layer in m.model.layers]
+
+    def no_clamp(layer):
+        ex = layer.mlp.experts
+        if not isinstance(getattr(ex, "limit", None), float):
+            raise RuntimeError(f"gptoss: the experts have no limit attribute ({type(ex).__name__})")
+        ex.limit = 1e4
+
+    def swap_gate_up(layer):
+        ex = layer.mlp.experts
+        for w in (ex.gate_up_proj, ex.gate_up_proj_bias):
+            w.copy_(torch.stack([w[..., 1::2], w[..., 0::2]], dim=-1).flatten(-2))
+
+    def halves(layer):
+        # What an importer that took gate_up_proj's first half for gate
+        # and its second for up would run: the halves become the
+        # interleaved columns.
+        ex = layer.mlp.experts
+        for w in (ex.gate_up_proj, ex.gate_up_proj_bias):
+            F = w.shape[-1] // 2
+            w.copy_(torch.stack([w[..., :F], w[..., F:]], dim=-1).flatten(-2))
+
+    def all_experts(m):
+        m.config.num_experts_per_tok = MOE_EXPERTS
+        for layer in m.model.layers:
+            layer.mlp.router.top_k = MOE_EXPERTS
+
+    notes["sinks_removed_effect"] = effect("the sinks (removed: -1e4)", each(lambda l: l.self_attn.sinks.fill_(-1e4)))
+    notes["sinks_zero_effect"] = effect("the sinks (zeroed)", each(lambda l: l.self_attn.sinks.zero_()))
+    notes["qkv_bias_effect"] = effect(
+        "the q, k and v biases (zeroed)",
+        each(lambda l: [getattr(l.self_attn, n).bias.zero_() for n in ("q_proj", "k_proj", "v_proj")]),
+    )
+    notes["o_bias_effect"] = effect("the o_proj bias (zeroed)", each(lambda l: l.self_attn.o_proj.bias.zero_()))
+    notes["router_bias_effect"] = effect("the router's bias (zeroed)", each(lambda l: l.mlp.router.bias.zero_()))
+    notes["gate_up_bias_effect"] = effect("the experts' gate_up bias (zeroed)", each(lambda l: l.mlp.experts.gate_up_proj_bias.zero_()))
+    notes["down_bias_effect"] = effect("the experts' down bias (zeroed)", each(lambda l: l.mlp.experts.down_proj_bias.zero_()))
+    notes["clamp_effect"] = effect(f"the clamp (lifted from {GPTOSS_LIMIT} to 1e4)", each(no_clamp))
+    notes["gate_up_effect"] = effect("gate and up (the even and odd columns swapped)", each(swap_gate_up))
+    notes["interleave_effect"] = effect("gate_up_proj's halves read as its interleaved columns", each(halves))
+    notes["top_k_effect"] = effect(f"the top-k (all {MOE_EXPERTS} experts used)", all_experts)
+    return notes
+
+
 def make_family(name, fam, outdir, tok):
     out = os.path.join(outdir, name)
     if os.path.exists(out):
@@ -1965,7 +2314,9 @@ def make_family(name, fam, outdir, tok):
         qwen3moe_structure(build(cfg))  # likewise
     if name == "gemma4moe":
         gemma4moe_structure(build(cfg))  # likewise
-    gap_of = gemma4moe_router_min_gap if name == "gemma4moe" else router_min_gap
+    if name == "gptoss":
+        gptoss_structure(build(cfg))  # likewise
+    gap_of = {"gemma4moe": gemma4moe_router_min_gap, "gptoss": gptoss_router_min_gap}.get(name, router_min_gap)
     best = None  # (rank, seed)
     for seed in range(SEEDS[name], SEEDS[name] + MAX_SEED_TRIES):
         model = seeded_model(cfg, fam, seed)
@@ -2069,6 +2420,8 @@ def make_family(name, fam, outdir, tok):
         notes.update(qwen3moe_checks(saved, ids + new[:-1], out))
     if name == "gemma4moe":
         notes.update(gemma4moe_checks(saved, ids + new[:-1], out, fam))
+    if name == "gptoss":
+        notes.update(gptoss_checks(saved, ids + new[:-1], out))
 
     T, V = logits.shape
     write_f32(os.path.join(out, "logits.bin"), logits)
