@@ -159,10 +159,11 @@ func NewLoRA(m *model.Model, c LoRAConfig, seed uint64) (*LoRA, error) {
 		return nil, err
 	}
 	on, _ := c.targets()
-	if e := m.Config.MoE; e != nil && len(c.Targets) > 0 {
+	if e := m.Config.MoE; e != nil && !e.Dense && len(c.Targets) > 0 {
 		// Named feed-forward targets on a mixture of experts: its stacked
 		// experts are not adapted (the default, every target, adapts the
-		// attention projections of such a model).
+		// attention projections of such a model). Gemma 4's experts run
+		// beside a dense feed-forward, whose gate, up and down are.
 		for _, t := range []int{tGate, tUp, tDown} {
 			if on[t] {
 				return nil, fmt.Errorf("training: LoRA target %q: %s's feed-forward is a mixture of %d experts (blk.N.ffn_%s_exps.weight), which LoRA does not adapt; the attention targets (q, k, v, o) are", Targets[t], m.Config.Arch, e.Experts, Targets[t])
@@ -439,9 +440,6 @@ func layerTensor(c *model.Config, name string) *arch.Tensor {
 // supported refuses, by name, the architectures whose record says the
 // training step does not cover them.
 func supported(c *model.Config) error {
-	if c.MoE != nil && c.MoE.Dense {
-		return fmt.Errorf("training: LoRA training of %s with experts beside each dense feed-forward (Gemma 4 26B-A4B) is not supported: the step has no backward through that block yet", c.Arch)
-	}
 	if a, ok := arch.Lookup(c.Arch); ok && a.Trainable {
 		return nil
 	}

@@ -122,10 +122,13 @@ type frozenLayer struct {
 }
 
 // frozenMoE is a mixture of experts' router and each expert's gate, up
-// and down in f32.
+// and down in f32, with the per-expert scale of the weights (nil without)
+// and Gemma 4's norms around the experts and router gain.
 type frozenMoE struct {
-	router         linear
-	gate, up, down []linear
+	router                              linear
+	gate, up, down                      []linear
+	scale                               []float32
+	preNorm, postNorm1, postNorm2, gain []float32
 }
 
 // linear is a frozen rows × cols weight in f32.
@@ -171,12 +174,25 @@ func NewCPU(m *model.Model) (*CPU, error) {
 			f.laurelL, f.laurelR = lin(l.LaurelL), lin(l.LaurelR)
 		}
 		if e := l.MoE; e != nil {
-			f.moe = &frozenMoE{router: lin(e.Router)}
-			for k := range e.Gate.Stack {
-				f.moe.gate = append(f.moe.gate, lin(e.Gate.Matrix(k)))
-				f.moe.up = append(f.moe.up, lin(e.Up.Matrix(k)))
-				f.moe.down = append(f.moe.down, lin(e.Down.Matrix(k)))
+			fm := &frozenMoE{router: lin(e.Router), scale: vec(e.DownScale),
+				preNorm: vec(e.PreNorm), postNorm1: vec(e.PostNorm1), postNorm2: vec(e.PostNorm2)}
+			for k := range e.Down.Stack {
+				if e.GateUp != nil {
+					// Each expert's gate rows, then its up rows.
+					gu := lin(e.GateUp.Matrix(k))
+					half := gu.rows / 2 * gu.cols
+					fm.gate = append(fm.gate, linear{name: gu.name + "[gate]", w: gu.w[:half], rows: gu.rows / 2, cols: gu.cols})
+					fm.up = append(fm.up, linear{name: gu.name + "[up]", w: gu.w[half:], rows: gu.rows / 2, cols: gu.cols})
+				} else {
+					fm.gate = append(fm.gate, lin(e.Gate.Matrix(k)))
+					fm.up = append(fm.up, lin(e.Up.Matrix(k)))
+				}
+				fm.down = append(fm.down, lin(e.Down.Matrix(k)))
 			}
+			if e.RouterScale != nil && err == nil {
+				fm.gain, err = model.RouterGain(e, m.Config.Hidden)
+			}
+			f.moe = fm
 		}
 	}
 	r.outNorm = vec(m.OutNorm)
@@ -580,9 +596,20 @@ func (r *CPU) blockBackward(i int, lora *LoRA, a *activations, dout []float32, g
 		df = normBack(a.F, l.PostFFNNorm, df, n, d)
 	}
 	var dxn2 []float32
-	if l.moe != nil {
-		dxn2 = r.moeBackward(l.moe, a, df)
+	if fm := l.moe; fm != nil && !c.MoE.Dense {
+		dIn, dRouter := r.moeBackward(fm, a, df)
+		dxn2 = ref.Add(dIn, dRouter)
 	} else {
+		if fm != nil {
+			// Gemma 4: f = norm1(dense) + norm2(experts(pre_norm_2(x2))),
+			// the router on x2's own norm.
+			mo := a.MoE
+			dSum := normBack(mo.Sum, fm.postNorm2, df, n, d)
+			df = normBack(mo.Dense, fm.postNorm1, df, n, d)
+			dIn, dRouter := r.moeBackward(fm, a, dSum)
+			ref.AddInPlace(dx2, normBack(a.X2, fm.preNorm, dIn, n, d))
+			ref.AddInPlace(dx2, normBack(a.X2, fm.gain, dRouter, n, d))
+		}
 		dh := mulBack(tDown, a.H, df)
 		var dgate, dup []float32
 		if c.GELU {
@@ -651,19 +678,21 @@ func (r *CPU) blockBackward(i int, lora *LoRA, a *activations, dout []float32, g
 	return dx
 }
 
-// moeBackward is the gradient of a mixture of experts' input (n normed
-// rows) for the gradient df of its weighted sum, the experts' choice held
-// fixed: back through the combine to each slot's output and router weight,
-// through each slot's expert (down, its GLU, gate and up) to the token's
-// row, and through the router. Neither router nor experts are LoRA
-// targets.
-func (r *CPU) moeBackward(f *frozenMoE, a *activations, df []float32) []float32 {
+// moeBackward is the gradient of a mixture of experts' inputs for the
+// gradient df of its weighted sum, the experts' choice held fixed: back
+// through the combine to each slot's output and router weight, through
+// each slot's expert (down, its GLU, gate and up) to the token's row of
+// the experts' input (dIn), and through the router to its input
+// (dRouter; the same rows as the experts' but in Gemma 4). Neither router
+// nor experts are LoRA targets.
+func (r *CPU) moeBackward(f *frozenMoE, a *activations, df []float32) (dIn, dRouter []float32) {
 	c := r.c
 	e, mo, n, d := c.MoE, a.MoE, a.n, c.Hidden
 	ff, k := e.FF, e.Used
 	dY, dW := ref.MoECombineBackward(mo.Y, mo.Weights, df, n, k, d, e.Scale)
-	dl := ref.MoERouteBackward(mo.Logits, nil, mo.IDs, dW, ref.MoERouteArgs{Tokens: n, Experts: e.Experts, TopK: k, Sigmoid: e.Sigmoid, Renorm: e.Renorm})
-	dxn := matmulBackward(f.router, dl, n)
+	dl := ref.MoERouteBackward(mo.Logits, f.scale, mo.IDs, dW, ref.MoERouteArgs{Tokens: n, Experts: e.Experts, TopK: k, Sigmoid: e.Sigmoid, Renorm: e.Renorm})
+	dRouter = matmulBackward(f.router, dl, n)
+	dxn := make([]float32, n*d)
 	for s, ex := range mo.IDs {
 		dh := matmulBackward(f.down[ex], dY[s*d:(s+1)*d], 1)
 		g, u := mo.Gate[s*ff:(s+1)*ff], mo.Up[s*ff:(s+1)*ff]
@@ -680,7 +709,7 @@ func (r *CPU) moeBackward(f *frozenMoE, a *activations, df []float32) []float32 
 		ref.AddInPlace(row, matmulBackward(f.gate[ex], dg, 1))
 		ref.AddInPlace(row, matmulBackward(f.up[ex], du, 1))
 	}
-	return dxn
+	return dxn, dRouter
 }
 
 // loraForward adds scale·B·(A·x) to y for m rows, B cut to slot s's rows,

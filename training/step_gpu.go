@@ -90,6 +90,9 @@ type GPU struct {
 	moe                                    *model.GPUMoEActivations
 	dMoEY, dMoEW, dMoEH, dMoEGateUp, dMoEX *gpu.Buffer
 	dMoELogits                             *gpu.Buffer
+	// Gemma 4's: the gradients of the experts' weighted sum, of the dense
+	// feed-forward's output, of the experts' and of the router's inputs.
+	dMoESum, dMoEF1, dMoEIn, dMoERouter *gpu.Buffer
 
 	// dropoutStep is the dropout counter of the next Backward; drop and
 	// token0 are the pass being recorded's: dropout on, and the place of
@@ -343,6 +346,10 @@ func (g *GPU) allocate() error {
 		g.dMoEY, g.dMoEW, g.dMoEX = alloc("d moe y", slots*d), alloc("d moe weights", slots), alloc("d moe x", slots*d)
 		g.dMoEH, g.dMoEGateUp = alloc("d moe h", slots*e.FF), alloc("d moe gate up", 2*slots*e.FF)
 		g.dMoELogits = alloc("d moe logits", T*e.Experts)
+		if e.Dense {
+			g.dMoESum, g.dMoEF1 = alloc("d moe sum", T*d), alloc("d moe dense", T*d)
+			g.dMoEIn, g.dMoERouter = alloc("d moe in", T*d), alloc("d moe router in", T*d)
+		}
 	}
 	r, B := g.lora.Config.Rank, g.batchTokens
 	if g.lora.embed >= 0 {
@@ -1046,13 +1053,30 @@ func (g *GPU) layerBackward(ch *gpu.Chain, i, n int, x *gpu.Buffer) error {
 	}
 
 	// Feed-forward: out = x2 + post(f).
+	dense := l.MoE != nil && c.MoE.Dense // Gemma 4's experts beside the feed-forward
 	df := g.dres
 	if l.PostFFNNorm != nil {
-		normBack(g.f, l.PostFFNNorm, g.dres, g.dtmp, n, d, false)
+		f := g.f
+		if dense {
+			f = g.moe.Dense
+		}
+		normBack(f, l.PostFFNNorm, g.dres, g.dtmp, n, d, false)
 		df = g.dtmp
 	}
-	if l.MoE != nil {
-		g.moeBackward(ch, i, n, df, try)
+	if dense {
+		// f = norm1(f1) + norm2(experts(pre_norm_2(x2))), the router on
+		// x2's own norm: both inputs' gradients go into dres (= dx2), f1's
+		// on to the dense feed-forward below.
+		m := l.MoE
+		normBack(g.moe.Sum, m.PostNorm2, df, g.dMoESum, n, d, false)
+		g.moeBackward(ch, i, n, g.dMoESum, g.dMoEIn, g.dMoERouter, try)
+		normBack(g.x2, m.PreNorm, g.dMoEIn, g.dres, n, d, true)
+		normBack(g.x2, m.RouterGain, g.dMoERouter, g.dres, n, d, true)
+		normBack(g.f, m.PostNorm1, df, g.dMoEF1, n, d, false)
+		df = g.dMoEF1
+	}
+	if l.MoE != nil && !dense {
+		g.moeBackward(ch, i, n, df, g.dxn, g.dxn, try)
 	} else {
 		try(g.mulBackward(ch, i, tDown, g.h, df, g.dff, n, false))
 		if c.GELU {
@@ -1134,12 +1158,14 @@ func (g *GPU) layerBackward(ch *gpu.Chain, i, n int, x *gpu.Buffer) error {
 }
 
 // moeBackward records a mixture of experts' backward, as CPU.moeBackward:
-// from df, the gradient of its weighted sum, into g.dxn, that of its normed
-// input (n rows), through the combine, each slot's expert (down, the GLU,
+// from df, the gradient of its weighted sum, into dIn, that of the
+// experts' input (n rows), and dRouter, that of the router's (added to
+// dIn when they are one buffer, as for a family whose router reads the
+// experts' input), through the combine, each slot's expert (down, the GLU,
 // gate and up, grouped by expert as the forward was) and the router, the
 // choice held fixed. The forward left the scores, choices, groups and the
 // slots' rows in g.moe.
-func (g *GPU) moeBackward(ch *gpu.Chain, i, n int, df *gpu.Buffer, try func(error)) {
+func (g *GPU) moeBackward(ch *gpu.Chain, i, n int, df, dIn, dRouter *gpu.Buffer, try func(error)) {
 	c, l, a := g.c, g.w.Layers[i].MoE, g.moe
 	e, d := c.MoE, c.Hidden
 	ff, slots := e.FF, n*e.Used
@@ -1153,14 +1179,20 @@ func (g *GPU) moeBackward(ch *gpu.Chain, i, n int, df *gpu.Buffer, try func(erro
 	default:
 		try(ops.SwiGLUFusedBackward(ch, a.GateUp, g.dMoEH, g.dMoEGateUp, slots, ff))
 	}
-	gate := ops.MoEArgs{Slots: slots, Options: ops.MatmulOptions{YStride: 2 * ff}}
-	try(ops.MoEMatMulBackwardInput(ch, l.Gate, g.dMoEGateUp, a.Groups, g.dMoEX, gate))
-	up := gate
-	up.Options.YOffset, up.Options.Accumulate = ff, true
-	try(ops.MoEMatMulBackwardInput(ch, l.Up, g.dMoEGateUp, a.Groups, g.dMoEX, up))
-	try(ops.MoECombine(ch, g.dMoEX, nil, g.dxn, ops.MoECombineArgs{Tokens: n, Used: e.Used, Dim: d, Unweighted: true}))
-	try(ops.MoERouteBackward(ch, a.Logits, nil, a.IDs, g.dMoEW, g.dMoELogits, ops.MoERouteArgs{Tokens: n, Experts: e.Experts, TopK: e.Used, Sigmoid: e.Sigmoid, Renorm: e.Renorm}))
-	try(ops.MatMulBackwardInputWith(ch, l.Router, g.dMoELogits, g.dxn, n, ops.MatmulBackwardOptions{Accumulate: true}))
+	if l.GateUp != nil {
+		// Each expert's gate rows then its up rows: the slots' [dgate |
+		// dup] rows in one product.
+		try(ops.MoEMatMulBackwardInput(ch, l.GateUp, g.dMoEGateUp, a.Groups, g.dMoEX, ops.MoEArgs{Slots: slots}))
+	} else {
+		gate := ops.MoEArgs{Slots: slots, Options: ops.MatmulOptions{YStride: 2 * ff}}
+		try(ops.MoEMatMulBackwardInput(ch, l.Gate, g.dMoEGateUp, a.Groups, g.dMoEX, gate))
+		up := gate
+		up.Options.YOffset, up.Options.Accumulate = ff, true
+		try(ops.MoEMatMulBackwardInput(ch, l.Up, g.dMoEGateUp, a.Groups, g.dMoEX, up))
+	}
+	try(ops.MoECombine(ch, g.dMoEX, nil, dIn, ops.MoECombineArgs{Tokens: n, Used: e.Used, Dim: d, Unweighted: true}))
+	try(ops.MoERouteBackward(ch, a.Logits, l.DownScale, a.IDs, g.dMoEW, g.dMoELogits, ops.MoERouteArgs{Tokens: n, Experts: e.Experts, TopK: e.Used, Sigmoid: e.Sigmoid, Renorm: e.Renorm}))
+	try(ops.MatMulBackwardInputWith(ch, l.Router, g.dMoELogits, dRouter, n, ops.MatmulBackwardOptions{Accumulate: dRouter == dIn}))
 }
 
 // Grads reads the accumulated gradients back.

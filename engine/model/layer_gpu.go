@@ -422,7 +422,7 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 				try(fmt.Errorf("experts beside the dense feed-forward need its post-norm"))
 			}
 			mix = func(f1 *gpu.Buffer) *gpu.Buffer {
-				return w.recordDenseMoE(ch, i, a.MoE, x, f1, a.XN2, n, a.Keep, try)
+				return w.recordDenseMoE(ch, i, a.MoE, x, f1, n, a.Keep, try)
 			}
 		}
 		in := a.H

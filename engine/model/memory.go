@@ -92,7 +92,7 @@ func (m *Model) Memory(ctx, batch int) Memory {
 		logits, slots, groups, gateUp, h, y := moeSizes(c, 1)
 		moe = int64(logits + 2*slots + groups + gateUp + h + y)
 		if c.MoE.Dense {
-			moe += 2 * int64(c.Hidden) // Gemma 4's router input and dense output
+			moe += 4 * int64(c.Hidden) // Gemma 4's router and experts' inputs, their sum, the dense output
 		}
 	}
 	e.Activations = 4 * (b*(3*int64(c.Hidden)+3*int64(c.QDim())+2*int64(c.KVDim())+3*int64(c.FF)+ple+altUp+moe) + b*int64(c.Vocab))

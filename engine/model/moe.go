@@ -27,6 +27,10 @@ type MoEActivations struct {
 	IDs            []uint32
 	Weights        []float32
 	Gate, Up, H, Y []float32
+	// Gemma 4's (nil otherwise): the experts' input (their pre-norm of the
+	// stream), the router's input, the dense feed-forward's output before
+	// its norm and the experts' weighted sum before theirs.
+	In, RouterIn, Dense, Sum []float32
 }
 
 // moeCPU is layer l's mixture of experts on the n rows of xn (the
@@ -133,11 +137,11 @@ func (m *Model) moeCPU(l *MoELayer, xn, routerIn []float32, n int, acts *MoEActi
 	return ref.MoECombine(y, weights, n, e.Used, d, e.Scale), nil
 }
 
-// routerGain is Gemma 4's router gain, ffn_gate_inp.scale times
+// RouterGain is Gemma 4's router gain, ffn_gate_inp.scale times
 // 1/sqrt(Hidden), rounded to f32 once: its router reads the stream
 // RMS-normalised and multiplied by both, which both backends do as one
 // norm with this gain.
-func routerGain(l *MoELayer, hidden int) ([]float32, error) {
+func RouterGain(l *MoELayer, hidden int) ([]float32, error) {
 	g, err := l.RouterScale.F32()
 	if err != nil {
 		return nil, err
@@ -170,7 +174,7 @@ func (m *Model) denseMoECPU(l *MoELayer, x, f1 []float32, n int, acts *MoEActiva
 	if err != nil {
 		return nil, err
 	}
-	gain, err := routerGain(l, d)
+	gain, err := RouterGain(l, d)
 	if err != nil {
 		return nil, err
 	}
@@ -178,6 +182,9 @@ func (m *Model) denseMoECPU(l *MoELayer, x, f1 []float32, n int, acts *MoEActiva
 	f2, err := m.moeCPU(l, xn, routerIn, n, acts)
 	if err != nil {
 		return nil, err
+	}
+	if acts != nil {
+		acts.In, acts.RouterIn, acts.Dense, acts.Sum = xn, routerIn, f1, f2
 	}
 	n1, err := norm(f1, l.PostNorm1)
 	if err != nil {
@@ -209,12 +216,13 @@ type GPUMoE struct {
 // scores (n rows of Experts), the slots' experts (u32) and weights, the
 // grouping of the slots (ops.MoEGroupWords), the slots' gate and up side by
 // side (2·FF a slot), their activated rows (FF) and outputs (Hidden); for
-// Gemma 4 also the router's input and the dense feed-forward's normed
-// output (n rows of Hidden).
+// Gemma 4 also (n rows of Hidden each) the router's input, the experts'
+// input, their weighted sum, and the sum of the dense feed-forward's and
+// the experts' normed outputs.
 type GPUMoEActivations struct {
 	Logits, IDs, Weights, Groups *gpu.Buffer
 	GateUp, H, Y                 *gpu.Buffer
-	RouterIn, Dense              *gpu.Buffer
+	RouterIn, In, Sum, Dense     *gpu.Buffer
 }
 
 // moeSizes are the floats (or words) of each GPUMoEActivations buffer for a
@@ -238,6 +246,8 @@ func NewGPUMoEActivations(c *Config, n int, alloc func(dst **gpu.Buffer, label s
 	alloc(&a.Y, "moe.y", y)
 	if c.MoE.Dense {
 		alloc(&a.RouterIn, "moe.router_in", n*c.Hidden)
+		alloc(&a.In, "moe.in", n*c.Hidden)
+		alloc(&a.Sum, "moe.sum", n*c.Hidden)
 		alloc(&a.Dense, "moe.dense", n*c.Hidden)
 	}
 	return a
@@ -324,10 +334,11 @@ func (w *GPUWeights) recordMoE(ch *gpu.Chain, i int, a *GPUMoEActivations, xn, r
 
 // recordDenseMoE appends Gemma 4's experts beside the dense feed-forward,
 // whose output f1 (n rows) is ready: f1's norm into a.Dense, the experts on
-// their pre-norm of the stream x (into xn) routed by the router's norm of
-// it, their sum (into f1, which is then scratch) normed and added to
-// a.Dense, which it returns: the sum the feed-forward's post-norm takes.
-func (w *GPUWeights) recordDenseMoE(ch *gpu.Chain, i int, a *GPUMoEActivations, x, f1, xn *gpu.Buffer, n int, keep bool, try func(error)) *gpu.Buffer {
+// their pre-norm of the stream x (a.In) routed by the router's norm of it
+// (a.RouterIn), their sum (a.Sum) normed and added to a.Dense, which it
+// returns: the sum the feed-forward's post-norm takes. Every intermediate
+// stays in its buffer for a backward.
+func (w *GPUWeights) recordDenseMoE(ch *gpu.Chain, i int, a *GPUMoEActivations, x, f1 *gpu.Buffer, n int, keep bool, try func(error)) *gpu.Buffer {
 	c, g := w.c, w.Layers[i].MoE
 	if a == nil || a.Dense == nil {
 		try(fmt.Errorf("model: layer %d has experts beside its feed-forward and the pass has no buffers for them", i))
@@ -335,9 +346,9 @@ func (w *GPUWeights) recordDenseMoE(ch *gpu.Chain, i int, a *GPUMoEActivations, 
 	}
 	na := ops.NormArgs{Rows: n, Dim: c.Hidden, Eps: c.Eps}
 	try(ops.RMSNorm(ch, f1, g.PostNorm1, a.Dense, na))
-	try(ops.RMSNorm(ch, x, g.PreNorm, xn, na))
+	try(ops.RMSNorm(ch, x, g.PreNorm, a.In, na))
 	try(ops.RMSNorm(ch, x, g.RouterGain, a.RouterIn, na))
-	w.recordMoE(ch, i, a, xn, a.RouterIn, f1, false, n, keep, try)
-	try(ops.RMSNormAdd(ch, f1, g.PostNorm2, a.Dense, na))
+	w.recordMoE(ch, i, a, a.In, a.RouterIn, a.Sum, false, n, keep, try)
+	try(ops.RMSNormAdd(ch, a.Sum, g.PostNorm2, a.Dense, na))
 	return a.Dense
 }

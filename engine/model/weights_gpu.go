@@ -335,7 +335,7 @@ func (w *GPUWeights) upload(dev *gpu.Device, m *Model, o GPUWeightOptions) error
 				}
 			}
 			if e.RouterScale != nil {
-				gain, err := routerGain(e, m.Config.Hidden)
+				gain, err := RouterGain(e, m.Config.Hidden)
 				if err != nil {
 					return err
 				}
