@@ -48,6 +48,11 @@ const FLAG_SCALE: u32 = 4u;
 
 //!include reduce_common
 //!include glu_common
+//!include moe_common
+
+fn logit(i: u32) -> f32 {
+    return a[i];
+}
 
 // a = y (slots × dim), b = w (slots), c = dout (tokens × dim); d = dy, e = dw.
 @compute @workgroup_size(WG)
@@ -75,7 +80,6 @@ fn moe_combine_backward(
     }
 }
 
-var<workgroup> gate: array<f32, MAX_E>; // p, the gate values
 var<workgroup> dq: array<f32, MAX_E>; // dq, 0 where unchosen
 var<workgroup> qdq: f32;
 
@@ -93,26 +97,11 @@ fn moe_route_backward(
     }
     let row = t * p.experts;
     let sigmoid = (p.flags & FLAG_SIGMOID) != 0u;
-    var m = LOWEST;
-    var s = 0.0;
     for (var i = lid; i < p.experts; i += WG) {
-        let l = a[row + i];
         dq[i] = 0.0;
-        if (sigmoid) {
-            gate[i] = 1.0 / (1.0 + exp(min(-l, EXP_MAX)));
-        } else {
-            let mm = max(m, l);
-            s = s * exp(m - mm) + exp(l - mm);
-            m = mm;
-        }
     }
-    if (!sigmoid) {
-        let ms = workgroup_max_sumexp(m, s, lid);
-        for (var i = lid; i < p.experts; i += WG) {
-            gate[i] = exp(a[row + i] - ms.x) / ms.y;
-        }
-    }
-    workgroupBarrier();
+    // score: the gate values p, as the forward computed them.
+    gate_values(row, lid, sigmoid);
     // The chosen few by one invocation, in choice order (the reference's).
     if (lid == 0u) {
         let k0 = t * p.topk;
@@ -120,7 +109,7 @@ fn moe_route_backward(
         if ((p.flags & FLAG_RENORM) != 0u) {
             sum = 0.0;
             for (var k = 0u; k < p.topk; k++) {
-                sum += gate[c_u32[k0 + k]];
+                sum += score[c_u32[k0 + k]];
             }
         }
         var wdw = 0.0;
@@ -131,7 +120,7 @@ fn moe_route_backward(
                 dw *= e[id];
             }
             dq[id] = dw;
-            wdw += gate[id] / sum * dw;
+            wdw += score[id] / sum * dw;
         }
         var acc = 0.0;
         for (var k = 0u; k < p.topk; k++) {
@@ -139,16 +128,16 @@ fn moe_route_backward(
             if ((p.flags & FLAG_RENORM) != 0u) {
                 dq[id] = (dq[id] - wdw) / sum;
             }
-            acc += gate[id] * dq[id];
+            acc += score[id] * dq[id];
         }
         qdq = acc;
     }
     workgroupBarrier();
     for (var i = lid; i < p.experts; i += WG) {
         if (sigmoid) {
-            d[row + i] = dq[i] * gate[i] * (1.0 - gate[i]);
+            d[row + i] = dq[i] * score[i] * (1.0 - score[i]);
         } else {
-            d[row + i] = gate[i] * (dq[i] - qdq);
+            d[row + i] = score[i] * (dq[i] - qdq);
         }
     }
 }

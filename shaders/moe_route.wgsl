@@ -38,8 +38,11 @@ const FLAG_SCALE: u32 = 4u;
 
 //!include reduce_common
 //!include glu_common
+//!include moe_common
 
-var<workgroup> score: array<f32, MAX_E>;
+fn logit(i: u32) -> f32 {
+    return logits[i];
+}
 var<workgroup> best_v: array<f32, WG>;
 var<workgroup> best_i: array<u32, WG>;
 var<workgroup> chosen: array<f32, MAX_K>; // the chosen experts' p, by round
@@ -59,27 +62,7 @@ fn moe_route(
     let sigmoid = (p.flags & FLAG_SIGMOID) != 0u;
 
     // The gating scores.
-    var m = LOWEST;
-    var s = 0.0;
-    for (var e = lid; e < p.experts; e += WG) {
-        let l = logits[row + e];
-        if (sigmoid) {
-            score[e] = 1.0 / (1.0 + exp(min(-l, EXP_MAX)));
-        } else {
-            // The running (max, sum of exp) of this invocation's logits.
-            let mm = max(m, l);
-            s = s * exp(m - mm) + exp(l - mm);
-            m = mm;
-            score[e] = l;
-        }
-    }
-    if (!sigmoid) {
-        let ms = workgroup_max_sumexp(m, s, lid);
-        for (var e = lid; e < p.experts; e += WG) {
-            score[e] = exp(score[e] - ms.x) / ms.y;
-        }
-    }
-    workgroupBarrier();
+    gate_values(row, lid, sigmoid);
 
     // k rounds of argmax; each winner leaves the running.
     var sum = 0.0;

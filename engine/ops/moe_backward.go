@@ -58,15 +58,8 @@ func MoECombineBackward(c *gpu.Chain, y, weights, dout, dY, dW *gpu.Buffer, a Mo
 // scale MoERoute applied, nil for none.
 func MoERouteBackward(c *gpu.Chain, logits, scale, ids, dweights, dlogits *gpu.Buffer, a MoERouteArgs) error {
 	const kernel = "moe_route_backward"
-	switch {
-	case a.Tokens <= 0 || a.Experts <= 0:
-		return fmt.Errorf("ops: %s: %d tokens of %d experts must be positive", kernel, a.Tokens, a.Experts)
-	case a.Experts > moeMaxExperts:
-		return fmt.Errorf("ops: %s: %d experts, at most %d", kernel, a.Experts, moeMaxExperts)
-	case a.TopK <= 0 || a.TopK > min(a.Experts, moeMaxTopK):
-		return fmt.Errorf("ops: %s: top-k %d must be 1 to the %d experts, at most %d", kernel, a.TopK, a.Experts, moeMaxTopK)
-	case int64(a.Tokens)*int64(a.Experts) > math.MaxUint32:
-		return fmt.Errorf("ops: %s: %d tokens of %d experts overflow the kernel's 32-bit index", kernel, a.Tokens, a.Experts)
+	if err := a.check(kernel); err != nil {
+		return err
 	}
 	n := a.Tokens * a.TopK
 	for _, o := range []operand{{"logits", logits, a.Tokens * a.Experts}, {"ids", ids, n}, {"dweights", dweights, n}, {"dlogits", dlogits, a.Tokens * a.Experts}} {
@@ -77,13 +70,7 @@ func MoERouteBackward(c *gpu.Chain, logits, scale, ids, dweights, dlogits *gpu.B
 	if dlogits == logits || dlogits == ids || dlogits == dweights {
 		return fmt.Errorf("ops: %s: dlogits must not be an input", kernel)
 	}
-	p := moeBackwardParams{Tokens: uint32(a.Tokens), Experts: uint32(a.Experts), TopK: uint32(a.TopK)}
-	if a.Sigmoid {
-		p.Flags |= moeSigmoid
-	}
-	if a.Renorm {
-		p.Flags |= moeRenorm
-	}
+	p := moeBackwardParams{Tokens: uint32(a.Tokens), Experts: uint32(a.Experts), TopK: uint32(a.TopK), Flags: a.flags()}
 	if scale != nil {
 		if err := needF32(kernel, "scale", scale, a.Experts); err != nil {
 			return err

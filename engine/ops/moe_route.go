@@ -19,6 +19,33 @@ type MoERouteArgs struct {
 	Sigmoid, Renorm       bool
 }
 
+// check says what the router's kernels (forward and backward) cannot run.
+func (a MoERouteArgs) check(kernel string) error {
+	switch {
+	case a.Tokens <= 0 || a.Experts <= 0:
+		return fmt.Errorf("ops: %s: %d tokens of %d experts must be positive", kernel, a.Tokens, a.Experts)
+	case a.Experts > moeMaxExperts:
+		return fmt.Errorf("ops: %s: %d experts, at most %d", kernel, a.Experts, moeMaxExperts)
+	case a.TopK <= 0 || a.TopK > min(a.Experts, moeMaxTopK):
+		return fmt.Errorf("ops: %s: top-k %d must be 1 to the %d experts, at most %d", kernel, a.TopK, a.Experts, moeMaxTopK)
+	case int64(a.Tokens)*int64(a.Experts) > math.MaxUint32:
+		return fmt.Errorf("ops: %s: %d tokens of %d experts overflow the kernel's 32-bit index", kernel, a.Tokens, a.Experts)
+	}
+	return nil
+}
+
+// flags are a's bits of moeRouteParams.Flags, without the scale's.
+func (a MoERouteArgs) flags() uint32 {
+	var f uint32
+	if a.Sigmoid {
+		f |= moeSigmoid
+	}
+	if a.Renorm {
+		f |= moeRenorm
+	}
+	return f
+}
+
 // moeRouteParams mirrors Params in shaders/moe_route.wgsl.
 type moeRouteParams struct {
 	Tokens, Experts, TopK, Flags uint32
@@ -49,15 +76,8 @@ const (
 // per-expert scale, Experts floats). ids holds u32 words.
 func MoERoute(c *gpu.Chain, logits, scale, ids, weights *gpu.Buffer, a MoERouteArgs) error {
 	const kernel = "moe_route"
-	switch {
-	case a.Tokens <= 0 || a.Experts <= 0:
-		return fmt.Errorf("ops: %s: %d tokens of %d experts must be positive", kernel, a.Tokens, a.Experts)
-	case a.Experts > moeMaxExperts:
-		return fmt.Errorf("ops: %s: %d experts, at most %d", kernel, a.Experts, moeMaxExperts)
-	case a.TopK <= 0 || a.TopK > min(a.Experts, moeMaxTopK):
-		return fmt.Errorf("ops: %s: top-k %d must be 1 to the %d experts, at most %d", kernel, a.TopK, a.Experts, moeMaxTopK)
-	case int64(a.Tokens)*int64(a.Experts) > math.MaxUint32:
-		return fmt.Errorf("ops: %s: %d tokens of %d experts overflow the kernel's 32-bit index", kernel, a.Tokens, a.Experts)
+	if err := a.check(kernel); err != nil {
+		return err
 	}
 	n := a.Tokens * a.TopK
 	for _, o := range []operand{{"logits", logits, a.Tokens * a.Experts}, {"ids", ids, n}, {"weights", weights, n}} {
@@ -68,13 +88,7 @@ func MoERoute(c *gpu.Chain, logits, scale, ids, weights *gpu.Buffer, a MoERouteA
 	if ids == weights || ids == logits || weights == logits {
 		return fmt.Errorf("ops: %s: logits, ids and weights must be three buffers", kernel)
 	}
-	p := moeRouteParams{Tokens: uint32(a.Tokens), Experts: uint32(a.Experts), TopK: uint32(a.TopK)}
-	if a.Sigmoid {
-		p.Flags |= moeSigmoid
-	}
-	if a.Renorm {
-		p.Flags |= moeRenorm
-	}
+	p := moeRouteParams{Tokens: uint32(a.Tokens), Experts: uint32(a.Experts), TopK: uint32(a.TopK), Flags: a.flags()}
 	if scale != nil {
 		if err := needF32(kernel, "scale", scale, a.Experts); err != nil {
 			return err
