@@ -9,14 +9,16 @@ import (
 	"github.com/hearthstudio/hearth/engine/ops/ref"
 )
 
-// A mixture-of-experts feed-forward (Config.MoE; Qwen 3 MoE), as llama.cpp's
-// build_moe_ffn runs it: the router's scores of the normed stream pick each
-// token's Used experts and their weights (softmax, top-k, renormalised);
-// each chosen expert runs a GLU feed-forward on the token (its gate and up
-// rows of the stacked ffn_gate_exps/ffn_up_exps, act(gate)·up, its rows of
-// ffn_down_exps), and the token's output is the experts' outputs summed
-// with the weights. A (token, expert) pair is a slot: slot t·Used + k is
-// token t's k-th choice.
+// A mixture-of-experts feed-forward (Config.MoE: Qwen 3 MoE, gpt-oss,
+// Gemma 4 26B-A4B; docs/moe.md), as llama.cpp's build_moe_ffn runs it: the
+// router's scores of the normed stream pick each token's Used experts and
+// their weights (softmax, top-k, renormalised); each chosen expert runs a
+// GLU feed-forward on the token (its gate and up rows of the stacked
+// ffn_gate_exps/ffn_up_exps, act(gate)·up, its rows of ffn_down_exps), and
+// the token's output is the experts' outputs summed with the weights. A
+// (token, expert) pair is a slot: slot t·Used + k is token t's k-th
+// choice. gpt-oss adds biases (the router's, each expert's) and its own
+// gated unit; Gemma 4 runs the experts beside its dense feed-forward.
 
 // MoEActivations are what a mixture of experts computed for a batch: the
 // router's scores (n rows of Experts), each slot's expert and weight, the
@@ -35,7 +37,7 @@ type MoEActivations struct {
 
 // moeCPU is layer l's mixture of experts on the n rows of xn (the
 // experts' input) routed by routerIn (the router's input: xn itself, or
-// Gemma 4's own norm of the stream, routerInput), the tokens grouped by
+// Gemma 4's own norm of the stream), the tokens grouped by
 // expert so that each expert's weights are dequantized once per batch; it
 // returns the weighted sums (n rows of Hidden).
 func (m *Model) moeCPU(l *MoELayer, xn, routerIn []float32, n int, acts *MoEActivations) ([]float32, error) {
