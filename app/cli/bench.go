@@ -25,7 +25,7 @@ type benchResult struct {
 	TPS       float64   `json:"tokens_per_second"`
 	StdDev    float64   `json:"stddev"`
 	Samples   []float64 `json:"samples"`
-	Bandwidth float64   `json:"weight_read_gb_per_s,omitempty"` // decode: weight bytes × tokens/s
+	Bandwidth float64   `json:"weight_read_gb_per_s,omitempty"` // decode: the weight bytes a token reads × tokens/s
 }
 
 type benchReport struct {
@@ -33,6 +33,9 @@ type benchReport struct {
 	Arch        string `json:"architecture"`
 	Params      int64  `json:"parameters"`
 	WeightBytes int64  `json:"weight_bytes"`
+	// DecodeBytes is the weight bytes a decoded token reads: WeightBytes,
+	// less the experts a mixture's token does not run.
+	DecodeBytes int64  `json:"decode_weight_bytes"`
 	Backend     string `json:"backend"`
 	Context     int    `json:"context"`
 	Sampler     string `json:"sampler,omitempty"`
@@ -93,6 +96,7 @@ func newBenchCmd() *cobra.Command {
 			rep := benchReport{Model: mf.path, Arch: m.Config.Arch, Backend: l.Backend.String(), Context: l.Runner.Context()}
 			rep.Params = int64(m.File.ParameterCount())
 			rep.WeightBytes = m.Memory(1, 1).Weights
+			rep.DecodeBytes = m.DecodeWeightBytes()
 			rng := rand.New(rand.NewPCG(1, 2))
 			randomTokens := func(n int) []int32 {
 				ids := make([]int32, n)
@@ -117,7 +121,7 @@ func newBenchCmd() *cobra.Command {
 				mean, sd := meanStd(samples)
 				r := benchResult{Test: name, Tokens: n, TPS: mean, StdDev: sd, Samples: samples}
 				if strings.HasPrefix(name, "tg") {
-					r.Bandwidth = float64(rep.WeightBytes) * mean / 1e9
+					r.Bandwidth = float64(rep.DecodeBytes) * mean / 1e9
 				}
 				rep.Results = append(rep.Results, r)
 				return nil

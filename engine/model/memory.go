@@ -99,6 +99,30 @@ func (m *Model) Memory(ctx, batch int) Memory {
 	return e
 }
 
+// DecodeWeightBytes is the weight bytes one decoded token reads on the
+// GPU: every weight Memory counts, but of each mixture's stacked experts
+// only the share a token runs (Used of Experts). The bandwidth a decode
+// reaches is this times its tokens per second.
+func (m *Model) DecodeWeightBytes() int64 {
+	w := m.Memory(1, 1).Weights
+	e := m.Config.MoE
+	if e == nil {
+		return w
+	}
+	for i := range m.Layers {
+		l := m.Layers[i].MoE
+		if l == nil {
+			continue
+		}
+		for _, s := range []*Weight{l.Gate, l.Up, l.GateUp, l.Down} {
+			if s != nil {
+				w -= s.Bytes() * int64(e.Experts-e.Used) / int64(e.Experts)
+			}
+		}
+	}
+	return w
+}
+
 // describe names the model in messages.
 func (m *Model) describe() string {
 	if m.Config.Name != "" {

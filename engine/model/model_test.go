@@ -249,3 +249,24 @@ func TestDecodeOutOfOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeWeightBytes: a dense model's decoded token reads every
+// weight; a mixture's only its chosen share of each expert stack: on
+// tiny-qwen3moe (3 of 8 experts) the stacks' bytes times 5/8 less, the
+// rest the same.
+func TestDecodeWeightBytes(t *testing.T) {
+	dense := synthModel(t, "tiny-qwen3", "Q8_0")
+	if got, want := dense.DecodeWeightBytes(), dense.Memory(1, 1).Weights; got != want {
+		t.Errorf("tiny-qwen3: %d bytes a token, want all %d", got, want)
+	}
+	m := synthModel(t, "tiny-qwen3moe", "Q8_0")
+	var stacks int64
+	for _, l := range m.Layers {
+		stacks += l.MoE.Gate.Bytes() + l.MoE.Up.Bytes() + l.MoE.Down.Bytes()
+	}
+	e := m.Config.MoE
+	want := m.Memory(1, 1).Weights - stacks + stacks*int64(e.Used)/int64(e.Experts)
+	if got := m.DecodeWeightBytes(); got < want-int64(3*len(m.Layers)) || got > want+int64(3*len(m.Layers)) {
+		t.Errorf("tiny-qwen3moe: %d bytes a token, want %d (rounding aside)", got, want)
+	}
+}
