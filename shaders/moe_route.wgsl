@@ -89,7 +89,9 @@ fn moe_route(
             }
             workgroupBarrier();
         }
-        let win = best_i[0];
+        // NaN logits win no comparison and leave no index: the expert
+        // stays in range (0), and its NaN weight carries on.
+        let win = min(best_i[0], p.experts - 1u);
         let pv = best_v[0];
         workgroupBarrier();
         if (lid == 0u) {

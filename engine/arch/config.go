@@ -346,6 +346,12 @@ func ReadConfig(f *gguf.File) (Config, error) {
 	if err != nil {
 		return Config{}, err
 	}
+	if moe != nil && !slices.ContainsFunc(a.Block, func(t Tensor) bool { return t.Stack == DimExperts }) {
+		// A mixture the forward passes would run with another family's
+		// graph (a Mixtral-style llama file: its gating and tensors are
+		// not this record's).
+		return Config{}, fmt.Errorf("%s: expert_count %d: a mixture of experts is not supported for this architecture (qwen3moe, gpt-oss and gemma4 are)", arch, moe.Experts)
+	}
 	c.MoE = moe
 	// A mixture of experts may have no dense feed-forward, and then no
 	// feed_forward_length: the experts' width stands in.

@@ -162,6 +162,8 @@ func configureGemma4(f *gguf.File, c *Config) error {
 		// router on its own norm of the stream, renormalised, scaled per
 		// expert (ffn_down_exps.scale).
 		m.Dense, m.RouterNorm, m.Renorm = true, true, true
+		// llama.cpp's graph: softmax gating, no weights scale.
+		m.Sigmoid, m.Scale = false, 0
 	}
 	return shareKV(c, shared)
 }

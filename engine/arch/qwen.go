@@ -46,7 +46,8 @@ func init() {
 			if c.MoE == nil {
 				return fmt.Errorf("qwen3moe: no expert_count: not a mixture-of-experts file")
 			}
-			c.MoE.Renorm = true
+			// llama.cpp's graph: softmax gating, always renormalised.
+			c.MoE.Sigmoid, c.MoE.Renorm = false, true
 			// No dense feed-forward: buffers and estimates take the
 			// experts' width.
 			c.FF = c.MoE.FF

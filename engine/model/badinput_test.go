@@ -91,6 +91,9 @@ func TestLoadRefusesBadFiles(t *testing.T) {
 			"rope.freq_base -1 must be positive"},
 		{"dynamic rope", rewrite(t, good.Path, map[string]gguf.Value{"qwen3.rope.scaling.type": gguf.ValueOf("dynamic")}),
 			`rope.scaling.type "dynamic" is not supported`},
+		{"experts in an architecture without them", rewrite(t, good.Path, map[string]gguf.Value{"qwen3.expert_count": gguf.ValueOf(uint32(8)),
+			"qwen3.expert_used_count": gguf.ValueOf(uint32(2)), "qwen3.expert_feed_forward_length": gguf.ValueOf(uint32(64))}),
+			"qwen3: expert_count 8: a mixture of experts is not supported for this architecture"},
 		{"keys of another architecture", rewrite(t, good.Path, map[string]gguf.Value{"general.architecture": gguf.ValueOf("phi3")}),
 			"phi3"}, // the keys are qwen3's: the error names the phi3 key it lacks
 	}

@@ -323,9 +323,7 @@ func (w *GPUWeights) upload(dev *gpu.Device, m *Model, o GPUWeightOptions) error
 			if e.RouterBias != nil {
 				bs := []vec{{&g.MoE.RouterBias, blk("ffn_gate_inp.bias"), []*Weight{e.RouterBias}},
 					{&g.MoE.DownBias, blk("ffn_down_exps.bias"), []*Weight{e.DownBias}}}
-				if g.MoE.GateUp != nil {
-					bs = append(bs, vec{&g.MoE.GateUpBias, blk("ffn_gate_up_exps.bias"), []*Weight{mergeExperts(blk("ffn_gate_up_exps.bias"), expertRows(e.GateBias), expertRows(e.UpBias))}})
-				} else {
+				if g.MoE.GateUp == nil {
 					bs = append(bs, vec{&g.MoE.GateBias, blk("ffn_gate_exps.bias"), []*Weight{e.GateBias}}, vec{&g.MoE.UpBias, blk("ffn_up_exps.bias"), []*Weight{e.UpBias}})
 				}
 				for _, p := range bs {
@@ -333,6 +331,27 @@ func (w *GPUWeights) upload(dev *gpu.Device, m *Model, o GPUWeightOptions) error
 						return err
 					}
 				}
+			}
+			if e.GateBias != nil && g.MoE.GateUp != nil {
+				// Each expert's gate bias, then its up bias, as the merged
+				// experts' rows.
+				gb, err := e.GateBias.F32()
+				if err != nil {
+					return err
+				}
+				ub, err := e.UpBias.F32()
+				if err != nil {
+					return err
+				}
+				ff := e.GateBias.Cols
+				gu := make([]float32, 0, len(gb)+len(ub))
+				for x := range e.GateBias.Rows {
+					gu = append(append(gu, gb[x*ff:(x+1)*ff]...), ub[x*ff:(x+1)*ff]...)
+				}
+				if g.MoE.GateUpBias, err = buffer(blk("ffn_gate_up_exps.bias"), gu); err != nil {
+					return err
+				}
+				sent(int64(len(gu)) * 4)
 			}
 			if e.RouterScale != nil {
 				gain, err := RouterGain(e, m.Config.Hidden)
@@ -439,14 +458,6 @@ func mergeRows(name string, ws ...*Weight) []placedWeight {
 		i = j
 	}
 	return out
-}
-
-// expertRows is a stack of biases (Experts rows) as mergeExperts takes it:
-// a stack of one-row matrices.
-func expertRows(w *Weight) *Weight {
-	s := *w
-	s.Stack = w.Rows
-	return &s
 }
 
 // mergeExperts stacks each expert's gate rows and then its up rows, one

@@ -81,6 +81,9 @@ func QuantizeQ8GLU(c *gpu.Chain, gateUp, xq *gpu.Buffer, a GLUArgs) error {
 	if err := checkQ8("quantize q8 glu", gateUp, a.FF, 2*a.FF, xq); err != nil {
 		return err
 	}
+	if a.OAI {
+		return fmt.Errorf("ops: quantize q8 glu: gpt-oss's gated unit is not fused into the quantizer (apply SwiGLUOAIFused first)")
+	}
 	var flags uint32
 	if a.GELU {
 		flags |= matmulGELU

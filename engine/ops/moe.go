@@ -127,8 +127,8 @@ func moeShape(kernel string, w *gpu.Tensor, x, y *gpu.Buffer, a MoEArgs) (matmul
 	}
 	xEnd := uint64((a.Slots-1)/a.XDiv)*uint64(xs) + uint64(xw)
 	yEnd := uint64(o.YOffset) + uint64(a.Slots-1)*uint64(ys) + uint64(rows)
-	if xEnd > math.MaxUint32 || yEnd > math.MaxUint32 || a.Slots > 65535 {
-		return matmulParams{}, fmt.Errorf("ops: %s: %d slots overflow the kernels' 32-bit indexing or grid", kernel, a.Slots)
+	if xEnd > math.MaxUint32 || yEnd > math.MaxUint32 {
+		return matmulParams{}, fmt.Errorf("ops: %s: %d slots overflow the kernels' 32-bit indexing", kernel, a.Slots)
 	}
 	if err := needF32(kernel, "x", x, int(xEnd)); err != nil {
 		return matmulParams{}, err
@@ -187,6 +187,9 @@ func MoEMatVec(c *gpu.Chain, w *gpu.Tensor, x, ids, y *gpu.Buffer, a MoEArgs) er
 	kern, ok := matmulKernelFor(w.Type)
 	if !ok || !HasMoEMatVec(w.Type) {
 		return fmt.Errorf("ops: %s %q: weight type %v has no expert matvec (quantized types only; use MoEMatMul)", kernel, w.Name, w.Type)
+	}
+	if a.Slots > 65535 {
+		return fmt.Errorf("ops: %s %q: %d slots, over the 65535-workgroup grid limit of one workgroup row a slot (use MoEMatMul)", kernel, w.Name, a.Slots)
 	}
 	if err := needF32(kernel, "ids", ids, a.Slots); err != nil {
 		return err
