@@ -299,6 +299,20 @@ func (m *hfModel) write(t *testing.T) string {
 }
 
 // importModel imports dir with o and opens the result.
+// importRefused imports m and wants an error naming each of want.
+func importRefused(t *testing.T, m *hfModel, want ...string) {
+	t.Helper()
+	err := Import(m.write(t), t.TempDir()+"/out.gguf", Options{})
+	if err == nil {
+		t.Fatalf("Import succeeded, want an error naming %q", want)
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not contain %q", err, w)
+		}
+	}
+}
+
 func importModel(t *testing.T, dir string, o Options) *gguf.File {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "out.gguf")
