@@ -89,7 +89,6 @@ struct Params {
 // The backward_moe_ entries' grouped slots (engine/ops' MoEGroup); the
 // other entries get dY here and never read it.
 @group(0) @binding(5) var<storage, read> groups: array<u32>;
-const MOE_ORDER: u32 = 4u;
 
 // The launch shape (see the top of the file).
 const WG: u32 = CT * RT * KS;
@@ -115,18 +114,9 @@ const SHN: u32 = WSN + BN * DROW;
 var<workgroup> sh: array<vec4<f32>, SHN>;
 
 //!include dequant_common
+//!include moe_tile_common
 
 // ---- the product ---------------------------------------------------------------
-
-// Tile is where a workgroup's rows come from: its weight rows start at
-// wrow within the chunk, it has m activation rows, and with moe row j is
-// slot groups[slots + j].
-struct Tile {
-    wrow: u32,
-    m: u32,
-    slots: u32,
-    moe: bool,
-}
 
 // dy_at is dY's element of activation row j of the tile (0 past its rows)
 // in column col of this chunk (the weight row col).
@@ -152,17 +142,10 @@ fn backward_input(qt: u32, lid: u32, wid: vec3<u32>, moe: bool) {
     var end = min(first + p.split_rows, p.n);
     var tl = Tile(0u, p.m, 0u, false);
     if (moe) {
-        // Tiles past the batch's count and experts of other chunks leave:
-        // their whole workgroup agrees (groups is read-only).
-        if (wid.z >= groups[0]) {
+        tl = moe_tile(wid.z);
+        if (!tl.moe) {
             return;
         }
-        let g = MOE_ORDER + p.m + 3u * wid.z;
-        let e = groups[g];
-        if (e < p.row0 || e - p.row0 >= p.experts) {
-            return;
-        }
-        tl = Tile((e - p.row0) * p.n, groups[g + 2u], MOE_ORDER + groups[g + 1u], true);
         j0 = 0u;
         split = 0u;
         first = 0u;

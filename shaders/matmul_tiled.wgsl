@@ -94,17 +94,8 @@ var<workgroup> sh: array<vec4<f32>, SHN>;
 // result row is s. So each expert's weights are read once per tile of its
 // tokens, not once per token.
 @group(0) @binding(4) var<storage, read> groups: array<u32>;
-const MOE_ORDER: u32 = 4u;
 
-// Tile is where a workgroup's rows come from: its weight rows start at
-// wrow within the chunk, it has m activation rows, and with moe row j is
-// slot groups[slots + j].
-struct Tile {
-    wrow: u32,
-    m: u32,
-    slots: u32,
-    moe: bool,
-}
+//!include moe_tile_common
 
 // x_row is the row of x that activation row j of the tile reads.
 fn x_row(tl: Tile, j: u32) -> u32 {
@@ -181,17 +172,10 @@ fn matmul_tiled(qt: u32, lid: u32, wid: vec3<u32>, nwg: vec3<u32>, moe: bool) {
     var tl = Tile(0u, p.m, 0u, false);
     if (moe) {
         // Tile wid.z of the grouped slots: its expert's rows, its slots.
-        // Tiles past the batch's count, and experts of other chunks,
-        // leave: their whole workgroup agrees (groups is read-only).
-        if (wid.z >= groups[0]) {
+        tl = moe_tile(wid.z);
+        if (!tl.moe) {
             return;
         }
-        let g = MOE_ORDER + p.m + 3u * wid.z;
-        let e = groups[g];
-        if (e < p.row0 || e - p.row0 >= p.experts) {
-            return;
-        }
-        tl = Tile((e - p.row0) * p.n, groups[g + 2u], MOE_ORDER + groups[g + 1u], true);
         j0 = 0u;
     }
     // The grid wraps into y in whole rows, so its last row can run past
