@@ -48,7 +48,26 @@ func (hp *hparams) parseMoE(c object) error {
 	if hp.fam.arch.Name == "gpt-oss" {
 		return hp.parseGPTOSS(c)
 	}
-	e, err := hp.readExperts(c, "num_experts", "num_experts_per_tok", "moe_intermediate_size")
+	// transformers 5 saves Qwen3MoeConfig's expert count as
+	// num_local_experts (num_experts is its alias there); the published
+	// checkpoints' configs say num_experts.
+	countKey := "num_experts"
+	if !c.has(countKey) && c.has("num_local_experts") {
+		countKey = "num_local_experts"
+	} else if c.has(countKey) && c.has("num_local_experts") {
+		a, err := c.int(countKey, 0)
+		if err != nil {
+			return err
+		}
+		b, err := c.int("num_local_experts", 0)
+		if err != nil {
+			return err
+		}
+		if a != b {
+			return c.errorf("num_local_experts", "is %d but num_experts is %d: which the model has is unclear", b, a)
+		}
+	}
+	e, err := hp.readExperts(c, countKey, "num_experts_per_tok", "moe_intermediate_size")
 	if err != nil {
 		return err
 	}

@@ -131,6 +131,10 @@ func TestImportQwen3MoE(t *testing.T) {
 		}
 	}
 
+	// transformers 5's save_pretrained names the count num_local_experts.
+	local := importModel(t, qwen3moeModel(map[string]any{"num_experts": nil, "num_local_experts": moeExperts}).write(t), Options{})
+	checkKeys(t, local, "qwen3moe", map[string]any{"expert_count": uint32(moeExperts)})
+
 	f := importModel(t, m.write(t), Options{})
 	for _, proj := range []struct{ gg, hf string }{{"ffn_gate_exps", "gate_proj"}, {"ffn_up_exps", "up_proj"}, {"ffn_down_exps", "down_proj"}} {
 		var want []float32
@@ -221,6 +225,7 @@ func TestImportQwen3MoERefuses(t *testing.T) {
 		{name: "no expert chosen", extra: map[string]any{"num_experts_per_tok": 0}, want: []string{"num_experts_per_tok: is 0"}},
 		{name: "too many experts", extra: map[string]any{"num_experts": 1025, "num_experts_per_tok": 8}, want: []string{"num_experts: is 1025, want 1 to 1024"}},
 		{name: "too many chosen", extra: map[string]any{"num_experts": 128, "num_experts_per_tok": 65}, want: []string{"num_experts_per_tok: is 65", "64"}},
+		{name: "two expert counts", extra: map[string]any{"num_local_experts": moeExperts * 2}, want: []string{"num_local_experts: is 8 but num_experts is 4"}},
 		{name: "no expert width", extra: map[string]any{"moe_intermediate_size": 0}, want: []string{"moe_intermediate_size: is 0"}},
 		{name: "sliding window", extra: map[string]any{"use_sliding_window": true}, want: []string{"use_sliding_window"}},
 		{

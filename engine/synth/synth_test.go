@@ -1306,6 +1306,28 @@ func TestPooledTensors(t *testing.T) {
 	}
 }
 
+// TestPooledShortRows: rows of 2 or 3 blocks are pooled only where the
+// matrix is short enough that two equal rows stay as unlikely as for a
+// vocabulary of 4-block rows (2^-16), counting the rows of one matrix of
+// a stack of experts.
+func TestPooledShortRows(t *testing.T) {
+	for _, c := range []struct {
+		shape []uint64
+		want  bool
+	}{
+		{[]uint64{768, 2048, 128}, true},        // Qwen3-30B-A3B's ffn_down_exps: 3 × 13 bits ≥ 2·11 + 16
+		{[]uint64{768, 1 << 20}, false},         // 3 blocks, 2^20 rows: 39 bits < 56
+		{[]uint64{512, 1 << 5, 1 << 14}, true},  // 2 blocks, 2^5 rows a matrix: 26 bits ≥ 26
+		{[]uint64{512, 1 << 8, 1 << 11}, false}, // 2 blocks, 2^8 rows: 26 bits < 32
+		{[]uint64{256, 4096, 16}, false},        // a row of one block repeats
+		{[]uint64{1024, 1 << 18}, true},         // 4 blocks: pooled whatever the height
+	} {
+		if got := pooled(Tensor{Name: "m", Type: gguf.TypeQ4_K, Shape: c.shape}, kindMatrix); got != c.want {
+			t.Errorf("Q4_K %v: pooled %v, want %v", c.shape, got, c.want)
+		}
+	}
+}
+
 // TestDeterministic: the seed alone decides the bytes, whatever the number
 // of workers.
 func TestDeterministic(t *testing.T) {

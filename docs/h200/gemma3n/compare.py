@@ -30,6 +30,7 @@ def main(peer_path, *hearth_paths):
             "median_rel_diff": float(np.median(rel)),
             "argmax_agree": int((h[:n].argmax(axis=1) == peer[:n].argmax(axis=1)).sum()),
             "top5_overlap_mean": float(np.mean([len(set(np.argsort(-h[i])[:5]) & set(np.argsort(-peer[i])[:5])) for i in range(n)])),
+            "rel_diff_by_position": [round(float(x), 5) for x in rel],
         }
     print(json.dumps(out, indent=1))
 

@@ -107,7 +107,7 @@ Qwen 3 MoE (QWEN 3 MOE CHECKS): the built and the reloaded model have in
 every layer a router of 8 rows without bias and 8 experts of 64 (one
 module each, or transformers 5's fused gate_up_proj [8, 128, 64], gate
 rows first, and down_proj [8, 64, 64]) and no dense MLP or shared expert;
-config.json holds num_experts, num_experts_per_tok,
+config.json holds num_experts (transformers 5: num_local_experts), num_experts_per_tok,
 moe_intermediate_size, norm_topk_prob true, decoder_sparse_step 1 and no
 mlp_only_layers (what an importer refuses otherwise); model.safetensors is
 all f16 and holds each layer's router and its experts in one of the two
@@ -1602,8 +1602,11 @@ def qwen3moe_saved_checks(out):
     with open(os.path.join(out, "config.json"), encoding="utf-8") as f:
         c = json.load(f)
     problems = []
+    # transformers 5 saves the count as num_local_experts (num_experts is
+    # its alias); the Hub's configs say num_experts. Hearth reads either.
+    count_key = "num_experts" if "num_experts" in c else "num_local_experts"
     for k, v in (
-        ("num_experts", MOE_EXPERTS),
+        (count_key, MOE_EXPERTS),
         ("num_experts_per_tok", MOE_USED),
         ("moe_intermediate_size", MOE_FF),
         ("norm_topk_prob", True),
