@@ -76,11 +76,12 @@ fn begin_chunk(lid: u32, e0: u32, len: u32) {
 // store_row sums the LANES partial sums of each row in lane order and lets
 // the row's first lane write it (adding to y when flags bit 0 asks).
 fn store_row(lid: u32, row: u32, acc: f32) {
-    store_row_at(lid, row, acc, p.y_offset + p.row0);
+    store_row_at(lid, row, acc, p.y_offset + p.row0, 0.0);
 }
 
-// store_row_at is store_row with row r's result at y[y0 + r].
-fn store_row_at(lid: u32, row: u32, acc: f32, y0: u32) {
+// store_row_at is store_row with row r's result plus plus at y[y0 + r]
+// (plus is 0 but for the experts' biases; adding 0 changes no sum).
+fn store_row_at(lid: u32, row: u32, acc: f32, y0: u32, plus: f32) {
     vred[lid >> 2u][lid & 3u] = acc;
     workgroupBarrier();
     if (lid % LANES == 0u && row < p.n) {
@@ -88,7 +89,7 @@ fn store_row_at(lid: u32, row: u32, acc: f32, y0: u32) {
         for (var i = 1u; i < LANES / 4u; i++) {
             s += vred[(lid >> 2u) + i];
         }
-        let v = (s.x + s.y) + (s.z + s.w);
+        let v = ((s.x + s.y) + (s.z + s.w)) + plus;
         let yi = y0 + row;
         if ((p.flags & 1u) != 0u) {
             y[yi] += v;
@@ -240,11 +241,15 @@ fn matvec_rows_glu(kind: u32, lid: u32, wid: vec3<u32>, nwg: vec3<u32>) {
 // a multiple of 4): the token's normed row for gate and up, whose used
 // slots all read it, or the slot's own row for down. With flags bit 3 x_s
 // is [gate | up], 2·p.k floats, and the product reads act(gate) ⊙ up as
-// the matvec_glu_ entries do. A slot whose expert lives in another chunk
-// leaves at once: its whole workgroup agrees, as moe_ids is read-only and
-// s is the workgroup's. Needs XCH > 0.
+// the matvec_glu_ entries do. With flags bit 5 each row gains its
+// expert's bias, moe_bias[e·p.n + r] (gpt-oss's gate-up and down biases,
+// [experts, p.n]), added after the row's sum as a separate MoEAddBias
+// would. A slot whose expert lives in another chunk leaves at once: its
+// whole workgroup agrees, as moe_ids is read-only and s is the
+// workgroup's. Needs XCH > 0.
 
 @group(0) @binding(4) var<storage, read> moe_ids: array<u32>;
+@group(0) @binding(5) var<storage, read> moe_bias: array<f32>;
 
 // begin_chunk_moe is begin_chunk staging the len floats at e0 of the slot's
 // row at x0 (act(gate) ⊙ up with glu).
@@ -285,5 +290,9 @@ fn matvec_rows_moe(kind: u32, lid: u32, wid: vec3<u32>, nwg: vec3<u32>) {
             acc += row_units(kind, lane, rowb, e0, len);
         }
     }
-    store_row_at(lid, row, acc, p.y_offset + slot * p.y_stride);
+    var plus = 0.0;
+    if ((p.flags & 32u) != 0u && row < p.n) {
+        plus = moe_bias[e * p.n + row];
+    }
+    store_row_at(lid, row, acc, p.y_offset + slot * p.y_stride, plus);
 }

@@ -9,7 +9,9 @@
 //   then the TOPK largest p_e (ties to the lower expert index), each weight
 //   p_e, divided by their sum with FLAG_RENORM (norm_topk_prob; softmax over
 //   the chosen logits, gpt-oss's and Mixtral's order, is the same weights),
-//   times scale[e] with FLAG_SCALE (Gemma 4's per-expert scale).
+//   times scale[e] with FLAG_SCALE (Gemma 4's per-expert scale). With
+//   FLAG_BIAS each logit l_e is read as l_e + bias[e] (gpt-oss's router
+//   bias), the logits left as they are.
 //
 // One workgroup per token; the grid may wrap into y past 65535 tokens. The
 // token's scores stay in workgroup memory (MAX_E of them), and the k rounds
@@ -29,18 +31,24 @@ struct Params {
 const FLAG_SIGMOID: u32 = 1u;
 const FLAG_RENORM: u32 = 2u;
 const FLAG_SCALE: u32 = 4u;
+const FLAG_BIAS: u32 = 8u;
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read_write> logits: array<f32>;
 @group(0) @binding(2) var<storage, read_write> scale: array<f32>;
 @group(0) @binding(3) var<storage, read_write> ids: array<u32>;
 @group(0) @binding(4) var<storage, read_write> weights: array<f32>;
+// read_write like the others, so logits can fill the slot when unbiased.
+@group(0) @binding(5) var<storage, read_write> bias: array<f32>;
 
 //!include reduce_common
 //!include glu_common
 //!include moe_common
 
 fn logit(i: u32) -> f32 {
+    if ((p.flags & FLAG_BIAS) != 0u) {
+        return logits[i] + bias[i % p.experts];
+    }
     return logits[i];
 }
 var<workgroup> best_v: array<f32, WG>;

@@ -74,8 +74,8 @@ var readF32File = logitstest.ReadF32
 // against transformers' logits of the whole sequence.
 func TestMatchesTransformers(t *testing.T) {
 	dirs, err := filepath.Glob(filepath.Join("testdata", "hf", "*", "expected.json"))
-	if err != nil || len(dirs) < 13 {
-		t.Fatalf("want the 13 fixtures of testdata/hf (make_fixtures.py), found %d (%v)", len(dirs), err)
+	if err != nil || len(dirs) < 15 {
+		t.Fatalf("want the 15 fixtures of testdata/hf (make_fixtures.py), found %d (%v)", len(dirs), err)
 	}
 	for _, exp := range dirs {
 		dir := filepath.Dir(exp)

@@ -272,8 +272,14 @@ func (w *GPUWeights) recordMoE(ch *gpu.Chain, i int, a *GPUMoEActivations, xn, r
 	}
 	slots, ff := n*e.Used, e.FF
 	try(ops.MatMul(ch, g.Router, routerIn, a.Logits, n))
+	route := ops.MoERouteArgs{Tokens: n, Experts: e.Experts, TopK: e.Used, Sigmoid: e.Sigmoid, Renorm: e.Renorm}
 	if g.RouterBias != nil {
-		try(ops.AddBias(ch, a.Logits, g.RouterBias, n, e.Experts))
+		if keep {
+			// The backward reads the biased logits.
+			try(ops.AddBias(ch, a.Logits, g.RouterBias, n, e.Experts))
+		} else {
+			route.Bias = g.RouterBias
+		}
 	}
 	// biases adds the experts' gate and up biases to each slot's
 	// [gate | up] row.
@@ -286,19 +292,21 @@ func (w *GPUWeights) recordMoE(ch *gpu.Chain, i int, a *GPUMoEActivations, xn, r
 			try(ops.MoEAddBias(ch, g.UpBias, a.IDs, a.GateUp, slots, e.Experts, ff, 2*ff, ff))
 		}
 	}
-	try(ops.MoERoute(ch, a.Logits, g.DownScale, a.IDs, a.Weights, ops.MoERouteArgs{Tokens: n, Experts: e.Experts, TopK: e.Used, Sigmoid: e.Sigmoid, Renorm: e.Renorm}))
+	try(ops.MoERoute(ch, a.Logits, g.DownScale, a.IDs, a.Weights, route))
 	// Each slot's [gate | up] row, 2·FF floats: one product of the merged
-	// experts, or gate's and up's side by side.
+	// experts, or gate's and up's side by side; bias is each one's experts'
+	// biases, which a decoded token's products add as they store.
 	type product struct {
-		t *gpu.Tensor
-		a ops.MoEArgs
+		t    *gpu.Tensor
+		a    ops.MoEArgs
+		bias *gpu.Buffer
 	}
-	first := []product{{g.GateUp, ops.MoEArgs{Slots: slots, XDiv: e.Used}}}
+	first := []product{{g.GateUp, ops.MoEArgs{Slots: slots, XDiv: e.Used}, g.GateUpBias}}
 	if g.GateUp == nil {
 		o := ops.MatmulOptions{YStride: 2 * ff}
-		first = []product{{g.Gate, ops.MoEArgs{Slots: slots, XDiv: e.Used, Options: o}}}
+		first = []product{{g.Gate, ops.MoEArgs{Slots: slots, XDiv: e.Used, Options: o}, g.GateBias}}
 		o.YOffset = ff
-		first = append(first, product{g.Up, ops.MoEArgs{Slots: slots, XDiv: e.Used, Options: o}})
+		first = append(first, product{g.Up, ops.MoEArgs{Slots: slots, XDiv: e.Used, Options: o}, g.UpBias})
 	}
 	down := ops.MoEArgs{Slots: slots, XDiv: 1}
 	vec := n == 1 && !keep && ops.HasMoEMatVec(g.Down.Type)
@@ -307,10 +315,11 @@ func (w *GPUWeights) recordMoE(ch *gpu.Chain, i int, a *GPUMoEActivations, xn, r
 	}
 	if vec {
 		for _, p := range first {
+			p.a.Bias = p.bias
 			try(ops.MoEMatVec(ch, p.t, xn, a.IDs, a.GateUp, p.a))
 		}
-		biases()
 		down.GLU = &ops.GLUArgs{FF: ff, GELU: c.GELU && !e.OAI, OAI: e.OAI}
+		down.Bias = g.DownBias
 		try(ops.MoEMatVec(ch, g.Down, a.GateUp, a.IDs, a.Y, down))
 	} else {
 		try(ops.MoEGroup(ch, a.IDs, a.Groups, slots, e.Experts))
@@ -327,9 +336,9 @@ func (w *GPUWeights) recordMoE(ch *gpu.Chain, i int, a *GPUMoEActivations, xn, r
 			try(ops.SwiGLUFused(ch, a.GateUp, a.H, slots, ff))
 		}
 		try(ops.MoEMatMul(ch, g.Down, a.H, a.Groups, a.Y, down))
-	}
-	if g.DownBias != nil {
-		try(ops.MoEAddBias(ch, g.DownBias, a.IDs, a.Y, slots, e.Experts, c.Hidden, 0, 0))
+		if g.DownBias != nil {
+			try(ops.MoEAddBias(ch, g.DownBias, a.IDs, a.Y, slots, e.Experts, c.Hidden, 0, 0))
+		}
 	}
 	try(ops.MoECombine(ch, a.Y, a.Weights, out, ops.MoECombineArgs{Tokens: n, Used: e.Used, Dim: c.Hidden, Scale: e.Scale, Accumulate: accumulate}))
 }

@@ -62,13 +62,15 @@ type matmulParams struct {
 }
 
 // Flags of MatmulParams.flags: add to y; apply MatVecNormed's gain as 1 + g;
-// the GLU's activation is GELU (else SiLU); MoEMatVec reads act(gate)·up.
+// the GLU's activation is GELU (else SiLU); MoEMatVec reads act(gate)·up;
+// the GLU is gpt-oss's; MoEMatVec adds the experts' biases.
 const (
 	matmulAccumulate = 1
 	matmulOnePlus    = 2
 	matmulGELU       = 4
 	matmulGLU        = 8
 	matmulOAI        = 16
+	matmulBias       = 32
 )
 
 // matmulLaunch is the workgroup shape of one entry point.
@@ -371,6 +373,10 @@ func matmulDispatch(c *gpu.Chain, w *gpu.Tensor, kern matmulKernel, x, y *gpu.Bu
 		// The quantized families declare the gain at binding 4 for their
 		// matvec_normed_ entries, and a layout spans the whole family: the
 		// other entries get x there, which they never read.
+		bufs = append(bufs, x)
+	}
+	if kern.family != "matmul_float" {
+		// Binding 5 is the matvec_moe_ entries' experts' biases.
 		bufs = append(bufs, x)
 	}
 	if m == 1 && kern.family != "matmul_float" {

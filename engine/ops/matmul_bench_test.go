@@ -40,6 +40,18 @@ func benchRows(b *testing.B) int {
 // is valid data (random bytes would give NaN scales).
 func benchWeight(b *testing.B, typ gguf.Type, n, k int) *gpu.Tensor {
 	b.Helper()
+	w, err := dev.NewTensor("bench."+typ.String(), typ, n, k, benchWeightBytes(b, typ, n, k), 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(w.Release)
+	return w
+}
+
+// benchWeightBytes is benchWeight's data: n rows of k values of typ, 16
+// distinct rows repeated.
+func benchWeightBytes(b *testing.B, typ gguf.Type, n, k int) []byte {
+	b.Helper()
 	const distinct = 16
 	src := randVec(1, distinct*k, 1)
 	rowBytes, ok := typ.RowSize(int64(k))
@@ -54,12 +66,7 @@ func benchWeight(b *testing.B, typ gguf.Type, n, k int) *gpu.Tensor {
 	for r := range n {
 		copy(data[r*int(rowBytes):], rows[(r%distinct)*int(rowBytes):(r%distinct+1)*int(rowBytes)])
 	}
-	w, err := dev.NewTensor("bench."+typ.String(), typ, n, k, data, 0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(w.Release)
-	return w
+	return data
 }
 
 // benchChain runs ops dispatches recorded by op, chainLen to a chain and one

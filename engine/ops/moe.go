@@ -91,6 +91,11 @@ type MoEArgs struct {
 	// YStride 0 meaning the expert's rows) and space x's rows (XStride 0
 	// meaning the columns, or 2·FF with GLU).
 	Options MatmulOptions
+	// Bias, MoEMatVec only: the experts' biases, a row of the experts'
+	// output width per expert (w.Stack rows), each slot's added to its
+	// result (gpt-oss's gate-up and down biases, with no MoEAddBias
+	// dispatch).
+	Bias *gpu.Buffer
 }
 
 // moeShape checks a product of the stacked experts w over the slots of a
@@ -188,6 +193,23 @@ func MoEMatVec(c *gpu.Chain, w *gpu.Tensor, x, ids, y *gpu.Buffer, a MoEArgs) er
 	if !ok || !HasMoEMatVec(w.Type) {
 		return fmt.Errorf("ops: %s %q: weight type %v has no expert matvec (quantized types only; use MoEMatMul)", kernel, w.Name, w.Type)
 	}
+	if a.Bias != nil {
+		if err := needF32(kernel+" "+w.Name, "bias", a.Bias, w.Rows); err != nil {
+			return err
+		}
+		if a.Bias == y {
+			return fmt.Errorf("ops: %s %q: bias and y are the same buffer", kernel, w.Name)
+		}
+		p.Flags |= matmulBias
+	}
+	return moeMatVecWith(c, w, kern, fitVecLaunch(c.Device(), stagedLaunch(kern)), x, ids, y, a, p)
+}
+
+// moeMatVecWith is MoEMatVec with an explicit launch shape (a staged one:
+// the entries need XCH > 0), so the tuning benchmark can try others; p is
+// moeShape's.
+func moeMatVecWith(c *gpu.Chain, w *gpu.Tensor, kern matmulKernel, launch matmulLaunch, x, ids, y *gpu.Buffer, a MoEArgs, p matmulParams) error {
+	const kernel = "moe matvec"
 	if a.Slots > 65535 {
 		return fmt.Errorf("ops: %s %q: %d slots, over the 65535-workgroup grid limit of one workgroup row a slot (use MoEMatMul)", kernel, w.Name, a.Slots)
 	}
@@ -197,7 +219,6 @@ func MoEMatVec(c *gpu.Chain, w *gpu.Tensor, x, ids, y *gpu.Buffer, a MoEArgs) er
 	if ids == y {
 		return fmt.Errorf("ops: %s %q: ids and y are the same buffer", kernel, w.Name)
 	}
-	launch := fitVecLaunch(c.Device(), stagedLaunch(kern))
 	if err := checkVecLaunch(c.Device(), w.Name, launch); err != nil {
 		return err
 	}
@@ -212,7 +233,11 @@ func MoEMatVec(c *gpu.Chain, w *gpu.Tensor, x, ids, y *gpu.Buffer, a MoEArgs) er
 		}
 		grid := gpu.Grid(int(p.N), launch.rows)
 		grid[2] = uint32(a.Slots)
-		if err := c.Dispatch(gk, p, grid, ch.Buf, x, y, ids); err != nil {
+		bias := a.Bias
+		if bias == nil {
+			bias = x // fills the slot; the kernel does not read it
+		}
+		if err := c.Dispatch(gk, p, grid, ch.Buf, x, y, ids, bias); err != nil {
 			return err
 		}
 	}
@@ -225,8 +250,8 @@ func MoEMatVec(c *gpu.Chain, w *gpu.Tensor, x, ids, y *gpu.Buffer, a MoEArgs) er
 // not taken (apply SwiGLUFused or GeGLUFused first).
 func MoEMatMul(c *gpu.Chain, w *gpu.Tensor, x, groups, y *gpu.Buffer, a MoEArgs) error {
 	const kernel = "moe matmul"
-	if a.GLU != nil {
-		return fmt.Errorf("ops: %s: the grouped product takes no fused GLU", kernel)
+	if a.GLU != nil || a.Bias != nil {
+		return fmt.Errorf("ops: %s: the grouped product takes no fused GLU or bias (apply them apart)", kernel)
 	}
 	p, err := moeShape(kernel, w, x, y, a)
 	if err != nil {

@@ -61,6 +61,9 @@ func MoERouteBackward(c *gpu.Chain, logits, scale, ids, dweights, dlogits *gpu.B
 	if err := a.check(kernel); err != nil {
 		return err
 	}
+	if a.Bias != nil {
+		return fmt.Errorf("ops: %s: takes the biased logits, not a bias", kernel)
+	}
 	n := a.Tokens * a.TopK
 	for _, o := range []operand{{"logits", logits, a.Tokens * a.Experts}, {"ids", ids, n}, {"dweights", dweights, n}, {"dlogits", dlogits, a.Tokens * a.Experts}} {
 		if err := needF32(kernel, o.what, o.buf, o.n); err != nil {

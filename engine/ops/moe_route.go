@@ -17,6 +17,11 @@ import (
 type MoERouteArgs struct {
 	Tokens, Experts, TopK int
 	Sigmoid, Renorm       bool
+	// Bias, MoERoute only: the router's bias, Experts floats added to
+	// every token's logits as they are read (gpt-oss's; the logits
+	// buffer keeps the unbiased projection). MoERouteBackward takes
+	// biased logits and refuses it.
+	Bias *gpu.Buffer
 }
 
 // check says what the router's kernels (forward and backward) cannot run.
@@ -56,6 +61,7 @@ const (
 	moeSigmoid = 1
 	moeRenorm  = 2
 	moeScale   = 4
+	moeBias    = 8
 )
 
 // moeRouteWG is the router's workgroup size; moeMaxExperts the most
@@ -100,6 +106,18 @@ func MoERoute(c *gpu.Chain, logits, scale, ids, weights *gpu.Buffer, a MoERouteA
 	} else {
 		scale = logits // fills the slot; the kernel does not read it
 	}
+	bias := a.Bias
+	if bias != nil {
+		if err := needF32(kernel, "bias", bias, a.Experts); err != nil {
+			return err
+		}
+		if bias == ids || bias == weights {
+			return fmt.Errorf("ops: %s: bias %q must not be an output", kernel, bias.Label())
+		}
+		p.Flags |= moeBias
+	} else {
+		bias = logits // fills the slot; the kernel does not read it
+	}
 	spec := gpu.Spec("moe_route", kernel, "WG", moeRouteWG, "MAX_E", moeMaxExperts, "MAX_K", moeMaxTopK)
-	return dispatch(c, spec, p, gpu.Grid(a.Tokens, 1), logits, scale, ids, weights)
+	return dispatch(c, spec, p, gpu.Grid(a.Tokens, 1), logits, scale, ids, weights, bias)
 }

@@ -90,6 +90,43 @@ func TestMoERouteMatchesReference(t *testing.T) {
 	}
 }
 
+// TestMoERouteBias: a router bias read with the logits (gpt-oss's) routes
+// as the reference does on the logits plus the bias, at a bias large
+// enough to change the choice, and leaves the logits as they were.
+func TestMoERouteBias(t *testing.T) {
+	a := MoERouteArgs{Tokens: 9, Experts: 32, TopK: 4, Renorm: true}
+	logits := moeLogits(3, a.Tokens, a.Experts, 12)
+	// The reference gets the same f32 sums the kernel forms. The logits
+	// are a token's offset plus multiples of 12/32 = 3/8, the biases
+	// multiples of 1/8: biased values are equal (ties, which both order by
+	// index from the same exact scores) or at least 1/8 apart.
+	bias := make([]float32, a.Experts)
+	for e := range bias {
+		bias[e] = float32((e*13)%32) / 8
+	}
+	biased := slices.Clone(logits)
+	for i := range biased {
+		biased[i] += bias[i%a.Experts]
+	}
+	wantIDs, wantW := ref.MoERoute(biased, nil, ref.MoERouteArgs{Tokens: a.Tokens, Experts: a.Experts, TopK: a.TopK, Renorm: true})
+	plainIDs, _ := ref.MoERoute(logits, nil, ref.MoERouteArgs{Tokens: a.Tokens, Experts: a.Experts, TopK: a.TopK, Renorm: true})
+	if slices.Equal(wantIDs, plainIDs) {
+		t.Fatal("the bias changes no choice: the test cannot tell it is applied")
+	}
+	bl, bb := upload(t, "logits", logits), upload(t, "bias", bias)
+	ids, w := scratch(t, "ids", a.Tokens*a.TopK), scratch(t, "weights", a.Tokens*a.TopK)
+	a.Bias = bb
+	run(t, "moe_route bias", func(c *gpu.Chain) error { return MoERoute(c, bl, nil, ids, w, a) })
+	if got := downloadU32(t, ids, a.Tokens*a.TopK); !slices.Equal(got, wantIDs) {
+		t.Fatalf("experts\n got %v\nwant %v", got, wantIDs)
+	}
+	// As checkMoERoute's weights.
+	assertClose(t, "weights", download(t, w, a.Tokens*a.TopK), wantW, 1e-9, 5e-6)
+	if got := download(t, bl, len(logits)); !slices.Equal(got, logits) {
+		t.Error("the biased route wrote the logits")
+	}
+}
+
 // TestMoERouteTies: equal gate values go to the lower expert index, in
 // every round, as the reference and torch.topk on CPU order them.
 func TestMoERouteTies(t *testing.T) {
@@ -143,6 +180,9 @@ func TestMoERouteRejectsBadShapes(t *testing.T) {
 		{"short scale", MoERoute(c, logits, scratch(t, "scale", 31), ids, w, ok)},
 		{"ids are weights", MoERoute(c, logits, nil, w, w, ok)},
 		{"scale is ids", MoERoute(c, logits, ids, scratch(t, "ids3", 32), w, MoERouteArgs{Tokens: 1, Experts: 32, TopK: 8})},
+		{"short bias", MoERoute(c, logits, nil, ids, w, with(func(a *MoERouteArgs) { a.Bias = scratch(t, "bias", 31) }))},
+		{"bias is weights", MoERoute(c, logits, nil, ids, w, with(func(a *MoERouteArgs) { a.Bias = w }))},
+		{"backward with a bias", MoERouteBackward(c, logits, nil, ids, w, scratch(t, "dlogits", 64), with(func(a *MoERouteArgs) { a.Bias = scratch(t, "bias2", 32) }))},
 	} {
 		if tc.err == nil {
 			t.Errorf("%s: accepted", tc.what)

@@ -256,17 +256,34 @@ func TestMoEMatVecMatchesReference(t *testing.T) {
 				x := randVec(uint64(30+i+xdiv), (used/xdiv)*cols, 3)
 				want, bound := c.want(t, x, xdiv)
 				bx := upload(t, "x", x)
-				for _, acc := range []bool{false, true} {
-					const offset, ys = 1, rows + 3
-					y0 := randVec(uint64(40+i), offset+used*ys, 40)
-					by := upload(t, "y", y0)
-					a := MoEArgs{Slots: used, XDiv: xdiv, Options: MatmulOptions{YOffset: offset, YStride: ys, Accumulate: acc}}
-					run(t, "moe matvec", func(ch *gpu.Chain) error { return MoEMatVec(ch, c.w, bx, bi, by, a) })
-					var base []float32
-					if acc {
-						base = y0
+				// The experts' biases, of the products' size (gpt-oss's are
+				// tenths of the outputs).
+				bias := randVec(uint64(45+i), experts*rows, 3)
+				bb := upload(t, "bias", bias)
+				for _, biased := range []bool{false, true} {
+					for _, acc := range []bool{false, true} {
+						const offset, ys = 1, rows + 3
+						y0 := randVec(uint64(40+i), offset+used*ys, 40)
+						by := upload(t, "y", y0)
+						a := MoEArgs{Slots: used, XDiv: xdiv, Options: MatmulOptions{YOffset: offset, YStride: ys, Accumulate: acc}}
+						var base []float32
+						if acc {
+							base = slices.Clone(y0)
+						}
+						if biased {
+							a.Bias = bb
+							if base == nil {
+								base = make([]float32, len(y0))
+							}
+							for s, e := range c.ids {
+								for r := range rows {
+									base[offset+s*ys+r] += bias[int(e)*rows+r]
+								}
+							}
+						}
+						run(t, "moe matvec", func(ch *gpu.Chain) error { return MoEMatVec(ch, c.w, bx, bi, by, a) })
+						checkMoE(t, fmt.Sprintf("%v xdiv=%d accumulate=%v bias=%v", typ, xdiv, acc, biased), download(t, by, offset+used*ys), want, bound, base, rows, offset, ys, tol)
 					}
-					checkMoE(t, fmt.Sprintf("%v xdiv=%d accumulate=%v", typ, xdiv, acc), download(t, by, offset+used*ys), want, bound, base, rows, offset, ys, tol)
 				}
 			}
 			for _, act := range []string{"silu", "gelu", "oai"} {
@@ -355,6 +372,15 @@ func TestMoEBadShapes(t *testing.T) {
 		}},
 		{"grouped glu", "no fused GLU", func(ch *gpu.Chain) error {
 			return MoEMatMul(ch, c.w, x, groups, y, MoEArgs{Slots: 4, XDiv: 1, GLU: &GLUArgs{FF: 64}})
+		}},
+		{"grouped bias", "or bias", func(ch *gpu.Chain) error {
+			return MoEMatMul(ch, c.w, x, groups, y, MoEArgs{Slots: 4, XDiv: 1, Bias: scratch(t, "bias", 4*32)})
+		}},
+		{"short bias", "bias buffer", func(ch *gpu.Chain) error {
+			return MoEMatVec(ch, c.w, x, ids, y, MoEArgs{Slots: 4, XDiv: 1, Bias: scratch(t, "short bias", 4*32-1)})
+		}},
+		{"bias is y", "bias and y", func(ch *gpu.Chain) error {
+			return MoEMatVec(ch, c.w, x, ids, y, MoEArgs{Slots: 4, XDiv: 1, Bias: y})
 		}},
 		{"short groups", "groups buffer", func(ch *gpu.Chain) error {
 			return MoEMatMul(ch, c.w, x, ids, y, MoEArgs{Slots: 4, XDiv: 1})
