@@ -202,7 +202,23 @@ func MoEMatVec(c *gpu.Chain, w *gpu.Tensor, x, ids, y *gpu.Buffer, a MoEArgs) er
 		}
 		p.Flags |= matmulBias
 	}
-	return moeMatVecWith(c, w, kern, fitVecLaunch(c.Device(), stagedLaunch(kern)), x, ids, y, a, p)
+	return moeMatVecWith(c, w, kern, fitVecLaunch(c.Device(), moeVecLaunch(w.Cols)), x, ids, y, a, p)
+}
+
+// moeVecLaunch is MoEMatVec's launch shape for experts of k columns,
+// from BenchmarkMoEMatVecLaunch on an H100 (docs/performance.md): x
+// staged 2048 floats at a time, whose 8 KiB of workgroup memory keep more
+// workgroups on an SM than the dense matvec's 4096 (Qwen3-30B-A3B's
+// gate-up, k = 2048, 579 GB/s against 503; gpt-oss's, k = 2880 in two
+// chunks, 576 against 505), and 64 rows of 4 lanes where a row is at most
+// 1024 wide, so that a workgroup's staging serves more rows (Qwen3's
+// down, k = 768: 246 GB/s against 147 at the dense matvec's 16 rows).
+func moeVecLaunch(k int) matmulLaunch {
+	l := matmulLaunch{wg: 256, rows: 16, tm: 1, xch: 2048}
+	if k <= 1024 {
+		l.rows = 64
+	}
+	return l
 }
 
 // moeMatVecWith is MoEMatVec with an explicit launch shape (a staged one:

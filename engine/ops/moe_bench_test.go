@@ -8,8 +8,8 @@ import (
 	"github.com/hearthstudio/hearth/gguf"
 )
 
-// BenchmarkMoEMatVecLaunch sweeps MoEMatVec's launch shapes (the table's
-// staged shape first, then matvecLaunchVariants with a staging chunk) as
+// BenchmarkMoEMatVecLaunch sweeps MoEMatVec's launch shapes (its own
+// first, then matvecLaunchVariants with a staging chunk) as
 // GB/s of the chosen experts' weight bytes, at the decode products of the
 // two mixtures the speed target names: gpt-oss-20b's gate-up (32 experts
 // of 5760×2880 MXFP4, 4 chosen) and down (2880×2880, GLU fused), and
@@ -45,7 +45,7 @@ func BenchmarkMoEMatVecLaunch(b *testing.B) {
 			cs.experts, cs.rows = 8, 64
 		}
 		kern, _ := matmulKernelFor(cs.typ)
-		launches := []matmulLaunch{fitVecLaunch(dev, stagedLaunch(kern))}
+		launches := []matmulLaunch{fitVecLaunch(dev, moeVecLaunch(cs.k))}
 		for _, l := range matvecLaunchVariants {
 			l = fitVecLaunch(dev, stagedLaunch(matmulKernel{vec: l}))
 			if checkVecLaunch(dev, "", l) == nil && !containsLaunch(launches, l) {

@@ -239,78 +239,85 @@ func TestMoEMatMulMatchesReference(t *testing.T) {
 
 // TestMoEMatVecMatchesReference runs the per-slot product a decoded token
 // takes, for every quantized type: gate/up (the token's 8 slots share its
-// row), down (a row a slot) and down with the GLU fused (SiLU, GELU and
-// gpt-oss's),
-// over 12 experts spread across three chunks, with the 1280-wide row a partial
-// staging chunk; and the same slots at 512 columns through a 512-float
-// chunk.
+// row), down (a row a slot), each with and without the experts' biases,
+// and down with the GLU fused (SiLU, GELU and gpt-oss's), over 12 experts
+// spread across three chunks, at the three launch cases of moeVecLaunch:
+// 1280 columns (16 rows a workgroup, one partial staging chunk), 768 (64
+// rows of 4 lanes, one partial workgroup of 36 rows) and 2304 (two
+// chunks, the second partial).
 func TestMoEMatVecMatchesReference(t *testing.T) {
 	for i, typ := range quantTypes {
-		t.Run(typ.String(), func(t *testing.T) {
-			const experts, rows, cols, used = 12, 36, 1280, 8
-			rb, _ := typ.RowSize(cols)
-			c := newMoECase(t, typ, experts, rows, cols, 1, used, uint64(5*rows)*uint64(rb))
-			bi := uploadU32(t, "ids", c.ids)
-			tol := moeTol(typ)
-			for _, xdiv := range []int{used, 1} {
-				x := randVec(uint64(30+i+xdiv), (used/xdiv)*cols, 3)
-				want, bound := c.want(t, x, xdiv)
-				bx := upload(t, "x", x)
-				// The experts' biases, of the products' size (gpt-oss's are
-				// tenths of the outputs).
-				bias := randVec(uint64(45+i), experts*rows, 3)
-				bb := upload(t, "bias", bias)
-				for _, biased := range []bool{false, true} {
-					for _, acc := range []bool{false, true} {
-						const offset, ys = 1, rows + 3
-						y0 := randVec(uint64(40+i), offset+used*ys, 40)
-						by := upload(t, "y", y0)
-						a := MoEArgs{Slots: used, XDiv: xdiv, Options: MatmulOptions{YOffset: offset, YStride: ys, Accumulate: acc}}
-						var base []float32
-						if acc {
-							base = slices.Clone(y0)
+		for _, cols := range []int{1280, 768, 2304} {
+			t.Run(fmt.Sprintf("%v/%d", typ, cols), func(t *testing.T) {
+				testMoEMatVec(t, i, typ, cols)
+			})
+		}
+	}
+}
+
+func testMoEMatVec(t *testing.T, i int, typ gguf.Type, cols int) {
+	const experts, rows, used = 12, 36, 8
+	rb, _ := typ.RowSize(int64(cols))
+	c := newMoECase(t, typ, experts, rows, cols, 1, used, uint64(5*rows)*uint64(rb))
+	bi := uploadU32(t, "ids", c.ids)
+	tol := moeTol(typ)
+	for _, xdiv := range []int{used, 1} {
+		x := randVec(uint64(30+i+xdiv), (used/xdiv)*cols, 3)
+		want, bound := c.want(t, x, xdiv)
+		bx := upload(t, "x", x)
+		// The experts' biases, of the products' size (gpt-oss's are
+		// tenths of the outputs).
+		bias := randVec(uint64(45+i), experts*rows, 3)
+		bb := upload(t, "bias", bias)
+		for _, biased := range []bool{false, true} {
+			for _, acc := range []bool{false, true} {
+				const offset, ys = 1, rows + 3
+				y0 := randVec(uint64(40+i), offset+used*ys, 40)
+				by := upload(t, "y", y0)
+				a := MoEArgs{Slots: used, XDiv: xdiv, Options: MatmulOptions{YOffset: offset, YStride: ys, Accumulate: acc}}
+				var base []float32
+				if acc {
+					base = slices.Clone(y0)
+				}
+				if biased {
+					a.Bias = bb
+					if base == nil {
+						base = make([]float32, len(y0))
+					}
+					for s, e := range c.ids {
+						for r := range rows {
+							base[offset+s*ys+r] += bias[int(e)*rows+r]
 						}
-						if biased {
-							a.Bias = bb
-							if base == nil {
-								base = make([]float32, len(y0))
-							}
-							for s, e := range c.ids {
-								for r := range rows {
-									base[offset+s*ys+r] += bias[int(e)*rows+r]
-								}
-							}
-						}
-						run(t, "moe matvec", func(ch *gpu.Chain) error { return MoEMatVec(ch, c.w, bx, bi, by, a) })
-						checkMoE(t, fmt.Sprintf("%v xdiv=%d accumulate=%v bias=%v", typ, xdiv, acc, biased), download(t, by, offset+used*ys), want, bound, base, rows, offset, ys, tol)
 					}
 				}
+				run(t, "moe matvec", func(ch *gpu.Chain) error { return MoEMatVec(ch, c.w, bx, bi, by, a) })
+				checkMoE(t, fmt.Sprintf("%v xdiv=%d accumulate=%v bias=%v", typ, xdiv, acc, biased), download(t, by, offset+used*ys), want, bound, base, rows, offset, ys, tol)
 			}
-			for _, act := range []string{"silu", "gelu", "oai"} {
-				var gateUp, h []float32
-				for s := range used {
-					gu := gluGateUp(uint64(50+i+s), cols)
-					gateUp = append(gateUp, gu...)
-					switch act {
-					case "gelu":
-						h = append(h, ref.GeGLUFused(gu, 1, cols)...)
-					case "oai":
-						h = append(h, ref.SwiGLUOAIFused(gu, 1, cols)...)
-					default:
-						h = append(h, ref.SwiGLUFused(gu, 1, cols)...)
-					}
-				}
-				want, bound := c.want(t, h, 1)
-				by := scratch(t, "y", used*rows)
-				bx := upload(t, "gate_up", gateUp)
-				a := MoEArgs{Slots: used, XDiv: 1, GLU: &GLUArgs{FF: cols, GELU: act == "gelu", OAI: act == "oai"}}
-				run(t, "moe matvec glu", func(ch *gpu.Chain) error { return MoEMatVec(ch, c.w, bx, bi, by, a) })
-				// The staged act(gate)·up values carry the elementwise
-				// GLU's error (TestMatVecGLUMatchesReference); gluATol's
-				// absolute part is below 1e-30 of these sums' scale.
-				checkMoE(t, fmt.Sprintf("%v glu %s", typ, act), download(t, by, used*rows), want, bound, nil, rows, 0, rows, tol+gluRTol)
+		}
+	}
+	for _, act := range []string{"silu", "gelu", "oai"} {
+		var gateUp, h []float32
+		for s := range used {
+			gu := gluGateUp(uint64(50+i+s), cols)
+			gateUp = append(gateUp, gu...)
+			switch act {
+			case "gelu":
+				h = append(h, ref.GeGLUFused(gu, 1, cols)...)
+			case "oai":
+				h = append(h, ref.SwiGLUOAIFused(gu, 1, cols)...)
+			default:
+				h = append(h, ref.SwiGLUFused(gu, 1, cols)...)
 			}
-		})
+		}
+		want, bound := c.want(t, h, 1)
+		by := scratch(t, "y", used*rows)
+		bx := upload(t, "gate_up", gateUp)
+		a := MoEArgs{Slots: used, XDiv: 1, GLU: &GLUArgs{FF: cols, GELU: act == "gelu", OAI: act == "oai"}}
+		run(t, "moe matvec glu", func(ch *gpu.Chain) error { return MoEMatVec(ch, c.w, bx, bi, by, a) })
+		// The staged act(gate)·up values carry the elementwise
+		// GLU's error (TestMatVecGLUMatchesReference); gluATol's
+		// absolute part is below 1e-30 of these sums' scale.
+		checkMoE(t, fmt.Sprintf("%v glu %s", typ, act), download(t, by, used*rows), want, bound, nil, rows, 0, rows, tol+gluRTol)
 	}
 }
 

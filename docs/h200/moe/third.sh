@@ -8,6 +8,10 @@
 # the GPU.
 # Inputs as run.sh says, plus .device/ops.test.xz (go test -c
 # -ldflags "-s -w" ./engine/ops, xz). Run: `LIMIT=520 bash docs/h200/moe/third.sh`.
+# The fourth lease, after moeVecLaunch took the sweep's shapes, ran
+# `LIMIT=520 SWEEP=0 QUIET=1 MODELS="gpt-oss-20b-MXFP4_MOE
+# qwen3-30b-a3b-Q4_K_M llama-3.1-8b-Q4_K_M" bash docs/h200/moe/third.sh`
+# with the build of 4fc30af (before the launch change) as hearth-base.
 source .device/env.sh
 W=/root/w; mkdir -p $W/m $W/src; R=$OUT/r; mkdir -p $R
 pack() { (cd $OUT && tar czf results.tgz r); }
@@ -18,21 +22,33 @@ left() { [ $((END - SECONDS)) -gt $1 ]; }
   cmake --build $W/build -j12 >/dev/null ) > $R/peer-build.txt 2>&1 &
 PB=$!
 xz -T4 -dc .device/hearth.xz > $W/hearth && chmod +x $W/hearth
-xz -T4 -dc .device/ops.test.xz > $W/ops.test && chmod +x $W/ops.test
+[ -f .device/ops.test.xz ] && xz -T4 -dc .device/ops.test.xz > $W/ops.test && chmod +x $W/ops.test
 H=$W/hearth
 A="env LD_LIBRARY_PATH=$W/build/bin:$LD_LIBRARY_PATH $W/build/bin/anchor"
-MODELS="gpt-oss-20b-MXFP4_MOE qwen3-30b-a3b-Q4_K_M llama-3.1-8b-Q4_K_M gemma-4-26b-a4b-Q4_K_M"
+MODELS=${MODELS:-"gpt-oss-20b-MXFP4_MOE qwen3-30b-a3b-Q4_K_M llama-3.1-8b-Q4_K_M gemma-4-26b-a4b-Q4_K_M"}
+# The files are made while the peer builds; Hearth's benches wait for the
+# build (its 12 compilers would slow the submits of a decode) only with
+# QUIET=1, as the fourth lease ran. .device/hearth-base.xz, when carried,
+# is benched the same way as hearth-base (a build before a change).
 for b in $MODELS; do
   left 200 || break
   timeout 90 $H synth --preset ${b%-*} --quant ${b##*-} -o $W/m/$b.gguf --seed 1 > $R/synth-$b.txt 2>&1
-  timeout 80 $H bench -m $W/m/$b.gguf -p 512 -n 128 -r 2 --json > $R/hearth-$b.json 2>>$R/log.txt
+done
+[ "${QUIET:-0}" = 1 ] && wait $PB
+BINS=hearth
+if [ -f .device/hearth-base.xz ]; then
+  xz -T4 -dc .device/hearth-base.xz > $W/hearth-base && chmod +x $W/hearth-base && BINS="hearth hearth-base"
+fi
+for b in $MODELS; do
+  for h in $BINS; do
+    [ -f $W/m/$b.gguf ] && left 90 && timeout 80 $W/$h bench -m $W/m/$b.gguf -p 512 -n 128 -r 2 --json > $R/$h-$b.json 2>>$R/log.txt
+  done
   pack
 done
-for b in gpt-oss-20b-MXFP4_MOE qwen3-30b-a3b-Q4_K_M; do
-  left 200 && timeout 40 $H bench -m $W/m/$b.gguf -p 0 -n 16 -r 1 --profile > $R/profile-$b.txt 2>&1
-done
-(cd engine/ops && timeout 60 $W/ops.test -test.run 'TestMoE' 2>&1 | tail -3) > $R/parity.txt
-left 150 && (cd engine/ops && timeout 90 $W/ops.test -test.run '^$' -test.bench MoEMatVecLaunch -test.benchtime 200x 2>&1 | grep -E '^Benchmark|FAIL|panic') > $R/moe-launch.txt
+if [ "${SWEEP:-1}" != 0 ]; then
+  (cd engine/ops && timeout 60 $W/ops.test -test.run 'TestMoE' 2>&1 | tail -3) > $R/parity.txt
+  left 150 && (cd engine/ops && timeout 90 $W/ops.test -test.run '^$' -test.bench MoEMatVecLaunch -test.benchtime 200x 2>&1 | grep -E '^Benchmark|FAIL|panic') > $R/moe-launch.txt
+fi
 pack
 wait $PB
 for b in $MODELS; do
@@ -40,9 +56,13 @@ for b in $MODELS; do
   left 45 && timeout 60 $A bench $W/m/$b.gguf 512 128 3 > $R/peer-$b.json 2>>$R/peer-log.txt
   pack
 done
+for b in gpt-oss-20b-MXFP4_MOE qwen3-30b-a3b-Q4_K_M; do
+  [ -f $W/m/$b.gguf ] && left 40 && timeout 40 $H bench -m $W/m/$b.gguf -p 0 -n 16 -r 1 --profile > $R/profile-$b.txt 2>&1
+done
 tail -c 3000 $R/peer-log.txt > $R/peer-log-tail.txt 2>/dev/null; rm -f $R/peer-log.txt
 for b in $MODELS; do
-  echo "$b: $(grep -h -A1 -E '"test": "(pp512|tg128)"' $R/hearth-$b.json 2>/dev/null | grep tokens_per | tr -d ' \n') peer $(cat $R/peer-$b.json 2>/dev/null)"
+  for h in $BINS; do echo "$h $b: $(grep -h -A1 -E '"test": "(pp512|tg128)"' $R/$h-$b.json 2>/dev/null | grep tokens_per | tr -d ' \n')"; done
+  echo "peer $b: $(cat $R/peer-$b.json 2>/dev/null)"
 done
-cat $R/parity.txt; head -3 $R/moe-launch.txt
+cat $R/parity.txt $R/moe-launch.txt 2>/dev/null | head -5
 pack
