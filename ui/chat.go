@@ -84,10 +84,17 @@ type chatView struct {
 	scaleLabel   *widget.Label
 	adapterClear *widget.Button
 	content      fyne.CanvasObject
+
+	// streamEvery is the shortest time between two updates of a reply
+	// (streamInterval); onStream, when set, sees the text of each. Tests
+	// shorten the one and set the other, so a reply from a tiny model,
+	// written in a fraction of a second, shows its stream for certain.
+	streamEvery time.Duration
+	onStream    func(text string)
 }
 
 func newChatView(st *studio) *chatView {
-	cv := &chatView{st: st}
+	cv := &chatView{st: st, streamEvery: streamInterval}
 	cv.ExtendBaseWidget(cv)
 	cv.build()
 	cv.openStore()
@@ -692,7 +699,7 @@ func (cv *chatView) startReply() {
 	base := contextUsed(c)
 	c.Add(chats.Message{Role: chats.Assistant}, time.Now())
 	job, ctx := newStoppable()
-	g := &generation{stoppable: job, conv: c, index: len(c.Messages) - 1, lastSave: time.Now(), base: base}
+	g := &generation{stoppable: job, conv: c, index: len(c.Messages) - 1, lastSave: time.Now(), base: base, every: cv.streamEvery}
 	flush := func() { cv.st.post(func() { cv.stream(g) }) }
 	req.Progress = func(p app.Progress) { g.setProgress(p, flush) }
 	cv.gen = g
@@ -735,6 +742,9 @@ func (cv *chatView) stream(g *generation) {
 		follow := cv.atBottom()
 		cv.rows[g.index].setText(text)
 		cv.relayout(follow)
+	}
+	if cv.onStream != nil {
+		cv.onStream(text)
 	}
 	cv.showProgress()
 	cv.showMeter()
@@ -994,7 +1004,8 @@ func (cv *chatView) relayout(follow bool) {
 type generation struct {
 	stoppable // done is closed when Chat has returned
 	conv      *chats.Conversation
-	index     int // of the reply in conv.Messages
+	index     int           // of the reply in conv.Messages
+	every     time.Duration // the chat view's streamEvery
 
 	// Set before done is closed.
 	reply app.Reply
@@ -1044,7 +1055,7 @@ func (g *generation) schedule(flush func()) {
 		return
 	}
 	g.scheduled = true
-	time.AfterFunc(max(streamInterval, 3*g.cost), flush)
+	time.AfterFunc(max(g.every, 3*g.cost), flush)
 }
 
 // messageRow is one message in the transcript: a header with the role,

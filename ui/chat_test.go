@@ -239,19 +239,25 @@ func TestChatStreamsAReply(t *testing.T) {
 	st, cv := chatStudio(t)
 	loadTiny(t, st)
 	greedy(cv, 300)
-	send(cv, "Hello there")
-
 	// Watch the reply grow: several different prefixes of the final text
-	// must show before it ends.
+	// must show before it ends. The tiny model writes its 300 tokens in
+	// about a tenth of a second, one or two of the studio's 75 ms updates,
+	// so the test updates every millisecond and records each update as
+	// the transcript shows it.
 	var seen []string
-	waitFor(t, cv, "the reply to end", 60*time.Second, func() bool {
-		if cv.gen != nil && len(cv.rows) == 2 {
-			if s := cv.rows[1].md.src; s != "" && (len(seen) == 0 || seen[len(seen)-1] != s) {
-				seen = append(seen, s)
+	on(cv, func() {
+		cv.streamEvery = time.Millisecond
+		cv.onStream = func(text string) {
+			if s := cv.rows[1].md.src; s != text {
+				t.Errorf("an update of %q shows %q", text, s)
+			}
+			if text != "" && (len(seen) == 0 || seen[len(seen)-1] != text) {
+				seen = append(seen, text)
 			}
 		}
-		return cv.gen == nil
 	})
+	send(cv, "Hello there")
+	waitReply(t, cv)
 	on(cv, func() {
 		c := cv.cur
 		if len(c.Messages) != 2 || c.Messages[0].Content != "Hello there" || c.Messages[0].Role != chats.User {
@@ -261,14 +267,20 @@ func TestChatStreamsAReply(t *testing.T) {
 		if reply.Reply.Tokens != 300 || reply.Reply.Stop != "length" || reply.Reply.TokensPerSecond <= 0 || reply.Reply.Model == "" {
 			t.Errorf("reply statistics %+v, want 300 tokens cut at the length limit, a rate and the model", reply.Reply)
 		}
-		if len(seen) < 2 {
-			t.Errorf("the reply showed %d partial states before it ended, want it streamed", len(seen))
-		}
+		// The last update may show the whole reply before it ends; the
+		// ones before it must show parts of it.
+		partial := 0
 		for _, s := range seen {
-			if !strings.HasPrefix(reply.Content, s) || s == reply.Content {
-				t.Errorf("a partial state %q is not a proper prefix of the reply", s)
+			if !strings.HasPrefix(reply.Content, s) {
+				t.Errorf("an update showed %q (%d bytes), not a prefix of the reply (%d bytes)", s, len(s), len(reply.Content))
 				break
 			}
+			if s != reply.Content {
+				partial++
+			}
+		}
+		if partial < 2 {
+			t.Errorf("the reply showed %d partial states before it ended (of %d updates), want it streamed", partial, len(seen))
 		}
 		if cv.rows[1].md.src != reply.Content || strings.TrimSpace(rendered(cv.rows[1])) == "" {
 			t.Errorf("the transcript shows %q, want the reply", rendered(cv.rows[1]))
