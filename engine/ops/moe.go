@@ -262,8 +262,9 @@ func moeMatVecWith(c *gpu.Chain, w *gpu.Tensor, kern matmulKernel, launch matmul
 
 // MoEMatMul appends y[s] = W_e · x[s / a.XDiv] for every slot s of the
 // groups MoEGroup made (e its expert), tile by tile, each expert's weights
-// read once per tile of its slots. Any type of the tiled kernel; a.GLU is
-// not taken (apply SwiGLUFused or GeGLUFused first).
+// read once per tile of its slots. Any type of the tiled kernel; a.GLU and
+// a.Bias are not taken (apply SwiGLUFused or GeGLUFused first, MoEAddBias
+// after).
 func MoEMatMul(c *gpu.Chain, w *gpu.Tensor, x, groups, y *gpu.Buffer, a MoEArgs) error {
 	const kernel = "moe matmul"
 	if a.GLU != nil || a.Bias != nil {
