@@ -334,17 +334,23 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 		// A mixture of experts in place of the dense feed-forward: its
 		// sum added to the stream, through the post-norm where there is
 		// one.
+		// A decoded token's norm rides on the router's product.
+		var normOf *gpu.Buffer
 		if !normed {
-			norm(x, l.FFNNorm, a.XN2, n, d)
+			if n == 1 && !a.Keep && ops.HasMoERouterNormed(l.MoE.Router.Type, l.MoE.Router.Cols) {
+				normOf = x
+			} else {
+				norm(x, l.FFNNorm, a.XN2, n, d)
+			}
 		}
 		if a.Keep {
 			try(ops.CopyF32(ch, a.X2, 0, a.Out, 0, n*d))
 			x = a.Out
 		}
 		if l.PostFFNNorm == nil {
-			w.recordMoE(ch, i, a.MoE, a.XN2, a.XN2, x, true, n, a.Keep, try)
+			w.recordMoE(ch, i, a.MoE, a.XN2, a.XN2, x, normOf, true, n, a.Keep, try)
 		} else {
-			w.recordMoE(ch, i, a.MoE, a.XN2, a.XN2, a.F, false, n, a.Keep, try)
+			w.recordMoE(ch, i, a.MoE, a.XN2, a.XN2, a.F, normOf, false, n, a.Keep, try)
 			try(ops.RMSNormAdd(ch, a.F, l.PostFFNNorm, x, ops.NormArgs{Rows: n, Dim: d, Eps: c.Eps}))
 		}
 		normed = false

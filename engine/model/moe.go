@@ -262,8 +262,11 @@ func NewGPUMoEActivations(c *Config, n int, alloc func(dst **gpu.Buffer, label s
 // rows, the GLU fused into down's product (ops.MoEMatVec); a batch groups
 // its slots by expert first (ops.MoEGroup, ops.MoEMatMul), as does a pass
 // that keeps every intermediate (keep: the backward reads the groups and
-// the activated rows H).
-func (w *GPUWeights) recordMoE(ch *gpu.Chain, i int, a *GPUMoEActivations, xn, routerIn, out *gpu.Buffer, accumulate bool, n int, keep bool, try func(error)) {
+// the activated rows H). normOf, when not nil, is the stream whose
+// feed-forward norm xn (and routerIn, the same buffer) still is to be:
+// the norm is then computed with the router's product
+// (ops.MoERouterNormed, a decoded token's).
+func (w *GPUWeights) recordMoE(ch *gpu.Chain, i int, a *GPUMoEActivations, xn, routerIn, out, normOf *gpu.Buffer, accumulate bool, n int, keep bool, try func(error)) {
 	c, l := w.c, &w.Layers[i]
 	e, g := c.MoE, l.MoE
 	if a == nil {
@@ -271,7 +274,11 @@ func (w *GPUWeights) recordMoE(ch *gpu.Chain, i int, a *GPUMoEActivations, xn, r
 		return
 	}
 	slots, ff := n*e.Used, e.FF
-	try(ops.MatMul(ch, g.Router, routerIn, a.Logits, n))
+	if normOf != nil {
+		try(ops.MoERouterNormed(ch, g.Router, normOf, l.FFNNorm, a.Logits, xn, ops.NormArgs{Rows: 1, Dim: c.Hidden, Eps: c.Eps}))
+	} else {
+		try(ops.MatMul(ch, g.Router, routerIn, a.Logits, n))
+	}
 	route := ops.MoERouteArgs{Tokens: n, Experts: e.Experts, TopK: e.Used, Sigmoid: e.Sigmoid, Renorm: e.Renorm}
 	if g.RouterBias != nil {
 		if keep {
@@ -359,7 +366,7 @@ func (w *GPUWeights) recordDenseMoE(ch *gpu.Chain, i int, a *GPUMoEActivations, 
 	try(ops.RMSNorm(ch, f1, g.PostNorm1, a.Dense, na))
 	try(ops.RMSNorm(ch, x, g.PreNorm, a.In, na))
 	try(ops.RMSNorm(ch, x, g.RouterGain, a.RouterIn, na))
-	w.recordMoE(ch, i, a, a.In, a.RouterIn, a.Sum, false, n, keep, try)
+	w.recordMoE(ch, i, a, a.In, a.RouterIn, a.Sum, nil, false, n, keep, try)
 	try(ops.RMSNormAdd(ch, a.Sum, g.PostNorm2, a.Dense, na))
 	return a.Dense
 }

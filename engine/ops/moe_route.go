@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/hearthstudio/hearth/engine/gpu"
+	"github.com/hearthstudio/hearth/gguf"
 )
 
 // MoERouteArgs shape a mixture-of-experts gate: Tokens rows of Experts
@@ -120,4 +121,60 @@ func MoERoute(c *gpu.Chain, logits, scale, ids, weights *gpu.Buffer, a MoERouteA
 	}
 	spec := gpu.Spec("moe_route", kernel, "WG", moeRouteWG, "MAX_E", moeMaxExperts, "MAX_K", moeMaxTopK)
 	return dispatch(c, spec, p, gpu.Grid(a.Tokens, 1), logits, scale, ids, weights, bias)
+}
+
+// moeRouterParams mirrors Params in shaders/moe_router.wgsl.
+type moeRouterParams struct {
+	K, Experts uint32
+	Eps        float32
+	Flags      uint32
+}
+
+// The normed router's workgroup: 256 invocations over x, 8 experts each
+// (gpt-oss's 32 in 4 workgroups, Qwen 3's 128 in 16).
+const (
+	moeRouterWG   = 256
+	moeRouterRows = 8
+)
+
+// HasMoERouterNormed reports whether MoERouterNormed takes a router of
+// type t over rows of k floats: F32, as llama.cpp keeps routers, and k a
+// multiple of 4.
+func HasMoERouterNormed(t gguf.Type, k int) bool { return t == gguf.TypeF32 && k > 0 && k%4 == 0 }
+
+// MoERouterNormed appends a decoded token's RMSNorm and router product in
+// one dispatch: xn = x ⊙ gain / sqrt(mean(x²) + a.Eps) (1 + gain with
+// a.OnePlus) and logits = W·xn, W the router (w.Rows experts of a.Dim
+// columns, F32). It replaces RMSNorm then MatVec for one row (a.Rows 1);
+// xn is written for the experts' products.
+func MoERouterNormed(c *gpu.Chain, w *gpu.Tensor, x, gain, logits, xn *gpu.Buffer, a NormArgs) error {
+	const kernel = "moe_router_normed"
+	switch {
+	case w == nil:
+		return fmt.Errorf("ops: %s: router tensor is nil", kernel)
+	case !HasMoERouterNormed(w.Type, w.Cols):
+		return fmt.Errorf("ops: %s %q: %v router of %d columns; want F32 and a multiple of 4 (use RMSNorm then MatVec)", kernel, w.Name, w.Type, w.Cols)
+	case a.Rows != 1 || a.Dim != w.Cols:
+		return fmt.Errorf("ops: %s %q: norm shape %dx%d, want 1x%d (one token's row)", kernel, w.Name, a.Rows, a.Dim, w.Cols)
+	case !(a.Eps >= 0) || math.IsInf(float64(a.Eps), 0):
+		return fmt.Errorf("ops: %s %q: eps %v must be finite and >= 0", kernel, w.Name, a.Eps)
+	case w.Rows > moeMaxExperts:
+		return fmt.Errorf("ops: %s %q: %d experts, at most %d", kernel, w.Name, w.Rows, moeMaxExperts)
+	case len(w.Chunks) != 1:
+		return fmt.Errorf("ops: %s %q: a router in %d chunks", kernel, w.Name, len(w.Chunks))
+	}
+	for _, o := range []operand{{"x", x, a.Dim}, {"gain", gain, a.Dim}, {"logits", logits, w.Rows}, {"xn", xn, a.Dim}} {
+		if err := needF32(kernel, o.what, o.buf, o.n); err != nil {
+			return err
+		}
+	}
+	if xn == x || xn == gain || xn == logits || logits == x || logits == gain {
+		return fmt.Errorf("ops: %s %q: logits and xn must be two buffers apart from x and the gain", kernel, w.Name)
+	}
+	p := moeRouterParams{K: uint32(a.Dim), Experts: uint32(w.Rows), Eps: a.Eps}
+	if a.OnePlus {
+		p.Flags |= 2
+	}
+	spec := gpu.Spec("moe_router", kernel, "WG", moeRouterWG, "ROWS", moeRouterRows)
+	return dispatch(c, spec, p, gpu.Grid(w.Rows, moeRouterRows), w.Chunks[0].Buf, x, gain, logits, xn)
 }

@@ -5,10 +5,12 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/hearthstudio/hearth/engine/gpu"
 	"github.com/hearthstudio/hearth/engine/ops/ref"
+	"github.com/hearthstudio/hearth/gguf"
 )
 
 // moeLogits are tokens rows of experts router logits whose values are
@@ -190,5 +192,76 @@ func TestMoERouteRejectsBadShapes(t *testing.T) {
 	}
 	if c.Err() != nil {
 		t.Errorf("a rejected shape reached the chain: %v", c.Err())
+	}
+}
+
+// TestMoERouterNormedMatchesReference checks the fused norm and router
+// product of a decoded token against the float64 RMSNorm and product: xn
+// within RMSNorm's tolerance, the logits within a product's relative to
+// Σ|w·xn| (its sum, 3 vec4 steps a thread and an 8-level tree at k = 2880,
+// rounds about 20 times, as matmulRTol's budget) plus xn's own error
+// carried through it. Shapes: gpt-oss's 32 experts of 2880, Qwen 3's 128
+// of 2048, and 60 experts (a partial last workgroup) of 2052 (a row that
+// is not whole vec4 steps of the workgroup); Gemma's 1 + g gain; a stream
+// of unit size and one of tens of thousands.
+func TestMoERouterNormedMatchesReference(t *testing.T) {
+	for i, tc := range []struct {
+		experts, k int
+		onePlus    bool
+		scale      float32
+	}{
+		{32, 2880, false, 1}, {128, 2048, false, 3e4}, {60, 2052, true, 1}, {60, 2052, false, 3e4},
+	} {
+		t.Run(fmt.Sprintf("%dx%d_oneplus%v_x%v", tc.experts, tc.k, tc.onePlus, tc.scale), func(t *testing.T) {
+			wv := randVec(uint64(90+i), tc.experts*tc.k, 1/float32(math.Sqrt(float64(tc.k))))
+			w := newTensor(t, "router", gguf.TypeF32, tc.experts, tc.k, gpu.F32Bytes(wv), 0)
+			x, g := randVec(uint64(91+i), tc.k, tc.scale), randVec(uint64(92+i), tc.k, 1)
+			a := NormArgs{Rows: 1, Dim: tc.k, Eps: 1e-6, OnePlus: tc.onePlus}
+			wantXN := ref.RMSNorm(x, g, ref.NormArgs{Rows: 1, Dim: tc.k, Eps: 1e-6, OnePlus: tc.onePlus})
+			want, bound := denseMatMul(wv, tc.experts, tc.k, wantXN, 1)
+			bx, bg := upload(t, "x", x), upload(t, "gain", g)
+			logits, xn := scratch(t, "logits", tc.experts), scratch(t, "xn", tc.k)
+			run(t, "moe router normed", func(c *gpu.Chain) error { return MoERouterNormed(c, w, bx, bg, logits, xn, a) })
+			assertClose(t, "xn", download(t, xn, tc.k), wantXN, 0, rmsNormRTol)
+			got := download(t, logits, tc.experts)
+			for e := range want {
+				tol := (matmulRTol+rmsNormRTol)*float64(bound[e]) + 1e-30
+				if d := math.Abs(float64(got[e]) - float64(want[e])); !(d <= tol) {
+					t.Fatalf("logit %d = %v, want %v (|diff| %.3g > %.3g)", e, got[e], want[e], d, tol)
+				}
+			}
+		})
+	}
+}
+
+// TestMoERouterNormedRefuses: what the fused router cannot run is refused
+// by name before anything is recorded.
+func TestMoERouterNormedRefuses(t *testing.T) {
+	const experts, k = 8, 64
+	w := newTensor(t, "router", gguf.TypeF32, experts, k, gpu.F32Bytes(randVec(1, experts*k, 1)), 0)
+	f16 := newTensor(t, "router16", gguf.TypeF16, experts, k, make([]byte, experts*k*2), 0)
+	x, g, logits, xn := scratch(t, "x", k), scratch(t, "g", k), scratch(t, "logits", experts), scratch(t, "xn", k)
+	a := NormArgs{Rows: 1, Dim: k, Eps: 1e-6}
+	c, err := dev.NewChain("bad router")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Discard()
+	for _, tc := range []struct {
+		name, want string
+		err        error
+	}{
+		{"f16 router", "want F32", MoERouterNormed(c, f16, x, g, logits, xn, a)},
+		{"two rows", "norm shape 2x64", MoERouterNormed(c, w, x, g, logits, xn, NormArgs{Rows: 2, Dim: k, Eps: 1e-6})},
+		{"negative eps", "eps", MoERouterNormed(c, w, x, g, logits, xn, NormArgs{Rows: 1, Dim: k, Eps: -1})},
+		{"short logits", "logits buffer", MoERouterNormed(c, w, x, g, scratch(t, "short", experts-1), xn, a)},
+		{"xn is x", "two buffers apart", MoERouterNormed(c, w, x, g, logits, x, a)},
+	} {
+		if tc.err == nil || !strings.Contains(tc.err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want one containing %q", tc.name, tc.err, tc.want)
+		}
+	}
+	if c.Err() != nil {
+		t.Errorf("a refused call reached the chain: %v", c.Err())
 	}
 }

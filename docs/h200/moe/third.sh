@@ -12,15 +12,23 @@
 # `LIMIT=520 SWEEP=0 QUIET=1 MODELS="gpt-oss-20b-MXFP4_MOE
 # qwen3-30b-a3b-Q4_K_M llama-3.1-8b-Q4_K_M" bash docs/h200/moe/third.sh`
 # with the build of 4fc30af (before the launch change) as hearth-base.
+# The fifth, after the router took the feed-forward norm, ran `LIMIT=250
+# SWEEP=0 NOPEER=1 MODELS="gpt-oss-20b-MXFP4_MOE qwen3-30b-a3b-Q4_K_M" bash
+# docs/h200/moe/third.sh` with the build of 3af211f as hearth-base.
 source .device/env.sh
 W=/root/w; mkdir -p $W/m $W/src; R=$OUT/r; mkdir -p $R
 pack() { (cd $OUT && tar czf results.tgz r); }
 END=$((SECONDS + ${LIMIT:-520}))
 left() { [ $((END - SECONDS)) -gt $1 ]; }
-( tar xJf .device/peer/llama.cpp-ec98e2002-src.tar.xz -C $W/src && cp .device/peer/anchor.cpp $W/src/ &&
-  cmake -S $W/src -B $W/build -DANCHOR_CUDA=ON -DANCHOR_VULKAN=OFF -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null &&
-  cmake --build $W/build -j12 >/dev/null ) > $R/peer-build.txt 2>&1 &
-PB=$!
+# NOPEER=1 leaves the peer out (an A/B of two Hearth builds in a short lease).
+if [ "${NOPEER:-0}" = 1 ]; then
+  true & PB=$!
+else
+  ( tar xJf .device/peer/llama.cpp-ec98e2002-src.tar.xz -C $W/src && cp .device/peer/anchor.cpp $W/src/ &&
+    cmake -S $W/src -B $W/build -DANCHOR_CUDA=ON -DANCHOR_VULKAN=OFF -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null &&
+    cmake --build $W/build -j12 >/dev/null ) > $R/peer-build.txt 2>&1 &
+  PB=$!
+fi
 xz -T4 -dc .device/hearth.xz > $W/hearth && chmod +x $W/hearth
 [ -f .device/ops.test.xz ] && xz -T4 -dc .device/ops.test.xz > $W/ops.test && chmod +x $W/ops.test
 H=$W/hearth
@@ -52,7 +60,7 @@ fi
 pack
 wait $PB
 for b in $MODELS; do
-  [ -f $W/m/$b.gguf ] || continue
+  [ -f $W/m/$b.gguf ] && [ "${NOPEER:-0}" != 1 ] || continue
   left 45 && timeout 60 $A bench $W/m/$b.gguf 512 128 3 > $R/peer-$b.json 2>>$R/peer-log.txt
   pack
 done
