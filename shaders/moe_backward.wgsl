@@ -34,10 +34,6 @@ struct Params {
     _pad2: u32,
 }
 
-const FLAG_SIGMOID: u32 = 1u;
-const FLAG_RENORM: u32 = 2u;
-const FLAG_SCALE: u32 = 4u;
-
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> a: array<f32>;
 @group(0) @binding(2) var<storage, read> b: array<f32>;

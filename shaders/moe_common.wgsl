@@ -5,6 +5,12 @@
 // experts, or each logit's sigmoid. The includer provides logit(i), the
 // i-th logit of its logits binding, and the MAX_E constant.
 
+// The router's flags, ops' moeSigmoid, moeRenorm and moeScale: sigmoid
+// gates, the chosen weights renormalised, the per-expert scale.
+const FLAG_SIGMOID: u32 = 1u;
+const FLAG_RENORM: u32 = 2u;
+const FLAG_SCALE: u32 = 4u;
+
 var<workgroup> score: array<f32, MAX_E>;
 
 // gate_values fills score[0, p.experts) from the logits at row. Every

@@ -28,9 +28,7 @@ struct Params {
     flags: u32,
 }
 
-const FLAG_SIGMOID: u32 = 1u;
-const FLAG_RENORM: u32 = 2u;
-const FLAG_SCALE: u32 = 4u;
+// moe_common has flags 1, 2 and 4.
 const FLAG_BIAS: u32 = 8u;
 
 @group(0) @binding(0) var<uniform> p: Params;

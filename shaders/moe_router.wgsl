@@ -27,7 +27,10 @@ const FLAG_ONE_PLUS: u32 = 2u;
 @group(0) @binding(4) var<storage, read_write> logits: array<f32>;
 @group(0) @binding(5) var<storage, read_write> xn: array<vec4<f32>>;
 
-var<workgroup> red: array<f32, WG>;
+//!include reduce_common
+
+// The experts' partial sums, one tree for all ROWS of them (reduce_common's
+// workgroup_sum would take a tree of barriers per expert).
 var<workgroup> sums: array<array<f32, WG>, ROWS>;
 
 @compute @workgroup_size(WG)
@@ -44,15 +47,7 @@ fn moe_router_normed(
         let a = x[v];
         ss += dot(a, a);
     }
-    red[lid] = ss;
-    workgroupBarrier();
-    for (var h = WG / 2u; h > 0u; h >>= 1u) {
-        if (lid < h) {
-            red[lid] += red[lid + h];
-        }
-        workgroupBarrier();
-    }
-    let inv = inverseSqrt(red[0] / f32(p.k) + p.eps);
+    let inv = inverseSqrt(workgroup_sum(ss, lid) / f32(p.k) + p.eps);
 
     var acc: array<f32, ROWS>;
     for (var v = lid; v < kv; v += WG) {

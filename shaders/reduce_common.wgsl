@@ -1,7 +1,7 @@
 // Workgroup reductions shared by the row kernels (pasted by //!include
 // reduce_common): norm, norm_backward, audio_norm, grad_norm, softmax,
-// cross_entropy, quantize_q8, ple, rope_qkv, moe_route, moe_backward,
-// altup and gaussian_topk. Each combines one value per invocation through shared
+// cross_entropy, quantize_q8, ple, rope_qkv, moe_route, moe_router,
+// moe_backward, altup and gaussian_topk. Each combines one value per invocation through shared
 // memory in the same pairwise tree, which also keeps the f32 sum of
 // thousands of terms accurate, and hands the result to every invocation.
 //
@@ -9,7 +9,8 @@
 // none: they hold barriers). Each ends with a barrier so that the next call
 // may reuse the shared array while no invocation still reads element 0.
 // Both arrays come with the include, 12 * WG bytes: 3 KiB at the largest WG
-// the includers launch (256), far inside WebGPU's guaranteed 16 KiB.
+// the includers launch (256), far inside WebGPU's guaranteed 16 KiB
+// (moe_router adds its own 8 KiB to them).
 //
 // Constants: WG, the workgroup size, a power of two (the includer's kernel
 // spec sets it).

@@ -74,16 +74,10 @@ func MoERouteBackward(c *gpu.Chain, logits, scale, ids, dweights, dlogits *gpu.B
 		return fmt.Errorf("ops: %s: dlogits must not be an input", kernel)
 	}
 	p := moeBackwardParams{Tokens: uint32(a.Tokens), Experts: uint32(a.Experts), TopK: uint32(a.TopK), Flags: a.flags()}
-	if scale != nil {
-		if err := needF32(kernel, "scale", scale, a.Experts); err != nil {
-			return err
-		}
-		if scale == dlogits {
-			return fmt.Errorf("ops: %s: scale %q must not be the output", kernel, scale.Label())
-		}
-		p.Flags |= moeScale
-	} else {
-		scale = dlogits // fills the (writable) slot; the kernel does not read it
+	// dlogits fills the (writable) slot when there is no scale.
+	scale, err := expertVector(kernel, "scale", scale, a.Experts, moeScale, &p.Flags, dlogits, dlogits)
+	if err != nil {
+		return err
 	}
 	return dispatch(c, moeBackwardSpec(kernel), p, gpu.Grid(a.Tokens, 1), logits, dweights, ids, dlogits, scale)
 }

@@ -2,6 +2,7 @@ package ops
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/hearthstudio/hearth/engine/gpu"
@@ -48,7 +49,7 @@ func BenchmarkMoEMatVecLaunch(b *testing.B) {
 		launches := []matmulLaunch{fitVecLaunch(dev, moeVecLaunch(cs.k))}
 		for _, l := range matvecLaunchVariants {
 			l = fitVecLaunch(dev, stagedLaunch(matmulKernel{vec: l}))
-			if checkVecLaunch(dev, "", l) == nil && !containsLaunch(launches, l) {
+			if checkVecLaunch(dev, "", l) == nil && !slices.Contains(launches, l) {
 				launches = append(launches, l)
 			}
 		}
@@ -93,13 +94,4 @@ func BenchmarkMoEMatVecLaunch(b *testing.B) {
 		}
 		w.Release()
 	}
-}
-
-func containsLaunch(ls []matmulLaunch, l matmulLaunch) bool {
-	for _, x := range ls {
-		if x == l {
-			return true
-		}
-	}
-	return false
 }

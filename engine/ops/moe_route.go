@@ -57,7 +57,8 @@ type moeRouteParams struct {
 	Tokens, Experts, TopK, Flags uint32
 }
 
-// Flags of moeRouteParams, as FLAG_* in shaders/moe_route.wgsl.
+// Flags of moeRouteParams, as FLAG_* in shaders/moe_common.wgsl (bias:
+// shaders/moe_route.wgsl).
 const (
 	moeSigmoid = 1
 	moeRenorm  = 2
@@ -96,31 +97,36 @@ func MoERoute(c *gpu.Chain, logits, scale, ids, weights *gpu.Buffer, a MoERouteA
 		return fmt.Errorf("ops: %s: logits, ids and weights must be three buffers", kernel)
 	}
 	p := moeRouteParams{Tokens: uint32(a.Tokens), Experts: uint32(a.Experts), TopK: uint32(a.TopK), Flags: a.flags()}
-	if scale != nil {
-		if err := needF32(kernel, "scale", scale, a.Experts); err != nil {
-			return err
-		}
-		if scale == ids || scale == weights {
-			return fmt.Errorf("ops: %s: scale %q must not be an output", kernel, scale.Label())
-		}
-		p.Flags |= moeScale
-	} else {
-		scale = logits // fills the slot; the kernel does not read it
+	scale, err := expertVector(kernel, "scale", scale, a.Experts, moeScale, &p.Flags, logits, ids, weights)
+	if err != nil {
+		return err
 	}
-	bias := a.Bias
-	if bias != nil {
-		if err := needF32(kernel, "bias", bias, a.Experts); err != nil {
-			return err
-		}
-		if bias == ids || bias == weights {
-			return fmt.Errorf("ops: %s: bias %q must not be an output", kernel, bias.Label())
-		}
-		p.Flags |= moeBias
-	} else {
-		bias = logits // fills the slot; the kernel does not read it
+	bias, err := expertVector(kernel, "bias", a.Bias, a.Experts, moeBias, &p.Flags, logits, ids, weights)
+	if err != nil {
+		return err
 	}
 	spec := gpu.Spec("moe_route", kernel, "WG", moeRouteWG, "MAX_E", moeMaxExperts, "MAX_K", moeMaxTopK)
 	return dispatch(c, spec, p, gpu.Grid(a.Tokens, 1), logits, scale, ids, weights, bias)
+}
+
+// expertVector checks v, an optional vector of one float an expert (a
+// router's scale or bias), and returns the buffer its binding takes: v,
+// with flag set in flags, or fill when v is nil (the kernel then reads
+// nothing there). v must not be one of the kernel's outputs.
+func expertVector(kernel, what string, v *gpu.Buffer, experts int, flag uint32, flags *uint32, fill *gpu.Buffer, outputs ...*gpu.Buffer) (*gpu.Buffer, error) {
+	if v == nil {
+		return fill, nil
+	}
+	if err := needF32(kernel, what, v, experts); err != nil {
+		return nil, err
+	}
+	for _, o := range outputs {
+		if v == o {
+			return nil, fmt.Errorf("ops: %s: %s %q must not be an output", kernel, what, v.Label())
+		}
+	}
+	*flags |= flag
+	return v, nil
 }
 
 // moeRouterParams mirrors Params in shaders/moe_router.wgsl.

@@ -102,13 +102,14 @@ func pooled(t Tensor, kind tensorKind) bool {
 	if kind != kindMatrix || elements(t.Shape) <= directValues {
 		return false
 	}
-	perRow := t.Shape[0] / uint64(unitValues(t.Type, t.Shape[0]))
+	uv := unitValues(t.Type, t.Shape[0])
+	perRow := t.Shape[0] / uint64(uv)
 	if perRow >= minPooledUnits {
 		return true
 	}
-	// The pool has poolValues/unit units: perRow·log2 of that bits of
-	// choice a row, against 2·log2(rows)+16 for the chance above.
-	unitBits := math.Log2(float64(poolValues / unitValues(t.Type, t.Shape[0])))
+	// The pool has poolValues/uv units: perRow·log2 of that bits of choice
+	// a row, against 2·log2(rows)+16 for the chance above.
+	unitBits := math.Log2(float64(poolValues / uv))
 	return perRow >= 2 && float64(perRow)*unitBits >= 2*math.Log2(float64(t.Shape[1]))+16
 }
 
