@@ -14,9 +14,16 @@
 //   bias), the logits left as they are.
 //
 // One workgroup per token; the grid may wrap into y past 65535 tokens. The
-// token's scores stay in workgroup memory (MAX_E of them), and the k rounds
-// of selection are k workgroup argmax reductions, the chosen score set to
-// LOWEST after each. ids and weights are [tokens, topk].
+// token's scores stay in workgroup memory (MAX_E of them). The selection
+// ranks every expert at once: an expert's rank is the number of experts
+// ahead of it (a larger score, or an equal one at a lower index), and the
+// experts ranked below TOPK are the chosen, in rank order, the order k
+// rounds of argmax would take them. That is one pass over the scores and
+// two barriers, where k argmax reductions cost k·log2(WG) barriers: a
+// decoded token's router is one workgroup, so its time is its barriers
+// (Qwen 3 MoE's 8 rounds took 9.6 µs on an H100, docs/moe.md §5). Scores
+// are compared as order_key's integers, a total order, so the ranks are
+// distinct even with NaN among them. ids and weights are [tokens, topk].
 //
 // Constants: WG, the workgroup size, a power of two; MAX_E, the most
 // experts; MAX_K, the most chosen a token.
@@ -49,10 +56,21 @@ fn logit(i: u32) -> f32 {
     }
     return logits[i];
 }
-var<workgroup> best_v: array<f32, WG>;
-var<workgroup> best_i: array<u32, WG>;
-var<workgroup> chosen: array<f32, MAX_K>; // the chosen experts' p, by round
+var<workgroup> key: array<u32, MAX_E>; // order_key of each score
+var<workgroup> chosen: array<f32, MAX_K>; // the chosen experts' p, by rank
 var<workgroup> chosen_i: array<u32, MAX_K>; // and their ids
+
+// order_key maps a score to a u32 whose unsigned order is the floats' order
+// (negative floats' bits reversed under the positives'). A NaN score keys
+// above every number, so a NaN logit's expert is chosen and its NaN weight
+// carries on to the layer's output rather than vanishing from it.
+fn order_key(v: f32) -> u32 {
+    let b = bitcast<u32>(v);
+    if ((b & 0x80000000u) != 0u) {
+        return ~b;
+    }
+    return b | 0x80000000u;
+}
 
 @compute @workgroup_size(WG)
 fn moe_route(
@@ -69,44 +87,32 @@ fn moe_route(
 
     // The gating scores.
     gate_values(row, lid, sigmoid);
+    for (var e = lid; e < p.experts; e += WG) {
+        key[e] = order_key(score[e]);
+    }
+    workgroupBarrier();
 
-    // k rounds of argmax; each winner leaves the running.
+    // Each expert's rank; the first TOPK take their slots.
+    for (var e = lid; e < p.experts; e += WG) {
+        let ke = key[e];
+        var r = 0u;
+        for (var o = 0u; o < p.experts && r < p.topk; o++) {
+            let ko = key[o];
+            if (ko > ke || (ko == ke && o < e)) {
+                r++;
+            }
+        }
+        if (r < p.topk) {
+            chosen[r] = score[e];
+            chosen_i[r] = e;
+        }
+    }
+    workgroupBarrier();
+
+    // The sum in rank order, as the rounds of argmax added it.
     var sum = 0.0;
     for (var k = 0u; k < p.topk; k++) {
-        var v = LOWEST;
-        var i = 0xffffffffu;
-        for (var e = lid; e < p.experts; e += WG) {
-            if (score[e] > v) {
-                v = score[e];
-                i = e;
-            }
-        }
-        best_v[lid] = v;
-        best_i[lid] = i;
-        workgroupBarrier();
-        for (var half = WG / 2u; half > 0u; half >>= 1u) {
-            if (lid < half) {
-                let ov = best_v[lid + half];
-                let oi = best_i[lid + half];
-                if (ov > best_v[lid] || (ov == best_v[lid] && oi < best_i[lid])) {
-                    best_v[lid] = ov;
-                    best_i[lid] = oi;
-                }
-            }
-            workgroupBarrier();
-        }
-        // NaN logits win no comparison and leave no index: the expert
-        // stays in range (0), and its NaN weight carries on.
-        let win = min(best_i[0], p.experts - 1u);
-        let pv = best_v[0];
-        workgroupBarrier();
-        if (lid == 0u) {
-            chosen[k] = pv;
-            chosen_i[k] = win;
-            score[win] = LOWEST;
-        }
-        sum += pv;
-        workgroupBarrier();
+        sum += chosen[k];
     }
 
     for (var k = lid; k < p.topk; k += WG) {

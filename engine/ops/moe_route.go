@@ -66,13 +66,14 @@ const (
 	moeBias    = 8
 )
 
-// moeRouteWG is the router's workgroup size; moeMaxExperts the most
-// experts it holds a token's scores for in workgroup memory (4 KiB), past
+// moeRouteWG is the router's workgroup size, one expert an invocation for
+// the common 128-expert routers; moeMaxExperts the most experts it holds a
+// token's scores and their keys for in workgroup memory (8 KiB), past
 // the 256 of the largest routers in use (DeepSeek V3; Qwen 3 MoE, Gemma 4
 // 26B-A4B and Llama 4 have 128, gpt-oss 32); moeMaxTopK the most it
 // chooses (those models choose 4 to 8).
 const (
-	moeRouteWG    = 64
+	moeRouteWG    = 128
 	moeMaxExperts = 1024
 	moeMaxTopK    = 64
 )

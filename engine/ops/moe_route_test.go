@@ -143,6 +143,36 @@ func TestMoERouteTies(t *testing.T) {
 	}
 }
 
+// TestMoERouteNaN: a token whose logits hold NaN (a diverged layer) still
+// gets TopK distinct experts in range, which the expert products index
+// weights with, from the kernel and the reference alike; softmax and
+// sigmoid gates, one NaN and a row of them. What the weights are is left
+// to the arithmetic (NaN, in practice).
+func TestMoERouteNaN(t *testing.T) {
+	for _, sigmoid := range []bool{false, true} {
+		a := MoERouteArgs{Tokens: 2, Experts: 32, TopK: 8, Sigmoid: sigmoid, Renorm: true}
+		logits := moeLogits(5, a.Tokens, a.Experts, 8)
+		nan := float32(math.NaN())
+		logits[3] = nan
+		for e := range a.Experts {
+			logits[a.Experts+e] = nan
+		}
+		bl := upload(t, "logits", logits)
+		ids, w := scratch(t, "ids", a.Tokens*a.TopK), scratch(t, "weights", a.Tokens*a.TopK)
+		run(t, "moe_route NaN", func(c *gpu.Chain) error { return MoERoute(c, bl, nil, ids, w, a) })
+		refIDs, _ := ref.MoERoute(logits, nil, ref.MoERouteArgs{Tokens: a.Tokens, Experts: a.Experts, TopK: a.TopK, Sigmoid: sigmoid, Renorm: true})
+		for who, got := range map[string][]uint32{"kernel": downloadU32(t, ids, a.Tokens*a.TopK), "reference": refIDs} {
+			for tok := range a.Tokens {
+				row := slices.Clone(got[tok*a.TopK : (tok+1)*a.TopK])
+				slices.Sort(row)
+				if row[len(row)-1] >= uint32(a.Experts) || len(slices.Compact(row)) != a.TopK {
+					t.Errorf("%s, sigmoid %v, token %d: experts %v, want %d distinct below %d", who, sigmoid, tok, got[tok*a.TopK:(tok+1)*a.TopK], a.TopK, a.Experts)
+				}
+			}
+		}
+	}
+}
+
 // TestMoERouteReference checks the reference against a hand-computed case:
 // logits (1, 3, 2, 0) choose experts 1 and 2 with softmax weights
 // e^3/Z and e^2/Z, renormalised to e/(1+e) and 1/(1+e).

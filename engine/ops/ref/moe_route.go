@@ -14,7 +14,9 @@ type MoERouteArgs struct {
 
 // MoERoute returns each token's TopK experts (the largest gate values,
 // ties to the lower index, largest first) and their weights, in float64
-// throughout: ids and weights are [Tokens][TopK].
+// throughout: ids and weights are [Tokens][TopK]. A NaN gate value goes
+// ahead of every number, as the kernel's order puts it: the token still
+// gets TopK distinct experts.
 func MoERoute(logits, scale []float32, a MoERouteArgs) (ids []uint32, weights []float32) {
 	ids = make([]uint32, a.Tokens*a.TopK)
 	weights = make([]float32, a.Tokens*a.TopK)
@@ -24,16 +26,17 @@ func MoERoute(logits, scale []float32, a MoERouteArgs) (ids []uint32, weights []
 		sum := 0.0
 		out := ids[t*a.TopK : (t+1)*a.TopK]
 		w := make([]float64, a.TopK)
+		taken := make([]bool, a.Experts)
 		for k := range out {
 			best := -1
 			for e, v := range p {
-				if best < 0 || v > p[best] {
+				if !taken[e] && (best < 0 || ahead(v, p[best])) {
 					best = e
 				}
 			}
 			out[k], w[k] = uint32(best), p[best]
 			sum += p[best]
-			p[best] = math.Inf(-1)
+			taken[best] = true
 		}
 		for k, v := range w {
 			if a.Renorm {
@@ -46,4 +49,13 @@ func MoERoute(logits, scale []float32, a MoERouteArgs) (ids []uint32, weights []
 		}
 	}
 	return ids, weights
+}
+
+// ahead says whether gate value v goes before b: it is larger, or NaN
+// where b is not.
+func ahead(v, b float64) bool {
+	if math.IsNaN(v) {
+		return !math.IsNaN(b)
+	}
+	return v > b
 }
