@@ -10,7 +10,7 @@ struct MatmulParams {
     x_stride: u32, // floats between activation rows
     y_stride: u32, // floats between output rows
     y_offset: u32, // float index of element (0, 0) in y
-    flags: u32,    // bit 0: accumulate into y; bit 1: matvec_normed_ gain is 1 + g; bit 2: the GLU takes GELU; bit 3: matvec_moe_ reads act(gate)·up; bit 4: the GLU is gpt-oss's; bit 5: matvec_moe_ adds the experts' biases
+    flags: u32,    // bit 0: accumulate into y; bit 1: matvec_normed_ gain is 1 + g; bit 2: the GLU takes GELU; bit 3: matvec_moe_ reads act(gate)·up; bit 4: the GLU is gpt-oss's; bit 5: a matvec adds each row's bias (matvec_moe_: its expert's)
     eps: f32,      // matvec_normed_: the RMSNorm epsilon
     experts: u32,  // moe entries: the experts of this chunk (from expert row0)
     x_div: u32,    // moe entries: the expert slots that read one row of x

@@ -74,13 +74,18 @@ fn begin_chunk(lid: u32, e0: u32, len: u32) {
 }
 
 // store_row sums the LANES partial sums of each row in lane order and lets
-// the row's first lane write it (adding to y when flags bit 0 asks).
+// the row's first lane write it, plus the row's bias with flags bit 5
+// (adding to y when flags bit 0 asks).
 fn store_row(lid: u32, row: u32, acc: f32) {
-    store_row_at(lid, row, acc, p.y_offset + p.row0, 0.0);
+    var plus = 0.0;
+    if ((p.flags & 32u) != 0u && row < p.n) {
+        plus = row_bias[p.row0 + row];
+    }
+    store_row_at(lid, row, acc, p.y_offset + p.row0, plus);
 }
 
 // store_row_at is store_row with row r's result plus plus at y[y0 + r]
-// (plus is 0 but for the experts' biases; adding 0 changes no sum).
+// (plus is 0 but for the biases; adding 0 changes no sum).
 fn store_row_at(lid: u32, row: u32, acc: f32, y0: u32, plus: f32) {
     vred[lid >> 2u][lid & 3u] = acc;
     workgroupBarrier();
@@ -242,14 +247,16 @@ fn matvec_rows_glu(kind: u32, lid: u32, wid: vec3<u32>, nwg: vec3<u32>) {
 // slots all read it, or the slot's own row for down. With flags bit 3 x_s
 // is [gate | up], 2·p.k floats, and the product reads act(gate) ⊙ up as
 // the matvec_glu_ entries do. With flags bit 5 each row gains its
-// expert's bias, moe_bias[e·p.n + r] (gpt-oss's gate-up and down biases,
+// expert's bias, row_bias[e·p.n + r] (gpt-oss's gate-up and down biases,
 // [experts, p.n]), added after the row's sum as a separate MoEAddBias
 // would. A slot whose expert lives in another chunk leaves at once: its
 // whole workgroup agrees, as moe_ids is read-only and s is the
 // workgroup's. Needs XCH > 0.
 
 @group(0) @binding(4) var<storage, read> moe_ids: array<u32>;
-@group(0) @binding(5) var<storage, read> moe_bias: array<f32>;
+// Binding 5: the rows' biases, read with flags bit 5: a dense product's,
+// one a row (store_row), or a stack's, one a row of each expert.
+@group(0) @binding(5) var<storage, read> row_bias: array<f32>;
 
 // begin_chunk_moe is begin_chunk staging the len floats at e0 of the slot's
 // row at x0 (act(gate) ⊙ up with glu).
@@ -292,7 +299,7 @@ fn matvec_rows_moe(kind: u32, lid: u32, wid: vec3<u32>, nwg: vec3<u32>) {
     }
     var plus = 0.0;
     if ((p.flags & 32u) != 0u && row < p.n) {
-        plus = moe_bias[e * p.n + row];
+        plus = row_bias[e * p.n + row];
     }
     store_row_at(lid, row, acc, p.y_offset + slot * p.y_stride, plus);
 }

@@ -43,7 +43,7 @@ struct MatvecQ8Params {
     n: u32,        // rows of W in this chunk
     row0: u32,     // first output row of this chunk
     y_offset: u32, // float index in y of output row 0
-    flags: u32,    // bit 0: accumulate into y
+    flags: u32,    // bit 0: accumulate into y; bit 5: add bias[row] (matmul_common's bits)
     pad0: u32,
     pad1: u32,
     pad2: u32,
@@ -57,6 +57,8 @@ struct MatvecQ8Params {
 @group(0) @binding(1) var<storage, read> wv: array<vec4<u32>>;
 @group(0) @binding(2) var<storage, read> xq: array<vec4<u32>>;
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
+// A projection's bias, one float a row of W (read with flags bit 5 only).
+@group(0) @binding(4) var<storage, read> bias: array<f32>;
 
 const LANES: u32 = WG / ROWS;
 var<workgroup> sums: array<f32, WG>;
@@ -244,7 +246,8 @@ fn row_q8_0(row: u32, lane: u32) -> f32 {
 // ---- entries ------------------------------------------------------------
 
 // store_row sums the LANES partial sums of each row in lane order and lets
-// the row's first lane write it (adding to y when flags bit 0 asks).
+// the row's first lane write it, plus the row's bias with flags bit 5
+// (adding to y when flags bit 0 asks).
 fn store_row(lid: u32, row: u32, acc: f32) {
     sums[lid] = acc;
     workgroupBarrier();
@@ -252,6 +255,9 @@ fn store_row(lid: u32, row: u32, acc: f32) {
         var v = 0.0;
         for (var i = 0u; i < LANES; i++) {
             v += sums[lid + i];
+        }
+        if ((p.flags & 32u) != 0u) {
+            v += bias[p.row0 + row];
         }
         let yi = p.y_offset + p.row0 + row;
         if ((p.flags & 1u) != 0u) {

@@ -272,21 +272,32 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 	// pre-norm that follows) and reports that it did. p's LoRA term goes
 	// into W · in before the norm. With glu set, in is one token's
 	// [gate | up] and W reads act(gate)·up (ops.MatVecGLU, or quantized
-	// by ops.QuantizeQ8GLU).
-	residual := func(x *gpu.Buffer, t *gpu.Tensor, p Proj, in, post, tmp, next, xn *gpu.Buffer, glu *ops.GLUArgs, scale float32, mix func(tmp *gpu.Buffer) *gpu.Buffer) bool {
+	// by ops.QuantizeQ8GLU). bias, when set, is W's (gpt-oss's output
+	// projection's), added to W · in: by a decoded token's quantized
+	// product as it stores (one dispatch fewer), else apart.
+	residual := func(x *gpu.Buffer, t *gpu.Tensor, p Proj, in, post, tmp, next, xn *gpu.Buffer, glu *ops.GLUArgs, bias *gpu.Buffer, scale float32, mix func(tmp *gpu.Buffer) *gpu.Buffer) bool {
 		product := func(y *gpu.Buffer, o ops.MatmulOptions) error {
-			if q8(t) {
+			apart := bias
+			if bias != nil && n == 1 && glu == nil && (q8(t) || ops.HasMatVecBias(t.Type)) {
+				o.Bias, apart = bias, nil
+			}
+			switch {
+			case q8(t):
 				if glu != nil {
 					try(ops.QuantizeQ8GLU(ch, in, a.XQ, *glu))
 				} else {
 					try(ops.QuantizeQ8(ch, in, a.XQ, t.Cols))
 				}
-				return ops.MatVecQ8(ch, t, a.XQ, y, o)
+				try(ops.MatVecQ8(ch, t, a.XQ, y, o))
+			case glu != nil:
+				try(ops.MatVecGLU(ch, t, in, y, *glu, o))
+			default:
+				try(ops.MatMulWith(ch, t, in, y, n, o))
 			}
-			if glu != nil {
-				return ops.MatVecGLU(ch, t, in, y, *glu, o)
+			if apart != nil {
+				return ops.AddBias(ch, y, apart, n, t.Rows)
 			}
-			return ops.MatMulWith(ch, t, in, y, n, o)
+			return nil
 		}
 		if post == nil {
 			try(product(x, ops.MatmulOptions{Accumulate: true}))
@@ -315,19 +326,7 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 		try(ops.AddInPlace(ch, x, a.XN, n*d))
 		try(ops.RMSNormAdd(ch, laurelR, l.LaurelNorm, x, ops.NormArgs{Rows: n, Dim: d, Eps: c.Eps}))
 	}
-	// O's bias (gpt-oss) goes into its output: the stream, or the scratch
-	// before the post-norm.
-	var oBias func(*gpu.Buffer) *gpu.Buffer
-	if l.OBias != nil && l.PostAttnNorm != nil {
-		oBias = func(o *gpu.Buffer) *gpu.Buffer {
-			try(ops.AddBias(ch, o, l.OBias, n, d))
-			return o
-		}
-	}
-	normed = residual(x, l.O, ProjO, a.Att, l.PostAttnNorm, a.O, l.FFNNorm, a.XN2, nil, attnScale, oBias)
-	if l.OBias != nil && l.PostAttnNorm == nil {
-		try(ops.AddBias(ch, x, l.OBias, n, d))
-	}
+	normed = residual(x, l.O, ProjO, a.Att, l.PostAttnNorm, a.O, l.FFNNorm, a.XN2, nil, l.OBias, attnScale, nil)
 
 	tail := l.PLEGate != nil || l.OutScale != 0
 	if l.MoE != nil && !c.MoE.Dense {
@@ -435,7 +434,7 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 		if glu != nil {
 			in = a.Gate
 		}
-		normed = residual(x, l.Down, ProjDown, in, l.PostFFNNorm, a.F, next, a.XN, glu, 0, mix)
+		normed = residual(x, l.Down, ProjDown, in, l.PostFFNNorm, a.F, next, a.XN, glu, nil, 0, mix)
 	}
 	switch {
 	case l.AltUp != nil:

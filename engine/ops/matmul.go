@@ -63,7 +63,7 @@ type matmulParams struct {
 
 // Flags of MatmulParams.flags: add to y; apply MatVecNormed's gain as 1 + g;
 // the GLU's activation is GELU (else SiLU); MoEMatVec reads act(gate)·up;
-// the GLU is gpt-oss's; MoEMatVec adds the experts' biases.
+// the GLU is gpt-oss's; a row's bias is added (MoEMatVec: its expert's).
 const (
 	matmulAccumulate = 1
 	matmulOnePlus    = 2
@@ -166,6 +166,24 @@ type MatmulOptions struct {
 	YStride int
 	// XStride is the float distance between activation rows; 0 means W.Cols.
 	XStride int
+	// Bias, when set, adds one float a row of W to its output (a
+	// projection's bias, added after the row's sum and before Accumulate's
+	// add): a decoded token's product (m = 1) on the quantized matvec
+	// families and MatVecQ8, one dispatch instead of a product and an
+	// AddBias. Other products refuse it.
+	Bias *gpu.Buffer
+}
+
+// checkBias says why o.Bias cannot be w's bias over y: it must hold a float
+// for each of w's rows and not be y.
+func (o MatmulOptions) checkBias(kernel string, w *gpu.Tensor, y *gpu.Buffer) error {
+	if err := needF32(kernel+" "+w.Name, "bias", o.Bias, w.Rows); err != nil {
+		return err
+	}
+	if o.Bias == y {
+		return fmt.Errorf("ops: %s %q: bias and y are the same buffer %q", kernel, w.Name, y.Label())
+	}
+	return nil
 }
 
 // MatVec appends y[0:n] = W·x[0:k] for a k-column, n-row weight W.
@@ -219,6 +237,11 @@ func HasMatVecNormed(t gguf.Type) bool {
 	kern, ok := matmulKernelFor(t)
 	return ok && kern.family != "matmul_float"
 }
+
+// HasMatVecBias reports whether a decoded token's MatMulWith takes
+// MatmulOptions.Bias for weights of type t (MatVecQ8 takes it for all of
+// its types).
+func HasMatVecBias(t gguf.Type) bool { return HasMatVecNormed(t) }
 
 // GLUArgs describe the gated linear unit MatVecGLU applies to its input.
 type GLUArgs struct {
@@ -375,9 +398,23 @@ func matmulDispatch(c *gpu.Chain, w *gpu.Tensor, kern matmulKernel, x, y *gpu.Bu
 		// other entries get x there, which they never read.
 		bufs = append(bufs, x)
 	}
+	if o.Bias != nil {
+		if m != 1 || kern.family == "matmul_float" {
+			return fmt.Errorf("ops: matmul %q: a fused bias is for a decoded token's quantized product (m = %d, %v weights); add it apart (AddBias)", w.Name, m, w.Type)
+		}
+		if err := o.checkBias("matvec", w, y); err != nil {
+			return err
+		}
+		flags |= matmulBias
+	}
 	if kern.family != "matmul_float" {
-		// Binding 5 is the matvec_moe_ entries' experts' biases.
-		bufs = append(bufs, x)
+		// Binding 5 is the rows' biases (flags bit 5); x fills it when
+		// there are none, as the kernel then reads nothing there.
+		bias := o.Bias
+		if bias == nil {
+			bias = x
+		}
+		bufs = append(bufs, bias)
 	}
 	if m == 1 && kern.family != "matmul_float" {
 		launch = fitVecLaunch(c.Device(), launch)

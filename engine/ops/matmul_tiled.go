@@ -128,6 +128,9 @@ func matmulTiledWith(c *gpu.Chain, w *gpu.Tensor, x, y *gpu.Buffer, m int, o Mat
 	if m < 1 {
 		return fmt.Errorf("ops: %s: m = %d activation rows, want at least 1", kernel, m)
 	}
+	if o.Bias != nil {
+		return fmt.Errorf("ops: %s: a fused bias is for a decoded token's product; add it apart (AddBias)", kernel)
+	}
 	xs, ys := o.XStride, o.YStride
 	if xs == 0 {
 		xs = k

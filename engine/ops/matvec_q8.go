@@ -132,7 +132,8 @@ var q8Launch = matvecQ8Launch{wg: 256, rows: 8}
 
 // MatVecQ8 appends y = W·x for Q4_K, Q6_K or Q8_0 weights W (k columns,
 // whole blocks) and x quantized by QuantizeQ8 into xq, y placed as o
-// says (o.XStride and o.YStride are unused: one token).
+// says, plus o.Bias when set (o.XStride and o.YStride are unused: one
+// token).
 func MatVecQ8(c *gpu.Chain, w *gpu.Tensor, xq, y *gpu.Buffer, o MatmulOptions) error {
 	return matvecQ8With(c, w, xq, y, o, q8Launch)
 }
@@ -178,9 +179,17 @@ func matvecQ8With(c *gpu.Chain, w *gpu.Tensor, xq, y *gpu.Buffer, o MatmulOption
 	if o.Accumulate {
 		flags |= matmulAccumulate
 	}
+	bias := xq // fills binding 4 when there is no bias: the kernel reads nothing there
+	if o.Bias != nil {
+		if err := o.checkBias("matvec q8", w, y); err != nil {
+			return err
+		}
+		flags |= matmulBias
+		bias = o.Bias
+	}
 	for _, ch := range w.Chunks {
 		params := matvecQ8Params{K: uint32(k), N: uint32(ch.Rows), Row0: uint32(ch.FirstRow), YOffset: uint32(o.YOffset), Flags: flags}
-		if err := c.Dispatch(k8, params, gpu.Grid(ch.Rows, l.rows), ch.Buf, xq, y); err != nil {
+		if err := c.Dispatch(k8, params, gpu.Grid(ch.Rows, l.rows), ch.Buf, xq, y, bias); err != nil {
 			return err
 		}
 	}

@@ -110,6 +110,9 @@ func moeShape(kernel string, w *gpu.Tensor, x, y *gpu.Buffer, a MoEArgs) (matmul
 	}
 	rows, k := w.Rows/w.Stack, w.Cols
 	o := a.Options
+	if o.Bias != nil {
+		return matmulParams{}, fmt.Errorf("ops: %s: the experts' biases go in MoEArgs.Bias, not its options", kernel)
+	}
 	xw := k
 	if a.GLU != nil {
 		if a.GLU.FF != k {

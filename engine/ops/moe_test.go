@@ -365,6 +365,9 @@ func TestMoEBadShapes(t *testing.T) {
 		{"no slots", "must be positive", func(ch *gpu.Chain) error {
 			return MoEMatVec(ch, c.w, x, ids, y, MoEArgs{Slots: 0, XDiv: 1})
 		}},
+		{"bias in the options", "MoEArgs.Bias", func(ch *gpu.Chain) error {
+			return MoEMatVec(ch, c.w, x, ids, y, MoEArgs{Slots: 4, XDiv: 2, Options: MatmulOptions{Bias: x}})
+		}},
 		{"short x", "x buffer", func(ch *gpu.Chain) error {
 			return MoEMatVec(ch, c.w, x, ids, y, MoEArgs{Slots: 4, XDiv: 1, Options: MatmulOptions{XStride: 200}})
 		}},
