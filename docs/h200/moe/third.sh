@@ -15,6 +15,10 @@
 # The fifth, after the router took the feed-forward norm, ran `LIMIT=250
 # SWEEP=0 NOPEER=1 MODELS="gpt-oss-20b-MXFP4_MOE qwen3-30b-a3b-Q4_K_M" bash
 # docs/h200/moe/third.sh` with the build of 3af211f as hearth-base.
+# The sixth ran `LIMIT=540 SWEEP=0 QUIET=1 MODELS="gpt-oss-20b-MXFP4_MOE
+# qwen3-30b-a3b-Q4_K_M" bash docs/h200/moe/third.sh` with the build of
+# 11c4e31 as hearth and, as hearth-q8, the same with Q8_0 in
+# model.q8DecodeTypes.
 source .device/env.sh
 W=/root/w; mkdir -p $W/m $W/src; R=$OUT/r; mkdir -p $R
 pack() { (cd $OUT && tar czf results.tgz r); }
@@ -36,17 +40,19 @@ A="env LD_LIBRARY_PATH=$W/build/bin:$LD_LIBRARY_PATH $W/build/bin/anchor"
 MODELS=${MODELS:-"gpt-oss-20b-MXFP4_MOE qwen3-30b-a3b-Q4_K_M llama-3.1-8b-Q4_K_M gemma-4-26b-a4b-Q4_K_M"}
 # The files are made while the peer builds; Hearth's benches wait for the
 # build (its 12 compilers would slow the submits of a decode) only with
-# QUIET=1, as the fourth lease ran. .device/hearth-base.xz, when carried,
-# is benched the same way as hearth-base (a build before a change).
+# QUIET=1, as the fourth lease ran. Every .device/hearth-NAME.xz carried
+# (hearth-base, a build before a change; others, variants of one) is
+# benched the same way as hearth-NAME.
 for b in $MODELS; do
   left 200 || break
   timeout 90 $H synth --preset ${b%-*} --quant ${b##*-} -o $W/m/$b.gguf --seed 1 > $R/synth-$b.txt 2>&1
 done
 [ "${QUIET:-0}" = 1 ] && wait $PB
 BINS=hearth
-if [ -f .device/hearth-base.xz ]; then
-  xz -T4 -dc .device/hearth-base.xz > $W/hearth-base && chmod +x $W/hearth-base && BINS="hearth hearth-base"
-fi
+for f in .device/hearth-*.xz; do
+  [ -f $f ] || continue
+  h=$(basename $f .xz); xz -T4 -dc $f > $W/$h && chmod +x $W/$h && BINS="$BINS $h"
+done
 for b in $MODELS; do
   for h in $BINS; do
     [ -f $W/m/$b.gguf ] && left 90 && timeout 80 $W/$h bench -m $W/m/$b.gguf -p 512 -n 128 -r 2 --json > $R/$h-$b.json 2>>$R/log.txt
