@@ -8,6 +8,7 @@ package chats
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"slices"
 	"strings"
 	"time"
@@ -21,7 +22,16 @@ import (
 const (
 	User      = "user"
 	Assistant = "assistant"
+	// Tool is a tool's result, which an API client sends back after the
+	// assistant called it (the studio itself calls no tools).
+	Tool = "tool"
+	// Instruction is a system message inside an API client's
+	// conversation (the first one is the conversation's System).
+	Instruction = "system"
 )
+
+// roles are the roles a kept message may have.
+var roles = []string{User, Assistant, Tool, Instruction}
 
 // Conversation is one chat: its settings and its messages, oldest first.
 type Conversation struct {
@@ -43,6 +53,10 @@ type Conversation struct {
 	// with; nil runs the base model. Files written before adapters have
 	// none.
 	Adapter *Adapter `json:"adapter,omitempty"`
+	// API is the API a client held the conversation through while the
+	// studio's API server was on ("OpenAI" or "Ollama"); "" for the
+	// studio's own chats.
+	API string `json:"api,omitempty"`
 }
 
 // Adapter is a LoRA adapter applied to a conversation's model: a GGUF LoRA
@@ -60,9 +74,33 @@ type Adapter struct {
 type Message struct {
 	Role    string `json:"role"`
 	Content string `json:"content"`
+	// ToolCalls are the functions an assistant's reply called (an API
+	// client's tools); Content is then what it wrote before them.
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	// ToolCallID and Name say which call a Tool message answers.
+	ToolCallID string `json:"tool_call_id,omitempty"`
+	Name       string `json:"name,omitempty"`
 	// Reply describes how an assistant message was written; zero for a
 	// user message.
 	Reply Reply `json:"reply,omitzero"`
+}
+
+// ToolCall is a function an assistant called. Arguments is the JSON text
+// of the call's arguments, kept as a string so the file holds it as the
+// model wrote it.
+type ToolCall struct {
+	ID        string `json:"id,omitempty"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments,omitempty"`
+}
+
+// ToolCallsOf are calls in the file's form.
+func ToolCallsOf(calls []chat.ToolCall) []ToolCall {
+	var out []ToolCall
+	for _, c := range calls {
+		out = append(out, ToolCall{ID: c.ID, Name: c.Function.Name, Arguments: string(c.Function.Arguments)})
+	}
+	return out
 }
 
 // Reply is what the studio knows about a generated message.
@@ -175,7 +213,15 @@ func (c *Conversation) Chat() []chat.Message {
 		out = append(out, chat.Message{Role: "system", Content: c.System})
 	}
 	for _, m := range c.Messages {
-		out = append(out, chat.Message{Role: m.Role, Content: m.Content})
+		cm := chat.Message{Role: m.Role, Content: m.Content, ToolCallID: m.ToolCallID, Name: m.Name}
+		for _, tc := range m.ToolCalls {
+			call := chat.ToolCall{ID: tc.ID, Type: "function", Function: chat.FunctionCall{Name: tc.Name}}
+			if tc.Arguments != "" {
+				call.Function.Arguments = json.RawMessage(tc.Arguments)
+			}
+			cm.ToolCalls = append(cm.ToolCalls, call)
+		}
+		out = append(out, cm)
 	}
 	return out
 }

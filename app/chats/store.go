@@ -115,8 +115,8 @@ func readConversation(path string) (*Conversation, error) {
 		return nil, &parseError{errors.New("text after the conversation")}
 	}
 	for i, m := range c.Messages {
-		if m.Role != User && m.Role != Assistant {
-			return nil, &parseError{fmt.Errorf("message %d: role %q, want %q or %q", i, m.Role, User, Assistant)}
+		if !slices.Contains(roles, m.Role) {
+			return nil, &parseError{fmt.Errorf("message %d: role %q, want one of %q", i, m.Role, roles)}
 		}
 	}
 	// The file's name is what Save and Delete use, whatever the ID inside
