@@ -360,11 +360,13 @@ func (s *server) ollamaChat(w http.ResponseWriter, r *http.Request) error {
 	emit := ollamaEmit(run, func(text string) ollamaResponse {
 		return ollamaResponse{Model: m.Name, CreatedAt: time.Now().UTC(), Message: &ollamaMessageOut{Role: "assistant", Content: text}}
 	})
-	reply, err := s.engine.Chat(r.Context(), app.ChatRequest{GenerateOptions: opts, Messages: withSystem(m, msgs), Tools: req.Tools}, emit)
+	msgs = withSystem(m, msgs)
+	reply, err := s.engine.Chat(r.Context(), app.ChatRequest{GenerateOptions: opts, Messages: msgs, Tools: req.Tools}, emit)
 	s.touch()
 	if done, err := s.finishStream(run, err, reply, ollamaAPI); done {
 		return err
 	}
+	s.record("Ollama", msgs, reply)
 	final := ollamaResponse{Model: m.Name, CreatedAt: time.Now().UTC(), Message: &ollamaMessageOut{Role: "assistant"},
 		Done: true, DoneReason: finishReason(reply.Stats), ollamaMetrics: metricsOf(run, reply.Stats)}
 	calls := ollamaToolCalls(reply.ToolCalls)

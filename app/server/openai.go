@@ -256,9 +256,6 @@ func openAIToolCalls(calls []chat.ToolCall, stream bool) []openAIToolUse {
 	var out []openAIToolUse
 	for i, c := range calls {
 		o := openAIToolUse{ID: c.ID, Type: "function"}
-		if o.ID == "" {
-			o.ID = newID("call_")
-		}
 		if stream {
 			o.Index = &i
 		}
@@ -342,7 +339,8 @@ func (s *server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 	run := newRun(w, "text/event-stream", req.Stream)
 	defer run.end()
 	opts.Progress = run.progress
-	creq := app.ChatRequest{GenerateOptions: opts, Messages: withSystem(m, msgs), Tools: tools, RequireCall: require, CallName: name}
+	msgs = withSystem(m, msgs)
+	creq := app.ChatRequest{GenerateOptions: opts, Messages: msgs, Tools: tools, RequireCall: require, CallName: name}
 	chunk := func(delta chatMessageOut, finish *string) []byte {
 		return sseEvent(chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: m.Name,
 			Choices: []chatChoice{{Delta: &delta, FinishReason: finish}}})
@@ -367,6 +365,14 @@ func (s *server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 	if reply.ToolCalls != nil {
 		finish = "tool_calls"
 	}
+	// The calls' IDs, made once so the record holds the ones the client
+	// answers with.
+	for i := range reply.ToolCalls {
+		if reply.ToolCalls[i].ID == "" {
+			reply.ToolCalls[i].ID = newID("call_")
+		}
+	}
+	s.record("OpenAI", msgs, reply)
 	if !req.Stream {
 		msg := &chatMessageOut{Role: "assistant", Content: &reply.Text, ToolCalls: openAIToolCalls(reply.ToolCalls, false)}
 		if reply.ToolCalls != nil && reply.Text == "" {

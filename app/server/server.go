@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/hearthstudio/hearth/app"
+	"github.com/hearthstudio/hearth/engine/chat"
 )
 
 // Model is one model a client may name.
@@ -93,6 +94,30 @@ type Options struct {
 	// Logger receives one line per request and the engine's notices; nil
 	// discards them.
 	Logger *slog.Logger
+	// Record, when set, is given every chat request answered in full
+	// (/v1/chat/completions, /api/chat), on the request's goroutine once
+	// the reply is complete, before its last bytes are sent: the studio
+	// keeps them as conversations. A request that failed, or whose client
+	// left before the reply was complete, is not given.
+	Record func(Exchange)
+}
+
+// Exchange is one chat request the server answered, for Options.Record.
+type Exchange struct {
+	API string // "OpenAI" or "Ollama"
+	// Messages are the conversation the model answered, the model's own
+	// system prompt first where the request had none.
+	Messages []chat.Message
+	// Reply is the answer: its text, its tool calls with the IDs the
+	// client was given, and its statistics.
+	Reply app.Reply
+}
+
+// record gives Options.Record the exchange, if it is set.
+func (s *server) record(api string, msgs []chat.Message, reply app.Reply) {
+	if s.o.Record != nil {
+		s.o.Record(Exchange{API: api, Messages: msgs, Reply: reply})
+	}
 }
 
 // server is the handler New returns.

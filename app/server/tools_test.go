@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/json"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/hearthstudio/hearth/app"
@@ -267,5 +268,76 @@ func TestRequiredToolCalls(t *testing.T) {
 		default:
 			t.Errorf("#%d %s: called %s with tool_choice %v", i, name, call.Name, choice)
 		}
+	}
+}
+
+// TestRecordGetsAnsweredChats: Options.Record sees each chat answered, with
+// the messages the model read and the tool calls under the IDs the client
+// got, whole or streamed, on both APIs; a refused request is not recorded.
+func TestRecordGetsAnsweredChats(t *testing.T) {
+	var mu sync.Mutex
+	var got []Exchange
+	ts := newTestServer(t, app.EngineOptions{}, Options{Record: func(x Exchange) {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, x)
+	}})
+	last := func() Exchange {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(got) == 0 {
+			t.Fatal("nothing recorded")
+		}
+		return got[len(got)-1]
+	}
+	body := map[string]any{"model": toolCaller, "messages": weatherQuestion, "tools": []any{weatherTool}, "temperature": 0}
+	var whole struct {
+		Choices []struct {
+			Message struct {
+				ToolCalls []openAIToolUse `json:"tool_calls"`
+			} `json:"message"`
+		} `json:"choices"`
+	}
+	ts.post(t, "/v1/chat/completions", body, &whole)
+	x := last()
+	if x.API != "OpenAI" || len(x.Messages) != 1 || x.Messages[0].Content != weatherQuestion[0]["content"] {
+		t.Errorf("recorded %+v", x)
+	}
+	if len(x.Reply.ToolCalls) != 1 || x.Reply.ToolCalls[0].ID != whole.Choices[0].Message.ToolCalls[0].ID || string(x.Reply.ToolCalls[0].Function.Arguments) != wantWeatherArgs {
+		t.Errorf("recorded calls %+v, the client got %+v", x.Reply.ToolCalls, whole.Choices[0].Message.ToolCalls)
+	}
+
+	body["stream"] = true
+	_, data := ts.do(t, "POST", "/v1/chat/completions", body)
+	var id string
+	for _, ev := range sseData(t, data) {
+		var ch struct {
+			Choices []struct {
+				Delta chatMessageOut `json:"delta"`
+			} `json:"choices"`
+		}
+		if ev != "[DONE]" && json.Unmarshal([]byte(ev), &ch) == nil && len(ch.Choices) > 0 && len(ch.Choices[0].Delta.ToolCalls) > 0 {
+			id = ch.Choices[0].Delta.ToolCalls[0].ID
+		}
+	}
+	if x := last(); id == "" || len(x.Reply.ToolCalls) != 1 || x.Reply.ToolCalls[0].ID != id {
+		t.Errorf("streamed: recorded calls %+v, the client got id %q", x.Reply.ToolCalls, id)
+	}
+
+	ts.post(t, "/api/chat", map[string]any{"model": toolCaller, "messages": weatherQuestion, "tools": []any{weatherTool}, "stream": false}, nil)
+	if x := last(); x.API != "Ollama" || len(x.Reply.ToolCalls) != 1 || x.Reply.ToolCalls[0].Function.Name != "get_weather" {
+		t.Errorf("/api/chat recorded %+v", x)
+	}
+
+	mu.Lock()
+	n := len(got)
+	mu.Unlock()
+	if resp, _ := ts.do(t, "POST", "/api/chat", map[string]any{"model": "no-such-model", "messages": weatherQuestion}); resp.StatusCode == 200 {
+		t.Fatal("an unknown model was answered")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != n {
+		t.Errorf("a refused request was recorded: %+v", got[n:])
 	}
 }
