@@ -1,7 +1,9 @@
 package ui
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -23,6 +25,7 @@ import (
 
 	"github.com/hearthstudio/hearth/app"
 	"github.com/hearthstudio/hearth/app/chats"
+	"github.com/hearthstudio/hearth/app/server"
 	"github.com/hearthstudio/hearth/app/settings"
 )
 
@@ -261,11 +264,53 @@ func (cv *chatView) save(c *chats.Conversation) {
 	cv.saver.Save(c)
 }
 
+// displayTitle names c in the list and the header; a conversation an API
+// client held says through which API.
 func displayTitle(c *chats.Conversation) string {
-	if c.Title == "" {
-		return "New chat"
+	title := c.Title
+	if title == "" {
+		title = "New chat"
 	}
-	return c.Title
+	if c.API != "" {
+		title += " (" + c.API + " API)"
+	}
+	return title
+}
+
+// recordAPI keeps a chat an API client held through the studio's server
+// (serve.go): the conversation it continues gains its new messages and
+// reply, or a new one holds them, listed with the others and saved, so
+// the client's tool calls can be read here. The chat the studio is
+// writing a reply in is never the one continued.
+func (cv *chatView) recordAPI(x server.Exchange) {
+	stop := x.Reply.Stats.Stop
+	if stop == "" {
+		stop = "stop" // the server records only replies it finished
+	}
+	reply := chats.Message{Role: chats.Assistant, Content: x.Reply.Text, ToolCalls: chats.ToolCallsOf(x.Reply.ToolCalls),
+		Reply: replyOf(x.Reply, stop)}
+	var skip *chats.Conversation
+	if cv.gen != nil {
+		skip = cv.gen.conv
+	}
+	c, isNew := chats.Record(cv.convs, chats.Exchange{API: x.API, Messages: x.Messages, Reply: reply}, skip, time.Now())
+	if isNew {
+		cv.convs = append([]*chats.Conversation{c}, cv.convs...)
+	}
+	cv.save(c)
+	if c == cv.cur {
+		follow := cv.atBottom()
+		cv.appendRows()
+		cv.relayout(follow)
+		cv.showMeter()
+	}
+	cv.reorder()
+}
+
+// replyOf is what a chat keeps of a finished reply that stopped for stop.
+func replyOf(r app.Reply, stop string) chats.Reply {
+	return chats.Reply{Model: r.Model, PromptTokens: r.Stats.PromptTokens, Tokens: r.Stats.Generated,
+		TokensPerSecond: r.Stats.DecodeRate(), Stop: stop}
 }
 
 // newChat opens an empty chat, reusing one that is still empty.
@@ -775,8 +820,7 @@ func (cv *chatView) finish(g *generation) {
 	// the model ended at once is (an empty answer is still an answer).
 	kept := msg.Content != "" || err == nil && stop != "canceled"
 	if kept {
-		msg.Reply = chats.Reply{Model: reply.Model, PromptTokens: reply.Stats.PromptTokens, Tokens: reply.Stats.Generated,
-			TokensPerSecond: reply.Stats.DecodeRate(), Stop: stop}
+		msg.Reply = replyOf(reply, stop)
 		if err != nil {
 			msg.Reply.Error = err.Error()
 		}
@@ -1086,7 +1130,8 @@ func newMessageRow(cv *chatView, i int, m chats.Message, live bool) *messageRow 
 	r.copy.Importance = widget.LowImportance
 	buttons := container.NewHBox(r.copy)
 	role := "You"
-	if m.Role == chats.User {
+	switch m.Role {
+	case chats.User:
 		r.plain = widget.NewLabel(displayPlain(m.Content))
 		r.plain.Wrapping = fyne.TextWrapWord
 		r.plain.Selectable = true
@@ -1094,11 +1139,30 @@ func newMessageRow(cv *chatView, i int, m chats.Message, live bool) *messageRow 
 		r.edit = widget.NewButtonWithIcon("", theme.DocumentCreateIcon(), func() { r.startEdit(cv, i) })
 		r.edit.Importance = widget.LowImportance
 		buttons.Add(r.edit)
-	} else {
+	case chats.Tool:
+		// A tool's result, folded: an agent's can be pages long.
+		role = "Tool"
+		r.body.Objects = []fyne.CanvasObject{widget.NewAccordion(
+			widget.NewAccordionItem("Result of "+toolName(cv.cur, i), monospace(m.Content)))}
+	case chats.Instruction:
+		role = "System"
+		r.plain = widget.NewLabel(displayPlain(m.Content))
+		r.plain.Wrapping = fyne.TextWrapWord
+		r.plain.Selectable = true
+		r.body.Objects = []fyne.CanvasObject{r.plain}
+	default:
 		role = "Assistant"
 		r.md = newMarkdownView()
 		r.md.Set(m.Content)
 		r.body.Objects = []fyne.CanvasObject{r.md.box}
+		if len(m.ToolCalls) > 0 {
+			// The calls, each folded to its function's name.
+			calls := widget.NewAccordion()
+			for _, tc := range m.ToolCalls {
+				calls.Append(widget.NewAccordionItem("Called "+tc.Name, monospace(indentJSON(tc.Arguments))))
+			}
+			r.body.Objects = []fyne.CanvasObject{container.NewVBox(r.md.box, calls)}
+		}
 		r.speak = widget.NewButtonWithIcon("", theme.VolumeUpIcon(), func() { cv.readAloud(r) })
 		r.speak.Importance = widget.LowImportance
 		if live {
@@ -1112,6 +1176,42 @@ func newMessageRow(cv *chatView, i int, m chats.Message, live bool) *messageRow 
 	r.box = container.NewVBox(header, r.body)
 	r.setBusy(cv.gen != nil)
 	return r
+}
+
+// toolName is the function whose result message i of c is: its own name,
+// or the name of the call it answers (OpenAI's results name only the
+// call's ID).
+func toolName(c *chats.Conversation, i int) string {
+	m := c.Messages[i]
+	if m.Name != "" {
+		return m.Name
+	}
+	for j := i - 1; j >= 0; j-- {
+		for _, tc := range c.Messages[j].ToolCalls {
+			if tc.ID != "" && tc.ID == m.ToolCallID {
+				return tc.Name
+			}
+		}
+	}
+	return "a tool"
+}
+
+// monospace is text shown as it is, in a selectable monospaced label.
+func monospace(text string) *widget.Label {
+	l := widget.NewLabelWithStyle(text, fyne.TextAlignLeading, fyne.TextStyle{Monospace: true})
+	l.Wrapping = fyne.TextWrapBreak
+	l.Selectable = true
+	return l
+}
+
+// indentJSON is a call's arguments laid out for reading; text that is not
+// JSON is shown as it is.
+func indentJSON(text string) string {
+	var b bytes.Buffer
+	if json.Indent(&b, []byte(text), "", "  ") != nil {
+		return text
+	}
+	return b.String()
 }
 
 func (r *messageRow) setText(text string) {
@@ -1291,7 +1391,12 @@ func replyMeta(m chats.Message, live bool) string {
 	case "error":
 		parts = append(parts, "failed: "+r.Error)
 	}
-	if m.Content == "" {
+	switch {
+	case len(m.ToolCalls) == 1:
+		parts = append(parts, "1 tool call")
+	case len(m.ToolCalls) > 1:
+		parts = append(parts, fmt.Sprintf("%d tool calls", len(m.ToolCalls)))
+	case m.Content == "":
 		parts = append(parts, "empty reply")
 	}
 	return strings.Join(parts, " · ")

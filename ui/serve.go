@@ -43,9 +43,18 @@ func (a *apiServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	(*a.handler.Load()).ServeHTTP(w, r)
 }
 
-// rebind points the API at the studio's current engine.
+// rebind points the API at the studio's current engine. The chats its
+// clients hold are kept in the Chat tab, tool calls and all.
 func (a *apiServer) rebind() {
-	h := server.New(a.st.engine, server.Options{Models: studioModels{a.st}})
+	st := a.st
+	record := func(x server.Exchange) {
+		st.post(func() {
+			if st.chat != nil {
+				st.chat.recordAPI(x)
+			}
+		})
+	}
+	h := server.New(st.engine, server.Options{Models: studioModels{st}, Record: record})
 	a.handler.Store(&h)
 }
 

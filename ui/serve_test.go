@@ -10,6 +10,12 @@ import (
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/widget"
+
+	"github.com/hearthstudio/hearth/app"
+	"github.com/hearthstudio/hearth/app/chats"
+	"github.com/hearthstudio/hearth/app/server"
+	"github.com/hearthstudio/hearth/engine/chat"
+	"github.com/hearthstudio/hearth/engine/model"
 )
 
 // switchAPIOn ticks the status bar's API server switch and returns it with
@@ -139,4 +145,94 @@ func TestTurningTheServerOffDoesNotWaitForAReply(t *testing.T) {
 	if s := <-got; s != "done" {
 		t.Errorf("the reply in progress got %q, want it finished", s)
 	}
+}
+
+// TestAPIChatsShowInTheChatTab: a chat an API client holds through the
+// studio's server is kept in the Chat tab under its API's name and saved;
+// the client's later requests (a tool call, the tool's result) continue
+// that conversation, the call and the result shown folded.
+func TestAPIChatsShowInTheChatTab(t *testing.T) {
+	st, w, l := modelsStudio(t, func(st *studio) {
+		withFolder(modelFolder(t))(st)
+		st.settings.ServerAddr = "127.0.0.1:0"
+	})
+	eventually(t, l, "the library", func() bool { return len(st.entries) == 2 })
+	_, url := switchAPIOn(t, st, w, l)
+	body := `{"model": "tiny-llama", "max_tokens": 3, "temperature": 0, "messages": [{"role": "user", "content": "Weather in Oslo?"}]}`
+	resp, err := http.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	var c *chats.Conversation
+	eventually(t, l, "the API's chat in the list", func() bool {
+		for _, x := range st.chat.convs {
+			if x.API == "OpenAI" {
+				c = x
+			}
+		}
+		return c != nil
+	})
+	var first string
+	l.wait(func() {
+		if len(c.Messages) != 2 || c.Messages[1].Reply.Tokens != 3 || c.Messages[1].Reply.Model != "tiny-llama" {
+			t.Fatalf("kept %+v", c.Messages)
+		}
+		if got := displayTitle(c); got != "Weather in Oslo? (OpenAI API)" {
+			t.Errorf("listed as %q", got)
+		}
+		first = c.Messages[1].Content
+	})
+
+	// The client goes on (a random model calls no tool, so the replies
+	// are given as the server would record them).
+	q := chat.Message{Role: "user", Content: "Weather in Oslo?"}
+	a := chat.Message{Role: "assistant", Content: first}
+	ask := chat.Message{Role: "user", Content: "Use the tool."}
+	call := chat.ToolCall{ID: "call_7", Type: "function", Function: chat.FunctionCall{Name: "get_weather", Arguments: json.RawMessage(`{"city":"Oslo"}`)}}
+	result := chat.Message{Role: "tool", Content: `{"temp": -3}`, ToolCallID: "call_7"}
+	l.wait(func() {
+		st.chat.recordAPI(server.Exchange{API: "OpenAI", Messages: []chat.Message{q, a, ask},
+			Reply: app.Reply{Model: "tiny-llama", ToolCalls: []chat.ToolCall{call}, Stats: model.Stats{Stop: "stop", Generated: 9}}})
+		st.chat.recordAPI(server.Exchange{API: "OpenAI", Messages: []chat.Message{q, a, ask, {Role: "assistant", ToolCalls: []chat.ToolCall{call}}, result},
+			Reply: app.Reply{Model: "tiny-llama", Text: "-3 °C.", Stats: model.Stats{Stop: "stop", Generated: 4}}})
+		st.chat.open(c)
+	})
+	l.wait(func() {
+		if len(c.Messages) != 6 || len(st.chat.rows) != 6 {
+			t.Fatalf("%d messages, %d rows, want 6: %+v", len(c.Messages), len(st.chat.rows), c.Messages)
+		}
+		calls := find(st.chat.rows[3].box, func(*widget.Accordion) bool { return true })
+		if calls == nil || len(calls.Items) != 1 || calls.Items[0].Title != "Called get_weather" || calls.Items[0].Open {
+			t.Errorf("the call's row: %+v", calls)
+		} else if args := calls.Items[0].Detail.(*widget.Label).Text; args != "{\n  \"city\": \"Oslo\"\n}" {
+			t.Errorf("the call's arguments show as %q", args)
+		}
+		if meta := st.chat.rows[3].meta.Text; !strings.Contains(meta, "1 tool call") {
+			t.Errorf("the call's header %q", meta)
+		}
+		res := find(st.chat.rows[4].box, func(*widget.Accordion) bool { return true })
+		if res == nil || len(res.Items) != 1 || res.Items[0].Title != "Result of get_weather" || res.Items[0].Open {
+			t.Errorf("the result's row: %+v", res)
+		}
+	})
+	var dir string
+	l.wait(func() {
+		st.chat.saver.Flush()
+		dir = st.chat.store.Dir()
+	})
+	s, err := chats.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	convs, bad, err := s.Load()
+	if err != nil || len(bad) > 0 {
+		t.Fatal(err, bad)
+	}
+	for _, k := range convs {
+		if k.API == "OpenAI" && len(k.Messages) == 6 && k.Messages[3].ToolCalls[0].Name == "get_weather" && k.Messages[4].ToolCallID == "call_7" {
+			return
+		}
+	}
+	t.Errorf("the API's chat was not saved with its tool call: %+v", convs)
 }
