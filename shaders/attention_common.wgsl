@@ -11,7 +11,7 @@ struct Params {
     n_q: u32,
     pos0: u32,
     kv_len: u32,
-    window: u32, // 0 = none; else key j is visible from position i iff i - j < window
+    window: u32, // 0 = none; else key j is visible from position i iff i - j < window (|i - j| with FLAG_BIDIRECTIONAL)
     group: u32,  // n_heads / n_kv_heads: query heads per KV head
     scale: f32,
     softcap: f32, // 0 = none; else s = softcap * tanh(s / softcap)
@@ -24,7 +24,8 @@ struct Params {
 }
 
 // FLAG_BIDIRECTIONAL drops the causal mask: every query sees all kv_len
-// keys (an encoder over one unpadded sequence, ALBERT's).
+// keys (an encoder over one unpadded sequence, ALBERT's), or with a window
+// those with |i - j| < window (EmbeddingGemma's sliding layers).
 const FLAG_BIDIRECTIONAL: u32 = 1u;
 
 // FLAG_SINKS gives each query head h a learned sink logit, sinks[h] (gpt-oss's
@@ -49,15 +50,19 @@ fn tanh_stable(x: f32) -> f32 {
 // visible returns the keys [j0, j1) query token t sees: causal (j <= i),
 // inside the history (j < kv_len) and, with a window, i - j < window, i.e.
 // j >= i + 1 - window (HF's kv_idx > q_idx - sliding_window, llama.cpp's
-// p1 - p0 < n_swa).
+// p1 - p0 < n_swa). Bidirectional: every key, or with a window those with
+// |i - j| < window, j < i + window too.
 fn visible(t: u32) -> vec2<u32> {
-    if ((p.flags & FLAG_BIDIRECTIONAL) != 0u) {
-        return vec2<u32>(0u, p.kv_len);
-    }
     let i = p.pos0 + t;
     var j0 = 0u;
     if (p.window > 0u && i + 1u > p.window) {
         j0 = i + 1u - p.window;
+    }
+    if ((p.flags & FLAG_BIDIRECTIONAL) != 0u) {
+        if (p.window > 0u) {
+            return vec2<u32>(j0, min(i + p.window, p.kv_len));
+        }
+        return vec2<u32>(0u, p.kv_len);
     }
     return vec2<u32>(j0, min(i + 1u, p.kv_len));
 }

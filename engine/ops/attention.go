@@ -35,14 +35,17 @@ type AttentionArgs struct {
 	// Scale multiplies q·k; 0 means 1/sqrt(HeadDim). Gemma 2 passes
 	// 1/sqrt(query_pre_attn_scalar).
 	Scale float32
-	// Window is the sliding window in positions; 0 means none.
+	// Window is the sliding window in positions; 0 means none. With
+	// Bidirectional it is symmetric: key j is visible from position i
+	// iff |i - j| < Window (EmbeddingGemma's, transformers'
+	// sliding_window/2 + 1 exclusive bound).
 	Window int
 	// Softcap, when > 0, caps each scaled score s to Softcap*tanh(s/Softcap)
 	// before the mask and softmax (Gemma 2's attn_logit_softcapping, 50).
 	Softcap float32
 	// Bidirectional drops the causal mask: every query attends to all KVLen
-	// keys, as an encoder (ALBERT, BERT) does over one unpadded sequence.
-	// Window must be 0 with it.
+	// keys (within the symmetric Window, if any), as an encoder (ALBERT,
+	// BERT, EmbeddingGemma) does over one unpadded sequence.
 	Bidirectional bool
 	// Sinks, when not nil, holds Heads f32 sink logits (gpt-oss's attention
 	// sinks, transformers' GptOssAttention.sinks, llama.cpp's attn_sinks):
@@ -406,6 +409,9 @@ const (
 // maxVisible is the most keys any query of a sees.
 func (a AttentionArgs) maxVisible() int {
 	if a.Bidirectional {
+		if a.Window > 0 {
+			return min(a.KVLen, 2*a.Window-1)
+		}
 		return a.KVLen
 	}
 	n := a.Pos0 + a.Tokens // the last query's keys 0..Pos0+Tokens-1
@@ -462,8 +468,6 @@ func (a AttentionArgs) check() error {
 		return fmt.Errorf("ops: attention: kv cache of %d slots overflows the kernel's 32-bit index", a.KVLen)
 	case a.Window < 0:
 		return fmt.Errorf("ops: attention: window %d is negative", a.Window)
-	case a.Bidirectional && a.Window > 0:
-		return fmt.Errorf("ops: attention: window %d with bidirectional attention: the window is defined for causal attention only", a.Window)
 	case !(a.Softcap >= 0) || math.IsInf(float64(a.Softcap), 0):
 		return fmt.Errorf("ops: attention: softcap %v must be finite and >= 0", a.Softcap)
 	case math.IsNaN(float64(a.Scale)) || math.IsInf(float64(a.Scale), 0):

@@ -44,6 +44,9 @@ var attentionCases = []struct {
 	{"bidirectional 13 albert", AttentionArgs{HeadDim: 64, Heads: 12, KVHeads: 12, Tokens: 13, KVLen: 13, Bidirectional: true}},
 	{"bidirectional 70 hd16", AttentionArgs{HeadDim: 16, Heads: 4, KVHeads: 4, Tokens: 70, KVLen: 70, Bidirectional: true}},
 	{"bidirectional kv300 split", AttentionArgs{HeadDim: 64, Heads: 1, KVHeads: 1, Tokens: 1, KVLen: 300, Bidirectional: true}},
+	// EmbeddingGemma's sliding layers: |i - j| < Window, both sides.
+	{"bidirectional window 5 T40 gqa", AttentionArgs{HeadDim: 16, Heads: 4, KVHeads: 2, Tokens: 40, KVLen: 40, Bidirectional: true, Window: 5}},
+	{"bidirectional window 257 kv300 split", AttentionArgs{HeadDim: 64, Heads: 2, KVHeads: 1, Tokens: 3, KVLen: 300, Bidirectional: true, Window: 257}},
 }
 
 // attentionInputs are the magnitudes of a test's random q, k and v: q and k
@@ -138,6 +141,7 @@ var attentionTiledCases = []struct {
 }{
 	{"albert T77", AttentionArgs{HeadDim: 64, Heads: 12, KVHeads: 12, Tokens: 77, KVLen: 77, Bidirectional: true}},
 	{"bidirectional T19 kv50 hd72", AttentionArgs{HeadDim: 72, Heads: 3, KVHeads: 3, Tokens: 19, KVLen: 50, Bidirectional: true}},
+	{"bidirectional window 9 T77 gqa", AttentionArgs{HeadDim: 64, Heads: 4, KVHeads: 2, Tokens: 77, KVLen: 77, Bidirectional: true, Window: 9}},
 	{"causal T1", AttentionArgs{HeadDim: 64, Heads: 2, KVHeads: 2, Tokens: 1, KVLen: 1}},
 	{"causal T1 at pos0 40", AttentionArgs{HeadDim: 64, Heads: 2, KVHeads: 1, Tokens: 1, Pos0: 40, KVLen: 41}},
 	{"causal T100 gqa4 hd37", AttentionArgs{HeadDim: 37, Heads: 8, KVHeads: 2, Tokens: 100, KVLen: 100}},
@@ -353,7 +357,6 @@ func TestAttentionRejectsBadShapes(t *testing.T) {
 		{"no tokens", func(a *AttentionArgs) { a.Tokens = 0 }},
 		{"negative window", func(a *AttentionArgs) { a.Window = -1 }},
 		{"negative softcap", func(a *AttentionArgs) { a.Softcap = -50 }},
-		{"window with bidirectional", func(a *AttentionArgs) { a.Window, a.Bidirectional = 2, true }},
 	} {
 		a := good
 		tc.edit(&a)

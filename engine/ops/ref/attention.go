@@ -13,13 +13,22 @@ type AttentionArgs struct {
 	Pos0    int
 	KVLen   int
 	Scale   float32 // 0 means 1/sqrt(HeadDim)
-	Window  int     // 0 means none; else key j is visible from position i iff i-j < Window
+	Window  int     // 0 means none; else key j is visible from position i iff i-j < Window (|i-j| < Window with Bidirectional)
 	Softcap float32 // 0 means none
 	// Bidirectional drops the causal mask: every query sees all KVLen keys.
 	Bidirectional bool
 	// Sinks, when not nil, are Heads sink logits: head h's softmax
 	// denominator gets exp(Sinks[h] - m), a term with no value.
 	Sinks []float32
+}
+
+// visible says whether the query at position i sees key j: causally, j <=
+// i and i - j < Window; bidirectionally, |i - j| < Window.
+func (a AttentionArgs) visible(i, j int) bool {
+	if a.Bidirectional {
+		return a.Window == 0 || max(i-j, j-i) < a.Window
+	}
+	return j <= i && (a.Window == 0 || i-j < a.Window)
 }
 
 // sink is head h's sink logit, -inf (a term of weight 0) without sinks.
@@ -55,7 +64,7 @@ func Attention(q, k, v []float32, a AttentionArgs) []float32 {
 			sink := a.sink(h)
 			m := sink
 			for j := range a.KVLen {
-				if !a.Bidirectional && (j > i || (a.Window > 0 && i-j >= a.Window)) {
+				if !a.visible(i, j) {
 					scores[j] = math.Inf(-1)
 					continue
 				}
