@@ -19,11 +19,12 @@
 // ahead of it (a larger score, or an equal one at a lower index), and the
 // experts ranked below TOPK are the chosen, in rank order, the order k
 // rounds of argmax would take them. That is one pass over the scores and
-// two barriers, where k argmax reductions cost k·log2(WG) barriers: a
-// decoded token's router is one workgroup, so its time is its barriers
-// (Qwen 3 MoE's 8 rounds took 9.6 µs on an H100, docs/moe.md §5). Scores
-// are compared as order_key's integers, a total order, so the ranks are
-// distinct even with NaN among them. ids and weights are [tokens, topk].
+// two barriers, where k argmax reductions cost k·log2(WG) barriers (the
+// profile gives a decoded token's router about 11 µs a layer either way
+// on an H100, docs/moe.md §5: mostly the wait on the product before it).
+// Scores are compared as order_key's integers, a total order, so the
+// ranks are distinct even with NaN among them. ids and weights are
+// [tokens, topk].
 //
 // Constants: WG, the workgroup size, a power of two; MAX_E, the most
 // experts; MAX_K, the most chosen a token.
@@ -61,11 +62,15 @@ var<workgroup> chosen: array<f32, MAX_K>; // the chosen experts' p, by rank
 var<workgroup> chosen_i: array<u32, MAX_K>; // and their ids
 
 // order_key maps a score to a u32 whose unsigned order is the floats' order
-// (negative floats' bits reversed under the positives'). A NaN score keys
-// above every number, so a NaN logit's expert is chosen and its NaN weight
-// carries on to the layer's output rather than vanishing from it.
+// (negative floats' bits reversed under the positives'). Every NaN, of
+// either sign, keys above every number, so a NaN logit's expert is chosen
+// and its NaN weight carries on to the layer's output rather than
+// vanishing from it.
 fn order_key(v: f32) -> u32 {
     let b = bitcast<u32>(v);
+    if ((b & 0x7fffffffu) > 0x7f800000u) {
+        return 0xffffffffu;
+    }
     if ((b & 0x80000000u) != 0u) {
         return ~b;
     }
