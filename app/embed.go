@@ -70,35 +70,61 @@ func (e *Engine) Embed(ctx context.Context, req EmbedRequest) (EmbedReply, error
 	var reply EmbedReply
 	err := e.withModel(ctx, req.Model, req.Progress, req.Adapters, func(ctx context.Context, r *resident) error {
 		reply.Model = r.info.Name
-		pool, err := poolingOf(r.m)
-		if err != nil {
-			return err
-		}
-		d, n := r.m.Config.Hidden, r.runner.Context()
-		for i, text := range req.Inputs {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			ids := r.m.Tokenizer.Encode(text, tokenizer.EncodeOptions{AddSpecial: true})
-			if len(ids) == 0 {
-				return fmt.Errorf("app: input %d is empty", i)
-			}
-			if len(ids) > n {
-				if !req.Truncate {
-					return fmt.Errorf("%w: input %d is %d tokens, the context %d", model.ErrContextFull, i, len(ids), n)
-				}
-				ids = ids[:n]
-			}
-			h, err := r.session.Hidden(ids)
-			if err != nil {
-				return err
-			}
-			reply.Tokens += len(ids)
-			reply.Vectors = append(reply.Vectors, pooled(h, len(ids), d, pool, !req.Unnormalized))
-		}
-		return nil
+		var err error
+		reply.Vectors, reply.Tokens, err = embed(ctx, r.m, r.session, req.Inputs, EmbedOptions{Truncate: req.Truncate, Unnormalized: req.Unnormalized})
+		return err
 	})
 	return reply, err
+}
+
+// EmbedOptions are the choices of an embedding that are not the model's.
+type EmbedOptions struct {
+	// Truncate cuts an input longer than the context to its start;
+	// without it such an input is an error.
+	Truncate bool
+	// Unnormalized returns the pooled vectors as they are, not scaled to
+	// unit length.
+	Unnormalized bool
+}
+
+// Embed is Engine.Embed on a model loaded by LoadModel (hearth embed): a
+// vector for each input, and the tokens evaluated.
+func (l *LoadedModel) Embed(ctx context.Context, inputs []string, o EmbedOptions) ([][]float32, int, error) {
+	if len(inputs) == 0 {
+		return nil, 0, fmt.Errorf("app: nothing to embed")
+	}
+	return embed(ctx, l.Model, model.NewSession(l.Runner), inputs, o)
+}
+
+// embed evaluates each input on s, m's session, as Engine.Embed says.
+func embed(ctx context.Context, m *model.Model, s *model.Session, inputs []string, o EmbedOptions) (vecs [][]float32, tokens int, err error) {
+	pool, err := poolingOf(m)
+	if err != nil {
+		return nil, 0, err
+	}
+	d, n := m.Config.Hidden, s.Runner().Context()
+	for i, text := range inputs {
+		if err := ctx.Err(); err != nil {
+			return nil, 0, err
+		}
+		ids := m.Tokenizer.Encode(text, tokenizer.EncodeOptions{AddSpecial: true})
+		if len(ids) == 0 {
+			return nil, 0, fmt.Errorf("app: input %d is empty", i)
+		}
+		if len(ids) > n {
+			if !o.Truncate {
+				return nil, 0, fmt.Errorf("%w: input %d is %d tokens, the context %d", model.ErrContextFull, i, len(ids), n)
+			}
+			ids = ids[:n]
+		}
+		h, err := s.Hidden(ids)
+		if err != nil {
+			return nil, 0, err
+		}
+		tokens += len(ids)
+		vecs = append(vecs, pooled(h, len(ids), d, pool, !o.Unnormalized))
+	}
+	return vecs, tokens, nil
 }
 
 // pooled is the vector of n tokens' hidden states h (n × d), scaled to

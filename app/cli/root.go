@@ -44,7 +44,7 @@ func NewRoot(studio func() error) *cobra.Command {
 		newInspectCmd(),
 		newQuantizeCmd(), newMergeCmd(), newTrainCmd(),
 		newSynthCmd(), newImportCmd(), newVoiceCmd(),
-		newGenerateCmd(), newChatCmd(), newLogitsCmd(), newBenchCmd(),
+		newGenerateCmd(), newChatCmd(), newLogitsCmd(), newEmbedCmd(), newBenchCmd(),
 		newServeCmd(),
 		newPullCmd(),
 		newModelsCmd(),
