@@ -667,7 +667,7 @@ func (cv *chatView) updateControls() {
 		cv.send.Enable()
 	}
 	cv.send.Refresh()
-	setEnabled(!busy && cv.cur != nil && len(cv.cur.Messages) > 0, cv.regenerate)
+	setEnabled(!busy && canRegenerate(cv.cur), cv.regenerate)
 	for _, r := range cv.rows {
 		r.setBusy(busy)
 	}
@@ -698,13 +698,30 @@ func (cv *chatView) sendInput() {
 // message left without one (no model was loaded, say).
 func (cv *chatView) regenerateLast() {
 	c := cv.cur
-	if cv.gen != nil || c == nil || len(c.Messages) == 0 {
+	if cv.gen != nil || !canRegenerate(c) {
 		return
 	}
 	if n := len(c.Messages); c.Messages[n-1].Role == chats.Assistant {
 		c.Cut(n-1, time.Now())
 	}
 	cv.startReply()
+}
+
+// canRegenerate says whether c ends in a user message, or in a reply to
+// one: what the studio can write a reply to. An API client's chat may
+// end in a reply to a tool's result, which the studio cannot run again.
+func canRegenerate(c *chats.Conversation) bool {
+	if c == nil {
+		return false
+	}
+	n := len(c.Messages)
+	switch {
+	case n > 0 && c.Messages[n-1].Role == chats.User:
+		return true
+	case n > 1 && c.Messages[n-1].Role == chats.Assistant:
+		return c.Messages[n-2].Role == chats.User
+	}
+	return false
 }
 
 // resend replaces message i with text and cuts the conversation there.

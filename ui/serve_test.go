@@ -215,6 +215,11 @@ func TestAPIChatsShowInTheChatTab(t *testing.T) {
 		if res == nil || len(res.Items) != 1 || res.Items[0].Title != "Result of get_weather" || res.Items[0].Open {
 			t.Errorf("the result's row: %+v", res)
 		}
+		// The last reply answers a tool's result, which the studio cannot
+		// run again: Regenerate would only delete it.
+		if !st.chat.regenerate.Disabled() {
+			t.Error("Regenerate is enabled on a reply to a tool's result")
+		}
 	})
 	var dir string
 	l.wait(func() {
