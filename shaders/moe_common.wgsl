@@ -13,6 +13,11 @@ const FLAG_SCALE: u32 = 4u;
 
 var<workgroup> score: array<f32, MAX_E>;
 
+// is_nan tests the bits: a compiler may fold x != x away.
+fn is_nan(x: f32) -> bool {
+    return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u;
+}
+
 // gate_values fills score[0, p.experts) from the logits at row. Every
 // invocation calls it (its reductions hold barriers); it ends with one, so
 // every invocation then sees all of score.
@@ -22,7 +27,9 @@ fn gate_values(row: u32, lid: u32, sigmoid: bool) {
     for (var e = lid; e < p.experts; e += WG) {
         let l = logit(row + e);
         if (sigmoid) {
-            score[e] = 1.0 / (1.0 + exp(min(-l, EXP_MAX)));
+            // WGSL's min may drop a NaN (IEEE minNum) and score a NaN
+            // logit near 0; it stays NaN, as the reference's does.
+            score[e] = select(1.0 / (1.0 + exp(min(-l, EXP_MAX))), l, is_nan(l));
         } else {
             // The running (max, sum of exp) of this invocation's logits.
             let mm = max(m, l);

@@ -67,10 +67,10 @@ var<workgroup> chosen_i: array<u32, MAX_K>; // and their ids
 // and its NaN weight carries on to the layer's output rather than
 // vanishing from it.
 fn order_key(v: f32) -> u32 {
-    let b = bitcast<u32>(v);
-    if ((b & 0x7fffffffu) > 0x7f800000u) {
+    if (is_nan(v)) {
         return 0xffffffffu;
     }
+    let b = bitcast<u32>(v);
     if ((b & 0x80000000u) != 0u) {
         return ~b;
     }

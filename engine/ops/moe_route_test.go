@@ -146,8 +146,9 @@ func TestMoERouteTies(t *testing.T) {
 // TestMoERouteNaN: a token whose logits hold NaN (a diverged layer) still
 // gets TopK distinct experts in range, which the expert products index
 // weights with, from the kernel and the reference alike; softmax and
-// sigmoid gates, one NaN and a row of them. What the weights are is left
-// to the arithmetic (NaN, in practice).
+// sigmoid gates, one NaN and a row of them. With sigmoid gates the NaN
+// expert is chosen first in both. What the weights are is left to the
+// arithmetic (NaN, in practice).
 func TestMoERouteNaN(t *testing.T) {
 	for _, sigmoid := range []bool{false, true} {
 		a := MoERouteArgs{Tokens: 2, Experts: 32, TopK: 8, Sigmoid: sigmoid, Renorm: true}
@@ -161,7 +162,14 @@ func TestMoERouteNaN(t *testing.T) {
 		ids, w := scratch(t, "ids", a.Tokens*a.TopK), scratch(t, "weights", a.Tokens*a.TopK)
 		run(t, "moe_route NaN", func(c *gpu.Chain) error { return MoERoute(c, bl, nil, ids, w, a) })
 		refIDs, _ := ref.MoERoute(logits, nil, ref.MoERouteArgs{Tokens: a.Tokens, Experts: a.Experts, TopK: a.TopK, Sigmoid: sigmoid, Renorm: true})
-		for who, got := range map[string][]uint32{"kernel": downloadU32(t, ids, a.Tokens*a.TopK), "reference": refIDs} {
+		kernelIDs := downloadU32(t, ids, a.Tokens*a.TopK)
+		// Sigmoid gates score each logit alone: the NaN expert goes first
+		// and the others keep their order, in the kernel as in the
+		// reference. (A softmax's NaN reaches every score of its row.)
+		if sigmoid && !slices.Equal(kernelIDs[:a.TopK], refIDs[:a.TopK]) {
+			t.Errorf("sigmoid, one NaN logit: experts %v, reference %v", kernelIDs[:a.TopK], refIDs[:a.TopK])
+		}
+		for who, got := range map[string][]uint32{"kernel": kernelIDs, "reference": refIDs} {
 			for tok := range a.Tokens {
 				row := slices.Clone(got[tok*a.TopK : (tok+1)*a.TopK])
 				slices.Sort(row)
