@@ -1,8 +1,8 @@
 package chats
 
 import (
-	"bytes"
 	"encoding/json"
+	"reflect"
 	"slices"
 	"time"
 
@@ -33,7 +33,13 @@ func Record(convs []*Conversation, x Exchange, skip *Conversation, now time.Time
 	}
 	rest := make([]Message, 0, len(msgs)+1)
 	for _, m := range msgs {
-		rest = append(rest, Message{Role: m.Role, Content: m.Content, ToolCalls: ToolCallsOf(m.ToolCalls), ToolCallID: m.ToolCallID, Name: m.Name})
+		k := Message{Role: m.Role, Content: m.Content, ToolCalls: ToolCallsOf(m.ToolCalls), ToolCallID: m.ToolCallID, Name: m.Name}
+		if k.Role == Assistant {
+			// A reply the client sends back is a finished one; Stop ""
+			// would read as a reply cut short by a crash.
+			k.Reply.Stop = "stop"
+		}
+		rest = append(rest, k)
 	}
 	var best *Conversation
 	for _, c := range convs {
@@ -71,12 +77,14 @@ func sameTurn(kept, sent Message) bool {
 	})
 }
 
-// sameJSON compares two JSON texts as compacted (a client may send the
-// arguments back reformatted); text that is not JSON compares as it is.
+// sameJSON compares two JSON texts as values: a client may send the
+// arguments back reformatted, or with the keys reordered (Ollama's Go
+// client holds them in a map and sorts them). Text that is not JSON
+// compares as it is.
 func sameJSON(a, b string) bool {
-	var ca, cb bytes.Buffer
-	if json.Compact(&ca, []byte(a)) != nil || json.Compact(&cb, []byte(b)) != nil {
+	var va, vb any
+	if json.Unmarshal([]byte(a), &va) != nil || json.Unmarshal([]byte(b), &vb) != nil {
 		return a == b
 	}
-	return bytes.Equal(ca.Bytes(), cb.Bytes())
+	return reflect.DeepEqual(va, vb)
 }

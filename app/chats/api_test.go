@@ -22,18 +22,19 @@ func keptCall(id, args string) []ToolCall {
 // TestRecordFollowsAToolConversation: an agent's three requests (a
 // question, the tool's result, a follow-up) make one conversation, the
 // tool call and its result kept; the client sends the arguments back
-// reformatted and its own copy of the reply without stats.
+// reformatted, keys reordered, and its own copy of the reply without stats.
 func TestRecordFollowsAToolConversation(t *testing.T) {
 	sys := chat.Message{Role: "system", Content: "You are terse."}
 	q := chat.Message{Role: "user", Content: "Weather in Oslo?"}
-	call := Message{Role: Assistant, ToolCalls: keptCall("call_1", `{"city": "Oslo"}`), Reply: Reply{Model: "tiny", Stop: "stop"}}
+	call := Message{Role: Assistant, ToolCalls: keptCall("call_1", `{"city": "Oslo", "unit": "c"}`), Reply: Reply{Model: "tiny", Stop: "stop"}}
 	c, isNew := Record(nil, Exchange{API: "OpenAI", Messages: []chat.Message{sys, q}, Reply: call}, nil, t0)
 	if !isNew || c.API != "OpenAI" || c.System != sys.Content || c.Title != "Weather in Oslo?" || len(c.Messages) != 2 {
 		t.Fatalf("first request: new %v, conversation %+v", isNew, c)
 	}
 	convs := []*Conversation{c, sample("", t0, "an unrelated chat of the studio's own")}
 
-	sentCall := chat.Message{Role: "assistant", ToolCalls: []chat.ToolCall{weatherCall("call_1", `{"city":"Oslo"}`)}}
+	// Compacted and its keys sorted, as Ollama's Go client sends a map back.
+	sentCall := chat.Message{Role: "assistant", ToolCalls: []chat.ToolCall{weatherCall("call_1", `{"unit":"c","city":"Oslo"}`)}}
 	result := chat.Message{Role: "tool", Content: `{"temp": -3}`, ToolCallID: "call_1"}
 	answer := Message{Role: Assistant, Content: "-3 °C.", Reply: Reply{Model: "tiny", Stop: "stop"}}
 	got, isNew := Record(convs, Exchange{API: "OpenAI", Messages: []chat.Message{sys, q, sentCall, result}, Reply: answer}, nil, t0.Add(time.Minute))
@@ -80,8 +81,14 @@ func TestRecordLeavesTheStudiosChatsAlone(t *testing.T) {
 	}
 	api, _ := Record(nil, Exchange{API: "Ollama", Messages: []chat.Message{{Role: "user", Content: "hello"}}, Reply: reply}, nil, t0)
 	x := Exchange{API: "Ollama", Messages: []chat.Message{{Role: "user", Content: "hello"}, {Role: "assistant", Content: "hi"}, {Role: "user", Content: "again"}}, Reply: reply}
-	if c, isNew := Record([]*Conversation{api}, x, api, t0); !isNew || c == api {
+	c, isNew := Record([]*Conversation{api}, x, api, t0)
+	if !isNew || c == api {
 		t.Fatal("the conversation the studio is writing in was continued")
+	}
+	// The client's copy of a reply is kept as a finished one, not as one
+	// a crash cut short (Stop "").
+	if m := c.Messages[1]; m.Role != Assistant || m.Reply.Stop != "stop" {
+		t.Errorf("the client's reply is kept as %+v", m)
 	}
 }
 
