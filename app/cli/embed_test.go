@@ -74,4 +74,7 @@ func TestEmbedCommand(t *testing.T) {
 	if _, _, err := runModelCmd(t, "", "embed", "-m", m); err == nil {
 		t.Error("no text was accepted")
 	}
+	if _, _, err := runModelCmd(t, "sky", "embed", "-m", m, "--backend", "cpu", "-", "-"); err == nil || !strings.Contains(err.Error(), "twice") {
+		t.Errorf("- given twice: %v, want a refusal", err)
+	}
 }

@@ -250,8 +250,8 @@ type chatMessageOut struct {
 	ToolCalls []openAIToolUse `json:"tool_calls,omitempty"`
 }
 
-// openAIToolCalls converts a reply's calls, giving each an id where the
-// model wrote none; streamed ones carry their index.
+// openAIToolCalls converts a reply's calls (chatCompletions has given
+// each an ID); streamed ones carry their index.
 func openAIToolCalls(calls []chat.ToolCall, stream bool) []openAIToolUse {
 	var out []openAIToolUse
 	for i, c := range calls {

@@ -10,9 +10,9 @@ import (
 
 // TestMatVecBias: a bias fused into a decoded token's product adds each
 // row's own bias to that row's sum, after the sum and before Accumulate's
-// add, exactly as a separate AddBias would round it: fl(y0 + fl(W·x + b)).
-// The products without the bias are the reference, so the comparison is
-// exact. Plain, normed and GLU products on f32 activations and MatVecQ8,
+// add: y = fl(y0 + fl(W·x + b)) (a product then a separate AddBias rounds
+// fl(fl(y0 + W·x) + b) instead, as close). The products without the bias
+// are the reference, so the comparison is exact. Plain, normed and GLU products on f32 activations and MatVecQ8,
 // whole and in chunks of 15 rows (a ragged last chunk: row0 must index
 // the bias), at an offset in y.
 func TestMatVecBias(t *testing.T) {

@@ -15,7 +15,8 @@ type AttentionArgs struct {
 	Scale   float32 // 0 means 1/sqrt(HeadDim)
 	Window  int     // 0 means none; else key j is visible from position i iff i-j < Window (|i-j| < Window with Bidirectional)
 	Softcap float32 // 0 means none
-	// Bidirectional drops the causal mask: every query sees all KVLen keys.
+	// Bidirectional drops the causal mask: every query sees all KVLen keys
+	// (those within the symmetric Window, if any).
 	Bidirectional bool
 	// Sinks, when not nil, are Heads sink logits: head h's softmax
 	// denominator gets exp(Sinks[h] - m), a term with no value.
