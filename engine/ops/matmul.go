@@ -174,13 +174,14 @@ type MatmulOptions struct {
 	Bias *gpu.Buffer
 }
 
-// checkBias says why o.Bias cannot be w's bias over y: it must hold a float
-// for each of w's rows and not be y.
-func (o MatmulOptions) checkBias(kernel string, w *gpu.Tensor, y *gpu.Buffer) error {
-	if err := needF32(kernel+" "+w.Name, "bias", o.Bias, w.Rows); err != nil {
+// checkBias says why bias cannot be w's bias over y (a projection's, or a
+// stack's, one float a row of every expert): it must hold a float for each
+// of w's rows and not be y.
+func checkBias(kernel string, w *gpu.Tensor, bias, y *gpu.Buffer) error {
+	if err := needF32(kernel+" "+w.Name, "bias", bias, w.Rows); err != nil {
 		return err
 	}
-	if o.Bias == y {
+	if bias == y {
 		return fmt.Errorf("ops: %s %q: bias and y are the same buffer %q", kernel, w.Name, y.Label())
 	}
 	return nil
@@ -402,7 +403,7 @@ func matmulDispatch(c *gpu.Chain, w *gpu.Tensor, kern matmulKernel, x, y *gpu.Bu
 		if m != 1 || kern.family == "matmul_float" {
 			return fmt.Errorf("ops: matmul %q: a fused bias is for a decoded token's quantized product (m = %d, %v weights); add it apart (AddBias)", w.Name, m, w.Type)
 		}
-		if err := o.checkBias("matvec", w, y); err != nil {
+		if err := checkBias("matvec", w, o.Bias, y); err != nil {
 			return err
 		}
 		flags |= matmulBias

@@ -181,7 +181,7 @@ func matvecQ8With(c *gpu.Chain, w *gpu.Tensor, xq, y *gpu.Buffer, o MatmulOption
 	}
 	bias := xq // fills binding 4 when there is no bias: the kernel reads nothing there
 	if o.Bias != nil {
-		if err := o.checkBias("matvec q8", w, y); err != nil {
+		if err := checkBias("matvec q8", w, o.Bias, y); err != nil {
 			return err
 		}
 		flags |= matmulBias

@@ -197,11 +197,8 @@ func MoEMatVec(c *gpu.Chain, w *gpu.Tensor, x, ids, y *gpu.Buffer, a MoEArgs) er
 		return fmt.Errorf("ops: %s %q: weight type %v has no expert matvec (quantized types only; use MoEMatMul)", kernel, w.Name, w.Type)
 	}
 	if a.Bias != nil {
-		if err := needF32(kernel+" "+w.Name, "bias", a.Bias, w.Rows); err != nil {
+		if err := checkBias(kernel, w, a.Bias, y); err != nil {
 			return err
-		}
-		if a.Bias == y {
-			return fmt.Errorf("ops: %s %q: bias and y are the same buffer", kernel, w.Name)
 		}
 		p.Flags |= matmulBias
 	}
