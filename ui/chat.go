@@ -299,9 +299,7 @@ func (cv *chatView) recordAPI(x server.Exchange) {
 	}
 	cv.save(c)
 	if c == cv.cur {
-		follow := cv.atBottom()
-		cv.appendRows()
-		cv.relayout(follow)
+		cv.appendRows() // which lays the transcript out and follows it
 		cv.showMeter()
 	}
 	cv.reorder()
@@ -1148,11 +1146,17 @@ func newMessageRow(cv *chatView, i int, m chats.Message, live bool) *messageRow 
 	buttons := container.NewHBox(r.copy)
 	role := "You"
 	switch m.Role {
-	case chats.User:
+	case chats.User, chats.Instruction:
+		// As typed: the user's message, or a system message inside an API
+		// client's chat, which the studio does not edit.
 		r.plain = widget.NewLabel(displayPlain(m.Content))
 		r.plain.Wrapping = fyne.TextWrapWord
 		r.plain.Selectable = true
 		r.body.Objects = []fyne.CanvasObject{r.plain}
+		if m.Role == chats.Instruction {
+			role = "System"
+			break
+		}
 		r.edit = widget.NewButtonWithIcon("", theme.DocumentCreateIcon(), func() { r.startEdit(cv, i) })
 		r.edit.Importance = widget.LowImportance
 		buttons.Add(r.edit)
@@ -1161,12 +1165,6 @@ func newMessageRow(cv *chatView, i int, m chats.Message, live bool) *messageRow 
 		role = "Tool"
 		r.body.Objects = []fyne.CanvasObject{widget.NewAccordion(
 			widget.NewAccordionItem("Result of "+toolName(cv.cur, i), monospace(m.Content)))}
-	case chats.Instruction:
-		role = "System"
-		r.plain = widget.NewLabel(displayPlain(m.Content))
-		r.plain.Wrapping = fyne.TextWrapWord
-		r.plain.Selectable = true
-		r.body.Objects = []fyne.CanvasObject{r.plain}
 	default:
 		role = "Assistant"
 		r.md = newMarkdownView()
