@@ -20,7 +20,7 @@ type CPU struct {
 	ownership
 	m    *Model
 	ctx  int
-	k, v [][]float32 // per layer: [ctx, KVHeads, HeadDim]
+	k, v [][][]float32 // per slot, per layer: [ctx, KVHeads, HeadDim]
 	// layers and outNorm are the small weights, dequantized once.
 	layers  []LayerVectors
 	outNorm []float32
@@ -32,22 +32,31 @@ type CPU struct {
 }
 
 // NewCPU allocates a ctx-position KV cache for m on the host.
-func NewCPU(m *Model, ctx int) (*CPU, error) {
+func NewCPU(m *Model, ctx int) (*CPU, error) { return NewCPUSlots(m, ctx, 1) }
+
+// NewCPUSlots allocates slots KV caches of ctx positions for m on the host,
+// one per sequence served at once.
+func NewCPUSlots(m *Model, ctx, slots int) (*CPU, error) {
 	c := &m.Config
-	if ctx <= 0 {
-		return nil, fmt.Errorf("model: context %d must be positive", ctx)
+	if ctx <= 0 || slots <= 0 {
+		return nil, fmt.Errorf("model: context %d and slots %d must be positive", ctx, slots)
 	}
-	r := &CPU{m: m, ctx: ctx, factors: m.RopeFactorsFor(ctx)}
-	for i := range m.Layers {
-		// A layer past Gemma 4's KV-sharing boundary reads an earlier
-		// layer's cache and keeps none.
-		var k, v []float32
-		if kv := c.Shape(i).KVLayer; kv != i {
-			k, v = r.k[kv], r.v[kv]
-		} else {
-			k, v = make([]float32, ctx*c.LayerKVDim(i)), make([]float32, ctx*c.LayerKVDim(i))
+	r := &CPU{ownership: newOwnership(slots), m: m, ctx: ctx, factors: m.RopeFactorsFor(ctx)}
+	r.k, r.v = make([][][]float32, slots), make([][][]float32, slots)
+	for s := range slots {
+		for i := range m.Layers {
+			// A layer past Gemma 4's KV-sharing boundary reads an earlier
+			// layer's cache and keeps none.
+			var k, v []float32
+			if kv := c.Shape(i).KVLayer; kv != i {
+				k, v = r.k[s][kv], r.v[s][kv]
+			} else {
+				k, v = make([]float32, ctx*c.LayerKVDim(i)), make([]float32, ctx*c.LayerKVDim(i))
+			}
+			r.k[s], r.v[s] = append(r.k[s], k), append(r.v[s], v)
 		}
-		r.k, r.v = append(r.k, k), append(r.v, v)
+	}
+	for i := range m.Layers {
 		lv, err := m.Layers[i].Vectors()
 		if err != nil {
 			return nil, err
@@ -75,11 +84,35 @@ func (r *CPU) Model() *Model { return r.m }
 // Close implements Runner.
 func (r *CPU) Close() { r.k, r.v = nil, nil }
 
-// Forward implements Runner: embedding → for each layer: norm, q/k/v, RoPE,
-// attention over the cache, output projection, residual, norm, gated
-// feed-forward, residual → final norm → logits.
+// Forward implements Runner.
 func (r *CPU) Forward(tokens []int32, pos int, out Output) (Result, error) {
+	return r.ForwardSlot(0, tokens, pos, out)
+}
+
+// Decode implements Runner: each step by itself, the reference a batched
+// decode is checked against.
+func (r *CPU) Decode(steps []Step) ([]Result, error) {
+	if err := checkDecode(r, steps); err != nil {
+		return nil, err
+	}
+	res := make([]Result, len(steps))
+	for i, s := range steps {
+		var err error
+		if res[i], err = r.ForwardSlot(s.Slot, []int32{s.Token}, s.Pos, Output{}); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+// ForwardSlot implements Runner: embedding → for each layer: norm, q/k/v,
+// RoPE, attention over the slot's cache, output projection, residual, norm,
+// gated feed-forward, residual → final norm → logits.
+func (r *CPU) ForwardSlot(slot int, tokens []int32, pos int, out Output) (Result, error) {
 	m, c := r.m, &r.m.Config
+	if err := checkSlot(r, slot); err != nil {
+		return Result{}, err
+	}
 	if err := checkForward(m, r.ctx, tokens, pos, out); err != nil {
 		return Result{}, err
 	}
@@ -133,7 +166,7 @@ func (r *CPU) Forward(tokens []int32, pos int, out Output) (Result, error) {
 		x, err = m.ForwardLayerCPU(i, x, n, CPULayer{
 			Vectors: &r.layers[i],
 			Mul:     func(p Proj, x []float32, _ int) ([]float32, error) { return mul(ws[p], x) },
-			Factors: r.factors, Pos: pos, K: r.k[i], V: r.v[i], PLE: ple,
+			Factors: r.factors, Pos: pos, K: r.k[slot][i], V: r.v[slot][i], PLE: ple,
 		}, nil)
 		if err != nil {
 			return Result{}, err
@@ -281,6 +314,6 @@ func (r *CPU) SetAdapters(loras []LoRA) error {
 		return err
 	}
 	r.loras = append([]LoRA(nil), loras...)
-	r.setOwner(nil)
+	r.forget()
 	return nil
 }

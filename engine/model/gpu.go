@@ -16,6 +16,9 @@ type GPUOptions struct {
 	// Context is the KV cache's length in positions; 0 means the model's
 	// own context, at most DefaultContext.
 	Context int
+	// Slots is how many sequences the runner serves at once, each with its
+	// own Context-position KV cache (Runner.Decode); 0 means 1.
+	Slots int
 	// Batch is the most prompt tokens one chain evaluates; longer prompts
 	// are prefilled in batches. 0 means 512, llama.cpp's default ubatch.
 	Batch int
@@ -59,7 +62,8 @@ type GPU struct {
 	moe                               *GPUMoEActivations // a mixture of experts' buffers; nil without
 	xq                                *gpu.Buffer        // decode's 8-bit activations; nil with F32Decode
 	last, logits                      *gpu.Buffer
-	kc, vc                            []*gpu.Buffer
+	kc, vc                            [][]*gpu.Buffer // per slot, per layer
+	rowQKV, rowQ, rowAtt              *gpu.Buffer     // a batched decode's one-token scratch; nil with one slot
 	attScratch                        *gpu.Buffer
 	sampleScratch, top                *gpu.Buffer
 	penIDs, penCounts                 *gpu.Buffer
@@ -131,13 +135,18 @@ func NewGPU(dev *gpu.Device, m *Model, o GPUOptions) (*GPU, error) {
 		return nil, fmt.Errorf("model: one token's activations (%d bytes) are over the device's %d-byte storage binding limit", widest, limit)
 	}
 	batch = min(batch, int(limit/widest))
-	r := &GPU{m: m, dev: dev, ctx: ctx, batch: batch, progress: o.Progress, f32Decode: o.F32Decode}
+	slots := max(o.Slots, 1)
+	r := &GPU{ownership: newOwnership(slots), m: m, dev: dev, ctx: ctx, batch: batch, progress: o.Progress, f32Decode: o.F32Decode}
 	r.logitRows = int(min(uint64(batch), limit/(4*uint64(c.Vocab))))
 	if r.logitRows < 1 {
 		return nil, fmt.Errorf("model: one row of %d logits is over the device's %d-byte storage binding limit", c.Vocab, limit)
 	}
+	if most := min(batch, r.logitRows); slots > most {
+		// A decode of every slot is one batch, its logits one binding.
+		return nil, fmt.Errorf("model: %d slots decode as one batch, and this device and batch hold at most %d", slots, most)
+	}
 
-	est := m.Memory(ctx, batch)
+	est := m.Memory(ctx, batch).Slots(slots)
 	if o.Budget > 0 && uint64(est.Total()) > o.Budget {
 		return nil, fmt.Errorf("model: %s needs about %s of GPU memory at a %d-token context (%s), over the %s available; choose a smaller context or quantization", m.describe(), units.Bytes(uint64(est.Total())), ctx, est, units.Bytes(o.Budget))
 	}
@@ -210,17 +219,25 @@ func (r *GPU) allocate() error {
 	if err != nil {
 		return err
 	}
-	for i := range c.Layers {
-		// A layer past Gemma 4's KV-sharing boundary reads an earlier
-		// layer's cache and keeps none.
-		var k, v *gpu.Buffer
-		if kv := c.Shape(i).KVLayer; kv != i {
-			k, v = r.kc[kv], r.vc[kv]
-		} else {
-			alloc(&k, fmt.Sprintf("cache.k.%d", i), r.ctx*c.LayerKVDim(i))
-			alloc(&v, fmt.Sprintf("cache.v.%d", i), r.ctx*c.LayerKVDim(i))
+	r.kc, r.vc = make([][]*gpu.Buffer, r.Slots()), make([][]*gpu.Buffer, r.Slots())
+	for s := range r.Slots() {
+		for i := range c.Layers {
+			// A layer past Gemma 4's KV-sharing boundary reads an earlier
+			// layer's cache and keeps none.
+			var k, v *gpu.Buffer
+			if kv := c.Shape(i).KVLayer; kv != i {
+				k, v = r.kc[s][kv], r.vc[s][kv]
+			} else {
+				alloc(&k, fmt.Sprintf("cache.%d.k.%d", s, i), r.ctx*c.LayerKVDim(i))
+				alloc(&v, fmt.Sprintf("cache.%d.v.%d", s, i), r.ctx*c.LayerKVDim(i))
+			}
+			r.kc[s], r.vc[s] = append(r.kc[s], k), append(r.vc[s], v)
 		}
-		r.kc, r.vc = append(r.kc, k), append(r.vc, v)
+	}
+	if r.Slots() > 1 {
+		alloc(&r.rowQKV, "decode.row.qkv", c.QDim()+2*c.KVDim())
+		alloc(&r.rowQ, "decode.row.q", c.QDim())
+		alloc(&r.rowAtt, "decode.row.att", c.QDim())
 	}
 	if p := c.PerLayerInput; p > 0 {
 		alloc(&r.pleProj, "ple.proj", b*c.Layers*p)
@@ -290,11 +307,19 @@ func (r *GPU) decodeArgs(pos int) ops.AttentionArgs {
 		Scale: c.AttnScale, Softcap: c.AttnSoftcap}
 }
 
-// Forward implements Runner. Batches of up to Batch tokens (or of as many
-// logit rows as one binding holds, with out.All) each run as one chain;
-// the last one also computes the logits, penalties and top-k, and reads the
-// answer back in the same submit.
+// Forward implements Runner.
 func (r *GPU) Forward(tokens []int32, pos int, out Output) (Result, error) {
+	return r.ForwardSlot(0, tokens, pos, out)
+}
+
+// ForwardSlot implements Runner. Batches of up to Batch tokens (or of as
+// many logit rows as one binding holds, with out.All) each run as one
+// chain; the last one also computes the logits, penalties and top-k, and
+// reads the answer back in the same submit.
+func (r *GPU) ForwardSlot(slot int, tokens []int32, pos int, out Output) (Result, error) {
+	if err := checkSlot(r, slot); err != nil {
+		return Result{}, err
+	}
 	if err := checkForward(r.m, r.ctx, tokens, pos, out); err != nil {
 		return Result{}, err
 	}
@@ -311,7 +336,7 @@ func (r *GPU) Forward(tokens []int32, pos int, out Output) (Result, error) {
 	var res Result
 	for lo := 0; lo < len(tokens); lo += batch {
 		hi := min(lo+batch, len(tokens))
-		part, err := r.evaluate(tokens[lo:hi], pos+lo, out, hi == len(tokens))
+		part, err := r.evaluate(slot, tokens[lo:hi], pos+lo, out, hi == len(tokens))
 		if err != nil {
 			return Result{}, err
 		}
@@ -333,7 +358,7 @@ func (r *GPU) DecodeKernels(pos int) ([]string, error) {
 	if pos < 0 || pos >= r.ctx {
 		return nil, fmt.Errorf("model: position %d is outside the %d-token context", pos, r.ctx)
 	}
-	s, err := r.record(stepKey{n: 1, pos: pos, topK: 1, logits: true})
+	s, err := r.record(stepKey{n: 1, pos: pos, topK: 1, logits: true}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -345,6 +370,7 @@ func (r *GPU) DecodeKernels(pos int) ([]string, error) {
 // token ids (they arrive as the embedding rows, written before submit), so
 // the next decode step can be recorded before its token is known.
 type stepKey struct {
+	slot    int
 	n, pos  int
 	topK    int
 	penalty bool
@@ -363,8 +389,8 @@ type step struct {
 
 // evaluate runs one batch: its recorded chain (the one recorded ahead if it
 // fits), its inputs, one submit, and the readback.
-func (r *GPU) evaluate(tokens []int32, pos int, out Output, final bool) (Result, error) {
-	key := stepKey{n: len(tokens), pos: pos, logits: (final || out.All) && !out.Hidden, all: out.All, hidden: out.Hidden}
+func (r *GPU) evaluate(slot int, tokens []int32, pos int, out Output, final bool) (Result, error) {
+	key := stepKey{slot: slot, n: len(tokens), pos: pos, logits: (final || out.All) && !out.Hidden, all: out.All, hidden: out.Hidden}
 	if final {
 		key.topK = out.TopK
 		if p := out.Penalty; p != nil {
@@ -379,7 +405,7 @@ func (r *GPU) evaluate(tokens []int32, pos int, out Output, final bool) (Result,
 			s.ch.Discard()
 		}
 		var err error
-		if s, err = r.record(key); err != nil {
+		if s, err = r.record(key, nil); err != nil {
 			return Result{}, err
 		}
 	}
@@ -398,7 +424,7 @@ func (r *GPU) evaluate(tokens []int32, pos int, out Output, final bool) (Result,
 	if key.n == 1 && key.logits && !key.all && pos+1 < r.ctx {
 		next := key
 		next.pos++
-		if ns, err := r.record(next); err == nil {
+		if ns, err := r.record(next, nil); err == nil {
 			ns.ch.Speculate()
 			r.next = ns
 		}
@@ -425,6 +451,52 @@ func (r *GPU) evaluate(tokens []int32, pos int, out Output, final bool) (Result,
 		return finish(logits, Output{TopK: k}), nil
 	}
 	return Result{Logits: logits}, nil
+}
+
+// Decode implements Runner: the steps' tokens go through one chain, each
+// product once for all of them, while each token's rotation, cache write
+// and attention run on its own slot's cache (RecordLayer's Seqs); every
+// row's logits come back in the same submit. One step runs as a Forward of
+// its slot, whose chain is the single token's fused one.
+func (r *GPU) Decode(steps []Step) ([]Result, error) {
+	if err := checkDecode(r, steps); err != nil {
+		return nil, err
+	}
+	if r.x == nil {
+		return nil, fmt.Errorf("model: GPU runner is closed")
+	}
+	if len(steps) == 1 {
+		st := steps[0]
+		res, err := r.ForwardSlot(st.Slot, []int32{st.Token}, st.Pos, Output{})
+		return []Result{res}, err
+	}
+	n, vocab := len(steps), r.m.Config.Vocab
+	key := stepKey{n: n, logits: true, all: true}
+	s, err := r.record(key, steps)
+	if err != nil {
+		return nil, err
+	}
+	tokens := make([]int32, n)
+	for t, st := range steps {
+		tokens[t] = st.Token
+	}
+	if err := r.inputs(tokens, key, nil); err != nil {
+		s.ch.Discard()
+		return nil, err
+	}
+	if err := s.ch.Submit(); err != nil {
+		return nil, err
+	}
+	raw, err := s.rb.Bytes()
+	if err != nil {
+		return nil, err
+	}
+	logits := gpu.F32From(raw)
+	res := make([]Result, n)
+	for t := range res {
+		res[t] = Result{Logits: logits[t*vocab : (t+1)*vocab : (t+1)*vocab]}
+	}
+	return res, nil
 }
 
 // inputs writes a batch's embedding rows and penalty lists; queue writes land
@@ -483,8 +555,10 @@ func (r *GPU) inputs(tokens []int32, key stepKey, pen *Penalty) error {
 	return nil
 }
 
-// record records the chain of one batch.
-func (r *GPU) record(key stepKey) (*step, error) {
+// record records the chain of one batch: key.n tokens of key.slot's
+// sequence from key.pos, or, with seqs, one token of each of those
+// sequences (a batched decode: key.n is len(seqs) and key.slot unused).
+func (r *GPU) record(key stepKey, seqs []Step) (*step, error) {
 	c := &r.m.Config
 	n, pos, d := key.n, key.pos, c.Hidden
 	ch, err := r.dev.NewChain("forward")
@@ -507,7 +581,8 @@ func (r *GPU) record(key stepKey) (*step, error) {
 	acts := GPUActivations{X: r.x, XN: r.xn, XN2: r.xn, QKV: r.qkv, Q: r.q, Att: r.att, AttScratch: r.attScratch,
 		O: r.tmp, F: r.tmp, Gate: r.gate, Up: r.up, H: r.up, XQ: r.xq,
 		PLEProj: r.pleProj, PLETok: r.pleTok, PLEG: r.pleG, PLEH: r.pleH,
-		Streams: r.streams, Pred: r.pred, First: r.first, Laurel: r.laurel, MoE: r.moe}
+		Streams: r.streams, Pred: r.pred, First: r.first, Laurel: r.laurel, MoE: r.moe,
+		RowQKV: r.rowQKV, RowQ: r.rowQ, RowAtt: r.rowAtt}
 	if r.w.PLEModelProj != nil {
 		// Every layer's per-layer input mixes in this projection of the
 		// (scaled) embeddings, made once before layer 0.
@@ -519,8 +594,14 @@ func (r *GPU) record(key stepKey) (*step, error) {
 	normed := false // xn already holds this layer's attention norm of x
 	for i := range r.w.Layers {
 		a := acts
-		a.K, a.V = r.kc[i], r.vc[i]
+		a.K, a.V = r.kc[key.slot][i], r.vc[key.slot][i]
 		args := GPULayerArgs{N: n, Pos: pos, Normed: normed}
+		if seqs != nil {
+			args.Seqs = make([]SeqKV, len(seqs))
+			for t, q := range seqs {
+				args.Seqs[t] = SeqKV{Pos: q.Pos, K: r.kc[q.Slot][i], V: r.vc[q.Slot][i]}
+			}
+		}
 		if i+1 < len(r.w.Layers) {
 			args.Next = r.w.Layers[i+1].AttnNorm
 		}

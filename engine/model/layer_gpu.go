@@ -73,11 +73,30 @@ type GPUActivations struct {
 	// arithmetic for those, not f32's; their LoRA terms stay f32. Nil keeps
 	// every product on f32 activations.
 	XQ *gpu.Buffer
+	// RowQKV, RowQ and RowAtt are one token's q|k|v, rotated q and
+	// attention output: a batched decode (GPULayerArgs.Seqs) runs each
+	// token's rotation and attention on its own sequence through them.
+	// Nil without Seqs.
+	RowQKV, RowQ, RowAtt *gpu.Buffer
+}
+
+// SeqKV is one token's own sequence in a batched decode: the token sits at
+// Pos, and K and V are its sequence's cache of the layer (the layer whose
+// cache it reads, for Gemma 4's KV-sharing layers).
+type SeqKV struct {
+	Pos  int
+	K, V *gpu.Buffer
 }
 
 // GPULayerArgs are one RecordLayer call's tokens and hooks.
 type GPULayerArgs struct {
 	N, Pos int // tokens and the position of the first
+	// Seqs, when set, makes the N tokens those of N sequences decoded
+	// together (Runner.Decode): token t sits at Seqs[t].Pos in its own
+	// cache, and Pos and the GPUActivations' K and V are not used. The
+	// products run on all N rows at once; each token's rotation, cache
+	// write and attention run on its own sequence.
+	Seqs []SeqKV
 	// Normed says XN already holds this block's attention norm of X (the
 	// block before wrote it); Next, when set, is the next block's attention
 	// norm gain, which this block's last residual then applies into XN.
@@ -144,8 +163,11 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 	c, l := w.c, &w.Layers[i]
 	n, d := s.N, c.Hidden
 	sh, own := c.Shape(i), c.OwnKV(i)
-	if a.Keep && (!l.unmerged() || s.Pos != 0 || s.Normed || s.Next != nil) {
-		return false, fmt.Errorf("model: layer %d: keeping activations needs unmerged weights at position 0 without cross-block fusion", i)
+	if a.Keep && (!l.unmerged() || s.Pos != 0 || s.Normed || s.Next != nil || s.Seqs != nil) {
+		return false, fmt.Errorf("model: layer %d: keeping activations needs unmerged weights at position 0 without cross-block fusion, one sequence", i)
+	}
+	if s.Seqs != nil && (len(s.Seqs) != n || a.RowQKV == nil || a.RowQ == nil || a.RowAtt == nil) {
+		return false, fmt.Errorf("model: layer %d: a decode of %d sequences has %d tokens, and needs the row buffers", i, len(s.Seqs), n)
 	}
 	try := func(e error) {
 		if err == nil {
@@ -261,10 +283,30 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 			lora(ProjK, a.XN, a.QKV, ops.MatmulOptions{YOffset: qd, YStride: qkvd})
 			lora(ProjV, a.XN, a.QKV, ops.MatmulOptions{YOffset: qd + kvd, YStride: qkvd})
 		}
-		try(ops.RoPEQKV(ch, a.QKV, l.QKVBias, l.QKNorm, w.ropeFactors(i), a.Q, kc, vc,
-			ops.RoPEQKVArgs{RoPEArgs: rq, KVHeads: kvHeads, Eps: c.Eps, VNorm: c.VNorm}))
+		if s.Seqs == nil {
+			try(ops.RoPEQKV(ch, a.QKV, l.QKVBias, l.QKNorm, w.ropeFactors(i), a.Q, kc, vc,
+				ops.RoPEQKVArgs{RoPEArgs: rq, KVHeads: kvHeads, Eps: c.Eps, VNorm: c.VNorm}))
+		} else {
+			// Each sequence's token: its row of QKV out, rotated at its
+			// position into its cache, its attention over its cache, its
+			// output row back. The kernels are the single-token decode's.
+			for t, q := range s.Seqs {
+				rq, _ := RoPEArgs(c, i, 1, q.Pos)
+				kc, vc := q.K, q.V
+				if !own {
+					kc, vc = nil, nil
+				}
+				try(ops.CopyF32(ch, a.QKV, t*qkvd, a.RowQKV, 0, qkvd))
+				try(ops.RoPEQKV(ch, a.RowQKV, l.QKVBias, l.QKNorm, w.ropeFactors(i), a.RowQ, kc, vc,
+					ops.RoPEQKVArgs{RoPEArgs: rq, KVHeads: kvHeads, Eps: c.Eps, VNorm: c.VNorm}))
+				try(ops.Attention(ch, a.RowQ, q.K, q.V, a.AttScratch, a.RowAtt, w.AttentionArgs(i, 1, q.Pos)))
+				try(ops.CopyF32(ch, a.RowAtt, 0, a.Att, t*qd, qd))
+			}
+		}
 	}
-	try(ops.Attention(ch, a.Q, a.K, a.V, a.AttScratch, a.Att, w.AttentionArgs(i, n, s.Pos)))
+	if s.Seqs == nil {
+		try(ops.Attention(ch, a.Q, a.K, a.V, a.AttScratch, a.Att, w.AttentionArgs(i, n, s.Pos)))
+	}
 
 	// residual appends x += post(W · in): straight into the stream, or into
 	// tmp and then normed and added in one kernel (Gemma 2/3's post-norms),

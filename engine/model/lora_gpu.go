@@ -29,7 +29,7 @@ func (r *GPU) SetAdapters(loras []LoRA) error {
 		return err
 	}
 	r.releaseLoRA()
-	r.setOwner(nil)
+	r.forget()
 	if len(loras) == 0 {
 		return nil
 	}

@@ -71,13 +71,13 @@ func TestLoRAGPUMatchesCPU(t *testing.T) {
 			// both: the same chain as before, no dispatch added. Setting
 			// adapters released the cache to whichever session comes next.
 			s := NewSession(cpu)
-			cpu.setOwner(s)
+			cpu.setOwner(0, s)
 			for _, r := range []Runner{cpu, g} {
 				if err := r.SetAdapters(nil); err != nil {
 					t.Fatal(err)
 				}
 			}
-			if cpu.owner() != nil {
+			if cpu.owner(0) != nil {
 				t.Error("SetAdapters left the cache to the session that filled it")
 			}
 			if again := allLogits(t, cpu, prompt); !slices.Equal(again, base) {

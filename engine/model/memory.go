@@ -14,6 +14,12 @@ type Memory struct {
 	Activations int64 // batch activations, logits and scratch
 }
 
+// Slots is the estimate with n KV caches, one per sequence served at once.
+func (m Memory) Slots(n int) Memory {
+	m.KV *= int64(n)
+	return m
+}
+
 // Total is the sum of the parts.
 func (m Memory) Total() int64 { return m.Weights + m.KV + m.Activations }
 

@@ -76,7 +76,7 @@ func (r *GPU) ProfileDecode(pos, reps int) (DecodeProfile, error) {
 		best := time.Duration(1<<63 - 1)
 		for range reps {
 			r.keepFirst = keep + 1
-			s, err := r.record(key)
+			s, err := r.record(key, nil)
 			if err != nil {
 				return 0, err
 			}

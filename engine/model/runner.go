@@ -2,21 +2,32 @@ package model
 
 import "fmt"
 
-// Runner evaluates a model over a KV cache of a fixed context: the GPU
-// forward pass (GPU) or the CPU reference (CPU). A Runner is not safe for
-// concurrent use; the engine goroutine owns it.
+// Runner evaluates a model over KV caches of a fixed context: the GPU
+// forward pass (GPU) or the CPU reference (CPU). It holds Slots caches, one
+// per sequence it serves at once (parallel requests); Forward uses slot 0.
+// A Runner is not safe for concurrent use; the engine goroutine owns it.
 type Runner interface {
 	// Forward runs tokens at positions pos, pos+1, ... over the cache, whose
 	// positions below pos must hold this sequence's earlier keys and values
 	// (positions from pos on are overwritten), and returns what out asks for.
+	// It is ForwardSlot(0, ...).
 	Forward(tokens []int32, pos int, out Output) (Result, error)
+	// ForwardSlot is Forward over slot's cache.
+	ForwardSlot(slot int, tokens []int32, pos int, out Output) (Result, error)
+	// Decode runs one token of each of several sequences, each in its own
+	// slot (no slot twice), as one batch: the weights are read once for
+	// all of them. Each step's Result holds its logits (Output{}); the
+	// sampler applies penalties and top-k on the host.
+	Decode(steps []Step) ([]Result, error)
+	// Slots is the number of sequences the runner holds caches for.
+	Slots() int
 	// SetAdapters replaces the LoRA adapters applied from the next Forward
 	// on, each with its own scale (none: the base model alone), without
-	// reloading the base. The cache's contents were computed with the old
+	// reloading the base. The caches' contents were computed with the old
 	// ones, so a Session evaluates its prompt again. The pairs are read, not
 	// copied: do not modify them while the runner holds them.
 	SetAdapters(loras []LoRA) error
-	// Context is the number of positions the cache holds.
+	// Context is the number of positions each slot's cache holds.
 	Context() int
 	// Model is the model the runner evaluates.
 	Model() *Model
@@ -24,16 +35,60 @@ type Runner interface {
 	// runners before their Model: they read its memory-mapped file.
 	Close()
 
-	// owner and setOwner track the Session whose tokens the cache holds.
-	owner() *Session
-	setOwner(*Session)
+	// owner and setOwner track the Session whose tokens a slot's cache
+	// holds; forget drops every slot's.
+	owner(slot int) *Session
+	setOwner(slot int, s *Session)
+	forget()
 }
 
-// ownership implements Runner's owner bookkeeping for the runners here.
-type ownership struct{ s *Session }
+// Step is one sequence's next token in a Decode: Token at position Pos of
+// Slot's cache, whose positions below Pos hold the sequence's history.
+type Step struct {
+	Slot  int
+	Token int32
+	Pos   int
+}
 
-func (o *ownership) owner() *Session     { return o.s }
-func (o *ownership) setOwner(s *Session) { o.s = s }
+// ownership implements Runner's owner bookkeeping and Slots for the
+// runners here.
+type ownership struct{ slots []*Session }
+
+func newOwnership(slots int) ownership             { return ownership{slots: make([]*Session, slots)} }
+func (o *ownership) Slots() int                    { return len(o.slots) }
+func (o *ownership) owner(slot int) *Session       { return o.slots[slot] }
+func (o *ownership) setOwner(slot int, s *Session) { o.slots[slot] = s }
+func (o *ownership) forget()                       { clear(o.slots) }
+
+// checkSlot validates a slot number against the runner's.
+func checkSlot(r Runner, slot int) error {
+	if slot < 0 || slot >= r.Slots() {
+		return fmt.Errorf("model: slot %d is outside the runner's %d", slot, r.Slots())
+	}
+	return nil
+}
+
+// checkDecode validates a Decode's steps: known, distinct slots, tokens in
+// the vocabulary, positions inside the context.
+func checkDecode(r Runner, steps []Step) error {
+	if len(steps) == 0 {
+		return fmt.Errorf("model: a decode of no sequences")
+	}
+	seen := make(map[int]bool, len(steps))
+	for _, s := range steps {
+		if err := checkSlot(r, s.Slot); err != nil {
+			return err
+		}
+		if seen[s.Slot] {
+			return fmt.Errorf("model: slot %d decodes twice in one step", s.Slot)
+		}
+		seen[s.Slot] = true
+		if err := checkForward(r.Model(), r.Context(), []int32{s.Token}, s.Pos, Output{}); err != nil {
+			return fmt.Errorf("%w (slot %d)", err, s.Slot)
+		}
+	}
+	return nil
+}
 
 // Output says what a Forward returns.
 type Output struct {

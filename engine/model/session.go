@@ -17,14 +17,28 @@ import (
 // tokens (the next chat turn) only evaluates what is new.
 type Session struct {
 	r      Runner
+	slot   int      // the runner's cache this session's tokens go to
+	via    *Batcher // nil: the session calls the runner itself
 	cached []int32
 }
 
-// NewSession starts a session with an empty cache on r. One runner serves
-// one session at a time: another session's Generate overwrites the cache,
-// and the first one, when it generates again, sees that the runner served
-// someone else and evaluates its whole prompt again.
+// NewSession starts a session with an empty cache on r's slot 0. One slot
+// serves one session at a time: another session's Generate overwrites the
+// cache, and the first one, when it generates again, sees that the slot
+// served someone else and evaluates its whole prompt again.
 func NewSession(r Runner) *Session { return &Session{r: r} }
+
+// Slot is the runner's cache the session uses.
+func (s *Session) Slot() int { return s.slot }
+
+// forward evaluates tokens from pos on the session's slot, through the
+// batcher when it has one.
+func (s *Session) forward(tokens []int32, pos int, out Output) (Result, error) {
+	if s.via != nil {
+		return s.via.forward(s.slot, tokens, pos, out)
+	}
+	return s.r.ForwardSlot(s.slot, tokens, pos, out)
+}
 
 // Runner is the runner the session evaluates on.
 func (s *Session) Runner() Runner { return s.r }
@@ -46,9 +60,9 @@ func (s *Session) Hidden(tokens []int32) ([]float32, error) {
 	if n := s.r.Context(); len(tokens) > n {
 		return nil, fmt.Errorf("%w: %d tokens to embed, context %d", ErrContextFull, len(tokens), n)
 	}
-	s.r.setOwner(s)
+	s.r.setOwner(s.slot, s)
 	s.cached = s.cached[:0]
-	res, err := s.r.Forward(tokens, 0, Output{Hidden: true})
+	res, err := s.forward(tokens, 0, Output{Hidden: true})
 	if err != nil {
 		return nil, err
 	}
@@ -179,11 +193,11 @@ func (s *Session) Generate(ctx context.Context, req Request, emit func(Token) er
 			return st, fmt.Errorf("%w: a %d-token context cannot be shifted", ErrContextFull, n)
 		}
 	}
-	if s.r.owner() != s {
-		// Another session used the runner since: its cache holds their
+	if s.r.owner(s.slot) != s {
+		// Another session used the slot since: its cache holds their
 		// tokens, not ours.
 		s.cached = s.cached[:0]
-		s.r.setOwner(s)
+		s.r.setOwner(s.slot, s)
 	}
 	history := append([]int32(nil), req.Prompt...)
 	if len(history) >= n {
@@ -227,7 +241,7 @@ func (s *Session) Generate(ctx context.Context, req Request, emit func(Token) er
 		return sampler.SampleCandidates(res.IDs, res.Values), nil
 	}
 	forward := func(tokens []int32, pos int) (Result, error) {
-		res, err := s.r.Forward(tokens, pos, out())
+		res, err := s.forward(tokens, pos, out())
 		if err != nil {
 			s.cached = s.cached[:0]
 			return res, err

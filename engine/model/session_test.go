@@ -184,7 +184,7 @@ func TestStreamCancel(t *testing.T) {
 // (the token the script wants there), so session logic is tested without a
 // model. It records the positions it was asked to evaluate.
 type scripted struct {
-	ownership
+	own   *Session // the one slot's owner
 	ctx   int
 	next  func(pos int) int32
 	calls [][2]int // (pos, tokens)
@@ -197,10 +197,23 @@ func (r *scripted) Forward(tokens []int32, pos int, out Output) (Result, error) 
 	}
 	return Result{IDs: []uint32{uint32(r.next(pos + len(tokens) - 1))}, Values: []float32{0}}, nil
 }
-func (r *scripted) Context() int             { return r.ctx }
-func (r *scripted) SetAdapters([]LoRA) error { return nil }
-func (r *scripted) Model() *Model            { return nil }
-func (r *scripted) Close()                   {}
+func (r *scripted) ForwardSlot(slot int, tokens []int32, pos int, out Output) (Result, error) {
+	if slot != 0 {
+		return Result{}, fmt.Errorf("slot %d of 1", slot)
+	}
+	return r.Forward(tokens, pos, out)
+}
+func (r *scripted) Decode(steps []Step) ([]Result, error) {
+	return nil, fmt.Errorf("scripted runners decode one sequence")
+}
+func (r *scripted) Slots() int                 { return 1 }
+func (r *scripted) owner(int) *Session         { return r.own }
+func (r *scripted) setOwner(_ int, s *Session) { r.own = s }
+func (r *scripted) forget()                    { r.own = nil }
+func (r *scripted) Context() int               { return r.ctx }
+func (r *scripted) SetAdapters([]LoRA) error   { return nil }
+func (r *scripted) Model() *Model              { return nil }
+func (r *scripted) Close()                     {}
 
 // pieces decodes token i as texts[i].
 type pieces []string
