@@ -64,9 +64,15 @@ type EngineOptions struct {
 	// weights are Q4_K or Q6_K, as llama.cpp does
 	// (model.GPUOptions.F32Decode).
 	F32Activations bool
-	// Queue is how many jobs may wait behind the running one; a job past
+	// Queue is how many jobs may wait behind the running ones; a job past
 	// it fails at once with ErrBusy. 0 means 8.
 	Queue int
+	// Parallel is how many generations (chat turns, completions) run at
+	// once, each in a slot of its own with its own KV cache of Context
+	// positions: their tokens are decoded together, one chain a step,
+	// which reads the weights once for all of them. Every other job waits
+	// until they end. 0 means 1.
+	Parallel int
 	// IdleUnload frees the model after this long without a job; 0 keeps it.
 	IdleUnload time.Duration
 	// Resolve turns a model name into a .gguf path. nil takes names as
@@ -87,7 +93,10 @@ type EngineOptions struct {
 // Status is what the engine is doing, for status bars and /api/ps.
 type Status struct {
 	Model *ModelInfo // the resident model; nil when none is loaded
-	Busy  bool       // a job is running
+	Busy  bool       // a job or a generation is running
+	// Generating is how many generations hold a slot (at most
+	// EngineOptions.Parallel).
+	Generating int
 	// Training names the model a fine-tuning job is training, "" when
 	// none runs.
 	Training string
@@ -106,7 +115,8 @@ type ModelInfo struct {
 	Backend string // "gpu: ADAPTER" or "cpu"
 	// BackendReason says why the model runs there (Backend.Reason).
 	BackendReason string
-	Context       int // the KV cache's positions
+	Context       int // the KV cache's positions, per slot
+	Slots         int // generations it serves at once (EngineOptions.Parallel)
 	Memory        model.Memory
 	Loaded        time.Time
 }
@@ -119,13 +129,20 @@ type Progress struct {
 }
 
 // Engine runs jobs on one goroutine that owns the GPU device and the one
-// resident model, one job at a time, in the order they came. Its methods
-// are safe for concurrent use; each blocks until its job has run.
+// resident model, in the order they came. A generation's job only
+// prepares it and takes a slot; the tokens are then generated on the
+// caller's goroutine, whose forwards the engine goroutine runs together
+// with those of the other generations in flight (model.Batcher). Jobs
+// that are not generations on the resident model (another model, other
+// adapters, embeddings, speech, training) wait until no generation holds
+// a slot. Its methods are safe for concurrent use; each blocks until its
+// work is done.
 type Engine struct {
-	o    EngineOptions
-	jobs chan *job
-	quit chan struct{}
-	done chan struct{}
+	o     EngineOptions
+	jobs  chan *job
+	freed chan freed // slots whose generations ended
+	quit  chan struct{}
+	done  chan struct{}
 
 	mu      sync.Mutex // guards status, closed and waiting
 	status  Status
@@ -144,23 +161,55 @@ type Engine struct {
 	cur     *resident
 	speech  *speech // Kokoro, loaded by the first Speak (speak.go)
 	lastJob time.Time
+	// active counts the generations holding a slot of cur, and calls are
+	// their forwards waiting for the next step; held is a job taken from
+	// the queue that waits for them to end (or for a free slot).
+	active    int
+	calls     []*model.Call
+	firstCall time.Time // when the first of calls came
+	held      *job
+	// lost is set when a step lost the device: the generations in flight
+	// fail, and the model and device go once the last one ends.
+	lost error
 }
 
-// resident is the loaded model with its runner and the session whose KV
-// cache every request shares: a request whose prompt extends the previous
-// one (the next turn of a chat) evaluates only what is new.
+// resident is the loaded model with its runner and its sessions: one per
+// slot for generations, whose forwards go through the batcher, and the
+// engine goroutine's own for embeddings. A request whose prompt extends
+// what a free slot holds (the next turn of a chat) takes that slot and
+// evaluates only what is new.
 type resident struct {
 	info     ModelInfo
 	m        *model.Model
 	runner   model.Runner
-	session  *model.Session
-	adapters []AdapterSpec // applied to runner
+	session  *model.Session   // slot 0, used on the engine goroutine
+	batcher  *model.Batcher   // the generations' forwards
+	slots    []*model.Session // a generation's session per slot
+	busy     []bool           // which slots a generation holds
+	adapters []AdapterSpec    // applied to runner
 }
 
 type job struct {
 	ctx  context.Context
 	run  func(ctx context.Context) error
 	done chan error
+	// gen, for a generation's job, is what it needs: it may run while
+	// other generations are in flight if a slot is free and the model and
+	// adapters are theirs. nil: the job runs only when none is.
+	gen *needs
+}
+
+// freed is a slot whose generation ended; done closes once the engine
+// took it back (and Status says so).
+type freed struct {
+	slot int
+	done chan struct{}
+}
+
+// needs are a generation's model and adapters.
+type needs struct {
+	model    string
+	adapters []AdapterSpec
 }
 
 // NewEngine starts the engine goroutine. Close stops it.
@@ -171,13 +220,16 @@ func NewEngine(o EngineOptions) *Engine {
 	if o.Backend == "" {
 		o.Backend = "auto"
 	}
-	e := &Engine{o: o, jobs: make(chan *job, o.Queue), quit: make(chan struct{}), done: make(chan struct{})}
+	o.Parallel = max(o.Parallel, 1)
+	e := &Engine{o: o, jobs: make(chan *job, o.Queue), freed: make(chan freed),
+		quit: make(chan struct{}), done: make(chan struct{})}
 	go e.loop()
 	return e
 }
 
 // Close waits for the running job, fails the queued ones with ErrClosed,
-// frees the model and releases the device.
+// stops the generations in flight at their next forward (they fail with
+// ErrClosed), frees the model and releases the device.
 func (e *Engine) Close() {
 	e.mu.Lock()
 	if e.closed {
@@ -222,7 +274,12 @@ func (e *Engine) setStatus(change func(*Status)) {
 // ends first: run may be writing to the caller's memory (an HTTP response)
 // until it returns, and it sees ctx itself.
 func (e *Engine) submit(ctx context.Context, run func(ctx context.Context) error) error {
-	j := &job{ctx: ctx, run: run, done: make(chan error, 1)}
+	return e.submitJob(&job{ctx: ctx, run: run})
+}
+
+// submitJob queues j and waits for it, as submit does.
+func (e *Engine) submitJob(j *job) error {
+	j.done = make(chan error, 1)
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
@@ -232,13 +289,14 @@ func (e *Engine) submit(ctx context.Context, run func(ctx context.Context) error
 		e.mu.Unlock()
 		return fmt.Errorf("%w %s; requests are taken again when the run ends or is stopped", ErrTraining, name)
 	}
-	select {
-	case e.jobs <- j:
-		e.waiting++
-	default:
+	// waiting counts the queued jobs and the one the engine holds (loop),
+	// so at most Queue wait either way; the channel has room for them all.
+	if e.waiting >= e.o.Queue {
 		e.mu.Unlock()
 		return ErrBusy
 	}
+	e.waiting++
+	e.jobs <- j
 	e.mu.Unlock()
 	e.setStatus(func(*Status) {})
 	return <-j.done
@@ -248,35 +306,155 @@ func (e *Engine) loop() {
 	defer close(e.done)
 	var idle <-chan time.Time
 	var timer *time.Timer
+	stopTimer := func() {
+		if timer != nil {
+			timer.Stop()
+			timer, idle = nil, nil
+		}
+	}
 	for {
-		if e.o.IdleUnload > 0 && e.cur != nil && timer == nil {
+		if e.o.IdleUnload > 0 && e.cur != nil && e.active == 0 && e.held == nil && timer == nil {
 			timer = time.NewTimer(e.o.IdleUnload)
 			idle = timer.C
 		}
+		jobs := e.jobs
+		if e.held != nil {
+			jobs = nil // first the held one, in order
+		}
+		var calls <-chan *model.Call
+		if e.cur != nil && e.active > 0 {
+			calls = e.cur.batcher.Calls()
+		}
+		var wait <-chan time.Time
+		if len(e.calls) > 0 {
+			wait = time.After(stepWait - time.Since(e.firstCall))
+		}
 		select {
 		case <-e.quit:
-			e.drain()
-			e.unload()
-			e.unloadSpeech()
-			e.releaseDevice()
+			stopTimer()
+			e.shutdown()
 			return
 		case <-idle:
 			timer, idle = nil, nil
-			if e.cur != nil && time.Since(e.lastJob) >= e.o.IdleUnload {
+			if e.cur != nil && e.active == 0 && time.Since(e.lastJob) >= e.o.IdleUnload {
 				name := e.cur.info.Name
 				e.unload()
 				e.setStatus(func(s *Status) { s.Note = fmt.Sprintf("%s was unloaded after %s idle", name, e.o.IdleUnload) })
 			}
-		case j := <-e.jobs:
-			if timer != nil {
-				timer.Stop()
-				timer, idle = nil, nil
+		case j := <-jobs:
+			stopTimer()
+			e.held = j
+		case c := <-calls:
+			if len(e.calls) == 0 {
+				e.firstCall = time.Now()
 			}
+			e.calls = append(e.calls, c)
+		case <-wait:
+			e.step()
+		case f := <-e.freed:
+			e.free(f.slot)
+			close(f.done)
+		}
+		if len(e.calls) > 0 && len(e.calls) >= e.active {
+			e.step() // every generation waits for this step
+		}
+		if j := e.held; j != nil && (e.active == 0 || e.joins(j)) {
+			e.held = nil
 			e.setStatus(func(*Status) { e.waiting-- })
 			e.run(j)
 			e.lastJob = time.Now()
 		}
 	}
+}
+
+// stepWait is how long the forwards of some generations wait for the
+// others' before their step runs without them: a generation busy on the
+// host (a client slow to take its tokens) must not hold the rest back,
+// and one that only samples and sends its token comes well within it.
+const stepWait = 20 * time.Millisecond
+
+// step runs the waiting forwards together (model.Batcher.Run).
+func (e *Engine) step() {
+	calls := e.calls
+	e.calls = nil
+	if e.lost != nil {
+		e.cur.batcher.Fail(calls, e.lost)
+		return
+	}
+	if err := e.cur.batcher.Run(calls); errors.Is(err, gpu.ErrDeviceLost) {
+		// Nothing on a lost device can be used again: the generations in
+		// flight fail, and the model and device go when the last ends.
+		e.lost = fmt.Errorf("%w; the model was unloaded and will be loaded again on the next request", err)
+		e.cur.batcher.Stop(e.lost)
+	}
+}
+
+// free gives back a slot whose generation ended.
+func (e *Engine) free(slot int) {
+	e.cur.busy[slot] = false
+	e.active--
+	if e.active > 0 {
+		e.setStatus(func(s *Status) { s.Generating = e.active })
+		return
+	}
+	if e.lost != nil {
+		e.lost = nil
+		e.dropDevice()
+	}
+	e.setStatus(func(s *Status) { s.Busy, s.Generating = false, 0 })
+	e.lastJob = time.Now()
+}
+
+// joins says whether j, held while generations are in flight, can run
+// beside them: a generation on the resident model with its adapters, a
+// slot free, and the device not lost.
+func (e *Engine) joins(j *job) bool {
+	g := j.gen
+	if g == nil || e.lost != nil || !slices.Contains(e.cur.busy, false) || !slices.Equal(e.cur.adapters, g.adapters) {
+		return false
+	}
+	if g.model == "" || g.model == e.cur.info.Name {
+		return true
+	}
+	path := g.model
+	if e.o.Resolve != nil {
+		p, err := e.o.Resolve(g.model)
+		if err != nil {
+			return false // it fails once it runs
+		}
+		path = p
+	}
+	return path == e.cur.info.Path
+}
+
+// shutdown is the end of the engine goroutine: queued and held jobs fail,
+// the generations in flight fail at their next forward and are waited
+// for, and the model, Kokoro and the device are freed.
+func (e *Engine) shutdown() {
+	e.drain()
+	if j := e.held; j != nil {
+		e.held = nil
+		j.done <- ErrClosed
+	}
+	if e.active > 0 {
+		b := e.cur.batcher
+		b.Stop(ErrClosed)
+		b.Fail(e.calls, ErrClosed)
+		e.calls = nil
+		for e.active > 0 {
+			select {
+			case c := <-b.Calls():
+				b.Fail([]*model.Call{c}, ErrClosed)
+			case f := <-e.freed:
+				e.cur.busy[f.slot] = false
+				e.active--
+				close(f.done)
+			}
+		}
+	}
+	e.unload()
+	e.unloadSpeech()
+	e.releaseDevice()
 }
 
 // drain fails every queued job once the engine is closing.
@@ -300,18 +478,22 @@ func (e *Engine) run(j *job) {
 	e.setStatus(func(s *Status) { s.Busy = true })
 	err := j.run(j.ctx)
 	if errors.Is(err, gpu.ErrDeviceLost) {
-		// Nothing on a lost device can be used again: drop the model and the
-		// device, and open both afresh on the next request.
-		e.unload()
-		e.unloadSpeech()
-		e.releaseDevice()
-		e.setStatus(func(s *Status) {
-			s.Note = "the GPU device was lost; the model will be loaded again on the next request"
-		})
+		e.dropDevice()
 		err = fmt.Errorf("%w; the model was unloaded and will be loaded again on the next request", err)
 	}
-	e.setStatus(func(s *Status) { s.Busy = false })
+	e.setStatus(func(s *Status) { s.Busy, s.Generating = e.active > 0, e.active })
 	j.done <- err
+}
+
+// dropDevice unloads everything on a lost device: nothing on it can be
+// used again, and the next request opens both afresh.
+func (e *Engine) dropDevice() {
+	e.unload()
+	e.unloadSpeech()
+	e.releaseDevice()
+	e.setStatus(func(s *Status) {
+		s.Note = "the GPU device was lost; the model will be loaded again on the next request"
+	})
 }
 
 // Load makes name the resident model, loading it unless it already is.
@@ -385,13 +567,17 @@ func (e *Engine) ensure(name string, progress func(Progress)) (*resident, error)
 		m.Close()
 		return nil, err
 	}
-	e.cur = &resident{m: m, runner: r, session: model.NewSession(r), info: ModelInfo{
-		Name: name, Path: path, Arch: m.Config.Arch, Title: m.Config.Name,
-		Context: r.Context(), Loaded: time.Now(),
-	}}
+	e.cur = &resident{m: m, runner: r, session: model.NewSession(r), batcher: model.NewBatcher(r),
+		busy: make([]bool, r.Slots()), info: ModelInfo{
+			Name: name, Path: path, Arch: m.Config.Arch, Title: m.Config.Name,
+			Context: r.Context(), Slots: r.Slots(), Loaded: time.Now(),
+		}}
+	for slot := range r.Slots() {
+		e.cur.slots = append(e.cur.slots, e.cur.batcher.Session(slot))
+	}
 	if g, ok := r.(*model.GPU); ok {
 		e.cur.info.Backend = "gpu: " + g.Device().Info.Label()
-		e.cur.info.Memory = m.Memory(r.Context(), e.batch())
+		e.cur.info.Memory = m.Memory(r.Context(), e.batch()).Slots(r.Slots())
 	} else {
 		e.cur.info.Backend = "cpu"
 	}
@@ -416,7 +602,8 @@ func (e *Engine) runner(m *model.Model, progress func(Progress)) (model.Runner, 
 	if err != nil {
 		return nil, err
 	}
-	return newRunner(m, b, e.dev, RunnerOptions{Context: e.o.Context, Batch: e.o.Batch, GPUMemory: e.o.GPUMemory, F32Activations: e.o.F32Activations, Progress: progress})
+	return newRunner(m, b, e.dev, RunnerOptions{Context: e.o.Context, Batch: e.o.Batch, Slots: e.o.Parallel,
+		GPUMemory: e.o.GPUMemory, F32Activations: e.o.F32Activations, Progress: progress})
 }
 
 // backend is where the engine's jobs run, decided once (openBackend);
@@ -619,8 +806,10 @@ func (e *Engine) withModel(ctx context.Context, name string, progress func(Progr
 	})
 }
 
-// generate loads the model, builds its request with prepare, and runs it on
-// the resident session.
+// generate loads the model and builds its request with prepare on the
+// engine goroutine, where it takes a slot; the tokens are then generated
+// on the caller's goroutine, the forwards going back to the engine's to
+// run together with those of the other generations in flight.
 func (e *Engine) generate(ctx context.Context, o GenerateOptions, emit func(model.Token) error,
 	prepare func(*model.Model) (prepared, error)) (Reply, error) {
 	if o.MaxTokens < 0 {
@@ -633,14 +822,26 @@ func (e *Engine) generate(ctx context.Context, o GenerateOptions, emit func(mode
 	if progress == nil {
 		progress = func(Progress) {}
 	}
-	var reply Reply
-	err := e.withModel(ctx, o.Model, progress, o.Adapters, func(ctx context.Context, r *resident) error {
+	var (
+		reply   Reply
+		req     model.Request
+		tools   *chat.ToolSyntax
+		session *model.Session
+	)
+	err := e.submitJob(&job{ctx: ctx, gen: &needs{model: o.Model, adapters: o.Adapters}, run: func(ctx context.Context) error {
+		r, err := e.ensure(o.Model, progress)
+		if err != nil {
+			return err
+		}
+		if err := e.applyAdapters(r, o.Adapters); err != nil {
+			return err
+		}
 		reply.Model = r.info.Name
 		p, err := prepare(r.m)
 		if err != nil {
 			return err
 		}
-		req := p.req
+		req, tools = p.req, p.tools
 		reply.Notice = p.notice
 		req.MaxTokens, req.Sampling = o.MaxTokens, o.Sampling
 		if o.Shift {
@@ -657,32 +858,61 @@ func (e *Engine) generate(ctx context.Context, o GenerateOptions, emit func(mode
 		req.Progress = func(done, total int) {
 			progress(Progress{Stage: "prefill", Done: int64(done), Total: int64(total)})
 		}
-		var text strings.Builder
-		sent := 0 // bytes of text emitted; the rest may be a tool call
-		reply.Stats, err = r.session.Generate(ctx, req, func(t model.Token) error {
-			text.WriteString(t.Text)
-			if p.tools != nil {
-				all := text.String()
-				safe := max(sent, len(all)-p.tools.Held(all))
-				t.Text, sent = all[sent:safe], safe
-			}
-			if emit == nil {
-				return nil
-			}
-			return emit(t)
-		})
-		reply.Text = text.String()
-		if err != nil || p.tools == nil {
-			return err
-		}
-		reply.Text, reply.ToolCalls = p.tools.Parse(reply.Text)
-		if reply.ToolCalls == nil && sent < len(reply.Text) && emit != nil {
-			// No call after all: what was held back is text.
-			return emit(model.Token{ID: -1, Text: reply.Text[sent:]})
-		}
+		session = e.takeSlot(req.Prompt)
 		return nil
+	}})
+	if err != nil {
+		return reply, err
+	}
+	defer func() {
+		f := freed{slot: session.Slot(), done: make(chan struct{})}
+		e.freed <- f
+		<-f.done
+	}()
+
+	var text strings.Builder
+	sent := 0 // bytes of text emitted; the rest may be a tool call
+	reply.Stats, err = session.Generate(ctx, req, func(t model.Token) error {
+		text.WriteString(t.Text)
+		if tools != nil {
+			all := text.String()
+			safe := max(sent, len(all)-tools.Held(all))
+			t.Text, sent = all[sent:safe], safe
+		}
+		if emit == nil {
+			return nil
+		}
+		return emit(t)
 	})
-	return reply, err
+	reply.Text = text.String()
+	if err != nil || tools == nil {
+		return reply, err
+	}
+	reply.Text, reply.ToolCalls = tools.Parse(reply.Text)
+	if reply.ToolCalls == nil && sent < len(reply.Text) && emit != nil {
+		// No call after all: what was held back is text.
+		return reply, emit(model.Token{ID: -1, Text: reply.Text[sent:]})
+	}
+	return reply, nil
+}
+
+// takeSlot gives a generation of prompt a free slot of the resident model:
+// the one whose cache holds the most of prompt (the conversation's earlier
+// turns), the first such. The engine goroutine calls it for a job that
+// Engine.joins admitted, or with no generation in flight, so one is free.
+func (e *Engine) takeSlot(prompt []int32) *model.Session {
+	best, reuse := -1, -1
+	for slot, s := range e.cur.slots {
+		if !e.cur.busy[slot] {
+			if n := s.Reuse(prompt); n > reuse {
+				best, reuse = slot, n
+			}
+		}
+	}
+	e.cur.busy[best] = true
+	e.active++
+	e.setStatus(func(s *Status) { s.Generating = e.active })
+	return e.cur.slots[best]
 }
 
 // applyAdapters sets the resident runner's LoRA adapters to specs unless
@@ -708,7 +938,6 @@ func (e *Engine) applyAdapters(r *resident, specs []AdapterSpec) error {
 		return err
 	}
 	r.adapters = slices.Clone(specs)
-	r.session.Reset()
 	return nil
 }
 

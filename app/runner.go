@@ -15,6 +15,9 @@ type RunnerOptions struct {
 	// Context is the KV cache's length; 0 is the model's, at most
 	// model.DefaultContext. Batch is the prompt tokens per submit (0: 512).
 	Context, Batch int
+	// Slots is how many sequences the runner serves at once, each with
+	// its own KV cache (model.GPUOptions.Slots); 0 means 1.
+	Slots int
 	// GPUMemory, when nonzero, refuses a model whose estimate exceeds it
 	// before anything is allocated.
 	GPUMemory uint64
@@ -87,9 +90,9 @@ func newRunner(m *model.Model, b Backend, dev *gpu.Device, o RunnerOptions) (mod
 		ctx = min(m.Config.Context, model.DefaultContext)
 	}
 	if !b.GPU {
-		return model.NewCPU(m, ctx)
+		return model.NewCPUSlots(m, ctx, max(o.Slots, 1))
 	}
-	g := model.GPUOptions{Context: ctx, Batch: o.Batch, Budget: o.GPUMemory, F32Decode: o.F32Activations}
+	g := model.GPUOptions{Context: ctx, Slots: o.Slots, Batch: o.Batch, Budget: o.GPUMemory, F32Decode: o.F32Activations}
 	if o.Progress != nil {
 		g.Progress = func(done, total int64) { o.Progress(Progress{Stage: "load", Done: done, Total: total}) }
 	}

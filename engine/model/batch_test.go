@@ -191,7 +191,7 @@ func TestBatcherMatchesOneAtATime(t *testing.T) {
 					}
 					break
 				}
-				b.Run(calls)
+				_ = b.Run(calls)
 			}
 		}
 	}

@@ -78,21 +78,32 @@ func (b *Batcher) forward(slot int, tokens []int32, pos int, out Output) (Result
 // calls of distinct slots. A prompt's tokens (or a forward asking for
 // every position or hidden states) run one call at a time; the
 // single-token decodes run together, or, when there is one, as its
-// session asked (top-k and penalties on the device).
-func (b *Batcher) Run(calls []*Call) {
+// session asked (top-k and penalties on the device). It returns the first
+// error a forward met, for the owner to act on (a lost device); each call
+// has its own.
+func (b *Batcher) Run(calls []*Call) error {
 	var decode []*Call
+	var first error
+	keep := func(err error) error {
+		if first == nil {
+			first = err
+		}
+		return err
+	}
 	for _, c := range calls {
 		if len(c.tokens) == 1 && !c.out.All && !c.out.Hidden {
 			decode = append(decode, c)
 			continue
 		}
 		c.res, c.err = b.r.ForwardSlot(c.slot, c.tokens, c.pos, c.out)
+		keep(c.err)
 	}
 	switch len(decode) {
 	case 0:
 	case 1:
 		c := decode[0]
 		c.res, c.err = b.r.ForwardSlot(c.slot, c.tokens, c.pos, c.out)
+		keep(c.err)
 	default:
 		steps := make([]Step, len(decode))
 		for i, c := range decode {
@@ -101,13 +112,22 @@ func (b *Batcher) Run(calls []*Call) {
 		res, err := b.r.Decode(steps)
 		for i, c := range decode {
 			if err != nil {
-				c.err = err
+				c.err = keep(err)
 			} else {
 				c.res = res[i]
 			}
 		}
 	}
 	for _, c := range calls {
+		close(c.done)
+	}
+	return first
+}
+
+// Fail answers calls with err without running them.
+func (b *Batcher) Fail(calls []*Call, err error) {
+	for _, c := range calls {
+		c.err = err
 		close(c.done)
 	}
 }

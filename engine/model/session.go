@@ -46,6 +46,16 @@ func (s *Session) Runner() Runner { return s.r }
 // Cached is the number of tokens the cache holds for this session.
 func (s *Session) Cached() int { return len(s.cached) }
 
+// Reuse is how many leading tokens of prompt the session's slot still
+// holds for it: what a Generate of prompt would not evaluate again. Call
+// it while the session is not generating.
+func (s *Session) Reuse(prompt []int32) int {
+	if s.r.owner(s.slot) != s {
+		return 0
+	}
+	return commonPrefix(s.cached, prompt)
+}
+
 // Reset forgets the cache's contents.
 func (s *Session) Reset() { s.cached = s.cached[:0] }
 
