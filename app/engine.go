@@ -64,8 +64,9 @@ type EngineOptions struct {
 	// weights are Q4_K or Q6_K, as llama.cpp does
 	// (model.GPUOptions.F32Decode).
 	F32Activations bool
-	// Queue is how many jobs may wait behind the running ones; a job past
-	// it fails at once with ErrBusy. 0 means 8.
+	// Queue is how many jobs may wait behind the running ones, besides
+	// one for each free slot (Parallel); a job past it fails at once with
+	// ErrBusy. 0 means 8.
 	Queue int
 	// Parallel is how many generations (chat turns, completions) run at
 	// once, each in a slot of its own with its own KV cache of Context
@@ -186,6 +187,9 @@ type resident struct {
 	batcher  *model.Batcher   // the generations' forwards
 	slots    []*model.Session // a generation's session per slot
 	busy     []bool           // which slots a generation holds
+	// expected are the slots whose next forward the next step waits
+	// for: those of the last step, and those taken since.
+	expected []bool
 	adapters []AdapterSpec    // applied to runner
 }
 
@@ -221,7 +225,7 @@ func NewEngine(o EngineOptions) *Engine {
 		o.Backend = "auto"
 	}
 	o.Parallel = max(o.Parallel, 1)
-	e := &Engine{o: o, jobs: make(chan *job, o.Queue), freed: make(chan freed),
+	e := &Engine{o: o, jobs: make(chan *job, o.Queue+o.Parallel), freed: make(chan freed),
 		quit: make(chan struct{}), done: make(chan struct{})}
 	go e.loop()
 	return e
@@ -289,9 +293,10 @@ func (e *Engine) submitJob(j *job) error {
 		e.mu.Unlock()
 		return fmt.Errorf("%w %s; requests are taken again when the run ends or is stopped", ErrTraining, name)
 	}
-	// waiting counts the queued jobs and the one the engine holds (loop),
-	// so at most Queue wait either way; the channel has room for them all.
-	if e.waiting >= e.o.Queue {
+	// waiting counts the queued jobs and the one the engine holds (loop).
+	// As many as there are free slots will not wait long, and Queue more
+	// may; the channel has room for them all.
+	if e.waiting >= e.o.Queue+e.o.Parallel-e.status.Generating {
 		e.mu.Unlock()
 		return ErrBusy
 	}
@@ -355,8 +360,8 @@ func (e *Engine) loop() {
 			e.free(f.slot)
 			close(f.done)
 		}
-		if len(e.calls) > 0 && len(e.calls) >= e.active {
-			e.step() // every generation waits for this step
+		if e.ready() {
+			e.step()
 		}
 		if j := e.held; j != nil && (e.active == 0 || e.joins(j)) {
 			e.held = nil
@@ -367,16 +372,44 @@ func (e *Engine) loop() {
 	}
 }
 
-// stepWait is how long the forwards of some generations wait for the
-// others' before their step runs without them: a generation busy on the
-// host (a client slow to take its tokens) must not hold the rest back,
-// and one that only samples and sends its token comes well within it.
+// stepWait is how long the waiting forwards wait for a generation that
+// ready expects before their step runs without it: a generation busy on
+// the host (a client slow to take its tokens) must not hold the others
+// back for more than a step, and one that only samples and sends its
+// token comes well within it.
 const stepWait = 20 * time.Millisecond
+
+// ready says whether the waiting forwards should run now: every
+// generation in flight waits, or at least every one the last step served
+// and every one started since. One that missed a step (stepWait ran out
+// on it) is not waited for again until it comes back.
+func (e *Engine) ready() bool {
+	if len(e.calls) == 0 {
+		return false
+	}
+	if len(e.calls) >= e.active {
+		return true
+	}
+	in := make([]bool, len(e.cur.expected))
+	for _, c := range e.calls {
+		in[c.Slot()] = true
+	}
+	for slot, want := range e.cur.expected {
+		if want && !in[slot] {
+			return false
+		}
+	}
+	return true
+}
 
 // step runs the waiting forwards together (model.Batcher.Run).
 func (e *Engine) step() {
 	calls := e.calls
 	e.calls = nil
+	clear(e.cur.expected)
+	for _, c := range calls {
+		e.cur.expected[c.Slot()] = true
+	}
 	if e.lost != nil {
 		e.cur.batcher.Fail(calls, e.lost)
 		return
@@ -391,7 +424,7 @@ func (e *Engine) step() {
 
 // free gives back a slot whose generation ended.
 func (e *Engine) free(slot int) {
-	e.cur.busy[slot] = false
+	e.cur.busy[slot], e.cur.expected[slot] = false, false
 	e.active--
 	if e.active > 0 {
 		e.setStatus(func(s *Status) { s.Generating = e.active })
@@ -568,7 +601,7 @@ func (e *Engine) ensure(name string, progress func(Progress)) (*resident, error)
 		return nil, err
 	}
 	e.cur = &resident{m: m, runner: r, session: model.NewSession(r), batcher: model.NewBatcher(r),
-		busy: make([]bool, r.Slots()), info: ModelInfo{
+		busy: make([]bool, r.Slots()), expected: make([]bool, r.Slots()), info: ModelInfo{
 			Name: name, Path: path, Arch: m.Config.Arch, Title: m.Config.Name,
 			Context: r.Context(), Slots: r.Slots(), Loaded: time.Now(),
 		}}
@@ -909,7 +942,7 @@ func (e *Engine) takeSlot(prompt []int32) *model.Session {
 			}
 		}
 	}
-	e.cur.busy[best] = true
+	e.cur.busy[best], e.cur.expected[best] = true, true
 	e.active++
 	e.setStatus(func(s *Status) { s.Generating = e.active })
 	return e.cur.slots[best]

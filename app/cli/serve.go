@@ -28,10 +28,14 @@ import (
 // the next token: a user pressing Ctrl+C waits seconds, not a whole reply.
 const shutdownGrace = 5 * time.Second
 
+// maxParallel bounds --parallel: a decode of every slot is one batch, and
+// 64 sequences at once is past what one GPU serves well.
+const maxParallel = 64
+
 // serveFlags are hearth serve's own flags.
 type serveFlags struct {
 	addr, apiKey, maxBody string
-	queue                 int
+	queue, parallel       int
 	idle                  time.Duration
 	folders               []string
 }
@@ -46,8 +50,9 @@ func newServeCmd() *cobra.Command {
 /v1/completions, /v1/models) and Ollama's (/api/chat, /api/generate, /api/tags,
 /api/show, /api/ps), so existing clients work unchanged. Requests name models as
 hearth models lists them (gemma3:1b); a model loads on first use and is unloaded
-after --idle without requests. Requests run one at a time; up to --queue wait,
-and more are answered 429.
+after --idle without requests. Up to --parallel chat and completion requests
+run at once, their tokens decoded together (each takes a KV cache of the
+context's size); up to --queue more wait, and more than that are answered 429.
 
 The server listens on loopback unless --addr names another address. With
 --api-key (or $HEARTH_API_KEY, which keeps the key out of the process list)
@@ -55,6 +60,7 @@ every request but the "/" probe needs "Authorization: Bearer KEY". Ctrl+C lets
 replies in progress finish for a few seconds, then stops them.`,
 		Example: `  hearth serve
   hearth serve -m gemma3:1b --idle 30m
+  hearth serve -m llama3.2:1b --parallel 8 -c 4096
   HEARTH_API_KEY=secret hearth serve --addr 0.0.0.0:11435`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -66,7 +72,8 @@ replies in progress finish for a few seconds, then stops them.`,
 	fl := cmd.Flags()
 	fl.StringVar(&sf.addr, "addr", "127.0.0.1:11435", "address to listen on; a non-loopback one is reachable from other machines")
 	fl.StringVar(&sf.apiKey, "api-key", os.Getenv("HEARTH_API_KEY"), "require this bearer token of every request (default $HEARTH_API_KEY)")
-	fl.IntVar(&sf.queue, "queue", 8, "requests that may wait behind the running one; more are answered 429")
+	fl.IntVar(&sf.queue, "queue", 8, "requests that may wait behind the running ones; more are answered 429")
+	fl.IntVar(&sf.parallel, "parallel", 1, "chat and completion requests served at once, each with a KV cache of the context's size")
 	fl.DurationVar(&sf.idle, "idle", 5*time.Minute, "unload the model after this long without requests; 0 keeps it")
 	fl.StringVar(&sf.maxBody, "max-body", "4MiB", "largest request body; a larger one is answered 413")
 	fl.StringArrayVar(&sf.folders, "folder", nil, "also serve the models in `DIR` and the folders in it (repeatable)")
@@ -76,6 +83,9 @@ replies in progress finish for a few seconds, then stops them.`,
 func serve(ctx context.Context, mf *modelFlags, sf *serveFlags, out, log io.Writer) error {
 	if sf.queue < 1 {
 		return fmt.Errorf("--queue %d: want at least 1", sf.queue)
+	}
+	if sf.parallel < 1 || sf.parallel > maxParallel {
+		return fmt.Errorf("--parallel %d: want 1 to %d", sf.parallel, maxParallel)
 	}
 	if sf.idle < 0 {
 		return fmt.Errorf("--idle %s: want a positive duration, or 0 to keep the model", sf.idle)
@@ -110,7 +120,7 @@ func serve(ctx context.Context, mf *modelFlags, sf *serveFlags, out, log io.Writ
 	logger := slog.New(slog.NewTextHandler(log, nil))
 	engine := app.NewEngine(app.EngineOptions{
 		Backend: mf.backend, GPU: app.GPUOptionsFromEnv(), Context: mf.ctx, Batch: mf.batch, GPUMemory: budget, F32Activations: mf.f32,
-		Queue: sf.queue, IdleUnload: sf.idle, Resolve: models.Resolve, OnStatus: noteLogger(logger),
+		Queue: sf.queue, Parallel: sf.parallel, IdleUnload: sf.idle, Resolve: models.Resolve, OnStatus: noteLogger(logger),
 	})
 	defer engine.Close()
 
@@ -137,7 +147,7 @@ func serve(ctx context.Context, mf *modelFlags, sf *serveFlags, out, log io.Writ
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(log, "loaded %s (%s, context %d)\n", name, info.Backend, info.Context)
+		fmt.Fprintf(log, "loaded %s (%s, context %d, %d at once)\n", name, info.Backend, info.Context, info.Slots)
 		if info.Backend == "cpu" && !strings.EqualFold(mf.backend, "cpu") {
 			fmt.Fprintf(log, "running on the CPU: %s\n", info.BackendReason)
 		}

@@ -108,8 +108,9 @@ func (r *run) end() {
 }
 
 // progress is the GenerateOptions.Progress of the request. It runs on the
-// engine's goroutine while the handler waits for the job, so the fields it
-// sets are the handler's to read once the job returns.
+// engine's goroutine while the handler waits for the job (loading), or on
+// the handler's own (prefill), so the fields it sets are the handler's to
+// read once the job returns.
 func (r *run) progress(p app.Progress) {
 	if p.Stage != "prefill" || !r.prefill.IsZero() {
 		return
@@ -133,11 +134,10 @@ func (r *run) loadDuration() time.Duration {
 	return r.prefill.Sub(r.arrived)
 }
 
-// streamWriteTimeout bounds each write of a stream. The engine goroutine
-// writes the tokens itself (emit), so a client that stops reading without
-// closing the connection would hold the engine, and every job queued
-// behind it, from the moment the socket buffers fill. A reader that is
-// merely slow takes a line of a hundred bytes in far less.
+// streamWriteTimeout bounds each write of a stream. A client that stops
+// reading without closing the connection would hold its slot, and the job
+// queued for a free one, from the moment the socket buffers fill. A reader
+// that is merely slow takes a line of a hundred bytes in far less.
 const streamWriteTimeout = 30 * time.Second
 
 // stream is a streamed response: server-sent events or NDJSON lines, each

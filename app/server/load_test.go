@@ -44,8 +44,26 @@ func heapInUse() uint64 {
 // whose queue holds 2: each one completes or is refused with 429 at once,
 // none hangs, and goroutines and memory come back afterwards.
 func TestConcurrentStreams(t *testing.T) {
-	const clients, queue = 50, 2
-	ts := newTestServer(t, app.EngineOptions{Queue: queue}, Options{})
+	burst(t, app.EngineOptions{Queue: 2})
+}
+
+// TestConcurrentStreamsInSlots is the same burst on a GPU (lavapipe here)
+// engine serving 8 at once with 8 more queued: every stream still
+// completes or gets 429, and the engine ran 8 generations together.
+func TestConcurrentStreamsInSlots(t *testing.T) {
+	burst(t, app.EngineOptions{Backend: "gpu", Queue: 8, Parallel: 8, Context: 256})
+}
+
+// burst is TestConcurrentStreams on an engine made with eo; it reports
+// the aggregate tokens a second of the completed streams.
+func burst(t *testing.T, eo app.EngineOptions) {
+	const clients, maxTokens = 50, 16
+	var most atomic.Int32 // the most generations the status showed at once
+	eo.OnStatus = func(s app.Status) {
+		for m := most.Load(); int32(s.Generating) > m && !most.CompareAndSwap(m, int32(s.Generating)); m = most.Load() {
+		}
+	}
+	ts := newTestServer(t, eo, Options{})
 	// Load the model first, so the burst measures the queue, not a load.
 	ts.post(t, "/v1/chat/completions", chatBody(llama, 1, nil), nil)
 	ts.Client().CloseIdleConnections()
@@ -54,10 +72,11 @@ func TestConcurrentStreams(t *testing.T) {
 	// Every request is done in well under a second; 30 s means hung.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	body, _ := json.Marshal(chatBody(llama, 16, map[string]any{"stream": true}))
+	body, _ := json.Marshal(chatBody(llama, maxTokens, map[string]any{"stream": true}))
 	var ok, busy atomic.Int32
 	var wg sync.WaitGroup
 	start := make(chan struct{})
+	began := time.Now()
 	for range clients {
 		wg.Go(func() {
 			<-start
@@ -94,7 +113,12 @@ func TestConcurrentStreams(t *testing.T) {
 	if ctx.Err() != nil {
 		t.Fatal("requests hung")
 	}
-	t.Logf("%d completed, %d refused", ok.Load(), busy.Load())
+	took := time.Since(began)
+	t.Logf("%d completed, %d refused, at most %d at once; %.0f tokens/s in all", ok.Load(), busy.Load(), most.Load(),
+		float64(ok.Load()*maxTokens)/took.Seconds())
+	if p := max(eo.Parallel, 1); int(most.Load()) != p {
+		t.Errorf("at most %d generations ran at once, want %d", most.Load(), p)
+	}
 	if ok.Load() < 1 || busy.Load() < 1 || ok.Load()+busy.Load() != clients {
 		t.Errorf("%d completed, %d refused, of %d", ok.Load(), busy.Load(), clients)
 	}

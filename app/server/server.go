@@ -4,9 +4,10 @@
 // engine goroutine, so clients written for either run on Hearth's models
 // unchanged.
 //
-// Every generation is a job on the engine's queue: jobs run one at a time,
-// a request past the queue's bound is answered 429 at once, and a client
-// that goes away cancels its job at the next token. Models load on first
+// Every generation is a job on the engine's queue: up to the engine's
+// Parallel generations run at once, their tokens decoded together, a
+// request past the queue's bound is answered 429 at once, and a client
+// that goes away cancels its generation at the next token. Models load on first
 // use, by name, and only names the Models catalogue lists are accepted: no
 // request can make the server open a path of its choosing.
 //

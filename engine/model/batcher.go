@@ -31,6 +31,9 @@ type Call struct {
 	done   chan struct{}
 }
 
+// Slot is the slot of the session waiting.
+func (c *Call) Slot() int { return c.slot }
+
 // ErrBatcherStopped is a forward's error after Batcher.Stop with no error
 // of its own.
 var ErrBatcherStopped = errors.New("model: the runner's batcher was stopped")
