@@ -53,14 +53,17 @@ func newBenchCmd() *cobra.Command {
 	var prompt, gen, reps, depth int
 	var asJSON, gpuProfile bool
 	var profile, sampler string
+	var parallel []int
 	cmd := &cobra.Command{
 		Use:   "bench -m MODEL [-p 512] [-n 128] [-d 0]",
 		Short: "Measure prefill and decode tokens/s, like llama-bench",
 		Long: "Prefill: -p random tokens evaluated from an empty cache, one batch per submit.\n" +
 			"Decode: -n tokens generated after a 1-token prompt, as chat generates them: one forward pass\n" +
 			"and one submit per token, the sampling of --sampler; with -d, after a -d-token prompt instead, so\n" +
-			"each token attends to that much history (llama-bench's depth). Each test runs -r times after one warm-up;\n" +
-			"mean ± stddev of tokens/s.",
+			"each token attends to that much history (llama-bench's depth). With --parallel N, also N sequences decoded\n" +
+			"together (as hearth serve --parallel runs N requests): each prefilled with the same prompt length, then -n\n" +
+			"steps of one token each, greedy on the host; the rate is all N sequences' tokens a second (llama-batched-bench's\n" +
+			"S_TG). Each test runs -r times after one warm-up; mean ± stddev of tokens/s.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if prompt < 0 || gen < 0 || reps < 1 || depth < 0 {
@@ -72,6 +75,12 @@ func newBenchCmd() *cobra.Command {
 			}
 			if mf.ctx == 0 {
 				mf.ctx = max(prompt, depth+1) + gen + 1
+			}
+			for _, n := range parallel {
+				if n < 2 || n > maxParallel {
+					return fmt.Errorf("--parallel %d: want 2 to %d sequences (1 is the decode test itself)", n, maxParallel)
+				}
+				mf.slots = max(mf.slots, n)
 			}
 			if profile != "" {
 				f, err := os.Create(profile)
@@ -161,6 +170,16 @@ func newBenchCmd() *cobra.Command {
 					return err
 				}
 			}
+			for _, n := range parallel {
+				if gen == 0 {
+					break
+				}
+				if err := run(fmt.Sprintf("tg%d x%d", gen, n), gen*n, func() (float64, error) {
+					return parallelDecode(r, n, max(depth, 1), gen, randomTokens)
+				}); err != nil {
+					return err
+				}
+			}
 			if gpuProfile {
 				g, ok := r.(*model.GPU)
 				if !ok {
@@ -195,8 +214,47 @@ func newBenchCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the results as JSON")
 	cmd.Flags().BoolVar(&gpuProfile, "profile", false, "on the GPU, time every dispatch of a decoded token (prefixes of its chain) and print where the token's time goes, by kernel")
 	cmd.Flags().StringVar(&sampler, "sampler", "greedy", "decode test's sampling: greedy (argmax on the GPU), topk (temperature 0.8, top-k 40 on the GPU, the draw on the host) or host (top-k off: all logits read back, the sampler on the host)")
+	cmd.Flags().IntSliceVar(&parallel, "parallel", nil, "also decode N sequences together, for each N listed (4,8,16)")
 	cmd.Flags().StringVar(&profile, "cpuprofile", "", "write a Go CPU profile of the run to this file (for go tool pprof)")
 	return cmd
+}
+
+// parallelDecode prefills n slots of r with prompts of depth random
+// tokens (untimed), then decodes gen steps of one token in each, all in
+// one Runner.Decode a step, each sequence taking its argmax on the host;
+// it returns the tokens of all sequences a second.
+func parallelDecode(r model.Runner, n, depth, gen int, randomTokens func(int) []int32) (float64, error) {
+	steps := make([]model.Step, n)
+	for s := range steps {
+		res, err := r.ForwardSlot(s, randomTokens(depth), 0, model.Output{TopK: 1})
+		if err != nil {
+			return 0, err
+		}
+		steps[s] = model.Step{Slot: s, Token: int32(res.IDs[0]), Pos: depth}
+	}
+	start := time.Now()
+	for range gen {
+		res, err := r.Decode(steps)
+		if err != nil {
+			return 0, err
+		}
+		for s := range steps {
+			steps[s].Token = int32(argmax(res[s].Logits))
+			steps[s].Pos++
+		}
+	}
+	return float64(n*gen) / time.Since(start).Seconds(), nil
+}
+
+// argmax is the index of x's largest value, the first of equals.
+func argmax(x []float32) int {
+	best := 0
+	for i, v := range x {
+		if v > x[best] {
+			best = i
+		}
+	}
+	return best
 }
 
 // benchSampler is the sampling of a --sampler name.

@@ -24,6 +24,7 @@ type modelFlags struct {
 	gpuMemory string
 	f32       bool // --f32-activations
 	loras     []string
+	slots     int // KV caches to allocate (hearth bench --parallel); 0 is 1
 }
 
 func (f *modelFlags) register(cmd *cobra.Command) {
@@ -64,7 +65,7 @@ func (f *modelFlags) open(log io.Writer) (*app.LoadedModel, error) {
 		return nil, err
 	}
 	l, err := app.LoadModel(e.Path, app.RunnerOptions{
-		Backend: f.backend, GPU: app.GPUOptionsFromEnv(), Context: f.ctx, Batch: f.batch, GPUMemory: budget, F32Activations: f.f32,
+		Backend: f.backend, GPU: app.GPUOptionsFromEnv(), Context: f.ctx, Batch: f.batch, Slots: f.slots, GPUMemory: budget, F32Activations: f.f32,
 		OnBackend: func(b app.Backend) {
 			if !b.GPU && !strings.EqualFold(f.backend, "cpu") {
 				fmt.Fprintf(log, "running on the CPU: %s\n", b.Reason)
