@@ -96,9 +96,9 @@ def main():
     rates = [r[1] for r in results]
     ollama = [ollama_generate(a.url, a.model, a.tokens, f"{prompt} Run {i}.")[0] for i in range(a.runs)]
 
-    # Concurrent clients: the engine runs one generation at a time, so the
-    # aggregate rate should stay the single-client rate, with every client
-    # served in turn and none failing.
+    # Concurrent clients: with hearth serve --parallel N, up to N are
+    # decoded together and the rest wait for a slot; with 1, each is served
+    # in turn at the single-client rate. None may fail.
     done, errors = [], []
 
     def client(i):
