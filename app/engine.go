@@ -180,17 +180,17 @@ type Engine struct {
 // what a free slot holds (the next turn of a chat) takes that slot and
 // evaluates only what is new.
 type resident struct {
-	info     ModelInfo
-	m        *model.Model
-	runner   model.Runner
-	session  *model.Session   // slot 0, used on the engine goroutine
-	batcher  *model.Batcher   // the generations' forwards
-	slots    []*model.Session // a generation's session per slot
-	busy     []bool           // which slots a generation holds
+	info    ModelInfo
+	m       *model.Model
+	runner  model.Runner
+	session *model.Session   // slot 0, used on the engine goroutine
+	batcher *model.Batcher   // the generations' forwards
+	slots   []*model.Session // a generation's session per slot
+	busy    []bool           // which slots a generation holds
 	// expected are the slots whose next forward the next step waits
 	// for: those of the last step, and those taken since.
 	expected []bool
-	adapters []AdapterSpec    // applied to runner
+	adapters []AdapterSpec // applied to runner
 }
 
 type job struct {
