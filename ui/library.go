@@ -130,12 +130,16 @@ func (st *studio) budget() uint64 {
 // before spares the wait and names the setting to change.
 func (st *studio) overBudget(e library.Entry) error {
 	b := st.budget()
-	if b == 0 || e.Info == nil || e.Info.Memory.Total() <= int64(b) {
+	if b == 0 || e.Info == nil || e.Info.Memory.Slots(st.slots()).Total() <= int64(b) {
 		return nil
 	}
 	return fmt.Errorf("the model %s needs about %s of GPU memory, more than the %s limit set in the Models tab. Choose a smaller model or quantization, or raise the limit",
-		e.Name, settings.FormatSize(e.Info.Memory.Total()), settings.FormatSize(int64(b)))
+		e.Name, settings.FormatSize(e.Info.Memory.Slots(st.slots()).Total()), settings.FormatSize(int64(b)))
 }
+
+// slots is how many replies the engine generates at once (the Models
+// tab's choice), each with a KV cache the memory estimates count.
+func (st *studio) slots() int { return max(st.settings.Parallel, 1) }
 
 // loadModel makes e the resident model in the background, showing the
 // upload's progress in the Models tab, and remembers it for the next start.

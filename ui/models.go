@@ -518,9 +518,13 @@ func memoryLine(st *studio, e library.Entry) string {
 	if e.Info == nil || e.Info.Memory.Total() == 0 {
 		return ""
 	}
-	m := e.Info.Memory
-	s := fmt.Sprintf("Needs about %s of GPU memory at %s tokens of context: weights %s, KV cache %s, activations %s.",
-		settings.FormatSize(m.Total()), formatContext(e.Info.MemoryContext), settings.FormatSize(m.Weights), settings.FormatSize(m.KV), settings.FormatSize(m.Activations))
+	m := e.Info.Memory.Slots(st.slots())
+	at := formatContext(e.Info.MemoryContext) + " tokens of context"
+	if n := st.settings.Parallel; n > 1 {
+		at += fmt.Sprintf(", %d replies at once", n)
+	}
+	s := fmt.Sprintf("Needs about %s of GPU memory at %s: weights %s, KV cache %s, activations %s.",
+		settings.FormatSize(m.Total()), at, settings.FormatSize(m.Weights), settings.FormatSize(m.KV), settings.FormatSize(m.Activations))
 	if err := st.overBudget(e); err != nil {
 		return s + " That is over the limit of " + settings.FormatSize(int64(st.budget())) + "."
 	}
@@ -534,7 +538,7 @@ func memoryCell(st *studio, e library.Entry) string {
 	if e.Info == nil || e.Info.Memory.Total() == 0 {
 		return "–"
 	}
-	s := settings.FormatSize(e.Info.Memory.Total())
+	s := settings.FormatSize(e.Info.Memory.Slots(st.slots()).Total())
 	if st.overBudget(e) != nil {
 		s += " · over limit"
 	}
@@ -652,14 +656,29 @@ func computeControls(st *studio) fyne.CanvasObject {
 		st.restartEngine()
 		st.libraryChanged()
 	}
+	// Replies at once: the chat's and the API server's clients' share the
+	// engine, and each slot is a KV cache of the context's size.
+	parallel := widget.NewSelect(parallelChoices, nil)
+	parallel.SetSelected(strconv.Itoa(max(st.settings.Parallel, 1)))
+	parallel.OnChanged = func(v string) {
+		n, err := strconv.Atoi(v)
+		if err != nil || n == max(st.settings.Parallel, 1) {
+			return
+		}
+		st.settings.Parallel = n
+		st.saveSettings()
+		st.restartEngine()
+		st.libraryChanged() // the memory estimates count a cache per reply
+	}
 	// A fine-tuning run holds the engine's device for its whole length: a
 	// new engine on another adapter would open a second device beside it.
 	st.onStatus(func(s app.Status) {
-		setEnabled(s.Training == "", choose, limit)
+		setEnabled(s.Training == "", choose, limit, parallel)
 	})
 	limitBox := container.NewGridWrap(fyne.NewSize(110, limit.MinSize().Height), limit)
 	chooseBox := container.NewGridWrap(fyne.NewSize(270, choose.MinSize().Height), choose)
-	return container.NewHBox(widget.NewLabel("Run on"), chooseBox, widget.NewLabel("GPU memory limit"), limitBox)
+	return container.NewHBox(widget.NewLabel("Run on"), chooseBox, widget.NewLabel("GPU memory limit"), limitBox,
+		widget.NewLabel("Replies at once"), parallel)
 }
 
 // addFolderDialog asks for a folder of models, adds it to the settings and
@@ -687,6 +706,9 @@ func (st *studio) addFolder(dir string) {
 	}
 	st.rescan(nil)
 }
+
+// parallelChoices are the Models tab's replies at once.
+var parallelChoices = []string{"1", "2", "4", "8", "16"}
 
 // parseMemory reads the GPU memory limit as it is typed: blank is no
 // limit, anything else a size as --gpu-memory takes it.

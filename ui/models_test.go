@@ -515,6 +515,46 @@ func TestChoosingWhereModelsRunRestartsTheEngine(t *testing.T) {
 	eventually(t, l, "the status bar saying "+want, func() bool { return strings.HasPrefix(st.status.Text, want) })
 }
 
+// TestRepliesAtOnceRestartsTheEngine: the Models tab's "Replies at once"
+// is kept in the settings, gives the new engine that many slots (the
+// resident model loads again with them), and the memory estimates count a
+// KV cache for each.
+func TestRepliesAtOnceRestartsTheEngine(t *testing.T) {
+	st, _, l := modelsStudio(t, withFolder(modelFolder(t)))
+	eventually(t, l, "the models listed", func() bool { return len(st.entries) == 2 })
+	l.wait(func() {
+		e, _ := st.entryByName("tiny-llama")
+		st.loadModel(e)
+	})
+	eventually(t, l, "tiny-llama loaded", func() bool { return st.engine.Status().Model != nil })
+	var before string
+	l.wait(func() {
+		e, _ := st.entryByName("tiny-llama")
+		before = memoryLine(st, e)
+		parallel := find(modelsTab(st), func(s *widget.Select) bool { return slices.Equal(s.Options, parallelChoices) })
+		if parallel == nil || parallel.Selected != "1" {
+			t.Fatalf("no replies-at-once choice showing 1")
+		}
+		parallel.SetSelected("4")
+	})
+	if s := savedSettings(t, st); s.Parallel != 4 {
+		t.Errorf("saved parallel %d, want 4", s.Parallel)
+	}
+	eventually(t, l, "tiny-llama loaded again with 4 slots", func() bool {
+		m := st.engine.Status().Model
+		return m != nil && m.Name == "tiny-llama" && m.Slots == 4
+	})
+	l.wait(func() {
+		e, _ := st.entryByName("tiny-llama")
+		after := memoryLine(st, e)
+		m := e.Info.Memory
+		want := "KV cache " + settings.FormatSize(4*m.KV)
+		if !strings.Contains(after, want) || !strings.Contains(after, "4 replies at once") || strings.Contains(before, "at once") {
+			t.Errorf("the estimate with 4 replies at once is %q (before %q), want it to say %q", after, before, want)
+		}
+	})
+}
+
 // fakeHub serves one file as the Hugging Face hub does: a HEAD answer with
 // the commit and the SHA-256 ETag, and the bytes with ranges.
 func fakeHub(t *testing.T, repo, file string, data []byte) *httptest.Server {

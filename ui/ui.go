@@ -308,6 +308,7 @@ func (st *studio) engineOptions() app.EngineOptions {
 		Backend:   st.settings.Backend,
 		GPU:       st.gpuOptions(),
 		Context:   st.settings.Context,
+		Parallel:  st.settings.Parallel,
 		GPUMemory: budget,
 		Resolve:   st.resolve,
 		OnStatus: func(s app.Status) {

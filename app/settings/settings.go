@@ -29,6 +29,9 @@ type Settings struct {
 	Context int `json:"context,omitempty"`
 	// GPUMemory bounds a model's estimate, as `--gpu-memory` takes it.
 	GPUMemory string `json:"gpu_memory,omitempty"`
+	// Parallel is how many replies are generated at once, the studio's
+	// and API clients' (`hearth serve --parallel`); 0 is 1.
+	Parallel int `json:"parallel,omitempty"`
 	// Folders are model folders the user added to the library.
 	Folders []string `json:"folders,omitempty"`
 	// Files are single models the user dropped on the window, listed
