@@ -81,6 +81,13 @@ type Config struct {
 	// experts (Qwen 3 MoE, gpt-oss, Gemma 4 26B-A4B).
 	MoE *MoE
 
+	// Bidirectional: an encoder (EmbeddingGemma). Attention sees the whole
+	// input, a sliding layer the SlidingWindow/2 positions on either side
+	// of the query (llama.cpp's LLAMA_SWA_TYPE_SYMMETRIC, transformers'
+	// sliding_window/2 + 1 exclusive bound); the model embeds one input
+	// at a time and writes no text.
+	Bidirectional bool
+
 	AttnScale    float32 // q·k scale; 0 means 1/sqrt(HeadDim)
 	AttnSoftcap  float32 // Gemma 2's attention score cap; 0 means none
 	FinalSoftcap float32 // Gemma 2's logit cap; 0 means none
@@ -195,10 +202,13 @@ func (c *Config) Sliding(i int) bool {
 
 // Window is layer i's attention window in positions; 0 means none.
 func (c *Config) Window(i int) int {
-	if c.Sliding(i) {
-		return c.SlidingWindow
+	switch {
+	case !c.Sliding(i):
+		return 0
+	case c.Bidirectional:
+		return c.SlidingWindow/2 + 1 // |i - j| <= SlidingWindow/2
 	}
-	return 0
+	return c.SlidingWindow
 }
 
 // Rope is layer i's frequency base and scale.

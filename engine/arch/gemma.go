@@ -64,6 +64,39 @@ func init() {
 		Trainable:    true,
 		ChatTemplate: "gemma",
 	})
+	// EmbeddingGemma: Gemma 3's text model as a bidirectional encoder,
+	// its tokens' mean pooled and projected by two dense layers (the
+	// sentence-transformers modules 2_Dense and 3_Dense, dense_2 and
+	// dense_3 here as in llama.cpp's and Ollama's files). Files come from
+	// those converters: hearth import does not read a sentence-transformers
+	// folder.
+	Register(&Arch{
+		Name:        "gemma-embedding",
+		Layout:      Layout{NeoX: true, GELU: true, PostNorms: true, QKNorm: true},
+		Configure:   configureGemmaEmbedding,
+		NormPlusOne: true,
+		AttnScale:   true,
+	})
+}
+
+// configureGemmaEmbedding is Gemma 3's configuration read under
+// gemma-embedding's keys, bidirectional, and the dense layers' widths
+// checked against the embedding's: dense_2 reads it, dense_3 writes it.
+func configureGemmaEmbedding(f *gguf.File, c *Config) error {
+	if err := configureGemma3(f, c); err != nil {
+		return err
+	}
+	c.Bidirectional = true
+	for _, key := range []string{"dense_2_feat_in", "dense_3_feat_out"} {
+		v, err := f.IntOr(c.Arch+"."+key, 0)
+		if err != nil {
+			return err
+		}
+		if v != 0 && v != c.Hidden {
+			return fmt.Errorf("%s: %s.%s is %d, want the embedding width %d", c.Arch, c.Arch, key, v, c.Hidden)
+		}
+	}
+	return nil
 }
 
 func configureGemma2(f *gguf.File, c *Config) error {
@@ -93,23 +126,23 @@ func configureGemma3(f *gguf.File, c *Config) error {
 	}
 	// llama.cpp's converter names the local layers' base
 	// rope.freq_base_swa, Ollama's rope.local.freq_base.
-	local, err := f.Float32Or("gemma3.rope.local.freq_base", 10000)
+	local, err := f.Float32Or(c.Arch+".rope.local.freq_base", 10000)
 	if err != nil {
 		return err
 	}
-	if c.RopeBaseLocal, err = f.Float32Or("gemma3.rope.freq_base_swa", local); err != nil {
+	if c.RopeBaseLocal, err = f.Float32Or(c.Arch+".rope.freq_base_swa", local); err != nil {
 		return err
 	}
 	c.RopeScaleLocal = 1
 	if c.YaRN != nil {
 		// One factor table serves every layer, and the local layers
 		// rotate unscaled with their own base.
-		return fmt.Errorf("gemma3: rope.scaling.type yarn is not supported (only the global layers would scale)")
+		return fmt.Errorf("%s: rope.scaling.type yarn is not supported (only the global layers would scale)", c.Arch)
 	}
-	if c.FinalSoftcap, err = f.Float32Or("gemma3.final_logit_softcapping", 0); err != nil {
+	if c.FinalSoftcap, err = f.Float32Or(c.Arch+".final_logit_softcapping", 0); err != nil {
 		return err
 	}
-	if c.AttnSoftcap, err = f.Float32Or("gemma3.attn_logit_softcapping", 0); err != nil {
+	if c.AttnSoftcap, err = f.Float32Or(c.Arch+".attn_logit_softcapping", 0); err != nil {
 		return err
 	}
 	return gemmaAttnScale(f, c, 62)

@@ -84,7 +84,7 @@ func TestLoadRefusesBadFiles(t *testing.T) {
 		{"missing tensor", rewrite(t, good.Path, nil, "blk.1.ffn_down.weight"), `tensor "blk.1.ffn_down.weight" is missing`},
 		{"missing QK-norm", rewrite(t, good.Path, nil, "blk.0.attn_k_norm.weight"), `tensor "blk.0.attn_k_norm.weight" is missing`},
 		{"unsupported architecture", rewrite(t, good.Path, map[string]gguf.Value{"general.architecture": gguf.ValueOf("mamba")}),
-			`architecture "mamba" is not supported (supported: gemma, gemma2, gemma3, gemma3n, gemma4, gpt-oss, llama, phi3, qwen2, qwen3, qwen3moe)`},
+			`architecture "mamba" is not supported (supported: gemma, gemma-embedding, gemma2, gemma3, gemma3n, gemma4, gpt-oss, llama, phi3, qwen2, qwen3, qwen3moe)`},
 		{"head count not dividing", rewrite(t, good.Path, map[string]gguf.Value{"qwen3.attention.head_count_kv": gguf.ValueOf(uint32(3))}),
 			"must be a multiple of attention.head_count_kv (3)"},
 		{"bad rope base", rewrite(t, good.Path, map[string]gguf.Value{"qwen3.rope.freq_base": gguf.ValueOf(float32(-1))}),

@@ -118,6 +118,9 @@ func NewGPU(dev *gpu.Device, m *Model, o GPUOptions) (*GPU, error) {
 	if batch == 0 {
 		batch = 512
 	}
+	if m.Config.Bidirectional {
+		batch = ctx // an embedding model's input runs in one chain (Forward)
+	}
 	if ctx <= 0 || batch <= 0 {
 		return nil, fmt.Errorf("model: context %d and batch %d must be positive", ctx, batch)
 	}
@@ -332,6 +335,11 @@ func (r *GPU) ForwardSlot(slot int, tokens []int32, pos int, out Output) (Result
 	batch := r.batch
 	if out.All {
 		batch = min(batch, r.logitRows)
+	}
+	if r.m.Config.Bidirectional && len(tokens) > batch {
+		// Each token attends to the ones after it: the input runs in one
+		// chain or not at all.
+		return Result{}, fmt.Errorf("model: %d tokens to embed, over the %d this GPU evaluates at once (its storage binding limit)", len(tokens), batch)
 	}
 	var res Result
 	for lo := 0; lo < len(tokens); lo += batch {

@@ -127,7 +127,7 @@ func AttentionArgs(c *Config, i, n, pos int) ops.AttentionArgs {
 	sh := c.Shape(i)
 	return ops.AttentionArgs{
 		HeadDim: sh.HeadDim, Heads: c.Heads, KVHeads: sh.KVHeads, Tokens: n, Pos0: pos, KVLen: pos + n,
-		Scale: c.AttnScale, Window: c.Window(i), Softcap: c.AttnSoftcap,
+		Scale: c.AttnScale, Window: c.Window(i), Softcap: c.AttnSoftcap, Bidirectional: c.Bidirectional,
 	}
 }
 

@@ -133,6 +133,11 @@ func checkForward(m *Model, ctx int, tokens []int32, pos int, out Output) error 
 	if len(tokens) == 0 {
 		return fmt.Errorf("model: no tokens to evaluate (empty prompt)")
 	}
+	if m.Config.Bidirectional && (pos != 0 || !out.Hidden) {
+		// Every token's state depends on the tokens after it: there is no
+		// next token to predict, nor a cache to continue.
+		return fmt.Errorf("model: %s is %w: its attention sees the whole input, so it embeds one input from position 0", m.Config.Arch, ErrEmbeddingModel)
+	}
 	if pos < 0 || pos > ctx-len(tokens) {
 		return fmt.Errorf("model: positions %d..%d do not fit the %d-token context", pos, pos+len(tokens)-1, ctx)
 	}

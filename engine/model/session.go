@@ -181,6 +181,10 @@ func rate(n int, d time.Duration) float64 {
 // OverflowRefuse.
 var ErrContextFull = errors.New("model: prompt does not fit the context")
 
+// ErrEmbeddingModel is returned when an embedding model (Config.Bidirectional)
+// is asked to write text or to continue a cache.
+var ErrEmbeddingModel = errors.New("an embedding model, which writes no text")
+
 // Generate continues req.Prompt, calling emit with each token as it is
 // sampled, until a stop token or string, MaxTokens, the context's end, ctx's
 // cancellation (checked between tokens; Stats.Stop is "canceled" and the

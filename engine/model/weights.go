@@ -149,6 +149,10 @@ type Model struct {
 	// Hidden): from the embedding into the other streams before layer 0,
 	// and from those streams back after the last.
 	AltUpProj, AltUpUnembd []*Weight
+	// An embedding model's projections of its pooled vector (EmbeddingGemma's
+	// dense_2, Hidden to a wider space, and dense_3, back to Hidden); nil
+	// when the file has none.
+	Dense2, Dense3 *Weight
 
 	Tokenizer *tokenizer.Tokenizer
 	Chat      *chat.Format
@@ -236,6 +240,12 @@ func FromGGUF(f *gguf.File) (*Model, error) {
 		m.PLEProjNorm = ld.vector("per_layer_proj_norm.weight", cfg.PerLayerInput)
 		if ld.err != nil {
 			return nil, ld.err
+		}
+	}
+
+	if cfg.Bidirectional {
+		if err := m.denseLayers(&ld, cfg); err != nil {
+			return nil, err
 		}
 	}
 
@@ -558,4 +568,23 @@ func (ld *loader) vector(name string, n int) *Weight {
 		return nil
 	}
 	return ld.tensor(name, 1, n)
+}
+
+// denseLayers loads an embedding model's dense_2 and dense_3, which come
+// as a pair: dense_2 reads the pooled Hidden floats, dense_3 the floats
+// dense_2 writes, and it writes Hidden.
+func (m *Model) denseLayers(ld *loader, cfg Config) error {
+	_, has2 := ld.f.Tensor("dense_2.weight")
+	_, has3 := ld.f.Tensor("dense_3.weight")
+	switch {
+	case !has2 && !has3:
+		return nil
+	case has2 != has3:
+		return fmt.Errorf("tensors \"dense_2.weight\" and \"dense_3.weight\" come as a pair; the file has only one")
+	}
+	m.Dense2 = ld.tensor("dense_2.weight", 0, cfg.Hidden)
+	if m.Dense2 != nil {
+		m.Dense3 = ld.tensor("dense_3.weight", cfg.Hidden, m.Dense2.Rows)
+	}
+	return ld.err
 }
