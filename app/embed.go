@@ -61,8 +61,9 @@ func poolingOf(m *model.Model) (Pooling, error) {
 }
 
 // Embed evaluates each input (with the tokenizer's BOS where it adds one)
-// and pools its tokens' final hidden states, normalised to unit length as
-// OpenAI and Ollama return them.
+// and pools its tokens' final hidden states, projected by the model's
+// dense layers where it has them (EmbeddingGemma's), normalised to unit
+// length as OpenAI and Ollama return them.
 func (e *Engine) Embed(ctx context.Context, req EmbedRequest) (EmbedReply, error) {
 	if len(req.Inputs) == 0 {
 		return EmbedReply{}, fmt.Errorf("app: nothing to embed")
@@ -102,6 +103,10 @@ func embed(ctx context.Context, m *model.Model, s *model.Session, inputs []strin
 	if err != nil {
 		return nil, 0, err
 	}
+	dense, err := denseOf(m)
+	if err != nil {
+		return nil, 0, err
+	}
 	d, n := m.Config.Hidden, s.Runner().Context()
 	for i, text := range inputs {
 		if err := ctx.Err(); err != nil {
@@ -122,14 +127,17 @@ func embed(ctx context.Context, m *model.Model, s *model.Session, inputs []strin
 			return nil, 0, err
 		}
 		tokens += len(ids)
-		vecs = append(vecs, pooled(h, len(ids), d, pool, !o.Unnormalized))
+		v := dense.apply(pooled(h, len(ids), d, pool))
+		if !o.Unnormalized {
+			unit(v)
+		}
+		vecs = append(vecs, v)
 	}
 	return vecs, tokens, nil
 }
 
-// pooled is the vector of n tokens' hidden states h (n × d), scaled to
-// unit length with normalize.
-func pooled(h []float32, n, d int, p Pooling, normalize bool) []float32 {
+// pooled is the vector of n tokens' hidden states h (n × d).
+func pooled(h []float32, n, d int, p Pooling) []float32 {
 	v := make([]float32, d)
 	switch p {
 	case PoolCLS:
@@ -147,9 +155,11 @@ func pooled(h []float32, n, d int, p Pooling, normalize bool) []float32 {
 			v[j] = float32(sum[j] / float64(n))
 		}
 	}
-	if !normalize {
-		return v
-	}
+	return v
+}
+
+// unit scales v to unit length (a zero vector stays zero).
+func unit(v []float32) {
 	var norm float64
 	for _, x := range v {
 		norm += float64(x) * float64(x)
@@ -158,6 +168,48 @@ func pooled(h []float32, n, d int, p Pooling, normalize bool) []float32 {
 		for j := range v {
 			v[j] = float32(float64(v[j]) / norm)
 		}
+	}
+}
+
+// denseStack is an embedding model's projections of its pooled vector,
+// applied in order: each a rows × cols matrix, row-major.
+type denseStack []denseLayer
+
+type denseLayer struct {
+	w          []float32
+	rows, cols int
+}
+
+// denseOf decodes m's dense layers (model.Model.Dense2 and Dense3), none
+// for a model without them.
+func denseOf(m *model.Model) (denseStack, error) {
+	var s denseStack
+	for _, w := range []*model.Weight{m.Dense2, m.Dense3} {
+		if w == nil {
+			continue
+		}
+		f, err := w.F32()
+		if err != nil {
+			return nil, err
+		}
+		s = append(s, denseLayer{f, w.Rows, w.Cols})
+	}
+	return s, nil
+}
+
+// apply is the vector v through every layer, each product summed in
+// float64 (sentence-transformers' Dense without a bias or activation).
+func (s denseStack) apply(v []float32) []float32 {
+	for _, l := range s {
+		out := make([]float32, l.rows)
+		for r := range out {
+			var sum float64
+			for c, x := range l.w[r*l.cols : (r+1)*l.cols] {
+				sum += float64(x) * float64(v[c])
+			}
+			out[r] = float32(sum)
+		}
+		v = out
 	}
 	return v
 }

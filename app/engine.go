@@ -870,6 +870,9 @@ func (e *Engine) generate(ctx context.Context, o GenerateOptions, emit func(mode
 			return err
 		}
 		reply.Model = r.info.Name
+		if r.m.Config.Bidirectional {
+			return fmt.Errorf("%s is %w", r.info.Name, model.ErrEmbeddingModel)
+		}
 		p, err := prepare(r.m)
 		if err != nil {
 			return err

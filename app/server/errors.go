@@ -67,6 +67,9 @@ func classify(err error) *apiError {
 		return &apiError{status: http.StatusServiceUnavailable, code: "server_shutting_down", msg: "the server is shutting down"}
 	case errors.Is(err, app.ErrDeviceLost):
 		return &apiError{status: http.StatusServiceUnavailable, code: "device_lost", msg: err.Error()}
+	case errors.Is(err, model.ErrEmbeddingModel):
+		return &apiError{status: http.StatusBadRequest, param: "model", code: "embedding_model",
+			msg: err.Error() + "; use /v1/embeddings or /api/embed"}
 	case errors.Is(err, model.ErrContextFull):
 		return &apiError{status: http.StatusBadRequest, param: "messages", code: "context_length_exceeded", msg: err.Error()}
 	case errors.As(err, &te):

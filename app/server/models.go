@@ -270,6 +270,11 @@ func (s *server) show(w http.ResponseWriter, r *http.Request) error {
 		Capabilities: []string{"completion"},
 		ModifiedAt:   m.Modified,
 	}
+	// As Ollama: a file that says how to pool is an embedding model.
+	arch, _ := f.StringOr("general.architecture", "")
+	if _, ok := f.Value(arch + ".pooling_type"); ok {
+		resp.Capabilities = []string{"embedding"}
+	}
 	if strings.Contains(template, "tools") {
 		resp.Capabilities = append(resp.Capabilities, "tools")
 	}
