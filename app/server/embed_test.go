@@ -4,6 +4,8 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"math"
+	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/hearthstudio/hearth/app"
@@ -144,5 +146,38 @@ func TestEmbeddings(t *testing.T) {
 	ts.post(t, "/v1/embeddings", map[string]any{"model": qwen, "input": inputs[1], "dimensions": 4096}, &short)
 	if !same(short.Data[0].Embedding, full) {
 		t.Error("dimensions past the model's width changed the vector")
+	}
+}
+
+// TestEmbeddingModel: EmbeddingGemma (as llama.cpp's converter writes it)
+// is listed by /api/show as Ollama lists an embedding model, embeds
+// through both APIs, and a chat or a completion with it is the client's
+// error, naming the endpoints that take it.
+func TestEmbeddingModel(t *testing.T) {
+	ts := newTestServer(t, app.EngineOptions{}, Options{})
+	var show struct {
+		Capabilities []string `json:"capabilities"`
+	}
+	ts.post(t, "/api/show", map[string]any{"model": embedder}, &show)
+	if len(show.Capabilities) != 1 || show.Capabilities[0] != "embedding" {
+		t.Errorf("capabilities %v, want [embedding]", show.Capabilities)
+	}
+	var o struct {
+		Embeddings [][]float32 `json:"embeddings"`
+	}
+	ts.post(t, "/api/embed", map[string]any{"model": embedder, "input": []string{"The fire.", "Why does bread rise?"}}, &o)
+	if len(o.Embeddings) != 2 || len(o.Embeddings[0]) != 64 || math.Abs(norm(o.Embeddings[0])-1) > 1e-5 {
+		t.Fatalf("/api/embed: %d vectors of %d", len(o.Embeddings), len(o.Embeddings[0]))
+	}
+	msgs := []map[string]any{{"role": "user", "content": "hi"}}
+	for path, body := range map[string]map[string]any{
+		"/v1/chat/completions": {"model": embedder, "messages": msgs},
+		"/api/chat":            {"model": embedder, "messages": msgs, "stream": false},
+		"/api/generate":        {"model": embedder, "prompt": "hi", "stream": false},
+	} {
+		resp, data := ts.do(t, "POST", path, body)
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(data), "embedding model") || !strings.Contains(string(data), "/api/embed") {
+			t.Errorf("%s: %d %s, want 400 naming an embedding model and the embeddings endpoints", path, resp.StatusCode, data)
+		}
 	}
 }

@@ -25,8 +25,9 @@ import (
 var modelsDir string
 
 const (
-	llama = "tiny-llama"
-	qwen  = "tiny-qwen3"
+	llama    = "tiny-llama"
+	qwen     = "tiny-qwen3"
+	embedder = "embeddinggemma"
 )
 
 func TestMain(m *testing.M) {
@@ -48,6 +49,15 @@ func TestMain(m *testing.M) {
 	}
 	if err := writeToolCaller(dir); err != nil {
 		fmt.Fprintln(os.Stderr, "tool-calling model:", err)
+		os.Exit(1)
+	}
+	// EmbeddingGemma as llama.cpp's converter writes it (engine/model's
+	// fixture).
+	if data, err := os.ReadFile(filepath.Join("..", "..", "engine", "model", "testdata", "embeddinggemma", "embeddinggemma.gguf")); err != nil {
+		fmt.Fprintln(os.Stderr, "embedding model:", err)
+		os.Exit(1)
+	} else if err := os.WriteFile(filepath.Join(dir, embedder+".gguf"), data, 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, "embedding model:", err)
 		os.Exit(1)
 	}
 	modelsDir = dir

@@ -1,0 +1,106 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/hearthstudio/hearth/engine/model"
+	"github.com/hearthstudio/hearth/engine/tokenizer"
+)
+
+// embeddingGemmaExpected is engine/model/testdata/embeddinggemma/expected.json, written
+// by make_fixture.py from transformers (the encoder) and the
+// sentence-transformers modules' arithmetic (mean pooling, the two dense
+// layers, unit length).
+type embeddingGemmaExpected struct {
+	Texts      []string    `json:"texts"`
+	IDs        [][]int32   `json:"ids"`
+	Embeddings [][]float64 `json:"embeddings"`
+	Window     int         `json:"window"`
+	HFWindow   int         `json:"hf_window"`
+}
+
+// embeddingGemmaTol bounds each component's difference from the
+// reference. The vectors have unit length over 64 components (about 0.12
+// each); Hearth's f32 forward and transformers' differ by f32 roundings
+// through 6 layers, measured at FILLED_IN. A missing window, a causal
+// mask or a dense layer left out moves components by 1e-2 and more.
+const embeddingGemmaTol = 1e-5
+
+// TestEmbeddingGemmaMatchesTransformers loads the GGUF that llama.cpp's
+// own converter made of a tiny random EmbeddingGemma (convert.py) and
+// embeds the fixture's texts on both backends: the tokens, and every
+// vector within embeddingGemmaTol of the reference. The inputs are
+// longer and shorter than the symmetric window, so the window and the
+// bidirectional mask both show. The model writes no text: a chat with it
+// is refused by name.
+func TestEmbeddingGemmaMatchesTransformers(t *testing.T) {
+	dir := filepath.Join("..", "engine", "model", "testdata", "embeddinggemma")
+	path := filepath.Join(dir, "embeddinggemma.gguf")
+	raw, err := os.ReadFile(filepath.Join(dir, "expected.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var exp embeddingGemmaExpected
+	if err := json.Unmarshal(raw, &exp); err != nil {
+		t.Fatal(err)
+	}
+	m, err := model.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := m.Config
+	if c.Arch != "gemma-embedding" || !c.Bidirectional || m.Dense2 == nil || m.Dense3 == nil {
+		t.Fatalf("loaded %s (bidirectional %v, dense layers %v %v)", c.Arch, c.Bidirectional, m.Dense2 != nil, m.Dense3 != nil)
+	}
+	if c.SlidingWindow != exp.Window || c.Window(0) != exp.HFWindow || c.Window(c.Layers-1) != 0 {
+		t.Errorf("window %d (layer 0 sees |i-j| < %d, the last %d), want %d (< %d) and a global last layer", c.SlidingWindow, c.Window(0), c.Window(c.Layers-1), exp.Window, exp.HFWindow)
+	}
+	longest := 0
+	for i, text := range exp.Texts {
+		ids := m.Tokenizer.Encode(text, tokenizer.EncodeOptions{AddSpecial: true})
+		if !slices.Equal(ids, exp.IDs[i]) {
+			t.Fatalf("text %d: tokens %v, want %v", i, ids, exp.IDs[i])
+		}
+		longest = max(longest, len(ids))
+	}
+	m.Close()
+	if longest <= 2*exp.HFWindow {
+		t.Fatalf("the longest input is %d tokens: it must pass the window on both sides of some token", longest)
+	}
+	for _, backend := range []string{"cpu", "gpu"} {
+		t.Run(backend, func(t *testing.T) {
+			e := NewEngine(EngineOptions{Backend: backend})
+			defer e.Close()
+			ctx := context.Background()
+			reply, err := e.Embed(ctx, EmbedRequest{Model: path, Inputs: exp.Texts})
+			if err != nil {
+				t.Fatal(err)
+			}
+			worst := 0.0
+			for i, v := range reply.Vectors {
+				if len(v) != len(exp.Embeddings[i]) {
+					t.Fatalf("text %d: %d values, want %d", i, len(v), len(exp.Embeddings[i]))
+				}
+				for j, x := range v {
+					worst = max(worst, math.Abs(float64(x)-exp.Embeddings[i][j]))
+				}
+			}
+			t.Logf("largest difference from the reference: %.3g", worst)
+			if worst > embeddingGemmaTol {
+				t.Errorf("embeddings differ from the reference by %.3g, over %.0e", worst, embeddingGemmaTol)
+			}
+			req := hello(2)
+			req.Model = path
+			if _, err := e.Chat(ctx, req, nil); err == nil || !strings.Contains(err.Error(), "embedding model") {
+				t.Errorf("a chat with the embedding model: %v, want a refusal naming it an embedding model", err)
+			}
+		})
+	}
+}
