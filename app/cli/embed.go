@@ -29,9 +29,10 @@ func newEmbedCmd() *cobra.Command {
 		Use:   "embed -m MODEL TEXT...",
 		Short: "Embed texts: one vector each, as /v1/embeddings and /api/embed give them",
 		Long: `Embed each TEXT (- reads standard input as one text): the model's final
-hidden states pooled as its file says (mean for a chat model), scaled to
-unit length. Prints one vector a line, its values separated by spaces, or
-JSON with --json.`,
+hidden states pooled as its file says (mean for a chat model), through an
+embedding model's dense layers (EmbeddingGemma's), scaled to unit length.
+Prints one vector a line, its values separated by spaces, or JSON with
+--json.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			texts := make([]string, len(args))
