@@ -110,6 +110,9 @@ type HFClass struct {
 	// class: their config.json nests it as text_config and their tensors
 	// carry a prefix; only the text part imports.
 	Multimodal []string
+	// Bare: a base model class, whose tensors lack the "model." prefix
+	// (Gemma3TextModel: layers.0..., embed_tokens, norm).
+	Bare bool
 }
 
 // registry is filled by the architectures' init functions and only read

@@ -67,13 +67,20 @@ func init() {
 	// EmbeddingGemma: Gemma 3's text model as a bidirectional encoder,
 	// its tokens' mean pooled and projected by two dense layers (the
 	// sentence-transformers modules 2_Dense and 3_Dense, dense_2 and
-	// dense_3 here as in llama.cpp's and Ollama's files). Files come from
-	// those converters: hearth import does not read a sentence-transformers
-	// folder.
+	// dense_3 here as in llama.cpp's and Ollama's files). hearth import
+	// reads the sentence-transformers folder: Gemma3TextModel with
+	// use_bidirectional_attention, modules.json's pooling and dense layers.
 	Register(&Arch{
-		Name:        "gemma-embedding",
-		Layout:      Layout{NeoX: true, GELU: true, PostNorms: true, QKNorm: true},
-		Configure:   configureGemmaEmbedding,
+		Name:      "gemma-embedding",
+		Layout:    Layout{NeoX: true, GELU: true, PostNorms: true, QKNorm: true},
+		Configure: configureGemmaEmbedding,
+		HF: []HFClass{{Name: "Gemma3TextModel", Window: WindowPattern, Tied: true, Bare: true,
+			Defaults: map[string]float64{
+				"vocab_size": 262144, "hidden_size": 768, "intermediate_size": 1152, "num_hidden_layers": 24,
+				"num_attention_heads": 3, "num_key_value_heads": 1, "head_dim": 256,
+				"rms_norm_eps": 1e-6, "rope_theta": 1e6, "rope_local_base_freq": 10000,
+				"max_position_embeddings": 2048, "query_pre_attn_scalar": 256, "sliding_window": 512,
+			}}},
 		NormPlusOne: true,
 		AttnScale:   true,
 	})

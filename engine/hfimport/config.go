@@ -51,10 +51,11 @@ type hparams struct {
 	attnSoftcap  float64 // 0 for none
 	finalSoftcap float64 // 0 for none
 	rope         ropeParams
-	ropeLocal    ropeParams // gemma3's sliding layers
-	origCtx      int        // phi3's original_max_position_embeddings, 0 if absent
-	layered      *layered   // Gemma 4's per-layer configuration; nil for the others
-	moe          *moe       // the mixture of experts (Qwen 3 MoE, gpt-oss); nil for a dense model
+	ropeLocal    ropeParams       // gemma3's sliding layers
+	origCtx      int              // phi3's original_max_position_embeddings, 0 if absent
+	layered      *layered         // Gemma 4's per-layer configuration; nil for the others
+	moe          *moe             // the mixture of experts (Qwen 3 MoE, gpt-oss); nil for a dense model
+	st           *sentenceModules // an embedding model's pooling and dense layers (EmbeddingGemma); nil for the others
 
 	bos, eos, pad []int // config.json's ids, used when tokenizer_config.json names none
 }
@@ -91,6 +92,20 @@ func parseConfig(dir string) (*hparams, error) {
 	}
 	fam := &family{arch: a, class: class}
 	hp.fam = fam
+	// Only EmbeddingGemma's class is bidirectional, and it must say so
+	// (the layered families refuse the key in parseLayered).
+	if !a.LayerShapes {
+		bidi, err := c.bool("use_bidirectional_attention", false)
+		if err != nil {
+			return nil, err
+		}
+		switch embedding := a.Name == "gemma-embedding"; {
+		case embedding && !bidi:
+			return nil, c.errorf("use_bidirectional_attention", "is not true: %s imports as EmbeddingGemma, a bidirectional encoder", hp.class)
+		case !embedding && bidi:
+			return nil, c.errorf("use_bidirectional_attention", "is true: only EmbeddingGemma (Gemma3TextModel) runs bidirectional attention")
+		}
+	}
 
 	num := func(key string) (float64, error) {
 		def, ok := fam.class.Defaults[key]
@@ -228,6 +243,11 @@ func parseConfig(dir string) (*hparams, error) {
 	}
 	if fam.arch.LongRoPE {
 		if hp.origCtx, err = c.int("original_max_position_embeddings", 0); err != nil {
+			return nil, err
+		}
+	}
+	if a.Name == "gemma-embedding" {
+		if hp.st, err = parseSentenceModules(dir, hp.hidden); err != nil {
 			return nil, err
 		}
 	}

@@ -129,6 +129,7 @@ var features = map[string]familyFeatures{
 	"GemmaForCausalLM":   {tied: true},
 	"Gemma2ForCausalLM":  {postNorms: true, tied: true},
 	"Gemma3ForCausalLM":  {postNorms: true, qkNorm: true, tied: true},
+	"Gemma3TextModel":    {postNorms: true, qkNorm: true, tied: true},
 	"Qwen2ForCausalLM":   {qkvBias: true, tied: true},
 	"Qwen3ForCausalLM":   {qkNorm: true},
 	"Phi3ForCausalLM":    {fused: true},

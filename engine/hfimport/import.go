@@ -101,6 +101,12 @@ func Open(dir string, o Options) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
+	if hp.st != nil {
+		if err := w.addDense(dir, hp.st); err != nil {
+			w.Close()
+			return nil, err
+		}
+	}
 	m := &Model{Dir: dir, Class: hp.class, Architecture: hp.fam.arch.Name, weights: w}
 	if err := m.plan(hp, o); err != nil {
 		w.Close()
@@ -215,6 +221,14 @@ func archMetadata(hp *hparams) []gguf.KV {
 	}
 	if hp.layered != nil {
 		kv = hp.layeredMetadata(a, kv)
+	}
+	if st := hp.st; st != nil {
+		// llama.cpp's converter's keys for EmbeddingGemma.
+		u32("pooling_type", st.pooling)
+		for _, d := range st.dense {
+			u32(d.name+"_feat_in", d.in)
+			u32(d.name+"_feat_out", d.out)
+		}
 	}
 	if e := hp.moe; e != nil {
 		// The converter's keys (TextModel's, for Qwen 3 MoE, Gemma 4 and

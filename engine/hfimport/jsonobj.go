@@ -26,6 +26,21 @@ func readObject(path string) (object, error) {
 	return parseObject(path, data)
 }
 
+// readArray parses data, file's JSON array of objects (modules.json).
+func readArray(file string, data []byte) ([]object, error) {
+	d := json.NewDecoder(bytes.NewReader(data))
+	d.UseNumber()
+	var list []map[string]any
+	if err := d.Decode(&list); err != nil {
+		return nil, fmt.Errorf("hfimport: %s: %w", file, err)
+	}
+	out := make([]object, len(list))
+	for i, m := range list {
+		out[i] = object{file: fmt.Sprintf("%s[%d]", file, i), m: m}
+	}
+	return out, nil
+}
+
 func parseObject(file string, data []byte) (object, error) {
 	d := json.NewDecoder(bytes.NewReader(data))
 	d.UseNumber()

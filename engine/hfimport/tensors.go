@@ -86,6 +86,11 @@ func (m *Model) plan(hp *hparams, o Options) error {
 				continue
 			}
 		}
+		if fam.class.Bare && !strings.HasPrefix(name, "model.") && !strings.Contains(name, "/") {
+			// A base model's own names (the dense layers', FOLDER/NAME,
+			// stay as they are).
+			name = "model." + name
+		}
 		avail[name] = t
 	}
 	used := map[string]bool{}
@@ -222,6 +227,13 @@ func (m *Model) plan(hp *hparams, o Options) error {
 				parts: []*tensorPlan{part}, zeroRows: shape[0] - int64(hp.layered.perLayerVocab), cols: shape[1]})
 		default:
 			if err := add(t.GGUF, "model."+t.HF, shape, !t.Optional, nil); err != nil {
+				return err
+			}
+		}
+	}
+	if hp.st != nil {
+		for _, d := range hp.st.dense {
+			if err := add(d.name+".weight", d.dir+"/linear.weight", []int64{int64(d.out), int64(d.in)}, true, nil); err != nil {
 				return err
 			}
 		}
