@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hearthstudio/hearth/engine/hfimport"
 	"github.com/hearthstudio/hearth/engine/model"
 	"github.com/hearthstudio/hearth/engine/tokenizer"
 )
@@ -33,16 +34,15 @@ type embeddingGemmaExpected struct {
 // mask or a dense layer left out moves components by 1e-2 and more.
 const embeddingGemmaTol = 1e-5
 
-// TestEmbeddingGemmaMatchesTransformers loads the GGUF that llama.cpp's
-// own converter made of a tiny random EmbeddingGemma (convert.py) and
-// embeds the fixture's texts on both backends: the tokens, and every
-// vector within embeddingGemmaTol of the reference. The inputs are
-// longer and shorter than the symmetric window, so the window and the
-// bidirectional mask both show. The model writes no text: a chat with it
-// is refused by name.
+// TestEmbeddingGemmaMatchesTransformers embeds the fixture's texts with a
+// tiny random EmbeddingGemma, as llama.cpp's own converter wrote it
+// (convert.py) and as hearth import writes the same sentence-transformers
+// folder, on both backends: the tokens, and every vector within
+// embeddingGemmaTol of the reference. The inputs are longer and shorter
+// than the symmetric window, so the window and the bidirectional mask both
+// show. The model writes no text: a chat with it is refused by name.
 func TestEmbeddingGemmaMatchesTransformers(t *testing.T) {
 	dir := filepath.Join("..", "engine", "model", "testdata", "embeddinggemma")
-	path := filepath.Join(dir, "embeddinggemma.gguf")
 	raw, err := os.ReadFile(filepath.Join(dir, "expected.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -51,6 +51,19 @@ func TestEmbeddingGemmaMatchesTransformers(t *testing.T) {
 	if err := json.Unmarshal(raw, &exp); err != nil {
 		t.Fatal(err)
 	}
+	imported := filepath.Join(t.TempDir(), "imported.gguf")
+	if err := hfimport.Import(filepath.Join(dir, "model"), imported, hfimport.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	for source, path := range map[string]string{"llama.cpp": filepath.Join(dir, "embeddinggemma.gguf"), "hearth import": imported} {
+		t.Run(source, func(t *testing.T) { checkEmbeddingGemma(t, path, exp) })
+	}
+}
+
+// checkEmbeddingGemma embeds exp's texts with the file at path, as
+// TestEmbeddingGemmaMatchesTransformers says.
+func checkEmbeddingGemma(t *testing.T, path string, exp embeddingGemmaExpected) {
+	t.Helper()
 	m, err := model.Load(path)
 	if err != nil {
 		t.Fatal(err)

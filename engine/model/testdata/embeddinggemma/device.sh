@@ -1,9 +1,9 @@
 # Makes the EmbeddingGemma fixture on the device machine (transformers
 # 5.17, torch 2.11): the Hugging Face folder and expected.json
 # (make_fixture.py), then the GGUF by llama.cpp's own converter
-# (convert.py), all under $OUT/eg; copy expected.json, make_fixture.log and
-# embeddinggemma.gguf back beside this script (the model/ folder too, for
-# an importer's test). Carry .device/conv: convert_hf_to_gguf.py and
+# (convert.py), all under $OUT/eg; copy expected.json, make_fixture.log,
+# embeddinggemma.gguf and the model/ folder (which hearth import reads in
+# app's test; git keeps no empty 4_Normalize/) back beside this script. Carry .device/conv: convert_hf_to_gguf.py and
 # gguf-py of Mesh-LLM/llama.cpp 092b66d01 (git archive HEAD
 # convert_hf_to_gguf.py gguf-py of its mirror).
 #
