@@ -208,14 +208,14 @@ func TestOllamaListings(t *testing.T) {
 
 	var tags struct{ Models []map[string]any }
 	resp, data = ts.do(t, "GET", "/api/tags", nil)
-	if err := json.Unmarshal(data, &tags); err != nil || len(tags.Models) != 3 { // llama, qwen, toolCaller
+	if err := json.Unmarshal(data, &tags); err != nil || len(tags.Models) != 4 { // embeddinggemma, llama, qwen, toolCaller
 		t.Fatalf("tags: %v %s", err, data)
 	}
 	for _, m := range tags.Models {
 		hasKeys(t, "tag", m, "name", "model", "modified_at", "size", "digest", "details")
 		d := m["details"].(map[string]any)
 		hasKeys(t, "details", d, "format", "family", "families", "parameter_size", "quantization_level")
-		quant := map[string]string{toolCaller: "F32"}[m["name"].(string)]
+		quant := map[string]string{toolCaller: "F32", embedder: "F32"}[m["name"].(string)]
 		if quant == "" {
 			quant = "Q8_0"
 		}
@@ -223,8 +223,8 @@ func TestOllamaListings(t *testing.T) {
 			t.Errorf("tag %v", m)
 		}
 	}
-	if tags.Models[0]["name"] != llama || tags.Models[0]["details"].(map[string]any)["family"] != "llama" {
-		t.Errorf("first tag %v", tags.Models[0])
+	if tags.Models[1]["name"] != llama || tags.Models[1]["details"].(map[string]any)["family"] != "llama" {
+		t.Errorf("second tag %v", tags.Models[1])
 	}
 
 	// Nothing runs yet.

@@ -301,7 +301,7 @@ func TestModelsEndpoints(t *testing.T) {
 	if err := json.Unmarshal(data, &list); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("%s: %v\n%s", resp.Status, err, data)
 	}
-	if list.Object != "list" || len(list.Data) != 3 || list.Data[0]["id"] != llama || list.Data[1]["id"] != qwen || list.Data[2]["id"] != toolCaller {
+	if list.Object != "list" || len(list.Data) != 4 || list.Data[0]["id"] != embedder || list.Data[1]["id"] != llama || list.Data[2]["id"] != qwen || list.Data[3]["id"] != toolCaller {
 		t.Fatalf("%s", data)
 	}
 	for _, m := range list.Data {
