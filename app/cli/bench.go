@@ -221,9 +221,14 @@ func newBenchCmd() *cobra.Command {
 
 // parallelDecode prefills n slots of r with prompts of depth random
 // tokens (untimed), then decodes gen steps of one token in each, all in
-// one Runner.Decode a step, each sequence taking its argmax on the host;
-// it returns the tokens of all sequences a second.
+// one Runner.Decode a step, each sequence's token drawn greedily by the
+// host's sampler, as a session does with a batched step's logits; it
+// returns the tokens of all sequences a second.
 func parallelDecode(r model.Runner, n, depth, gen int, randomTokens func(int) []int32) (float64, error) {
+	greedy, err := sample.New(sample.Options{Temperature: 0})
+	if err != nil {
+		return 0, err
+	}
 	steps := make([]model.Step, n)
 	for s := range steps {
 		res, err := r.ForwardSlot(s, randomTokens(depth), 0, model.Output{TopK: 1})
@@ -239,22 +244,11 @@ func parallelDecode(r model.Runner, n, depth, gen int, randomTokens func(int) []
 			return 0, err
 		}
 		for s := range steps {
-			steps[s].Token = int32(argmax(res[s].Logits))
+			steps[s].Token = greedy.Sample(res[s].Logits, nil)
 			steps[s].Pos++
 		}
 	}
 	return float64(n*gen) / time.Since(start).Seconds(), nil
-}
-
-// argmax is the index of x's largest value, the first of equals.
-func argmax(x []float32) int {
-	best := 0
-	for i, v := range x {
-		if v > x[best] {
-			best = i
-		}
-	}
-	return best
 }
 
 // benchSampler is the sampling of a --sampler name.
