@@ -17,6 +17,21 @@ import (
 // dropTensors left out, and returns its path.
 func rewrite(t *testing.T, src string, set map[string]gguf.Value, dropTensors ...string) string {
 	t.Helper()
+	return rewriteAdding(t, src, set, nil, dropTensors...)
+}
+
+// addedTensor is a tensor rewriteAdding appends: its name, type, shape
+// (ggml's order) and bytes.
+type addedTensor struct {
+	name  string
+	typ   gguf.Type
+	shape []uint64
+	data  []byte
+}
+
+// rewriteAdding is rewrite that also appends the tensors of add.
+func rewriteAdding(t *testing.T, src string, set map[string]gguf.Value, add []addedTensor, dropTensors ...string) string {
+	t.Helper()
 	in, err := gguf.Open(src)
 	if err != nil {
 		t.Fatal(err)
@@ -57,12 +72,22 @@ func rewrite(t *testing.T, src string, set map[string]gguf.Value, dropTensors ..
 			}
 		}
 	}
+	for _, a := range add {
+		if err := w.AddTensor(a.name, a.typ, a.shape); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, ti := range kept {
 		data, err := in.Data(ti)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if err := w.WriteTensorBytes(ti.Name, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, a := range add {
+		if err := w.WriteTensorBytes(a.name, a.data); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"math"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -81,72 +80,25 @@ func TestEmbeddingModelWritesNoText(t *testing.T) {
 // backends' parity; the numbers transformers gives are the fixture's.
 func embeddingFromGemma3(t *testing.T) string {
 	t.Helper()
-	src := synthModel(t, "tiny-gemma3", "F32").Path
-	in, err := gguf.Open(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	path := filepath.Join(t.TempDir(), "embedding.gguf")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	w := gguf.NewWriter(f)
-	hidden := 0
-	for _, kv := range in.Metadata() {
-		key, v := kv.Key, kv.Value
-		switch {
-		case key == "general.architecture":
-			v = gguf.ValueOf("gemma-embedding")
-		case strings.HasPrefix(key, "gemma3."):
-			key = "gemma-embedding." + strings.TrimPrefix(key, "gemma3.")
-		}
-		if key == "gemma-embedding.embedding_length" {
-			hidden = int(v.Any().(uint32))
-		}
-		if err := w.Set(key, v); err != nil {
-			t.Fatal(err)
+	m := synthModel(t, "tiny-gemma3", "F32")
+	set := map[string]gguf.Value{"general.architecture": gguf.ValueOf("gemma-embedding")}
+	for _, kv := range m.File.Metadata() {
+		if rest, ok := strings.CutPrefix(kv.Key, "gemma3."); ok {
+			set[kv.Key] = gguf.Value{}
+			set["gemma-embedding."+rest] = kv.Value
 		}
 	}
-	dense := map[string][2]int{"dense_2.weight": {3 * hidden, hidden}, "dense_3.weight": {hidden, 3 * hidden}}
-	tensors := in.Tensors()
-	for _, ti := range tensors {
-		if err := w.AddTensor(ti.Name, ti.Type, ti.Shape); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, name := range []string{"dense_2.weight", "dense_3.weight"} {
-		rc := dense[name]
-		if err := w.AddTensor(name, gguf.TypeF32, []uint64{uint64(rc[1]), uint64(rc[0])}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, ti := range tensors {
-		data, err := in.Data(ti)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := w.WriteTensorBytes(ti.Name, data); err != nil {
-			t.Fatal(err)
-		}
-	}
+	hidden := m.Config.Hidden
 	r := rand.New(rand.NewPCG(11, 0xe))
-	for _, name := range []string{"dense_2.weight", "dense_3.weight"} {
-		rc := dense[name]
-		b := make([]byte, 0, 4*rc[0]*rc[1])
-		for range rc[0] * rc[1] {
+	dense := func(name string, rows, cols int) addedTensor {
+		b := make([]byte, 0, 4*rows*cols)
+		for range rows * cols {
 			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(float32(r.NormFloat64()*0.1)))
 		}
-		if err := w.WriteTensorBytes(name, b); err != nil {
-			t.Fatal(err)
-		}
+		return addedTensor{name: name, typ: gguf.TypeF32, shape: []uint64{uint64(cols), uint64(rows)}, data: b}
 	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	add := []addedTensor{dense("dense_2.weight", 3*hidden, hidden), dense("dense_3.weight", hidden, 3*hidden)}
+	return rewriteAdding(t, m.Path, set, add)
 }
 
 // TestEmbeddingModelGPUMatchesCPU: the backends agree on an encoder's
