@@ -71,8 +71,16 @@ func (e *Engine) Embed(ctx context.Context, req EmbedRequest) (EmbedReply, error
 	var reply EmbedReply
 	err := e.withModel(ctx, req.Model, req.Progress, req.Adapters, func(ctx context.Context, r *resident) error {
 		reply.Model = r.info.Name
+		if r.dense == nil {
+			// Decoded once for the resident model, not at every request.
+			d, err := denseOf(r.m)
+			if err != nil {
+				return err
+			}
+			r.dense = &d
+		}
 		var err error
-		reply.Vectors, reply.Tokens, err = embed(ctx, r.m, r.session, req.Inputs, EmbedOptions{Truncate: req.Truncate, Unnormalized: req.Unnormalized})
+		reply.Vectors, reply.Tokens, err = embed(ctx, r.m, r.session, *r.dense, req.Inputs, EmbedOptions{Truncate: req.Truncate, Unnormalized: req.Unnormalized})
 		return err
 	})
 	return reply, err
@@ -94,16 +102,17 @@ func (l *LoadedModel) Embed(ctx context.Context, inputs []string, o EmbedOptions
 	if len(inputs) == 0 {
 		return nil, 0, fmt.Errorf("app: nothing to embed")
 	}
-	return embed(ctx, l.Model, model.NewSession(l.Runner), inputs, o)
-}
-
-// embed evaluates each input on s, m's session, as Engine.Embed says.
-func embed(ctx context.Context, m *model.Model, s *model.Session, inputs []string, o EmbedOptions) (vecs [][]float32, tokens int, err error) {
-	pool, err := poolingOf(m)
+	dense, err := denseOf(l.Model)
 	if err != nil {
 		return nil, 0, err
 	}
-	dense, err := denseOf(m)
+	return embed(ctx, l.Model, model.NewSession(l.Runner), dense, inputs, o)
+}
+
+// embed evaluates each input on s, m's session, as Engine.Embed says;
+// dense are m's dense layers (denseOf).
+func embed(ctx context.Context, m *model.Model, s *model.Session, dense denseStack, inputs []string, o EmbedOptions) (vecs [][]float32, tokens int, err error) {
+	pool, err := poolingOf(m)
 	if err != nil {
 		return nil, 0, err
 	}

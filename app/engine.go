@@ -191,6 +191,9 @@ type resident struct {
 	// for: those of the last step, and those taken since.
 	expected []bool
 	adapters []AdapterSpec // applied to runner
+	// dense are an embedding model's dense layers, decoded by the first
+	// Embed (empty for a model without them); nil until then.
+	dense *denseStack
 }
 
 type job struct {
