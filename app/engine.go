@@ -482,8 +482,7 @@ func (e *Engine) shutdown() {
 			case c := <-b.Calls():
 				b.Fail([]*model.Call{c}, ErrClosed)
 			case f := <-e.freed:
-				e.cur.busy[f.slot] = false
-				e.active--
+				e.free(f.slot)
 				close(f.done)
 			}
 		}
