@@ -17,7 +17,7 @@ struct Params {
     softcap: f32, // 0 = none; else s = softcap * tanh(s / softcap)
     n_split: u32, // split-K: partials per (token, head) (attention.wgsl's)
     chunk: u32,   // split-K: keys per partial
-    flags: u32,   // FLAG_BIDIRECTIONAL, FLAG_SINKS
+    flags: u32,   // FLAG_BIDIRECTIONAL, FLAG_SINKS, FLAG_BATCH
     _pad0: u32,
     _pad1: u32,
     _pad2: u32,
@@ -33,6 +33,14 @@ const FLAG_BIDIRECTIONAL: u32 = 1u;
 // of the scaled (and capped) scores, that has no value. Without it sinks is
 // bound to a stand-in and never read.
 const FLAG_SINKS: u32 = 2u;
+
+// FLAG_BATCH makes the batch's queries see each other in full: query t
+// sees the batch's keys pos0 .. pos0 + n_q - 1 besides the ones the causal
+// mask and the window give it (Gemma 3's image tokens, which transformers'
+// token_type_ids mask joins to the causal one and llama.cpp decodes as a
+// non-causal batch). The range stays contiguous: it runs from the earlier
+// of the window's start and pos0 to the batch's end.
+const FLAG_BATCH: u32 = 4u;
 
 // The lowest finite f32 stands in for -inf: the running max before any key,
 // and the score of a masked key or a tile slot past the last one.
@@ -51,7 +59,8 @@ fn tanh_stable(x: f32) -> f32 {
 // inside the history (j < kv_len) and, with a window, i - j < window, i.e.
 // j >= i + 1 - window (HF's kv_idx > q_idx - sliding_window, llama.cpp's
 // p1 - p0 < n_swa). Bidirectional: every key, or with a window those with
-// |i - j| < window, j < i + window too.
+// |i - j| < window, j < i + window too. FLAG_BATCH widens the causal range
+// to the whole batch.
 fn visible(t: u32) -> vec2<u32> {
     let i = p.pos0 + t;
     var j0 = 0u;
@@ -63,6 +72,9 @@ fn visible(t: u32) -> vec2<u32> {
             return vec2<u32>(j0, min(i + p.window, p.kv_len));
         }
         return vec2<u32>(0u, p.kv_len);
+    }
+    if ((p.flags & FLAG_BATCH) != 0u) {
+        return vec2<u32>(min(j0, p.pos0), min(p.pos0 + p.n_q, p.kv_len));
     }
     return vec2<u32>(j0, min(i + 1u, p.kv_len));
 }

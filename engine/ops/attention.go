@@ -47,6 +47,14 @@ type AttentionArgs struct {
 	// keys (within the symmetric Window, if any), as an encoder (ALBERT,
 	// BERT, EmbeddingGemma) does over one unpadded sequence.
 	Bidirectional bool
+	// Batch makes the batch's queries see each other in full, on top of the
+	// causal mask and the window: query i sees key j when j <= i and i - j
+	// < Window, or when j is one of the batch's positions Pos0 ..
+	// Pos0+Tokens-1. It is how Gemma 3's image tokens attend (transformers
+	// joins its token_type_ids mask to the causal one; llama.cpp decodes an
+	// image as a non-causal batch): the image must be one batch. Not with
+	// Bidirectional.
+	Batch bool
 	// Sinks, when not nil, holds Heads f32 sink logits (gpt-oss's attention
 	// sinks, transformers' GptOssAttention.sinks, llama.cpp's attn_sinks):
 	// query head h's softmax gets one more term in its denominator,
@@ -64,16 +72,17 @@ type attentionParams struct {
 	Pos0, KVLen, Window, Group      uint32
 	Scale, Softcap                  float32
 	NSplit, Chunk                   uint32
-	Flags                           uint32 // attentionBidirectional
+	Flags                           uint32 // attentionBidirectional, attentionSinks, attentionBatch
 	_, _, _                         uint32
 }
 
 // attentionParams.Flags (FLAG_* in shaders/attention_common.wgsl):
 // attentionBidirectional drops the causal mask, attentionSinks reads the
-// sinks binding.
+// sinks binding, attentionBatch shows the batch's keys to all its queries.
 const (
 	attentionBidirectional = 1
 	attentionSinks         = 2
+	attentionBatch         = 4
 )
 
 // attentionWG is the attention workgroup size: four invocations per key of a
@@ -281,6 +290,9 @@ func (a AttentionArgs) params(splits, chunk int) attentionParams {
 	if a.Sinks != nil {
 		params.Flags |= attentionSinks
 	}
+	if a.Batch {
+		params.Flags |= attentionBatch
+	}
 	return params
 }
 
@@ -416,6 +428,10 @@ func (a AttentionArgs) maxVisible() int {
 	}
 	n := a.Pos0 + a.Tokens // the last query's keys 0..Pos0+Tokens-1
 	if a.Window > 0 {
+		if a.Batch {
+			// The first query's window and the whole batch.
+			return min(n, a.Window+a.Tokens-1)
+		}
 		n = min(n, a.Window)
 	}
 	return n
@@ -468,6 +484,8 @@ func (a AttentionArgs) check() error {
 		return fmt.Errorf("ops: attention: kv cache of %d slots overflows the kernel's 32-bit index", a.KVLen)
 	case a.Window < 0:
 		return fmt.Errorf("ops: attention: window %d is negative", a.Window)
+	case a.Batch && a.Bidirectional:
+		return fmt.Errorf("ops: attention: a batch mask on bidirectional attention (which sees every key already)")
 	case !(a.Softcap >= 0) || math.IsInf(float64(a.Softcap), 0):
 		return fmt.Errorf("ops: attention: softcap %v must be finite and >= 0", a.Softcap)
 	case math.IsNaN(float64(a.Scale)) || math.IsInf(float64(a.Scale), 0):

@@ -48,8 +48,8 @@ func AttentionBackward(c *gpu.Chain, q, k, v, dout, stats, dq, dk, dv *gpu.Buffe
 	if err := a.check(); err != nil {
 		return fmt.Errorf("%w (backward)", err)
 	}
-	if a.Bidirectional {
-		return fmt.Errorf("ops: %s: bidirectional attention has no backward kernel (the causal one only)", kernel)
+	if a.Bidirectional || a.Batch {
+		return fmt.Errorf("ops: %s: bidirectional and batch-masked attention have no backward kernel (the causal one only)", kernel)
 	}
 	if a.KVLen > attentionBackwardMaxKV {
 		return fmt.Errorf("ops: %s: kv_len %d over %d", kernel, a.KVLen, attentionBackwardMaxKV)

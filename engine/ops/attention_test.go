@@ -47,6 +47,12 @@ var attentionCases = []struct {
 	// EmbeddingGemma's sliding layers: |i - j| < Window, both sides.
 	{"bidirectional window 5 T40 gqa", AttentionArgs{HeadDim: 16, Heads: 4, KVHeads: 2, Tokens: 40, KVLen: 40, Bidirectional: true, Window: 5}},
 	{"bidirectional window 257 kv300 split", AttentionArgs{HeadDim: 64, Heads: 2, KVHeads: 1, Tokens: 3, KVLen: 300, Bidirectional: true, Window: 257}},
+	// Batch (Gemma 3's image tokens): the batch sees itself in full after
+	// a causal history; a window shorter than the batch still leaves it
+	// whole, and keys past the batch stay masked.
+	{"batch 16 at pos0 9", AttentionArgs{HeadDim: 16, Heads: 4, KVHeads: 2, Tokens: 16, Pos0: 9, KVLen: 25, Batch: true}},
+	{"batch 70 at pos0 30 window 8 kv120", AttentionArgs{HeadDim: 64, Heads: 2, KVHeads: 1, Tokens: 70, Pos0: 30, KVLen: 120, Window: 8, Batch: true}},
+	{"batch 3 at pos0 297 split", AttentionArgs{HeadDim: 64, Heads: 1, KVHeads: 1, Tokens: 3, Pos0: 297, KVLen: 300, Batch: true}},
 }
 
 // attentionInputs are the magnitudes of a test's random q, k and v: q and k
@@ -64,7 +70,7 @@ type attentionInputs struct {
 func refAttentionArgs(a AttentionArgs, sinks []float32) ref.AttentionArgs {
 	return ref.AttentionArgs{
 		HeadDim: a.HeadDim, Heads: a.Heads, KVHeads: a.KVHeads, Tokens: a.Tokens, Pos0: a.Pos0, KVLen: a.KVLen,
-		Scale: a.Scale, Window: a.Window, Softcap: a.Softcap, Bidirectional: a.Bidirectional, Sinks: sinks,
+		Scale: a.Scale, Window: a.Window, Softcap: a.Softcap, Bidirectional: a.Bidirectional, Batch: a.Batch, Sinks: sinks,
 	}
 }
 
@@ -143,6 +149,8 @@ var attentionTiledCases = []struct {
 	{"bidirectional T19 kv50 hd72", AttentionArgs{HeadDim: 72, Heads: 3, KVHeads: 3, Tokens: 19, KVLen: 50, Bidirectional: true}},
 	{"bidirectional window 9 T77 gqa", AttentionArgs{HeadDim: 64, Heads: 4, KVHeads: 2, Tokens: 77, KVLen: 77, Bidirectional: true, Window: 9}},
 	{"causal T1", AttentionArgs{HeadDim: 64, Heads: 2, KVHeads: 2, Tokens: 1, KVLen: 1}},
+	{"batch T77 at pos0 20 window 9 hd72", AttentionArgs{HeadDim: 72, Heads: 4, KVHeads: 2, Tokens: 77, Pos0: 20, KVLen: 110, Window: 9, Batch: true}},
+	{"batch T64 at pos0 5", AttentionArgs{HeadDim: 64, Heads: 2, KVHeads: 2, Tokens: 64, Pos0: 5, KVLen: 69, Batch: true}},
 	{"causal T1 at pos0 40", AttentionArgs{HeadDim: 64, Heads: 2, KVHeads: 1, Tokens: 1, Pos0: 40, KVLen: 41}},
 	{"causal T100 gqa4 hd37", AttentionArgs{HeadDim: 37, Heads: 8, KVHeads: 2, Tokens: 100, KVLen: 100}},
 	{"causal T45 at pos0 20 kv70 hd128", AttentionArgs{HeadDim: 128, Heads: 4, KVHeads: 2, Tokens: 45, Pos0: 20, KVLen: 70}},
@@ -357,6 +365,7 @@ func TestAttentionRejectsBadShapes(t *testing.T) {
 		{"no tokens", func(a *AttentionArgs) { a.Tokens = 0 }},
 		{"negative window", func(a *AttentionArgs) { a.Window = -1 }},
 		{"negative softcap", func(a *AttentionArgs) { a.Softcap = -50 }},
+		{"batch mask on bidirectional", func(a *AttentionArgs) { a.Batch, a.Bidirectional = true, true }},
 	} {
 		a := good
 		tc.edit(&a)

@@ -18,16 +18,23 @@ type AttentionArgs struct {
 	// Bidirectional drops the causal mask: every query sees all KVLen keys
 	// (those within the symmetric Window, if any).
 	Bidirectional bool
+	// Batch shows the batch's keys (positions Pos0..Pos0+Tokens-1) to all
+	// its queries, on top of the causal mask and the window.
+	Batch bool
 	// Sinks, when not nil, are Heads sink logits: head h's softmax
 	// denominator gets exp(Sinks[h] - m), a term with no value.
 	Sinks []float32
 }
 
 // visible says whether the query at position i sees key j: causally, j <=
-// i and i - j < Window; bidirectionally, |i - j| < Window.
+// i and i - j < Window; bidirectionally, |i - j| < Window; with Batch, also
+// every key of the batch.
 func (a AttentionArgs) visible(i, j int) bool {
 	if a.Bidirectional {
 		return a.Window == 0 || max(i-j, j-i) < a.Window
+	}
+	if a.Batch && j >= a.Pos0 && j < a.Pos0+a.Tokens {
+		return true
 	}
 	return j <= i && (a.Window == 0 || i-j < a.Window)
 }
