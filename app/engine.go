@@ -942,7 +942,7 @@ func (e *Engine) takeSlot(prompt []int32) *model.Session {
 	best, reuse := -1, -1
 	for slot, s := range e.cur.slots {
 		if !e.cur.busy[slot] {
-			if n := s.Reuse(prompt); n > reuse {
+			if n := s.Reuse(prompt, nil); n > reuse {
 				best, reuse = slot, n
 			}
 		}

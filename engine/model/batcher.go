@@ -24,6 +24,7 @@ type Batcher struct {
 type Call struct {
 	slot   int
 	tokens []int32
+	rows   []float32 // embedding rows instead of tokens (ForwardEmbeds)
 	pos    int
 	out    Output
 	res    Result
@@ -65,9 +66,10 @@ func (b *Batcher) Stop(err error) {
 	})
 }
 
-// forward hands one forward to the runner's owner and waits for it.
-func (b *Batcher) forward(slot int, tokens []int32, pos int, out Output) (Result, error) {
-	c := &Call{slot: slot, tokens: tokens, pos: pos, out: out, done: make(chan struct{})}
+// forward hands one forward of tokens, or of embedding rows, to the
+// runner's owner and waits for it.
+func (b *Batcher) forward(slot int, tokens []int32, rows []float32, pos int, out Output) (Result, error) {
+	c := &Call{slot: slot, tokens: tokens, rows: rows, pos: pos, out: out, done: make(chan struct{})}
 	select {
 	case b.calls <- c:
 	case <-b.stop:
@@ -78,8 +80,9 @@ func (b *Batcher) forward(slot int, tokens []int32, pos int, out Output) (Result
 }
 
 // Run runs calls on the runner and answers each; the owner calls it with
-// calls of distinct slots. A prompt's tokens (or a forward asking for
-// every position or hidden states) run one call at a time; the
+// calls of distinct slots. A prompt's tokens or an image's rows (or a
+// forward asking for every position or hidden states) run one call at a
+// time; the
 // single-token decodes run together, or, when there is one, as its
 // session asked (top-k and penalties on the device). It returns the first
 // error a forward met, for the owner to act on (a lost device); each call
@@ -94,11 +97,15 @@ func (b *Batcher) Run(calls []*Call) error {
 		return err
 	}
 	for _, c := range calls {
-		if len(c.tokens) == 1 && !c.out.All && !c.out.Hidden {
+		switch {
+		case c.rows != nil:
+			c.res, c.err = b.r.ForwardEmbeds(c.slot, c.rows, c.pos, c.out)
+		case len(c.tokens) == 1 && !c.out.All && !c.out.Hidden:
 			decode = append(decode, c)
 			continue
+		default:
+			c.res, c.err = b.r.ForwardSlot(c.slot, c.tokens, c.pos, c.out)
 		}
-		c.res, c.err = b.r.ForwardSlot(c.slot, c.tokens, c.pos, c.out)
 		keep(c.err)
 	}
 	switch len(decode) {

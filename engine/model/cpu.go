@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -137,6 +138,27 @@ func (r *CPU) ForwardSlot(slot int, tokens []int32, pos int, out Output) (Result
 		}
 	}
 
+	return r.forward(slot, x, tokens, pos, out, false)
+}
+
+// ForwardEmbeds implements Runner.
+func (r *CPU) ForwardEmbeds(slot int, rows []float32, pos int, out Output) (Result, error) {
+	if _, err := checkEmbeds(r, slot, rows, pos, out); err != nil {
+		return Result{}, err
+	}
+	if r.k == nil {
+		return Result{}, fmt.Errorf("model: CPU runner is closed")
+	}
+	return r.forward(slot, slices.Clone(rows), nil, pos, out, true)
+}
+
+// forward runs the blocks and the head over x, the batch's input rows (the
+// tokens' embeddings, or rows given as they are with batch set, whose
+// tokens are nil).
+func (r *CPU) forward(slot int, x []float32, tokens []int32, pos int, out Output, batch bool) (Result, error) {
+	m, c := r.m, &r.m.Config
+	d := c.Hidden
+	n := len(x) / d
 	var ple *PLEInputs
 	if m.PLE != nil {
 		var err error
@@ -166,7 +188,7 @@ func (r *CPU) ForwardSlot(slot int, tokens []int32, pos int, out Output) (Result
 		x, err = m.ForwardLayerCPU(i, x, n, CPULayer{
 			Vectors: &r.layers[i],
 			Mul:     func(p Proj, x []float32, _ int) ([]float32, error) { return mul(ws[p], x) },
-			Factors: r.factors, Pos: pos, K: r.k[slot][i], V: r.v[slot][i], PLE: ple,
+			Factors: r.factors, Pos: pos, K: r.k[slot][i], V: r.v[slot][i], PLE: ple, Batch: batch,
 		}, nil)
 		if err != nil {
 			return Result{}, err
@@ -203,7 +225,9 @@ func (r *CPU) ForwardSlot(slot int, tokens []int32, pos int, out Output) (Result
 // independent calls.
 func attention(q, k, v []float32, a ref.AttentionArgs) []float32 {
 	workers := min(runtime.GOMAXPROCS(0), a.Tokens)
-	if workers <= 1 {
+	if workers <= 1 || a.Batch {
+		// A batch mask spans the whole batch: its queries are not cut
+		// into runs of their own.
 		return ref.Attention(q, k, v, a)
 	}
 	width := a.Heads * a.HeadDim

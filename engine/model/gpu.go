@@ -344,7 +344,7 @@ func (r *GPU) ForwardSlot(slot int, tokens []int32, pos int, out Output) (Result
 	var res Result
 	for lo := 0; lo < len(tokens); lo += batch {
 		hi := min(lo+batch, len(tokens))
-		part, err := r.evaluate(slot, tokens[lo:hi], pos+lo, out, hi == len(tokens))
+		part, err := r.evaluate(slot, batchInput{tokens: tokens[lo:hi]}, pos+lo, out, hi == len(tokens))
 		if err != nil {
 			return Result{}, err
 		}
@@ -353,6 +353,36 @@ func (r *GPU) ForwardSlot(slot int, tokens []int32, pos int, out Output) (Result
 		res.IDs, res.Values = part.IDs, part.Values
 	}
 	return res, nil
+}
+
+// ForwardEmbeds implements Runner: the rows go through one chain, so they
+// must fit one batch.
+func (r *GPU) ForwardEmbeds(slot int, rows []float32, pos int, out Output) (Result, error) {
+	n, err := checkEmbeds(r, slot, rows, pos, out)
+	if err != nil {
+		return Result{}, err
+	}
+	if r.x == nil {
+		return Result{}, fmt.Errorf("model: GPU runner is closed")
+	}
+	if p := out.Penalty; p != nil && len(p.IDs) > MaxPenaltyTokens {
+		return Result{}, fmt.Errorf("model: penalty over %d tokens, at most %d", len(p.IDs), MaxPenaltyTokens)
+	}
+	batch := r.batch
+	if out.All {
+		batch = min(batch, r.logitRows)
+	}
+	if n > batch {
+		return Result{}, fmt.Errorf("model: %d embedding rows attend to each other, over the %d this GPU evaluates at once (its storage binding limit)", n, batch)
+	}
+	return r.evaluate(slot, batchInput{rows: rows}, pos, out, true)
+}
+
+// batchInput is a batch's input: token ids, whose embeddings the host
+// looks up, or rows given as they are (ForwardEmbeds).
+type batchInput struct {
+	tokens []int32
+	rows   []float32
 }
 
 // DecodeKernels names, in order, the dispatches of one token decoded at
@@ -386,6 +416,7 @@ type stepKey struct {
 	logits  bool // the batch ends in logits: the prompt's last batch, or every batch with all
 	all     bool
 	hidden  bool // every batch ends in its final hidden states instead
+	batch   bool // the tokens attend to each other in full (ForwardEmbeds)
 }
 
 // step is a recorded chain waiting for its inputs.
@@ -397,8 +428,12 @@ type step struct {
 
 // evaluate runs one batch: its recorded chain (the one recorded ahead if it
 // fits), its inputs, one submit, and the readback.
-func (r *GPU) evaluate(slot int, tokens []int32, pos int, out Output, final bool) (Result, error) {
-	key := stepKey{slot: slot, n: len(tokens), pos: pos, logits: (final || out.All) && !out.Hidden, all: out.All, hidden: out.Hidden}
+func (r *GPU) evaluate(slot int, in batchInput, pos int, out Output, final bool) (Result, error) {
+	n := len(in.tokens)
+	if in.rows != nil {
+		n = len(in.rows) / r.m.Config.Hidden
+	}
+	key := stepKey{slot: slot, n: n, pos: pos, logits: (final || out.All) && !out.Hidden, all: out.All, hidden: out.Hidden, batch: in.rows != nil}
 	if final {
 		key.topK = out.TopK
 		if p := out.Penalty; p != nil {
@@ -417,7 +452,7 @@ func (r *GPU) evaluate(slot int, tokens []int32, pos int, out Output, final bool
 			return Result{}, err
 		}
 	}
-	if err := r.inputs(tokens, key, out.Penalty); err != nil {
+	if err := r.inputs(in, key, out.Penalty); err != nil {
 		s.ch.Discard()
 		return Result{}, err
 	}
@@ -488,7 +523,7 @@ func (r *GPU) Decode(steps []Step) ([]Result, error) {
 	for t, st := range steps {
 		tokens[t] = st.Token
 	}
-	if err := r.inputs(tokens, key, nil); err != nil {
+	if err := r.inputs(batchInput{tokens: tokens}, key, nil); err != nil {
 		s.ch.Discard()
 		return nil, err
 	}
@@ -509,9 +544,18 @@ func (r *GPU) Decode(steps []Step) ([]Result, error) {
 
 // inputs writes a batch's embedding rows and penalty lists; queue writes land
 // before the chain submitted after them, and after the chains before.
-func (r *GPU) inputs(tokens []int32, key stepKey, pen *Penalty) error {
+func (r *GPU) inputs(in batchInput, key stepKey, pen *Penalty) error {
 	m, c := r.m, &r.m.Config
 	d := c.Hidden
+	tokens := in.tokens
+	if in.rows != nil {
+		// Given rows (ForwardEmbeds, whose models have no per-layer
+		// inputs) go in as they are.
+		if err := r.x.WriteF32(0, in.rows); err != nil {
+			return err
+		}
+		return r.penalties(key, pen)
+	}
 	// The embedding lookup runs on the host, straight from the file: a
 	// handful of rows per batch, any storage type, and no copy of the table
 	// on the device unless the LM head shares it.
@@ -541,6 +585,11 @@ func (r *GPU) inputs(tokens []int32, key stepKey, pen *Penalty) error {
 			return err
 		}
 	}
+	return r.penalties(key, pen)
+}
+
+// penalties writes a batch's penalty lists, when its chain has them.
+func (r *GPU) penalties(key stepKey, pen *Penalty) error {
 	if !key.penalty {
 		return nil
 	}
@@ -603,7 +652,7 @@ func (r *GPU) record(key stepKey, seqs []Step) (*step, error) {
 	for i := range r.w.Layers {
 		a := acts
 		a.K, a.V = r.kc[key.slot][i], r.vc[key.slot][i]
-		args := GPULayerArgs{N: n, Pos: pos, Normed: normed}
+		args := GPULayerArgs{N: n, Pos: pos, Normed: normed, Batch: key.batch}
 		if seqs != nil {
 			args.Seqs = make([]SeqKV, len(seqs))
 			for t, q := range seqs {

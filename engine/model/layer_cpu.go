@@ -130,6 +130,9 @@ type CPULayer struct {
 	// PLE are the batch's per-layer-embedding inputs (Gemma 4), nil when
 	// the model has none.
 	PLE *PLEInputs
+	// Batch makes the tokens attend to each other in full (an image's
+	// tokens: ops.AttentionArgs.Batch).
+	Batch bool
 }
 
 // PLEInputs are a batch's per-layer-embedding inputs, Proj and Tok n rows
@@ -242,7 +245,7 @@ func (m *Model) forwardBlockCPU(i int, x []float32, n int, s CPULayer, acts *Lay
 	a.V = v
 	a.Attention = ref.AttentionArgs{
 		HeadDim: hd, Heads: c.Heads, KVHeads: sh.KVHeads, Tokens: n, Pos0: s.Pos, KVLen: s.Pos + n,
-		Scale: c.AttnScale, Window: c.Window(i), Softcap: c.AttnSoftcap, Bidirectional: c.Bidirectional,
+		Scale: c.AttnScale, Window: c.Window(i), Softcap: c.AttnSoftcap, Bidirectional: c.Bidirectional, Batch: s.Batch,
 	}
 	a.Attention.Sinks = lv.Sinks
 	keys, values := a.K, a.V

@@ -97,6 +97,9 @@ type GPULayerArgs struct {
 	// products run on all N rows at once; each token's rotation, cache
 	// write and attention run on its own sequence.
 	Seqs []SeqKV
+	// Batch makes the N tokens attend to each other in full (an image's
+	// tokens: ops.AttentionArgs.Batch).
+	Batch bool
 	// Normed says XN already holds this block's attention norm of X (the
 	// block before wrote it); Next, when set, is the next block's attention
 	// norm gain, which this block's last residual then applies into XN.
@@ -305,7 +308,9 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 		}
 	}
 	if s.Seqs == nil {
-		try(ops.Attention(ch, a.Q, a.K, a.V, a.AttScratch, a.Att, w.AttentionArgs(i, n, s.Pos)))
+		att := w.AttentionArgs(i, n, s.Pos)
+		att.Batch = s.Batch
+		try(ops.Attention(ch, a.Q, a.K, a.V, a.AttScratch, a.Att, att))
 	}
 
 	// residual appends x += post(W · in): straight into the stream, or into

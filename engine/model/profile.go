@@ -80,7 +80,7 @@ func (r *GPU) ProfileDecode(pos, reps int) (DecodeProfile, error) {
 			if err != nil {
 				return 0, err
 			}
-			if err := r.inputs([]int32{0}, key, nil); err != nil {
+			if err := r.inputs(batchInput{tokens: []int32{0}}, key, nil); err != nil {
 				s.ch.Discard()
 				return 0, err
 			}

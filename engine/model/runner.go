@@ -14,6 +14,13 @@ type Runner interface {
 	Forward(tokens []int32, pos int, out Output) (Result, error)
 	// ForwardSlot is Forward over slot's cache.
 	ForwardSlot(slot int, tokens []int32, pos int, out Output) (Result, error)
+	// ForwardEmbeds is ForwardSlot for rows given as embeddings, Hidden
+	// floats each, which enter the first block as they are (no embedding
+	// scale) and attend to each other in full (ops.AttentionArgs.Batch):
+	// an image's tokens, as its vision tower projects them. They run as
+	// one batch; a model whose blocks need token ids (per-layer
+	// embeddings, AltUp) or that embeds bidirectionally refuses them.
+	ForwardEmbeds(slot int, rows []float32, pos int, out Output) (Result, error)
 	// Decode runs one token of each of several sequences, each in its own
 	// slot (no slot twice), as one batch: the weights are read once for
 	// all of them. Each step's Result holds its logits (Output{}); the
@@ -126,6 +133,31 @@ type Result struct {
 	Values []float32
 	// Hidden is Hidden floats per token with Output.Hidden.
 	Hidden []float32
+}
+
+// checkEmbeds validates a ForwardEmbeds call and returns its row count.
+func checkEmbeds(r Runner, slot int, rows []float32, pos int, out Output) (int, error) {
+	c := &r.Model().Config
+	if err := checkSlot(r, slot); err != nil {
+		return 0, err
+	}
+	switch {
+	case len(rows) == 0 || len(rows)%c.Hidden != 0:
+		return 0, fmt.Errorf("model: %d floats of embeddings are no whole number of %d-wide rows", len(rows), c.Hidden)
+	case r.Model().PLE != nil || c.AltUp > 0:
+		return 0, fmt.Errorf("model: %s takes no embedding rows: its per-layer inputs are looked up by token id", c.Arch)
+	case c.Bidirectional:
+		return 0, fmt.Errorf("model: %s is %w: it takes tokens, not embedding rows", c.Arch, ErrEmbeddingModel)
+	}
+	n := len(rows) / c.Hidden
+	if pos < 0 || pos > r.Context()-n {
+		return 0, fmt.Errorf("model: positions %d..%d do not fit the %d-token context", pos, pos+n-1, r.Context())
+	}
+	// The token checks are the Forward's, on stand-in ids.
+	if err := checkForward(r.Model(), r.Context(), make([]int32, n), pos, out); err != nil {
+		return 0, err
+	}
+	return n, nil
 }
 
 // checkForward validates a Forward call against the model and the cache.

@@ -20,6 +20,14 @@ type Session struct {
 	slot   int      // the runner's cache this session's tokens go to
 	via    *Batcher // nil: the session calls the runner itself
 	cached []int32
+	// images are the images among the cached tokens, by position.
+	images []cachedImage
+}
+
+// cachedImage is an image whose rows the cache holds at pos .. pos+n-1.
+type cachedImage struct {
+	pos, n int
+	key    string
 }
 
 // NewSession starts a session with an empty cache on r's slot 0. One slot
@@ -35,9 +43,18 @@ func (s *Session) Slot() int { return s.slot }
 // batcher when it has one.
 func (s *Session) forward(tokens []int32, pos int, out Output) (Result, error) {
 	if s.via != nil {
-		return s.via.forward(s.slot, tokens, pos, out)
+		return s.via.forward(s.slot, tokens, nil, pos, out)
 	}
 	return s.r.ForwardSlot(s.slot, tokens, pos, out)
+}
+
+// forwardEmbeds evaluates embedding rows from pos on the session's slot
+// (Runner.ForwardEmbeds), through the batcher when it has one.
+func (s *Session) forwardEmbeds(rows []float32, pos int, out Output) (Result, error) {
+	if s.via != nil {
+		return s.via.forward(s.slot, nil, rows, pos, out)
+	}
+	return s.r.ForwardEmbeds(s.slot, rows, pos, out)
 }
 
 // Runner is the runner the session evaluates on.
@@ -46,18 +63,51 @@ func (s *Session) Runner() Runner { return s.r }
 // Cached is the number of tokens the cache holds for this session.
 func (s *Session) Cached() int { return len(s.cached) }
 
-// Reuse is how many leading tokens of prompt the session's slot still
-// holds for it: what a Generate of prompt would not evaluate again. Call
-// it while the session is not generating.
-func (s *Session) Reuse(prompt []int32) int {
+// Reuse is how many leading tokens of prompt, with its images, the
+// session's slot still holds for it: what a Generate of prompt would not
+// evaluate again. An image before that point needs no embeddings. Call it
+// while the session is not generating.
+func (s *Session) Reuse(prompt []int32, images []Image) int {
 	if s.r.owner(s.slot) != s {
 		return 0
 	}
-	return commonPrefix(s.cached, prompt)
+	return s.reuse(prompt, images)
+}
+
+// reuse is how many leading tokens of prompt the cache holds: the common
+// prefix of the tokens, cut at the first image that differs (another key,
+// or an image on one side only); an image is held whole or not at all.
+func (s *Session) reuse(prompt []int32, images []Image) int {
+	p := commonPrefix(s.cached, prompt)
+	held := func(pos, n int, key string) bool {
+		for _, c := range s.images {
+			if c.pos == pos {
+				return c.n == n && c.key == key
+			}
+		}
+		return false
+	}
+	for _, im := range images {
+		if im.Pos < p && (!held(im.Pos, im.Len, im.Key) || im.Pos+im.Len > p) {
+			p = im.Pos
+		}
+	}
+	for _, c := range s.images {
+		if c.pos < p && !slices.ContainsFunc(images, func(im Image) bool { return im.Pos == c.pos && im.Len == c.n && im.Key == c.key }) {
+			p = c.pos
+		}
+	}
+	return p
+}
+
+// keep cuts the cache's record to its first n tokens.
+func (s *Session) keep(n int) {
+	s.cached = s.cached[:n]
+	s.images = slices.DeleteFunc(s.images, func(c cachedImage) bool { return c.pos+c.n > n })
 }
 
 // Reset forgets the cache's contents.
-func (s *Session) Reset() { s.cached = s.cached[:0] }
+func (s *Session) Reset() { s.keep(0) }
 
 // Hidden evaluates tokens from position 0 and returns each one's final
 // hidden state (Output.Hidden: Hidden floats a token), what an embedding
@@ -71,7 +121,7 @@ func (s *Session) Hidden(tokens []int32) ([]float32, error) {
 		return nil, fmt.Errorf("%w: %d tokens to embed, context %d", ErrContextFull, len(tokens), n)
 	}
 	s.r.setOwner(s.slot, s)
-	s.cached = s.cached[:0]
+	s.keep(0)
 	res, err := s.forward(tokens, 0, Output{Hidden: true})
 	if err != nil {
 		return nil, err
@@ -120,6 +170,45 @@ type Request struct {
 	// Constraint, when set, limits each step's tokens (structured output):
 	// the whole vocabulary's logits come back to the host for it.
 	Constraint Constraint
+	// Images are runs of the prompt's positions that take embedding rows
+	// instead of their tokens' embeddings, in order of position and
+	// apart. A prompt with images is not shifted: with OverflowShift, it
+	// is refused when it does not fit, and its reply stops at the
+	// context's end.
+	Images []Image
+}
+
+// Image is a run of a prompt's positions filled by embedding rows: an
+// image's tokens, as its vision tower projects them.
+type Image struct {
+	// Pos is the image's first position in the prompt, and Len its
+	// positions; the prompt holds placeholder tokens there (the model's
+	// image token), which only the cache's bookkeeping reads.
+	Pos, Len int
+	// Key identifies the rows (the image's content and the projector): a
+	// cache that holds an image of the same Key at Pos is reused.
+	Key string
+	// Embeds are Len rows of the model's Hidden floats. They may be nil
+	// when Session.Reuse says the cache holds the image; a Generate that
+	// must evaluate it then fails.
+	Embeds []float32
+}
+
+// checkImages validates a request's images against its prompt.
+func checkImages(images []Image, prompt int) error {
+	end := 0
+	for i, im := range images {
+		switch {
+		case im.Len <= 0:
+			return fmt.Errorf("model: image %d has %d positions", i, im.Len)
+		case im.Pos < end || im.Pos+im.Len > prompt:
+			return fmt.Errorf("model: image %d at positions %d..%d overlaps another or leaves the %d-token prompt", i, im.Pos, im.Pos+im.Len-1, prompt)
+		case im.Pos+im.Len == prompt:
+			return fmt.Errorf("model: image %d ends the prompt: a reply follows text (the turn's end and the reply's start)", i)
+		}
+		end = im.Pos + im.Len
+	}
+	return nil
 }
 
 // Constraint limits the tokens a generation may sample, as a grammar does
@@ -198,8 +287,14 @@ func (s *Session) Generate(ctx context.Context, req Request, emit func(Token) er
 	if err != nil {
 		return st, err
 	}
+	if err := checkImages(req.Images, len(req.Prompt)); err != nil {
+		return st, err
+	}
 	n := s.r.Context()
 	if len(req.Prompt) >= n {
+		if len(req.Images) > 0 {
+			return st, fmt.Errorf("%w: %d tokens with %d images, context %d (a prompt with images is not shifted: choose a bigger context)", ErrContextFull, len(req.Prompt), len(req.Images), n)
+		}
 		if req.Overflow != OverflowShift {
 			return st, fmt.Errorf("%w: %d tokens, context %d (choose a bigger context, or the shift overflow policy)", ErrContextFull, len(req.Prompt), n)
 		}
@@ -210,7 +305,7 @@ func (s *Session) Generate(ctx context.Context, req Request, emit func(Token) er
 	if s.r.owner(s.slot) != s {
 		// Another session used the slot since: its cache holds their
 		// tokens, not ours.
-		s.cached = s.cached[:0]
+		s.keep(0)
 		s.r.setOwner(s.slot, s)
 	}
 	history := append([]int32(nil), req.Prompt...)
@@ -255,43 +350,84 @@ func (s *Session) Generate(ctx context.Context, req Request, emit func(Token) er
 		return sampler.SampleCandidates(res.IDs, res.Values), nil
 	}
 	forward := func(tokens []int32, pos int) (Result, error) {
+		s.keep(min(pos, len(s.cached)))
 		res, err := s.forward(tokens, pos, out())
 		if err != nil {
-			s.cached = s.cached[:0]
+			s.keep(0)
 			return res, err
 		}
-		s.cached = append(s.cached[:pos], tokens...)
+		s.cached = append(s.cached, tokens...)
+		return res, nil
+	}
+	// image evaluates one image's rows; the cache then holds its
+	// placeholder tokens and its key.
+	image := func(im Image) (Result, error) {
+		if len(im.Embeds) == 0 {
+			return Result{}, fmt.Errorf("model: the image at positions %d..%d is not in the cache and came without its embeddings", im.Pos, im.Pos+im.Len-1)
+		}
+		if c := s.r.Model(); c != nil && len(im.Embeds) != im.Len*c.Config.Hidden {
+			return Result{}, fmt.Errorf("model: the image at position %d has %d floats for %d rows of %d", im.Pos, len(im.Embeds), im.Len, c.Config.Hidden)
+		}
+		s.keep(min(im.Pos, len(s.cached)))
+		res, err := s.forwardEmbeds(im.Embeds, im.Pos, out())
+		if err != nil {
+			s.keep(0)
+			return res, err
+		}
+		s.cached = append(s.cached, history[im.Pos:im.Pos+im.Len]...)
+		s.images = append(s.images, cachedImage{pos: im.Pos, n: im.Len, key: im.Key})
 		return res, nil
 	}
 
 	// Prefill: evaluate what the cache does not hold yet; at least the last
-	// prompt token, whose logits give the first reply token.
+	// prompt token, whose logits give the first reply token. The prompt
+	// goes in runs of text (chunks of PrefillChunk with progress) and
+	// images (one batch each).
 	start := time.Now()
-	reuse := commonPrefix(s.cached, history)
+	reuse := s.reuse(history, req.Images)
 	if reuse == len(history) {
 		reuse--
 	}
 	st.CachedTokens = min(reuse, len(req.Prompt))
 	var res Result
-	if req.Progress == nil {
-		if res, err = forward(history[reuse:], reuse); err != nil {
-			return st, err
-		}
-	} else {
-		total := len(history) - reuse
+	chunk := len(history)
+	if req.Progress != nil {
+		chunk = PrefillChunk
+	}
+	total := len(history) - reuse
+	if req.Progress != nil {
 		req.Progress(0, total)
-		for lo := reuse; lo < len(history); lo += PrefillChunk {
-			hi := min(lo+PrefillChunk, len(history))
+	}
+	next := 0 // the first image not yet passed
+	for lo := reuse; lo < len(history); {
+		for next < len(req.Images) && req.Images[next].Pos+req.Images[next].Len <= lo {
+			next++
+		}
+		var hi int
+		if next < len(req.Images) && req.Images[next].Pos <= lo {
+			im := req.Images[next]
+			if res, err = image(im); err != nil {
+				return st, err
+			}
+			hi = im.Pos + im.Len
+		} else {
+			hi = min(lo+chunk, len(history))
+			if next < len(req.Images) {
+				hi = min(hi, req.Images[next].Pos)
+			}
 			if res, err = forward(history[lo:hi], lo); err != nil {
 				return st, err
 			}
-			req.Progress(hi-reuse, total)
-			if hi < len(history) && ctx.Err() != nil {
-				st.Prefill = time.Since(start)
-				st.Stop = "canceled"
-				return st, nil
-			}
 		}
+		if req.Progress != nil {
+			req.Progress(hi-reuse, total)
+		}
+		if hi < len(history) && ctx.Err() != nil {
+			st.Prefill = time.Since(start)
+			st.Stop = "canceled"
+			return st, nil
+		}
+		lo = hi
 	}
 	st.Prefill = time.Since(start)
 
@@ -345,7 +481,7 @@ func (s *Session) Generate(ctx context.Context, req Request, emit func(Token) er
 			return st, end("canceled", false)
 		}
 		if len(s.cached) >= n {
-			if req.Overflow != OverflowShift {
+			if req.Overflow != OverflowShift || len(req.Images) > 0 {
 				return st, end("length", false)
 			}
 			history = shifted(history, n, req.Keep)

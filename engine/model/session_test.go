@@ -182,12 +182,25 @@ func TestStreamCancel(t *testing.T) {
 
 // scripted is a Runner whose greedy answer after position p is next[p]
 // (the token the script wants there), so session logic is tested without a
-// model. It records the positions it was asked to evaluate.
+// model. It records the positions it was asked to evaluate; embedding
+// rows count scriptedWidth floats each, and their calls are recorded with
+// the first float of their first row in images.
 type scripted struct {
-	own   *Session // the one slot's owner
-	ctx   int
-	next  func(pos int) int32
-	calls [][2]int // (pos, tokens)
+	own    *Session // the one slot's owner
+	ctx    int
+	next   func(pos int) int32
+	calls  [][2]int // (pos, tokens)
+	images []float32
+}
+
+const scriptedWidth = 2
+
+func (r *scripted) ForwardEmbeds(slot int, rows []float32, pos int, out Output) (Result, error) {
+	if len(rows)%scriptedWidth != 0 {
+		return Result{}, fmt.Errorf("%d floats of %d-wide rows", len(rows), scriptedWidth)
+	}
+	r.images = append(r.images, rows[0])
+	return r.ForwardSlot(slot, make([]int32, len(rows)/scriptedWidth), pos, out)
 }
 
 func (r *scripted) Forward(tokens []int32, pos int, out Output) (Result, error) {
@@ -353,5 +366,103 @@ func TestSessionPrefillProgress(t *testing.T) {
 	}
 	if len(r.calls) != 1 || s.Cached() != PrefillChunk {
 		t.Errorf("%d forward calls, %d tokens cached; want 1 and %d", len(r.calls), s.Cached(), PrefillChunk)
+	}
+}
+
+// imageAt is an image of n positions at pos whose rows all hold v.
+func imageAt(pos, n int, key string, v float32) Image {
+	rows := make([]float32, n*scriptedWidth)
+	for i := range rows {
+		rows[i] = v
+	}
+	return Image{Pos: pos, Len: n, Key: key, Embeds: rows}
+}
+
+// TestSessionImages: a prompt's images go in as embedding rows between
+// its runs of text; a later turn reuses the cache through an image of the
+// same key and position, needs no rows for it, and evaluates again from an
+// image whose key changed.
+func TestSessionImages(t *testing.T) {
+	r := &scripted{ctx: 64, next: func(pos int) int32 { return 30 }}
+	s := NewSession(r)
+	prompt := make([]int32, 20)
+	for i := range prompt {
+		prompt[i] = int32(i + 1)
+	}
+	for i := 5; i < 9; i++ {
+		prompt[i] = 99 // the image's placeholders
+	}
+	req := greedyRequest(prompt, 2)
+	req.Images = []Image{imageAt(5, 4, "a", 7)}
+	collect(t, s, req)
+	want := [][2]int{{0, 5}, {5, 4}, {9, 11}, {20, 1}}
+	if !slices.Equal(r.calls, want) || !slices.Equal(r.images, []float32{7}) {
+		t.Fatalf("first turn: calls %v images %v, want %v [7]", r.calls, r.images, want)
+	}
+
+	// The next turn extends it; the image is held, so it needs no rows.
+	next := append(slices.Clone(prompt), 30, 30, 40, 41)
+	held := Image{Pos: 5, Len: 4, Key: "a"}
+	if got := s.Reuse(next, []Image{held}); got != 21 {
+		t.Fatalf("Reuse of the next turn: %d, want 21 (the prompt and the reply's first token)", got)
+	}
+	r.calls, r.images = nil, nil
+	req = greedyRequest(next, 1)
+	req.Images = []Image{held}
+	collect(t, s, req)
+	if want := [][2]int{{21, 3}}; !slices.Equal(r.calls, want) || r.images != nil {
+		t.Fatalf("second turn: calls %v images %v, want %v and no image", r.calls, r.images, want)
+	}
+
+	// Another image at the same place: evaluated again from there.
+	if got := s.Reuse(next, []Image{{Pos: 5, Len: 4, Key: "b"}}); got != 5 {
+		t.Fatalf("Reuse with the image changed: %d, want 5", got)
+	}
+	r.calls, r.images = nil, nil
+	req.Images = []Image{imageAt(5, 4, "b", 8)}
+	collect(t, s, req)
+	if want := [][2]int{{5, 4}, {9, 15}}; !slices.Equal(r.calls, want) || !slices.Equal(r.images, []float32{8}) {
+		t.Fatalf("changed image: calls %v images %v, want %v [8]", r.calls, r.images, want)
+	}
+	// A prompt without the image is cut before it, too.
+	if got := s.Reuse(next, nil); got != 5 {
+		t.Errorf("Reuse without the image: %d, want 5", got)
+	}
+
+	// A held image asked for elsewhere, or a new one without rows, fails.
+	r.calls = nil
+	req.Images = []Image{{Pos: 6, Len: 4, Key: "b"}}
+	if _, err := s.Generate(context.Background(), req, func(Token) error { return nil }); err == nil || !strings.Contains(err.Error(), "without its embeddings") {
+		t.Errorf("an image without rows outside the cache: %v", err)
+	}
+}
+
+// TestSessionRefusesBadImages: images that overlap, leave the prompt, end
+// it, or would need a shift are refused by name.
+func TestSessionRefusesBadImages(t *testing.T) {
+	prompt := make([]int32, 12)
+	for _, tc := range []struct {
+		name   string
+		images []Image
+		ctx    int
+		want   string
+	}{
+		{"overlapping", []Image{imageAt(2, 4, "a", 1), imageAt(5, 2, "b", 1)}, 64, "overlaps"},
+		{"out of order", []Image{imageAt(6, 2, "a", 1), imageAt(2, 2, "b", 1)}, 64, "overlaps"},
+		{"past the prompt", []Image{imageAt(10, 4, "a", 1)}, 64, "leaves the 12-token prompt"},
+		{"ending the prompt", []Image{imageAt(8, 4, "a", 1)}, 64, "ends the prompt"},
+		{"no positions", []Image{{Pos: 3, Key: "a"}}, 64, "0 positions"},
+		{"shifted", []Image{imageAt(2, 2, "a", 1)}, 8, "not shifted"},
+	} {
+		r := &scripted{ctx: tc.ctx, next: func(int) int32 { return 0 }}
+		req := greedyRequest(prompt, 1)
+		req.Images, req.Overflow = tc.images, OverflowShift
+		_, err := NewSession(r).Generate(context.Background(), req, func(Token) error { return nil })
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error saying %q", tc.name, err, tc.want)
+		}
+		if len(r.calls) > 0 {
+			t.Errorf("%s: evaluated %v before refusing", tc.name, r.calls)
+		}
 	}
 }

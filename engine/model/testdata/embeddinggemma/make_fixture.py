@@ -257,6 +257,10 @@ def make(out):
     # Config: the gemma3 family made bidirectional, as EmbeddingGemma's.
     kw = dict(mf.COMMON, vocab_size=FAM["vocab"], **copy.deepcopy(FAM["config"]))
     kw["use_bidirectional_attention"] = True
+    # EmbeddingGemma's own config has query_pre_attn_scalar = head_dim (256),
+    # and llama.cpp's converter writes no scale for gemma-embedding (llama.cpp
+    # scales by 1/sqrt(head_dim)); equal here too, so its file is checkable.
+    kw["query_pre_attn_scalar"] = kw["head_dim"]
     cfg = transformers.AutoConfig.for_model("gemma3_text", **kw)
     built_window = cfg.sliding_window
     want_types = ["sliding_attention"] * 5 + ["full_attention"]
