@@ -3,13 +3,12 @@ package model
 import (
 	"errors"
 	"math"
-	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
 	"github.com/hearthstudio/hearth/gguf"
+	"github.com/hearthstudio/hearth/internal/ggufedit"
 )
 
 // rewrite copies the model file src to a new file with the keys of set
@@ -20,80 +19,14 @@ func rewrite(t *testing.T, src string, set map[string]gguf.Value, dropTensors ..
 	return rewriteAdding(t, src, set, nil, dropTensors...)
 }
 
-// addedTensor is a tensor rewriteAdding appends: its name, type, shape
-// (ggml's order) and bytes.
-type addedTensor struct {
-	name  string
-	typ   gguf.Type
-	shape []uint64
-	data  []byte
-}
+// addedTensor is a tensor rewriteAdding appends.
+type addedTensor = ggufedit.Tensor
 
 // rewriteAdding is rewrite that also appends the tensors of add.
 func rewriteAdding(t *testing.T, src string, set map[string]gguf.Value, add []addedTensor, dropTensors ...string) string {
 	t.Helper()
-	in, err := gguf.Open(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
 	path := filepath.Join(t.TempDir(), "bad.gguf")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	w := gguf.NewWriter(f)
-	for _, kv := range in.Metadata() {
-		v := kv.Value
-		if nv, ok := set[kv.Key]; ok {
-			if nv.Any() == nil {
-				continue
-			}
-			v = nv
-		}
-		if err := w.Set(kv.Key, v); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for k, v := range set {
-		if _, ok := in.Value(k); !ok && v.Any() != nil {
-			if err := w.Set(k, v); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	var kept []gguf.TensorInfo
-	for _, ti := range in.Tensors() {
-		if !slices.Contains(dropTensors, ti.Name) {
-			kept = append(kept, ti)
-			if err := w.AddTensor(ti.Name, ti.Type, ti.Shape); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	for _, a := range add {
-		if err := w.AddTensor(a.name, a.typ, a.shape); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, ti := range kept {
-		data, err := in.Data(ti)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := w.WriteTensorBytes(ti.Name, data); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, a := range add {
-		if err := w.WriteTensorBytes(a.name, a.data); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	ggufedit.Rewrite(t, src, path, set, dropTensors, add)
 	return path
 }
 

@@ -95,7 +95,7 @@ func embeddingFromGemma3(t *testing.T) string {
 		for range rows * cols {
 			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(float32(r.NormFloat64()*0.1)))
 		}
-		return addedTensor{name: name, typ: gguf.TypeF32, shape: []uint64{uint64(cols), uint64(rows)}, data: b}
+		return addedTensor{Name: name, Type: gguf.TypeF32, Shape: []uint64{uint64(cols), uint64(rows)}, Data: b}
 	}
 	add := []addedTensor{dense("dense_2.weight", 3*hidden, hidden), dense("dense_3.weight", hidden, 3*hidden)}
 	return rewriteAdding(t, m.Path, set, add)
