@@ -42,7 +42,11 @@ Studio, the file's name without .gguf for a folder. MEMORY is the GPU memory
 the model would take with a context of CONTEXT tokens, at most 8192 (the
 --ctx default). Models that cannot be used (a download that did not finish,
 an architecture Hearth lacks, a split GGUF) are listed with the reason.
-Vision projectors (mmproj files) are not language models and are not listed.
+
+VISION is yes for a model that sees images: a vision projector (an mmproj
+GGUF file) of the model's width lies in its folder, or its Ollama manifest
+has one. Projectors are not language models and are not listed themselves;
+--json gives a model's as "projector".
 
 LoRA adapters found there (GGUF adapters, PEFT folders) are listed apart,
 with the architecture or base model they are for and the models listed
@@ -135,7 +139,9 @@ type modelsEntry struct {
 	Context   int           `json:"context,omitempty"`
 	Layers    int           `json:"layers,omitempty"`
 	Memory    *modelsMemory `json:"memory,omitempty"`
-	Error     string        `json:"error,omitempty"`
+	// Projector is the vision projector the model reads images through.
+	Projector string `json:"projector,omitempty"`
+	Error     string `json:"error,omitempty"`
 }
 
 // modelsMemory is the GPU memory estimate, in bytes, at a context and batch.
@@ -166,7 +172,7 @@ func newModelsReport(r library.Roots, entries, adapters []library.Entry) modelsR
 		rep.Adapters = append(rep.Adapters, a)
 	}
 	for _, e := range entries {
-		m := modelsEntry{Name: e.Name, Source: e.Source, Path: e.Path, Size: e.Size, Parts: e.Parts, Error: e.Err}
+		m := modelsEntry{Name: e.Name, Source: e.Source, Path: e.Path, Size: e.Size, Parts: e.Parts, Projector: e.Projector, Error: e.Err}
 		if i := e.Info; i != nil {
 			m.Arch, m.ModelName, m.Params, m.Quant, m.Context, m.Layers = i.Arch, i.ModelName, i.Params, i.Quant, i.Context, i.Layers
 			if i.Memory.Total() > 0 {
@@ -208,10 +214,13 @@ func printModels(w io.Writer, r library.Roots, entries []library.Entry) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tSOURCE\tARCH\tPARAMS\tQUANT\tSIZE\tCONTEXT\tMEMORY")
+	fmt.Fprintln(tw, "NAME\tSOURCE\tARCH\tPARAMS\tQUANT\tSIZE\tCONTEXT\tVISION\tMEMORY")
 	var problems []library.Entry
 	for _, e := range entries {
-		arch, params, quant, ctx, mem := "-", "-", "-", "-", "-"
+		arch, params, quant, ctx, vision, mem := "-", "-", "-", "-", "-", "-"
+		if e.Projector != "" {
+			vision = "yes"
+		}
 		if i := e.Info; i != nil {
 			arch, params, quant = orDash(i.Arch), units.Count(uint64(i.Params)), orDash(i.Quant)
 			if i.Context > 0 {
@@ -225,7 +234,7 @@ func printModels(w io.Writer, r library.Roots, entries []library.Entry) error {
 			problems = append(problems, e)
 			mem = "(see below)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", inspectText(e.Name), e.Source, arch, params, quant, entrySize(e), ctx, mem)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", inspectText(e.Name), e.Source, arch, params, quant, entrySize(e), ctx, vision, mem)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

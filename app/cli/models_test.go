@@ -5,11 +5,14 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/hearthstudio/hearth/engine/synth"
 )
 
 // isolateStores points every store hearth models reads at folders under
@@ -126,6 +129,69 @@ func TestModelsCommand(t *testing.T) {
 	_, _, err = runModelCmd(t, "", "logits", "-m", "tiny:7b", "--tokens", "1", "--backend", "cpu")
 	if err == nil || !strings.Contains(err.Error(), "unknown model") || !strings.Contains(err.Error(), "tiny:latest") {
 		t.Errorf("unknown name: %v", err)
+	}
+}
+
+// TestModelsCommandShowsVision: a model with a vision projector beside it
+// is marked in the table and names the projector in --json; the projector
+// is not listed as a model.
+func TestModelsCommandShowsVision(t *testing.T) {
+	home := t.TempDir()
+	isolateStores(t, home)
+	folder := filepath.Join(home, "mine")
+	copyFile(t, tinyModel(t, "tiny-gemma3"), filepath.Join(folder, "gemma.gguf"))
+	copyFile(t, tinyModel(t, "tiny-llama"), filepath.Join(folder, "llama", "llama.gguf"))
+	p, ok := synth.ProjectorPresetByName("tiny-gemma3-vision")
+	if !ok {
+		t.Fatal("no projector preset tiny-gemma3-vision")
+	}
+	proj := filepath.Join(folder, "mmproj-gemma-f16.gguf")
+	if err := synth.WriteProjector(proj, p, 1); err != nil {
+		t.Fatal(err)
+	}
+
+	out, _, err := runModelCmd(t, "", "models", "--json", "--folder", folder)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep modelsReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("%v in:\n%s", err, out)
+	}
+	projectors := map[string]string{}
+	for _, m := range rep.Models {
+		projectors[m.Name] = m.Projector
+	}
+	if want := map[string]string{"gemma": proj, "llama": ""}; !maps.Equal(projectors, want) {
+		t.Errorf("models and their projectors %v, want %v", projectors, want)
+	}
+	if strings.Contains(out, `"projector": ""`) {
+		t.Errorf("an empty projector is written:\n%s", out)
+	}
+
+	out, _, err = runModelCmd(t, "", "models", "--folder", folder)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The table's columns line up, and SIZE has a space in it: the VISION
+	// column is where its heading is.
+	rows := map[string]string{}
+	for _, line := range strings.Split(out, "\n") {
+		if name, _, ok := strings.Cut(line, " "); ok {
+			rows[name] = line
+		}
+	}
+	col := strings.Index(rows["NAME"], "VISION")
+	if col < 0 {
+		t.Fatalf("no VISION column:\n%s", out)
+	}
+	for name, want := range map[string]string{"gemma": "yes ", "llama": "- "} {
+		if row := rows[name]; !strings.HasPrefix(row[min(col, len(row)):], want) {
+			t.Errorf("%s: VISION is not %q:\n%s", name, want, out)
+		}
+	}
+	if strings.Contains(out, "mmproj") {
+		t.Errorf("the projector is listed:\n%s", out)
 	}
 }
 

@@ -28,6 +28,10 @@ type Info struct {
 	Quant   string
 	Context int // ARCH.context_length: the context the model was trained for
 	Layers  int // ARCH.block_count
+	// Embedding is the width of the model's hidden states
+	// (ARCH.embedding_length): what a vision projector paired with it
+	// must project to.
+	Embedding int
 	// Memory is the GPU memory estimate of running the model with a cache of
 	// MemoryContext positions and batches of MemoryBatch tokens; zero when
 	// Hearth cannot load the model.
@@ -253,6 +257,7 @@ func headerInfo(f *gguf.File) *Info {
 	if arch != "" {
 		info.Context, _ = f.IntOr(arch+".context_length", 0)
 		info.Layers, _ = f.IntOr(arch+".block_count", 0)
+		info.Embedding, _ = f.IntOr(arch+".embedding_length", 0)
 	}
 	return info
 }

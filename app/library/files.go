@@ -23,7 +23,8 @@ func isGGUFName(name string) bool {
 // isProjector reports whether a file is a multimodal projector (mmproj-*.gguf,
 // or *-mmproj-*.gguf as some repositories name it): the image encoder a
 // llava-style model loads beside its language model. It is GGUF, but alone it
-// is not a language model, so no source lists it.
+// is not a language model, so no source lists it; it is the Projector of the
+// model entries beside it that it fits (pairProjector).
 func isProjector(name string) bool {
 	return strings.Contains(strings.ToLower(name), "mmproj")
 }

@@ -8,6 +8,10 @@
 // the file to load, and what its GGUF header says (architecture, parameters,
 // quantization, context, a GPU memory estimate).
 //
+// A model that sees images has a vision projector: llama.cpp's mmproj GGUF
+// file beside it, or the projector layer of its Ollama manifest. The
+// projector is not listed; it is the Projector of the models it fits.
+//
 // LoRA adapters (a GGUF file with general.type = adapter, a PEFT folder)
 // found in the same places are listed apart from the models, each with the
 // architecture it adapts and the library's models it fits.
@@ -115,6 +119,16 @@ type Entry struct {
 	Parts int
 	// Info is what the GGUF header says; nil when it could not be read.
 	Info *Info
+	// Projector is the vision projector (an mmproj GGUF file) that lets the
+	// model see images; "" for a text-only model. For an Ollama model it is
+	// the blob of the manifest's projector layer, when the blob is there.
+	// Otherwise it is a file in the model's folder whose name contains
+	// "mmproj" and whose projection is Info.Embedding wide; one of another
+	// width is another model's. Of several, the F16 or BF16 one comes
+	// before F32 before a quantized one, then the one whose name shares the
+	// longest prefix with the model's, then the first by name. A projector
+	// whose header cannot be read is passed over.
+	Projector string
 	// Err says why the model cannot be used; "" when it can.
 	Err string
 	// Ollama is the rest of an Ollama model's manifest; nil for other sources.
@@ -143,6 +157,8 @@ type Library struct {
 
 	mu    sync.Mutex
 	known map[fileKey]described
+	// projectors are the projector headers read to pair them with models.
+	projectors map[fileKey]projectorRead
 }
 
 // fileKey identifies a version of a file: a model replaced under the same
@@ -161,7 +177,7 @@ type described struct {
 
 // New returns a library of the models under r.
 func New(r Roots) *Library {
-	return &Library{roots: r, known: map[fileKey]described{}}
+	return &Library{roots: r, known: map[fileKey]described{}, projectors: map[fileKey]projectorRead{}}
 }
 
 // Scan lists the models under r, sorted by name; see Library.Scan.
@@ -300,19 +316,23 @@ func (l *Library) describeAll(entries []Entry) {
 	close(work)
 	wg.Wait()
 
-	// Forget the files no longer listed, so a long-lived library does not
-	// grow with every model ever deleted.
-	keep := map[string]bool{}
+	// Forget the files no longer listed, and the projectors in folders
+	// that no longer hold a model, so a long-lived library does not grow
+	// with every model ever deleted.
+	keep, dirs := map[string]bool{}, map[string]bool{}
 	for _, e := range entries {
 		keep[e.Path] = true
+		dirs[filepath.Dir(e.Path)] = true
 	}
 	l.mu.Lock()
 	maps.DeleteFunc(l.known, func(k fileKey, _ described) bool { return !keep[k.path] })
+	maps.DeleteFunc(l.projectors, func(k fileKey, _ projectorRead) bool { return !dirs[filepath.Dir(k.path)] })
 	l.mu.Unlock()
 }
 
 // describe fills e.Info and e.Err from the file's header, or from what the
-// library read of the same file before.
+// library read of the same file before, and pairs a model outside Ollama's
+// store (whose manifest names its projector) with the projector beside it.
 func (l *Library) describe(e *Entry) {
 	st, err := os.Stat(e.Path)
 	isDir := err == nil && st.IsDir()
@@ -343,5 +363,10 @@ func (l *Library) describe(e *Entry) {
 		// A copy: Bases is filled per scan, and the cached one is shared.
 		a := *e.Adapter
 		e.Adapter = &a
+	}
+	if e.Info != nil && e.Source != SourceOllama {
+		// A folder that cannot be listed has no projector to offer; the
+		// model itself is still usable.
+		e.Projector, _ = pairProjector(e.Path, e.Info.Embedding, l.readProjector)
 	}
 }

@@ -23,16 +23,17 @@ import (
 // tinyModel is a real GGUF written once per test binary by engine/synth and
 // linked into every fake store.
 type tinyModel struct {
-	path    string
-	arch    string
-	quant   string
-	params  int64
-	context int
-	layers  int
-	size    int64
+	path      string
+	arch      string
+	quant     string
+	params    int64
+	context   int
+	layers    int
+	embedding int
+	size      int64
 }
 
-var tinyQwen, tinyLlama tinyModel
+var tinyQwen, tinyLlama, tinyGemma tinyModel
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "hearth-library-test")
@@ -43,12 +44,17 @@ func TestMain(m *testing.M) {
 	for _, x := range []struct {
 		dst           *tinyModel
 		preset, quant string
-	}{{&tinyQwen, "tiny-qwen2", "Q8_0"}, {&tinyLlama, "tiny-llama", "Q4_K_M"}} {
+	}{{&tinyQwen, "tiny-qwen2", "Q8_0"}, {&tinyLlama, "tiny-llama", "Q4_K_M"}, {&tinyGemma, "tiny-gemma3", "F32"}} {
 		if err := writeTiny(x.dst, dir, x.preset, x.quant); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.RemoveAll(dir)
 			os.Exit(1)
 		}
+	}
+	if err := writeProjectors(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.RemoveAll(dir)
+		os.Exit(1)
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
@@ -70,7 +76,7 @@ func writeTiny(dst *tinyModel, dir, preset, quant string) error {
 		return err
 	}
 	*dst = tinyModel{path: path, arch: p.Arch, quant: quant, params: int64(layout.Params),
-		context: p.Context, layers: p.Layers, size: layout.FileSize}
+		context: p.Context, layers: p.Layers, embedding: p.Hidden, size: layout.FileSize}
 	return nil
 }
 
@@ -277,7 +283,8 @@ type want struct {
 	size     int64
 	err      string // a substring of Err
 	noInfo   bool
-	ollamaTm bool // a template and params layer are recorded
+	ollamaTm bool   // a template and params layer are recorded
+	proj     string // the projector: "" checks that there is none
 }
 
 func TestScan(t *testing.T) {
@@ -360,6 +367,9 @@ func checkEntry(t *testing.T, e Entry, w want) {
 	if w.noInfo != (e.Info == nil) {
 		t.Errorf("%s: info %+v, want none: %v", e.Name, e.Info, w.noInfo)
 	}
+	if e.Projector != w.proj {
+		t.Errorf("%s: projector %q, want %q", e.Name, e.Projector, w.proj)
+	}
 	if w.ollamaTm && (e.Ollama == nil || e.Ollama.Template == "" || e.Ollama.Params == "" || e.Ollama.System != "") {
 		t.Errorf("%s: Ollama layers %+v, want a template and params", e.Name, e.Ollama)
 	}
@@ -382,9 +392,9 @@ func checkInfo(t *testing.T, name string, info *Info, m *tinyModel) {
 		t.Errorf("%s: no info", name)
 		return
 	}
-	if info.Arch != m.arch || info.Params != m.params || info.Quant != m.quant || info.Context != m.context || info.Layers != m.layers {
-		t.Errorf("%s: info %s %d params %s ctx %d layers %d, want %s %d %s %d %d", name,
-			info.Arch, info.Params, info.Quant, info.Context, info.Layers, m.arch, m.params, m.quant, m.context, m.layers)
+	if info.Arch != m.arch || info.Params != m.params || info.Quant != m.quant || info.Context != m.context || info.Layers != m.layers || info.Embedding != m.embedding {
+		t.Errorf("%s: info %s %d params %s ctx %d layers %d width %d, want %s %d %s %d %d %d", name,
+			info.Arch, info.Params, info.Quant, info.Context, info.Layers, info.Embedding, m.arch, m.params, m.quant, m.context, m.layers, m.embedding)
 	}
 	if info.MemoryContext != min(m.context, model.DefaultContext) {
 		t.Errorf("%s: memory at %d positions, want %d", name, info.MemoryContext, min(m.context, model.DefaultContext))
@@ -452,8 +462,8 @@ func TestDescribeHeaders(t *testing.T) {
 		errIs   error
 		loadMem bool
 	}{
-		{name: "qwen", path: tinyQwen.path, want: Info{Arch: "qwen2", Params: tinyQwen.params, Quant: "Q8_0", Context: 2048, Layers: 2}, loadMem: true},
-		{name: "llama", path: tinyLlama.path, want: Info{Arch: "llama", Params: tinyLlama.params, Quant: "Q4_K_M", Context: 2048, Layers: 2}, loadMem: true},
+		{name: "qwen", path: tinyQwen.path, want: Info{Arch: "qwen2", Params: tinyQwen.params, Quant: "Q8_0", Context: 2048, Layers: 2, Embedding: 96}, loadMem: true},
+		{name: "llama", path: tinyLlama.path, want: Info{Arch: "llama", Params: tinyLlama.params, Quant: "Q4_K_M", Context: 2048, Layers: 2, Embedding: 256}, loadMem: true},
 		{name: "no file type", path: noFileType, want: Info{Arch: "llama", Params: 34*32 + 32, Quant: "Q8_0", Context: 4096},
 			err: "missing"}, // its keys are not a model's: the loader says which is missing
 		{name: "unsupported", path: unsupported, want: Info{Arch: "mamba", ModelName: "Some Mamba", Params: 64, Quant: "Q8_0", Context: 1048576, Layers: 64},

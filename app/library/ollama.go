@@ -14,14 +14,14 @@ import (
 
 // Ollama's layer media types. The store holds one GGUF per model, the model
 // layer; the others are what a Modelfile adds. A vision model's projector
-// (application/vnd.ollama.image.projector) is not a language model and is
-// not listed.
+// is not a language model and is not listed: it is the model's Projector.
 const (
-	ollamaModel    = "application/vnd.ollama.image.model"
-	ollamaAdapter  = "application/vnd.ollama.image.adapter"
-	ollamaTemplate = "application/vnd.ollama.image.template"
-	ollamaSystem   = "application/vnd.ollama.image.system"
-	ollamaParams   = "application/vnd.ollama.image.params"
+	ollamaModel     = "application/vnd.ollama.image.model"
+	ollamaAdapter   = "application/vnd.ollama.image.adapter"
+	ollamaTemplate  = "application/vnd.ollama.image.template"
+	ollamaSystem    = "application/vnd.ollama.image.system"
+	ollamaParams    = "application/vnd.ollama.image.params"
+	ollamaProjector = "application/vnd.ollama.image.projector"
 )
 
 // ollamaRegistry is the host of Ollama's own registry, which its names leave
@@ -132,6 +132,12 @@ func ollamaEntry(root, manifestPath string, elems []string) Entry {
 		case ollamaAdapter:
 			if p, err := ollamaBlob(root, l.Digest); err == nil {
 				e.Ollama.Adapters = append(e.Ollama.Adapters, p)
+			}
+		case ollamaProjector:
+			// A projector blob that is missing leaves the model usable,
+			// for text.
+			if p, err := ollamaBlob(root, l.Digest); err == nil && e.Projector == "" {
+				e.Projector = p
 			}
 		}
 	}

@@ -30,7 +30,8 @@ func ResolveName(r Roots, name string) (Entry, error) { return New(r).ResolveNam
 // Resolve finds the model the user named, for the command line: a path to
 // an existing file wins (any file: Ollama's blobs have no extension; a file
 // that is not GGUF is refused when its header is read), else a name, as
-// ResolveName takes it. The entry comes with its Info. A model that is found
+// ResolveName takes it. The entry comes with its Info and its Projector (for
+// a path, the one beside it, as ProjectorFor finds it). A model that is found
 // but cannot be used (a missing blob, a split file, an unsupported
 // architecture) is returned with an error saying why.
 func (l *Library) Resolve(name string) (Entry, error) {
@@ -60,7 +61,8 @@ func (l *Library) Resolve(name string) (Entry, error) {
 // a name as listed, it takes the forms Ollama accepts for its own models: the
 // tag left out (gemma3 for gemma3:latest), and the registry or namespace
 // spelled out (library/gemma3:1b, registry.ollama.ai/library/gemma3:1b).
-// An unknown name's error wraps ErrUnknown and lists near matches.
+// An unknown name's error wraps ErrUnknown and lists near matches. The
+// entry comes with its Info and its Projector.
 func (l *Library) ResolveName(name string) (Entry, error) {
 	if name == "" {
 		return Entry{}, fmt.Errorf("%w: no name given; hearth models lists the models on this machine", ErrUnknown)

@@ -164,7 +164,17 @@ func Presets() []Preset {
 			Vocab: 262144, Hidden: 1152, Layers: 26, Heads: 4, KVHeads: 1, HeadDim: 256, FF: 6912,
 			Context: 32768, Eps: 1e-6, RopeBase: 1000000, RopeBaseSWA: 10000,
 			SlidingWindow: 512, QueryPreAttnScalar: 256,
-			TiedEmbeddings: true, Tokenizer: "gemma",
+			TiedEmbeddings: true, Tokenizer: "gemma3",
+		},
+		{
+			// google/gemma-3-4b-it's text_config; its projector is
+			// synth's gemma-3-4b-vision.
+			Name: "gemma-3-4b", Model: "google/gemma-3-4b-it", Arch: "gemma3",
+			Vocab: 262208, Hidden: 2560, Layers: 34, Heads: 8, KVHeads: 4, HeadDim: 256, FF: 10240,
+			Context: 131072, Eps: 1e-6, RopeBase: 1000000, RopeBaseSWA: 10000,
+			RopeScaling: "linear", RopeScalingFactor: 8,
+			SlidingWindow: 1024, QueryPreAttnScalar: 256,
+			TiedEmbeddings: true, Tokenizer: "gemma3",
 		},
 		{
 			// google/gemma-4-E2B's config.json (text_config): one global
@@ -302,7 +312,7 @@ func Presets() []Preset {
 			Context: 2048, Eps: 1e-6, RopeBase: 1000000, RopeBaseSWA: 10000,
 			RopeScaling: "linear", RopeScalingFactor: 8,
 			SlidingWindow: 16, QueryPreAttnScalar: 96,
-			TiedEmbeddings: true, Tokenizer: "gemma",
+			TiedEmbeddings: true, Tokenizer: "gemma3",
 		},
 		{
 			Name: "tiny-gemma4", Model: "test model: Gemma 4, 6 layers (global 3 and 6 with the real 512-dim heads, 64-dim sliding ones), window 16, the last 2 sharing caches, per-layer embeddings", Arch: "gemma4",

@@ -44,7 +44,7 @@ type family struct {
 	template, templateSource string
 }
 
-const familyNames = "llama3, qwen, gemma, phi3, gpt-oss"
+const familyNames = "llama3, qwen, gemma, gemma3, phi3, gpt-oss"
 
 // familyOf is the tokenizer family called name. The special tokens and
 // flags are those of the real models' GGUF files; their ids differ.
@@ -66,14 +66,20 @@ func familyOf(name string) (family, bool) {
 			bos:  "<|endoftext|>", eos: "<|endoftext|>", eot: "<|im_end|>", pad: "<|endoftext|>",
 			template: "chatml",
 		}, true
-	case "gemma":
-		// Gemma's SentencePiece model adds no dummy prefix.
-		return family{
+	case "gemma", "gemma3":
+		// Gemma's SentencePiece model adds no dummy prefix. Gemma 3's
+		// vocabulary adds the tokens that frame an image and stand for
+		// its rows (ids 255999, 256000 and 262144 in the real one).
+		f := family{
 			model: tokenizer.ModelSPM,
 			head:  []string{"<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>"},
 			bos:   "<bos>", eos: "<eos>", eot: "<end_of_turn>", unk: "<unk>", pad: "<pad>",
 			addBOS: true, template: "gemma",
-		}, true
+		}
+		if name == "gemma3" {
+			f.tail = []string{"<start_of_image>", "<end_of_image>", "<image_soft_token>"}
+		}
+		return f, true
 	case "phi3":
 		// Llama 2's SentencePiece model with Phi-3's chat tokens after it
 		// (ids 32000 and up in the real vocabulary).
