@@ -80,6 +80,11 @@ type EngineOptions struct {
 	// paths. The API server passes a resolver that knows only the library's
 	// names, so no request can open an arbitrary file.
 	Resolve func(name string) (string, error)
+	// Projector finds the vision projector (mmproj file) paired with a
+	// model, by the name it was asked by and its resolved path: "" for
+	// none. nil pairs none: a chat with images then needs
+	// GenerateOptions.Projector.
+	Projector func(name, path string) (string, error)
 	// OnStatus, when set, is called after each change of Status, one call
 	// at a time and in the order of the changes. It runs on the engine's
 	// goroutine or the caller's, so it must return quickly and never call
@@ -194,6 +199,9 @@ type resident struct {
 	// dense are an embedding model's dense layers, decoded by the first
 	// Embed (empty for a model without them); nil until then.
 	dense *denseStack
+	// vision is the model's vision tower, opened by the first image; nil
+	// until then.
+	vision *Vision
 }
 
 type job struct {
@@ -556,6 +564,9 @@ func (e *Engine) unload() {
 	if e.cur == nil {
 		return
 	}
+	if e.cur.vision != nil {
+		e.cur.vision.Close()
+	}
 	e.cur.runner.Close()
 	e.cur.m.Close()
 	e.cur = nil
@@ -703,6 +714,10 @@ type GenerateOptions struct {
 	// (structured output): each step samples only the tokens that can
 	// continue it, and the turn can end only once it is whole.
 	Format *structured.Schema
+	// Projector is the vision projector (mmproj file) that reads the
+	// chat's images; "" is the one EngineOptions.Projector pairs with the
+	// model.
+	Projector string
 }
 
 // AdapterSpec is a LoRA adapter file (a llama.cpp GGUF LoRA or a PEFT
@@ -763,20 +778,42 @@ func (e *Engine) Chat(ctx context.Context, req ChatRequest, emit func(model.Toke
 	if len(req.Messages) == 0 {
 		return Reply{}, fmt.Errorf("app: a chat request needs at least one message")
 	}
-	return e.generate(ctx, req.GenerateOptions, emit, func(m *model.Model) (prepared, error) {
-		p, err := m.Chat.Render(chat.Request{Messages: req.Messages, Tools: req.Tools, AddGenerationPrompt: true})
+	return e.generate(ctx, req.GenerateOptions, emit, func(r *resident) (prepared, error) {
+		m := r.m
+		msgs, images, err := WithImageMarkers(req.Messages)
 		if err != nil {
 			return prepared{}, err
 		}
-		mr := model.Request{Prompt: m.Chat.Tokenize(p.Text), StopIDs: m.Chat.StopIDs,
-			StopStrings: append(slices.Clone(m.Chat.StopStrings), req.Stop...)}
+		p, err := m.Chat.Render(chat.Request{Messages: msgs, Tools: req.Tools, AddGenerationPrompt: true})
+		if err != nil {
+			return prepared{}, err
+		}
+		mr := model.Request{StopIDs: m.Chat.StopIDs, StopStrings: append(slices.Clone(m.Chat.StopStrings), req.Stop...)}
+		var ip *ImagePrompt
+		var v *Vision
+		if images > 0 {
+			if v, err = e.vision(r, req.Projector); err != nil {
+				return prepared{}, err
+			}
+			var files []chat.Image
+			for _, msg := range req.Messages {
+				files = append(files, msg.Images...)
+			}
+			sp, err := v.Splice(m, p.Text, files)
+			if err != nil {
+				return prepared{}, err
+			}
+			ip, mr.Prompt, mr.Images = &sp, sp.Tokens, sp.Images
+		} else {
+			mr.Prompt = m.Chat.Tokenize(p.Text)
+		}
 		// A shift keeps the system prompt, as the template renders it.
 		if n := leadingSystem(req.Messages); n > 0 {
 			if sp, err := m.Chat.Render(chat.Request{Messages: req.Messages[:n]}); err == nil {
 				mr.Keep = len(m.Chat.Tokenize(sp.Text))
 			}
 		}
-		out := prepared{req: mr, notice: p.Notice}
+		out := prepared{req: mr, notice: p.Notice, images: ip, vision: v}
 		if len(req.Tools) > 0 {
 			syntax := m.Chat.ToolSyntax()
 			out.tools = &syntax
@@ -800,8 +837,8 @@ func leadingSystem(msgs []chat.Message) int {
 
 // Complete continues req.Prompt as raw text.
 func (e *Engine) Complete(ctx context.Context, req CompleteRequest, emit func(model.Token) error) (Reply, error) {
-	return e.generate(ctx, req.GenerateOptions, emit, func(m *model.Model) (prepared, error) {
-		tok := m.Tokenizer
+	return e.generate(ctx, req.GenerateOptions, emit, func(r *resident) (prepared, error) {
+		tok := r.m.Tokenizer
 		mr := model.Request{Prompt: tok.Encode(req.Prompt, tokenizer.EncodeOptions{AddSpecial: true, ParseSpecial: req.Special}),
 			StopStrings: req.Stop}
 		for _, id := range []int32{tok.EOS(), tok.EOT()} {
@@ -813,13 +850,16 @@ func (e *Engine) Complete(ctx context.Context, req CompleteRequest, emit func(mo
 	})
 }
 
-// prepared is a generation's model request, the notice of its template, and
-// the tool-call syntax to parse its reply with (nil: none).
+// prepared is a generation's model request, the notice of its template,
+// the tool-call syntax to parse its reply with (nil: none), and its images
+// with the tower that encodes them (nil: none).
 type prepared struct {
 	req    model.Request
 	notice string
 	tools  *chat.ToolSyntax
 	format *structured.Schema // overrides GenerateOptions.Format
+	images *ImagePrompt
+	vision *Vision
 }
 
 // withModel runs job on the engine's goroutine with the model name
@@ -846,7 +886,7 @@ func (e *Engine) withModel(ctx context.Context, name string, progress func(Progr
 // on the caller's goroutine, the forwards going back to the engine's to
 // run together with those of the other generations in flight.
 func (e *Engine) generate(ctx context.Context, o GenerateOptions, emit func(model.Token) error,
-	prepare func(*model.Model) (prepared, error)) (Reply, error) {
+	prepare func(*resident) (prepared, error)) (Reply, error) {
 	if o.MaxTokens < 0 {
 		return Reply{}, fmt.Errorf("app: max tokens %d must not be negative", o.MaxTokens)
 	}
@@ -875,7 +915,7 @@ func (e *Engine) generate(ctx context.Context, o GenerateOptions, emit func(mode
 		if r.m.Config.Bidirectional {
 			return fmt.Errorf("%s is %w", r.info.Name, model.ErrEmbeddingModel)
 		}
-		p, err := prepare(r.m)
+		p, err := prepare(r)
 		if err != nil {
 			return err
 		}
@@ -896,7 +936,16 @@ func (e *Engine) generate(ctx context.Context, o GenerateOptions, emit func(mode
 		req.Progress = func(done, total int) {
 			progress(Progress{Stage: "prefill", Done: int64(done), Total: int64(total)})
 		}
-		session = e.takeSlot(req.Prompt)
+		session = e.takeSlot(req.Prompt, req.Images)
+		if p.images != nil {
+			// Only the images the slot's cache does not hold are read.
+			if err := p.vision.Encode(*p.images, session.Reuse(req.Prompt, req.Images)); err != nil {
+				e.free(session.Slot())
+				session = nil
+				return err
+			}
+			req.Images = p.images.Images
+		}
 		return nil
 	}})
 	if err != nil {
@@ -938,11 +987,11 @@ func (e *Engine) generate(ctx context.Context, o GenerateOptions, emit func(mode
 // the one whose cache holds the most of prompt (the conversation's earlier
 // turns), the first such. The engine goroutine calls it for a job that
 // Engine.joins admitted, or with no generation in flight, so one is free.
-func (e *Engine) takeSlot(prompt []int32) *model.Session {
+func (e *Engine) takeSlot(prompt []int32, images []model.Image) *model.Session {
 	best, reuse := -1, -1
 	for slot, s := range e.cur.slots {
 		if !e.cur.busy[slot] {
-			if n := s.Reuse(prompt, nil); n > reuse {
+			if n := s.Reuse(prompt, images); n > reuse {
 				best, reuse = slot, n
 			}
 		}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -11,10 +12,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hearthstudio/hearth/app"
+	"github.com/hearthstudio/hearth/app/library"
 	"github.com/hearthstudio/hearth/engine/chat"
 	"github.com/hearthstudio/hearth/engine/model"
 	"github.com/hearthstudio/hearth/engine/structured"
 	"github.com/hearthstudio/hearth/engine/tokenizer"
+	"github.com/hearthstudio/hearth/engine/vision"
 )
 
 // defaultReplyTokens bounds a chat reply when -n is not given. A model
@@ -26,15 +29,18 @@ const defaultReplyTokens = 1024
 func newChatCmd() *cobra.Command {
 	var mf modelFlags
 	var sf samplingFlags
-	var prompt, system, schemaFile string
+	var prompt, system, schemaFile, mmproj string
+	var images []string
 	var n int
 	var shift, asJSON bool
 	cmd := &cobra.Command{
-		Use:   "chat -m MODEL [-p PROMPT]",
+		Use:   "chat -m MODEL [-p PROMPT] [--image FILE]",
 		Short: "Chat with a model through its chat template; interactive without -p",
 		Long: "With -p, answer one message and exit. Without it, read messages from standard input,\n" +
 			"one per line (end a line with \\ to continue it), keeping the conversation and the KV cache\n" +
-			"between turns. /reset starts over, /exit (or end of input) leaves; Ctrl+C stops a reply.",
+			"between turns. /reset starts over, /exit (or end of input) leaves; Ctrl+C stops a reply.\n" +
+			"--image (or /image FILE before a message) shows the model an image with the next message:\n" +
+			"a vision model reads it with the mmproj file beside it, or the one --mmproj names.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			l, err := mf.open(cmd.ErrOrStderr())
@@ -43,7 +49,13 @@ func newChatCmd() *cobra.Command {
 			}
 			defer l.Close()
 			c := &chatLoop{l: l, sampling: sf, n: n, shift: shift, out: cmd.OutOrStdout(), log: cmd.ErrOrStderr(),
-				session: model.NewSession(l.Runner)}
+				session: model.NewSession(l.Runner), mmproj: mmproj}
+			defer c.closeVision()
+			for _, f := range images {
+				if err := c.attach(f); err != nil {
+					return err
+				}
+			}
 			if c.format, err = replyFormat(asJSON, schemaFile); err != nil {
 				return err
 			}
@@ -70,6 +82,8 @@ func newChatCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&shift, "shift", false, "when the context fills, drop the oldest half of it instead of stopping")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "hold every reply to a JSON object (constrained decoding)")
 	cmd.Flags().StringVar(&schemaFile, "schema", "", "hold every reply to JSON that validates against the JSON schema in this file")
+	cmd.Flags().StringArrayVar(&images, "image", nil, "show the model this image (PNG, JPEG, GIF or WebP) with the first message (repeatable)")
+	cmd.Flags().StringVar(&mmproj, "mmproj", "", "the vision projector (mmproj GGUF) that reads images (default: the one beside the model)")
 	cmd.MarkFlagsMutuallyExclusive("json", "schema")
 	return cmd
 }
@@ -107,6 +121,92 @@ type chatLoop struct {
 	// system prompt as the template renders it.
 	keep     int
 	out, log io.Writer
+	// mmproj is --mmproj; vision reads the images, opened by the first;
+	// pending are the images the next message shows.
+	mmproj  string
+	vision  *app.Vision
+	pending []chat.Image
+}
+
+// attach reads an image file for the next message.
+func (c *chatLoop) attach(path string) error {
+	im, err := readImages([]string{path})
+	c.pending = append(c.pending, im...)
+	return err
+}
+
+// openVision opens the projector for the conversation's images, once.
+func (c *chatLoop) openVision() (*app.Vision, error) {
+	if c.vision != nil {
+		return c.vision, nil
+	}
+	v, err := openProjector(c.l, c.mmproj)
+	c.vision = v
+	return v, err
+}
+
+// openProjector opens the projector that reads l's images: mmproj
+// (--mmproj), or the one the library pairs with the model.
+func openProjector(l *app.LoadedModel, mmproj string) (*app.Vision, error) {
+	path := mmproj
+	if path == "" {
+		var err error
+		if path, err = library.ProjectorFor(l.Model.Path); err != nil {
+			return nil, err
+		}
+		if path == "" {
+			return nil, fmt.Errorf("%s: %w (put its mmproj-*.gguf beside it, or give --mmproj)", l.Model.Path, app.ErrNoProjector)
+		}
+	}
+	return app.OpenVision(path, l.Model, l.Runner)
+}
+
+// readImages reads image files for a message, each checked to decode.
+func readImages(paths []string) ([]chat.Image, error) {
+	var out []chat.Image
+	for _, path := range paths {
+		if _, err := vision.DecodeFile(path); err != nil {
+			return nil, err
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, chat.Image{Data: data, Ref: path})
+	}
+	return out, nil
+}
+
+// images puts the images of msgs, rendered as text, into req: their
+// tokens in the prompt, and the rows of those the cache does not hold.
+func (c *chatLoop) images(req *model.Request, msgs []chat.Message, text string) error {
+	v, err := c.openVision()
+	if err != nil {
+		return err
+	}
+	var files []chat.Image
+	for _, msg := range msgs {
+		files = append(files, msg.Images...)
+	}
+	ip, err := v.Splice(c.l.Model, text, files)
+	if err != nil {
+		return err
+	}
+	req.Prompt, req.Images = ip.Tokens, ip.Images
+	return v.Encode(ip, c.session.Reuse(ip.Tokens, ip.Images))
+}
+
+// imageError is a turn's error from its images: the interactive chat says
+// it and goes on without them.
+type imageError struct{ err error }
+
+func (e *imageError) Error() string { return e.err.Error() }
+func (e *imageError) Unwrap() error { return e.err }
+
+func (c *chatLoop) closeVision() {
+	if c.vision != nil {
+		c.vision.Close()
+	}
 }
 
 func (c *chatLoop) interactive(cmd *cobra.Command, in io.Reader) error {
@@ -130,11 +230,25 @@ func (c *chatLoop) interactive(cmd *cobra.Command, in io.Reader) error {
 			return nil
 		case "/reset":
 			c.history = c.history[:c.system]
+			c.pending = nil
 			c.session.Reset()
 			fmt.Fprintln(c.log, "(conversation reset)")
 		default:
+			if f, ok := strings.CutPrefix(text, "/image "); ok {
+				if err := c.attach(strings.TrimSpace(f)); err != nil {
+					fmt.Fprintln(c.log, "error:", err)
+				} else {
+					fmt.Fprintf(c.log, "(%d image(s) go with the next message)\n", len(c.pending))
+				}
+				break
+			}
 			if err := c.turn(cmd, text); err != nil {
-				return err
+				var bad *imageError
+				if !errors.As(err, &bad) {
+					return err
+				}
+				// The message is not sent; the conversation goes on.
+				fmt.Fprintln(c.log, "error:", err)
 			}
 		}
 		prompt()
@@ -145,8 +259,12 @@ func (c *chatLoop) interactive(cmd *cobra.Command, in io.Reader) error {
 // turn answers one user message, streaming the reply.
 func (c *chatLoop) turn(cmd *cobra.Command, text string) error {
 	m := c.l.Model
-	msgs := append(c.history, chat.Message{Role: "user", Content: text})
-	p, err := m.Chat.Render(chat.Request{Messages: msgs, AddGenerationPrompt: true})
+	msgs := append(c.history, chat.Message{Role: "user", Content: text, Images: c.pending})
+	marked, images, err := app.WithImageMarkers(msgs)
+	if err != nil {
+		return err
+	}
+	p, err := m.Chat.Render(chat.Request{Messages: marked, AddGenerationPrompt: true})
 	if err != nil {
 		return err
 	}
@@ -154,6 +272,13 @@ func (c *chatLoop) turn(cmd *cobra.Command, text string) error {
 		fmt.Fprintln(c.log, "note:", p.Notice)
 	}
 	req := c.request(p.Text)
+	if images > 0 {
+		if err := c.images(&req, msgs, p.Text); err != nil {
+			c.pending = nil
+			return &imageError{err}
+		}
+	}
+	c.pending = nil
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
 	defer stop()
 	var reply strings.Builder

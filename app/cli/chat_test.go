@@ -2,7 +2,11 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"image"
+	"image/color"
+	"image/png"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,7 +14,9 @@ import (
 	"testing"
 
 	"github.com/hearthstudio/hearth/app"
+	"github.com/hearthstudio/hearth/engine/chat"
 	"github.com/hearthstudio/hearth/engine/model"
+	"github.com/hearthstudio/hearth/engine/synth"
 )
 
 // TestChatReplyDefaultLimit: a reply that never reaches an end of turn
@@ -92,5 +98,96 @@ func TestChatStructuredReply(t *testing.T) {
 	}
 	if _, _, err := runModelCmd(t, "", "chat", "-m", m, "-p", "x", "--schema", schema, "--json", "--backend", "cpu"); err == nil {
 		t.Error("--json with --schema was accepted")
+	}
+}
+
+// TestChatAndGenerateWithImages: --image shows tiny-gemma3 an image, read
+// with the mmproj file beside it: the prompt grows by the image's 16
+// tokens and its framing; a file that is not an image, or a model with no
+// projector, is refused by name; /image attaches one in the interactive
+// chat, and a bad one there is reported without ending the chat.
+func TestChatAndGenerateWithImages(t *testing.T) {
+	dir := t.TempDir()
+	m := filepath.Join(dir, "tiny-gemma3.gguf")
+	if err := os.Link(tinyModel(t, "tiny-gemma3"), m); err != nil {
+		t.Fatal(err)
+	}
+	pp, _ := synth.ProjectorPresetByName("tiny-gemma3-vision")
+	if err := synth.WriteProjector(filepath.Join(dir, "mmproj-tiny-gemma3-f16.gguf"), pp, 1); err != nil {
+		t.Fatal(err)
+	}
+	img := filepath.Join(dir, "cat.png")
+	writePNG(t, img, 20, 12)
+	notImage := filepath.Join(dir, "notes.png")
+	if err := os.WriteFile(notImage, []byte("not a picture"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	prompts := func(log string) (n int) {
+		i := strings.LastIndex(log, "[")
+		if i < 0 {
+			t.Fatalf("no statistics line:\n%s", log)
+		}
+		fmt.Sscanf(log[i:], "[%d+", &n)
+		return n
+	}
+	base := []string{"chat", "-m", m, "-p", "What is it?", "--temp", "0", "-n", "3", "--backend", "cpu"}
+	_, log, err := runModelCmd(t, "", base...)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log)
+	}
+	_, logImage, err := runModelCmd(t, "", append(base, "--image", img)...)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, logImage)
+	}
+	if d := prompts(logImage) - prompts(log); d < 18 {
+		t.Errorf("the image added %d prompt tokens, want its 16 and the framing", d)
+	}
+	if _, _, err := runModelCmd(t, "", append(base, "--image", notImage)...); err == nil || !strings.Contains(err.Error(), "notes.png") {
+		t.Errorf("a text file as an image: %v, want an error naming it", err)
+	}
+	out, log, err := runModelCmd(t, "", "generate", "-m", m, "-p", "A picture: "+chat.ImageMarker+" shows", "--image", img, "--temp", "0", "-n", "2", "--backend", "cpu", "--json")
+	if err != nil {
+		t.Fatalf("generate: %v\n%s", err, log)
+	}
+	var rep generateReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || rep.PromptTokens < 20 {
+		t.Errorf("generate --image: %v, report %+v", err, rep)
+	}
+
+	// No projector beside the model.
+	lone := filepath.Join(t.TempDir(), "tiny-gemma3.gguf")
+	if err := os.Link(m, lone); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := runModelCmd(t, "", "chat", "-m", lone, "-p", "Hi", "--image", img, "--backend", "cpu"); !errors.Is(err, app.ErrNoProjector) {
+		t.Errorf("no projector: %v, want ErrNoProjector", err)
+	}
+
+	// Interactive: a bad /image is reported and the chat goes on.
+	_, log, err = runModelCmd(t, "/image "+notImage+"\n/image "+img+"\nWhat is it?\n", "chat", "-m", m, "--temp", "0", "-n", "2", "--backend", "cpu")
+	if err != nil {
+		t.Fatalf("interactive: %v\n%s", err, log)
+	}
+	if !strings.Contains(log, "notes.png") || !strings.Contains(log, "1 image(s) go with the next message") || prompts(log) < prompts(logImage)-2 {
+		t.Errorf("interactive /image:\n%s", log)
+	}
+}
+
+// writePNG writes a w×h PNG of a gradient.
+func writePNG(t *testing.T, path string, w, h int) {
+	t.Helper()
+	img := image.NewRGBA(image.Rect(0, 0, w, h))
+	for y := range h {
+		for x := range w {
+			img.Set(x, y, color.RGBA{uint8(12 * x), uint8(20 * y), 90, 255})
+		}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := png.Encode(f, img); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hearthstudio/hearth/engine/chat"
 	"github.com/hearthstudio/hearth/engine/model"
 	"github.com/hearthstudio/hearth/engine/tokenizer"
 )
@@ -26,14 +27,18 @@ type generateReport struct {
 func newGenerateCmd() *cobra.Command {
 	var mf modelFlags
 	var sf samplingFlags
-	var prompt string
+	var prompt, mmproj string
+	var images []string
 	var n int
 	var stops []string
 	var asJSON, special, shift bool
 	cmd := &cobra.Command{
-		Use:   "generate -m MODEL -p PROMPT",
+		Use:   "generate -m MODEL -p PROMPT [--image FILE]",
 		Short: "Continue a prompt (a raw completion, no chat template), streamed",
-		Args:  cobra.NoArgs,
+		Long: "Continue a prompt (a raw completion, no chat template), streamed. With --image, a vision\n" +
+			"model reads each image where " + chat.ImageMarker + " stands in the prompt (or before it), framed as\n" +
+			"its processor frames an image, with the mmproj file beside the model or the one --mmproj names.",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !cmd.Flags().Changed("prompt") {
 				return fmt.Errorf("no prompt: give -p PROMPT")
@@ -55,6 +60,30 @@ func newGenerateCmd() *cobra.Command {
 			if shift {
 				req.Overflow = model.OverflowShift
 			}
+			session := model.NewSession(l.Runner)
+			if len(images) > 0 {
+				files, err := readImages(images)
+				if err != nil {
+					return err
+				}
+				v, err := openProjector(l, mmproj)
+				if err != nil {
+					return err
+				}
+				defer v.Close()
+				text := prompt
+				if !strings.Contains(text, chat.ImageMarker) {
+					text = strings.Repeat(chat.ImageMarker, len(files)) + text
+				}
+				ip, err := v.Splice(l.Model, text, files)
+				if err != nil {
+					return err
+				}
+				req.Prompt, req.Images = ip.Tokens, ip.Images
+				if err := v.Encode(ip, 0); err != nil {
+					return err
+				}
+			}
 			req.Decoder = tok.NewDecoder(tokenizer.DecodeOptions{Special: special})
 
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
@@ -62,7 +91,7 @@ func newGenerateCmd() *cobra.Command {
 			var text strings.Builder
 			var out []int32
 			w := cmd.OutOrStdout()
-			st, err := model.NewSession(l.Runner).Generate(ctx, req, func(t model.Token) error {
+			st, err := session.Generate(ctx, req, func(t model.Token) error {
 				if t.ID >= 0 {
 					out = append(out, t.ID)
 				}
@@ -93,5 +122,7 @@ func newGenerateCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&special, "special", false, "parse special tokens in the prompt and print them in the reply")
 	cmd.Flags().BoolVar(&shift, "shift", false, "when the context fills, drop its oldest half instead of stopping")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the reply and statistics as JSON")
+	cmd.Flags().StringArrayVar(&images, "image", nil, "an image (PNG, JPEG, GIF or WebP) for a vision model to read (repeatable)")
+	cmd.Flags().StringVar(&mmproj, "mmproj", "", "the vision projector (mmproj GGUF) that reads images (default: the one beside the model)")
 	return cmd
 }

@@ -23,6 +23,24 @@ type Message struct {
 	ToolCalls        []ToolCall `json:"tool_calls,omitempty"`
 	ToolCallID       string     `json:"tool_call_id,omitempty"` // a tool message answers this call
 	Name             string     `json:"name,omitempty"`         // a tool message's function name
+	// Images are the message's images: each stands where ImageMarker
+	// stands in Content, in order, or, when Content has no marker, before
+	// its text. Templates never see them; the marker is what they render,
+	// and the engine puts the image's tokens in its place.
+	Images []Image `json:"-"`
+}
+
+// ImageMarker stands for an image in a Message's Content (llama.cpp's
+// server uses <__media__> the same way).
+const ImageMarker = "<__image__>"
+
+// Image is an image in a message: the encoded file (PNG, JPEG, GIF or
+// WebP), and where a kept conversation finds it again.
+type Image struct {
+	Data []byte
+	// Ref names the image where the conversation is kept (a chat file's
+	// images are named by the SHA-256 of their bytes); "" for none.
+	Ref string
 }
 
 // ToolCall is a function call an assistant made, in OpenAI's shape.

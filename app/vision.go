@@ -1,0 +1,205 @@
+package app
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/hearthstudio/hearth/engine/chat"
+	"github.com/hearthstudio/hearth/engine/model"
+	"github.com/hearthstudio/hearth/engine/tokenizer"
+	"github.com/hearthstudio/hearth/engine/vision"
+)
+
+// ErrNoProjector is the error of a chat with images on a model that has no
+// vision projector.
+var ErrNoProjector = errors.New("the model has no vision projector (mmproj) to read images with")
+
+// Vision reads a model's images: its projector's tower, on the GPU when
+// the model's runner is there, else the reference encoder on the CPU.
+type Vision struct {
+	tower *vision.Tower
+	gpu   *vision.GPUTower // nil: the CPU
+}
+
+// OpenVision opens the projector file path for m, which r runs, checking
+// that it fits m. Close it before r.
+func OpenVision(path string, m *model.Model, r model.Runner) (*Vision, error) {
+	t, err := vision.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	c := &m.Config
+	if c.Arch != "gemma3" || t.Config.TextHidden != c.Hidden {
+		t.Close()
+		return nil, fmt.Errorf("%s: the %s projector of width %d does not fit %s, a %s model of width %d", path, t.Config.Projector, t.Config.TextHidden, m.Path, c.Arch, c.Hidden)
+	}
+	v := &Vision{tower: t}
+	if g, ok := r.(*model.GPU); ok {
+		if v.gpu, err = vision.NewGPUTower(g.Device(), t); err != nil {
+			t.Close()
+			return nil, err
+		}
+	}
+	return v, nil
+}
+
+// Path is the projector's file.
+func (v *Vision) Path() string { return v.tower.Path }
+
+// Close releases the tower.
+func (v *Vision) Close() {
+	if v.gpu != nil {
+		v.gpu.Release()
+	}
+	v.tower.Close()
+}
+
+// encode runs an image's pixels through the tower.
+func (v *Vision) encode(pixels []float32) ([]float32, error) {
+	if v.gpu != nil {
+		return v.gpu.Encode(pixels)
+	}
+	return v.tower.EncodeCPU(pixels)
+}
+
+// vision returns r's vision tower for the projector file path ("": the
+// one EngineOptions.Projector pairs with the model), opening it on first
+// use.
+func (e *Engine) vision(r *resident, path string) (*Vision, error) {
+	if path == "" && e.o.Projector != nil {
+		var err error
+		if path, err = e.o.Projector(r.info.Name, r.info.Path); err != nil {
+			return nil, err
+		}
+	}
+	if path == "" {
+		return nil, fmt.Errorf("%s: %w (put its mmproj-*.gguf beside it, or name one)", r.info.Name, ErrNoProjector)
+	}
+	if r.vision != nil && r.vision.Path() == path {
+		return r.vision, nil
+	}
+	if r.vision != nil {
+		r.vision.Close()
+		r.vision = nil
+	}
+	v, err := OpenVision(path, r.m, r.runner)
+	if err != nil {
+		return nil, err
+	}
+	r.vision = v
+	return v, nil
+}
+
+// ImagePrompt is a rendered chat with its images in place: the prompt's
+// tokens and each image's span (Images: its key set, its rows encoded by
+// Vision.Encode) and file, in prompt order.
+type ImagePrompt struct {
+	Tokens []int32
+	Images []model.Image
+	files  []chat.Image
+}
+
+// WithImageMarkers returns msgs with every image's marker in its content
+// (where the client put one, or before the text), for the template to
+// render, and the number of images.
+func WithImageMarkers(msgs []chat.Message) ([]chat.Message, int, error) {
+	out := make([]chat.Message, len(msgs))
+	n := 0
+	for i, m := range msgs {
+		out[i] = m
+		if len(m.Images) == 0 {
+			continue
+		}
+		switch k := strings.Count(m.Content, chat.ImageMarker); k {
+		case 0:
+			out[i].Content = strings.Repeat(chat.ImageMarker, len(m.Images)) + m.Content
+		case len(m.Images):
+		default:
+			return nil, 0, fmt.Errorf("app: message %d has %d images but %d image markers in its text", i+1, len(m.Images), k)
+		}
+		n += len(m.Images)
+	}
+	return out, n, nil
+}
+
+// Splice tokenizes a rendered prompt whose images (files, in order) stand
+// as chat.ImageMarker, putting in each one's place the text and tokens
+// Gemma 3's processor does: "\n\n<start_of_image>", the image's tokens,
+// "<end_of_image>\n\n" (transformers' Gemma3Processor; llama.cpp's mtmd
+// leaves out the blank lines). The image's positions hold the vocabulary's
+// <image_soft_token> (or <start_of_image> where it has none), which only
+// the cache's bookkeeping reads.
+func (v *Vision) Splice(m *model.Model, text string, files []chat.Image) (ImagePrompt, error) {
+	t := v.tower
+	pieces := strings.Split(text, chat.ImageMarker)
+	if len(pieces)-1 != len(files) {
+		return ImagePrompt{}, fmt.Errorf("app: the chat template kept %d of the conversation's %d images (its text holds %d markers)", len(pieces)-1, len(files), len(pieces)-1)
+	}
+	const boi, eoi = "<start_of_image>", "<end_of_image>"
+	tok := m.Tokenizer
+	place, ok := tok.ID("<image_soft_token>")
+	if !ok {
+		if place, ok = tok.ID(boi); !ok {
+			return ImagePrompt{}, fmt.Errorf("app: %s's vocabulary has no %s token to frame an image with", m.Config.Arch, boi)
+		}
+	}
+	n := t.Config.Tokens()
+	key := func(f chat.Image) string {
+		sum := sha256.Sum256(f.Data)
+		return hex.EncodeToString(sum[:]) + "@" + t.Path
+	}
+	var p ImagePrompt
+	for i, piece := range pieces {
+		if i > 0 {
+			piece = eoi + "\n\n" + piece
+		}
+		if i < len(files) {
+			piece += "\n\n" + boi
+		}
+		if i == 0 {
+			p.Tokens = m.Chat.Tokenize(piece)
+		} else {
+			p.Tokens = append(p.Tokens, tok.Encode(piece, tokenizer.EncodeOptions{ParseSpecial: true})...)
+		}
+		if i < len(files) {
+			p.Images = append(p.Images, model.Image{Pos: len(p.Tokens), Len: n, Key: key(files[i])})
+			for range n {
+				p.Tokens = append(p.Tokens, place)
+			}
+		}
+	}
+	p.files = files
+	return p, nil
+}
+
+// Encode encodes the images of p from position from on (those before it
+// the session's cache holds: Session.Reuse), setting their rows: each
+// decoded, preprocessed as the tower wants and run through it.
+func (v *Vision) Encode(p ImagePrompt, from int) error {
+	pre := v.tower.Config.Preprocess()
+	for i := range p.Images {
+		s := &p.Images[i]
+		if s.Pos+s.Len <= from {
+			continue
+		}
+		name := p.files[i].Ref
+		if name == "" {
+			name = fmt.Sprintf("image %d", i+1)
+		}
+		img, err := vision.Decode(p.files[i].Data, name)
+		if err != nil {
+			return err
+		}
+		px, err := pre.Pixels(img)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		if s.Embeds, err = v.encode(px); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	return nil
+}

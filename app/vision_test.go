@@ -1,0 +1,168 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"image"
+	"image/color"
+	"image/png"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hearthstudio/hearth/engine/chat"
+	"github.com/hearthstudio/hearth/engine/sample"
+	"github.com/hearthstudio/hearth/engine/synth"
+)
+
+// visionModel writes tiny-gemma3 and its projector into a folder and
+// returns their paths.
+func visionModel(t *testing.T) (modelPath, projPath string) {
+	t.Helper()
+	dir := t.TempDir()
+	modelPath, projPath = filepath.Join(dir, "tiny-gemma3.gguf"), filepath.Join(dir, "mmproj-tiny-gemma3.gguf")
+	p, _ := synth.PresetByName("tiny-gemma3")
+	if err := synth.WriteFile(modelPath, p, synth.Options{Quant: "F32", Seed: 5}); err != nil {
+		t.Fatal(err)
+	}
+	pp, _ := synth.ProjectorPresetByName("tiny-gemma3-vision")
+	if err := synth.WriteProjector(projPath, pp, 5); err != nil {
+		t.Fatal(err)
+	}
+	return modelPath, projPath
+}
+
+// pngOf is a w×h PNG whose colours follow (x, y) and seed.
+func pngOf(t *testing.T, w, h, seed int) []byte {
+	t.Helper()
+	img := image.NewRGBA(image.Rect(0, 0, w, h))
+	for y := range h {
+		for x := range w {
+			img.Set(x, y, color.RGBA{uint8(x*255/w + seed), uint8(y*255/h + 3*seed), uint8((x*y + seed*40) % 256), 255})
+		}
+	}
+	var b bytes.Buffer
+	if err := png.Encode(&b, img); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// imageChat is a one-turn chat about img, drawn at temperature 1 from a
+// fixed seed: tiny-gemma3's greedy reply is one token repeated whatever
+// the prompt, but its draws follow the logits, so a reply shows what the
+// image changed.
+func imageChat(modelPath string, img []byte, text string) ChatRequest {
+	req := hello(12)
+	req.Sampling = sample.Options{Temperature: 1, Seed: 11}
+	req.Model = modelPath
+	req.Messages = []chat.Message{{Role: "user", Content: text, Images: []chat.Image{{Data: img, Ref: "test.png"}}}}
+	return req
+}
+
+// TestChatWithImages: a chat with an image on both backends gives the same
+// reply; the image's 16 tokens are in the prompt; the next turn finds the
+// image in the cache and reads no image again; another image is read.
+// The projector comes from EngineOptions.Projector.
+func TestChatWithImages(t *testing.T) {
+	modelPath, projPath := visionModel(t)
+	paired := func(name, path string) (string, error) { return projPath, nil }
+	img := pngOf(t, 40, 30, 1)
+	var replies []Reply
+	for _, backend := range []string{"cpu", "gpu"} {
+		e := NewEngine(EngineOptions{Backend: backend, Projector: paired})
+		t.Cleanup(e.Close)
+		ctx := context.Background()
+		first, err := e.Chat(ctx, imageChat(modelPath, img, "What is in it?"), nil)
+		if err != nil {
+			t.Fatalf("%s: %v", backend, err)
+		}
+		if _, err := e.Chat(ctx, imageChat(modelPath, nil, "What is in it?"), nil); err == nil || !strings.Contains(err.Error(), "test.png") {
+			t.Errorf("%s: an image with no bytes: %v, want an error naming it", backend, err)
+		}
+		// The textless rendering: the prompt holds 16 image tokens more.
+		plain := imageChat(modelPath, nil, "What is in it?")
+		plain.Messages[0].Images = nil
+		noImage, err := e.Chat(ctx, plain, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// "\n\n<start_of_image>", 16 rows, "<end_of_image>\n\n".
+		if d := first.Stats.PromptTokens - noImage.Stats.PromptTokens; d < 18 || d > 22 {
+			t.Errorf("%s: the image added %d prompt tokens, want its 16 and the framing", backend, d)
+		}
+
+		// A second turn: the image is in the cache.
+		turn := imageChat(modelPath, img, "What is in it?")
+		turn.Messages = append(turn.Messages, chat.Message{Role: "assistant", Content: first.Text}, chat.Message{Role: "user", Content: "And the colours?"})
+		again, err := e.Chat(ctx, imageChat(modelPath, img, "What is in it?"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again.Text != first.Text {
+			t.Errorf("%s: the same chat again said %q, then %q", backend, first.Text, again.Text)
+		}
+		second, err := e.Chat(ctx, turn, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if second.Stats.CachedTokens < first.Stats.PromptTokens-1 {
+			t.Errorf("%s: the second turn reused %d tokens of the first's %d", backend, second.Stats.CachedTokens, first.Stats.PromptTokens)
+		}
+		// Another image in the first turn's place: read again from there.
+		other, err := e.Chat(ctx, imageChat(modelPath, pngOf(t, 50, 50, 9), "What is in it?"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if other.Stats.CachedTokens >= first.Stats.PromptTokens-10 {
+			t.Errorf("%s: another image reused %d tokens of %d: its rows were taken from the cache", backend, other.Stats.CachedTokens, first.Stats.PromptTokens)
+		}
+		if other.Text == first.Text {
+			t.Errorf("%s: both images got the reply %q", backend, first.Text)
+		}
+		replies = append(replies, first)
+	}
+	if replies[0].Text != replies[1].Text {
+		t.Errorf("the CPU said %q, the GPU %q", replies[0].Text, replies[1].Text)
+	}
+}
+
+// TestChatImageRefusals: a model with no projector, a projector of another
+// width, a file that is no image and a marker count that does not match
+// are refused by name, and the engine then chats on.
+func TestChatImageRefusals(t *testing.T) {
+	modelPath, projPath := visionModel(t)
+	e := cpuEngine(t, EngineOptions{})
+	ctx := context.Background()
+	img := pngOf(t, 8, 8, 2)
+	if _, err := e.Chat(ctx, imageChat(modelPath, img, "Hi"), nil); !errors.Is(err, ErrNoProjector) {
+		t.Errorf("no projector: %v, want ErrNoProjector", err)
+	}
+	wide := filepath.Join(t.TempDir(), "mmproj-wide.gguf")
+	pp, _ := synth.ProjectorPresetByName("tiny-gemma3-vision")
+	pp.TextHidden = 64
+	if err := synth.WriteProjector(wide, pp, 1); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		req  ChatRequest
+		proj string
+		want string
+	}{
+		{"projector of another width", imageChat(modelPath, img, "Hi"), wide, "does not fit"},
+		{"not an image", imageChat(modelPath, []byte("just text"), "Hi"), projPath, "test.png"},
+		{"markers and images differ", imageChat(modelPath, img, chat.ImageMarker+" and "+chat.ImageMarker), projPath, "2 image markers"},
+	} {
+		tc.req.Projector = tc.proj
+		if _, err := e.Chat(ctx, tc.req, nil); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error saying %q", tc.name, err, tc.want)
+		}
+	}
+	plain := hello(3)
+	plain.Model = modelPath
+	if _, err := e.Chat(ctx, plain, nil); err != nil {
+		t.Errorf("a chat after the refusals: %v", err)
+	}
+}

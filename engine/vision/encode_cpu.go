@@ -1,0 +1,151 @@
+package vision
+
+import (
+	"fmt"
+
+	"github.com/hearthstudio/hearth/engine/gpu"
+	"github.com/hearthstudio/hearth/engine/ops/ref"
+	"github.com/hearthstudio/hearth/gguf"
+)
+
+// PatchRows cuts an image's pixels (3 × ImageSize × ImageSize, channels
+// first, as Preprocess.Pixels returns them) into the tower's patches:
+// Patches rows, left to right and top to bottom over the grid, each
+// holding its PatchWidth values in the convolution's order (channel, then
+// row, then column). The patch embedding is then one matrix product.
+func (c Config) PatchRows(pixels []float32) ([]float32, error) {
+	s, p := c.ImageSize, c.PatchSize
+	if len(pixels) != 3*s*s {
+		return nil, fmt.Errorf("vision: %d pixel values, want 3×%d×%d", len(pixels), s, s)
+	}
+	side, pw := c.Side(), c.PatchWidth()
+	rows := make([]float32, c.Patches()*pw)
+	for gy := range side {
+		for gx := range side {
+			row := rows[(gy*side+gx)*pw:]
+			for ch := range 3 {
+				for y := range p {
+					src := pixels[(ch*s+gy*p+y)*s+gx*p:]
+					copy(row[(ch*p+y)*p:(ch*p+y+1)*p], src[:p])
+				}
+			}
+		}
+	}
+	return rows, nil
+}
+
+// EncodeCPU is the reference encoder: an image's pixels (3 × ImageSize ×
+// ImageSize, normalised) to its Tokens() rows of TextHidden values, in
+// float32 with float64 sums (engine/ops/ref). It is the oracle of the GPU
+// encoder, and slow: a real tower takes minutes on a CPU.
+func (t *Tower) EncodeCPU(pixels []float32) ([]float32, error) {
+	hidden, err := t.HiddenCPU(pixels)
+	if err != nil {
+		return nil, err
+	}
+	return t.projectCPU(hidden)
+}
+
+// HiddenCPU is the encoder's last hidden state, after its final
+// LayerNorm: Patches rows of Hidden (transformers' vision_tower
+// last_hidden_state).
+func (t *Tower) HiddenCPU(pixels []float32) ([]float32, error) {
+	c := t.Config
+	n, d := c.Patches(), c.Hidden
+	patches, err := c.PatchRows(pixels)
+	if err != nil {
+		return nil, err
+	}
+	v := &vectors{}
+	x := v.linear(t.Patch, t.PatchBias, patches, n)
+	ref.AddInPlace(x, v.f32(t.Position))
+	ln := func(x []float32, w, b *Weight) []float32 {
+		return ref.LayerNorm(x, v.f32(w), v.f32(b), ref.NormArgs{Rows: n, Dim: d, Eps: c.Eps})
+	}
+	att := ref.AttentionArgs{HeadDim: c.HeadDim(), Heads: c.Heads, KVHeads: c.Heads, Tokens: n, KVLen: n, Bidirectional: true}
+	for i := range t.Blocks {
+		b := &t.Blocks[i]
+		h := ln(x, b.LN1, b.LN1Bias)
+		q := v.linear(b.Q, b.QBias, h, n)
+		k := v.linear(b.K, b.KBias, h, n)
+		vv := v.linear(b.V, b.VBias, h, n)
+		ref.AddInPlace(x, v.linear(b.O, b.OBias, ref.Attention(q, k, vv, att), n))
+		h = ln(x, b.LN2, b.LN2Bias)
+		ref.AddInPlace(x, v.linear(b.Down, b.DownBias, ref.GELU(v.linear(b.Up, b.UpBias, h, n)), n))
+		if v.err != nil {
+			return nil, fmt.Errorf("vision: block %d: %w", i, v.err)
+		}
+	}
+	x = ln(x, t.PostLN, t.PostLNBias)
+	return x, v.err
+}
+
+// projectCPU is the projector: the Merge × Merge average pool over the
+// patch grid, the RMSNorm and the projection to TextHidden.
+func (t *Tower) projectCPU(hidden []float32) ([]float32, error) {
+	c := t.Config
+	side, d := c.Side(), c.Hidden
+	chw := transpose(hidden, c.Patches(), d)
+	pooled := transpose(ref.AvgPool2D(chw, d, side, side, c.Merge, c.Merge), d, c.Tokens())
+	v := &vectors{}
+	normed := ref.RMSNorm(pooled, v.f32(t.SoftNorm), ref.NormArgs{Rows: c.Tokens(), Dim: d, Eps: c.Eps})
+	proj, err := t.ProjectionRows()
+	if err != nil {
+		return nil, err
+	}
+	if v.err != nil {
+		return nil, v.err
+	}
+	return ref.MatMul(gguf.TypeF32, c.TextHidden, d, gpu.F32Bytes(proj), normed, c.Tokens())
+}
+
+// ProjectionRows is the projection as TextHidden rows of Hidden, the
+// layout of every other product (the file's matrix transposed).
+func (t *Tower) ProjectionRows() ([]float32, error) {
+	w, err := t.Projection.F32()
+	if err != nil {
+		return nil, err
+	}
+	return transpose(w, t.Projection.Rows, t.Projection.Cols), nil
+}
+
+// transpose returns x [rows][cols] as [cols][rows].
+func transpose(x []float32, rows, cols int) []float32 {
+	y := make([]float32, len(x))
+	for r := range rows {
+		for c := range cols {
+			y[c*rows+r] = x[r*cols+c]
+		}
+	}
+	return y
+}
+
+// vectors decodes weights for the reference, keeping the first error so
+// the block reads straight.
+type vectors struct{ err error }
+
+// f32 is w decoded (nil after an error).
+func (v *vectors) f32(w *Weight) []float32 {
+	if v.err != nil {
+		return nil
+	}
+	out, err := w.F32()
+	v.err = err
+	return out
+}
+
+// linear is x·Wᵀ + b for n rows of x.
+func (v *vectors) linear(w, b *Weight, x []float32, n int) []float32 {
+	if v.err != nil {
+		return make([]float32, n*w.Rows)
+	}
+	y, err := ref.MatMul(w.Type, w.Rows, w.Cols, w.Data, x, n)
+	if err != nil {
+		v.err = fmt.Errorf("%s: %w", w.Name, err)
+		return make([]float32, n*w.Rows)
+	}
+	if bias := v.f32(b); bias != nil {
+		ref.AddBias(y, bias)
+	}
+	return y
+}
