@@ -53,6 +53,9 @@ hearth models lists them (gemma3:1b); a model loads on first use and is unloaded
 after --idle without requests. Up to --parallel chat and completion requests
 run at once, their tokens decoded together (each takes a KV cache of the
 context's size); up to --queue more wait, and more than that are answered 429.
+A model paired with a vision projector (an mmproj file beside it, or in its
+Ollama manifest) reads the images requests carry: data URLs in OpenAI's
+image_url parts, base64 in Ollama's images. The server fetches no URL.
 
 The server listens on loopback unless --addr names another address. With
 --api-key (or $HEARTH_API_KEY, which keeps the key out of the process list)
@@ -75,7 +78,7 @@ replies in progress finish for a few seconds, then stops them.`,
 	fl.IntVar(&sf.queue, "queue", 8, "requests that may wait behind the running ones; more are answered 429")
 	fl.IntVar(&sf.parallel, "parallel", 1, "chat and completion requests served at once, each with a KV cache of the context's size")
 	fl.DurationVar(&sf.idle, "idle", 5*time.Minute, "unload the model after this long without requests; 0 keeps it")
-	fl.StringVar(&sf.maxBody, "max-body", "4MiB", "largest request body; a larger one is answered 413")
+	fl.StringVar(&sf.maxBody, "max-body", "64MiB", "largest request body (images come in it as base64); a larger one is answered 413")
 	fl.StringArrayVar(&sf.folders, "folder", nil, "also serve the models in `DIR` and the folders in it (repeatable)")
 	return cmd
 }
@@ -121,6 +124,9 @@ func serve(ctx context.Context, mf *modelFlags, sf *serveFlags, out, log io.Writ
 	engine := app.NewEngine(app.EngineOptions{
 		Backend: mf.backend, GPU: app.GPUOptionsFromEnv(), Context: mf.ctx, Batch: mf.batch, GPUMemory: budget, F32Activations: mf.f32,
 		Queue: sf.queue, Parallel: sf.parallel, IdleUnload: sf.idle, Resolve: models.Resolve, OnStatus: noteLogger(logger),
+		// By name, as Resolve: the projector is the catalogue's, never
+		// found from a path.
+		Projector: func(name, _ string) (string, error) { return models.Projector(name) },
 	})
 	defer engine.Close()
 

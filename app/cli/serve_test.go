@@ -2,14 +2,21 @@ package cli
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hearthstudio/hearth/engine/synth"
 )
 
 // startServe runs hearth serve with args until the test ends, and returns
@@ -146,5 +153,62 @@ func TestServeFlagErrors(t *testing.T) {
 		if _, log, err := runModelCmd(t, "", append([]string{"serve"}, args...)...); err == nil {
 			t.Errorf("%v: no error\n%s", args, log)
 		}
+	}
+}
+
+// TestServeReadsImages: hearth serve gives the engine the projector the
+// library pairs with a model, so a chat with an image is answered, and
+// /api/show says the model sees images; a model without a projector is
+// refused by name.
+func TestServeReadsImages(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Link(tinyModel(t, "tiny-gemma3"), filepath.Join(dir, "tiny-gemma3.gguf")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(tinyModel(t, "tiny-llama"), filepath.Join(dir, "tiny-llama.gguf")); err != nil {
+		t.Fatal(err)
+	}
+	pp, _ := synth.ProjectorPresetByName("tiny-gemma3-vision")
+	if err := synth.WriteProjector(filepath.Join(dir, "mmproj-tiny-gemma3-f16.gguf"), pp, 1); err != nil {
+		t.Fatal(err)
+	}
+	writePNG(t, filepath.Join(dir, "cat.png"), 20, 12)
+	img, err := os.ReadFile(filepath.Join(dir, "cat.png"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	url, _ := startServe(t, "--addr", "127.0.0.1:0", "--backend", "cpu", "--folder", dir)
+
+	post := func(path string, body any) (int, map[string]any) {
+		b, _ := json.Marshal(body)
+		resp, err := http.Post(url+path, "application/json", bytes.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		json.NewDecoder(resp.Body).Decode(&out)
+		return resp.StatusCode, out
+	}
+	chat := func(name string, images []string) (int, map[string]any) {
+		return post("/api/chat", map[string]any{"model": name, "stream": false, "options": map[string]any{"temperature": 0, "num_predict": 2},
+			"messages": []map[string]any{{"role": "user", "content": "What is it?", "images": images}}})
+	}
+	code, text := chat("tiny-gemma3", nil)
+	if code != 200 {
+		t.Fatalf("a chat without an image: %d %v", code, text)
+	}
+	code, withImage := chat("tiny-gemma3", []string{base64.StdEncoding.EncodeToString(img)})
+	if code != 200 {
+		t.Fatalf("a chat with an image: %d %v", code, withImage)
+	}
+	if d := withImage["prompt_eval_count"].(float64) - text["prompt_eval_count"].(float64); d < 18 {
+		t.Errorf("the image added %v prompt tokens, want its 16 and the framing", d)
+	}
+	if _, show := post("/api/show", map[string]any{"model": "tiny-gemma3"}); !slices.Contains(show["capabilities"].([]any), any("vision")) {
+		t.Errorf("/api/show: capabilities %v", show["capabilities"])
+	}
+	if code, e := chat("tiny-llama", []string{base64.StdEncoding.EncodeToString(img)}); code != 400 || !strings.Contains(e["error"].(string), "tiny-llama reads no images") {
+		t.Errorf("an image for tiny-llama: %d %v", code, e)
 	}
 }

@@ -59,7 +59,7 @@ func TestOpenAINodeClient(t *testing.T) {
 
 	// npm ci writes node_modules; a copy keeps the source tree clean.
 	dir := t.TempDir()
-	for _, f := range []string{"package.json", "package-lock.json", ".npmrc", "openai_client.mjs", "openai_tools.mjs", "openai_structured.mjs"} {
+	for _, f := range []string{"package.json", "package-lock.json", ".npmrc", "openai_client.mjs", "openai_tools.mjs", "openai_structured.mjs", "openai_vision.mjs"} {
 		b, err := os.ReadFile(filepath.Join("testdata", "clients", f))
 		if err != nil {
 			t.Fatal(err)
@@ -221,6 +221,42 @@ func TestOpenAINodeClient(t *testing.T) {
 	}
 	if err := valid(validator(t, weatherSchema), string(parsed.Parsed)); err != nil || parsed.FinishReason != "stop" {
 		t.Errorf("parse helper: %s (%s): %v", parsed.Parsed, parsed.FinishReason, err)
+	}
+
+	// An image in a data URL, the reply streamed, as Go gets it (the
+	// second time, from the cache: usage differs in cached_tokens); a
+	// remote URL refused.
+	vs := newVisionServer(t, Options{APIKey: key})
+	img := dataURL(pngOf(t, 40, 30, 1))
+	parts := []map[string]any{{"type": "image_url", "image_url": map[string]string{"url": img}}, {"type": "text", "text": "What is in it?"}}
+	_, data = vs.do(t, "POST", "/v1/chat/completions", imageChatBody(parts, nil), "Authorization", "Bearer "+key)
+	var seen chatCompletion
+	if err := json.Unmarshal(data, &seen); err != nil || len(seen.Choices) != 1 {
+		t.Fatalf("%v: %s", err, data)
+	}
+	out = runClient(t, dir, []string{"HEARTH_BASE_URL=" + vs.URL + "/v1", "HEARTH_MODEL=" + gemma, "HEARTH_API_KEY=" + key, "HEARTH_IMAGE=" + img}, node, "openai_vision.mjs")
+	t.Logf("%s", out)
+	var vision struct {
+		Stream struct {
+			Chunks       int
+			Content      string
+			FinishReason string `json:"finish_reason"`
+			Usage        *usage
+		}
+		Remote struct {
+			Status               int
+			Code, Param, Message string
+		}
+	}
+	if err := json.Unmarshal(out, &vision); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if s := vision.Stream; s.Content != *seen.Choices[0].Message.Content || s.FinishReason != "length" || s.Chunks < 3 || s.Usage == nil || seen.Usage == nil ||
+		s.Usage.PromptTokens != seen.Usage.PromptTokens || s.Usage.CompletionTokens != 8 {
+		t.Errorf("streamed image chat: %+v, Go got %q %+v", s, *seen.Choices[0].Message.Content, seen.Usage)
+	}
+	if r := vision.Remote; r.Status != 400 || r.Code != "invalid_image_url" || r.Param != "messages[0].content[0].image_url.url" || !strings.Contains(r.Message, "data URL") {
+		t.Errorf("remote image URL: %+v", r)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/hearthstudio/hearth/app/library"
 	"github.com/hearthstudio/hearth/engine/chat"
 	"github.com/hearthstudio/hearth/engine/model"
+	"github.com/hearthstudio/hearth/engine/vision"
 )
 
 // apiError is an error with the status and, for OpenAI's format, the
@@ -74,6 +75,13 @@ func classify(err error) *apiError {
 		return &apiError{status: http.StatusBadRequest, param: "messages", code: "context_length_exceeded", msg: err.Error()}
 	case errors.As(err, &te):
 		return &apiError{status: http.StatusBadRequest, param: "messages", code: "invalid_conversation", msg: err.Error()}
+	case errors.Is(err, app.ErrNoProjector):
+		// The catalogue pairs the model with a projector the engine was
+		// not given (checkVision passed it).
+		return &apiError{status: http.StatusBadRequest, param: "model", code: "vision_not_supported", msg: err.Error()}
+	case errors.Is(err, vision.ErrNotImage), errors.Is(err, vision.ErrTooLarge):
+		// checkImage reads only headers; the engine decodes the rest.
+		return &apiError{status: http.StatusBadRequest, param: "messages", code: "invalid_image", msg: err.Error()}
 	}
 	return &apiError{status: http.StatusInternalServerError, msg: err.Error()}
 }

@@ -270,10 +270,14 @@ func (s *server) show(w http.ResponseWriter, r *http.Request) error {
 		Capabilities: []string{"completion"},
 		ModifiedAt:   m.Modified,
 	}
-	// As Ollama: a file that says how to pool is an embedding model.
+	// As Ollama: a file that says how to pool is an embedding model, and
+	// a model with a projector sees images.
 	arch, _ := f.StringOr("general.architecture", "")
 	if _, ok := f.Value(arch + ".pooling_type"); ok {
 		resp.Capabilities = []string{"embedding"}
+	}
+	if m.Vision {
+		resp.Capabilities = append(resp.Capabilities, "vision")
 	}
 	if strings.Contains(template, "tools") {
 		resp.Capabilities = append(resp.Capabilities, "tools")

@@ -178,12 +178,12 @@ func (r ollamaRequest) keepAliveZero() (bool, error) {
 
 // ollamaMessage is a message as Ollama's clients send it.
 type ollamaMessage struct {
-	Role      string            `json:"role"`
-	Content   string            `json:"content"`
-	Thinking  string            `json:"thinking"`
-	Images    []json.RawMessage `json:"images"`
-	ToolCalls []ollamaToolCall  `json:"tool_calls"`
-	ToolName  string            `json:"tool_name"`
+	Role      string           `json:"role"`
+	Content   string           `json:"content"`
+	Thinking  string           `json:"thinking"`
+	Images    []string         `json:"images"`
+	ToolCalls []ollamaToolCall `json:"tool_calls"`
+	ToolName  string           `json:"tool_name"`
 }
 
 // ollamaToolCall is a call an assistant made, as Ollama's clients send it
@@ -269,17 +269,52 @@ func (r ollamaChatRequest) messages() ([]chat.Message, error) {
 		default:
 			return nil, badRequest("messages", "messages[%d].role %q: want system, user, assistant or tool", i, m.Role)
 		}
-		if len(m.Images) > 0 {
-			return nil, unsupported("images", "image input")
+		images, err := ollamaImages(fmt.Sprintf("messages[%d].images", i), m.Images)
+		if err != nil {
+			return nil, err
 		}
-		msg := chat.Message{Role: m.Role, Content: m.Content, ReasoningContent: m.Thinking, Name: m.ToolName}
+		msg := chat.Message{Role: m.Role, Content: withMarkers(m.Content, len(images)), Images: images,
+			ReasoningContent: m.Thinking, Name: m.ToolName}
 		for _, tc := range m.ToolCalls {
 			msg.ToolCalls = append(msg.ToolCalls, chat.ToolCall{Type: "function",
 				Function: chat.FunctionCall{Name: tc.Function.Name, Arguments: tc.Function.Arguments}})
 		}
 		out[i] = msg
 	}
+	if err := placeImages(out, func(i int) string { return fmt.Sprintf("messages[%d].content", i) }); err != nil {
+		return nil, err
+	}
 	return out, nil
+}
+
+// ollamaImages reads the images of a message or a prompt, given at param:
+// base64 strings, as Ollama takes them. A data URL is taken too, as
+// Ollama's OpenAI layer takes one, since clients send one here by mistake.
+func ollamaImages(param string, images []string) ([]chat.Image, error) {
+	var out []chat.Image
+	for j, s := range images {
+		p := fmt.Sprintf("%s[%d]", param, j)
+		var im chat.Image
+		var err error
+		// No base64 holds a colon; a URL does.
+		if strings.Contains(s[:min(len(s), 10)], ":") {
+			im, err = dataURLImage(p, s)
+		} else {
+			im, err = base64Image(p, s)
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, im)
+	}
+	return out, nil
+}
+
+// withMarkers is text with n images marked before it, where Ollama puts a
+// message's images (placeImages then tells these marks from any in the
+// client's text, and drops them).
+func withMarkers(text string, n int) string {
+	return strings.Repeat(chat.ImageMarker, n) + text
 }
 
 // ollamaBody is an /api/chat or /api/generate request: readOllama reads
@@ -345,6 +380,12 @@ func (s *server) ollamaChat(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := checkVision(m, msgs); err != nil {
+		return err
+	}
+	// The messages hold the images decoded; their base64 in the request
+	// is not kept for the length of the reply.
+	req.Messages = nil
 	unload, _ := req.keepAliveZero()
 	if len(msgs) == 0 {
 		// No messages: load the model, or unload it with keep_alive 0.
@@ -383,19 +424,19 @@ func (s *server) ollamaChat(w http.ResponseWriter, r *http.Request) error {
 
 type ollamaGenerateRequest struct {
 	ollamaRequest
-	Prompt   string            `json:"prompt"`
-	System   string            `json:"system"`
-	Raw      bool              `json:"raw"`
-	Suffix   string            `json:"suffix"`
-	Template string            `json:"template"`
-	Context  []int             `json:"context"`
-	Images   []json.RawMessage `json:"images"`
+	Prompt   string   `json:"prompt"`
+	System   string   `json:"system"`
+	Raw      bool     `json:"raw"`
+	Suffix   string   `json:"suffix"`
+	Template string   `json:"template"`
+	Context  []int    `json:"context"`
+	Images   []string `json:"images"`
 }
 
 // ollamaGenerate answers /api/generate: the prompt as the user's message
-// through the model's chat template, or with "raw" as text to continue
-// (special tokens in it parsed, since a raw prompt is one the client
-// templated itself).
+// through the model's chat template, its images with it (before its text,
+// as Ollama puts them), or with "raw" as text to continue (special tokens
+// in it parsed, since a raw prompt is one the client templated itself).
 func (s *server) ollamaGenerate(w http.ResponseWriter, r *http.Request) error {
 	var req ollamaGenerateRequest
 	m, opts, err := s.readOllama(w, r, &req)
@@ -409,9 +450,32 @@ func (s *server) ollamaGenerate(w http.ResponseWriter, r *http.Request) error {
 		return unsupported("template", "a template override")
 	case len(req.Context) > 0:
 		return unsupported("context", "context (send the conversation to /api/chat instead)")
-	case len(req.Images) > 0:
-		return unsupported("images", "image input")
+	case len(req.Images) > 0 && req.Raw:
+		// Hearth puts an image's tokens where the chat template renders
+		// it; a raw prompt has no template.
+		return badRequest("images", "images with a raw prompt are not supported; leave raw off, or send the conversation to /api/chat")
 	}
+	images, err := ollamaImages("images", req.Images)
+	if err != nil {
+		return err
+	}
+	// The conversation the prompt makes, unless it is raw, and how the
+	// request names each message.
+	var msgs []chat.Message
+	var params []string
+	if req.System != "" {
+		msgs = append(msgs, chat.Message{Role: "system", Content: req.System})
+		params = append(params, "system")
+	}
+	msgs = append(msgs, chat.Message{Role: "user", Content: withMarkers(req.Prompt, len(images)), Images: images})
+	params = append(params, "prompt")
+	if err := placeImages(msgs, func(i int) string { return params[i] }); err != nil {
+		return err
+	}
+	if err := checkVision(m, msgs); err != nil {
+		return err
+	}
+	req.Images = nil
 	unload, _ := req.keepAliveZero()
 	if req.Prompt == "" && req.System == "" {
 		empty := ""
@@ -431,11 +495,6 @@ func (s *server) ollamaGenerate(w http.ResponseWriter, r *http.Request) error {
 	if req.Raw {
 		reply, err = s.engine.Complete(r.Context(), app.CompleteRequest{GenerateOptions: opts, Prompt: req.Prompt, Special: true}, emit)
 	} else {
-		var msgs []chat.Message
-		if req.System != "" {
-			msgs = append(msgs, chat.Message{Role: "system", Content: req.System})
-		}
-		msgs = append(msgs, chat.Message{Role: "user", Content: req.Prompt})
 		reply, err = s.engine.Chat(r.Context(), app.ChatRequest{GenerateOptions: opts, Messages: withSystem(m, msgs)}, emit)
 	}
 	s.touch()

@@ -286,7 +286,7 @@ func TestOllamaErrors(t *testing.T) {
 		{"format yaml", "POST", "/api/generate", `{"model": "tiny-llama", "prompt": "hi", "format": "yaml"}`, 400, `format must be "json" or a JSON schema`},
 		{"format schema with a pattern", "POST", "/api/chat", `{"model": "tiny-llama", "messages": [], "format": {"type": "string", "pattern": "a+"}}`, 400, `keyword "pattern" is not supported`},
 		{"think", "POST", "/api/chat", `{"model": "tiny-llama", "messages": [], "think": true}`, 400, "think is not supported yet"},
-		{"images", "POST", "/api/chat", `{"model": "tiny-llama", "messages": [{"role": "user", "content": "x", "images": ["aGk="]}]}`, 400, "image input"},
+		{"images not images", "POST", "/api/chat", `{"model": "tiny-llama", "messages": [{"role": "user", "content": "x", "images": ["aGk="]}]}`, 400, "messages[0].images[0]: not a PNG, JPEG, GIF or WebP image"},
 		{"suffix", "POST", "/api/generate", `{"model": "tiny-llama", "prompt": "def f(", "suffix": "return 1"}`, 400, "suffix"},
 		{"context", "POST", "/api/generate", `{"model": "tiny-llama", "prompt": "hi", "context": [1, 2, 3]}`, 400, "/api/chat"},
 		{"bad keep_alive", "POST", "/api/generate", `{"model": "tiny-llama", "keep_alive": "forever"}`, 400, "keep_alive"},

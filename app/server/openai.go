@@ -156,7 +156,10 @@ type openAIToolUse struct {
 }
 
 // messages converts the conversation, refusing what the models cannot
-// read (images, audio) instead of dropping it.
+// read (audio, files) instead of dropping it. Images are taken in a message
+// of any role, as llama.cpp's server and Ollama's OpenAI layer take them
+// (OpenAI's own API takes them only from the user): a tool's screenshot
+// comes back in a tool message.
 func (r chatRequest) messages() ([]chat.Message, error) {
 	if len(r.Messages) == 0 {
 		return nil, badRequest("messages", "messages must hold at least one message")
@@ -172,11 +175,11 @@ func (r chatRequest) messages() ([]chat.Message, error) {
 		default:
 			return nil, badRequest(param+".role", "%s.role %q: want system, developer, user, assistant or tool", param, m.Role)
 		}
-		text, err := contentText(param, m.Content)
+		text, images, err := content(param, m.Content)
 		if err != nil {
 			return nil, err
 		}
-		msg := chat.Message{Role: role, Content: text, Name: m.Name, ToolCallID: m.ToolCallID, ReasoningContent: m.ReasoningContent}
+		msg := chat.Message{Role: role, Content: text, Images: images, Name: m.Name, ToolCallID: m.ToolCallID, ReasoningContent: m.ReasoningContent}
 		for j, tc := range m.ToolCalls {
 			call := chat.ToolCall{ID: tc.ID, Type: tc.Type, Function: chat.FunctionCall{Name: tc.Function.Name}}
 			// OpenAI sends the arguments as a string holding JSON; the
@@ -191,39 +194,87 @@ func (r chatRequest) messages() ([]chat.Message, error) {
 		}
 		out[i] = msg
 	}
+	if err := placeImages(out, func(i int) string { return fmt.Sprintf("messages[%d].content", i) }); err != nil {
+		return nil, err
+	}
 	return out, nil
 }
 
-// contentText reads a message's content: a string, null, or an array of
-// parts whose text parts are joined by newlines, as llama.cpp's server
-// joins them.
-func contentText(param string, raw json.RawMessage) (string, error) {
+// contentPart is a part of a message's content as OpenAI's clients send
+// it: text, or an image.
+type contentPart struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+	// ImageURL is {"url": …, "detail": …}, or, as Ollama's OpenAI layer
+	// also takes it, the URL alone. detail is accepted and has no effect:
+	// Gemma 3's encoder sees every image at its one size.
+	ImageURL json.RawMessage `json:"image_url"`
+}
+
+// content reads a message's content: a string, null, or an array of parts.
+// As llama.cpp's server joins them, text parts are joined by newlines, and
+// an image part stands as chat.ImageMarker where it stands among them, with
+// no newline on either side; its bytes are the message's images, in order.
+func content(param string, raw json.RawMessage) (string, []chat.Image, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
-		return "", nil
+		return "", nil, nil
 	}
 	var s string
 	if raw[0] == '"' {
 		if err := json.Unmarshal(raw, &s); err != nil {
-			return "", badRequest(param+".content", "%s.content: %v", param, err)
+			return "", nil, badRequest(param+".content", "%s.content: %v", param, err)
 		}
-		return s, nil
+		return s, nil, nil
 	}
-	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
+	var parts []contentPart
 	if err := json.Unmarshal(raw, &parts); err != nil {
-		return "", badRequest(param+".content", "%s.content must be a string or an array of content parts", param)
+		return "", nil, badRequest(param+".content", "%s.content must be a string or an array of content parts", param)
 	}
-	texts := make([]string, 0, len(parts))
+	var b strings.Builder
+	var images []chat.Image
+	lastText := false
 	for j, p := range parts {
-		if p.Type != "text" {
-			return "", unsupported(fmt.Sprintf("%s.content[%d]", param, j), fmt.Sprintf("content of type %q (only text)", p.Type))
+		part := fmt.Sprintf("%s.content[%d]", param, j)
+		switch p.Type {
+		case "text":
+			if lastText {
+				b.WriteByte('\n')
+			}
+			b.WriteString(p.Text)
+			lastText = true
+		case "image_url":
+			url, err := imageURL(part, p.ImageURL)
+			if err != nil {
+				return "", nil, err
+			}
+			im, err := dataURLImage(part+".image_url.url", url)
+			if err != nil {
+				return "", nil, err
+			}
+			b.WriteString(chat.ImageMarker)
+			images = append(images, im)
+			lastText = false
+		default:
+			return "", nil, unsupported(part, fmt.Sprintf("content of type %q (only text and image_url)", p.Type))
 		}
-		texts = append(texts, p.Text)
 	}
-	return strings.Join(texts, "\n"), nil
+	return b.String(), images, nil
+}
+
+// imageURL is the URL of an image_url part.
+func imageURL(part string, raw json.RawMessage) (string, error) {
+	var url string
+	if json.Unmarshal(raw, &url) == nil {
+		return url, nil
+	}
+	var obj struct {
+		URL string `json:"url"`
+	}
+	if err := json.Unmarshal(raw, &obj); err != nil || obj.URL == "" {
+		return "", badRequest(part+".image_url", "%s.image_url must be {\"url\": \"data:image/png;base64,…\"}", part)
+	}
+	return obj.URL, nil
 }
 
 // chatCompletion is OpenAI's reply in one piece.
@@ -334,6 +385,12 @@ func (s *server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := checkVision(m, msgs); err != nil {
+		return err
+	}
+	// The messages hold the images decoded; their base64 in the request
+	// is not kept for the length of the reply.
+	req.Messages = nil
 
 	id, created := newID("chatcmpl-"), time.Now().Unix()
 	run := newRun(w, "text/event-stream", req.Stream)

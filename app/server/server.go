@@ -9,7 +9,8 @@
 // request past the queue's bound is answered 429 at once, and a client
 // that goes away cancels its generation at the next token. Models load on first
 // use, by name, and only names the Models catalogue lists are accepted: no
-// request can make the server open a path of its choosing.
+// request can make the server open a path of its choosing. Images come
+// inside the requests, base64-encoded; the server fetches no URL.
 //
 // The handler also defends a server on the loopback interface against web
 // pages in the user's browser: a Host header that is not a loopback name is
@@ -46,6 +47,11 @@ type Model struct {
 	Params  uint64 // parameter count
 	Quant   string // "Q4_K_M", "Q8_0", "F16"
 	Context int    // the context length the model was trained for
+	// Vision reports that the model reads images: the catalogue pairs it
+	// with a vision projector (mmproj file), which the engine must be
+	// given too (app.EngineOptions.Projector). A request with images for
+	// a model without is refused.
+	Vision bool
 	// System and Options are an Ollama store model's own system prompt
 	// and parameters (its Modelfile's SYSTEM and PARAMETER lines: a JSON
 	// object of Ollama options), "" when it has none. As in Ollama, the
@@ -66,10 +72,13 @@ type Models interface {
 	Resolve(name string) (path string, err error)
 }
 
-// DefaultMaxBody bounds a request body when Options.MaxBody is 0: a long
-// conversation is a few hundred KiB of JSON, and a body is held in memory
-// while it is decoded.
-const DefaultMaxBody = 4 << 20
+// DefaultMaxBody bounds a request body when Options.MaxBody is 0. A long
+// conversation is a few hundred KiB of JSON, but images come in it as
+// base64, 4/3 of their size, and a client sends a conversation's every
+// image again with each turn: 64 MiB holds a dozen phone photos (3-5 MB
+// each as JPEG). A body is held in memory while it is decoded, and its
+// images for as long as the request waits and runs.
+const DefaultMaxBody = 64 << 20
 
 // Options configure the API handler.
 type Options struct {
@@ -107,7 +116,10 @@ type Options struct {
 type Exchange struct {
 	API string // "OpenAI" or "Ollama"
 	// Messages are the conversation the model answered, the model's own
-	// system prompt first where the request had none.
+	// system prompt first where the request had none, each with its images
+	// (chat.Message.Images, decoded from the request's base64). Images
+	// stand before the text unless an OpenAI client put one after some of
+	// it: chat.ImageMarker then marks each in Content.
 	Messages []chat.Message
 	// Reply is the answer: its text, its tool calls with the IDs the
 	// client was given, and its statistics.

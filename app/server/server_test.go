@@ -22,7 +22,8 @@ import (
 // by TestMain: tiny-llama (the Llama 3 template, the most common),
 // tiny-qwen3 (ChatML, and the faster of the two on lavapipe), and
 // tool-caller, built to answer with a tool call (toolcaller_test.go).
-var modelsDir string
+// visionDir holds tiny-gemma3 and its vision projector (vision_test.go).
+var modelsDir, visionDir string
 
 const (
 	llama    = "tiny-llama"
@@ -61,8 +62,13 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	modelsDir = dir
+	if visionDir, err = writeVisionModel(); err != nil {
+		fmt.Fprintln(os.Stderr, "vision model:", err)
+		os.Exit(1)
+	}
 	code := m.Run()
 	os.RemoveAll(dir)
+	os.RemoveAll(visionDir)
 	os.Exit(code)
 }
 
@@ -76,11 +82,18 @@ type testServer struct {
 // serve does. The engine runs on the CPU unless eo names a backend.
 func newTestServer(t testing.TB, eo app.EngineOptions, so Options) *testServer {
 	t.Helper()
-	models := Library(library.New(library.Roots{Folders: []string{modelsDir}}))
+	return newServerOf(t, []string{modelsDir}, eo, so)
+}
+
+// newServerOf is newTestServer for the models of folders.
+func newServerOf(t testing.TB, folders []string, eo app.EngineOptions, so Options) *testServer {
+	t.Helper()
+	models := Library(library.New(library.Roots{Folders: folders}))
 	if eo.Backend == "" {
 		eo.Backend = "cpu"
 	}
 	eo.Resolve = models.Resolve
+	eo.Projector = func(name, _ string) (string, error) { return models.Projector(name) }
 	e := app.NewEngine(eo)
 	so.Models = models
 	ts := httptest.NewServer(New(e, so))
@@ -236,7 +249,8 @@ func TestBadRequests(t *testing.T) {
 		{"no model", "POST", "/v1/chat/completions", chat(map[string]any{"model": ""}), 400, "", "model", "model is required"},
 		{"no messages", "POST", "/v1/chat/completions", chat(map[string]any{"messages": []any{}}), 400, "", "messages", "at least one"},
 		{"bad role", "POST", "/v1/chat/completions", chat(map[string]any{"messages": []map[string]string{{"role": "robot", "content": "x"}}}), 400, "", "messages[0].role", "robot"},
-		{"image part", "POST", "/v1/chat/completions", chat(map[string]any{"messages": []map[string]any{{"role": "user", "content": []map[string]any{{"type": "image_url", "image_url": map[string]string{"url": "data:,"}}}}}}), 400, "unsupported_parameter", "messages[0].content[0]", "image_url"},
+		{"image part not base64", "POST", "/v1/chat/completions", chat(map[string]any{"messages": []map[string]any{{"role": "user", "content": []map[string]any{{"type": "image_url", "image_url": map[string]string{"url": "data:,"}}}}}}), 400, "invalid_image_url", "messages[0].content[0].image_url.url", "base64 data URL"},
+		{"audio part", "POST", "/v1/chat/completions", chat(map[string]any{"messages": []map[string]any{{"role": "user", "content": []map[string]any{{"type": "input_audio", "input_audio": map[string]string{"data": "", "format": "wav"}}}}}}), 400, "unsupported_parameter", "messages[0].content[0]", "input_audio"},
 		{"n 2", "POST", "/v1/chat/completions", chat(map[string]any{"n": 2}), 400, "", "n", "only one choice"},
 		{"max_tokens -1", "POST", "/v1/chat/completions", chat(map[string]any{"max_tokens": -1}), 400, "", "max_tokens", "at least 1"},
 		{"max_tokens 0", "POST", "/v1/chat/completions", chat(map[string]any{"max_tokens": 0}), 400, "", "max_tokens", "at least 1"},
