@@ -34,12 +34,13 @@ const FLAG_BIDIRECTIONAL: u32 = 1u;
 // bound to a stand-in and never read.
 const FLAG_SINKS: u32 = 2u;
 
-// FLAG_BATCH makes the batch's queries see each other in full: query t
-// sees the batch's keys pos0 .. pos0 + n_q - 1 besides the ones the causal
-// mask and the window give it (Gemma 3's image tokens, which transformers'
-// token_type_ids mask joins to the causal one and llama.cpp decodes as a
-// non-causal batch). The range stays contiguous: it runs from the earlier
-// of the window's start and pos0 to the batch's end.
+// FLAG_BATCH lifts the causal mask inside the batch: query t also sees the
+// batch's keys after its own, up to pos0 + n_q - 1 (Gemma 3's image
+// tokens, which transformers' token_type_ids mask joins to the causal one
+// and llama.cpp decodes as a non-causal batch). A window still cuts keys
+// more than window - 1 positions back, in the batch too: both references
+// apply it after that join (transformers' sliding overlay, kv > q - window,
+// bounds only the past; llama.cpp masks p1 - p0 >= n_swa).
 const FLAG_BATCH: u32 = 4u;
 
 // The lowest finite f32 stands in for -inf: the running max before any key,
@@ -59,8 +60,8 @@ fn tanh_stable(x: f32) -> f32 {
 // inside the history (j < kv_len) and, with a window, i - j < window, i.e.
 // j >= i + 1 - window (HF's kv_idx > q_idx - sliding_window, llama.cpp's
 // p1 - p0 < n_swa). Bidirectional: every key, or with a window those with
-// |i - j| < window, j < i + window too. FLAG_BATCH widens the causal range
-// to the whole batch.
+// |i - j| < window, j < i + window too. FLAG_BATCH moves the causal end to
+// the batch's end.
 fn visible(t: u32) -> vec2<u32> {
     let i = p.pos0 + t;
     var j0 = 0u;
@@ -74,7 +75,7 @@ fn visible(t: u32) -> vec2<u32> {
         return vec2<u32>(0u, p.kv_len);
     }
     if ((p.flags & FLAG_BATCH) != 0u) {
-        return vec2<u32>(min(j0, p.pos0), min(p.pos0 + p.n_q, p.kv_len));
+        return vec2<u32>(j0, min(p.pos0 + p.n_q, p.kv_len));
     }
     return vec2<u32>(j0, min(i + 1u, p.kv_len));
 }

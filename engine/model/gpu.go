@@ -416,7 +416,7 @@ type stepKey struct {
 	logits  bool // the batch ends in logits: the prompt's last batch, or every batch with all
 	all     bool
 	hidden  bool // every batch ends in its final hidden states instead
-	batch   bool // the tokens attend to each other in full (ForwardEmbeds)
+	batch   bool // the causal mask lifted inside the batch (ForwardEmbeds)
 }
 
 // step is a recorded chain waiting for its inputs.

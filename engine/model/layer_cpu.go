@@ -130,7 +130,7 @@ type CPULayer struct {
 	// PLE are the batch's per-layer-embedding inputs (Gemma 4), nil when
 	// the model has none.
 	PLE *PLEInputs
-	// Batch makes the tokens attend to each other in full (an image's
+	// Batch lifts the causal mask inside the batch (an image's
 	// tokens: ops.AttentionArgs.Batch).
 	Batch bool
 }

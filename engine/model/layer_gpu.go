@@ -97,7 +97,7 @@ type GPULayerArgs struct {
 	// products run on all N rows at once; each token's rotation, cache
 	// write and attention run on its own sequence.
 	Seqs []SeqKV
-	// Batch makes the N tokens attend to each other in full (an image's
+	// Batch lifts the causal mask inside the N tokens (an image's
 	// tokens: ops.AttentionArgs.Batch).
 	Batch bool
 	// Normed says XN already holds this block's attention norm of X (the

@@ -16,7 +16,7 @@ type Runner interface {
 	ForwardSlot(slot int, tokens []int32, pos int, out Output) (Result, error)
 	// ForwardEmbeds is ForwardSlot for rows given as embeddings, Hidden
 	// floats each, which enter the first block as they are (no embedding
-	// scale) and attend to each other in full (ops.AttentionArgs.Batch):
+	// scale) and see each other past the causal mask (ops.AttentionArgs.Batch):
 	// an image's tokens, as its vision tower projects them. They run as
 	// one batch; a model whose blocks need token ids (per-layer
 	// embeddings, AltUp) or that embeds bidirectionally refuses them.

@@ -47,13 +47,13 @@ type AttentionArgs struct {
 	// keys (within the symmetric Window, if any), as an encoder (ALBERT,
 	// BERT, EmbeddingGemma) does over one unpadded sequence.
 	Bidirectional bool
-	// Batch makes the batch's queries see each other in full, on top of the
-	// causal mask and the window: query i sees key j when j <= i and i - j
-	// < Window, or when j is one of the batch's positions Pos0 ..
-	// Pos0+Tokens-1. It is how Gemma 3's image tokens attend (transformers
-	// joins its token_type_ids mask to the causal one; llama.cpp decodes an
-	// image as a non-causal batch): the image must be one batch. Not with
-	// Bidirectional.
+	// Batch lifts the causal mask inside the batch: query i sees key j
+	// when j <= i or j is one of the batch's later positions (up to
+	// Pos0+Tokens-1), and, with a window, i - j < Window. It is how Gemma
+	// 3's image tokens attend (transformers joins its token_type_ids mask
+	// to the causal one and then applies the sliding window, which bounds
+	// only the past; llama.cpp decodes an image as a non-causal batch): the
+	// image must be one batch. Not with Bidirectional.
 	Batch bool
 	// Sinks, when not nil, holds Heads f32 sink logits (gpt-oss's attention
 	// sinks, transformers' GptOssAttention.sinks, llama.cpp's attn_sinks):
@@ -429,7 +429,7 @@ func (a AttentionArgs) maxVisible() int {
 	n := a.Pos0 + a.Tokens // the last query's keys 0..Pos0+Tokens-1
 	if a.Window > 0 {
 		if a.Batch {
-			// The first query's window and the whole batch.
+			// The first query's window and the rest of the batch.
 			return min(n, a.Window+a.Tokens-1)
 		}
 		n = min(n, a.Window)

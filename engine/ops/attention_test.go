@@ -47,9 +47,9 @@ var attentionCases = []struct {
 	// EmbeddingGemma's sliding layers: |i - j| < Window, both sides.
 	{"bidirectional window 5 T40 gqa", AttentionArgs{HeadDim: 16, Heads: 4, KVHeads: 2, Tokens: 40, KVLen: 40, Bidirectional: true, Window: 5}},
 	{"bidirectional window 257 kv300 split", AttentionArgs{HeadDim: 64, Heads: 2, KVHeads: 1, Tokens: 3, KVLen: 300, Bidirectional: true, Window: 257}},
-	// Batch (Gemma 3's image tokens): the batch sees itself in full after
-	// a causal history; a window shorter than the batch still leaves it
-	// whole, and keys past the batch stay masked.
+	// Batch (Gemma 3's image tokens): the batch sees its later keys after
+	// a causal history; a window shorter than the batch still cuts its
+	// past, and keys past the batch stay masked.
 	{"batch 16 at pos0 9", AttentionArgs{HeadDim: 16, Heads: 4, KVHeads: 2, Tokens: 16, Pos0: 9, KVLen: 25, Batch: true}},
 	{"batch 70 at pos0 30 window 8 kv120", AttentionArgs{HeadDim: 64, Heads: 2, KVHeads: 1, Tokens: 70, Pos0: 30, KVLen: 120, Window: 8, Batch: true}},
 	{"batch 3 at pos0 297 split", AttentionArgs{HeadDim: 64, Heads: 1, KVHeads: 1, Tokens: 3, Pos0: 297, KVLen: 300, Batch: true}},

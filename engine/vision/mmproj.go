@@ -47,9 +47,13 @@ func (c Config) PatchWidth() int { return 3 * c.PatchSize * c.PatchSize }
 // HeadDim is the width of one attention head.
 func (c Config) HeadDim() int { return c.Hidden / c.Heads }
 
-// Preprocess is how the tower wants its pixels.
+// Preprocess is how the tower wants its pixels: transformers' Gemma 3
+// processor's resize to ImageSize, rescale and normalisation. Its resize is
+// torchvision's; of the two arithmetics that has, the uint8 kernel is the
+// one an x86 CPU with AVX2 runs, and the fixture made on such a host
+// (testdata/gemma3) matches it to the bit.
 func (c Config) Preprocess() Preprocess {
-	return Preprocess{Size: c.ImageSize, Mean: c.Mean, Std: c.Std, Rescale: 1.0 / 255}
+	return Preprocess{Size: c.ImageSize, Mean: c.Mean, Std: c.Std, Rescale: 1.0 / 255, Resample: TorchvisionUint8}
 }
 
 // Weight is one tensor of the tower as the file stores it: Rows rows of

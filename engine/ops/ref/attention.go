@@ -18,8 +18,8 @@ type AttentionArgs struct {
 	// Bidirectional drops the causal mask: every query sees all KVLen keys
 	// (those within the symmetric Window, if any).
 	Bidirectional bool
-	// Batch shows the batch's keys (positions Pos0..Pos0+Tokens-1) to all
-	// its queries, on top of the causal mask and the window.
+	// Batch lifts the causal mask inside the batch (positions
+	// Pos0..Pos0+Tokens-1); the window still applies.
 	Batch bool
 	// Sinks, when not nil, are Heads sink logits: head h's softmax
 	// denominator gets exp(Sinks[h] - m), a term with no value.
@@ -27,16 +27,14 @@ type AttentionArgs struct {
 }
 
 // visible says whether the query at position i sees key j: causally, j <=
-// i and i - j < Window; bidirectionally, |i - j| < Window; with Batch, also
-// every key of the batch.
+// i and i - j < Window; bidirectionally, |i - j| < Window; with Batch, the
+// batch's later keys too (within the window's bound on the past).
 func (a AttentionArgs) visible(i, j int) bool {
 	if a.Bidirectional {
 		return a.Window == 0 || max(i-j, j-i) < a.Window
 	}
-	if a.Batch && j >= a.Pos0 && j < a.Pos0+a.Tokens {
-		return true
-	}
-	return j <= i && (a.Window == 0 || i-j < a.Window)
+	ahead := a.Batch && j < a.Pos0+a.Tokens
+	return (j <= i || ahead) && (a.Window == 0 || i-j < a.Window)
 }
 
 // sink is head h's sink logit, -inf (a term of weight 0) without sinks.
