@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"image"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -66,20 +67,32 @@ type chatView struct {
 	reading    *messageRow
 	readingRun *speechRun
 
-	list       *widget.List
-	title      *widget.Label
-	system     *widget.Entry
-	transcript *fyne.Container
-	scroll     *container.Scroll
-	rows       []*messageRow // one per message of cur
-	notice     *fyne.Container
-	noModel    *fyne.Container
-	picker     *widget.Select // the library's models, to load one from here
-	progress   *widget.ProgressBar
-	meter      *widget.Label
-	input      *promptEntry
-	send       *widget.Button // Send, or Stop while a reply is written
-	regenerate *widget.Button
+	list        *widget.List
+	title       *widget.Label
+	system      *widget.Entry
+	transcript  *fyne.Container
+	scroll      *container.Scroll
+	rows        []*messageRow // one per message of cur
+	notice      *fyne.Container
+	noModel     *fyne.Container
+	picker      *widget.Select // the library's models, to load one from here
+	progress    *widget.ProgressBar
+	meter       *widget.Label
+	input       *promptEntry
+	send        *widget.Button // Send, or Stop while a reply is written
+	regenerate  *widget.Button
+	attachImage *widget.Button // adds an image file to the message
+	// attached are the images of the message being written, shown in
+	// attachRow under the entry (attachments, hidden when there are none).
+	attached    []attachment
+	attachRow   *fyne.Container
+	attachments *container.Scroll
+	// thumbs are the thumbnails made so far, by image name; thumbWaiting
+	// the rows waiting for one being made; thumbSem bounds the thumbnails
+	// made at once (attach.go).
+	thumbs       map[string]image.Image
+	thumbWaiting map[string][]func(image.Image, error)
+	thumbSem     chan struct{}
 	// The current chat's LoRA adapter: its name (a button that chooses
 	// another), its scale, and a button that removes it.
 	adapterName  *widget.Button
@@ -97,7 +110,8 @@ type chatView struct {
 }
 
 func newChatView(st *studio) *chatView {
-	cv := &chatView{st: st, streamEvery: streamInterval}
+	cv := &chatView{st: st, streamEvery: streamInterval, thumbs: map[string]image.Image{},
+		thumbWaiting: map[string][]func(image.Image, error){}, thumbSem: make(chan struct{}, thumbWorkers)}
 	cv.ExtendBaseWidget(cv)
 	cv.build()
 	cv.openStore()
@@ -186,7 +200,11 @@ func (cv *chatView) build() {
 	cv.send = widget.NewButtonWithIcon("Send", theme.MailSendIcon(), cv.sendOrStop)
 	cv.send.Importance = widget.HighImportance
 	cv.regenerate = widget.NewButtonWithIcon("Regenerate", theme.ViewRefreshIcon(), cv.regenerateLast)
-	inputRow := container.NewBorder(nil, nil, nil, container.NewVBox(cv.send, cv.regenerate), cv.input)
+	cv.attachImage = widget.NewButtonWithIcon("Image…", theme.FileImageIcon(), cv.chooseImage)
+	cv.attachRow = container.NewHBox()
+	cv.attachments = container.NewHScroll(cv.attachRow)
+	cv.attachments.Hide()
+	inputRow := container.NewBorder(nil, cv.attachments, nil, container.NewVBox(cv.send, cv.regenerate, cv.attachImage), cv.input)
 	bottom := container.NewVBox(cv.noModel, cv.notice, cv.progress, cv.meter, inputRow)
 
 	right := container.NewBorder(header, bottom, nil, nil, cv.scroll)
@@ -680,16 +698,58 @@ func (cv *chatView) sendOrStop() {
 	cv.sendInput()
 }
 
-// sendInput sends what the prompt entry holds. While a reply is written
-// the text stays in the entry, to be sent after.
+// sendInput sends what the prompt entry holds, with the images attached
+// to it. While a reply is written the text and the images stay, to be
+// sent after.
 func (cv *chatView) sendInput() {
 	text := strings.TrimRight(cv.input.Text, " \t\r\n")
-	if strings.TrimSpace(text) == "" || cv.gen != nil {
+	if strings.TrimSpace(text) == "" && len(cv.attached) == 0 || cv.gen != nil {
 		return
 	}
+	d := &draft{text: cv.input.Text, attached: cv.attached}
+	var images []chats.Image
+	for _, a := range cv.attached {
+		images = append(images, a.image)
+	}
 	cv.input.SetText("")
-	cv.cur.Add(chats.Message{Role: chats.User, Content: text}, time.Now())
+	cv.attached = nil
+	cv.showAttachments()
+	cv.cur.Add(chats.Message{Role: chats.User, Content: text, Images: images}, time.Now())
 	cv.startReply()
+	if cv.gen != nil {
+		cv.gen.draft = d
+	}
+}
+
+// givenBack is the error of a message that giveBack gave back.
+type givenBack struct{ error }
+
+func (e givenBack) Unwrap() error { return e.error }
+
+// giveBack undoes the sending of g's message, which the engine refused
+// before a word of reply: the message leaves the chat and its text and
+// images go back to the composer, before what was written there since.
+func (cv *chatView) giveBack(g *generation) {
+	c, i, d := g.conv, g.index-1, g.draft
+	c.Cut(i, time.Now())
+	cv.truncateRows(i)
+	cv.relayout(true)
+	text := d.text
+	if cv.input.Text != "" {
+		text += "\n" + cv.input.Text
+	}
+	cv.input.SetText(text)
+	attached := cv.attached
+	cv.attached = nil
+	for _, a := range append(d.attached, attached...) {
+		cv.attach(a)
+	}
+	cv.showAttachments()
+	if len(c.Messages) == 0 && !c.Titled && cv.saver != nil {
+		// save keeps no empty chat: the file written when the message was
+		// sent goes.
+		cv.saver.Delete(c.ID)
+	}
 }
 
 // regenerateLast writes the last reply again, or answers a last user
@@ -725,11 +785,13 @@ func canRegenerate(c *chats.Conversation) bool {
 // resend replaces message i with text and cuts the conversation there.
 func (cv *chatView) resend(i int, text string) {
 	c := cv.cur
-	if cv.gen != nil || i >= len(c.Messages) || strings.TrimSpace(text) == "" {
+	if cv.gen != nil || i >= len(c.Messages) || strings.TrimSpace(text) == "" && len(c.Messages[i].Images) == 0 {
 		return
 	}
+	// The edit is of the text; the message keeps its images.
+	images := c.Messages[i].Images
 	c.Cut(i, time.Now())
-	c.Add(chats.Message{Role: chats.User, Content: text}, time.Now())
+	c.Add(chats.Message{Role: chats.User, Content: text, Images: images}, time.Now())
 	cv.truncateRows(i)
 	cv.startReply()
 }
@@ -773,13 +835,22 @@ func (cv *chatView) startReply() {
 
 	// The studio replaces its engine when the backend changes; this reply
 	// stays with the engine it started on.
-	eng := cv.st.engine
+	eng, store := cv.st.engine, cv.store
 	go func() {
 		defer g.cancel()
-		reply, err := eng.Chat(ctx, req, func(t app.Token) error {
-			g.add(t, flush)
-			return nil
-		})
+		var reply app.Reply
+		var err error
+		if store != nil {
+			// The images of messages loaded from disk are read here, off
+			// the UI goroutine.
+			req.Messages, err = store.ReadImages(req.Messages)
+		}
+		if err == nil {
+			reply, err = eng.Chat(ctx, req, func(t app.Token) error {
+				g.add(t, flush)
+				return nil
+			})
+		}
 		g.reply, g.err = reply, err
 		close(g.done)
 		cv.st.post(func() { cv.finish(g) })
@@ -843,6 +914,10 @@ func (cv *chatView) finish(g *generation) {
 	} else {
 		c.Cut(g.index, time.Now())
 	}
+	if !kept && errors.Is(err, app.ErrNoProjector) && g.draft != nil && cv.cur == c {
+		cv.giveBack(g)
+		err = givenBack{err}
+	}
 	cv.save(c)
 	if cv.cur == c {
 		if kept && g.index < len(cv.rows) {
@@ -879,6 +954,11 @@ func (cv *chatView) showFailure(c *chats.Conversation, err error) {
 	case errors.Is(err, app.ErrContextFull):
 		text = fmt.Sprintf("The chat has filled the model's context: %v. Start a new chat, or edit an earlier message to shorten this one.", err)
 		action = widget.NewButton("New chat", cv.newChat)
+	case errors.Is(err, app.ErrNoProjector):
+		text = fmt.Sprintf("The model cannot read images: %v. Load a model that sees them (Gemma 3 with its mmproj file beside it), or chat without images.", err)
+		if errors.As(err, new(givenBack)) {
+			text += " Your message is back in the message box."
+		}
 	case errors.Is(err, app.ErrBusy):
 		text = "The engine is busy with other requests; press Regenerate to try again."
 	case errors.Is(err, app.ErrTraining):
@@ -1065,6 +1145,9 @@ type generation struct {
 	conv      *chats.Conversation
 	index     int           // of the reply in conv.Messages
 	every     time.Duration // the chat view's streamEvery
+	// draft is the message as the composer sent it; nil for a reply
+	// regenerated or to an edited message.
+	draft *draft
 
 	// Set before done is closed.
 	reply app.Reply
@@ -1120,11 +1203,14 @@ func (g *generation) schedule(flush func()) {
 // messageRow is one message in the transcript: a header with the role,
 // statistics and buttons, and the text.
 type messageRow struct {
-	box        *fyne.Container
-	meta       *hintLabel
-	body       *fyne.Container
-	md         *markdownView // an assistant's reply, as Markdown
-	plain      *widget.Label // a user's message, as typed
+	box   *fyne.Container
+	meta  *hintLabel
+	body  *fyne.Container
+	md    *markdownView // an assistant's reply, as Markdown
+	plain *widget.Label // a user's message, as typed
+	// content is what a user's message shows when it is not being
+	// edited: its images' thumbnails, if any, above plain.
+	content    fyne.CanvasObject
 	copy, edit *widget.Button
 	// speak reads a reply aloud, and stops it; disabled while the reply
 	// is written.
@@ -1152,7 +1238,11 @@ func newMessageRow(cv *chatView, i int, m chats.Message, live bool) *messageRow 
 		r.plain = widget.NewLabel(displayPlain(m.Content))
 		r.plain.Wrapping = fyne.TextWrapWord
 		r.plain.Selectable = true
-		r.body.Objects = []fyne.CanvasObject{r.plain}
+		r.content = r.plain
+		if len(m.Images) > 0 {
+			r.content = container.NewVBox(cv.imageStrip(m.Images), r.plain)
+		}
+		r.body.Objects = []fyne.CanvasObject{r.content}
 		if m.Role == chats.Instruction {
 			role = "System"
 			break
@@ -1362,14 +1452,18 @@ func (r *messageRow) startEdit(cv *chatView, i int) {
 	e.SetText(r.msg.Content)
 	cancel := widget.NewButton("Cancel", func() {
 		r.editor, r.resend = nil, nil
-		r.body.Objects = []fyne.CanvasObject{r.plain}
+		r.body.Objects = []fyne.CanvasObject{r.content}
 		r.body.Refresh()
 		cv.relayout(false)
 	})
 	resend := widget.NewButtonWithIcon("Resend", theme.MailSendIcon(), func() { cv.resend(i, e.Text) })
 	resend.Importance = widget.HighImportance
 	r.editor, r.resend = e, resend
-	note := newHintLabel("Resending removes the messages after this one.")
+	hint := "Resending removes the messages after this one."
+	if len(r.msg.Images) > 0 {
+		hint = "Resending keeps the images and removes the messages after this one."
+	}
+	note := newHintLabel(hint)
 	r.body.Objects = []fyne.CanvasObject{container.NewVBox(e, container.NewBorder(nil, nil, nil, container.NewHBox(cancel, resend), note))}
 	r.body.Refresh()
 	cv.relayout(false)

@@ -221,8 +221,11 @@ func (st *studio) resident() string {
 }
 
 // dropped handles files dropped on the window: each GGUF model is added to
-// the library and the last one loaded; anything else is refused with a
-// message that says why, and nothing changes.
+// the library and the last one loaded, a dataset goes to the Tune tab, and
+// an image to the message being written in the Chat tab; anything else is
+// refused with a message that says why, and nothing changes. On the Chat
+// tab a file that is neither a model nor a dataset is taken for an image,
+// so one that is not is refused as an image.
 func (st *studio) dropped(uris []fyne.URI) {
 	var paths []string
 	for _, u := range uris {
@@ -235,17 +238,26 @@ func (st *studio) dropped(uris []fyne.URI) {
 	// Datasets go to the Tune tab; a model dropped while the Tune tab
 	// shows becomes its base model instead of being loaded.
 	tuning := st.tune != nil && st.tabs != nil && st.tabs.Selected() == st.tuneTab
-	if st.tune != nil {
-		models := paths[:0]
-		for _, p := range paths {
-			if isDataset(p) {
-				st.tune.setData(p)
-				st.tabs.Select(st.tuneTab)
-				continue
-			}
+	chatting := st.chat != nil && st.tabs != nil && st.tabs.SelectedIndex() == 0
+	models := paths[:0]
+	var images []string
+	for _, p := range paths {
+		switch {
+		case st.tune != nil && isDataset(p):
+			st.tune.setData(p)
+			st.tabs.Select(st.tuneTab)
+		case st.chat != nil && (isImageName(p) || chatting && !strings.EqualFold(filepath.Ext(p), ".gguf")):
+			images = append(images, p)
+		default:
 			models = append(models, p)
 		}
-		paths = models
+	}
+	paths = models
+	if len(images) > 0 {
+		st.chat.attachFiles(images)
+		if st.tabs != nil {
+			st.tabs.SelectIndex(0)
+		}
 	}
 	if len(paths) == 0 {
 		return
@@ -300,7 +312,7 @@ func checkModelFile(path string) error {
 		return fmt.Errorf("%s is a folder: use \"Add folder…\" in the Models tab to add the models in it", path)
 	}
 	if !strings.EqualFold(filepath.Ext(name), ".gguf") {
-		return fmt.Errorf("the file %s is not a GGUF model: Hearth runs language models in .gguf files, and trains them on .jsonl or .txt datasets in the Tune tab", name)
+		return fmt.Errorf("the file %s is not a GGUF model: Hearth runs language models in .gguf files, trains them on .jsonl or .txt datasets in the Tune tab, and reads PNG, JPEG, GIF and WebP images in the Chat tab", name)
 	}
 	info, err := library.Describe(path)
 	switch {

@@ -311,6 +311,7 @@ func (st *studio) engineOptions() app.EngineOptions {
 		Parallel:  st.settings.Parallel,
 		GPUMemory: budget,
 		Resolve:   st.resolve,
+		Projector: st.projector,
 		OnStatus: func(s app.Status) {
 			if st.closed.Load() {
 				// The window is gone and with it the UI goroutine's
@@ -336,17 +337,34 @@ func (st *studio) resolve(name string) (string, error) {
 	return st.models().Resolve(name)
 }
 
+// projector is the vision projector of the model the engine loaded by a
+// library name (resolve gave it path): the mmproj file the library pairs
+// with it (library.Entry.Projector), "" for a model that sees no images.
+// It runs on the engine goroutine, when a chat has images. A name the
+// library no longer lists (a rescan since the load) falls back to the
+// projector beside the file.
+func (st *studio) projector(name, path string) (string, error) {
+	if p, err := st.currentLibrary().Projector(name); err == nil {
+		return p, nil
+	}
+	return library.ProjectorFor(path)
+}
+
 // models is the catalogue of the library's last scan, or of a first scan
 // of the other tools' stores before it is done. It is read on the engine
 // goroutine and the API server's.
-func (st *studio) models() server.Models {
+func (st *studio) models() server.Models { return server.Library(st.currentLibrary()) }
+
+// currentLibrary is the library of the last scan, or of the other tools'
+// stores before the first scan is done. Any goroutine may call it.
+func (st *studio) currentLibrary() *library.Library {
 	st.libMu.Lock()
 	lib := st.lib
 	st.libMu.Unlock()
 	if lib == nil {
 		lib = library.New(st.baseRoots)
 	}
-	return server.Library(lib)
+	return lib
 }
 
 // restartEngine replaces the engine after a change of adapter or backend.

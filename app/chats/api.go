@@ -33,7 +33,7 @@ func Record(convs []*Conversation, x Exchange, skip *Conversation, now time.Time
 	}
 	rest := make([]Message, 0, len(msgs)+1)
 	for _, m := range msgs {
-		k := Message{Role: m.Role, Content: m.Content, ToolCalls: ToolCallsOf(m.ToolCalls), ToolCallID: m.ToolCallID, Name: m.Name}
+		k := Message{Role: m.Role, Content: m.Content, Images: imagesOf(m.Images), ToolCalls: ToolCallsOf(m.ToolCalls), ToolCallID: m.ToolCallID, Name: m.Name}
 		if k.Role == Assistant {
 			// A reply the client sends back is a finished one; Stop ""
 			// would read as a reply cut short by a crash.
@@ -66,10 +66,13 @@ func Record(convs []*Conversation, x Exchange, skip *Conversation, now time.Time
 }
 
 // sameTurn says whether a kept message and one a client sent back are the
-// same turn: role, text, the tool calls' functions and arguments, and the
-// call a tool result answers.
+// same turn: role, text, images, the tool calls' functions and arguments,
+// and the call a tool result answers.
 func sameTurn(kept, sent Message) bool {
 	if kept.Role != sent.Role || kept.Content != sent.Content || kept.ToolCallID != sent.ToolCallID && kept.ToolCallID != "" {
+		return false
+	}
+	if !slices.EqualFunc(kept.Images, sent.Images, func(a, b Image) bool { return a.Ref == b.Ref }) {
 		return false
 	}
 	return slices.EqualFunc(kept.ToolCalls, sent.ToolCalls, func(a, b ToolCall) bool {

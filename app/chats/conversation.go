@@ -2,13 +2,16 @@
 // conversation in a folder, each replaced atomically after every change, so
 // a crash or a full disk leaves every file either as it was or as it is
 // now, never half written. A file that cannot be parsed is set aside and
-// reported; the others still load.
+// reported; the others still load. A message's images are files of their
+// own beside them, each named by the SHA-256 of its bytes, written once
+// and before any chat file that names them.
 package chats
 
 import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -74,6 +77,10 @@ type Adapter struct {
 type Message struct {
 	Role    string `json:"role"`
 	Content string `json:"content"`
+	// Images are the images of a user's message, shown to the model before
+	// its text, each by its name in the store (Image); files written
+	// before images have none.
+	Images []Image `json:"images,omitempty"`
 	// ToolCalls are the functions an assistant's reply called (an API
 	// client's tools); Content is then what it wrote before them.
 	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
@@ -183,12 +190,22 @@ func (c *Conversation) Rename(title string, now time.Time) {
 	c.Updated = now
 }
 
-// firstTitle is the title the first user message gives, "" if none.
+// firstTitle is the title the first user message gives, "" if none. A
+// message of images alone is titled by them.
 func (c *Conversation) firstTitle() string {
 	for _, m := range c.Messages {
-		if m.Role == User {
-			return TitleFrom(m.Content)
+		if m.Role != User {
+			continue
 		}
+		title := TitleFrom(m.Content)
+		switch n := len(m.Images); {
+		case title != "" || n == 0:
+		case n == 1:
+			title = "An image"
+		default:
+			title = fmt.Sprintf("%d images", n)
+		}
+		return title
 	}
 	return ""
 }
@@ -198,6 +215,9 @@ func (c *Conversation) firstTitle() string {
 func (c *Conversation) Clone() *Conversation {
 	d := *c
 	d.Messages = slices.Clone(c.Messages)
+	for i := range d.Messages {
+		d.Messages[i].Images = slices.Clone(d.Messages[i].Images)
+	}
 	if c.Adapter != nil {
 		a := *c.Adapter
 		d.Adapter = &a
@@ -206,7 +226,9 @@ func (c *Conversation) Clone() *Conversation {
 }
 
 // Chat is the conversation as the engine takes it: the system prompt, if
-// any, then the messages.
+// any, then the messages. An image gives the bytes it holds, none when it
+// was loaded with its chat (Store.ReadImages reads those), and is left
+// out when it is missing.
 func (c *Conversation) Chat() []chat.Message {
 	out := make([]chat.Message, 0, len(c.Messages)+1)
 	if c.System != "" {
@@ -220,6 +242,11 @@ func (c *Conversation) Chat() []chat.Message {
 				call.Function.Arguments = json.RawMessage(tc.Arguments)
 			}
 			cm.ToolCalls = append(cm.ToolCalls, call)
+		}
+		for _, im := range m.Images {
+			if !im.Missing {
+				cm.Images = append(cm.Images, chat.Image{Data: im.Data, Ref: im.Ref})
+			}
 		}
 		out = append(out, cm)
 	}

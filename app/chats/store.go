@@ -16,7 +16,8 @@ import (
 	"github.com/hearthstudio/hearth/internal/atomicfile"
 )
 
-// Store is a folder of conversations, one ID.json file each.
+// Store is a folder of conversations, one ID.json file each, and of their
+// images, in images/ (Image).
 type Store struct {
 	dir string
 }
@@ -76,6 +77,7 @@ func (s *Store) Load() (convs []*Conversation, bad []error, err error) {
 		path := filepath.Join(s.dir, name)
 		c, err := readConversation(path)
 		if err == nil {
+			s.markMissing(c)
 			convs = append(convs, c)
 			continue
 		}
@@ -150,7 +152,8 @@ func (s *Store) path(id string) (string, error) {
 }
 
 // Save writes c atomically: after a crash or a failed write (a full disk)
-// the file holds either the previous state or this one.
+// the file holds either the previous state or this one. The images it
+// holds in memory are written first, each once (Image).
 func (s *Store) Save(c *Conversation) error {
 	path, err := s.path(c.ID)
 	if err != nil {
@@ -160,21 +163,30 @@ func (s *Store) Save(c *Conversation) error {
 	if err != nil {
 		return fmt.Errorf("chats: %s: %w", c.ID, err)
 	}
+	if err := s.saveImages(c); err != nil {
+		return fmt.Errorf("chats: saving %q: %w", c.Title, err)
+	}
 	if err := atomicfile.Write(path, append(data, '\n'), 0o600); err != nil {
 		return fmt.Errorf("chats: saving %q: %w", c.Title, err)
 	}
 	return nil
 }
 
-// Delete removes the conversation's file. Deleting one that was never
-// saved is not an error.
+// Delete removes the conversation's file, and the images no other file
+// of the store names (dropUnused). Deleting one that was never saved is
+// not an error.
 func (s *Store) Delete(id string) error {
 	path, err := s.path(id)
 	if err != nil {
 		return err
 	}
+	// A file that cannot be read names no images to drop: they stay.
+	data, _ := os.ReadFile(path)
 	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("chats: %w", err)
+	}
+	if err := s.dropUnused(imageRefs(data)); err != nil {
+		return fmt.Errorf("chats: the images of a deleted chat: %w", err)
 	}
 	return nil
 }
