@@ -34,7 +34,13 @@
 // their quant bytes; a Q8_0 part is one block) with stride LANES, reads the activations' levels of its
 // runs straight from global memory (16 bytes a run: every row of the
 // workgroup reads the same ones, L1 hits), and keeps one f32 partial sum.
-// Constants prepended by gpu.Spec: WG, ROWS.
+//
+// NX activation rows (a batched decode's tokens, 1 to 8) share each
+// weight read: a lane unpacks its part's weight levels once and multiplies
+// them with every row's activations, and row r's result goes to y at
+// y_offset + r·y_stride. Each row's sums are the single row's, in the same
+// order: a batched token gets the bits it gets alone.
+// Constants prepended by gpu.Spec: WG, ROWS, NX.
 
 //!include wbytes_common
 
@@ -44,9 +50,9 @@ struct MatvecQ8Params {
     row0: u32,     // first output row of this chunk
     y_offset: u32, // float index in y of output row 0
     flags: u32,    // bit 0: accumulate into y; bit 5: add bias[row] (matmul_common's bits)
+    y_stride: u32, // floats from one activation row's outputs to the next
+    x_row: u32,    // vec4s from one activation row of xq to the next
     pad0: u32,
-    pad1: u32,
-    pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: MatvecQ8Params;
@@ -61,7 +67,10 @@ struct MatvecQ8Params {
 @group(0) @binding(4) var<storage, read> bias: array<f32>;
 
 const LANES: u32 = WG / ROWS;
-var<workgroup> sums: array<f32, WG>;
+// A lane's partial sum of each activation row (this compiler takes no
+// expression as an array's size).
+const SUMS: u32 = WG * NX;
+var<workgroup> sums: array<f32, SUMS>;
 
 // Masks of two 4-bit (Q4_K, and Q6_K's low bits) and two 2-bit (Q6_K's
 // high bits) levels, one in each 16-bit half.
@@ -70,25 +79,27 @@ const M2: u32 = 0x00030003u;
 
 // ---- the activations (quantize_q8's layout) ---------------------------------
 
+// The activation rows' functions take xb, the row's first vec4 of xq.
+
 // run_x is the 8 words of levels of the 16 activations from element e (a
 // multiple of 16).
-fn run_x(e: u32) -> array<vec4<u32>, 2> {
-    return array<vec4<u32>, 2>(xq[e / 8u], xq[e / 8u + 1u]);
+fn run_x(xb: u32, e: u32) -> array<vec4<u32>, 2> {
+    return array<vec4<u32>, 2>(xq[xb + e / 8u], xq[xb + e / 8u + 1u]);
 }
 
-// xword is word i of xq.
-fn xword(i: u32) -> u32 {
-    return xq[i >> 2u][i & 3u];
+// xword is word i of the row.
+fn xword(xb: u32, i: u32) -> u32 {
+    return xq[xb + (i >> 2u)][i & 3u];
 }
 
 // x_scale is the scale of the 32-block holding element e.
-fn x_scale(e: u32) -> f32 {
-    return bitcast<f32>(xword(p.k / 2u + e / 32u));
+fn x_scale(xb: u32, e: u32) -> f32 {
+    return bitcast<f32>(xword(xb, p.k / 2u + e / 32u));
 }
 
 // x_sum is Σq of the 16 activations from element e (a multiple of 16).
-fn x_sum(e: u32) -> i32 {
-    return bitcast<i32>(xword(p.k / 2u + p.k / 32u + e / 16u));
+fn x_sum(xb: u32, e: u32) -> i32 {
+    return bitcast<i32>(xword(xb, p.k / 2u + p.k / 32u + e / 16u));
 }
 
 // level_sum is Σ of the levels held in the two halves of s.
@@ -98,70 +109,83 @@ fn level_sum(s: u32) -> i32 {
 
 // ---- Q4_K: 144 bytes = 9 vectors: d, dmin, scales[12]; qs[128] ------------
 
-// q4_word is one quant word's share of a part: its low nibbles (run a)
-// times xa, its high nibbles (run b) times xb, and the level sums:
-// (Σa·u, Σb·u, Σa, Σb), each in the top or both halves as above.
-fn q4_word(qw: u32, xa0: u32, xa1: u32, xb0: u32, xb1: u32) -> vec4<u32> {
-    let a0 = qw & M4;
-    let a1 = (qw >> 8u) & M4;
-    let b0 = (qw >> 4u) & M4;
-    let b1 = (qw >> 12u) & M4;
-    return vec4<u32>(a0 * xa0 + a1 * xa1, b0 * xb0 + b1 * xb1, a0 + a1, b0 + b1);
+// q4_levels unpacks one quant word's share of a part: its low nibbles
+// (run a) and high nibbles (run b), two levels to a word (a0, a1, b0, b1).
+fn q4_levels(qw: u32) -> vec4<u32> {
+    return vec4<u32>(qw & M4, (qw >> 8u) & M4, (qw >> 4u) & M4, (qw >> 12u) & M4);
 }
 
-// part_q4_k is part pt (0..7) of the block at vector bv, whose first
-// element is e, dotted with x: runs a and b are sub-blocks 2·(pt/2) and
-// 2·(pt/2) + 1, elements 16·(pt%2) .. +15 of each.
-fn part_q4_k(bv: u32, e: u32, pt: u32) -> f32 {
+// q4_word is a word's levels lv times the activations xa (run a) and xb
+// (run b), and the level sums: (Σa·u, Σb·u, Σa, Σb), each in the top or
+// both halves as above.
+fn q4_word(lv: vec4<u32>, xa0: u32, xa1: u32, xb0: u32, xb1: u32) -> vec4<u32> {
+    return vec4<u32>(lv.x * xa0 + lv.y * xa1, lv.z * xb0 + lv.w * xb1, lv.x + lv.y, lv.z + lv.w);
+}
+
+// part_q4_k adds part pt (0..7) of the block at vector bv, whose first
+// element is e, dotted with each activation row, to acc: runs a and b are
+// sub-blocks 2·(pt/2) and 2·(pt/2) + 1, elements 16·(pt%2) .. +15 of each.
+fn part_q4_k(bv: u32, e: u32, pt: u32, acc: ptr<function, array<f32, NX>>) {
     let pr = pt >> 1u;
     let hdr = wv[bv];
     let q = wv[bv + 1u + pt];
     let ea = e + 64u * pr + 16u * (pt & 1u);
     let eb = ea + 32u;
-    let xa = run_x(ea);
-    let xb = run_x(eb);
-    let s = q4_word(q.x, xa[0].x, xa[0].y, xb[0].x, xb[0].y)
-        + q4_word(q.y, xa[0].z, xa[0].w, xb[0].z, xb[0].w)
-        + q4_word(q.z, xa[1].x, xa[1].y, xb[1].x, xb[1].y)
-        + q4_word(q.w, xa[1].z, xa[1].w, xb[1].z, xb[1].w);
-    let dot_a = i32(s.x >> 16u) - 128 * level_sum(s.z);
-    let dot_b = i32(s.y >> 16u) - 128 * level_sum(s.w);
+    let l0 = q4_levels(q.x);
+    let l1 = q4_levels(q.y);
+    let l2 = q4_levels(q.z);
+    let l3 = q4_levels(q.w);
     let dm = unpack2x16float(hdr.x);
     let sma = scale_min_k4(2u * pr, hdr.yzw);
     let smb = scale_min_k4(2u * pr + 1u, hdr.yzw);
-    let ta = dm.x * f32(sma.x) * f32(dot_a) - dm.y * f32(sma.y) * f32(x_sum(ea));
-    let tb = dm.x * f32(smb.x) * f32(dot_b) - dm.y * f32(smb.y) * f32(x_sum(eb));
-    return x_scale(ea) * ta + x_scale(eb) * tb;
+    for (var r = 0u; r < NX; r++) {
+        let xr = r * p.x_row;
+        let xa = run_x(xr, ea);
+        let xb = run_x(xr, eb);
+        let s = q4_word(l0, xa[0].x, xa[0].y, xb[0].x, xb[0].y)
+            + q4_word(l1, xa[0].z, xa[0].w, xb[0].z, xb[0].w)
+            + q4_word(l2, xa[1].x, xa[1].y, xb[1].x, xb[1].y)
+            + q4_word(l3, xa[1].z, xa[1].w, xb[1].z, xb[1].w);
+        let dot_a = i32(s.x >> 16u) - 128 * level_sum(s.z);
+        let dot_b = i32(s.y >> 16u) - 128 * level_sum(s.w);
+        let ta = dm.x * f32(sma.x) * f32(dot_a) - dm.y * f32(sma.y) * f32(x_sum(xr, ea));
+        let tb = dm.x * f32(smb.x) * f32(dot_b) - dm.y * f32(smb.y) * f32(x_sum(xr, eb));
+        (*acc)[r] += x_scale(xr, ea) * ta + x_scale(xr, eb) * tb;
+    }
 }
 
-fn row_q4_k(row: u32, lane: u32) -> f32 {
+fn row_q4_k(row: u32, lane: u32) -> array<f32, NX> {
     let nb = p.k / 256u;
     let row_v = row * nb * 9u;
-    var acc = 0.0;
+    var acc: array<f32, NX>;
     for (var u = lane; u < nb * 8u; u += LANES) {
         let b = u >> 3u;
-        acc += part_q4_k(row_v + 9u * b, 256u * b, u & 7u);
+        part_q4_k(row_v + 9u * b, 256u * b, u & 7u, &acc);
     }
     return acc;
 }
 
 // ---- Q6_K: 210 bytes: ql[128], qh[64] at 128, scales i8[16] at 192, d ---
 
-// q6_word is one word of ql and of qh's share of a part (the high bits at
-// bit sh of each byte for run a, sh + 4 for run b): (Σa·u, Σb·u) with their
-// top halves already taken out, and the level sums (Σa, Σb).
-fn q6_word(ql: u32, qh: u32, sh: u32, xa0: u32, xa1: u32, xb0: u32, xb1: u32) -> vec4<u32> {
-    let a0 = (ql & M4) | (((qh >> sh) & M2) << 4u);
-    let a1 = ((ql >> 8u) & M4) | (((qh >> (sh + 8u)) & M2) << 4u);
-    let b0 = ((ql >> 4u) & M4) | (((qh >> (sh + 4u)) & M2) << 4u);
-    let b1 = ((ql >> 12u) & M4) | (((qh >> (sh + 12u)) & M2) << 4u);
-    return vec4<u32>((a0 * xa0 + a1 * xa1) >> 16u, (b0 * xb0 + b1 * xb1) >> 16u, a0 + a1, b0 + b1);
+// q6_levels unpacks one word of ql and of qh's share of a part (the high
+// bits at bit sh of each byte for run a, sh + 4 for run b): (a0, a1, b0,
+// b1), two 6-bit levels to a word.
+fn q6_levels(ql: u32, qh: u32, sh: u32) -> vec4<u32> {
+    return vec4<u32>((ql & M4) | (((qh >> sh) & M2) << 4u), ((ql >> 8u) & M4) | (((qh >> (sh + 8u)) & M2) << 4u),
+        ((ql >> 4u) & M4) | (((qh >> (sh + 4u)) & M2) << 4u), ((ql >> 12u) & M4) | (((qh >> (sh + 12u)) & M2) << 4u));
 }
 
-// part_q6_k is part pt of the block at byte blk, whose first element is e:
-// (h, l/16, j%2) = (pt/4, pt/2%2, pt%2), runs j and j + 2 that share their
-// ql bytes (matmul_kquant's decode_q6_k), each with one scale.
-fn part_q6_k(blk: u32, e: u32, pt: u32) -> f32 {
+// q6_word is a word's levels lv times the activations: (Σa·u, Σb·u) with
+// their top halves already taken out, and the level sums (Σa, Σb).
+fn q6_word(lv: vec4<u32>, xa0: u32, xa1: u32, xb0: u32, xb1: u32) -> vec4<u32> {
+    return vec4<u32>((lv.x * xa0 + lv.y * xa1) >> 16u, (lv.z * xb0 + lv.w * xb1) >> 16u, lv.x + lv.y, lv.z + lv.w);
+}
+
+// part_q6_k adds part pt of the block at byte blk, whose first element is
+// e, dotted with each activation row, to acc: (h, l/16, j%2) = (pt/4,
+// pt/2%2, pt%2), runs j and j + 2 that share their ql bytes
+// (matmul_kquant's decode_q6_k), each with one scale.
+fn part_q6_k(blk: u32, e: u32, pt: u32, acc: ptr<function, array<f32, NX>>) {
     let h = pt >> 2u;
     let lh = (pt >> 1u) & 1u;
     let jl = pt & 1u;
@@ -169,29 +193,36 @@ fn part_q6_k(blk: u32, e: u32, pt: u32) -> f32 {
     let qh = load16(blk + 128u + 32u * h + 16u * lh);
     let ea = e + 128u * h + 32u * jl + 16u * lh;
     let eb = ea + 64u;
-    let xa = run_x(ea);
-    let xb = run_x(eb);
     let sh = 2u * jl;
-    let s = q6_word(ql.x, qh.x, sh, xa[0].x, xa[0].y, xb[0].x, xb[0].y)
-        + q6_word(ql.y, qh.y, sh, xa[0].z, xa[0].w, xb[0].z, xb[0].w)
-        + q6_word(ql.z, qh.z, sh, xa[1].x, xa[1].y, xb[1].x, xb[1].y)
-        + q6_word(ql.w, qh.w, sh, xa[1].z, xa[1].w, xb[1].z, xb[1].w);
-    // Σ(a − 32)·q = Σa·u − 128·Σa − 32·Σq.
-    let dot_a = i32(s.x) - 128 * level_sum(s.z) - 32 * x_sum(ea);
-    let dot_b = i32(s.y) - 128 * level_sum(s.w) - 32 * x_sum(eb);
+    let l0 = q6_levels(ql.x, qh.x, sh);
+    let l1 = q6_levels(ql.y, qh.y, sh);
+    let l2 = q6_levels(ql.z, qh.z, sh);
+    let l3 = q6_levels(ql.w, qh.w, sh);
     let sa = i32(byte_at(blk + 192u + 8u * h + 2u * jl + lh) << 24u) >> 24u;
     let sb = i32(byte_at(blk + 196u + 8u * h + 2u * jl + lh) << 24u) >> 24u;
     let d = f16_at(blk + 208u);
-    return d * (x_scale(ea) * (f32(sa) * f32(dot_a)) + x_scale(eb) * (f32(sb) * f32(dot_b)));
+    for (var r = 0u; r < NX; r++) {
+        let xr = r * p.x_row;
+        let xa = run_x(xr, ea);
+        let xb = run_x(xr, eb);
+        let s = q6_word(l0, xa[0].x, xa[0].y, xb[0].x, xb[0].y)
+            + q6_word(l1, xa[0].z, xa[0].w, xb[0].z, xb[0].w)
+            + q6_word(l2, xa[1].x, xa[1].y, xb[1].x, xb[1].y)
+            + q6_word(l3, xa[1].z, xa[1].w, xb[1].z, xb[1].w);
+        // Σ(a − 32)·q = Σa·u − 128·Σa − 32·Σq.
+        let dot_a = i32(s.x) - 128 * level_sum(s.z) - 32 * x_sum(xr, ea);
+        let dot_b = i32(s.y) - 128 * level_sum(s.w) - 32 * x_sum(xr, eb);
+        (*acc)[r] += d * (x_scale(xr, ea) * (f32(sa) * f32(dot_a)) + x_scale(xr, eb) * (f32(sb) * f32(dot_b)));
+    }
 }
 
-fn row_q6_k(row: u32, lane: u32) -> f32 {
+fn row_q6_k(row: u32, lane: u32) -> array<f32, NX> {
     let nb = p.k / 256u;
     let rowb = row * nb * 210u;
-    var acc = 0.0;
+    var acc: array<f32, NX>;
     for (var u = lane; u < nb * 8u; u += LANES) {
         let b = u >> 3u;
-        acc += part_q6_k(rowb + 210u * b, 256u * b, u & 7u);
+        part_q6_k(rowb + 210u * b, 256u * b, u & 7u, &acc);
     }
     return acc;
 }
@@ -215,30 +246,37 @@ fn q8_word(qw: u32, x0: u32, x1: u32) -> vec4<u32> {
 }
 
 // q8_run is Σq·x over a run of 16 levels (the words of q) and their
-// activations from element e: 8 multiplies of two products into each sum,
-// top ≤ 16·15·255 = 61200 and low ≤ 8·15·255 = 30600.
-fn q8_run(q: vec4<u32>, e: u32) -> i32 {
-    let xr = run_x(e);
+// activations from element e of the row at xb: 8 multiplies of two
+// products into each sum, top ≤ 16·15·255 = 61200 and low ≤ 8·15·255 =
+// 30600.
+fn q8_run(q: vec4<u32>, xb: u32, e: u32) -> i32 {
+    let xr = run_x(xb, e);
     let s = q8_word(q.x, xr[0].x, xr[0].y) + q8_word(q.y, xr[0].z, xr[0].w)
         + q8_word(q.z, xr[1].x, xr[1].y) + q8_word(q.w, xr[1].z, xr[1].w);
     let uu = 16 * i32(s.y >> 16u) + i32(s.x >> 16u);
     let su = 16 * level_sum(s.w) + level_sum(s.z);
-    return uu - 128 * (su + x_sum(e));
+    return uu - 128 * (su + x_sum(xb, e));
 }
 
-// block_q8_0 is the block at byte blk, whose first element is e, dotted with
-// x.
-fn block_q8_0(blk: u32, e: u32) -> f32 {
-    let dot = q8_run(load16(blk + 2u), e) + q8_run(load16(blk + 18u), e + 16u);
-    return f16_at(blk) * x_scale(e) * f32(dot);
+// block_q8_0 adds the block at byte blk, whose first element is e, dotted
+// with each activation row, to acc.
+fn block_q8_0(blk: u32, e: u32, acc: ptr<function, array<f32, NX>>) {
+    let q0 = load16(blk + 2u);
+    let q1 = load16(blk + 18u);
+    let d = f16_at(blk);
+    for (var r = 0u; r < NX; r++) {
+        let xr = r * p.x_row;
+        let dot = q8_run(q0, xr, e) + q8_run(q1, xr, e + 16u);
+        (*acc)[r] += d * x_scale(xr, e) * f32(dot);
+    }
 }
 
-fn row_q8_0(row: u32, lane: u32) -> f32 {
+fn row_q8_0(row: u32, lane: u32) -> array<f32, NX> {
     let nb = p.k / 32u;
     let rowb = row * nb * 34u;
-    var acc = 0.0;
+    var acc: array<f32, NX>;
     for (var b = lane; b < nb; b += LANES) {
-        acc += block_q8_0(rowb + 34u * b, 32u * b);
+        block_q8_0(rowb + 34u * b, 32u * b, &acc);
     }
     return acc;
 }
@@ -246,24 +284,29 @@ fn row_q8_0(row: u32, lane: u32) -> f32 {
 // ---- entries ------------------------------------------------------------
 
 // store_row sums the LANES partial sums of each row in lane order and lets
-// the row's first lane write it, plus the row's bias with flags bit 5
-// (adding to y when flags bit 0 asks).
-fn store_row(lid: u32, row: u32, acc: f32) {
-    sums[lid] = acc;
+// the row's first lane write it for each activation row, plus the row's
+// bias with flags bit 5 (adding to y when flags bit 0 asks).
+fn store_row(lid: u32, row: u32, acc_in: array<f32, NX>) {
+    var acc = acc_in; // a value array takes only constant indices
+    for (var r = 0u; r < NX; r++) {
+        sums[r * WG + lid] = acc[r];
+    }
     workgroupBarrier();
     if (lid % LANES == 0u && row < p.n) {
-        var v = 0.0;
-        for (var i = 0u; i < LANES; i++) {
-            v += sums[lid + i];
-        }
-        if ((p.flags & 32u) != 0u) {
-            v += bias[p.row0 + row];
-        }
-        let yi = p.y_offset + p.row0 + row;
-        if ((p.flags & 1u) != 0u) {
-            y[yi] += v;
-        } else {
-            y[yi] = v;
+        for (var r = 0u; r < NX; r++) {
+            var v = 0.0;
+            for (var i = 0u; i < LANES; i++) {
+                v += sums[r * WG + lid + i];
+            }
+            if ((p.flags & 32u) != 0u) {
+                v += bias[p.row0 + row];
+            }
+            let yi = p.y_offset + r * p.y_stride + p.row0 + row;
+            if ((p.flags & 1u) != 0u) {
+                y[yi] += v;
+            } else {
+                y[yi] = v;
+            }
         }
     }
 }
@@ -279,7 +322,7 @@ fn row_of(lid: u32, wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
 @compute @workgroup_size(WG)
 fn matvec_q8_q4_k(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let row = row_of(lid, wid, nwg);
-    var acc = 0.0;
+    var acc: array<f32, NX>;
     if (row < p.n) {
         acc = row_q4_k(row, lid % LANES);
     }
@@ -289,7 +332,7 @@ fn matvec_q8_q4_k(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
 @compute @workgroup_size(WG)
 fn matvec_q8_q6_k(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let row = row_of(lid, wid, nwg);
-    var acc = 0.0;
+    var acc: array<f32, NX>;
     if (row < p.n) {
         acc = row_q6_k(row, lid % LANES);
     }
@@ -299,7 +342,7 @@ fn matvec_q8_q6_k(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
 @compute @workgroup_size(WG)
 fn matvec_q8_q8_0(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let row = row_of(lid, wid, nwg);
-    var acc = 0.0;
+    var acc: array<f32, NX>;
     if (row < p.n) {
         acc = row_q8_0(row, lid % LANES);
     }

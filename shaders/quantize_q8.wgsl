@@ -39,6 +39,10 @@
 //     or GELU's tanh approximation with flags bit 2, the values
 //     elementwise's glu_fused writes.
 //
+// Several rows (a batched decode's tokens) go at once: workgroup z is the
+// row, x's rows x_row vec4s apart, xq's rows Q8RowWords(k) words apart
+// (Q8Words rounded up to whole vec4s, which the matvec reads).
+//
 // Constants prepended by gpu.Spec: WG, the workgroup size, a power of two
 // of at least 8.
 
@@ -49,7 +53,7 @@ struct Q8Params {
     k: u32,     // floats to quantize, a multiple of 32
     flags: u32, // bit 1: normed gain is 1 + g; bit 2: glu takes GELU
     eps: f32,   // quantize_q8_normed: the RMSNorm epsilon
-    pad: u32,
+    x_row: u32, // vec4s from one row of x to the next
 }
 
 @group(0) @binding(0) var<uniform> p: Q8Params;
@@ -62,10 +66,16 @@ struct Q8Params {
 var<workgroup> red_max: array<f32, WG>;
 var<workgroup> red_sum: array<i32, WG>;
 
-// store_vec quantizes vec4 gi of x (floats 4gi..4gi+3, block gi/8), whose
-// value is v; invocations past the row pass live = false and only take
-// part in the barriers. Every invocation of the workgroup must call it.
-fn store_vec(gi: u32, lid: u32, v: vec4<f32>, live: bool) {
+// q_row is the first word of row r of xq.
+fn q_row(r: u32) -> u32 {
+    return r * ((p.k / 2u + p.k / 32u + p.k / 16u + 3u) & ~3u);
+}
+
+// store_vec quantizes vec4 gi of a row of x (floats 4gi..4gi+3, block
+// gi/8) into that row of xq, from word qb; v is its value. Invocations past
+// the row pass live = false and only take part in the barriers. Every
+// invocation of the workgroup must call it.
+fn store_vec(gi: u32, lid: u32, v: vec4<f32>, live: bool, qb: u32) {
     let a = abs(v);
     red_max[lid] = select(0.0, max(max(a.x, a.y), max(a.z, a.w)), live);
     workgroupBarrier();
@@ -83,11 +93,11 @@ fn store_vec(gi: u32, lid: u32, v: vec4<f32>, live: bool) {
         return;
     }
     let u = vec4<u32>(q + 128);
-    xq[2u * gi] = u.z | (u.x << 16u);
-    xq[2u * gi + 1u] = u.w | (u.y << 16u);
+    xq[qb + 2u * gi] = u.z | (u.x << 16u);
+    xq[qb + 2u * gi + 1u] = u.w | (u.y << 16u);
     if ((lid & 7u) == 0u) {
         let b = gi / 8u;
-        let half = p.k / 2u;
+        let half = qb + p.k / 2u;
         let s = p.k / 32u;
         xq[half + b] = bitcast<u32>(d);
         let s0 = (red_sum[lid] + red_sum[lid + 1u]) + (red_sum[lid + 2u] + red_sum[lid + 3u]);
@@ -105,7 +115,7 @@ fn vec_index(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) -> u32 {
 fn quantize_q8(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let gi = vec_index(wid, nwg, lid);
     let live = gi < p.k / 4u;
-    store_vec(gi, lid, x[min(gi, p.k / 4u - 1u)], live);
+    store_vec(gi, lid, x[wid.z * p.x_row + min(gi, p.k / 4u - 1u)], live, q_row(wid.z));
 }
 
 @compute @workgroup_size(WG)
@@ -113,26 +123,27 @@ fn quantize_q8_glu(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
     let gi = vec_index(wid, nwg, lid);
     let n4 = p.k / 4u;
     let live = gi < n4;
-    let i = min(gi, n4 - 1u);
+    let i = wid.z * p.x_row + min(gi, n4 - 1u);
     let gt = x[i];
     let up = x[n4 + i]; // up starts k floats after gate
     let act = select(
         vec4<f32>(silu(gt.x), silu(gt.y), silu(gt.z), silu(gt.w)),
         vec4<f32>(gelu(gt.x), gelu(gt.y), gelu(gt.z), gelu(gt.w)),
         (p.flags & 4u) != 0u);
-    store_vec(gi, lid, act * up, live);
+    store_vec(gi, lid, act * up, live, q_row(wid.z));
 }
 
 @compute @workgroup_size(WG)
 fn quantize_q8_normed(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let n4 = p.k / 4u;
+    let xb = wid.z * p.x_row;
     // x² over the row, four loads in flight per invocation and pass.
     var ss = 0.0;
     for (var i = lid; i < n4; i += 4u * WG) {
-        let a0 = x[i];
-        let a1 = select(vec4<f32>(0.0), x[min(i + WG, n4 - 1u)], i + WG < n4);
-        let a2 = select(vec4<f32>(0.0), x[min(i + 2u * WG, n4 - 1u)], i + 2u * WG < n4);
-        let a3 = select(vec4<f32>(0.0), x[min(i + 3u * WG, n4 - 1u)], i + 3u * WG < n4);
+        let a0 = x[xb + i];
+        let a1 = select(vec4<f32>(0.0), x[xb + min(i + WG, n4 - 1u)], i + WG < n4);
+        let a2 = select(vec4<f32>(0.0), x[xb + min(i + 2u * WG, n4 - 1u)], i + 2u * WG < n4);
+        let a3 = select(vec4<f32>(0.0), x[xb + min(i + 3u * WG, n4 - 1u)], i + 3u * WG < n4);
         ss += (dot(a0, a0) + dot(a1, a1)) + (dot(a2, a2) + dot(a3, a3));
     }
     let inv = inverseSqrt(workgroup_sum(ss, lid) / f32(p.k) + p.eps);
@@ -140,5 +151,5 @@ fn quantize_q8_normed(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgr
     let live = gi < n4;
     let i = min(gi, n4 - 1u);
     let gv = g[i];
-    store_vec(gi, lid, x[i] * inv * select(gv, gv + 1.0, (p.flags & 2u) != 0u), live);
+    store_vec(gi, lid, x[xb + i] * inv * select(gv, gv + 1.0, (p.flags & 2u) != 0u), live, q_row(wid.z));
 }

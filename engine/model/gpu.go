@@ -205,7 +205,9 @@ func (r *GPU) allocate() error {
 	alloc(&r.up, "up", b*c.FF)
 	alloc(&r.last, "last", d)
 	if !r.f32Decode {
-		alloc(&r.xq, "xq", ops.Q8Words(max(d, c.QDim(), c.FF)))
+		// A batched decode quantizes a row per token, up to ops.MaxQ8Rows.
+		rows := min(r.Slots(), ops.MaxQ8Rows)
+		alloc(&r.xq, "xq", int(ops.Q8Bytes(max(d, c.QDim(), c.FF), rows)/4))
 	}
 	alloc(&r.logits, "logits", r.logitRows*c.Vocab)
 	alloc(&r.top, "top", 2*ops.MaxTopK)
@@ -499,8 +501,11 @@ func (r *GPU) evaluate(slot int, in batchInput, pos int, out Output, final bool)
 // Decode implements Runner: the steps' tokens go through one chain, each
 // product once for all of them, while each token's rotation, cache write
 // and attention run on its own slot's cache (RecordLayer's Seqs); every
-// row's logits come back in the same submit. One step runs as a Forward of
-// its slot, whose chain is the single token's fused one.
+// row's logits come back in the same submit. The products run on 8-bit
+// activations as a single token's do (ops.MatVecQ8 takes up to
+// ops.MaxQ8Rows rows), so the steps go in groups of that many, a chain
+// each. A group of one runs as a Forward of its slot, whose chain is the
+// single token's fused one.
 func (r *GPU) Decode(steps []Step) ([]Result, error) {
 	if err := checkDecode(r, steps); err != nil {
 		return nil, err
@@ -508,6 +513,21 @@ func (r *GPU) Decode(steps []Step) ([]Result, error) {
 	if r.x == nil {
 		return nil, fmt.Errorf("model: GPU runner is closed")
 	}
+	// Groups of ops.MaxQ8Rows tokens: the most whose products one 8-bit
+	// matvec takes, each weight read once for the group.
+	var res []Result
+	for lo := 0; lo < len(steps); lo += ops.MaxQ8Rows {
+		part, err := r.decode(steps[lo:min(lo+ops.MaxQ8Rows, len(steps))])
+		if err != nil {
+			return nil, err
+		}
+		res = append(res, part...)
+	}
+	return res, nil
+}
+
+// decode runs one group of Decode's steps as one chain.
+func (r *GPU) decode(steps []Step) ([]Result, error) {
 	if len(steps) == 1 {
 		st := steps[0]
 		res, err := r.ForwardSlot(st.Slot, []int32{st.Token}, st.Pos, Output{})
@@ -702,12 +722,12 @@ func (r *GPU) record(key stepKey, seqs []Step) (*step, error) {
 	switch {
 	case r.xq != nil && rows == 1 && r.loraOutput == nil && q8Fuses(r.w.Output):
 		try(ops.QuantizeQ8Normed(ch, src, r.w.OutNorm, r.xq, ops.NormArgs{Rows: 1, Dim: d, Eps: c.Eps}))
-		try(ops.MatVecQ8(ch, r.w.Output, r.xq, r.logits, ops.MatmulOptions{}))
+		try(ops.MatVecQ8(ch, r.w.Output, r.xq, r.logits, 1, ops.MatmulOptions{}))
 	case r.xq != nil && rows == 1 && q8Fuses(r.w.Output):
 		// The head's LoRA reads the normed row: written out, then quantized.
 		try(ops.RMSNorm(ch, src, r.w.OutNorm, r.xn, ops.NormArgs{Rows: 1, Dim: d, Eps: c.Eps}))
-		try(ops.QuantizeQ8(ch, r.xn, r.xq, d))
-		try(ops.MatVecQ8(ch, r.w.Output, r.xq, r.logits, ops.MatmulOptions{}))
+		try(ops.QuantizeQ8(ch, r.xn, r.xq, d, 1))
+		try(ops.MatVecQ8(ch, r.w.Output, r.xq, r.logits, 1, ops.MatmulOptions{}))
 	case normFuses(rows, r.loraOutput != nil, r.w.Output):
 		try(ops.MatVecNormed(ch, r.w.Output, src, r.w.OutNorm, r.logits, ops.NormArgs{Rows: 1, Dim: d, Eps: c.Eps}, ops.MatmulOptions{}))
 	default:

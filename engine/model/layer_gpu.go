@@ -198,13 +198,17 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 		return !a.Keep && normFuses(n, lora, ts...)
 	}
 	// q8 says whether a decoded token's products with ts run on 8-bit
-	// activations. A LoRA term still reads its input in f32: where that
-	// input is a norm's output, the norm is then written out (and
-	// quantized) instead of folded into the quantizer.
+	// activations: one token, or the tokens of a batched decode (up to
+	// ops.MaxQ8Rows, each weight read once for all). A LoRA term still
+	// reads its input in f32: where that input is a norm's output, the
+	// norm is then written out (and quantized) instead of folded into the
+	// quantizer.
 	q8 := func(ts ...*gpu.Tensor) bool {
-		return a.XQ != nil && !a.Keep && n == 1 && q8Fuses(ts...)
+		decode := n == 1 || (s.Seqs != nil && n <= ops.MaxQ8Rows)
+		return a.XQ != nil && !a.Keep && decode && q8Fuses(ts...)
 	}
 	normArgs := ops.NormArgs{Rows: 1, Dim: d, Eps: c.Eps}
+	q8Norm := ops.NormArgs{Rows: n, Dim: d, Eps: c.Eps}
 	rq, rk := RoPEArgs(c, i, n, s.Pos)
 
 	// Gemma 3n: the block runs on the active stream's prediction.
@@ -259,15 +263,15 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 		case q8(ts...):
 			switch {
 			case !s.Normed && !adapted(ProjQ, ProjK, ProjV):
-				try(ops.QuantizeQ8Normed(ch, a.X, l.AttnNorm, a.XQ, normArgs))
+				try(ops.QuantizeQ8Normed(ch, a.X, l.AttnNorm, a.XQ, q8Norm))
 			case !s.Normed:
 				norm(a.X, l.AttnNorm, a.XN, n, d)
 				fallthrough
 			default:
-				try(ops.QuantizeQ8(ch, a.XN, a.XQ, d))
+				try(ops.QuantizeQ8(ch, a.XN, a.XQ, d, n))
 			}
 			for _, p := range l.QKV {
-				try(ops.MatVecQ8(ch, p.T, a.XQ, a.QKV, ops.MatmulOptions{YOffset: p.Col}))
+				try(ops.MatVecQ8(ch, p.T, a.XQ, a.QKV, n, ops.MatmulOptions{YOffset: p.Col, YStride: qkvd}))
 			}
 		case !s.Normed && fuseNorm(adapted(ProjQ, ProjK, ProjV), ts...):
 			for _, p := range l.QKV {
@@ -331,11 +335,11 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 			switch {
 			case q8(t):
 				if glu != nil {
-					try(ops.QuantizeQ8GLU(ch, in, a.XQ, *glu))
+					try(ops.QuantizeQ8GLU(ch, in, a.XQ, *glu, n))
 				} else {
-					try(ops.QuantizeQ8(ch, in, a.XQ, t.Cols))
+					try(ops.QuantizeQ8(ch, in, a.XQ, t.Cols, n))
 				}
-				try(ops.MatVecQ8(ch, t, a.XQ, y, o))
+				try(ops.MatVecQ8(ch, t, a.XQ, y, n, o))
 			case glu != nil:
 				try(ops.MatVecGLU(ch, t, in, y, *glu, o))
 			default:
@@ -414,11 +418,11 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 		if l.GateUp != nil {
 			switch {
 			case q8Normed:
-				try(ops.QuantizeQ8Normed(ch, x, l.FFNNorm, a.XQ, normArgs))
-				try(ops.MatVecQ8(ch, l.GateUp, a.XQ, a.Gate, ops.MatmulOptions{}))
+				try(ops.QuantizeQ8Normed(ch, x, l.FFNNorm, a.XQ, q8Norm))
+				try(ops.MatVecQ8(ch, l.GateUp, a.XQ, a.Gate, n, ops.MatmulOptions{}))
 			case q8FFN:
-				try(ops.QuantizeQ8(ch, a.XN2, a.XQ, d))
-				try(ops.MatVecQ8(ch, l.GateUp, a.XQ, a.Gate, ops.MatmulOptions{}))
+				try(ops.QuantizeQ8(ch, a.XN2, a.XQ, d, n))
+				try(ops.MatVecQ8(ch, l.GateUp, a.XQ, a.Gate, n, ops.MatmulOptions{}))
 			case fuseFFN:
 				try(ops.MatVecNormed(ch, l.GateUp, x, l.FFNNorm, a.Gate, normArgs, ops.MatmulOptions{}))
 			default:

@@ -24,7 +24,7 @@ func TestMatVecBias(t *testing.T) {
 		y0 := randVec(uint64(99+i), rows+off, 5)
 		bx, bg, bb := upload(t, "x", x), upload(t, "g", randVec(7, k, 0.5)), upload(t, "bias", bias)
 		bq := scratch(t, "xq", Q8Words(k))
-		run(t, "quantize", func(c *gpu.Chain) error { return QuantizeQ8(c, bx, bq, k) })
+		run(t, "quantize", func(c *gpu.Chain) error { return QuantizeQ8(c, bx, bq, k, 1) })
 		norm := NormArgs{Rows: 1, Dim: k, Eps: 1e-5}
 		products := map[string]func(c *gpu.Chain, w *gpu.Tensor, y *gpu.Buffer, o MatmulOptions) error{
 			"plain": func(c *gpu.Chain, w *gpu.Tensor, y *gpu.Buffer, o MatmulOptions) error {
@@ -39,7 +39,7 @@ func TestMatVecBias(t *testing.T) {
 		}
 		if _, ok := matvecQ8Entries[typ]; ok {
 			products["q8"] = func(c *gpu.Chain, w *gpu.Tensor, y *gpu.Buffer, o MatmulOptions) error {
-				return MatVecQ8(c, w, bq, y, o)
+				return MatVecQ8(c, w, bq, y, 1, o)
 			}
 		}
 		for name, product := range products {
@@ -91,7 +91,7 @@ func TestMatVecBiasRefuses(t *testing.T) {
 		{"float weight", "decoded token", func(c *gpu.Chain) error { return MatMulWith(c, fw, x, y, 1, MatmulOptions{Bias: bias}) }},
 		{"short bias", "bias", func(c *gpu.Chain) error { return MatMulWith(c, w, x, y, 1, MatmulOptions{Bias: short}) }},
 		{"bias is y", "same buffer", func(c *gpu.Chain) error { return MatMulWith(c, w, x, y, 1, MatmulOptions{Bias: y}) }},
-		{"q8 short bias", "bias", func(c *gpu.Chain) error { return MatVecQ8(c, w, xq, y, MatmulOptions{Bias: short}) }},
-		{"q8 bias is y", "same buffer", func(c *gpu.Chain) error { return MatVecQ8(c, w, xq, y, MatmulOptions{Bias: y}) }},
+		{"q8 short bias", "bias", func(c *gpu.Chain) error { return MatVecQ8(c, w, xq, y, 1, MatmulOptions{Bias: short}) }},
+		{"q8 bias is y", "same buffer", func(c *gpu.Chain) error { return MatVecQ8(c, w, xq, y, 1, MatmulOptions{Bias: y}) }},
 	})
 }

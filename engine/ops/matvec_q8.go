@@ -20,6 +20,18 @@ import (
 // QuantizeQ8: k/2 words of levels, k/32 scales and k/16 half-block sums.
 func Q8Words(k int) int { return k/2 + k/32 + k/16 }
 
+// Q8RowWords is how far apart, in u32 words, the rows of several tokens'
+// quantized activations lie: Q8Words rounded up to whole vec4s, which the
+// matvec reads. rows rows take Q8Bytes(k, rows) bytes.
+func Q8RowWords(k int) int { return (Q8Words(k) + 3) &^ 3 }
+
+// Q8Bytes is the size in bytes of rows rows of k quantized activations.
+func Q8Bytes(k, rows int) uint64 { return 4 * uint64((rows-1)*Q8RowWords(k)+Q8Words(k)) }
+
+// MaxQ8Rows is the most activation rows (a batched decode's tokens) one
+// MatVecQ8 multiplies, each weight read once for all of them.
+const MaxQ8Rows = 8
+
 // HasMatVecQ8 reports whether MatVecQ8 takes weights of type t.
 func HasMatVecQ8(t gguf.Type) bool {
 	_, ok := matvecQ8Entries[t]
@@ -37,32 +49,29 @@ type q8Params struct {
 	K     uint32
 	Flags uint32
 	Eps   float32
-	_     uint32
+	XRow  uint32 // vec4s from one row of x to the next
 }
 
 // quantizeQ8WG is the quantizers' workgroup: 8 invocations per block of
 // 32, so a 4096-wide row is 4 workgroups.
 const quantizeQ8WG = 256
 
-// QuantizeQ8 appends xq = the k floats of x quantized (k a multiple of 32;
-// xq holds Q8Words(k) words).
-func QuantizeQ8(c *gpu.Chain, x, xq *gpu.Buffer, k int) error {
-	if err := checkQ8("quantize q8", x, k, k, xq); err != nil {
+// QuantizeQ8 appends xq = rows rows of k floats of x quantized (k a
+// multiple of 32; each row's Q8Words(k) words Q8RowWords(k) apart in xq).
+func QuantizeQ8(c *gpu.Chain, x, xq *gpu.Buffer, k, rows int) error {
+	if err := checkQ8("quantize q8", x, k, k, rows, xq); err != nil {
 		return err
 	}
-	return dispatchQ8(c, "quantize_q8", quantizeQ8WG, gpu.Grid(k/4, quantizeQ8WG), q8Params{K: uint32(k)}, x, x, xq)
+	return dispatchQ8(c, "quantize_q8", rows, q8Params{K: uint32(k), XRow: uint32(k / 4)}, x, x, xq)
 }
 
-// QuantizeQ8Normed appends xq = RMSNorm(x) with gain g quantized: the
-// normalised row is never written as floats. a must describe one row.
+// QuantizeQ8Normed appends xq = RMSNorm(x) with gain g quantized, for
+// a.Rows rows: the normalised rows are never written as floats.
 func QuantizeQ8Normed(c *gpu.Chain, x, g, xq *gpu.Buffer, a NormArgs) error {
-	if a.Rows != 1 {
-		return fmt.Errorf("ops: quantize q8 normed: %d rows, want 1 (one token)", a.Rows)
-	}
 	if !(a.Eps >= 0) || math.IsInf(float64(a.Eps), 0) {
 		return fmt.Errorf("ops: quantize q8 normed: eps %v must be finite and >= 0", a.Eps)
 	}
-	if err := checkQ8("quantize q8 normed", x, a.Dim, a.Dim, xq); err != nil {
+	if err := checkQ8("quantize q8 normed", x, a.Dim, a.Dim, a.Rows, xq); err != nil {
 		return err
 	}
 	if err := needF32("quantize q8 normed", "gain", g, a.Dim); err != nil {
@@ -72,13 +81,14 @@ func QuantizeQ8Normed(c *gpu.Chain, x, g, xq *gpu.Buffer, a NormArgs) error {
 	if a.OnePlus {
 		flags |= matmulOnePlus
 	}
-	return dispatchQ8(c, "quantize_q8_normed", quantizeQ8WG, gpu.Grid(a.Dim/4, quantizeQ8WG), q8Params{K: uint32(a.Dim), Flags: flags, Eps: a.Eps}, x, g, xq)
+	return dispatchQ8(c, "quantize_q8_normed", a.Rows, q8Params{K: uint32(a.Dim), Flags: flags, Eps: a.Eps, XRow: uint32(a.Dim / 4)}, x, g, xq)
 }
 
-// QuantizeQ8GLU appends xq = act(gate) ⊙ up quantized, for gateUp =
-// [gate | up] of 2·a.FF floats: the activations a down projection reads.
-func QuantizeQ8GLU(c *gpu.Chain, gateUp, xq *gpu.Buffer, a GLUArgs) error {
-	if err := checkQ8("quantize q8 glu", gateUp, a.FF, 2*a.FF, xq); err != nil {
+// QuantizeQ8GLU appends xq = act(gate) ⊙ up quantized, for rows rows of
+// gateUp = [gate | up] of 2·a.FF floats each: the activations a down
+// projection reads.
+func QuantizeQ8GLU(c *gpu.Chain, gateUp, xq *gpu.Buffer, a GLUArgs, rows int) error {
+	if err := checkQ8("quantize q8 glu", gateUp, a.FF, 2*a.FF, rows, xq); err != nil {
 		return err
 	}
 	if a.OAI {
@@ -88,17 +98,22 @@ func QuantizeQ8GLU(c *gpu.Chain, gateUp, xq *gpu.Buffer, a GLUArgs) error {
 	if a.GELU {
 		flags |= matmulGELU
 	}
-	return dispatchQ8(c, "quantize_q8_glu", quantizeQ8WG, gpu.Grid(a.FF/4, quantizeQ8WG), q8Params{K: uint32(a.FF), Flags: flags}, gateUp, gateUp, xq)
+	return dispatchQ8(c, "quantize_q8_glu", rows, q8Params{K: uint32(a.FF), Flags: flags, XRow: uint32(a.FF / 2)}, gateUp, gateUp, xq)
 }
 
-func checkQ8(kernel string, x *gpu.Buffer, k, xlen int, xq *gpu.Buffer) error {
+// checkQ8 checks a quantizer's rows of k values, read from rows of xlen
+// floats of x.
+func checkQ8(kernel string, x *gpu.Buffer, k, xlen, rows int, xq *gpu.Buffer) error {
 	if k <= 0 || k%32 != 0 {
 		return fmt.Errorf("ops: %s: k = %d, want a positive multiple of 32 (whole blocks)", kernel, k)
 	}
-	if err := needF32(kernel, "x", x, xlen); err != nil {
+	if rows < 1 || rows > MaxQ8Rows {
+		return fmt.Errorf("ops: %s: %d rows, want 1 to %d (a batched decode's tokens)", kernel, rows, MaxQ8Rows)
+	}
+	if err := needF32(kernel, "x", x, rows*xlen); err != nil {
 		return err
 	}
-	if err := needF32(kernel, "xq", xq, Q8Words(k)); err != nil {
+	if err := needF32(kernel, "xq", xq, int(Q8Bytes(k, rows)/4)); err != nil {
 		return err
 	}
 	if x == xq {
@@ -107,14 +122,19 @@ func checkQ8(kernel string, x *gpu.Buffer, k, xlen int, xq *gpu.Buffer) error {
 	return nil
 }
 
-func dispatchQ8(c *gpu.Chain, entry string, wg int, grid [3]uint32, params q8Params, x, g, xq *gpu.Buffer) error {
-	return dispatch(c, gpu.Spec("quantize_q8", entry, "WG", wg), params, grid, x, g, xq)
+// dispatchQ8 quantizes rows rows of params.K values: workgroups along each
+// row, one z per row.
+func dispatchQ8(c *gpu.Chain, entry string, rows int, params q8Params, x, g, xq *gpu.Buffer) error {
+	grid := gpu.Grid(int(params.K)/4, quantizeQ8WG)
+	grid[2] = uint32(rows)
+	return dispatch(c, gpu.Spec("quantize_q8", entry, "WG", quantizeQ8WG), params, grid, x, g, xq)
 }
 
 // matvecQ8Params mirrors MatvecQ8Params in shaders/matvec_q8.wgsl.
 type matvecQ8Params struct {
 	K, N, Row0, YOffset, Flags uint32
-	_                          [3]uint32
+	YStride, XRow              uint32
+	_                          uint32
 }
 
 // matvecQ8Launch is a workgroup of wg invocations serving rows weight rows,
@@ -131,14 +151,16 @@ type matvecQ8Launch struct{ wg, rows int }
 var q8Launch = matvecQ8Launch{wg: 256, rows: 8}
 
 // MatVecQ8 appends y = W·x for Q4_K, Q6_K or Q8_0 weights W (k columns,
-// whole blocks) and x quantized by QuantizeQ8 into xq, y placed as o
-// says, plus o.Bias when set (o.XStride and o.YStride are unused: one
-// token).
-func MatVecQ8(c *gpu.Chain, w *gpu.Tensor, xq, y *gpu.Buffer, o MatmulOptions) error {
-	return matvecQ8With(c, w, xq, y, o, q8Launch)
+// whole blocks) and m rows of x (1 to MaxQ8Rows: a batched decode's
+// tokens) quantized by QuantizeQ8 into xq, row j's outputs placed at
+// o.YOffset + j·o.YStride (o.YStride 0: W's rows), plus o.Bias when set.
+// Each weight is read once for all m rows, and each row's result is the
+// one it gets alone. o.XStride is unused.
+func MatVecQ8(c *gpu.Chain, w *gpu.Tensor, xq, y *gpu.Buffer, m int, o MatmulOptions) error {
+	return matvecQ8With(c, w, xq, y, m, o, q8Launch)
 }
 
-func matvecQ8With(c *gpu.Chain, w *gpu.Tensor, xq, y *gpu.Buffer, o MatmulOptions, l matvecQ8Launch) error {
+func matvecQ8With(c *gpu.Chain, w *gpu.Tensor, xq, y *gpu.Buffer, m int, o MatmulOptions, l matvecQ8Launch) error {
 	if w == nil {
 		return fmt.Errorf("ops: matvec q8: weight tensor is nil")
 	}
@@ -150,20 +172,31 @@ func matvecQ8With(c *gpu.Chain, w *gpu.Tensor, xq, y *gpu.Buffer, o MatmulOption
 	if bs := w.Type.BlockSize(); k%bs != 0 {
 		return fmt.Errorf("ops: matvec q8 %q: %d columns, want a multiple of %v's %d-element block", w.Name, k, w.Type, bs)
 	}
-	if o.YOffset < 0 {
-		return fmt.Errorf("ops: matvec q8 %q: y offset %d is negative", w.Name, o.YOffset)
+	if o.YOffset < 0 || o.YStride < 0 {
+		return fmt.Errorf("ops: matvec q8 %q: y offset %d and stride %d must not be negative", w.Name, o.YOffset, o.YStride)
 	}
-	if err := needF32("matvec q8 "+w.Name, "xq", xq, Q8Words(k)); err != nil {
+	if m < 1 || m > MaxQ8Rows {
+		return fmt.Errorf("ops: matvec q8 %q: %d activation rows, want 1 to %d", w.Name, m, MaxQ8Rows)
+	}
+	ys := o.YStride
+	if ys == 0 {
+		ys = n
+	}
+	if m > 1 && ys < n {
+		return fmt.Errorf("ops: matvec q8 %q: y stride %d is under the %d rows of an output", w.Name, ys, n)
+	}
+	if err := needF32("matvec q8 "+w.Name, "xq", xq, int(Q8Bytes(k, m)/4)); err != nil {
 		return err
 	}
-	if err := needF32("matvec q8 "+w.Name, "y", y, o.YOffset+n); err != nil {
+	end := uint64(o.YOffset) + uint64(m-1)*uint64(ys) + uint64(n)
+	if end > math.MaxUint32 {
+		return fmt.Errorf("ops: matvec q8 %q: y offset %d + %d rows of %d overflow 32-bit indexing", w.Name, o.YOffset, m, ys)
+	}
+	if err := needF32("matvec q8 "+w.Name, "y", y, int(end)); err != nil {
 		return err
 	}
 	if xq == y {
 		return fmt.Errorf("ops: matvec q8 %q: xq and y are the same buffer %q", w.Name, y.Label())
-	}
-	if uint64(o.YOffset)+uint64(n) > math.MaxUint32 {
-		return fmt.Errorf("ops: matvec q8 %q: y offset %d + %d rows overflow 32-bit indexing", w.Name, o.YOffset, n)
 	}
 	if l.rows < 1 || l.wg%l.rows != 0 {
 		return fmt.Errorf("ops: matvec q8 %q: launch of %d invocations does not split into %d rows", w.Name, l.wg, l.rows)
@@ -171,7 +204,7 @@ func matvecQ8With(c *gpu.Chain, w *gpu.Tensor, xq, y *gpu.Buffer, o MatmulOption
 	if err := checkChunks("matvec q8", w); err != nil {
 		return err
 	}
-	k8, err := c.Device().Kernel(gpu.Spec("matvec_q8", entry, "WG", l.wg, "ROWS", l.rows))
+	k8, err := c.Device().Kernel(gpu.Spec("matvec_q8", entry, "WG", l.wg, "ROWS", l.rows, "NX", m))
 	if err != nil {
 		return err
 	}
@@ -188,7 +221,8 @@ func matvecQ8With(c *gpu.Chain, w *gpu.Tensor, xq, y *gpu.Buffer, o MatmulOption
 		bias = o.Bias
 	}
 	for _, ch := range w.Chunks {
-		params := matvecQ8Params{K: uint32(k), N: uint32(ch.Rows), Row0: uint32(ch.FirstRow), YOffset: uint32(o.YOffset), Flags: flags}
+		params := matvecQ8Params{K: uint32(k), N: uint32(ch.Rows), Row0: uint32(ch.FirstRow), YOffset: uint32(o.YOffset), Flags: flags,
+			YStride: uint32(ys), XRow: uint32(Q8RowWords(k) / 4)}
 		if err := c.Dispatch(k8, params, gpu.Grid(ch.Rows, l.rows), ch.Buf, xq, y, bias); err != nil {
 			return err
 		}

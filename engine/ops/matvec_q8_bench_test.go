@@ -52,17 +52,17 @@ func BenchmarkMatVecQ8(b *testing.B) {
 			w := benchWeight(b, typ, n, k)
 			x, y := upload(b, "x", randVec(2, k, 1)), scratch(b, "y", n)
 			xq := scratch(b, "xq", Q8Words(k))
-			benchChain(b, 1, func(c *gpu.Chain) error { return QuantizeQ8(c, x, xq, k) })
+			benchChain(b, 1, func(c *gpu.Chain) error { return QuantizeQ8(c, x, xq, k, 1) })
 			variants := []benchVariant{{"f32", func(c *gpu.Chain) error { return MatVec(c, w, x, y) }}}
 			for _, rows := range rowsList {
 				l := matvecQ8Launch{wg: 256, rows: rows}
 				variants = append(variants,
-					benchVariant{fmt.Sprintf("q8-rows%d", rows), func(c *gpu.Chain) error { return matvecQ8With(c, w, xq, y, MatmulOptions{}, l) }},
+					benchVariant{fmt.Sprintf("q8-rows%d", rows), func(c *gpu.Chain) error { return matvecQ8With(c, w, xq, y, 1, MatmulOptions{}, l) }},
 					benchVariant{fmt.Sprintf("quantize+q8-rows%d", rows), func(c *gpu.Chain) error {
-						if err := QuantizeQ8(c, x, xq, k); err != nil {
+						if err := QuantizeQ8(c, x, xq, k, 1); err != nil {
 							return err
 						}
-						return matvecQ8With(c, w, xq, y, MatmulOptions{}, l)
+						return matvecQ8With(c, w, xq, y, 1, MatmulOptions{}, l)
 					}})
 			}
 			for _, v := range variants {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -70,7 +71,7 @@ func quantizeQ8On(t *testing.T, x []float32) (*gpu.Buffer, ref.Q8) {
 	t.Helper()
 	k := len(x)
 	bx, bq := upload(t, "x", x), scratch(t, "xq", Q8Words(k))
-	run(t, "quantize q8", func(c *gpu.Chain) error { return QuantizeQ8(c, bx, bq, k) })
+	run(t, "quantize q8", func(c *gpu.Chain) error { return QuantizeQ8(c, bx, bq, k, 1) })
 	return bq, downloadQ8(t, bq, k)
 }
 
@@ -185,7 +186,7 @@ func TestQuantizeQ8FusedMatchesReference(t *testing.T) {
 			h = ref.GeGLUFused(gateUp, 1, k)
 		}
 		bx, bq := upload(t, "gate_up", gateUp), scratch(t, "xq", Q8Words(k))
-		run(t, "quantize q8 glu", func(c *gpu.Chain) error { return QuantizeQ8GLU(c, bx, bq, GLUArgs{FF: k, GELU: gelu}) })
+		run(t, "quantize q8 glu", func(c *gpu.Chain) error { return QuantizeQ8GLU(c, bx, bq, GLUArgs{FF: k, GELU: gelu}, 1) })
 		assertQ8Quantizes(t, "quantize q8 glu", downloadQ8(t, bq, k), h, 1e-5)
 	}
 }
@@ -214,7 +215,7 @@ func TestMatVecQ8MatchesReference(t *testing.T) {
 				for _, acc := range []bool{false, true} {
 					by := upload(t, "y", y0)
 					run(t, "matvec q8", func(c *gpu.Chain) error {
-						return MatVecQ8(c, w, bq, by, MatmulOptions{YOffset: off, Accumulate: acc})
+						return MatVecQ8(c, w, bq, by, 1, MatmulOptions{YOffset: off, Accumulate: acc})
 					})
 					got := download(t, by, s.rows+off)
 					for i := range off {
@@ -261,7 +262,7 @@ func TestMatVecQ8LaunchShapes(t *testing.T) {
 		}
 		for _, l := range []matvecQ8Launch{{wg: 256, rows: 32}, {wg: 256, rows: 8}, {wg: 128, rows: 32}, {wg: 64, rows: 1}} {
 			by := scratch(t, "y", s.rows)
-			run(t, "matvec q8", func(c *gpu.Chain) error { return matvecQ8With(c, w, bq, by, MatmulOptions{}, l) })
+			run(t, "matvec q8", func(c *gpu.Chain) error { return matvecQ8With(c, w, bq, by, 1, MatmulOptions{}, l) })
 			got := download(t, by, s.rows)
 			for r := range want {
 				if d := math.Abs(float64(got[r] - want[r])); !(d <= q8Tol*scale[r]) {
@@ -284,20 +285,26 @@ func TestMatVecQ8RejectsBadShapes(t *testing.T) {
 		name, want string
 		op         func(c *gpu.Chain) error
 	}{
-		{"q4_0 weight", "Q4_K, Q6_K and Q8_0 only", func(c *gpu.Chain) error { return MatVecQ8(c, w8, xq, y, MatmulOptions{}) }},
-		{"short xq", "xq buffer", func(c *gpu.Chain) error { return MatVecQ8(c, w, scratch(t, "xq", 100), y, MatmulOptions{}) }},
-		{"y past the end", "y buffer", func(c *gpu.Chain) error { return MatVecQ8(c, w, xq, y, MatmulOptions{YOffset: 5}) }},
-		{"xq is y", "same buffer", func(c *gpu.Chain) error { return MatVecQ8(c, w, xq, xq, MatmulOptions{}) }},
-		{"nil weight", "nil", func(c *gpu.Chain) error { return MatVecQ8(c, nil, xq, y, MatmulOptions{}) }},
-		{"k not blocks", "multiple of 32", func(c *gpu.Chain) error { return QuantizeQ8(c, x, xq, 48) }},
-		{"short x", "x buffer", func(c *gpu.Chain) error { return QuantizeQ8(c, x, xq, 2048) }},
-		{"normed rows", "want 1", func(c *gpu.Chain) error {
-			return QuantizeQ8Normed(c, x, x, xq, NormArgs{Rows: 2, Dim: 512, Eps: 1e-5})
+		{"q4_0 weight", "Q4_K, Q6_K and Q8_0 only", func(c *gpu.Chain) error { return MatVecQ8(c, w8, xq, y, 1, MatmulOptions{}) }},
+		{"short xq", "xq buffer", func(c *gpu.Chain) error { return MatVecQ8(c, w, scratch(t, "xq", 100), y, 1, MatmulOptions{}) }},
+		{"y past the end", "y buffer", func(c *gpu.Chain) error { return MatVecQ8(c, w, xq, y, 1, MatmulOptions{YOffset: 5}) }},
+		{"xq is y", "same buffer", func(c *gpu.Chain) error { return MatVecQ8(c, w, xq, xq, 1, MatmulOptions{}) }},
+		{"nil weight", "nil", func(c *gpu.Chain) error { return MatVecQ8(c, nil, xq, y, 1, MatmulOptions{}) }},
+		{"nine rows", "want 1 to 8", func(c *gpu.Chain) error { return MatVecQ8(c, w, xq, y, 9, MatmulOptions{}) }},
+		{"xq short of 2 rows", "xq buffer", func(c *gpu.Chain) error { return MatVecQ8(c, w, xq, y, 2, MatmulOptions{}) }},
+		{"y stride under a row", "y stride", func(c *gpu.Chain) error {
+			return MatVecQ8(c, w, upload(t, "xq2", make([]float32, int(Q8Bytes(512, 2)/4))), y, 2, MatmulOptions{YStride: 3})
+		}},
+		{"k not blocks", "multiple of 32", func(c *gpu.Chain) error { return QuantizeQ8(c, x, xq, 48, 1) }},
+		{"short x", "x buffer", func(c *gpu.Chain) error { return QuantizeQ8(c, x, xq, 2048, 1) }},
+		{"no rows", "0 rows", func(c *gpu.Chain) error { return QuantizeQ8(c, x, xq, 512, 0) }},
+		{"normed rows past x", "x buffer", func(c *gpu.Chain) error {
+			return QuantizeQ8Normed(c, x, x, xq, NormArgs{Rows: 3, Dim: 512, Eps: 1e-5})
 		}},
 		{"normed eps", "eps", func(c *gpu.Chain) error {
 			return QuantizeQ8Normed(c, x, x, xq, NormArgs{Rows: 1, Dim: 512, Eps: float32(math.NaN())})
 		}},
-		{"glu short", "x buffer", func(c *gpu.Chain) error { return QuantizeQ8GLU(c, x, xq, GLUArgs{FF: 1024}) }},
+		{"glu short", "x buffer", func(c *gpu.Chain) error { return QuantizeQ8GLU(c, x, xq, GLUArgs{FF: 1024}, 1) }},
 	}
 	for _, tc := range cases {
 		c, err := dev.NewChain(tc.name)
@@ -405,7 +412,7 @@ func TestMatVecQ8MatchesGGMLVecDot(t *testing.T) {
 		}
 		t.Cleanup(bq.Release)
 		by := scratch(t, "y", 8)
-		run(t, "matvec q8", func(c *gpu.Chain) error { return MatVecQ8(c, w, bq, by, MatmulOptions{}) })
+		run(t, "matvec q8", func(c *gpu.Chain) error { return MatVecQ8(c, w, bq, by, 1, MatmulOptions{}) })
 		got := download(t, by, 8)
 		for r := range 8 {
 			for _, side := range []struct {
@@ -445,6 +452,99 @@ func TestQuantizeQ8MatchesGGMLQ8_1(t *testing.T) {
 			r := float64(x[32*b+i]) / float64(got.D[b])
 			if got.Q[32*b+i] != want && math.Abs(math.Abs(r-math.Trunc(r))-0.5) > 1e-4 {
 				t.Errorf("block %d [%d]: level %d, ggml's %d (x/d = %v)", b, i, got.Q[32*b+i], want, r)
+			}
+		}
+	}
+}
+
+// TestMatVecQ8Rows: several rows at once (a batched decode's tokens) give
+// each row the bits it gets alone. The quantizers write each row's words
+// Q8RowWords apart, equal to that row quantized by itself (plain, normed
+// with each row's own scale, and the GLU of each row's [gate | up]); then
+// MatVecQ8 on m rows, each weight read once for all, writes each row's
+// outputs y_stride apart, equal to the single-row product.
+func TestMatVecQ8Rows(t *testing.T) {
+	const k = 768
+	rows := MaxQ8Rows
+	x := make([]float32, 0, rows*2*k)
+	for r := range rows {
+		x = append(x, kquantActs(t, k, 1, r%2 == 1, uint64(300+r))...)
+	}
+	for range rows { // the GLU's up halves
+		x = append(x, randVec(uint64(len(x)), k, 2)...)
+	}
+	g := randVec(62, k, 0.5)
+	bx, bg := upload(t, "x", x), upload(t, "g", g)
+	// row is word range of row r of a multi-row xq.
+	row := func(all []uint32, r int) []uint32 { return all[r*Q8RowWords(k) : r*Q8RowWords(k)+Q8Words(k)] }
+	words := func(b *gpu.Buffer, n int) []uint32 {
+		raw, err := b.Read(0, uint64(n)*4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return gpu.U32From(raw)
+	}
+	quantizers := []struct {
+		name string
+		xlen int // floats of x a row reads
+		all  func(c *gpu.Chain, xq *gpu.Buffer) error
+		one  func(c *gpu.Chain, x, xq *gpu.Buffer) error
+	}{
+		{"plain", k, func(c *gpu.Chain, xq *gpu.Buffer) error { return QuantizeQ8(c, bx, xq, k, rows) },
+			func(c *gpu.Chain, x, xq *gpu.Buffer) error { return QuantizeQ8(c, x, xq, k, 1) }},
+		{"normed", k, func(c *gpu.Chain, xq *gpu.Buffer) error {
+			return QuantizeQ8Normed(c, bx, bg, xq, NormArgs{Rows: rows, Dim: k, Eps: 1e-5, OnePlus: true})
+		}, func(c *gpu.Chain, x, xq *gpu.Buffer) error {
+			return QuantizeQ8Normed(c, x, bg, xq, NormArgs{Rows: 1, Dim: k, Eps: 1e-5, OnePlus: true})
+		}},
+		{"glu", 2 * k, func(c *gpu.Chain, xq *gpu.Buffer) error {
+			return QuantizeQ8GLU(c, bx, xq, GLUArgs{FF: k, GELU: true}, rows)
+		},
+			func(c *gpu.Chain, x, xq *gpu.Buffer) error {
+				return QuantizeQ8GLU(c, x, xq, GLUArgs{FF: k, GELU: true}, 1)
+			}},
+	}
+	var xqAll *gpu.Buffer
+	for _, q := range quantizers {
+		all := scratch(t, "xq rows", int(Q8Bytes(k, rows)/4))
+		run(t, "quantize q8 rows", func(c *gpu.Chain) error { return q.all(c, all) })
+		got := words(all, int(Q8Bytes(k, rows)/4))
+		for r := range rows {
+			one := scratch(t, "xq", Q8Words(k))
+			xr := upload(t, "x row", x[r*q.xlen:(r+1)*q.xlen])
+			run(t, "quantize q8", func(c *gpu.Chain) error { return q.one(c, xr, one) })
+			if !slices.Equal(row(got, r), words(one, Q8Words(k))) {
+				t.Fatalf("%s: row %d of %d quantized together differs from the row alone", q.name, r, rows)
+			}
+		}
+		if q.name == "plain" {
+			xqAll = all
+		}
+	}
+	// 37 weight rows in chunks of 10 (a chunked tensor's offsets), the
+	// outputs at an offset and a stride past the rows.
+	const n, off = 37, 3
+	stride := n + 5
+	for _, typ := range q8Types {
+		raw, _ := remix(t, typ, n, k)
+		w := newChunkedTensor(t, typ, n, k, raw, 10)
+		for _, m := range []int{2, 3, rows} {
+			y := scratch(t, "y", off+(m-1)*stride+n)
+			run(t, "matvec q8 rows", func(c *gpu.Chain) error {
+				return MatVecQ8(c, w, xqAll, y, m, MatmulOptions{YOffset: off, YStride: stride})
+			})
+			got := download(t, y, off+(m-1)*stride+n)
+			for r := range m {
+				xr, err := dev.NewBufferFrom("xq row", gpu.U32Bytes(row(words(xqAll, int(Q8Bytes(k, rows)/4)), r)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(xr.Release)
+				one := scratch(t, "y1", n)
+				run(t, "matvec q8", func(c *gpu.Chain) error { return MatVecQ8(c, w, xr, one, 1, MatmulOptions{}) })
+				if want := download(t, one, n); !slices.Equal(got[off+r*stride:off+r*stride+n], want) {
+					t.Fatalf("%v, %d rows: row %d differs from its product alone", typ, m, r)
+				}
 			}
 		}
 	}
