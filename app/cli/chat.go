@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -12,7 +13,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hearthstudio/hearth/app"
-	"github.com/hearthstudio/hearth/app/library"
 	"github.com/hearthstudio/hearth/engine/chat"
 	"github.com/hearthstudio/hearth/engine/model"
 	"github.com/hearthstudio/hearth/engine/structured"
@@ -49,7 +49,7 @@ func newChatCmd() *cobra.Command {
 			}
 			defer l.Close()
 			c := &chatLoop{l: l, sampling: sf, n: n, shift: shift, out: cmd.OutOrStdout(), log: cmd.ErrOrStderr(),
-				session: model.NewSession(l.Runner), mmproj: mmproj}
+				session: model.NewSession(l.Runner), mmproj: mmproj, paired: mf.projector}
 			defer c.closeVision()
 			for _, f := range images {
 				if err := c.attach(f); err != nil {
@@ -124,6 +124,7 @@ type chatLoop struct {
 	// mmproj is --mmproj; vision reads the images, opened by the first;
 	// pending are the images the next message shows.
 	mmproj  string
+	paired  string // the library's projector for the model
 	vision  *app.Vision
 	pending []chat.Image
 }
@@ -140,23 +141,18 @@ func (c *chatLoop) openVision() (*app.Vision, error) {
 	if c.vision != nil {
 		return c.vision, nil
 	}
-	v, err := openProjector(c.l, c.mmproj)
+	v, err := openProjector(c.l, c.mmproj, c.paired)
 	c.vision = v
 	return v, err
 }
 
 // openProjector opens the projector that reads l's images: mmproj
-// (--mmproj), or the one the library pairs with the model.
-func openProjector(l *app.LoadedModel, mmproj string) (*app.Vision, error) {
-	path := mmproj
+// (--mmproj), or paired, the one the library paired with the model when
+// it resolved its name (modelFlags.projector).
+func openProjector(l *app.LoadedModel, mmproj, paired string) (*app.Vision, error) {
+	path := cmp.Or(mmproj, paired)
 	if path == "" {
-		var err error
-		if path, err = library.ProjectorFor(l.Model.Path); err != nil {
-			return nil, err
-		}
-		if path == "" {
-			return nil, fmt.Errorf("%s: %w (put its mmproj-*.gguf beside it, or give --mmproj)", l.Model.Path, app.ErrNoProjector)
-		}
+		return nil, fmt.Errorf("%s: %w (put its mmproj-*.gguf beside it, or give --mmproj)", l.Model.Path, app.ErrNoProjector)
 	}
 	return app.OpenVision(path, l.Model, l.Runner)
 }

@@ -66,7 +66,7 @@ func newGenerateCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				v, err := openProjector(l, mmproj)
+				v, err := openProjector(l, mmproj, mf.projector)
 				if err != nil {
 					return err
 				}

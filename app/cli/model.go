@@ -25,6 +25,9 @@ type modelFlags struct {
 	f32       bool // --f32-activations
 	loras     []string
 	slots     int // KV caches to allocate (hearth bench --parallel); 0 is 1
+	// projector is the vision projector the library pairs with the model
+	// open loaded (beside its file, or an Ollama manifest's layer).
+	projector string
 }
 
 func (f *modelFlags) register(cmd *cobra.Command) {
@@ -64,6 +67,7 @@ func (f *modelFlags) open(log io.Writer) (*app.LoadedModel, error) {
 	if err != nil {
 		return nil, err
 	}
+	f.projector = e.Projector
 	l, err := app.LoadModel(e.Path, app.RunnerOptions{
 		Backend: f.backend, GPU: app.GPUOptionsFromEnv(), Context: f.ctx, Batch: f.batch, Slots: f.slots, GPUMemory: budget, F32Activations: f.f32,
 		OnBackend: func(b app.Backend) {
