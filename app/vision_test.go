@@ -1,12 +1,8 @@
 package app
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"image"
-	"image/color"
-	"image/png"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,39 +10,18 @@ import (
 	"github.com/hearthstudio/hearth/engine/chat"
 	"github.com/hearthstudio/hearth/engine/sample"
 	"github.com/hearthstudio/hearth/engine/synth"
+	"github.com/hearthstudio/hearth/internal/visiontest"
 )
 
 // visionModel writes tiny-gemma3 and its projector into a folder and
 // returns their paths.
 func visionModel(t *testing.T) (modelPath, projPath string) {
 	t.Helper()
-	dir := t.TempDir()
-	modelPath, projPath = filepath.Join(dir, "tiny-gemma3.gguf"), filepath.Join(dir, "mmproj-tiny-gemma3.gguf")
-	p, _ := synth.PresetByName("tiny-gemma3")
-	if err := synth.WriteFile(modelPath, p, synth.Options{Quant: "F32", Seed: 5}); err != nil {
-		t.Fatal(err)
-	}
-	pp, _ := synth.ProjectorPresetByName("tiny-gemma3-vision")
-	if err := synth.WriteProjector(projPath, pp, 5); err != nil {
+	modelPath, projPath, err := visiontest.Write(t.TempDir())
+	if err != nil {
 		t.Fatal(err)
 	}
 	return modelPath, projPath
-}
-
-// pngOf is a w×h PNG whose colours follow (x, y) and seed.
-func pngOf(t *testing.T, w, h, seed int) []byte {
-	t.Helper()
-	img := image.NewRGBA(image.Rect(0, 0, w, h))
-	for y := range h {
-		for x := range w {
-			img.Set(x, y, color.RGBA{uint8(x*255/w + seed), uint8(y*255/h + 3*seed), uint8((x*y + seed*40) % 256), 255})
-		}
-	}
-	var b bytes.Buffer
-	if err := png.Encode(&b, img); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
 }
 
 // imageChat is a one-turn chat about img, drawn at temperature 1 from a
@@ -68,7 +43,7 @@ func imageChat(modelPath string, img []byte, text string) ChatRequest {
 func TestChatWithImages(t *testing.T) {
 	modelPath, projPath := visionModel(t)
 	paired := func(name, path string) (string, error) { return projPath, nil }
-	img := pngOf(t, 40, 30, 1)
+	img := visiontest.PNG(40, 30, 1)
 	var replies []Reply
 	for _, backend := range []string{"cpu", "gpu"} {
 		e := NewEngine(EngineOptions{Backend: backend, Projector: paired})
@@ -111,7 +86,7 @@ func TestChatWithImages(t *testing.T) {
 			t.Errorf("%s: the second turn reused %d tokens of the first's %d", backend, second.Stats.CachedTokens, first.Stats.PromptTokens)
 		}
 		// Another image in the first turn's place: read again from there.
-		other, err := e.Chat(ctx, imageChat(modelPath, pngOf(t, 50, 50, 9), "What is in it?"), nil)
+		other, err := e.Chat(ctx, imageChat(modelPath, visiontest.PNG(50, 50, 9), "What is in it?"), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -135,7 +110,7 @@ func TestChatImageRefusals(t *testing.T) {
 	modelPath, projPath := visionModel(t)
 	e := cpuEngine(t, EngineOptions{})
 	ctx := context.Background()
-	img := pngOf(t, 8, 8, 2)
+	img := visiontest.PNG(8, 8, 2)
 	if _, err := e.Chat(ctx, imageChat(modelPath, img, "Hi"), nil); !errors.Is(err, ErrNoProjector) {
 		t.Errorf("no projector: %v, want ErrNoProjector", err)
 	}

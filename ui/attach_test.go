@@ -3,9 +3,6 @@ package ui
 import (
 	"bytes"
 	"context"
-	"image"
-	"image/color"
-	"image/png"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,7 +18,7 @@ import (
 	"github.com/hearthstudio/hearth/app"
 	"github.com/hearthstudio/hearth/app/chats"
 	"github.com/hearthstudio/hearth/app/library"
-	"github.com/hearthstudio/hearth/engine/synth"
+	"github.com/hearthstudio/hearth/internal/visiontest"
 )
 
 // loadTinyVision writes tiny-gemma3 and its projector, mmproj-*.gguf
@@ -30,12 +27,7 @@ import (
 func loadTinyVision(t *testing.T, st *studio) {
 	t.Helper()
 	dir := t.TempDir()
-	p, _ := synth.PresetByName("tiny-gemma3")
-	if err := synth.WriteFile(filepath.Join(dir, "tiny-gemma3.gguf"), p, synth.Options{Quant: "F32", Seed: 5}); err != nil {
-		t.Fatal(err)
-	}
-	pp, _ := synth.ProjectorPresetByName("tiny-gemma3-vision")
-	if err := synth.WriteProjector(filepath.Join(dir, "mmproj-tiny-gemma3.gguf"), pp, 5); err != nil {
+	if _, _, err := visiontest.Write(dir); err != nil {
 		t.Fatal(err)
 	}
 	st.libMu.Lock()
@@ -50,21 +42,12 @@ func loadTinyVision(t *testing.T, st *studio) {
 // of a temporary folder, and returns its path and bytes.
 func photoFile(t *testing.T, name string, w, h, seed int) (string, []byte) {
 	t.Helper()
-	img := image.NewRGBA(image.Rect(0, 0, w, h))
-	for y := range h {
-		for x := range w {
-			img.Set(x, y, color.RGBA{uint8(x*255/w + seed), uint8(y*255/h + 3*seed), uint8(seed * 40), 255})
-		}
-	}
-	var b bytes.Buffer
-	if err := png.Encode(&b, img); err != nil {
-		t.Fatal(err)
-	}
+	data := visiontest.PNG(w, h, seed)
 	path := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return path, b.Bytes()
+	return path, data
 }
 
 // drop drops the files at paths on the studio's window.

@@ -5,9 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
-	"image"
-	"image/color"
-	"image/png"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -17,23 +14,8 @@ import (
 
 	"github.com/hearthstudio/hearth/engine/chat"
 	"github.com/hearthstudio/hearth/engine/vision"
+	"github.com/hearthstudio/hearth/internal/visiontest"
 )
-
-// pngOf is a w×h PNG whose colours follow (x, y) and seed.
-func pngOf(t *testing.T, w, h, seed int) []byte {
-	t.Helper()
-	img := image.NewRGBA(image.Rect(0, 0, w, h))
-	for y := range h {
-		for x := range w {
-			img.Set(x, y, color.RGBA{uint8(x*255/w + seed), uint8(y*255/h + 3*seed), uint8(seed * 40), 255})
-		}
-	}
-	var b bytes.Buffer
-	if err := png.Encode(&b, img); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
-}
 
 // attached is the image of data as the studio attaches it.
 func attached(t *testing.T, data []byte) Image {
@@ -67,7 +49,7 @@ func imageFiles(t *testing.T, s *Store) []string {
 // there by name, and ReadImages gives the engine their bytes.
 func TestImagesRoundTrip(t *testing.T) {
 	s := openStore(t)
-	a, b := pngOf(t, 20, 10, 1), pngOf(t, 8, 8, 2)
+	a, b := visiontest.PNG(20, 10, 1), visiontest.PNG(8, 8, 2)
 	c := New("", t0)
 	c.Add(Message{Role: User, Content: "What differs?", Images: []Image{attached(t, a), attached(t, b)}}, t0)
 	c.Add(Message{Role: Assistant, Content: "The colours.", Reply: Reply{Stop: "stop"}}, t0)
@@ -118,7 +100,7 @@ func TestImagesRoundTrip(t *testing.T) {
 
 // Without a store a conversation gives the engine the bytes it holds.
 func TestChatGivesTheImagesInMemory(t *testing.T) {
-	data := pngOf(t, 4, 4, 3)
+	data := visiontest.PNG(4, 4, 3)
 	c := New("", t0)
 	c.Add(Message{Role: User, Content: "Look", Images: []Image{attached(t, data)}}, t0)
 	msgs := c.Chat()
@@ -137,7 +119,7 @@ func TestChatGivesTheImagesInMemory(t *testing.T) {
 // engine gets the message without it.
 func TestMissingImageStillLoads(t *testing.T) {
 	s := openStore(t)
-	keep, lose := pngOf(t, 5, 5, 1), pngOf(t, 6, 6, 2)
+	keep, lose := visiontest.PNG(5, 5, 1), visiontest.PNG(6, 6, 2)
 	c := New("", t0)
 	c.Add(Message{Role: User, Content: "two pictures", Images: []Image{attached(t, keep), attached(t, lose)}}, t0)
 	if err := s.Save(c); err != nil {
@@ -186,7 +168,7 @@ func TestMissingImageStillLoads(t *testing.T) {
 // last chat that names it is deleted.
 func TestSharedImageIsOneFile(t *testing.T) {
 	s := openStore(t)
-	data := pngOf(t, 7, 3, 4)
+	data := visiontest.PNG(7, 3, 4)
 	a, b := New("", t0), New("", t0.Add(1))
 	a.Add(Message{Role: User, Content: "first", Images: []Image{attached(t, data)}}, t0)
 	b.Add(Message{Role: User, Content: "second", Images: []Image{attached(t, data), attached(t, data)}}, t0)
@@ -231,7 +213,7 @@ func TestSharedImageIsOneFile(t *testing.T) {
 func TestImagesAreWrittenBeforeTheChat(t *testing.T) {
 	s := openStore(t)
 	c := New("", t0)
-	c.Add(Message{Role: User, Content: "with a picture", Images: []Image{attached(t, pngOf(t, 3, 3, 1))}}, t0)
+	c.Add(Message{Role: User, Content: "with a picture", Images: []Image{attached(t, visiontest.PNG(3, 3, 1))}}, t0)
 	os.WriteFile(filepath.Join(s.Dir(), imagesDir), nil, 0o600) // a file where the folder goes
 	if err := s.Save(c); err == nil {
 		t.Fatal("Save succeeded though its image could not be written")
@@ -266,7 +248,7 @@ func hugePNG(w, h uint32) []byte {
 // their format, whatever the file's name says.
 func TestImageFile(t *testing.T) {
 	dir := t.TempDir()
-	good := pngOf(t, 300, 100, 1)
+	good := visiontest.PNG(300, 100, 1)
 	write := func(name string, data []byte) string {
 		p := filepath.Join(dir, name)
 		os.WriteFile(p, data, 0o644)
@@ -306,7 +288,7 @@ func TestImageFile(t *testing.T) {
 // request, sending them again, continues it.
 func TestRecordKeepsAnAPIClientsImages(t *testing.T) {
 	s := openStore(t)
-	data := pngOf(t, 9, 9, 5)
+	data := visiontest.PNG(9, 9, 5)
 	q := chat.Message{Role: "user", Content: "What is this?", Images: []chat.Image{{Data: data}}}
 	reply := Message{Role: Assistant, Content: "A square.", Reply: Reply{Stop: "stop"}}
 	c, _ := Record(nil, Exchange{API: "OpenAI", Messages: []chat.Message{q}, Reply: reply}, nil, t0)
@@ -322,7 +304,7 @@ func TestRecordKeepsAnAPIClientsImages(t *testing.T) {
 		t.Error("the follow-up with the same image started another conversation")
 	}
 	other := q
-	other.Images = []chat.Image{{Data: pngOf(t, 9, 9, 6)}}
+	other.Images = []chat.Image{{Data: visiontest.PNG(9, 9, 6)}}
 	if _, isNew := Record(convs, Exchange{API: "OpenAI", Messages: []chat.Message{other, {Role: "assistant", Content: "A square."}, {Role: "user", Content: "Sure?"}}, Reply: reply}, nil, t0); !isNew {
 		t.Error("a history with another image continued the conversation")
 	}
@@ -350,7 +332,7 @@ func TestChatFilesWithoutImagesAreUnchanged(t *testing.T) {
 
 // A first message of images alone titles the chat by them.
 func TestImagesTitleAChatWithoutText(t *testing.T) {
-	one, two := pngOf(t, 2, 2, 1), pngOf(t, 2, 2, 2)
+	one, two := visiontest.PNG(2, 2, 1), visiontest.PNG(2, 2, 2)
 	c := New("", t0)
 	c.Add(Message{Role: User, Images: []Image{attached(t, one)}}, t0)
 	if c.Title != "An image" {

@@ -4,9 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"image"
-	"image/color"
-	"image/png"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,6 +14,7 @@ import (
 	"github.com/hearthstudio/hearth/engine/chat"
 	"github.com/hearthstudio/hearth/engine/model"
 	"github.com/hearthstudio/hearth/engine/synth"
+	"github.com/hearthstudio/hearth/internal/visiontest"
 )
 
 // TestChatReplyDefaultLimit: a reply that never reaches an end of turn
@@ -117,7 +115,9 @@ func TestChatAndGenerateWithImages(t *testing.T) {
 		t.Fatal(err)
 	}
 	img := filepath.Join(dir, "cat.png")
-	writePNG(t, img, 20, 12)
+	if err := os.WriteFile(img, visiontest.PNG(20, 12, 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	notImage := filepath.Join(dir, "notes.png")
 	if err := os.WriteFile(notImage, []byte("not a picture"), 0o644); err != nil {
 		t.Fatal(err)
@@ -170,24 +170,5 @@ func TestChatAndGenerateWithImages(t *testing.T) {
 	}
 	if !strings.Contains(log, "notes.png") || !strings.Contains(log, "1 image(s) go with the next message") || prompts(log) < prompts(logImage)-2 {
 		t.Errorf("interactive /image:\n%s", log)
-	}
-}
-
-// writePNG writes a w×h PNG of a gradient.
-func writePNG(t *testing.T, path string, w, h int) {
-	t.Helper()
-	img := image.NewRGBA(image.Rect(0, 0, w, h))
-	for y := range h {
-		for x := range w {
-			img.Set(x, y, color.RGBA{uint8(12 * x), uint8(20 * y), 90, 255})
-		}
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if err := png.Encode(f, img); err != nil {
-		t.Fatal(err)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/hearthstudio/hearth/engine/synth"
+	"github.com/hearthstudio/hearth/internal/visiontest"
 )
 
 // startServe runs hearth serve with args until the test ends, and returns
@@ -172,7 +173,9 @@ func TestServeReadsImages(t *testing.T) {
 	if err := synth.WriteProjector(filepath.Join(dir, "mmproj-tiny-gemma3-f16.gguf"), pp, 1); err != nil {
 		t.Fatal(err)
 	}
-	writePNG(t, filepath.Join(dir, "cat.png"), 20, 12)
+	if err := os.WriteFile(filepath.Join(dir, "cat.png"), visiontest.PNG(20, 12, 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	img, err := os.ReadFile(filepath.Join(dir, "cat.png"))
 	if err != nil {
 		t.Fatal(err)

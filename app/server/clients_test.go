@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hearthstudio/hearth/app"
+	"github.com/hearthstudio/hearth/internal/visiontest"
 )
 
 // clientTestsVar turns on the tests that drive the server with real client
@@ -227,7 +228,7 @@ func TestOpenAINodeClient(t *testing.T) {
 	// second time, from the cache: usage differs in cached_tokens); a
 	// remote URL refused.
 	vs := newVisionServer(t, Options{APIKey: key})
-	img := dataURL(pngOf(t, 40, 30, 1))
+	img := dataURL(visiontest.PNG(40, 30, 1))
 	parts := []map[string]any{{"type": "image_url", "image_url": map[string]string{"url": img}}, {"type": "text", "text": "What is in it?"}}
 	_, data = vs.do(t, "POST", "/v1/chat/completions", imageChatBody(parts, nil), "Authorization", "Bearer "+key)
 	var seen chatCompletion

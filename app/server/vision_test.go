@@ -8,13 +8,10 @@ import (
 	"encoding/json"
 	"hash/crc32"
 	"image"
-	"image/color"
 	"image/gif"
 	"image/jpeg"
-	"image/png"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -22,8 +19,8 @@ import (
 
 	"github.com/hearthstudio/hearth/app"
 	"github.com/hearthstudio/hearth/engine/chat"
-	"github.com/hearthstudio/hearth/engine/synth"
 	"github.com/hearthstudio/hearth/engine/vision"
+	"github.com/hearthstudio/hearth/internal/visiontest"
 )
 
 // gemma is tiny-gemma3, served with the vision projector beside it.
@@ -36,12 +33,8 @@ func writeVisionModel() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	p, _ := synth.PresetByName(gemma)
-	if err := synth.WriteFile(filepath.Join(dir, gemma+".gguf"), p, synth.Options{Quant: "F32", Seed: 5}); err != nil {
-		return "", err
-	}
-	pp, _ := synth.ProjectorPresetByName("tiny-gemma3-vision")
-	return dir, synth.WriteProjector(filepath.Join(dir, "mmproj-"+gemma+"-f16.gguf"), pp, 5)
+	_, _, err = visiontest.Write(dir)
+	return dir, err
 }
 
 // newVisionServer serves tiny-gemma3 with its projector, and modelsDir's
@@ -49,22 +42,6 @@ func writeVisionModel() (string, error) {
 func newVisionServer(t testing.TB, so Options) *testServer {
 	t.Helper()
 	return newServerOf(t, []string{visionDir, modelsDir}, app.EngineOptions{}, so)
-}
-
-// pngOf is a w×h PNG whose colours follow (x, y) and seed.
-func pngOf(t testing.TB, w, h, seed int) []byte {
-	t.Helper()
-	img := image.NewRGBA(image.Rect(0, 0, w, h))
-	for y := range h {
-		for x := range w {
-			img.Set(x, y, color.RGBA{uint8(x*255/w + seed), uint8(y*255/h + 3*seed), uint8((x*y + seed*40) % 256), 255})
-		}
-	}
-	var b bytes.Buffer
-	if err := png.Encode(&b, img); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
 }
 
 func dataURL(img []byte) string {
@@ -102,7 +79,7 @@ func TestChatWithImages(t *testing.T) {
 		defer mu.Unlock()
 		recorded = append(recorded, x)
 	}})
-	img := pngOf(t, 40, 30, 1)
+	img := visiontest.PNG(40, 30, 1)
 	const question = "What is in it?"
 
 	// The image stands before the text, where Ollama puts it.
@@ -159,7 +136,7 @@ func TestChatWithImages(t *testing.T) {
 
 	// Another image, another reply.
 	var other chatCompletion
-	ts.post(t, "/v1/chat/completions", imageChatBody([]map[string]any{imagePart(pngOf(t, 50, 50, 9)), {"type": "text", "text": question}}, nil), &other)
+	ts.post(t, "/v1/chat/completions", imageChatBody([]map[string]any{imagePart(visiontest.PNG(50, 50, 9)), {"type": "text", "text": question}}, nil), &other)
 	if *other.Choices[0].Message.Content == direct.Text {
 		t.Errorf("two images got the reply %q", direct.Text)
 	}
@@ -183,7 +160,7 @@ func TestChatWithImages(t *testing.T) {
 // before all the text need no marker. An image in an assistant's message
 // is taken, as llama.cpp and Ollama take it.
 func TestImagePlacement(t *testing.T) {
-	a, b := pngOf(t, 8, 8, 1), pngOf(t, 16, 8, 2)
+	a, b := visiontest.PNG(8, 8, 1), visiontest.PNG(16, 8, 2)
 	req := chatRequest{Messages: []openAIMessage{
 		{Role: "user", Content: mustJSON(t, []map[string]any{{"type": "text", "text": "One"}, {"type": "text", "text": "two"}, imagePart(a), {"type": "text", "text": "three"}, imagePart(b)})},
 		{Role: "assistant", Content: mustJSON(t, []map[string]any{imagePart(b)})},
@@ -236,7 +213,7 @@ func mustJSON(t testing.TB, v any) json.RawMessage {
 // chats on.
 func TestImageRefusals(t *testing.T) {
 	ts := newVisionServer(t, Options{})
-	img := pngOf(t, 8, 8, 3)
+	img := visiontest.PNG(8, 8, 3)
 	b64 := base64.StdEncoding.EncodeToString(img)
 	text := base64.StdEncoding.EncodeToString([]byte("a text file, not a picture"))
 	withURL := func(url string) map[string]any {
@@ -325,7 +302,7 @@ func TestImageBodyLimit(t *testing.T) {
 	for i := range noise {
 		noise[i] = byte(i*7919 ^ i>>9)
 	}
-	big := append(pngOf(t, 4, 4, 1), noise...)
+	big := append(visiontest.PNG(4, 4, 1), noise...)
 	body := map[string]any{"model": llama, "messages": []map[string]any{{"role": "user", "content": []map[string]any{imagePart(big)}}}}
 
 	ts := newVisionServer(t, Options{})
@@ -369,7 +346,7 @@ func TestCheckImage(t *testing.T) {
 	}
 	// A 1×1 lossless WebP.
 	webp, _ := base64.StdEncoding.DecodeString("UklGRhoAAABXRUJQVlA4TA0AAAAvAAAAEAcQERGIiP4HAA==")
-	for name, data := range map[string][]byte{"PNG": pngOf(t, 3, 2, 0), "JPEG": jpg.Bytes(), "GIF": gf.Bytes(), "WebP": webp} {
+	for name, data := range map[string][]byte{"PNG": visiontest.PNG(3, 2, 0), "JPEG": jpg.Bytes(), "GIF": gf.Bytes(), "WebP": webp} {
 		if err := checkImage(data); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
@@ -378,7 +355,7 @@ func TestCheckImage(t *testing.T) {
 		}
 	}
 
-	huge := pngOf(t, 1, 1, 0)
+	huge := visiontest.PNG(1, 1, 0)
 	binary.BigEndian.PutUint32(huge[16:], 50_000) // IHDR width
 	binary.BigEndian.PutUint32(huge[20:], 50_000) // and height
 	binary.BigEndian.PutUint32(huge[29:], crc32.ChecksumIEEE(huge[12:29]))

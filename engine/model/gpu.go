@@ -328,15 +328,9 @@ func (r *GPU) ForwardSlot(slot int, tokens []int32, pos int, out Output) (Result
 	if err := checkForward(r.m, r.ctx, tokens, pos, out); err != nil {
 		return Result{}, err
 	}
-	if r.x == nil {
-		return Result{}, fmt.Errorf("model: GPU runner is closed")
-	}
-	if p := out.Penalty; p != nil && len(p.IDs) > MaxPenaltyTokens {
-		return Result{}, fmt.Errorf("model: penalty over %d tokens, at most %d", len(p.IDs), MaxPenaltyTokens)
-	}
-	batch := r.batch
-	if out.All {
-		batch = min(batch, r.logitRows)
+	batch, err := r.batchFor(out)
+	if err != nil {
+		return Result{}, err
 	}
 	if r.m.Config.Bidirectional && len(tokens) > batch {
 		// Each token attends to the ones after it: the input runs in one
@@ -364,20 +358,29 @@ func (r *GPU) ForwardEmbeds(slot int, rows []float32, pos int, out Output) (Resu
 	if err != nil {
 		return Result{}, err
 	}
-	if r.x == nil {
-		return Result{}, fmt.Errorf("model: GPU runner is closed")
-	}
-	if p := out.Penalty; p != nil && len(p.IDs) > MaxPenaltyTokens {
-		return Result{}, fmt.Errorf("model: penalty over %d tokens, at most %d", len(p.IDs), MaxPenaltyTokens)
-	}
-	batch := r.batch
-	if out.All {
-		batch = min(batch, r.logitRows)
+	batch, err := r.batchFor(out)
+	if err != nil {
+		return Result{}, err
 	}
 	if n > batch {
 		return Result{}, fmt.Errorf("model: %d embedding rows attend to each other, over the %d this GPU evaluates at once (its storage binding limit)", n, batch)
 	}
 	return r.evaluate(slot, batchInput{rows: rows}, pos, out, true)
+}
+
+// batchFor checks that the runner is open and that out's penalty list
+// fits, and returns the most tokens one chain evaluates for out.
+func (r *GPU) batchFor(out Output) (int, error) {
+	if r.x == nil {
+		return 0, fmt.Errorf("model: GPU runner is closed")
+	}
+	if p := out.Penalty; p != nil && len(p.IDs) > MaxPenaltyTokens {
+		return 0, fmt.Errorf("model: penalty over %d tokens, at most %d", len(p.IDs), MaxPenaltyTokens)
+	}
+	if out.All {
+		return min(r.batch, r.logitRows), nil
+	}
+	return r.batch, nil
 }
 
 // batchInput is a batch's input: token ids, whose embeddings the host
