@@ -803,6 +803,9 @@ func (e *Engine) Chat(ctx context.Context, req ChatRequest, emit func(model.Toke
 			if err != nil {
 				return prepared{}, err
 			}
+			if err := sp.Fits(r.runner.Context()); err != nil {
+				return prepared{}, err
+			}
 			ip, mr.Prompt, mr.Images = &sp, sp.Tokens, sp.Images
 		} else {
 			mr.Prompt = m.Chat.Tokenize(p.Text)
@@ -939,7 +942,7 @@ func (e *Engine) generate(ctx context.Context, o GenerateOptions, emit func(mode
 		session = e.takeSlot(req.Prompt, req.Images)
 		if p.images != nil {
 			// Only the images the slot's cache does not hold are read.
-			if err := p.vision.Encode(*p.images, session.Reuse(req.Prompt, req.Images)); err != nil {
+			if err := p.vision.Encode(ctx, *p.images, session.Reuse(req.Prompt, req.Images)); err != nil {
 				e.free(session.Slot())
 				session = nil
 				return err

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -32,9 +33,13 @@ func OpenVision(path string, m *model.Model, r model.Runner) (*Vision, error) {
 		return nil, err
 	}
 	c := &m.Config
-	if c.Arch != "gemma3" || t.Config.TextHidden != c.Hidden {
+	switch {
+	case c.Arch != "gemma3":
 		t.Close()
-		return nil, fmt.Errorf("%s: the %s projector of width %d does not fit %s, a %s model of width %d", path, t.Config.Projector, t.Config.TextHidden, m.Path, c.Arch, c.Hidden)
+		return nil, fmt.Errorf("%s: %s is a %s model: only Gemma 3 models read images through a %s projector", path, m.Path, c.Arch, t.Config.Projector)
+	case t.Config.TextHidden != c.Hidden:
+		t.Close()
+		return nil, fmt.Errorf("%s: the projector's tokens are %d wide, and %s takes %d (another Gemma 3's projector?)", path, t.Config.TextHidden, m.Path, c.Hidden)
 	}
 	v := &Vision{tower: t}
 	if g, ok := r.(*model.GPU); ok {
@@ -136,7 +141,7 @@ func (v *Vision) Splice(m *model.Model, text string, files []chat.Image) (ImageP
 	t := v.tower
 	pieces := strings.Split(text, chat.ImageMarker)
 	if len(pieces)-1 != len(files) {
-		return ImagePrompt{}, fmt.Errorf("app: the chat template kept %d of the conversation's %d images (its text holds %d markers)", len(pieces)-1, len(files), len(pieces)-1)
+		return ImagePrompt{}, fmt.Errorf("app: the prompt holds %d image markers for %d images (a chat template that drops or repeats a message's content, or %s written in the text)", len(pieces)-1, len(files), chat.ImageMarker)
 	}
 	const boi, eoi = "<start_of_image>", "<end_of_image>"
 	tok := m.Tokenizer
@@ -175,15 +180,30 @@ func (v *Vision) Splice(m *model.Model, text string, files []chat.Image) (ImageP
 	return p, nil
 }
 
+// Fits says whether p fits a context of n positions with room for a
+// reply, as a generation will check (a prompt with images is never
+// shifted); call it before Encode, so that no image is read for a prompt
+// that is then refused.
+func (p ImagePrompt) Fits(n int) error {
+	if len(p.Tokens) >= n {
+		return fmt.Errorf("%w: %d tokens with %d images, context %d (each image takes its tokens; choose a bigger context or fewer images)", model.ErrContextFull, len(p.Tokens), len(p.Images), n)
+	}
+	return nil
+}
+
 // Encode encodes the images of p from position from on (those before it
 // the session's cache holds: Session.Reuse), setting their rows: each
-// decoded, preprocessed as the tower wants and run through it.
-func (v *Vision) Encode(p ImagePrompt, from int) error {
+// decoded, preprocessed as the tower wants and run through it. It stops
+// with ctx's error between images.
+func (v *Vision) Encode(ctx context.Context, p ImagePrompt, from int) error {
 	pre := v.tower.Config.Preprocess()
 	for i := range p.Images {
 		s := &p.Images[i]
 		if s.Pos+s.Len <= from {
 			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return err
 		}
 		name := p.files[i].Ref
 		if name == "" {

@@ -119,7 +119,7 @@ func TestGemma3VisionMatchesTransformers(t *testing.T) {
 						t.Fatalf("image %d at %d..%d, the processor's at %v", i, s.Pos, s.Pos+s.Len, p.Spans[i])
 					}
 				}
-				if err := v.Encode(ip, 0); err != nil {
+				if err := v.Encode(context.Background(), ip, 0); err != nil {
 					t.Fatal(err)
 				}
 				logits := promptLogits(t, r, ip)

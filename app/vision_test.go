@@ -126,7 +126,7 @@ func TestChatImageRefusals(t *testing.T) {
 		proj string
 		want string
 	}{
-		{"projector of another width", imageChat(modelPath, img, "Hi"), wide, "does not fit"},
+		{"projector of another width", imageChat(modelPath, img, "Hi"), wide, "tokens are 64 wide"},
 		{"not an image", imageChat(modelPath, []byte("just text"), "Hi"), projPath, "test.png"},
 		{"markers and images differ", imageChat(modelPath, img, chat.ImageMarker+" and "+chat.ImageMarker), projPath, "2 image markers"},
 	} {
@@ -139,5 +139,14 @@ func TestChatImageRefusals(t *testing.T) {
 	plain.Model = modelPath
 	if _, err := e.Chat(ctx, plain, nil); err != nil {
 		t.Errorf("a chat after the refusals: %v", err)
+	}
+
+	// Images that do not fit the context are refused before any is read:
+	// the third is not an image, and the refusal is the context's.
+	small := cpuEngine(t, EngineOptions{Context: 48, Projector: func(string, string) (string, error) { return projPath, nil }})
+	req := imageChat(modelPath, img, "Hi")
+	req.Messages[0].Images = append(req.Messages[0].Images, chat.Image{Data: img}, chat.Image{Data: []byte("no image")})
+	if _, err := small.Chat(ctx, req, nil); !errors.Is(err, ErrContextFull) {
+		t.Errorf("three images in a 48-token context: %v, want ErrContextFull", err)
 	}
 }

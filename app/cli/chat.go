@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -175,7 +176,7 @@ func readImages(paths []string) ([]chat.Image, error) {
 
 // images puts the images of msgs, rendered as text, into req: their
 // tokens in the prompt, and the rows of those the cache does not hold.
-func (c *chatLoop) images(req *model.Request, msgs []chat.Message, text string) error {
+func (c *chatLoop) images(ctx context.Context, req *model.Request, msgs []chat.Message, text string) error {
 	v, err := c.openVision()
 	if err != nil {
 		return err
@@ -188,8 +189,11 @@ func (c *chatLoop) images(req *model.Request, msgs []chat.Message, text string) 
 	if err != nil {
 		return err
 	}
+	if err := ip.Fits(c.l.Runner.Context()); err != nil {
+		return err
+	}
 	req.Prompt, req.Images = ip.Tokens, ip.Images
-	return v.Encode(ip, c.session.Reuse(ip.Tokens, ip.Images))
+	return v.Encode(ctx, ip, c.session.Reuse(ip.Tokens, ip.Images))
 }
 
 // imageError is a turn's error from its images: the interactive chat says
@@ -268,15 +272,15 @@ func (c *chatLoop) turn(cmd *cobra.Command, text string) error {
 		fmt.Fprintln(c.log, "note:", p.Notice)
 	}
 	req := c.request(p.Text)
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
+	defer stop()
 	if images > 0 {
-		if err := c.images(&req, msgs, p.Text); err != nil {
+		if err := c.images(ctx, &req, msgs, p.Text); err != nil {
 			c.pending = nil
 			return &imageError{err}
 		}
 	}
 	c.pending = nil
-	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
-	defer stop()
 	var reply strings.Builder
 	st, err := c.session.Generate(ctx, req, func(t model.Token) error {
 		reply.WriteString(t.Text)

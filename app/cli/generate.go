@@ -79,8 +79,11 @@ func newGenerateCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
+				if err := ip.Fits(l.Runner.Context()); err != nil {
+					return err
+				}
 				req.Prompt, req.Images = ip.Tokens, ip.Images
-				if err := v.Encode(ip, 0); err != nil {
+				if err := v.Encode(cmd.Context(), ip, 0); err != nil {
 					return err
 				}
 			}

@@ -359,6 +359,16 @@ func (l *Library) describe(e *Entry) {
 		l.mu.Unlock()
 	}
 	e.Info, e.Adapter, e.Err = d.info, d.adapter, d.err
+	if e.Source == SourceOllama && e.Projector != "" && (e.Info == nil || e.Info.Arch != visionArch) {
+		// A manifest's projector layer for a model Hearth shows no images
+		// (llava's, Qwen's): the model reads text.
+		e.Projector = ""
+	}
+	if e.Source == SourceOllama && e.Projector != "" {
+		if _, err := l.readProjector(e.Projector); err != nil {
+			e.Projector = ""
+		}
+	}
 	if e.Adapter != nil {
 		// A copy: Bases is filled per scan, and the cached one is shared.
 		a := *e.Adapter
@@ -367,6 +377,6 @@ func (l *Library) describe(e *Entry) {
 	if e.Info != nil && e.Source != SourceOllama {
 		// A folder that cannot be listed has no projector to offer; the
 		// model itself is still usable.
-		e.Projector, _ = pairProjector(e.Path, e.Info.Embedding, l.readProjector)
+		e.Projector, _ = pairProjector(e.Path, e.Info.Arch, e.Info.Embedding, l.readProjector)
 	}
 }

@@ -22,6 +22,15 @@ import (
 // decides what belongs together: a projector whose output is not the
 // model's width would feed it vectors of the wrong size.
 
+// visionArch is the architecture whose projectors Hearth runs, and
+// visionProjector their type (engine/vision reads Gemma 3's SigLIP and
+// projector): a projector of the right width beside a model of another
+// architecture is not paired with it.
+const (
+	visionArch      = "gemma3"
+	visionProjector = "gemma3"
+)
+
 // projectionTensor is Gemma 3's projection in an mmproj file: ggml shape
 // [TextHidden, Hidden], so its shape[0] is the width of the language model
 // it feeds.
@@ -67,9 +76,9 @@ func ProjectorFor(modelPath string) (string, error) {
 	if err != nil {
 		return "", err // gguf's errors name the file
 	}
-	width := headerInfo(f).Embedding
+	info := headerInfo(f)
 	f.Close()
-	return pairProjector(modelPath, width, readProjector)
+	return pairProjector(modelPath, info.Arch, info.Embedding, readProjector)
 }
 
 // Projector is the vision projector of the model called name, as
@@ -91,9 +100,9 @@ func (l *Library) Projector(name string) (string, error) {
 // first name. read reads a candidate's header; one it cannot read (a
 // download that did not finish, a projector of a kind Hearth lacks) is
 // passed over.
-func pairProjector(modelPath string, width int, read func(path string) (projectorHeader, error)) (string, error) {
-	if width <= 0 {
-		return "", nil // a model without a known width: nothing can match
+func pairProjector(modelPath, arch string, width int, read func(path string) (projectorHeader, error)) (string, error) {
+	if width <= 0 || arch != visionArch {
+		return "", nil // a model without a known width, or one Hearth shows no images
 	}
 	dir := filepath.Dir(modelPath)
 	ents, err := os.ReadDir(dir)
@@ -138,7 +147,20 @@ func readProjector(path string) (projectorHeader, error) {
 	if !ok || len(t.Shape) != 2 {
 		return projectorHeader{}, fmt.Errorf("%s: no %s matrix: not a vision projector Hearth reads", path, projectionTensor)
 	}
+	if kind := projectorType(f); kind != visionProjector {
+		return projectorHeader{}, fmt.Errorf("%s: projector type %q: not one Hearth reads (%s)", path, kind, visionProjector)
+	}
 	return projectorHeader{width: int(t.Shape[0]), precision: projectorPrecision(f, filepath.Base(path))}, nil
+}
+
+// projectorType is an mmproj file's projector type, as llama.cpp's clip
+// loader reads it (the vision one of a mixed-modality file first).
+func projectorType(f *gguf.File) string {
+	if s, err := f.StringOr("clip.vision.projector_type", ""); err == nil && s != "" {
+		return s
+	}
+	s, _ := f.StringOr("clip.projector_type", "")
+	return s
 }
 
 // readProjector is readProjector of a file the library has not read at

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hearthstudio/hearth/engine/synth"
 	"github.com/hearthstudio/hearth/gguf"
+	"github.com/hearthstudio/hearth/internal/ggufedit"
 )
 
 // The projectors TestMain writes: tinyVision fits tiny-gemma3 (it projects
@@ -45,7 +46,7 @@ func writeProjectorHeader(t *testing.T, path string, width int, typ gguf.Type, f
 		t.Fatalf("%d values of %v are no whole blocks", width*48, typ)
 	}
 	w := gguf.NewWriter(f)
-	errs := []error{w.SetString("general.architecture", "clip")}
+	errs := []error{w.SetString("general.architecture", "clip"), w.SetString("clip.projector_type", "gemma3")}
 	if fileType >= 0 {
 		errs = append(errs, w.SetUint32("general.file_type", uint32(fileType)))
 	}
@@ -281,5 +282,28 @@ func TestProjectorPrecision(t *testing.T) {
 		if got := precisionOf(tt.typ); got != tt.want {
 			t.Errorf("precisionOf(%q) = %d, want %d", tt.typ, got, tt.want)
 		}
+	}
+}
+
+// TestProjectorOnlyForGemma3: a projector of the right width beside a
+// model of another architecture, or one of another type (llava's) beside
+// a Gemma 3 model, is not paired: Hearth would show the model no images.
+func TestProjectorOnlyForGemma3(t *testing.T) {
+	dir := t.TempDir()
+	llama := filepath.Join(dir, "llama.gguf")
+	place(t, tinyLlama.path, llama)
+	writeProjectorHeader(t, filepath.Join(dir, "mmproj-f16.gguf"), tinyLlama.embedding, gguf.TypeF16, 1)
+	if got, err := ProjectorFor(llama); got != "" || err != nil {
+		t.Errorf("a llama model paired with %q (%v)", got, err)
+	}
+
+	dir = t.TempDir()
+	gemma := filepath.Join(dir, "gemma.gguf")
+	place(t, tinyGemma.path, gemma)
+	good := filepath.Join(t.TempDir(), "good.gguf")
+	writeProjectorHeader(t, good, tinyGemma.embedding, gguf.TypeF16, 1)
+	ggufedit.Rewrite(t, good, filepath.Join(dir, "mmproj-llava-f16.gguf"), map[string]gguf.Value{"clip.projector_type": gguf.ValueOf("mlp")}, nil, nil)
+	if got, err := ProjectorFor(gemma); got != "" || err != nil {
+		t.Errorf("a gemma3 model paired with a llava projector %q (%v)", got, err)
 	}
 }

@@ -279,9 +279,17 @@ func TestImageRefusals(t *testing.T) {
 			}
 		})
 	}
-	// Every refusal came before the engine.
+	// Every refusal so far came before the engine.
 	if st := ts.engine.Status(); st.Model != nil {
 		t.Errorf("a refused request loaded %s", st.Model.Name)
+	}
+
+	// An image whose header reads but whose pixels are cut short is found
+	// when the engine decodes it: a 400 too, naming the image.
+	cut := img[:len(img)-20]
+	resp, data := ts.do(t, "POST", "/v1/chat/completions", imageChatBody([]map[string]any{imagePart(cut), {"type": "text", "text": "Hi"}}, nil))
+	if e := openAIErr(t, data); resp.StatusCode != 400 || !strings.Contains(e.Message, "image 1: not a valid PNG image") {
+		t.Errorf("a damaged image: %s %+v, want 400 naming image 1", resp.Status, e)
 	}
 
 	// The server chats on, with an image and without.

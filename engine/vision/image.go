@@ -29,12 +29,22 @@ const (
 
 var (
 	// ErrNotImage is wrapped by the errors of files that are none of the
-	// formats Decode reads.
+	// formats Decode reads, and of damaged ones.
 	ErrNotImage = errors.New("not a PNG, JPEG, GIF or WebP image")
 	// ErrTooLarge is wrapped by the errors of files and images over
 	// MaxBytes or MaxPixels.
 	ErrTooLarge = errors.New("image too large")
 )
+
+// damaged is the error of a file of a known format that does not decode:
+// it is ErrNotImage too, so an API can answer it as bad input.
+type damaged struct {
+	format string
+	err    error
+}
+
+func (e *damaged) Error() string   { return "not a valid " + e.format + " image: " + e.err.Error() }
+func (e *damaged) Unwrap() []error { return []error{ErrNotImage, e.err} }
 
 // A format is one file format Decode reads, known by its first bytes.
 type format struct {
@@ -85,14 +95,14 @@ func Decode(data []byte, name string) (image.Image, error) {
 	}
 	cfg, err := f.config(bytes.NewReader(data))
 	if err != nil {
-		return nil, fmt.Errorf("vision: %s: not a valid %s image: %w", name, f.name, err)
+		return nil, fmt.Errorf("vision: %s: %w", name, &damaged{f.name, err})
 	}
 	if err := checkSize(name, cfg.Width, cfg.Height); err != nil {
 		return nil, err
 	}
 	img, err := f.decode(bytes.NewReader(data))
 	if err != nil {
-		return nil, fmt.Errorf("vision: %s: not a valid %s image: %w", name, f.name, err)
+		return nil, fmt.Errorf("vision: %s: %w", name, &damaged{f.name, err})
 	}
 	b := img.Bounds()
 	if err := checkSize(name, b.Dx(), b.Dy()); err != nil {

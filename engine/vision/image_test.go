@@ -226,11 +226,11 @@ func TestDecodeRefuses(t *testing.T) {
 		{"empty", nil, ErrNotImage, "empty: not a PNG, JPEG, GIF or WebP image: the file is empty"},
 		{"text", []byte("hello, world\n"), ErrNotImage, `(it starts with "hello, w")`},
 		{"gguf", []byte("GGUF\x03\x00\x00\x00\x00\x00\x00\x00"), ErrNotImage, `(it starts with "GGUF\x03\x00\x00\x00")`},
-		{"truncated png", whole[:len(whole)/2], nil, "truncated png: not a valid PNG image: png: invalid format"},
+		{"truncated png", whole[:len(whole)/2], ErrNotImage, "truncated png: not a valid PNG image: png: invalid format"},
 		{"png bomb", pngHeader(100000, 100000), ErrTooLarge, "the image is 100000x100000 (10000000000 pixels), more than the 50000000"},
 		{"jpeg bomb", jpegBomb, ErrTooLarge, "the image is 60000x60000"},
 		{"webp bomb", webpBomb, ErrTooLarge, "the image is 16384x16384"},
-		{"png zero width", pngHeader(0, 10), nil, "zero width: not a valid PNG image"},
+		{"png zero width", pngHeader(0, 10), ErrNotImage, "zero width: not a valid PNG image"},
 		{"gif zero width", gifEmpty, nil, "gif zero width: the image is 0x5: it has no pixels"},
 		{"over 64 MiB", make([]byte, MaxBytes+1), ErrTooLarge, "the file is 67108865 bytes, more than the 67108864 (64 MiB)"},
 	}

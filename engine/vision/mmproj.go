@@ -3,6 +3,7 @@ package vision
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/hearthstudio/hearth/gguf"
@@ -216,6 +217,9 @@ func readConfig(f *gguf.File) (Config, error) {
 	if c.Eps, err = f.Float32("clip.vision.attention.layer_norm_epsilon"); err != nil {
 		return c, err
 	}
+	if !(c.Eps >= 0) || math.IsInf(float64(c.Eps), 0) {
+		return c, fmt.Errorf("clip.vision.attention.layer_norm_epsilon is %v, want a finite number >= 0", c.Eps)
+	}
 	// llama.cpp's default for gemma3, written only when it differs (the
 	// converter's tiny test models).
 	if c.Merge, err = f.IntOr("clip.vision.projector.scale_factor", 4); err != nil {
@@ -238,6 +242,10 @@ func readConfig(f *gguf.File) (Config, error) {
 		return c, fmt.Errorf("clip.vision.image_std %v has a zero", c.Std)
 	}
 	switch {
+	case c.ImageSize > MaxSize:
+		// Preprocess takes no larger image, and a size past it could
+		// overflow the patch and token counts.
+		return c, fmt.Errorf("clip.vision.image_size is %d, over the %d Hearth preprocesses", c.ImageSize, MaxSize)
 	case c.ImageSize%c.PatchSize != 0:
 		return c, fmt.Errorf("image size %d is not a multiple of the patch size %d", c.ImageSize, c.PatchSize)
 	case c.Merge <= 0 || c.Side()%c.Merge != 0:
@@ -265,7 +273,7 @@ func (ld *loader) get(name string, shape ...uint64) *Weight {
 		ld.err = fmt.Errorf("tensor %q is missing", name)
 		return nil
 	}
-	if !slices.Equal(t.Shape, shape) {
+	if !slices.Equal(t.Shape, shape) || slices.Contains(shape, 0) {
 		ld.err = fmt.Errorf("tensor %q has shape %v, but the clip.vision keys imply %v", name, t.Shape, shape)
 		return nil
 	}

@@ -146,6 +146,10 @@ func TestOpenRefuses(t *testing.T) {
 		{"two means", "clip.vision.image_mean", gguf.ArrayOf([]float32{0.5, 0.5}), "", "one per RGB channel"},
 		{"missing tensor", "", gguf.Value{}, "v.blk.1.attn_k.bias", `"v.blk.1.attn_k.bias" is missing`},
 		{"wide ffn", "clip.vision.feed_forward_length", gguf.ValueOf(uint32(100)), "", `"v.blk.0.ffn_up.weight" has shape [48 96]`},
+		// A size whose patch count overflows 32 bits matched an empty
+		// position table; it is bounded before any count is made.
+		{"huge image", "clip.vision.image_size", gguf.ValueOf(uint32(1 << 31)), "", "over the 4096"},
+		{"negative eps", "clip.vision.attention.layer_norm_epsilon", gguf.ValueOf(float32(-1)), "", "want a finite number"},
 	} {
 		path := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-")+".gguf")
 		var set map[string]gguf.Value
