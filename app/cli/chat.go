@@ -162,10 +162,7 @@ func openProjector(l *app.LoadedModel, mmproj, paired string) (*app.Vision, erro
 func readImages(paths []string) ([]chat.Image, error) {
 	var out []chat.Image
 	for _, path := range paths {
-		if _, err := vision.DecodeFile(path); err != nil {
-			return nil, err
-		}
-		data, err := os.ReadFile(path)
+		data, _, err := vision.ReadFile(path)
 		if err != nil {
 			return nil, err
 		}

@@ -363,7 +363,7 @@ func (r *GPU) ForwardEmbeds(slot int, rows []float32, pos int, out Output) (Resu
 		return Result{}, err
 	}
 	if n > batch {
-		return Result{}, fmt.Errorf("model: %d embedding rows attend to each other, over the %d this GPU evaluates at once (its storage binding limit)", n, batch)
+		return Result{}, fmt.Errorf("model: %d embedding rows (an image's tokens) go in one batch, over the %d this runner evaluates at once (its prompt batch, or the GPU's storage binding limit)", n, batch)
 	}
 	return r.evaluate(slot, batchInput{rows: rows}, pos, out, true)
 }

@@ -127,27 +127,37 @@ func Decode(data []byte, name string) (image.Image, error) {
 // DecodeFile reads the image file at path, as Decode does; a file over
 // MaxBytes is refused before it is read.
 func DecodeFile(path string) (image.Image, error) {
+	_, img, err := ReadFile(path)
+	return img, err
+}
+
+// ReadFile is DecodeFile that also returns the file's bytes, read once.
+func ReadFile(path string) ([]byte, image.Image, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("vision: %w", err)
+		return nil, nil, fmt.Errorf("vision: %w", err)
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("vision: %w", err)
+		return nil, nil, fmt.Errorf("vision: %w", err)
 	}
 	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("vision: %s: not a regular file", path)
+		return nil, nil, fmt.Errorf("vision: %s: not a regular file", path)
 	}
 	if st.Size() > MaxBytes {
-		return nil, fmt.Errorf("vision: %s: the file is %d bytes, more than the %d (64 MiB) an image may be: %w", path, st.Size(), MaxBytes, ErrTooLarge)
+		return nil, nil, fmt.Errorf("vision: %s: the file is %d bytes, more than the %d (64 MiB) an image may be: %w", path, st.Size(), MaxBytes, ErrTooLarge)
 	}
 	// One byte past the limit tells a file that grew since Stat.
 	data, err := io.ReadAll(io.LimitReader(f, MaxBytes+1))
 	if err != nil {
-		return nil, fmt.Errorf("vision: %s: %w", path, err)
+		return nil, nil, fmt.Errorf("vision: %s: %w", path, err)
 	}
-	return Decode(data, path)
+	img, err := Decode(data, path)
+	if err != nil {
+		return nil, nil, err
+	}
+	return data, img, nil
 }
 
 func checkSize(name string, w, h int) error {
