@@ -12,9 +12,7 @@ import (
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/canvas"
 	"fyne.io/fyne/v2/container"
-	"fyne.io/fyne/v2/dialog"
 	"fyne.io/fyne/v2/layout"
-	"fyne.io/fyne/v2/storage"
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
 
@@ -62,20 +60,7 @@ type draft struct {
 
 // chooseImage attaches an image file the user picks.
 func (cv *chatView) chooseImage() {
-	d := dialog.NewFileOpen(func(r fyne.URIReadCloser, err error) {
-		if err != nil {
-			cv.st.showError(err)
-			return
-		}
-		if r == nil {
-			return
-		}
-		r.Close()
-		cv.attachFiles([]string{r.URI().Path()})
-	}, cv.st.win)
-	d.SetFilter(storage.NewExtensionFileFilter(imageExts))
-	d.Resize(fyne.NewSize(800, 560))
-	d.Show()
+	cv.st.openFile(imageExts, "", func(path string) { cv.attachFiles([]string{path}) })
 }
 
 // attachFiles reads and checks the image files at paths, as the engine

@@ -20,7 +20,6 @@ import (
 	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/dialog"
 	"fyne.io/fyne/v2/driver/desktop"
-	"fyne.io/fyne/v2/storage"
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
 
@@ -535,23 +534,7 @@ func (cv *chatView) adapterMenuItems() []*fyne.MenuItem {
 }
 
 func (cv *chatView) chooseAdapterFile() {
-	d := dialog.NewFileOpen(func(r fyne.URIReadCloser, err error) {
-		if err != nil {
-			cv.st.showError(err)
-			return
-		}
-		if r == nil {
-			return
-		}
-		r.Close()
-		cv.setAdapter(r.URI().Path(), "")
-	}, cv.st.win)
-	d.SetFilter(storage.NewExtensionFileFilter([]string{".gguf"}))
-	if dir, err := storage.ListerForURI(storage.NewFileURI(filepath.Join(cv.st.dir, "adapters"))); err == nil {
-		d.SetLocation(dir)
-	}
-	d.Resize(fyne.NewSize(800, 560))
-	d.Show()
+	cv.st.openFile([]string{".gguf"}, filepath.Join(cv.st.dir, "adapters"), func(path string) { cv.setAdapter(path, "") })
 }
 
 func (cv *chatView) chooseAdapterFolder() {

@@ -18,7 +18,6 @@ import (
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/dialog"
-	"fyne.io/fyne/v2/storage"
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
 
@@ -409,25 +408,11 @@ func (tv *tuneView) choicesChanged() {
 }
 
 func (tv *tuneView) pickData() {
-	d := dialog.NewFileOpen(func(r fyne.URIReadCloser, err error) {
-		if err != nil {
-			tv.st.showError(err)
-			return
-		}
-		if r == nil {
-			return
-		}
-		r.Close()
-		tv.setData(r.URI().Path())
-	}, tv.st.win)
-	d.SetFilter(storage.NewExtensionFileFilter(datasetExts))
+	dir := ""
 	if tv.data != "" {
-		if dir, err := storage.ListerForURI(storage.NewFileURI(filepath.Dir(tv.data))); err == nil {
-			d.SetLocation(dir)
-		}
+		dir = filepath.Dir(tv.data)
 	}
-	d.Resize(fyne.NewSize(800, 560))
-	d.Show()
+	tv.st.openFile(datasetExts, dir, tv.setData)
 }
 
 func (tv *tuneView) pickFolder() {

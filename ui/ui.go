@@ -19,6 +19,7 @@ import (
 	fyneapp "fyne.io/fyne/v2/app"
 	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/dialog"
+	"fyne.io/fyne/v2/storage"
 	"fyne.io/fyne/v2/widget"
 
 	"github.com/hearthstudio/hearth/app"
@@ -418,6 +419,31 @@ func (st *studio) showError(err error) {
 		return
 	}
 	st.post(func() { errorDialog(err, st.win) })
+}
+
+// openFile shows a file dialog over the window for files ending in one of
+// exts, opening at the folder dir ("" or one that cannot be listed: the
+// dialog's own), and calls chosen with the path picked.
+func (st *studio) openFile(exts []string, dir string, chosen func(path string)) {
+	d := dialog.NewFileOpen(func(r fyne.URIReadCloser, err error) {
+		if err != nil {
+			st.showError(err)
+			return
+		}
+		if r == nil {
+			return
+		}
+		r.Close()
+		chosen(r.URI().Path())
+	}, st.win)
+	d.SetFilter(storage.NewExtensionFileFilter(exts))
+	if dir != "" {
+		if l, err := storage.ListerForURI(storage.NewFileURI(dir)); err == nil {
+			d.SetLocation(l)
+		}
+	}
+	d.Resize(fyne.NewSize(800, 560))
+	d.Show()
 }
 
 func (st *studio) close() {
