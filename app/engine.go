@@ -780,7 +780,7 @@ func (e *Engine) Chat(ctx context.Context, req ChatRequest, emit func(model.Toke
 	}
 	return e.generate(ctx, req.GenerateOptions, emit, func(r *resident) (prepared, error) {
 		m := r.m
-		msgs, images, err := WithImageMarkers(req.Messages)
+		msgs, files, err := WithImageMarkers(req.Messages)
 		if err != nil {
 			return prepared{}, err
 		}
@@ -791,13 +791,9 @@ func (e *Engine) Chat(ctx context.Context, req ChatRequest, emit func(model.Toke
 		mr := model.Request{StopIDs: m.Chat.StopIDs, StopStrings: append(slices.Clone(m.Chat.StopStrings), req.Stop...)}
 		var ip *ImagePrompt
 		var v *Vision
-		if images > 0 {
+		if len(files) > 0 {
 			if v, err = e.vision(r, req.Projector); err != nil {
 				return prepared{}, err
-			}
-			var files []chat.Image
-			for _, msg := range req.Messages {
-				files = append(files, msg.Images...)
 			}
 			sp, err := v.Splice(m, p.Text, files)
 			if err != nil {

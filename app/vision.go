@@ -109,10 +109,10 @@ type ImagePrompt struct {
 
 // WithImageMarkers returns msgs with every image's marker in its content
 // (where the client put one, or before the text), for the template to
-// render, and the number of images.
-func WithImageMarkers(msgs []chat.Message) ([]chat.Message, int, error) {
+// render, and the images in the order their markers stand (Splice's files).
+func WithImageMarkers(msgs []chat.Message) ([]chat.Message, []chat.Image, error) {
 	out := make([]chat.Message, len(msgs))
-	n := 0
+	var files []chat.Image
 	for i, m := range msgs {
 		out[i] = m
 		if len(m.Images) == 0 {
@@ -123,11 +123,11 @@ func WithImageMarkers(msgs []chat.Message) ([]chat.Message, int, error) {
 			out[i].Content = strings.Repeat(chat.ImageMarker, len(m.Images)) + m.Content
 		case len(m.Images):
 		default:
-			return nil, 0, fmt.Errorf("app: message %d has %d images but %d image markers in its text", i+1, len(m.Images), k)
+			return nil, nil, fmt.Errorf("app: message %d has %d images but %d image markers in its text", i+1, len(m.Images), k)
 		}
-		n += len(m.Images)
+		files = append(files, m.Images...)
 	}
-	return out, n, nil
+	return out, files, nil
 }
 
 // Splice tokenizes a rendered prompt whose images (files, in order) stand

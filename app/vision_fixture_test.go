@@ -99,9 +99,14 @@ func TestGemma3VisionMatchesTransformers(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer v.Close()
-				marked, n, err := WithImageMarkers(msgs)
-				if err != nil || n != len(files) {
-					t.Fatalf("%d images marked (%v), want %d", n, err, len(files))
+				marked, got, err := WithImageMarkers(msgs)
+				if err != nil || len(got) != len(files) {
+					t.Fatalf("%d images marked (%v), want %d", len(got), err, len(files))
+				}
+				for i := range got {
+					if got[i].Ref != files[i].Ref {
+						t.Fatalf("image %d marked is %s, want %s", i, got[i].Ref, files[i].Ref)
+					}
 				}
 				text, err := m.Chat.Render(chat.Request{Messages: marked, AddGenerationPrompt: true})
 				if err != nil {

@@ -171,16 +171,12 @@ func readImages(paths []string) ([]chat.Image, error) {
 	return out, nil
 }
 
-// images puts the images of msgs, rendered as text, into req: their
-// tokens in the prompt, and the rows of those the cache does not hold.
-func (c *chatLoop) images(ctx context.Context, req *model.Request, msgs []chat.Message, text string) error {
+// images puts files, rendered as markers in text, into req: their tokens
+// in the prompt, and the rows of those the cache does not hold.
+func (c *chatLoop) images(ctx context.Context, req *model.Request, files []chat.Image, text string) error {
 	v, err := c.openVision()
 	if err != nil {
 		return err
-	}
-	var files []chat.Image
-	for _, msg := range msgs {
-		files = append(files, msg.Images...)
 	}
 	ip, err := v.Splice(c.l.Model, text, files)
 	if err != nil {
@@ -257,7 +253,7 @@ func (c *chatLoop) interactive(cmd *cobra.Command, in io.Reader) error {
 func (c *chatLoop) turn(cmd *cobra.Command, text string) error {
 	m := c.l.Model
 	msgs := append(c.history, chat.Message{Role: "user", Content: text, Images: c.pending})
-	marked, images, err := app.WithImageMarkers(msgs)
+	marked, files, err := app.WithImageMarkers(msgs)
 	if err != nil {
 		return err
 	}
@@ -271,8 +267,8 @@ func (c *chatLoop) turn(cmd *cobra.Command, text string) error {
 	req := c.request(p.Text)
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
 	defer stop()
-	if images > 0 {
-		if err := c.images(ctx, &req, msgs, p.Text); err != nil {
+	if len(files) > 0 {
+		if err := c.images(ctx, &req, files, p.Text); err != nil {
 			c.pending = nil
 			return &imageError{err}
 		}

@@ -72,14 +72,7 @@ func TestModelsCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	out, _, err := runModelCmd(t, "", "models", "--json", "--folder", folder)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep modelsReport
-	if err := json.Unmarshal([]byte(out), &rep); err != nil {
-		t.Fatalf("%v in:\n%s", err, out)
-	}
+	rep := modelsJSON(t, "--folder", folder)
 	if rep.Roots.Ollama != ollama || !slices.Equal(rep.Roots.Folders, []string{folder}) ||
 		rep.Roots.HuggingFace != filepath.Join(home, ".cache", "huggingface", "hub") {
 		t.Errorf("roots %+v", rep.Roots)
@@ -108,7 +101,7 @@ func TestModelsCommand(t *testing.T) {
 		t.Errorf("notes: %+v", m)
 	}
 
-	out, _, err = runModelCmd(t, "", "models", "--folder", folder)
+	out, _, err := runModelCmd(t, "", "models", "--folder", folder)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,6 +143,7 @@ func TestModelsCommandShowsVision(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The raw output too: an entry without a projector writes none.
 	out, _, err := runModelCmd(t, "", "models", "--json", "--folder", folder)
 	if err != nil {
 		t.Fatal(err)
@@ -253,14 +247,7 @@ func TestModelsShareTheStudiosLibrary(t *testing.T) {
 		t.Errorf("adapters lack tuned, for qwen2, fitting tiny-qwen2-F32:\n%s", adapters)
 	}
 
-	out, _, err = runModelCmd(t, "", "models", "--json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep modelsReport
-	if err := json.Unmarshal([]byte(out), &rep); err != nil {
-		t.Fatalf("%v in:\n%s", err, out)
-	}
+	rep := modelsJSON(t)
 	if len(rep.Adapters) != 1 || rep.Adapters[0].Name != "tuned" || rep.Adapters[0].Arch != "qwen2" || rep.Adapters[0].Rank != 2 ||
 		rep.Adapters[0].Format != "gguf" || !slices.Contains(rep.Adapters[0].Bases, "tiny-qwen2-F32") || rep.Adapters[0].Error != "" {
 		t.Errorf("adapters %+v", rep.Adapters)
@@ -306,4 +293,18 @@ func TestModelsShareTheStudiosLibrary(t *testing.T) {
 func strconvQuote(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+// modelsJSON runs hearth models --json with args and reads its report.
+func modelsJSON(t *testing.T, args ...string) modelsReport {
+	t.Helper()
+	out, _, err := runModelCmd(t, "", append([]string{"models", "--json"}, args...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep modelsReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("%v in:\n%s", err, out)
+	}
+	return rep
 }
