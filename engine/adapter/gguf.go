@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/hearthstudio/hearth/engine/ops/ref"
 	"github.com/hearthstudio/hearth/gguf"
 	"github.com/hearthstudio/hearth/internal/atomicfile"
 )
@@ -80,7 +81,7 @@ func writeGGUF(out io.Writer, a *Adapter) error {
 		r, rows, cols := uint64(p.Rank), uint64(p.Rows), uint64(p.Cols)
 		if n == tokenEmbd {
 			ts = append(ts, tensor{n + ".lora_a", []uint64{r, rows}, p.B},
-				tensor{n + ".lora_b", []uint64{r, cols}, transpose(p.A, p.Rank, p.Cols)})
+				tensor{n + ".lora_b", []uint64{r, cols}, ref.Transpose(p.A, p.Rank, p.Cols)})
 			continue
 		}
 		ts = append(ts, tensor{n + ".lora_a", []uint64{cols, r}, p.A},
@@ -175,7 +176,7 @@ func fromGGUF(f *gguf.File) (*Adapter, error) {
 			if bn[0] != p.Rank {
 				return nil, fmt.Errorf("tensor %q: lora_a has rank %d (ne %v) but lora_b %d (ne %v)", base, p.Rank, ta.Shape, bn[0], tb.Shape)
 			}
-			p.B, p.A = av, transpose(bv, p.Cols, p.Rank)
+			p.B, p.A = av, ref.Transpose(bv, p.Cols, p.Rank)
 		} else {
 			p.Cols, p.Rank, p.Rows = an[0], an[1], bn[1]
 			if bn[0] != p.Rank {
@@ -222,17 +223,6 @@ func tensorF32(f *gguf.File, t gguf.TensorInfo) ([]float32, error) {
 		return nil, fmt.Errorf("tensor %q: %w", t.Name, err)
 	}
 	return v, nil
-}
-
-// transpose returns the cols × rows transpose of the row-major rows × cols m.
-func transpose(m []float32, rows, cols int) []float32 {
-	t := make([]float32, len(m))
-	for i := range rows {
-		for j := range cols {
-			t[j*rows+i] = m[i*cols+j]
-		}
-	}
-	return t
 }
 
 func f32Bytes(v []float32) []byte {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hearthstudio/hearth/engine/arch"
 	"github.com/hearthstudio/hearth/engine/model"
+	"github.com/hearthstudio/hearth/engine/ops/ref"
 	"github.com/hearthstudio/hearth/internal/atomicfile"
 	"github.com/hearthstudio/hearth/safetensors"
 )
@@ -218,8 +219,8 @@ func WritePEFT(dir string, a *Adapter, c *model.Config) error {
 		}
 		if n == tokenEmbd {
 			tensors = append(tensors,
-				safetensors.F32Data(peftPrefix+mod+".lora_embedding_A", []int64{int64(p.Rank), int64(p.Rows)}, transpose(p.B, p.Rows, p.Rank)),
-				safetensors.F32Data(peftPrefix+mod+".lora_embedding_B", []int64{int64(p.Cols), int64(p.Rank)}, transpose(p.A, p.Rank, p.Cols)))
+				safetensors.F32Data(peftPrefix+mod+".lora_embedding_A", []int64{int64(p.Rank), int64(p.Rows)}, ref.Transpose(p.B, p.Rows, p.Rank)),
+				safetensors.F32Data(peftPrefix+mod+".lora_embedding_B", []int64{int64(p.Cols), int64(p.Rank)}, ref.Transpose(p.A, p.Rank, p.Cols)))
 			continue
 		}
 		b := p.B
@@ -364,7 +365,7 @@ func ReadPEFT(dir string, c *model.Config) (*Adapter, error) {
 			if int(tb.Shape[1]) != p.Rank {
 				return nil, fail("tensor %q %v has rank %d but %q %v %d", ta.Name, ta.Shape, p.Rank, tb.Name, tb.Shape, tb.Shape[1])
 			}
-			p.B, p.A = transpose(av, p.Rank, p.Rows), transpose(bv, p.Cols, p.Rank)
+			p.B, p.A = ref.Transpose(av, p.Rank, p.Rows), ref.Transpose(bv, p.Cols, p.Rank)
 		} else {
 			p.Rank, p.Cols, p.Rows = int(ta.Shape[0]), int(ta.Shape[1]), int(tb.Shape[0])
 			if int(tb.Shape[1]) != p.Rank {

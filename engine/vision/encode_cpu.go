@@ -85,8 +85,8 @@ func (t *Tower) HiddenCPU(pixels []float32) ([]float32, error) {
 func (t *Tower) projectCPU(hidden []float32) ([]float32, error) {
 	c := t.Config
 	side, d := c.Side(), c.Hidden
-	chw := transpose(hidden, c.Patches(), d)
-	pooled := transpose(ref.AvgPool2D(chw, d, side, side, c.Merge, c.Merge), d, c.Tokens())
+	chw := ref.Transpose(hidden, c.Patches(), d)
+	pooled := ref.Transpose(ref.AvgPool2D(chw, d, side, side, c.Merge, c.Merge), d, c.Tokens())
 	v := &vectors{}
 	normed := ref.RMSNorm(pooled, v.f32(t.SoftNorm), ref.NormArgs{Rows: c.Tokens(), Dim: d, Eps: c.Eps})
 	proj, err := t.ProjectionRows()
@@ -106,18 +106,7 @@ func (t *Tower) ProjectionRows() ([]float32, error) {
 	if err != nil {
 		return nil, err
 	}
-	return transpose(w, t.Projection.Rows, t.Projection.Cols), nil
-}
-
-// transpose returns x [rows][cols] as [cols][rows].
-func transpose(x []float32, rows, cols int) []float32 {
-	y := make([]float32, len(x))
-	for r := range rows {
-		for c := range cols {
-			y[c*rows+r] = x[r*cols+c]
-		}
-	}
-	return y
+	return ref.Transpose(w, t.Projection.Rows, t.Projection.Cols), nil
 }
 
 // vectors decodes weights for the reference, keeping the first error so

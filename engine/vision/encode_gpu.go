@@ -202,7 +202,7 @@ func (g *GPUTower) record(ch *gpu.Chain) (*gpu.Readback, error) {
 			err = e
 		}
 	}
-	// linear is y = x·Wᵀ + b over n rows (+= with add).
+	// linear is y = x·Wᵀ + b over rows rows.
 	linear := func(w *gpu.Tensor, b *gpu.Buffer, x, y *gpu.Buffer, rows int) {
 		try(ops.MatMul(ch, w, x, y, rows))
 		try(ops.AddBias(ch, y, b, rows, w.Rows))
