@@ -207,8 +207,9 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 		decode := n == 1 || (s.Seqs != nil && n <= ops.MaxQ8Rows)
 		return a.XQ != nil && !a.Keep && decode && q8Fuses(ts...)
 	}
-	normArgs := ops.NormArgs{Rows: 1, Dim: d, Eps: c.Eps}
-	q8Norm := ops.NormArgs{Rows: n, Dim: d, Eps: c.Eps}
+	// The fused norms' rows: one token's for MatVecNormed (normFuses), the
+	// batch's for the quantizers.
+	normArgs := ops.NormArgs{Rows: n, Dim: d, Eps: c.Eps}
 	rq, rk := RoPEArgs(c, i, n, s.Pos)
 
 	// Gemma 3n: the block runs on the active stream's prediction.
@@ -263,7 +264,7 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 		case q8(ts...):
 			switch {
 			case !s.Normed && !adapted(ProjQ, ProjK, ProjV):
-				try(ops.QuantizeQ8Normed(ch, a.X, l.AttnNorm, a.XQ, q8Norm))
+				try(ops.QuantizeQ8Normed(ch, a.X, l.AttnNorm, a.XQ, normArgs))
 			case !s.Normed:
 				norm(a.X, l.AttnNorm, a.XN, n, d)
 				fallthrough
@@ -418,7 +419,7 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 		if l.GateUp != nil {
 			switch {
 			case q8Normed:
-				try(ops.QuantizeQ8Normed(ch, x, l.FFNNorm, a.XQ, q8Norm))
+				try(ops.QuantizeQ8Normed(ch, x, l.FFNNorm, a.XQ, normArgs))
 				try(ops.MatVecQ8(ch, l.GateUp, a.XQ, a.Gate, n, ops.MatmulOptions{}))
 			case q8FFN:
 				try(ops.QuantizeQ8(ch, a.XN2, a.XQ, d, n))
