@@ -19,9 +19,9 @@
 
 struct Params {
     n: u32,  // output elements
-    ff: u32, // glu_fused: the width of one output row (the input row is 2 * ff); add_bias: the bias length
-    a: f32,  // scale: the factor; softcap: the cap
-    b: f32,  // softcap: 1 / cap
+    ff: u32, // glu_fused: the width of one output row (the input row is 2 * ff); add_bias, shift_scale: the row length
+    a: f32,  // scale: the factor; softcap: the cap; clamp_range: the lower bound
+    b: f32,  // softcap: 1 / cap; clamp_range: the upper bound
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -81,6 +81,32 @@ fn scale(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups)
         return;
     }
     out[i] = x[i] * p.a;
+}
+
+// out = min(max(x, a), b): Gemma 4's vision tower bounds the input and the
+// output of each of its products. max then min, as torch.clamp: a NaN stays
+// NaN on both sides of the bounds only where the backend's max and min
+// propagate it, which WGSL leaves open; no finite input differs.
+@compute @workgroup_size(WG)
+fn clamp_range(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = index(gid, nwg);
+    if (i >= p.n) {
+        return;
+    }
+    out[i] = min(max(x[i], p.a), p.b);
+}
+
+// out = (x + y[c]) * y[ff + c] for column c = i % ff: a per-column shift
+// and scale, y holding the ff shifts then the ff scales (Gemma 4's vision
+// standardisation, (x - bias) * scale, with the shifts negated).
+@compute @workgroup_size(WG)
+fn shift_scale(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = index(gid, nwg);
+    if (i >= p.n) {
+        return;
+    }
+    let c = i % p.ff;
+    out[i] = (x[i] + y[c]) * y[p.ff + c];
 }
 
 // out = a * tanh(x / a) (Gemma 2's logit and attention soft-capping).

@@ -84,6 +84,34 @@ func Scale(c *gpu.Chain, x, y *gpu.Buffer, n int, s float32) error {
 	return dispatch(c, elementwiseSpec("scale", 0), elementwiseParams{N: uint32(n), A: s}, gpu.Grid(n, wg), x, x, y)
 }
 
+// Clamp appends y = min(max(x, lo), hi) over n floats, y may be x: the
+// bounds Gemma 4's vision tower puts on its products' inputs and outputs.
+// An infinite bound is one the file leaves out; lo must not exceed hi.
+func Clamp(c *gpu.Chain, x, y *gpu.Buffer, n int, lo, hi float32) error {
+	if lo != lo || hi != hi || lo > hi {
+		return fmt.Errorf("ops: clamp: bounds [%v, %v] are not an interval", lo, hi)
+	}
+	if err := checkElementwise("clamp", n, operand{"x", x, n}, operand{"y", y, n}); err != nil {
+		return err
+	}
+	return dispatch(c, elementwiseSpec("clamp_range", 0), elementwiseParams{N: uint32(n), A: lo, B: hi}, gpu.Grid(n, wg), x, x, y)
+}
+
+// ShiftScale appends y[r, i] = (x[r, i] + shiftScale[i]) * shiftScale[n + i]
+// for rows rows of n floats, shiftScale holding the n shifts then the n
+// scales; y may be x. Gemma 4's vision standardisation, (x - bias) · scale,
+// passes the negated bias: the same floats, as negation is exact.
+func ShiftScale(c *gpu.Chain, x, shiftScale, y *gpu.Buffer, rows, n int) error {
+	if rows <= 0 || n <= 0 {
+		return fmt.Errorf("ops: shift_scale: shape %dx%d must be positive", rows, n)
+	}
+	total := rows * n
+	if err := checkElementwise("shift_scale", total, operand{"x", x, total}, operand{"shifts and scales", shiftScale, 2 * n}, operand{"y", y, total}); err != nil {
+		return err
+	}
+	return dispatch(c, elementwiseSpec("shift_scale", 0), elementwiseParams{N: uint32(total), FF: uint32(n)}, gpu.Grid(total, wg), x, shiftScale, y)
+}
+
 // Softcap appends y = limit * tanh(x / limit) over n floats (Gemma 2 caps
 // its final logits at 30 and attention scores at 50); y may be x. The tanh is
 // computed so that it saturates cleanly for any magnitude.

@@ -59,7 +59,8 @@ type unaryOp struct {
 }
 
 // unaryOps are the kernels under test, each with the tolerance it earns:
-//   - scale is one f32 multiply on both sides: exact.
+//   - scale is one f32 multiply on both sides: exact; clamp is a max and a
+//     min: exact.
 //   - softcap rounds 1/cap and x/cap (half an ulp each), then its tanh and
 //     the product with cap. The tanh's e^-2|z| branch at most doubles exp's
 //     error in the 1 - e cancellation: 1e-6 (measured 3.9e-7). Its output is
@@ -79,6 +80,12 @@ var unaryOps = []unaryOp{
 		func(x []float32) []float32 { return ref.Softcap(x, 30) }, 0, 1e-6},
 	{"softcap0.5", func(c *gpu.Chain, x, y *gpu.Buffer, n int) error { return Softcap(c, x, y, n, 0.5) },
 		func(x []float32) []float32 { return ref.Softcap(x, 0.5) }, 0, 1e-6},
+	{"clamp", func(c *gpu.Chain, x, y *gpu.Buffer, n int) error { return Clamp(c, x, y, n, -1.5, 2.25) },
+		func(x []float32) []float32 { return ref.Clamp(x, -1.5, 2.25) }, 0, 0},
+	{"clamp unbounded", func(c *gpu.Chain, x, y *gpu.Buffer, n int) error {
+		return Clamp(c, x, y, n, -math.MaxFloat32, math.MaxFloat32)
+	},
+		func(x []float32) []float32 { return ref.Clamp(x, -math.MaxFloat32, math.MaxFloat32) }, 0, 0},
 	{"silu", SiLU, ref.SiLU, 1e-12, 1e-5},
 	{"gelu", GELU, ref.GELU, 1e-12, 1e-5},
 }
@@ -102,6 +109,24 @@ func TestUnaryMatchesReference(t *testing.T) {
 				checkUnary(t, op, randVec(5, n, 4)) // the activations' curved part
 			})
 		}
+	}
+}
+
+func TestShiftScaleMatchesReference(t *testing.T) {
+	// One add and one multiply in f32 on both sides, in the same order:
+	// exact. Ragged shapes: a row of 1, a row length that is not a
+	// multiple of the workgroup, and many rows.
+	for _, s := range [][2]int{{1, 1}, {3, 257}, {300, 64}} {
+		rows, n := s[0], s[1]
+		t.Run(fmt.Sprintf("%dx%d", rows, n), func(t *testing.T) {
+			x, shift, scale := randVec(6, rows*n, 30), randVec(7, n, 2), randVec(8, n, 3)
+			bx, bss, y := upload(t, "x", x), upload(t, "shift scale", append(append([]float32(nil), shift...), scale...)), scratch(t, "y", rows*n)
+			want := ref.ShiftScale(x, shift, scale)
+			run(t, "shift_scale", func(c *gpu.Chain) error { return ShiftScale(c, bx, bss, y, rows, n) })
+			assertClose(t, "shift_scale", download(t, y, rows*n), want, 0, 0)
+			run(t, "shift_scale in place", func(c *gpu.Chain) error { return ShiftScale(c, bx, bss, bx, rows, n) })
+			assertClose(t, "shift_scale in place", download(t, bx, rows*n), want, 0, 0)
+		})
 	}
 }
 
@@ -252,6 +277,12 @@ func TestElementwiseRejectsBadShapes(t *testing.T) {
 		{"add in place short x", AddInPlace(c, b9, b10, 10)},
 		{"scale short y", Scale(c, b10, b9, 10, 2)},
 		{"scale negative n", Scale(c, b10, b10, -1, 2)},
+		{"clamp short y", Clamp(c, b10, b9, 10, -1, 1)},
+		{"clamp reversed bounds", Clamp(c, b10, b10, 10, 1, -1)},
+		{"clamp NaN bound", Clamp(c, b10, b10, 10, nan, 1)},
+		{"shift_scale short shifts", ShiftScale(c, b20, b9, b20, 4, 5)},
+		{"shift_scale short y", ShiftScale(c, b20, b10, b19, 4, 5)},
+		{"shift_scale no rows", ShiftScale(c, b20, b10, b20, 0, 5)},
 		{"softcap short x", Softcap(c, b9, b10, 10, 30)},
 		{"softcap cap 0", Softcap(c, b10, b10, 10, 0)},
 		{"softcap cap NaN", Softcap(c, b10, b10, 10, nan)},

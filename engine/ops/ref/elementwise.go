@@ -34,6 +34,27 @@ func Scale(x []float32, s float32) []float32 {
 	return out
 }
 
+// Clamp returns min(max(x, lo), hi) element-wise.
+func Clamp(x []float32, lo, hi float32) []float32 {
+	out := make([]float32, len(x))
+	for i, v := range x {
+		out[i] = min(max(v, lo), hi)
+	}
+	return out
+}
+
+// ShiftScale returns (x + shift[i]) * scale[i] for every row of x, rows of
+// len(shift) floats: in float32, one rounding after each operation, as the
+// kernel does.
+func ShiftScale(x, shift, scale []float32) []float32 {
+	out := make([]float32, len(x))
+	for i, v := range x {
+		c := i % len(shift)
+		out[i] = (v + shift[c]) * scale[c]
+	}
+	return out
+}
+
 // Softcap returns limit * tanh(x / limit) element-wise, in float64.
 func Softcap(x []float32, limit float32) []float32 {
 	out := make([]float32, len(x))
