@@ -13,7 +13,8 @@ import (
 // tiled/bq16bk32) on prefill shapes: Kokoro's PL-BERT (ALBERT: 12 heads of
 // 64, bidirectional) at 64 and 512 tokens, a Llama 3 8B prefill of 512
 // tokens (32 heads of 128 on 8 KV heads, causal) and a Gemma 2 2B one
-// (8 heads of 256 on 4, softcap 50). GFLOP/s counts 4*head_dim per visible
+// (8 heads of 256 on 4, softcap 50), and Gemma 3's SigLIP tower on an
+// 896×896 image (4096 patches, 16 heads of 72, bidirectional). GFLOP/s counts 4*head_dim per visible
 // (query, key) pair and head: a multiply-add each for q·k and p·v.
 func BenchmarkAttentionPrefill(b *testing.B) {
 	for _, shape := range []struct {
@@ -24,6 +25,7 @@ func BenchmarkAttentionPrefill(b *testing.B) {
 		{"albert_T512", AttentionArgs{HeadDim: 64, Heads: 12, KVHeads: 12, Tokens: 512, KVLen: 512, Bidirectional: true}},
 		{"llama8b_causal_T512", AttentionArgs{HeadDim: 128, Heads: 32, KVHeads: 8, Tokens: 512, KVLen: 512}},
 		{"gemma2-2b_causal_T512", AttentionArgs{HeadDim: 256, Heads: 8, KVHeads: 4, Tokens: 512, KVLen: 512, Softcap: 50}},
+		{"siglip_T4096", AttentionArgs{HeadDim: 72, Heads: 16, KVHeads: 16, Tokens: 4096, KVLen: 4096, Bidirectional: true}},
 	} {
 		a := shape.a
 		qn, kvn := a.Tokens*a.Heads*a.HeadDim, a.KVLen*a.KVHeads*a.HeadDim

@@ -120,3 +120,28 @@ func TestMatMulTiledSweepLaunches(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkMatMulSigLIP runs MatMul on the products of a block of Gemma
+// 3's SigLIP tower (F16 weights as llama.cpp's converter writes them: q, k,
+// v and o of 1152×1152, up 4304×1152, down 1152×4304) over the 4096
+// patches of an 896×896 image, the launch MatMul picks; 256 rows on a
+// software adapter. With BenchmarkAttentionPrefill's siglip_T4096 it says
+// where BenchmarkGPUTower's time goes.
+func BenchmarkMatMulSigLIP(b *testing.B) {
+	m := 4096
+	if dev.Info.Type == "cpu" {
+		m = 256
+	}
+	for _, s := range [][2]int{{1152, 1152}, {4304, 1152}, {1152, 4304}} {
+		b.Run(fmt.Sprintf("%dx%d", s[0], s[1]), func(b *testing.B) {
+			w := benchWeight(b, gguf.TypeF16, s[0], s[1])
+			x, y := upload(b, "x", randVec(2, m*s[1], 1)), scratch(b, "y", m*s[0])
+			op := func(c *gpu.Chain) error { return MatMul(c, w, x, y, m) }
+			benchChain(b, 1, op)
+			b.ResetTimer()
+			benchChain(b, b.N, op)
+			b.StopTimer()
+			b.ReportMetric(2*float64(m*s[0]*s[1])*float64(b.N)/b.Elapsed().Seconds()/1e12, "TFLOP/s")
+		})
+	}
+}

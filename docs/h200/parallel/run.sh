@@ -5,17 +5,19 @@
 # the same synth files in one lease; then hearth serve --parallel 16 under
 # docs/h200/serve_bench.py's concurrent clients; and, first, the EmbeddingGemma
 # fixture (engine/model/testdata/embeddinggemma/device.sh), packed as
-# eg.tar. Inputs: .device/env.sh, .device/debs, .device/hearth.xz (a build
-# of the commit measured), .device/peer, .device/conv.
+# eg.tar, when EG is set and .device/conv is carried. Inputs: .device/debs (as
+# docs/h200/one-graph/run.sh lists), .device/hearth.xz (a build of the
+# commit measured), .device/peer (../shared/peer with anchor.cpp changed as
+# below), .device/conv.
 # The pbench mode added to the copy of anchor.cpp: a context with
 # n_seq_max = NSEQ and a cache per sequence (kv_unified false), each
 # sequence prefilled with one token, then TG llama_decode calls of one
 # batch holding a token of every sequence (pos i+1, its seq id, logits on),
 # each followed by llama_synchronize; JSON of NSEQ·TG over the time.
-# Not yet run: on 2026-12-07 the device refused every start after the
-# fixture's first run.
-#   LIMIT=330 bash docs/h200/parallel/run.sh
-source .device/env.sh
+#   LIMIT=540 bash docs/h200/parallel/run.sh
+# Run 2026-12-07 (eighth session) as
+#   LIMIT=560 WHILE_BUILD="bash docs/h200/vision/run.sh" bash docs/h200/parallel/run.sh
+source docs/h200/one-graph/env.sh
 W=/root/w; mkdir -p $W/m $W/src; R=$OUT/r; mkdir -p $R
 END=$((SECONDS + ${LIMIT:-540}))
 left() { [ $((END - SECONDS)) -gt $1 ]; }
@@ -23,7 +25,7 @@ left() { [ $((END - SECONDS)) -gt $1 ]; }
   cmake -S $W/src -B $W/build -DANCHOR_CUDA=ON -DANCHOR_VULKAN=OFF -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null &&
   cmake --build $W/build -j12 >/dev/null ) > $R/peer-build.txt 2>&1 &
 PB=$!
-if [ -d .device/conv ]; then
+if [ -n "$EG" ] && [ -d .device/conv ]; then
   rm -rf $W/eg; O=$OUT; OUT=$W bash engine/model/testdata/embeddinggemma/device.sh > $R/eg.txt 2>&1; OUT=$O
   tar -C $W -cf $OUT/eg.tar eg
 fi
@@ -41,6 +43,8 @@ $H info > $R/hearth-info.txt 2>&1
 for b in $MODELS; do
   left 60 && timeout 150 $H bench -m $W/m/$b.gguf -p 0 -n 128 -r 2 --parallel $NS --json > $R/hearth-$b.json 2>>$R/log.txt
 done
+# WHILE_BUILD: other GPU work to run while the peer still builds.
+[ -n "$WHILE_BUILD" ] && left 200 && eval "$WHILE_BUILD"
 if ! left 100; then kill $PB 2>/dev/null; fi
 wait $PB
 for b in $MODELS; do
