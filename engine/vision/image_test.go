@@ -10,10 +10,12 @@ import (
 	"image/gif"
 	"image/jpeg"
 	"image/png"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -344,25 +346,19 @@ func TestWebPLimitedRange(t *testing.T) {
 	}
 }
 
-var resamplers = []Resampler{Torchvision, TorchvisionUint8, PIL}
+var resamplers = []Resampler{Torchvision, TorchvisionUint8, PIL, TorchvisionBicubic, TorchvisionBicubicUint8}
 
-func resize(src rgb8, w, h int, r Resampler) []uint8 {
-	if r == Torchvision {
-		return resizeFloat(src, w, h)
-	}
-	return resizeFixed(src, w, h, r)
-}
-
-func randomRGB(rng *rand.Rand, w, h int) rgb8 {
+// randomRGB is a w×h image of levels drawn from lo..hi.
+func randomRGB(rng *rand.Rand, w, h int, lo, hi uint8) rgb8 {
 	m := rgb8{w: w, h: h, pix: make([]uint8, 3*w*h)}
 	for i := range m.pix {
-		m.pix[i] = uint8(rng.IntN(256))
+		m.pix[i] = lo + uint8(rng.IntN(int(hi-lo)+1))
 	}
 	return m
 }
 
 func TestResizeIdentity(t *testing.T) {
-	src := randomRGB(rand.New(rand.NewPCG(1, 2)), 7, 5)
+	src := randomRGB(rand.New(rand.NewPCG(1, 2)), 7, 5, 0, 255)
 	for _, r := range resamplers {
 		if got := resize(src, 7, 5, r); !bytes.Equal(got, src.pix) {
 			t.Errorf("%v: resizing 7x5 to 7x5 changed the pixels", r)
@@ -370,6 +366,12 @@ func TestResizeIdentity(t *testing.T) {
 	}
 }
 
+// TestResizeKeepsConstant: each output's weights are normalized to sum to
+// 1, so a constant image stays constant. In fixed point the rounded
+// weights need not sum to exactly one unit (shrinking 3 → 1, the cubic's
+// 7/23, 9/23, 7/23 become 19946, 25645, 19946 in 2^16ths: 65537). A level
+// v comes out as v + floor(0.5 + v·excess/2^bits), and with a few units of
+// excess and at least 14 bits, 255 times it stays far below half a level.
 func TestResizeKeepsConstant(t *testing.T) {
 	src := rgb8{w: 37, h: 23, pix: bytes.Repeat([]uint8{17, 200, 99}, 37*23)}
 	for _, r := range resamplers {
@@ -377,6 +379,58 @@ func TestResizeKeepsConstant(t *testing.T) {
 			got := resize(src, size[0], size[1], r)
 			if want := bytes.Repeat([]uint8{17, 200, 99}, size[0]*size[1]); !bytes.Equal(got, want) {
 				t.Errorf("%v: a constant 37x23 image resized to %dx%d is not constant", r, size[0], size[1])
+			}
+		}
+	}
+	white := rgb8{w: 9, h: 7, pix: bytes.Repeat([]uint8{255}, 3*9*7)}
+	for _, r := range resamplers {
+		if got := resize(white, 40, 3, r); !bytes.Equal(got, bytes.Repeat([]uint8{255}, 3*40*3)) {
+			t.Errorf("%v: a white 9x7 image resized to 40x3 is not white", r)
+		}
+	}
+}
+
+// TestResizeKeepsRamps: an output reproduces a linear ramp (input j
+// holding the ramp at j + 0.5, the output the ramp at its centre) where
+// its support lies wholly inside the image and its weights' first moment
+// vanishes. Shrinking by a whole factor puts each centre on a pixel's
+// corner (even factor) or centre (odd), so that its taps lie symmetrically
+// about it; enlarging leaves the filter unstretched, and the triangle and
+// Keys' cubic reproduce a linear function wherever they are centred. (A
+// shrink by 64/23 does neither: the bilinear weights' mean lies up to
+// 0.044 pixels off the centre, 0.13 levels on this ramp.)
+// Only rounding is left: the result's, to the nearest level, and the
+// fixed-point weights' (half a unit in 2^14 or finer each, under 0.04 of
+// a level in all here). Once along a row (the horizontal pass) and once
+// down a column (the vertical one).
+func TestResizeKeepsRamps(t *testing.T) {
+	ramp := func(x float64) float64 { return 10 + 3*(x-0.5) }
+	for _, size := range [][2]int{{64, 16}, {63, 21}, {64, 150}} {
+		n, out := size[0], size[1]
+		row := rgb8{w: n, h: 1}
+		for j := range n {
+			v := uint8(ramp(float64(j) + 0.5))
+			row.pix = append(row.pix, v, v, v)
+		}
+		col := rgb8{w: 1, h: n, pix: row.pix}
+		for _, r := range resamplers {
+			scale := float64(n) / float64(out)
+			support := r.filter().support * max(scale, 1)
+			checked := 0
+			for _, got := range [][]uint8{resize(row, out, 1, r), resize(col, 1, out, r)} {
+				for i := range out {
+					c := (float64(i) + 0.5) * scale
+					if c-support < 0 || c+support > float64(n) {
+						continue
+					}
+					checked++
+					if d := float64(got[3*i]) - ramp(c); math.Abs(d) > 0.5+1.0/16 {
+						t.Errorf("%v: %d → %d: output %d (centre %.3f) is %d, want %.3f within half a level", r, n, out, i, c, got[3*i], ramp(c))
+					}
+				}
+			}
+			if checked < 10 {
+				t.Fatalf("%v: %d → %d: only %d outputs away from the edges", r, n, out, checked)
 			}
 		}
 	}
@@ -390,14 +444,21 @@ func TestResizeKeepsConstant(t *testing.T) {
 // centred at 1.0 and reads inputs 0..2 (int(1-2+0.5) = 0 to int(1+2+0.5) =
 // 3), weighted 1-|(x-1+0.5)/2|: 0.75, 0.75, 0.25, normalized 3/7, 3/7,
 // 1/7. Output 1, centred at 3.0, reads 1..3 with 1/7, 3/7, 3/7. With
-// 10, 20, 30, 41: (30+60+30)/7 = 17.14 and (20+90+123)/7 = 33.29.
+// 10, 20, 30, 41: (30+60+30)/7 = 17.14 and (20+90+123)/7 = 33.29. The
+// cubic (TestBicubicWeightsByHand) weighs all four inputs, 111, 111, 29,
+// -9 in 242nds: (1110+2220+870-369)/242 = 15.83 and (-90+580+3330+4551)/242
+// = 34.59.
 //
 // 2 → 4: scale 0.5, the triangle 1 pixel wide. The outputs are centred at
 // 0.25, 0.75, 1.25, 1.75; the first and last read one input only (weight
 // 1), the middle two both inputs with 0.75, 0.25 and 0.25, 0.75. With 0, 2
 // the second output is exactly 0.5: PIL's fixed point rounds it up (0.25
 // is 2^20 in 22 bits, 2·2^20 + 2^21 = 2^22), and torch's uint8 kernel too
-// (14 bits there), but torch's float path rounds half to even, to 0.
+// (14 bits there), but torch's float path rounds half to even, to 0. The
+// cubic's weights are 111/102, -9/102 and 111/140, 29/140, then mirrored:
+// with 0, 255 the first output is 255·(-9/102) = -22.5 and the last
+// 255·111/102 = 277.5, both clamped; the fixed point's are
+// (2^13 - 255·1446)>>14 = -23 and (2^13 + 255·17830)>>14 = 278.
 func TestResizeByHand(t *testing.T) {
 	tests := []struct {
 		in   []uint8 // one channel; the image is grey
@@ -405,13 +466,17 @@ func TestResizeByHand(t *testing.T) {
 		want map[Resampler][]uint8
 	}{
 		{[]uint8{10, 20, 30, 41}, 2, map[Resampler][]uint8{
-			PIL: {17, 33}, TorchvisionUint8: {17, 33}, Torchvision: {17, 33}}},
+			PIL: {17, 33}, TorchvisionUint8: {17, 33}, Torchvision: {17, 33},
+			TorchvisionBicubic: {16, 35}, TorchvisionBicubicUint8: {16, 35}}},
 		{[]uint8{0, 70, 140, 210}, 2, map[Resampler][]uint8{
-			PIL: {50, 160}, TorchvisionUint8: {50, 160}, Torchvision: {50, 160}}},
+			PIL: {50, 160}, TorchvisionUint8: {50, 160}, Torchvision: {50, 160},
+			TorchvisionBicubic: {41, 169}, TorchvisionBicubicUint8: {41, 169}}},
 		{[]uint8{0, 255}, 4, map[Resampler][]uint8{
-			PIL: {0, 64, 191, 255}, TorchvisionUint8: {0, 64, 191, 255}, Torchvision: {0, 64, 191, 255}}},
+			PIL: {0, 64, 191, 255}, TorchvisionUint8: {0, 64, 191, 255}, Torchvision: {0, 64, 191, 255},
+			TorchvisionBicubic: {0, 53, 202, 255}, TorchvisionBicubicUint8: {0, 53, 202, 255}}},
 		{[]uint8{0, 2}, 4, map[Resampler][]uint8{
-			PIL: {0, 1, 2, 2}, TorchvisionUint8: {0, 1, 2, 2}, Torchvision: {0, 0, 2, 2}}},
+			PIL: {0, 1, 2, 2}, TorchvisionUint8: {0, 1, 2, 2}, Torchvision: {0, 0, 2, 2},
+			TorchvisionBicubic: {0, 0, 2, 2}, TorchvisionBicubicUint8: {0, 0, 2, 2}}},
 	}
 	for _, tt := range tests {
 		src := rgb8{w: len(tt.in), h: 1}
@@ -435,7 +500,7 @@ func TestResizeByHand(t *testing.T) {
 // = 599186; torch's uint8 kernel takes 16 bits, the most that keep the
 // largest weight (3/7·2^17 = 56173 would not fit an int16): 28087, 9362.
 func TestResizeWeights(t *testing.T) {
-	a := bilinearAxis(4, 2)
+	a := newAxis(4, 2, bilinear)
 	if a.ksize != 5 || a.start[0] != 0 || a.n[0] != 3 || a.start[1] != 1 || a.n[1] != 3 {
 		t.Fatalf("ksize %d, bounds %v %v, want 5, [0 1] [3 3]", a.ksize, a.start, a.n)
 	}
@@ -448,22 +513,75 @@ func TestResizeWeights(t *testing.T) {
 		{TorchvisionUint8, 16, []int32{28087, 28087, 9362}},
 	} {
 		k, bits := a.fixed(tt.r)
-		if bits != tt.bits || !equal(k[:3], tt.want) || !equal(k[5:8], []int32{tt.want[2], tt.want[0], tt.want[1]}) {
+		if bits != tt.bits || !slices.Equal(k[:3], tt.want) || !slices.Equal(k[5:8], []int32{tt.want[2], tt.want[0], tt.want[1]}) {
 			t.Errorf("%v: %d bits, weights %v, want %d bits, %v", tt.r, bits, k, tt.bits, tt.want)
 		}
 	}
 }
 
-func equal(a, b []int32) bool {
-	if len(a) != len(b) {
-		return false
+// TestBicubicWeightsByHand checks the cubic's weights, in float64, float32
+// and int16, on the two smallest cases, worked from torch's
+// _compute_indices_min_size_weights_aa and Keys' kernel with a = -0.5:
+// 1.5|x|³ - 2.5|x|² + 1 within 1, -0.5|x|³ + 2.5|x|² - 4|x| + 2 within 2.
+// At the distances below every value of it is a short binary fraction, so
+// that nothing rounds before the normalizing division, which rounds
+// num/den once.
+//
+// 4 → 2: scale 2, so the support is 2·2 = 4 input pixels each side and
+// ksize is 2·4+1 = 9. Output 0 is centred at 1.0 and reads inputs
+// max(int(1-4+0.5), 0) = 0 to min(int(1+4+0.5), 4) = 4, at distances
+// (j+0.5-1)/2 = -0.25, 0.25, 0.75, 1.25, where the kernel is 0.8671875,
+// 0.8671875, 0.2265625, -0.0703125: 55.5, 55.5, 14.5, -4.5 in 64ths,
+// summing to 121 of them. Normalized: 111, 111, 29, -9 in 242nds. Output
+// 1 (centre 3.0, inputs int(-0.5) = 0 to 4) is its mirror image. The
+// largest weight, 111/242 = 0.4587, takes 16 bits (round(111/242·2^17) =
+// 60120 is past an int16): 111/242·2^16 = 30059.9 rounds to 30060,
+// 7853.49 to 7853, and -2437.29 away from zero to -2437.
+//
+// 2 → 4: scale 0.5, so the support stays 2 and ksize is 5. Output 0
+// (centre 0.25) reads inputs 0 and 1 at distances 0.25 and 1.25: 55.5 and
+// -4.5 64ths, normalized 111/102 and -9/102; output 1 (centre 0.75) at
+// -0.25 and 0.75: 111/140 and 29/140; outputs 2 and 3 mirror them.
+// 111/102 = 1.088 takes 14 bits: 17830 and -1446 (-1445.6, away from
+// zero), 12990 and 3394.
+func TestBicubicWeightsByHand(t *testing.T) {
+	type frac struct{ num, den int }
+	tests := []struct {
+		in, out, ksize int
+		w              [][]frac // each output's, from input 0
+		bits           uint
+		fixed          [][]int32
+	}{
+		{4, 2, 9,
+			[][]frac{{{111, 242}, {111, 242}, {29, 242}, {-9, 242}}, {{-9, 242}, {29, 242}, {111, 242}, {111, 242}}},
+			16, [][]int32{{30060, 30060, 7853, -2437}, {-2437, 7853, 30060, 30060}}},
+		{2, 4, 5,
+			[][]frac{{{111, 102}, {-9, 102}}, {{111, 140}, {29, 140}}, {{29, 140}, {111, 140}}, {{-9, 102}, {111, 102}}},
+			14, [][]int32{{17830, -1446}, {12990, 3394}, {3394, 12990}, {-1446, 17830}}},
 	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
+	for _, tt := range tests {
+		a, fa := newAxis(tt.in, tt.out, bicubic), newFloatAxis(tt.in, tt.out, bicubic)
+		k, bits := a.fixed(TorchvisionBicubicUint8)
+		if a.ksize != tt.ksize || fa.ksize != tt.ksize || bits != tt.bits {
+			t.Errorf("%d → %d: ksize %d and %d, %d bits, want %d, %d bits", tt.in, tt.out, a.ksize, fa.ksize, bits, tt.ksize, tt.bits)
+			continue
+		}
+		for i, w := range tt.w {
+			if a.start[i] != 0 || a.n[i] != len(w) || fa.start[i] != 0 || fa.n[i] != len(w) {
+				t.Errorf("%d → %d: output %d reads %d+%d and %d+%d, want 0+%d", tt.in, tt.out, i, a.start[i], a.n[i], fa.start[i], fa.n[i], len(w))
+				continue
+			}
+			for j, f := range w {
+				got64, got32 := a.w[i*a.ksize+j], fa.w[i*fa.ksize+j]
+				if got64 != float64(f.num)/float64(f.den) || got32 != float32(f.num)/float32(f.den) {
+					t.Errorf("%d → %d: output %d weight %d is %v and %v, want %d/%d", tt.in, tt.out, i, j, got64, got32, f.num, f.den)
+				}
+			}
+			if got := k[i*a.ksize:][:len(w)]; !slices.Equal(got, tt.fixed[i]) {
+				t.Errorf("%d → %d: output %d's int16 weights %v, want %v", tt.in, tt.out, i, got, tt.fixed[i])
+			}
 		}
 	}
-	return true
 }
 
 func TestPixelsLayoutAndNormalization(t *testing.T) {
@@ -496,6 +614,31 @@ func TestPixelsLayoutAndNormalization(t *testing.T) {
 	}
 }
 
+// TestPixelsNonSquare: at Width×Height the values are 3×Height×Width,
+// channels first, rows of Width. A 3×2 image at 3×2 is not resampled;
+// Gemma 4's mean 0 and std 1 leave v/255.
+func TestPixelsNonSquare(t *testing.T) {
+	m := pattern(3, 2)
+	p := Preprocess{Width: 3, Height: 2, Std: [3]float32{1, 1, 1}, Rescale: 1.0 / 255, Resample: TorchvisionBicubicUint8}
+	got, err := p.Pixels(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3*2*3 {
+		t.Fatalf("%d values, want 18", len(got))
+	}
+	for c := range 3 {
+		for y := range 2 {
+			for x := range 3 {
+				want := float32(m.Pix[m.PixOffset(x, y)+c]) / 255
+				if v := got[(c*2+y)*3+x]; v != want {
+					t.Errorf("channel %d at %d,%d: %v, want %v", c, x, y, v, want)
+				}
+			}
+		}
+	}
+}
+
 func TestPixelsGemma3Range(t *testing.T) {
 	src := image.NewNRGBA(image.Rect(0, 0, 123, 77))
 	rng := rand.New(rand.NewPCG(3, 4))
@@ -521,20 +664,122 @@ func TestPixelsGemma3Range(t *testing.T) {
 	}
 }
 
-// TestResamplersAgreeWithinOneLevel: the three references differ only in
-// rounding, by at most one level.
+// TestPixelsGemma4: a 640×480 noise image through Gemma 4's preprocessing
+// at its default budget: 912×672 (Gemma4Size), bicubic, every value in
+// [0, 1] though the cubic overshoots on noise (the uint8 kernel clamps).
+func TestPixelsGemma4(t *testing.T) {
+	src := image.NewNRGBA(image.Rect(0, 0, 640, 480))
+	rng := rand.New(rand.NewPCG(9, 10))
+	for i := range src.Pix {
+		src.Pix[i] = uint8(rng.IntN(256))
+	}
+	w, h, err := Gemma4Size(640, 480, 16, 3, 280)
+	if err != nil || w != 912 || h != 672 {
+		t.Fatalf("Gemma4Size(640, 480) = %d, %d, %v; want 912, 672", w, h, err)
+	}
+	p := Preprocess{Width: w, Height: h, Std: [3]float32{1, 1, 1}, Rescale: 1.0 / 255, Resample: TorchvisionBicubicUint8}
+	got, err := p.Pixels(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3*912*672 {
+		t.Fatalf("%d values, want %d", len(got), 3*912*672)
+	}
+	for i, v := range got {
+		if !(v >= 0 && v <= 1) {
+			t.Fatalf("value %d is %v, outside [0, 1]", i, v)
+		}
+	}
+}
+
+// TestResamplersAgreeWithinOneLevel: the references of one filter differ
+// only in rounding, by at most one level. For the cubic the noise is kept
+// within 64..191: its negative lobes overshoot by up to an eighth of a
+// step, and the uint8 kernel clamps its horizontal pass to 0..255 where
+// the float one does not (on full-range noise enlarged 4×, torch's two
+// paths are up to 19 levels apart), so no pass may reach the clamp.
 func TestResamplersAgreeWithinOneLevel(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
-	for _, size := range [][4]int{{37, 23, 32, 32}, {100, 61, 32, 32}, {300, 200, 89, 89}, {5, 3, 50, 50}, {64, 64, 13, 29}} {
-		src := randomRGB(rng, size[0], size[1])
-		base := resize(src, size[2], size[3], PIL)
-		for _, r := range []Resampler{Torchvision, TorchvisionUint8} {
-			got := resize(src, size[2], size[3], r)
-			for i := range got {
-				if d := int(got[i]) - int(base[i]); d < -1 || d > 1 {
-					t.Fatalf("%v and PIL differ by %d resizing %dx%d to %dx%d", r, d, size[0], size[1], size[2], size[3])
+	for _, size := range [][4]int{{37, 23, 32, 32}, {100, 61, 32, 32}, {300, 200, 89, 89}, {5, 3, 50, 50}, {64, 64, 13, 29}, {20, 27, 84, 108}} {
+		for _, pair := range []struct {
+			base   Resampler
+			others []Resampler
+			lo, hi uint8
+		}{
+			{PIL, []Resampler{Torchvision, TorchvisionUint8}, 0, 255},
+			{TorchvisionBicubicUint8, []Resampler{TorchvisionBicubic}, 64, 191},
+		} {
+			src := randomRGB(rng, size[0], size[1], pair.lo, pair.hi)
+			base := resize(src, size[2], size[3], pair.base)
+			for _, r := range pair.others {
+				got := resize(src, size[2], size[3], r)
+				for i := range got {
+					if d := int(got[i]) - int(base[i]); d < -1 || d > 1 {
+						t.Fatalf("%v and %v differ by %d resizing %dx%d to %dx%d", r, pair.base, d, size[0], size[1], size[2], size[3])
+					}
 				}
 			}
+		}
+	}
+}
+
+// TestGemma4Size checks the target sizes against transformers'
+// get_aspect_ratio_preserving_size, which gave each of these. At 280
+// tokens, patch 16 and pool 3, the budget is 280·9 patches of 16², and
+// the sides are multiples of 48: 1024×1024 scales by sqrt(645120/1048576)
+// to 803.2 a side, 16 multiples, 768; 640×480 by sqrt(2.1) to 927.4×695.6,
+// 19×14 multiples, 912×672. The spec's fixture sizes use patch 4 and 70
+// tokens. An image more than 280 times wider than high rounds its height
+// to 0 multiples and takes one, and 280 across: 281×1 and 10000×20.
+func TestGemma4Size(t *testing.T) {
+	tests := []struct {
+		w, h, patch, pool, tokens int
+		wantW, wantH              int
+	}{
+		{1024, 1024, 16, 3, 280, 768, 768},
+		{640, 480, 16, 3, 280, 912, 672},
+		{1920, 1080, 16, 3, 280, 1056, 576},
+		{4000, 3000, 16, 3, 1120, 1824, 1344},
+		{1, 1, 16, 3, 70, 384, 384},
+		{1, 1, 16, 3, 280, 768, 768},
+		{1, 1, 16, 3, 1120, 1584, 1584},
+		{32, 32, 4, 3, 70, 96, 96},
+		{75, 50, 4, 3, 70, 120, 72},
+		{20, 27, 4, 3, 70, 84, 108},
+		{160, 120, 4, 3, 70, 108, 84},
+		{5000, 20, 16, 3, 280, 12672, 48},
+		{50000, 1000, 16, 3, 70, 2832, 48},
+		{280, 1, 16, 3, 280, 13440, 48},
+		{281, 1, 16, 3, 280, 13440, 48},
+		{10000, 20, 16, 3, 280, 13440, 48},
+		{20, 10000, 16, 3, 280, 48, 13440},
+	}
+	for _, tt := range tests {
+		w, h, err := Gemma4Size(tt.w, tt.h, tt.patch, tt.pool, tt.tokens)
+		if err != nil || w != tt.wantW || h != tt.wantH {
+			t.Errorf("Gemma4Size(%d, %d, %d, %d, %d) = %d, %d, %v; want %d, %d", tt.w, tt.h, tt.patch, tt.pool, tt.tokens, w, h, err, tt.wantW, tt.wantH)
+			continue
+		}
+		side := tt.patch * tt.pool
+		if tokens := (w / side) * (h / side); w%side != 0 || h%side != 0 || tokens > tt.tokens {
+			t.Errorf("%dx%d: %dx%d is not whole pools within %d tokens (%d)", tt.w, tt.h, w, h, tt.tokens, tokens)
+		}
+		if _, _, err := (Preprocess{Width: w, Height: h, Rescale: 1.0 / 255, Std: [3]float32{1, 1, 1}}).validate(); err != nil {
+			t.Errorf("%dx%d: Preprocess refuses its Gemma 4 size: %v", tt.w, tt.h, err)
+		}
+	}
+	for _, tt := range []struct {
+		w, h, patch, pool, tokens int
+		want                      string
+	}{
+		{640, 480, 16, 3, 256, "budget of 256 tokens is not one of [70 140 280 560 1120]"},
+		{0, 480, 16, 3, 280, "0x480 image: it has no pixels"},
+		{640, -1, 16, 3, 280, "640x-1 image: it has no pixels"},
+		{640, 480, 0, 3, 280, "patch size 0 and pooling kernel 3 must be positive"},
+		{640, 480, 16, 0, 280, "patch size 16 and pooling kernel 0 must be positive"},
+	} {
+		if w, h, err := Gemma4Size(tt.w, tt.h, tt.patch, tt.pool, tt.tokens); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Gemma4Size(%d, %d, %d, %d, %d) = %d, %d, %v; want an error saying %q", tt.w, tt.h, tt.patch, tt.pool, tt.tokens, w, h, err, tt.want)
 		}
 	}
 }
@@ -549,6 +794,12 @@ func TestPreprocessRefuses(t *testing.T) {
 	}{
 		{"size 0", func(p *Preprocess) { p.Size = 0 }, "size 0 is outside 1..4096"},
 		{"size too big", func(p *Preprocess) { p.Size = MaxSize + 1 }, "size 4097"},
+		{"size and width", func(p *Preprocess) { p.Width, p.Height = 4, 4 }, "size 4 and width×height 4×4 are both set"},
+		{"width alone", func(p *Preprocess) { p.Size, p.Width = 0, 4 }, "size 4x0: both sides must be positive"},
+		{"height alone", func(p *Preprocess) { p.Size, p.Height = 0, 4 }, "size 0x4: both sides must be positive"},
+		{"negative width", func(p *Preprocess) { p.Size, p.Width, p.Height = 0, -4, 4 }, "size -4x4"},
+		{"area too big", func(p *Preprocess) { p.Size, p.Width, p.Height = 0, 2*MaxSize, MaxSize/2+1 }, "size 8192x2049: both sides must be positive and the area at most 16777216 pixels (4096²)"},
+		{"overflowing area", func(p *Preprocess) { p.Size, p.Width, p.Height = 0, 1<<40, 1<<40 }, "the area at most"},
 		{"rescale 0", func(p *Preprocess) { p.Rescale = 0 }, "rescale 0 must be a positive number"},
 		{"std 0", func(p *Preprocess) { p.Std[1] = 0 }, "std[1] is 0"},
 		{"resampler", func(p *Preprocess) { p.Resample = 7 }, "unknown resampler Resampler(7)"},
@@ -558,6 +809,14 @@ func TestPreprocessRefuses(t *testing.T) {
 		tt.edit(&p)
 		if _, err := p.Pixels(img); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: error %v, want %q", tt.name, err, tt.want)
+		}
+	}
+	// The largest area is allowed, whatever its shape.
+	for _, wh := range [][2]int{{MaxSize, MaxSize}, {MaxSize * MaxSize, 1}, {48, 1120 * 48}} {
+		p := ok
+		p.Size, p.Width, p.Height = 0, wh[0], wh[1]
+		if _, _, err := p.validate(); err != nil {
+			t.Errorf("%dx%d: %v", wh[0], wh[1], err)
 		}
 	}
 	if _, err := ok.Pixels(image.NewNRGBA(image.Rect(0, 0, 0, 3))); err == nil || !strings.Contains(err.Error(), "no pixels") {
