@@ -34,6 +34,11 @@ func OpenVision(path string, m *model.Model, r model.Runner) (*Vision, error) {
 	}
 	c := &m.Config
 	switch {
+	case t.Config.Projector != "gemma3":
+		// The tower runs (engine/vision), but the prompt's image framing,
+		// the per-layer inputs of image rows and the masks are Gemma 3's.
+		t.Close()
+		return nil, fmt.Errorf("%s: images through a %s projector are not supported in chats yet (only Gemma 3's)", path, t.Config.Projector)
 	case c.Arch != "gemma3":
 		t.Close()
 		return nil, fmt.Errorf("%s: %s is a %s model: only Gemma 3 models read images through a %s projector", path, m.Path, c.Arch, t.Config.Projector)
@@ -62,12 +67,12 @@ func (v *Vision) Close() {
 	v.tower.Close()
 }
 
-// encode runs an image's pixels through the tower.
-func (v *Vision) encode(pixels []float32) ([]float32, error) {
+// encode runs an image's pixels of grid g through the tower.
+func (v *Vision) encode(pixels []float32, g vision.Grid) ([]float32, error) {
 	if v.gpu != nil {
-		return v.gpu.Encode(pixels)
+		return v.gpu.Encode(pixels, g)
 	}
-	return v.tower.EncodeCPU(pixels)
+	return v.tower.EncodeCPU(pixels, g)
 }
 
 // vision returns r's vision tower for the projector file path ("": the
@@ -196,7 +201,7 @@ func (p ImagePrompt) Fits(n int) error {
 // decoded, preprocessed as the tower wants and run through it. It stops
 // with ctx's error between images.
 func (v *Vision) Encode(ctx context.Context, p ImagePrompt, from int) error {
-	pre := v.tower.Config.Preprocess()
+	c := v.tower.Config
 	for i := range p.Images {
 		s := &p.Images[i]
 		if s.Pos+s.Len <= from {
@@ -213,11 +218,16 @@ func (v *Vision) Encode(ctx context.Context, p ImagePrompt, from int) error {
 		if err != nil {
 			return err
 		}
-		px, err := pre.Pixels(img)
+		b := img.Bounds()
+		g, err := c.GridFor(b.Dx(), b.Dy())
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
-		if s.Embeds, err = v.encode(px); err != nil {
+		px, err := c.PreprocessFor(g).Pixels(img)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		if s.Embeds, err = v.encode(px, g); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 	}

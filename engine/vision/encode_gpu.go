@@ -31,11 +31,13 @@ type GPUTower struct {
 	in, x, h, q, k, v, att, ff, scratch *gpu.Buffer
 	chw, pooledCHW, pooled, normed, out *gpu.Buffer
 
+	g4 *gpuGemma4 // Gemma 4's weights, instead of the fields above's
+
 	tensors []*gpu.Tensor
 	buffers []*gpu.Buffer
 }
 
-// gpuBlock is one encoder block on the device.
+// gpuBlock is one of Gemma 3's encoder blocks on the device.
 type gpuBlock struct {
 	ln1, ln2            [2]*gpu.Buffer // gain, bias
 	q, k, v, o, up, dn  *gpu.Tensor
@@ -46,14 +48,18 @@ type gpuBlock struct {
 // NewGPUTower uploads t to dev. Release it before closing t.
 func NewGPUTower(dev *gpu.Device, t *Tower) (*GPUTower, error) {
 	g := &GPUTower{t: t, dev: dev}
-	if err := g.upload(); err != nil {
+	upload := g.upload
+	if t.Config.Projector == projGemma4 {
+		upload = g.uploadGemma4
+	}
+	if err := upload(); err != nil {
 		g.Release()
 		return nil, fmt.Errorf("vision: %s: %w", t.Path, err)
 	}
 	return g, nil
 }
 
-// upload creates the device's weights and activations.
+// upload creates Gemma 3's weights and activations.
 func (g *GPUTower) upload() error {
 	t, c := g.t, g.t.Config
 	var err error
@@ -103,20 +109,28 @@ func (g *GPUTower) upload() error {
 	g.tensors = append(g.tensors, g.proj)
 
 	n, d, tok := c.Patches(), c.Hidden, c.Tokens()
-	att := g.attention()
-	for _, b := range []struct {
-		p      **gpu.Buffer
-		label  string
-		floats int
-	}{
+	return g.newBuffers([]activation{
 		{&g.in, "vision patches", n * c.PatchWidth()}, {&g.x, "vision x", n * d}, {&g.h, "vision h", n * d},
 		{&g.q, "vision q", n * d}, {&g.k, "vision k", n * d}, {&g.v, "vision v", n * d},
 		{&g.att, "vision attention", n * d}, {&g.ff, "vision mlp", n * c.FF},
-		{&g.scratch, "vision attention scratch", int(max(4, ops.AttentionScratchBytes(att)) / 4)},
+		{&g.scratch, "vision attention scratch", int(max(4, ops.AttentionScratchBytes(g.attention(n))) / 4)},
 		{&g.chw, "vision grid", n * d}, {&g.pooledCHW, "vision pooled grid", tok * d},
 		{&g.pooled, "vision pooled", tok * d}, {&g.normed, "vision normed", tok * d},
 		{&g.out, "vision tokens", tok * c.TextHidden},
-	} {
+	})
+}
+
+// activation is a buffer of floats newBuffers creates.
+type activation struct {
+	p      **gpu.Buffer
+	label  string
+	floats int
+}
+
+// newBuffers creates each activation, which the tower releases.
+func (g *GPUTower) newBuffers(as []activation) error {
+	for _, b := range as {
+		var err error
 		if *b.p, err = g.dev.NewBuffer(b.label, uint64(b.floats)*4); err != nil {
 			return err
 		}
@@ -136,11 +150,15 @@ func (g *GPUTower) buffer(label string, f []float32, err *error) *gpu.Buffer {
 	return b
 }
 
-// attention is the blocks' attention: every patch sees every patch.
-func (g *GPUTower) attention() ops.AttentionArgs {
+// attention is the blocks' attention over n patches: every patch sees
+// every patch; Gemma 4's at a scale of 1 (its q and k are normed).
+func (g *GPUTower) attention(n int) ops.AttentionArgs {
 	c := g.t.Config
-	n := c.Patches()
-	return ops.AttentionArgs{HeadDim: c.HeadDim(), Heads: c.Heads, KVHeads: c.Heads, Tokens: n, KVLen: n, Bidirectional: true}
+	a := ops.AttentionArgs{HeadDim: c.HeadDim(), Heads: c.Heads, KVHeads: c.Heads, Tokens: n, KVLen: n, Bidirectional: true}
+	if c.Projector == projGemma4 {
+		a.Scale = 1
+	}
+	return a
 }
 
 // Release frees the device's memory.
@@ -151,20 +169,33 @@ func (g *GPUTower) Release() {
 	for _, b := range g.buffers {
 		b.Release()
 	}
-	g.tensors, g.buffers = nil, nil
+	g.tensors, g.buffers, g.g4, g.x = nil, nil, nil, nil
 }
 
 // Tower is the tower the weights came from.
 func (g *GPUTower) Tower() *Tower { return g.t }
 
-// Encode runs an image's pixels (3 × ImageSize × ImageSize, normalised)
-// through the tower and returns its Tokens() rows of TextHidden values.
-func (g *GPUTower) Encode(pixels []float32) ([]float32, error) {
+// Encode runs an image's pixels (as PatchRows takes them for grid gr,
+// normalised) through the tower and returns its TokensFor(gr) rows of
+// TextHidden values.
+func (g *GPUTower) Encode(pixels []float32, gr Grid) ([]float32, error) {
 	if g.x == nil {
 		return nil, errors.New("vision: the GPU tower is released")
 	}
 	c := g.t.Config
-	patches, err := c.PatchRows(pixels)
+	record := g.record
+	if g.g4 != nil {
+		if err := c.checkGrid(gr); err != nil {
+			return nil, err
+		}
+		if err := g.writeGemma4(gr); err != nil {
+			return nil, err
+		}
+		record = func(ch *gpu.Chain) (*gpu.Readback, error) { return g.recordGemma4(ch, gr) }
+	} else if gr != (Grid{c.Side(), c.Side()}) {
+		return nil, fmt.Errorf("vision: a %d×%d-patch grid, and Gemma 3's tower takes %d×%d", gr.Cols, gr.Rows, c.Side(), c.Side())
+	}
+	patches, err := c.PatchRows(pixels, gr)
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +203,7 @@ func (g *GPUTower) Encode(pixels []float32) ([]float32, error) {
 	if err != nil {
 		return nil, err
 	}
-	rb, err := g.record(ch)
+	rb, err := record(ch)
 	if err != nil {
 		ch.Discard()
 		return nil, fmt.Errorf("vision: %s: %w", g.t.Path, err)
@@ -212,7 +243,7 @@ func (g *GPUTower) record(ch *gpu.Chain) (*gpu.Readback, error) {
 	}
 	linear(g.patch, g.patchBias, g.in, g.x, n)
 	try(ops.AddInPlace(ch, g.x, g.position, n*d))
-	att := g.attention()
+	att := g.attention(n)
 	for i := range g.blocks {
 		b := &g.blocks[i]
 		ln(g.x, b.ln1, g.h)

@@ -94,6 +94,7 @@ func TestGemma3TowerMatchesTransformers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer g.Release()
+	square := Grid{tw.Config.Side(), tw.Config.Side()}
 	for _, im := range f.Images {
 		t.Run(im.File, func(t *testing.T) {
 			img, err := DecodeFile(filepath.Join("testdata", "gemma3", im.File))
@@ -119,7 +120,7 @@ func TestGemma3TowerMatchesTransformers(t *testing.T) {
 
 			// The tower on transformers' own pixels.
 			if im.VisionHidden != nil {
-				hidden, err := tw.HiddenCPU(im.PixelValues)
+				hidden, err := tw.HiddenCPU(im.PixelValues, square)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -127,11 +128,11 @@ func TestGemma3TowerMatchesTransformers(t *testing.T) {
 					t.Errorf("the tower's hidden state differs by %.3g of the range at %d", d, at)
 				}
 			}
-			cpu, err := tw.EncodeCPU(im.PixelValues)
+			cpu, err := tw.EncodeCPU(im.PixelValues, square)
 			if err != nil {
 				t.Fatal(err)
 			}
-			gpu, err := g.Encode(im.PixelValues)
+			gpu, err := g.Encode(im.PixelValues, square)
 			if err != nil {
 				t.Fatal(err)
 			}

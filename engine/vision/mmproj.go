@@ -11,11 +11,12 @@ import (
 
 // Config is a vision tower's shape, from an mmproj file's clip.* keys.
 type Config struct {
-	// Projector is the projector type (clip.projector_type): "gemma3".
+	// Projector is the projector type (clip.projector_type): "gemma3" or
+	// "gemma4v".
 	Projector string
-	// ImageSize is the side of the square image the tower takes, in
+	// ImageSize is the side of the square image Gemma 3's tower takes, in
 	// pixels, and PatchSize the side of a patch: the tower sees
-	// (ImageSize/PatchSize)² patches.
+	// (ImageSize/PatchSize)² patches. Gemma 4's takes any grid (Grid).
 	ImageSize, PatchSize int
 	// Hidden is the tower's width, FF its MLP's, Layers its blocks and
 	// Heads its attention heads.
@@ -30,15 +31,21 @@ type Config struct {
 	TextHidden int
 	// Mean and Std normalise the pixels, channel by channel.
 	Mean, Std [3]float32
+	// PositionSize is the rows of each of Gemma 4's position tables: the
+	// patch grid's sides must be smaller.
+	PositionSize int
+	// MaxTokens is Gemma 4's image token budget (Gemma4Tokens unless
+	// changed): Grid keeps an image's tokens within it.
+	MaxTokens int
 }
 
-// Side is the patch grid's side.
+// Side is the side of Gemma 3's square patch grid.
 func (c Config) Side() int { return c.ImageSize / c.PatchSize }
 
 // Patches is the number of patches the tower sees.
 func (c Config) Patches() int { return c.Side() * c.Side() }
 
-// Tokens is the number of tokens an image becomes.
+// Tokens is the number of tokens an image becomes in Gemma 3's tower.
 func (c Config) Tokens() int { s := c.Side() / c.Merge; return s * s }
 
 // PatchWidth is the number of values in one patch: 3 channels of
@@ -75,7 +82,7 @@ func (w *Weight) F32() ([]float32, error) {
 	return out, nil
 }
 
-// Block is one encoder block's weights: pre-norms with biases, attention
+// Block is one of Gemma 3's encoder blocks' weights: pre-norms with biases, attention
 // projections with biases, and the MLP (up, GELU, down) with biases.
 type Block struct {
 	LN1, LN1Bias, LN2, LN2Bias *Weight
@@ -84,28 +91,35 @@ type Block struct {
 	Up, UpBias, Down, DownBias *Weight
 }
 
-// Tower is an mmproj file's vision encoder and projector (Gemma 3's
-// SigLIP and multi-modal projector): patch embedding, learned positions,
-// pre-norm blocks, a final LayerNorm, an average pool over the patch grid,
-// an RMSNorm and a projection to the language model's width.
+// Tower is an mmproj file's vision encoder and projector. Gemma 3's
+// (SigLIP and its multi-modal projector): patch embedding, learned
+// positions, pre-norm blocks, a final LayerNorm, an average pool over the
+// patch grid, an RMSNorm and a projection to the language model's width.
+// Gemma 4's: gemma4v.go.
 type Tower struct {
 	Config Config
 	Path   string
 
 	// Patch is the patch embedding: Hidden rows of PatchWidth values
-	// (the convolution's [out][channel][y][x]), and its bias.
+	// (the convolution's [out][channel][y][x]), and its bias (Gemma 3).
 	Patch, PatchBias *Weight
-	// Position is the learned position table: Patches rows of Hidden.
+	// Position is the learned position table: Patches rows of Hidden
+	// (Gemma 3), or Gemma 4's x table's PositionSize rows then y's.
 	Position *Weight
-	Blocks   []Block
+	Blocks   []Block  // Gemma 3
+	Blocks4  []Block4 // Gemma 4
+	// StdBias and StdScale standardise Gemma 4's pooled tokens, (x - bias)
+	// · scale, in the files that have them (26B, 31B).
+	StdBias, StdScale *Weight
 	// PostLN is the final LayerNorm.
 	PostLN, PostLNBias *Weight
 	// SoftNorm is the projector's RMSNorm gain (the converter stores it
 	// with Gemma's +1 already added).
 	SoftNorm *Weight
-	// Projection is the projector's matrix as the file stores it:
-	// Hidden rows of TextHidden (transformers' mm_input_projection_weight,
-	// x·W), the transpose of the other products' rows of inputs.
+	// Projection is the projector's matrix as the file stores it: Gemma
+	// 3's Hidden rows of TextHidden (transformers' mm_input_projection_weight,
+	// x·W), the transpose of the other products' rows of inputs; Gemma 4's
+	// TextHidden rows of Hidden.
 	Projection *Weight
 
 	file *gguf.File
@@ -156,6 +170,12 @@ func load(f *gguf.File) (*Tower, error) {
 	}
 	t := &Tower{Config: c, file: f}
 	ld := &loader{f: f}
+	if c.Projector == projGemma4 {
+		if loadGemma4(ld, t); ld.err != nil {
+			return nil, ld.err
+		}
+		return t, nil
+	}
 	d := c.Hidden
 	t.Patch = ld.patch("v.patch_embd.weight", c)
 	t.PatchBias = ld.tensor("v.patch_embd.bias", d)
@@ -194,8 +214,8 @@ func readConfig(f *gguf.File) (Config, error) {
 	if err != nil {
 		return c, err
 	}
-	if proj != "gemma3" {
-		return c, fmt.Errorf("vision projector type %q is not supported (Hearth runs gemma3's)", proj)
+	if proj != "gemma3" && proj != projGemma4 {
+		return c, fmt.Errorf("vision projector type %q is not supported (Hearth runs gemma3's and gemma4v's)", proj)
 	}
 	c.Projector = proj
 	ints := []struct {
@@ -240,6 +260,11 @@ func readConfig(f *gguf.File) (Config, error) {
 	}
 	if slices.Contains(c.Std[:], 0) {
 		return c, fmt.Errorf("clip.vision.image_std %v has a zero", c.Std)
+	}
+	if proj == projGemma4 {
+		// Its clip.vision.image_size is a placeholder (224): the grid
+		// follows each image.
+		return c, gemma4Config(f, &c)
 	}
 	switch {
 	case c.ImageSize > MaxSize:

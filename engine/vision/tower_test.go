@@ -2,6 +2,7 @@ package vision
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -20,10 +21,10 @@ var device gputest.Shared
 
 func TestMain(m *testing.M) { device.Main(m) }
 
-// tinyTower writes synth's tiny projector and opens it.
-func tinyTower(t *testing.T) *Tower {
+// tinyTower writes synth's tiny projector of preset name and opens it.
+func tinyTower(t *testing.T, name string) *Tower {
 	t.Helper()
-	p, _ := synth.ProjectorPresetByName("tiny-gemma3-vision")
+	p, _ := synth.ProjectorPresetByName(name)
 	path := filepath.Join(t.TempDir(), "mmproj.gguf")
 	if err := synth.WriteProjector(path, p, 3); err != nil {
 		t.Fatal(err)
@@ -36,13 +37,14 @@ func tinyTower(t *testing.T) *Tower {
 	return tw
 }
 
-// testPixels are smooth pixel values in [-1, 1] that differ by channel.
-func testPixels(size int) []float32 {
-	px := make([]float32, 3*size*size)
+// testPixels are smooth pixel values in [-1, 1] that differ by channel,
+// for an image of w × h pixels.
+func testPixels(w, h int) []float32 {
+	px := make([]float32, 3*w*h)
 	for c := range 3 {
-		for y := range size {
-			for x := range size {
-				px[(c*size+y)*size+x] = float32(math.Sin(float64(3*x+5*y+7*c)/9 + float64(x*y)/50))
+		for y := range h {
+			for x := range w {
+				px[(c*h+y)*w+x] = float32(math.Sin(float64(3*x+5*y+7*c)/9 + float64(x*y)/50))
 			}
 		}
 	}
@@ -58,27 +60,72 @@ const tolTower = 1e-5
 
 // TestGPUTowerMatchesCPU encodes an image on both paths.
 func TestGPUTowerMatchesCPU(t *testing.T) {
-	tw := tinyTower(t)
+	tw := tinyTower(t, "tiny-gemma3-vision")
 	c := tw.Config
 	if c.Tokens() != 16 || c.Patches() != 64 || c.TextHidden != 128 || c.Merge != 2 {
 		t.Fatalf("config %+v: want 64 patches pooled to 16 tokens of 128", c)
 	}
-	px := testPixels(c.ImageSize)
-	want, err := tw.EncodeCPU(px)
+	gr := Grid{8, 8}
+	g := checkGPUTower(t, tw, gr)
+	if _, err := g.Encode(testPixels(32, 32)[1:], gr); err == nil {
+		t.Error("encoded pixels of the wrong size")
+	}
+	if _, err := g.Encode(testPixels(32, 64), Grid{8, 16}); err == nil {
+		t.Error("Gemma 3's tower encoded a grid other than its square")
+	}
+}
+
+// TestGemma4GPUTowerMatchesCPU encodes images of Gemma 4's grids, wide and
+// tall, with the tiny tower's clamps and standardisation, on both paths.
+func TestGemma4GPUTowerMatchesCPU(t *testing.T) {
+	tw := tinyTower(t, "tiny-gemma4-vision")
+	c := tw.Config
+	if c.Projector != "gemma4v" || c.Merge != 3 || c.HeadDim() != 16 || c.PositionSize != 64 || tw.StdBias == nil || !tw.Blocks4[1].Down.clamped() {
+		t.Fatalf("config %+v: want the tiny Gemma 4 tower with clamps and standardisation", c)
+	}
+	var g *GPUTower
+	for _, gr := range []Grid{{6, 9}, {12, 3}, {3, 3}} {
+		t.Run(fmt.Sprintf("%dx%d", gr.Cols, gr.Rows), func(t *testing.T) {
+			if g != nil {
+				g.Release()
+			}
+			g = checkGPUTower(t, tw, gr)
+		})
+	}
+	defer g.Release()
+	if _, err := g.Encode(testPixels(16, 16), Grid{4, 4}); err == nil || !strings.Contains(err.Error(), "multiples of the pool") {
+		t.Errorf("a grid of 4×4 patches: %v, want the pool's refusal", err)
+	}
+	if _, err := g.Encode(testPixels(4*66, 12), Grid{3, 66}); err == nil || !strings.Contains(err.Error(), "positions a side") {
+		t.Errorf("a grid past the position tables: %v, want their refusal", err)
+	}
+}
+
+// checkGPUTower encodes test pixels of grid gr on the CPU and twice on the
+// GPU (the second run reuses the activations), and returns the GPU tower.
+func checkGPUTower(t *testing.T, tw *Tower, gr Grid) *GPUTower {
+	t.Helper()
+	c := tw.Config
+	px := testPixels(gr.Cols*c.PatchSize, gr.Rows*c.PatchSize)
+	want, err := tw.EncodeCPU(px, gr)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(want) != c.TokensFor(gr)*c.TextHidden {
+		t.Fatalf("the reference gave %d values, want %d tokens of %d", len(want), c.TokensFor(gr), c.TextHidden)
 	}
 	g, err := NewGPUTower(device.Device(t, "the GPU tower's tests"), tw)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer g.Release()
-	for run := range 2 { // the second run reuses the activations
-		got, err := g.Encode(px)
+	for run := range 2 {
+		got, err := g.Encode(px, gr)
 		if err != nil {
+			g.Release()
 			t.Fatal(err)
 		}
 		if len(got) != len(want) {
+			g.Release()
 			t.Fatalf("%d values, want %d", len(got), len(want))
 		}
 		d, at := logitstest.MaxRelDiff(got, want)
@@ -87,9 +134,7 @@ func TestGPUTowerMatchesCPU(t *testing.T) {
 		}
 		t.Logf("run %d: tokens within %.3g of the range of the reference's", run, d)
 	}
-	if _, err := g.Encode(px[1:]); err == nil {
-		t.Error("encoded pixels of the wrong size")
-	}
+	return g
 }
 
 // TestPatchRows: a patch holds its pixels channel by channel, row by row,
@@ -100,7 +145,7 @@ func TestPatchRows(t *testing.T) {
 	for i := range px {
 		px[i] = float32(i)
 	}
-	rows, err := c.PatchRows(px)
+	rows, err := c.PatchRows(px, Grid{2, 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,13 +241,17 @@ func BenchmarkGPUTower(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer g.Release()
-	px := testPixels(tw.Config.ImageSize)
-	if _, err := g.Encode(px); err != nil { // compiles the kernels
+	gr, err := tw.Config.GridFor(896, 896)
+	if err != nil {
+		b.Fatal(err)
+	}
+	px := testPixels(gr.Cols*tw.Config.PatchSize, gr.Rows*tw.Config.PatchSize)
+	if _, err := g.Encode(px, gr); err != nil { // compiles the kernels
 		b.Fatal(err)
 	}
 	b.ResetTimer()
 	for range b.N {
-		if _, err := g.Encode(px); err != nil {
+		if _, err := g.Encode(px, gr); err != nil {
 			b.Fatal(err)
 		}
 	}
