@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hearthstudio/hearth/engine/gpu"
 	"github.com/hearthstudio/hearth/engine/synth"
 	"github.com/hearthstudio/hearth/gguf"
 	"github.com/hearthstudio/hearth/internal/ggufedit"
@@ -256,4 +257,49 @@ func BenchmarkGPUTower(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/image")
+}
+
+// TestOpenRefusesGemma4: Gemma 4 projector files whose clamps, heads,
+// standardisation or tensors are wrong are refused by name.
+func TestOpenRefusesGemma4(t *testing.T) {
+	p, _ := synth.ProjectorPresetByName("tiny-gemma4-vision")
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.gguf")
+	if err := synth.WriteProjector(good, p, 1); err != nil {
+		t.Fatal(err)
+	}
+	// scalar replaces the one-value tensor name with v.
+	scalar := func(name string, v float32) []ggufedit.Tensor {
+		return []ggufedit.Tensor{{Name: name, Type: gguf.TypeF32, Shape: []uint64{1}, Data: gpu.F32Bytes([]float32{v})}}
+	}
+	for _, tc := range []struct {
+		name string
+		key  string
+		v    gguf.Value
+		drop string
+		add  []ggufedit.Tensor
+		want string
+	}{
+		{"heads 2 wide", "clip.vision.attention.head_count", gguf.ValueOf(uint32(16)), "", nil, "multiple of 4 wide"},
+		{"zero pool", "clip.vision.projector.scale_factor", gguf.ValueOf(uint32(0)), "", nil, "want a positive pool side"},
+		{"std bias alone", "", gguf.Value{}, "v.std_scale", nil, `"v.std_scale" is missing`},
+		{"missing post norm", "", gguf.Value{}, "v.blk.1.ffn_post_norm.weight", nil, `"v.blk.1.ffn_post_norm.weight" is missing`},
+		{"reversed clamp", "", gguf.Value{}, "v.blk.0.ffn_up.input_min", scalar("v.blk.0.ffn_up.input_min", 10), "v.blk.0.ffn_up: clamps"},
+		{"NaN clamp", "", gguf.Value{}, "v.blk.1.attn_k.output_max", scalar("v.blk.1.attn_k.output_max", float32(math.NaN())), `"v.blk.1.attn_k.output_max" is NaN`},
+		{"Ollama's packed clamps", "", gguf.Value{}, "", scalar("v.clamp_data", 0), `"v.clamp_data"`},
+	} {
+		path := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-")+".gguf")
+		var set map[string]gguf.Value
+		if tc.key != "" {
+			set = map[string]gguf.Value{tc.key: tc.v}
+		}
+		ggufedit.Rewrite(t, good, path, set, []string{tc.drop}, tc.add)
+		tw, err := Open(path)
+		if err == nil {
+			tw.Close()
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), path) {
+			t.Errorf("%s: %v, want an error naming the file and saying %q", tc.name, err, tc.want)
+		}
+	}
 }
