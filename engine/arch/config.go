@@ -211,6 +211,19 @@ func (c *Config) Window(i int) int {
 	return c.SlidingWindow
 }
 
+// ImageBatch says whether, at layer i, an image's rows (one batch of
+// embeddings) see each other past the causal mask. Gemma 3's do at every
+// layer. Gemma 4's follow transformers' use_bidirectional_attention: the
+// models with per-layer inputs (E2B, E4B; None there) keep them causal,
+// the others ("vision") lift the mask on sliding layers only, their window
+// still applying.
+func (c *Config) ImageBatch(i int) bool {
+	if c.Arch == "gemma4" {
+		return c.PerLayerInput == 0 && c.Sliding(i)
+	}
+	return true
+}
+
 // Rope is layer i's frequency base and scale.
 func (c *Config) Rope(i int) (base, scale float32) {
 	if c.Sliding(i) && c.RopeBaseLocal != 0 {

@@ -149,7 +149,11 @@ func (r *CPU) ForwardEmbeds(slot int, rows []float32, pos int, out Output) (Resu
 	if r.k == nil {
 		return Result{}, fmt.Errorf("model: CPU runner is closed")
 	}
-	return r.forward(slot, slices.Clone(rows), nil, pos, out, true)
+	var tokens []int32
+	if r.m.PLE != nil {
+		tokens = make([]int32, len(rows)/r.m.Config.Hidden) // the per-layer inputs' token 0
+	}
+	return r.forward(slot, slices.Clone(rows), tokens, pos, out, true)
 }
 
 // forward runs the blocks and the head over x, the batch's input rows (the

@@ -572,10 +572,15 @@ func (r *GPU) inputs(in batchInput, key stepKey, pen *Penalty) error {
 	d := c.Hidden
 	tokens := in.tokens
 	if in.rows != nil {
-		// Given rows (ForwardEmbeds, whose models have no per-layer
-		// inputs) go in as they are.
+		// Given rows (ForwardEmbeds) go in as they are, their per-layer
+		// inputs those of token 0.
 		if err := r.x.WriteF32(0, in.rows); err != nil {
 			return err
+		}
+		if m.PLE != nil {
+			if err := r.writePLE(make([]int32, len(in.rows)/d)); err != nil {
+				return err
+			}
 		}
 		return r.penalties(key, pen)
 	}
@@ -600,15 +605,20 @@ func (r *GPU) inputs(in batchInput, key stepKey, pen *Penalty) error {
 		return err
 	}
 	if m.PLE != nil {
-		rows := r.pleRows[:len(tokens)*m.PLE.Cols]
-		if err := m.pleTokRows(tokens, rows); err != nil {
-			return err
-		}
-		if err := r.pleTok.WriteF32(0, rows); err != nil {
+		if err := r.writePLE(tokens); err != nil {
 			return err
 		}
 	}
 	return r.penalties(key, pen)
+}
+
+// writePLE writes the tokens' rows of the per-layer embedding table.
+func (r *GPU) writePLE(tokens []int32) error {
+	rows := r.pleRows[:len(tokens)*r.m.PLE.Cols]
+	if err := r.m.pleTokRows(tokens, rows); err != nil {
+		return err
+	}
+	return r.pleTok.WriteF32(0, rows)
 }
 
 // penalties writes a batch's penalty lists, when its chain has them.

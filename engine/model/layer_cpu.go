@@ -245,7 +245,7 @@ func (m *Model) forwardBlockCPU(i int, x []float32, n int, s CPULayer, acts *Lay
 	a.V = v
 	a.Attention = ref.AttentionArgs{
 		HeadDim: hd, Heads: c.Heads, KVHeads: sh.KVHeads, Tokens: n, Pos0: s.Pos, KVLen: s.Pos + n,
-		Scale: c.AttnScale, Window: c.Window(i), Softcap: c.AttnSoftcap, Bidirectional: c.Bidirectional, Batch: s.Batch,
+		Scale: c.AttnScale, Window: c.Window(i), Softcap: c.AttnSoftcap, Bidirectional: c.Bidirectional, Batch: s.Batch && c.ImageBatch(i),
 	}
 	a.Attention.Sinks = lv.Sinks
 	keys, values := a.K, a.V

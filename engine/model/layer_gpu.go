@@ -314,7 +314,7 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 	}
 	if s.Seqs == nil {
 		att := w.AttentionArgs(i, n, s.Pos)
-		att.Batch = s.Batch
+		att.Batch = s.Batch && c.ImageBatch(i)
 		try(ops.Attention(ch, a.Q, a.K, a.V, a.AttScratch, a.Att, att))
 	}
 

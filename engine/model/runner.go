@@ -16,10 +16,12 @@ type Runner interface {
 	ForwardSlot(slot int, tokens []int32, pos int, out Output) (Result, error)
 	// ForwardEmbeds is ForwardSlot for rows given as embeddings, Hidden
 	// floats each, which enter the first block as they are (no embedding
-	// scale) and see each other past the causal mask (ops.AttentionArgs.Batch):
-	// an image's tokens, as its vision tower projects them. They run as
-	// one batch; a model whose blocks need token ids (per-layer
-	// embeddings, AltUp) or that embeds bidirectionally refuses them.
+	// scale) and, on the layers Config.ImageBatch names, see each other
+	// past the causal mask (ops.AttentionArgs.Batch): an image's tokens, as
+	// its vision tower projects them. They run as one batch. Per-layer
+	// embeddings (Gemma 4) look up token 0 for them, as transformers looks
+	// up the pad token and llama.cpp row 0; a model with AltUp (Gemma 3n)
+	// or that embeds bidirectionally refuses them.
 	ForwardEmbeds(slot int, rows []float32, pos int, out Output) (Result, error)
 	// Decode runs one token of each of several sequences, each in its own
 	// slot (no slot twice), as one batch: the weights are read once for
@@ -144,8 +146,8 @@ func checkEmbeds(r Runner, slot int, rows []float32, pos int, out Output) (int, 
 	switch {
 	case len(rows) == 0 || len(rows)%c.Hidden != 0:
 		return 0, fmt.Errorf("model: %d floats of embeddings are no whole number of %d-wide rows", len(rows), c.Hidden)
-	case r.Model().PLE != nil || c.AltUp > 0:
-		return 0, fmt.Errorf("model: %s takes no embedding rows: its per-layer inputs are looked up by token id", c.Arch)
+	case c.AltUp > 0:
+		return 0, fmt.Errorf("model: %s takes no embedding rows: its AltUp streams are built from token embeddings", c.Arch)
 	case c.Bidirectional:
 		return 0, fmt.Errorf("model: %s is %w: it takes tokens, not embedding rows", c.Arch, ErrEmbeddingModel)
 	}

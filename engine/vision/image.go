@@ -78,27 +78,8 @@ var formats = []format{
 // model is JPEG's full-range one, while VP8's is BT.601's limited range
 // (golang/go#40173). Every other image is returned as its decoder made it.
 func Decode(data []byte, name string) (image.Image, error) {
-	if len(data) > MaxBytes {
-		return nil, fmt.Errorf("vision: %s: the file is %d bytes, more than the %d (64 MiB) an image may be: %w", name, len(data), MaxBytes, ErrTooLarge)
-	}
-	var f *format
-	for i := range formats {
-		if formats[i].magic(data) {
-			f = &formats[i]
-			break
-		}
-	}
-	if f == nil {
-		if len(data) == 0 {
-			return nil, fmt.Errorf("vision: %s: %w: the file is empty", name, ErrNotImage)
-		}
-		return nil, fmt.Errorf("vision: %s: %w (it starts with %q)", name, ErrNotImage, data[:min(len(data), 8)])
-	}
-	cfg, err := f.config(bytes.NewReader(data))
+	f, cfg, err := header(data, name)
 	if err != nil {
-		return nil, fmt.Errorf("vision: %s: %w", name, &damaged{f.name, err})
-	}
-	if err := checkSize(name, cfg.Width, cfg.Height); err != nil {
 		return nil, err
 	}
 	img, err := f.decode(bytes.NewReader(data))
@@ -123,6 +104,44 @@ func Decode(data []byte, name string) (image.Image, error) {
 		}
 	}
 	return img, nil
+}
+
+// DecodeSize is the width and height of the image Decode would return,
+// read from the header alone, with Decode's checks of that header.
+func DecodeSize(data []byte, name string) (w, h int, err error) {
+	_, cfg, err := header(data, name)
+	return cfg.Width, cfg.Height, err
+}
+
+// header finds data's format and reads its header, refusing a file over
+// MaxBytes, an image over MaxPixels and one with no pixels. The header's
+// size is the decoded image's: a GIF's first frame is put on the whole
+// logical screen.
+func header(data []byte, name string) (*format, image.Config, error) {
+	if len(data) > MaxBytes {
+		return nil, image.Config{}, fmt.Errorf("vision: %s: the file is %d bytes, more than the %d (64 MiB) an image may be: %w", name, len(data), MaxBytes, ErrTooLarge)
+	}
+	var f *format
+	for i := range formats {
+		if formats[i].magic(data) {
+			f = &formats[i]
+			break
+		}
+	}
+	if f == nil {
+		if len(data) == 0 {
+			return nil, image.Config{}, fmt.Errorf("vision: %s: %w: the file is empty", name, ErrNotImage)
+		}
+		return nil, image.Config{}, fmt.Errorf("vision: %s: %w (it starts with %q)", name, ErrNotImage, data[:min(len(data), 8)])
+	}
+	cfg, err := f.config(bytes.NewReader(data))
+	if err != nil {
+		return nil, image.Config{}, fmt.Errorf("vision: %s: %w", name, &damaged{f.name, err})
+	}
+	if err := checkSize(name, cfg.Width, cfg.Height); err != nil {
+		return nil, image.Config{}, err
+	}
+	return f, cfg, nil
 }
 
 // DecodeFile reads the image file at path, as Decode does; a file over
