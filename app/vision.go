@@ -33,18 +33,14 @@ func OpenVision(path string, m *model.Model, r model.Runner) (*Vision, error) {
 		return nil, err
 	}
 	c := &m.Config
+	family := map[string]string{"gemma3": "Gemma 3", "gemma4v": "Gemma 4"}[t.Config.Projector]
 	switch {
-	case t.Config.Projector != "gemma3":
-		// The tower runs (engine/vision), but the prompt's image framing,
-		// the per-layer inputs of image rows and the masks are Gemma 3's.
+	case projectorArch[t.Config.Projector] != c.Arch:
 		t.Close()
-		return nil, fmt.Errorf("%s: images through a %s projector are not supported in chats yet (only Gemma 3's)", path, t.Config.Projector)
-	case c.Arch != "gemma3":
-		t.Close()
-		return nil, fmt.Errorf("%s: %s is a %s model: only Gemma 3 models read images through a %s projector", path, m.Path, c.Arch, t.Config.Projector)
+		return nil, fmt.Errorf("%s: %s is a %s model: only %s models read images through a %s projector", path, m.Path, c.Arch, family, t.Config.Projector)
 	case t.Config.TextHidden != c.Hidden:
 		t.Close()
-		return nil, fmt.Errorf("%s: the projector's tokens are %d wide, and %s takes %d (another Gemma 3's projector?)", path, t.Config.TextHidden, m.Path, c.Hidden)
+		return nil, fmt.Errorf("%s: the projector's tokens are %d wide, and %s takes %d (another %s's projector?)", path, t.Config.TextHidden, m.Path, c.Hidden, family)
 	}
 	v := &Vision{tower: t}
 	if g, ok := r.(*model.GPU); ok {
@@ -55,6 +51,9 @@ func OpenVision(path string, m *model.Model, r model.Runner) (*Vision, error) {
 	}
 	return v, nil
 }
+
+// projectorArch is the model architecture each projector type feeds.
+var projectorArch = map[string]string{"gemma3": "gemma3", "gemma4v": "gemma4"}
 
 // Path is the projector's file.
 func (v *Vision) Path() string { return v.tower.Path }
@@ -110,6 +109,7 @@ type ImagePrompt struct {
 	Tokens []int32
 	Images []model.Image
 	files  []chat.Image
+	grids  []vision.Grid // each image's patch grid
 }
 
 // WithImageMarkers returns msgs with every image's marker in its content
@@ -135,39 +135,90 @@ func WithImageMarkers(msgs []chat.Message) ([]chat.Message, []chat.Image, error)
 	return out, files, nil
 }
 
+// imageFrame is the text around an image's tokens and the token its
+// positions hold.
+type imageFrame struct {
+	open, close string
+	place       int32
+}
+
+// frame is how m's processor frames an image. Gemma 3's:
+// "\n\n<start_of_image>", the image's tokens, "<end_of_image>\n\n"
+// (transformers' Gemma3Processor; llama.cpp's mtmd leaves out the blank
+// lines), the positions holding <image_soft_token> (or <start_of_image>
+// where the vocabulary has none), which only the cache's bookkeeping reads.
+// Gemma 4's: "<|image>", as many <|image|> as the image has tokens,
+// "<image|>" (Gemma4Processor and mtmd alike).
+func (v *Vision) frame(m *model.Model) (imageFrame, error) {
+	tok := m.Tokenizer
+	need := func(s string) (int32, error) {
+		id, ok := tok.ID(s)
+		if !ok {
+			return 0, fmt.Errorf("app: %s's vocabulary has no %s token to frame an image with", m.Config.Arch, s)
+		}
+		return id, nil
+	}
+	if v.tower.Config.Projector == "gemma4v" {
+		f := imageFrame{open: "<|image>", close: "<image|>"}
+		for _, s := range []string{f.open, f.close} {
+			if _, err := need(s); err != nil {
+				return f, err
+			}
+		}
+		var err error
+		f.place, err = need("<|image|>")
+		return f, err
+	}
+	f := imageFrame{open: "\n\n<start_of_image>", close: "<end_of_image>\n\n"}
+	place, ok := tok.ID("<image_soft_token>")
+	if !ok {
+		var err error
+		if place, err = need("<start_of_image>"); err != nil {
+			return f, err
+		}
+	}
+	f.place = place
+	return f, nil
+}
+
 // Splice tokenizes a rendered prompt whose images (files, in order) stand
-// as chat.ImageMarker, putting in each one's place the text and tokens
-// Gemma 3's processor does: "\n\n<start_of_image>", the image's tokens,
-// "<end_of_image>\n\n" (transformers' Gemma3Processor; llama.cpp's mtmd
-// leaves out the blank lines). The image's positions hold the vocabulary's
-// <image_soft_token> (or <start_of_image> where it has none), which only
-// the cache's bookkeeping reads.
+// as chat.ImageMarker, putting in each one's place the text and tokens the
+// model's processor does (frame), as many tokens as the tower makes of the
+// image's size. A file that is not an image, or too large, is refused
+// here, from its header, before anything is encoded.
 func (v *Vision) Splice(m *model.Model, text string, files []chat.Image) (ImagePrompt, error) {
 	t := v.tower
 	pieces := strings.Split(text, chat.ImageMarker)
 	if len(pieces)-1 != len(files) {
 		return ImagePrompt{}, fmt.Errorf("app: the prompt holds %d image markers for %d images (a chat template that drops or repeats a message's content, or %s written in the text)", len(pieces)-1, len(files), chat.ImageMarker)
 	}
-	const boi, eoi = "<start_of_image>", "<end_of_image>"
-	tok := m.Tokenizer
-	place, ok := tok.ID("<image_soft_token>")
-	if !ok {
-		if place, ok = tok.ID(boi); !ok {
-			return ImagePrompt{}, fmt.Errorf("app: %s's vocabulary has no %s token to frame an image with", m.Config.Arch, boi)
-		}
+	f, err := v.frame(m)
+	if err != nil {
+		return ImagePrompt{}, err
 	}
-	n := t.Config.Tokens()
+	tok := m.Tokenizer
 	key := func(f chat.Image) string {
 		sum := sha256.Sum256(f.Data)
 		return hex.EncodeToString(sum[:]) + "@" + t.Path
 	}
 	var p ImagePrompt
+	for i, file := range files {
+		w, h, err := vision.DecodeSize(file.Data, imageName(file, i))
+		if err != nil {
+			return ImagePrompt{}, err
+		}
+		g, err := t.Config.GridFor(w, h)
+		if err != nil {
+			return ImagePrompt{}, fmt.Errorf("%s: %w", imageName(file, i), err)
+		}
+		p.grids = append(p.grids, g)
+	}
 	for i, piece := range pieces {
 		if i > 0 {
-			piece = eoi + "\n\n" + piece
+			piece = f.close + piece
 		}
 		if i < len(files) {
-			piece += "\n\n" + boi
+			piece += f.open
 		}
 		if i == 0 {
 			p.Tokens = m.Chat.Tokenize(piece)
@@ -175,9 +226,10 @@ func (v *Vision) Splice(m *model.Model, text string, files []chat.Image) (ImageP
 			p.Tokens = append(p.Tokens, tok.Encode(piece, tokenizer.EncodeOptions{ParseSpecial: true})...)
 		}
 		if i < len(files) {
+			n := t.Config.TokensFor(p.grids[i])
 			p.Images = append(p.Images, model.Image{Pos: len(p.Tokens), Len: n, Key: key(files[i])})
 			for range n {
-				p.Tokens = append(p.Tokens, place)
+				p.Tokens = append(p.Tokens, f.place)
 			}
 		}
 	}
@@ -210,19 +262,12 @@ func (v *Vision) Encode(ctx context.Context, p ImagePrompt, from int) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		name := p.files[i].Ref
-		if name == "" {
-			name = fmt.Sprintf("image %d", i+1)
-		}
+		name := imageName(p.files[i], i)
 		img, err := vision.Decode(p.files[i].Data, name)
 		if err != nil {
 			return err
 		}
-		b := img.Bounds()
-		g, err := c.GridFor(b.Dx(), b.Dy())
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
+		g := p.grids[i]
 		px, err := c.PreprocessFor(g).Pixels(img)
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
@@ -232,4 +277,12 @@ func (v *Vision) Encode(ctx context.Context, p ImagePrompt, from int) error {
 		}
 	}
 	return nil
+}
+
+// imageName names image i of a prompt in errors: its file, or its place.
+func imageName(f chat.Image, i int) string {
+	if f.Ref != "" {
+		return f.Ref
+	}
+	return fmt.Sprintf("image %d", i+1)
 }

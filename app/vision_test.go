@@ -7,9 +7,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hearthstudio/hearth/app/library"
 	"github.com/hearthstudio/hearth/engine/chat"
 	"github.com/hearthstudio/hearth/engine/sample"
 	"github.com/hearthstudio/hearth/engine/synth"
+	"github.com/hearthstudio/hearth/engine/vision"
 	"github.com/hearthstudio/hearth/internal/visiontest"
 )
 
@@ -142,11 +144,65 @@ func TestChatImageRefusals(t *testing.T) {
 	}
 
 	// Images that do not fit the context are refused before any is read:
-	// the third is not an image, and the refusal is the context's.
+	// the third is a PNG cut after its header (the prompt is built from
+	// the headers, the decode would fail), and the refusal is the
+	// context's.
 	small := cpuEngine(t, EngineOptions{Context: 48, Projector: func(string, string) (string, error) { return projPath, nil }})
 	req := imageChat(modelPath, img, "Hi")
-	req.Messages[0].Images = append(req.Messages[0].Images, chat.Image{Data: img}, chat.Image{Data: []byte("no image")})
+	req.Messages[0].Images = append(req.Messages[0].Images, chat.Image{Data: img}, chat.Image{Data: img[:60]})
 	if _, err := small.Chat(ctx, req, nil); !errors.Is(err, ErrContextFull) {
 		t.Errorf("three images in a 48-token context: %v, want ErrContextFull", err)
+	}
+}
+
+// TestChatWithImagesGemma4: a Gemma 4 chat with an image, its projector
+// paired by the library's rule: both backends give the same reply, and the
+// image stands in the prompt as "<|image>", as many <|image|> as the
+// tower makes of its size and aspect, "<image|>".
+func TestChatWithImagesGemma4(t *testing.T) {
+	dir := t.TempDir()
+	modelPath, projPath := filepath.Join(dir, "tiny-gemma4.gguf"), filepath.Join(dir, "mmproj-tiny-gemma4-f16.gguf")
+	mp, _ := synth.PresetByName("tiny-gemma4")
+	if err := synth.WriteFile(modelPath, mp, synth.Options{Quant: "F32", Seed: 5}); err != nil {
+		t.Fatal(err)
+	}
+	pp, _ := synth.ProjectorPresetByName("tiny-gemma4-vision")
+	if err := synth.WriteProjector(projPath, pp, 5); err != nil {
+		t.Fatal(err)
+	}
+	paired := func(name, path string) (string, error) { return library.ProjectorFor(path) }
+	tw, err := vision.Open(projPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := tw.Config.GridFor(40, 30)
+	tw.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens := tw.Config.TokensFor(g)
+	img := visiontest.PNG(40, 30, 1)
+	var replies []Reply
+	for _, backend := range []string{"cpu", "gpu"} {
+		e := NewEngine(EngineOptions{Backend: backend, Projector: paired})
+		t.Cleanup(e.Close)
+		ctx := context.Background()
+		with, err := e.Chat(ctx, imageChat(modelPath, img, "What is in it?"), nil)
+		if err != nil {
+			t.Fatalf("%s: %v", backend, err)
+		}
+		plain := imageChat(modelPath, nil, "What is in it?")
+		plain.Messages[0].Images = nil
+		without, err := e.Chat(ctx, plain, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := with.Stats.PromptTokens - without.Stats.PromptTokens; d != tokens+2 {
+			t.Errorf("%s: the image added %d prompt tokens, want its %d (a %d×%d-patch grid) and the two that frame it", backend, d, tokens, g.Cols, g.Rows)
+		}
+		replies = append(replies, with)
+	}
+	if replies[0].Text != replies[1].Text {
+		t.Errorf("the CPU said %q, the GPU %q", replies[0].Text, replies[1].Text)
 	}
 }

@@ -359,13 +359,13 @@ func (l *Library) describe(e *Entry) {
 		l.mu.Unlock()
 	}
 	e.Info, e.Adapter, e.Err = d.info, d.adapter, d.err
-	if e.Source == SourceOllama && e.Projector != "" && (e.Info == nil || e.Info.Arch != visionArch) {
+	if e.Source == SourceOllama && e.Projector != "" && (e.Info == nil || !seesImages(e.Info.Arch)) {
 		// A manifest's projector layer for a model Hearth shows no images
 		// (llava's, Qwen's): the model reads text.
 		e.Projector = ""
 	}
 	if e.Source == SourceOllama && e.Projector != "" {
-		if _, err := l.readProjector(e.Projector); err != nil {
+		if h, err := l.readProjector(e.Projector); err != nil || h.arch != e.Info.Arch {
 			e.Projector = ""
 		}
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/hearthstudio/hearth/gguf"
 )
 
-// A model that sees images (Gemma 3) comes, in llama.cpp's layout, as two
+// A model that sees images (Gemma 3, Gemma 4) comes, in llama.cpp's layout, as two
 // GGUF files: the language model, and a vision projector (mmproj) holding
 // the image encoder and the projection of its output into the model's
 // embeddings. Repositories put the projector beside the model files it
@@ -22,18 +22,25 @@ import (
 // decides what belongs together: a projector whose output is not the
 // model's width would feed it vectors of the wrong size.
 
-// visionArch is the architecture whose projectors Hearth runs, and
-// visionProjector their type (engine/vision reads Gemma 3's SigLIP and
-// projector): a projector of the right width beside a model of another
-// architecture is not paired with it.
-const (
-	visionArch      = "gemma3"
-	visionProjector = "gemma3"
-)
+// projectorArch maps the projector types Hearth runs (engine/vision: Gemma
+// 3's SigLIP and projector, Gemma 4's tower) to the architecture of the
+// models they feed: a projector of the right width beside a model of
+// another architecture is not paired with it.
+var projectorArch = map[string]string{"gemma3": "gemma3", "gemma4v": "gemma4"}
 
-// projectionTensor is Gemma 3's projection in an mmproj file: ggml shape
-// [TextHidden, Hidden], so its shape[0] is the width of the language model
-// it feeds.
+// seesImages says whether Hearth reads images for models of arch.
+func seesImages(arch string) bool {
+	for _, a := range projectorArch {
+		if a == arch {
+			return true
+		}
+	}
+	return false
+}
+
+// projectionTensor is the projection in an mmproj file. Gemma 3's ggml
+// shape is [TextHidden, Hidden], Gemma 4's [Hidden, TextHidden]: either
+// way one side is the width of the language model it feeds.
 const projectionTensor = "mm.input_projection.weight"
 
 // The precisions of a projector, best first. F16 (or BF16) is what
@@ -53,8 +60,9 @@ var quantToken = regexp.MustCompile(`^[it]?q[0-9]`)
 
 // projectorHeader is what pairing reads of a projector's header.
 type projectorHeader struct {
-	width     int // the language model width it projects to
-	precision int // halfPrecision … unknownPrecision
+	arch      string // the architecture of the models it feeds
+	width     int    // the language model width it projects to
+	precision int    // halfPrecision … unknownPrecision
 }
 
 // projectorRead is a projector header as the library remembers it: read,
@@ -101,7 +109,7 @@ func (l *Library) Projector(name string) (string, error) {
 // download that did not finish, a projector of a kind Hearth lacks) is
 // passed over.
 func pairProjector(modelPath, arch string, width int, read func(path string) (projectorHeader, error)) (string, error) {
-	if width <= 0 || arch != visionArch {
+	if width <= 0 || !seesImages(arch) {
 		return "", nil // a model without a known width, or one Hearth shows no images
 	}
 	dir := filepath.Dir(modelPath)
@@ -122,7 +130,7 @@ func pairProjector(modelPath, arch string, width int, read func(path string) (pr
 		}
 		path := filepath.Join(dir, name)
 		h, err := read(path)
-		if err != nil || h.width != width {
+		if err != nil || h.width != width || h.arch != arch {
 			continue
 		}
 		found = append(found, candidate{path, name, h.precision, commonPrefix(model, strings.ToLower(name))})
@@ -147,10 +155,16 @@ func readProjector(path string) (projectorHeader, error) {
 	if !ok || len(t.Shape) != 2 {
 		return projectorHeader{}, fmt.Errorf("%s: no %s matrix: not a vision projector Hearth reads", path, projectionTensor)
 	}
-	if kind := projectorType(f); kind != visionProjector {
-		return projectorHeader{}, fmt.Errorf("%s: projector type %q: not one Hearth reads (%s)", path, kind, visionProjector)
+	kind := projectorType(f)
+	arch, ok := projectorArch[kind]
+	if !ok {
+		return projectorHeader{}, fmt.Errorf("%s: projector type %q: not one Hearth reads (gemma3, gemma4v)", path, kind)
 	}
-	return projectorHeader{width: int(t.Shape[0]), precision: projectorPrecision(f, filepath.Base(path))}, nil
+	width := int(t.Shape[0])
+	if kind == "gemma4v" {
+		width = int(t.Shape[1])
+	}
+	return projectorHeader{arch: arch, width: width, precision: projectorPrecision(f, filepath.Base(path))}, nil
 }
 
 // projectorType is an mmproj file's projector type, as llama.cpp's clip

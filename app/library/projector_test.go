@@ -285,10 +285,12 @@ func TestProjectorPrecision(t *testing.T) {
 	}
 }
 
-// TestProjectorOnlyForGemma3: a projector of the right width beside a
+// TestProjectorOnlyForItsFamily: a projector of the right width beside a
 // model of another architecture, or one of another type (llava's) beside
-// a Gemma 3 model, is not paired: Hearth would show the model no images.
-func TestProjectorOnlyForGemma3(t *testing.T) {
+// a Gemma 3 model, is not paired: Hearth would show the model no images. A
+// Gemma 4 model pairs with a Gemma 4 projector (its projection stored the
+// other way round) and with no Gemma 3 one, though both are as wide.
+func TestProjectorOnlyForItsFamily(t *testing.T) {
 	dir := t.TempDir()
 	llama := filepath.Join(dir, "llama.gguf")
 	place(t, tinyLlama.path, llama)
@@ -305,5 +307,28 @@ func TestProjectorOnlyForGemma3(t *testing.T) {
 	ggufedit.Rewrite(t, good, filepath.Join(dir, "mmproj-llava-f16.gguf"), map[string]gguf.Value{"clip.projector_type": gguf.ValueOf("mlp")}, nil, nil)
 	if got, err := ProjectorFor(gemma); got != "" || err != nil {
 		t.Errorf("a gemma3 model paired with a llava projector %q (%v)", got, err)
+	}
+
+	// Gemma 4 beside Gemma 3's projector, then beside its own.
+	dir = t.TempDir()
+	g4 := filepath.Join(dir, "gemma4.gguf")
+	mp, _ := synth.PresetByName("tiny-gemma4")
+	if err := synth.WriteFile(g4, mp, synth.Options{Quant: "F32", Seed: 1}); err != nil {
+		t.Fatal(err)
+	}
+	pp, _ := synth.ProjectorPresetByName("tiny-gemma4-vision")
+	if pp.TextHidden != tinyGemma.embedding || mp.Hidden != tinyGemma.embedding {
+		t.Fatalf("the tiny Gemma 4 model and projector are %d and %d wide, the tiny Gemma 3 %d: the test needs them alike", mp.Hidden, pp.TextHidden, tinyGemma.embedding)
+	}
+	place(t, tinyVision, filepath.Join(dir, "mmproj-gemma3-f16.gguf"))
+	if got, err := ProjectorFor(g4); got != "" || err != nil {
+		t.Errorf("a gemma4 model paired with Gemma 3's projector %q (%v)", got, err)
+	}
+	own := filepath.Join(dir, "mmproj-gemma4-f16.gguf")
+	if err := synth.WriteProjector(own, pp, 1); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ProjectorFor(g4); got != own || err != nil {
+		t.Errorf("a gemma4 model paired with %q (%v), want %s", got, err, own)
 	}
 }

@@ -184,7 +184,7 @@ func Presets() []Preset {
 			Vocab: 262144, Hidden: 1536, Layers: 35, Heads: 8, KVHeads: 1, HeadDim: 512, HeadDimSWA: 256, FF: 6144, FFShared: 12288,
 			Context: 131072, Eps: 1e-6, RopeBase: 1000000, RopeBaseSWA: 10000, ProportionalRope: 0.25,
 			SlidingWindow: 512, SlidingWindowPattern: 5, SharedKVLayers: 20, PerLayerInput: 256, FinalSoftcap: 30,
-			TiedEmbeddings: true, Tokenizer: "gemma",
+			TiedEmbeddings: true, Tokenizer: "gemma4",
 		},
 		{
 			// google/gemma-4-E4B's: one global layer in six, 18 shared.
@@ -192,7 +192,7 @@ func Presets() []Preset {
 			Vocab: 262144, Hidden: 2560, Layers: 42, Heads: 8, KVHeads: 2, HeadDim: 512, HeadDimSWA: 256, FF: 10240,
 			Context: 131072, Eps: 1e-6, RopeBase: 1000000, RopeBaseSWA: 10000, ProportionalRope: 0.25,
 			SlidingWindow: 512, SlidingWindowPattern: 6, SharedKVLayers: 18, PerLayerInput: 256, FinalSoftcap: 30,
-			TiedEmbeddings: true, Tokenizer: "gemma",
+			TiedEmbeddings: true, Tokenizer: "gemma4",
 		},
 		{
 			// google/gemma-4-26B-A4B's text_config: one global layer in
@@ -211,7 +211,7 @@ func Presets() []Preset {
 			Context: 262144, Eps: 1e-6, RopeBase: 1000000, RopeBaseSWA: 10000, ProportionalRope: 0.25,
 			SlidingWindow: 1024, SlidingWindowPattern: 6, FinalSoftcap: 30, KEqV: true,
 			Experts: 128, ExpertsUsed: 8, ExpertFF: 704,
-			TiedEmbeddings: true, Tokenizer: "gemma",
+			TiedEmbeddings: true, Tokenizer: "gemma4",
 		},
 		{
 			// google/gemma-3n-E2B's config.json (text_config): one global
@@ -319,7 +319,7 @@ func Presets() []Preset {
 			Vocab: 736, Hidden: 128, Layers: 6, Heads: 4, KVHeads: 2, HeadDim: 512, HeadDimSWA: 64, FF: 192, FFShared: 384,
 			Context: 2048, Eps: 1e-6, RopeBase: 1000000, RopeBaseSWA: 10000, ProportionalRope: 0.25,
 			SlidingWindow: 16, SlidingWindowPattern: 3, SharedKVLayers: 2, PerLayerInput: 16, FinalSoftcap: 30,
-			TiedEmbeddings: true, Tokenizer: "gemma",
+			TiedEmbeddings: true, Tokenizer: "gemma4",
 		},
 		{
 			// The 26B-A4B's layer at a test model's size: the expert
@@ -331,7 +331,7 @@ func Presets() []Preset {
 			Context: 2048, Eps: 1e-6, RopeBase: 1000000, RopeBaseSWA: 10000, ProportionalRope: 0.25,
 			SlidingWindow: 16, SlidingWindowPattern: 3, FinalSoftcap: 30, KEqV: true,
 			Experts: 8, ExpertsUsed: 3, ExpertFF: 64,
-			TiedEmbeddings: true, Tokenizer: "gemma",
+			TiedEmbeddings: true, Tokenizer: "gemma4",
 		},
 		{
 			Name: "tiny-gemma3n", Model: "test model: Gemma 3n, 6 layers (3 and 6 global), window 16, 4 AltUp streams, LAuReL of rank 16, the first 2 sparse, the last 2 sharing caches, per-layer embeddings", Arch: "gemma3n",

@@ -66,18 +66,22 @@ func familyOf(name string) (family, bool) {
 			bos:  "<|endoftext|>", eos: "<|endoftext|>", eot: "<|im_end|>", pad: "<|endoftext|>",
 			template: "chatml",
 		}, true
-	case "gemma", "gemma3":
+	case "gemma", "gemma3", "gemma4":
 		// Gemma's SentencePiece model adds no dummy prefix. Gemma 3's
 		// vocabulary adds the tokens that frame an image and stand for
-		// its rows (ids 255999, 256000 and 262144 in the real one).
+		// its rows (ids 255999, 256000 and 262144 in the real one),
+		// Gemma 4's its own (255999, 258882 and 258880).
 		f := family{
 			model: tokenizer.ModelSPM,
 			head:  []string{"<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>"},
 			bos:   "<bos>", eos: "<eos>", eot: "<end_of_turn>", unk: "<unk>", pad: "<pad>",
 			addBOS: true, template: "gemma",
 		}
-		if name == "gemma3" {
+		switch name {
+		case "gemma3":
 			f.tail = []string{"<start_of_image>", "<end_of_image>", "<image_soft_token>"}
+		case "gemma4":
+			f.tail = []string{"<|image>", "<image|>", "<|image|>"}
 		}
 		return f, true
 	case "phi3":
