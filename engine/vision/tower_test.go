@@ -213,10 +213,11 @@ func TestOpenRefuses(t *testing.T) {
 	}
 }
 
-// BenchmarkGPUTower encodes one image on the GPU with a projector of
-// synth's preset named by HEARTH_VISION_PRESET (tiny-gemma3-vision when
-// unset; gemma-3-4b-vision is the real Gemma 3 tower, 896×896 pixels in
-// 4096 patches): the time from pixels to the tokens read back.
+// BenchmarkGPUTower encodes one 896×896 image on the GPU with a projector
+// of synth's preset named by HEARTH_VISION_PRESET (tiny-gemma3-vision when
+// unset; gemma-3-4b-vision is the real Gemma 3 tower, 4096 patches;
+// gemma-4-e2b-vision and gemma-4-31b-vision Gemma 4's, a 48×48-patch
+// grid): the time from pixels to the tokens read back.
 //
 //	HEARTH_VISION_PRESET=gemma-3-4b-vision go test ./engine/vision -run '^$' -bench GPUTower -benchtime 10x
 func BenchmarkGPUTower(b *testing.B) {
