@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""DRAFT (not yet run). Converts the Gemma 4 vision fixture's Hugging Face
+"""Converts the Gemma 4 vision fixture's Hugging Face
 folder to GGUF with llama.cpp's own converter, as the files people download
 are made: the text model (its Gemma4Model class) or, with --mmproj, the
 vision tower and embedder (Gemma4VisionAudioModel: clip.vision.projector_type
@@ -20,6 +20,7 @@ Sequence decoder (Gemma 4's own) and refuses the fixture's byte-level BPE
 "gpt2", pre "gpt-2"), as engine/vision/testdata/gemma3/convert.py identifies
 its tokenizer. The mmproj converter reads no tokenizer.
 """
+import json
 import os
 import sys
 
@@ -31,6 +32,20 @@ sys.path.insert(0, llama)
 import convert_hf_to_gguf as conv  # noqa: E402
 import gguf  # noqa: E402
 
+# llama.cpp's Gemma4Model reads text_config.global_head_dim, which
+# transformers 5.17 drops from a config made with it: the fixture's
+# expected.json (beside the model folder) says what it was.
+with open(os.path.join(os.path.dirname(os.path.abspath(model)), "expected.json"), encoding="utf-8") as f:
+    GLOBAL_HEAD_DIM = json.load(f)["config"]["text"]["global_head_dim"]
+_init = conv.Gemma4Model.__init__
+
+
+def _init_with_global_head_dim(self, *args, **kwargs):
+    _init(self, *args, **kwargs)
+    self.hparams.setdefault("global_head_dim", GLOBAL_HEAD_DIM)
+
+
+conv.Gemma4Model.__init__ = _init_with_global_head_dim
 conv.TextModel.get_vocab_base_pre = lambda self, tokenizer: "gpt-2"
 conv.Gemma4Model.set_vocab = lambda self: self._set_vocab_gpt2()
 sys.argv = ["convert_hf_to_gguf.py", model, "--outfile", out, "--outtype", "f16", *sys.argv[4:]]

@@ -1,4 +1,4 @@
-# DRAFT. Makes the Gemma 4 vision fixture on the device machine (transformers
+# Makes the Gemma 4 vision fixture on the device machine (transformers
 # 5.17, torch 2.11, torchvision): the Hugging Face folder, the four PNGs and
 # expected.json (make_fixture.py), then llama.cpp's own converter twice
 # (convert.py): the text GGUF and the mmproj GGUF, all under $OUT/g4v. Copy

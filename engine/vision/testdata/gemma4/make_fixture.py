@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""DRAFT (not yet run). A tiny random-weight Gemma 4 vision-language model
+"""A tiny random-weight Gemma 4 vision-language model
 (Gemma4ForConditionalGeneration: the Gemma 4 vision tower, its multimodal
 embedder and the gemma4 text family) with what transformers computes for four
 images and three prompts, as the oracle for Hearth's Gemma 4 image input
@@ -596,8 +596,10 @@ def make_config():
         if k != "rope_parameters" and getattr(vc, k, None) != v:
             raise RuntimeError(f"vision config {k} is {getattr(vc, k, None)!r}, want {v!r}")
     rp = getattr(vc, "rope_parameters", None) or {}
-    if rp.get("rope_theta") != 100.0 or rp.get("rope_type", "default") != "default":
-        raise RuntimeError(f"vision rope_parameters {rp}, want default with theta 100")
+    # transformers 5.17 names the vision rope "axial" (5.5-5.16: "default"); the
+    # by-hand tower below checks that it still turns x then y halves.
+    if rp.get("rope_theta") != 100.0 or rp.get("rope_type", "default") not in ("default", "axial"):
+        raise RuntimeError(f"vision rope_parameters {rp}, want default or axial with theta 100")
     if cfg.audio_config is not None:
         raise RuntimeError("audio_config must be None")
     return cfg
@@ -1245,20 +1247,24 @@ def make(out):
         clamps.setdefault(str(i), {})[name] = {b: float(getattr(mod, b)) for b in BOUNDS}
 
     tc, vc = saved.config.text_config, saved.config.vision_config
+    # transformers 5.17 refuses the global reading of a per-layer attribute
+    # (head_dim); the dict holds what the config was made with.
+    def td_get(k):
+        return tc.__dict__[k] if k in tc.__dict__ else FAM["config"][k]
     expected = {
         "architecture": "Gemma4ForConditionalGeneration",
         "versions": versions,
         "seed": seed,
         "vision_seed": seed + VISION_SEED_OFFSET,
         "config": {
-            "text": {"hidden_size": tc.hidden_size, "intermediate_size": tc.intermediate_size,
-                     "num_hidden_layers": tc.num_hidden_layers, "num_attention_heads": tc.num_attention_heads,
-                     "num_key_value_heads": tc.num_key_value_heads, "head_dim": tc.head_dim,
-                     "global_head_dim": FAM["config"]["global_head_dim"], "vocab_size": tc.vocab_size,
-                     "sliding_window": tc.sliding_window, "layer_types": list(tc.layer_types),
-                     "num_kv_shared_layers": tc.num_kv_shared_layers,
-                     "hidden_size_per_layer_input": tc.hidden_size_per_layer_input,
-                     "final_logit_softcapping": tc.final_logit_softcapping, "rms_norm_eps": tc.rms_norm_eps,
+            "text": {"hidden_size": td_get("hidden_size"), "intermediate_size": td_get("intermediate_size"),
+                     "num_hidden_layers": td_get("num_hidden_layers"), "num_attention_heads": td_get("num_attention_heads"),
+                     "num_key_value_heads": td_get("num_key_value_heads"), "head_dim": td_get("head_dim"),
+                     "global_head_dim": FAM["config"]["global_head_dim"], "vocab_size": td_get("vocab_size"),
+                     "sliding_window": td_get("sliding_window"), "layer_types": list(td_get("layer_types")),
+                     "num_kv_shared_layers": td_get("num_kv_shared_layers"),
+                     "hidden_size_per_layer_input": td_get("hidden_size_per_layer_input"),
+                     "final_logit_softcapping": td_get("final_logit_softcapping"), "rms_norm_eps": td_get("rms_norm_eps"),
                      "rope_parameters": mf.rope_summary(tc), "layer_scalars": FAM["layer_scalars"],
                      "embed_scale": math.sqrt(tc.hidden_size), "use_bidirectional_attention": None},
             "vision": dict(VISION, d_head=vc.hidden_size // vc.num_attention_heads),
