@@ -14,7 +14,9 @@ import (
 // 64, bidirectional) at 64 and 512 tokens, a Llama 3 8B prefill of 512
 // tokens (32 heads of 128 on 8 KV heads, causal) and a Gemma 2 2B one
 // (8 heads of 256 on 4, softcap 50), and Gemma 3's SigLIP tower on an
-// 896×896 image (4096 patches, 16 heads of 72, bidirectional). GFLOP/s counts 4*head_dim per visible
+// 896×896 image (4096 patches, 16 heads of 72, bidirectional) and Gemma
+// 4's E2B and 31B towers on one (2304 patches; 12 heads of 64, 16 of 72).
+// GFLOP/s counts 4*head_dim per visible
 // (query, key) pair and head: a multiply-add each for q·k and p·v.
 func BenchmarkAttentionPrefill(b *testing.B) {
 	for _, shape := range []struct {
@@ -26,6 +28,8 @@ func BenchmarkAttentionPrefill(b *testing.B) {
 		{"llama8b_causal_T512", AttentionArgs{HeadDim: 128, Heads: 32, KVHeads: 8, Tokens: 512, KVLen: 512}},
 		{"gemma2-2b_causal_T512", AttentionArgs{HeadDim: 256, Heads: 8, KVHeads: 4, Tokens: 512, KVLen: 512, Softcap: 50}},
 		{"siglip_T4096", AttentionArgs{HeadDim: 72, Heads: 16, KVHeads: 16, Tokens: 4096, KVLen: 4096, Bidirectional: true}},
+		{"gemma4-e2b-vision_T2304", AttentionArgs{HeadDim: 64, Heads: 12, KVHeads: 12, Tokens: 2304, KVLen: 2304, Bidirectional: true, Scale: 1}},
+		{"gemma4-31b-vision_T2304", AttentionArgs{HeadDim: 72, Heads: 16, KVHeads: 16, Tokens: 2304, KVLen: 2304, Bidirectional: true, Scale: 1}},
 	} {
 		a := shape.a
 		qn, kvn := a.Tokens*a.Heads*a.HeadDim, a.KVLen*a.KVHeads*a.HeadDim

@@ -33,6 +33,10 @@ type GPUTower struct {
 
 	g4 *gpuGemma4 // Gemma 4's weights, instead of the fields above's
 
+	// attTile is the attention's tile; zero is the dispatcher's choice
+	// (BenchmarkGPUTower compares others).
+	attTile ops.AttentionTile
+
 	tensors []*gpu.Tensor
 	buffers []*gpu.Buffer
 }
@@ -250,7 +254,7 @@ func (g *GPUTower) record(ch *gpu.Chain) (*gpu.Readback, error) {
 		linear(b.q, b.qb, g.h, g.q, n)
 		linear(b.k, b.kb, g.h, g.k, n)
 		linear(b.v, b.vb, g.h, g.v, n)
-		try(ops.Attention(ch, g.q, g.k, g.v, g.scratch, g.att, att))
+		try(ops.AttentionWith(ch, g.q, g.k, g.v, g.scratch, g.att, att, ops.AttentionOptions{Tile: g.attTile}))
 		linear(b.o, b.ob, g.att, g.h, n)
 		try(ops.AddInPlace(ch, g.x, g.h, n*d))
 		ln(g.x, b.ln2, g.h)

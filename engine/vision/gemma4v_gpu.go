@@ -184,7 +184,7 @@ func (g *GPUTower) recordGemma4(ch *gpu.Chain, gr Grid) (*gpu.Readback, error) {
 		}
 		try(ops.RoPE(ch, g.q, nil, g4.ropePos, rope))
 		try(ops.RoPE(ch, g.k, nil, g4.ropePos, rope))
-		try(ops.Attention(ch, g.q, g.k, g.v, g.scratch, g.att, att))
+		try(ops.AttentionWith(ch, g.q, g.k, g.v, g.scratch, g.att, att, ops.AttentionOptions{Tile: g.attTile}))
 		linear(b.o, g.att, g.h)
 		try(ops.RMSNormAdd(ch, g.h, b.attnPost, g.x, ops.NormArgs{Rows: n, Dim: d, Eps: c.Eps}))
 		norm(g.x, b.ln2, g.h, n, d)

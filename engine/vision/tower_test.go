@@ -217,7 +217,9 @@ func TestOpenRefuses(t *testing.T) {
 // of synth's preset named by HEARTH_VISION_PRESET (tiny-gemma3-vision when
 // unset; gemma-3-4b-vision is the real Gemma 3 tower, 4096 patches;
 // gemma-4-e2b-vision and gemma-4-31b-vision Gemma 4's, a 48×48-patch
-// grid): the time from pixels to the tokens read back.
+// grid): the time from pixels to the tokens read back. HEARTH_VISION_TILE
+// (e.g. 16x16: queries × keys) sets the attention's tile in place of the
+// dispatcher's.
 //
 //	HEARTH_VISION_PRESET=gemma-3-4b-vision go test ./engine/vision -run '^$' -bench GPUTower -benchtime 10x
 func BenchmarkGPUTower(b *testing.B) {
@@ -243,6 +245,11 @@ func BenchmarkGPUTower(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer g.Release()
+	if s := os.Getenv("HEARTH_VISION_TILE"); s != "" {
+		if _, err := fmt.Sscanf(s, "%dx%d", &g.attTile.BQ, &g.attTile.BK); err != nil {
+			b.Fatalf("HEARTH_VISION_TILE=%q: want queries x keys, e.g. 16x16", s)
+		}
+	}
 	gr, err := tw.Config.GridFor(896, 896)
 	if err != nil {
 		b.Fatal(err)
