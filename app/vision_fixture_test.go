@@ -246,7 +246,10 @@ const tolGemma4VisionLogits = 1e-4
 // image: the template with image markers, Splice's framing and token
 // counts against the processor's input_ids, every position's logits on
 // both backends, and greedy decoding from the prompt against transformers'
-// greedy tokens.
+// greedy tokens. The file is E2B-like (per-layer inputs: images causal);
+// for the prompt the fixture also ran under the 26B and 31B models' rule
+// (images see each other on sliding layers), the logits are checked
+// under ImagesSliding against those.
 func TestGemma4VisionMatchesTransformers(t *testing.T) {
 	dir := filepath.Join("..", "engine", "vision", "testdata", "gemma4")
 	raw, err := os.ReadFile(filepath.Join(dir, "expected.json"))
@@ -261,6 +264,10 @@ func TestGemma4VisionMatchesTransformers(t *testing.T) {
 		Config struct {
 			MaxSoftTokens int `json:"max_soft_tokens"`
 		} `json:"config"`
+		Prompts []struct {
+			// Under the 26B and 31B models' rule ("vision"), for one prompt.
+			LogitsVisionMode [][]float32 `json:"logits_vision_mode"`
+		} `json:"prompts"`
 	}
 	if err := json.Unmarshal(raw, &budget); err != nil {
 		t.Fatal(err)
@@ -286,10 +293,34 @@ func TestGemma4VisionMatchesTransformers(t *testing.T) {
 	}
 	defer g.Close()
 
-	for _, p := range fx.Prompts {
+	for k, p := range fx.Prompts {
 		t.Run(p.Name, func(t *testing.T) {
 			msgs, files := fixtureMessages(t, dir, fx.Images, p.Messages, p.Images)
-			for _, r := range []model.Runner{cpu, g} {
+			type run struct {
+				r       model.Runner
+				want    [][]float32
+				sliding bool
+			}
+			runs := []run{{cpu, p.Logits, false}, {g, p.Logits, false}}
+			if vision := budget.Prompts[k].LogitsVisionMode; vision != nil {
+				// The same file under the larger models' rule, on runners
+				// made after the switch (a GPU runner keeps its chains).
+				m.Config.ImagesSliding = true
+				vc, err := model.NewCPU(m, 256)
+				if err != nil {
+					t.Fatal(err)
+				}
+				vg, err := model.NewGPU(dev, m, model.GPUOptions{Context: 256, Batch: 80, F32Decode: true})
+				m.Config.ImagesSliding = false
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer vg.Close()
+				runs = append(runs, run{vc, vision, true}, run{vg, vision, true})
+			}
+			for _, rn := range runs {
+				r := rn.r
+				m.Config.ImagesSliding = rn.sliding
 				v, err := OpenVision(projPath, m, r)
 				if err != nil {
 					t.Fatal(err)
@@ -320,10 +351,14 @@ func TestGemma4VisionMatchesTransformers(t *testing.T) {
 					t.Fatal(err)
 				}
 				logits := promptLogits(t, r, ip)
-				if d, at := logitstest.MaxRelDiff(logits, slices.Concat(p.Logits...)); d > tolGemma4VisionLogits {
+				if d, at := logitstest.MaxRelDiff(logits, slices.Concat(rn.want...)); d > tolGemma4VisionLogits {
 					t.Errorf("%T: logits differ from transformers' by %.3g of the range at position %d", r, d, at/m.Config.Vocab)
 				} else {
-					t.Logf("%T: logits within %.3g of the range", r, d)
+					t.Logf("%T: logits within %.3g of the range (images see each other on sliding layers: %v)", r, d, rn.sliding)
+				}
+				if rn.sliding {
+					m.Config.ImagesSliding = false
+					continue // transformers' greedy tokens are the file's own rule's
 				}
 				// Greedy from the prompt's last logits on.
 				vocab := m.Config.Vocab

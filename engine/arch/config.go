@@ -67,6 +67,11 @@ type Config struct {
 	// VNorm: each v head is RMS-normalised without a gain before the cache
 	// (Gemma 4).
 	VNorm bool
+	// ImagesSliding: an image's rows see each other on sliding layers only
+	// (ImageBatch). Gemma 4 sets it for the models without per-layer inputs
+	// (26B, 31B: transformers' use_bidirectional_attention "vision"); no
+	// GGUF key says so.
+	ImagesSliding bool
 	// ValueFromKey: a layer with its own cache but no attn_v takes its
 	// values from k's projection (before k's norm), as llama.cpp does for
 	// Gemma 4's attention_k_eq_v.
@@ -215,11 +220,11 @@ func (c *Config) Window(i int) int {
 // embeddings) see each other past the causal mask. Gemma 3's do at every
 // layer. Gemma 4's follow transformers' use_bidirectional_attention: the
 // models with per-layer inputs (E2B, E4B; None there) keep them causal,
-// the others ("vision") lift the mask on sliding layers only, their window
-// still applying.
+// the others ("vision", ImagesSliding) lift the mask on sliding layers
+// only, their window still applying.
 func (c *Config) ImageBatch(i int) bool {
 	if c.Arch == "gemma4" {
-		return c.PerLayerInput == 0 && c.Sliding(i)
+		return c.ImagesSliding && c.Sliding(i)
 	}
 	return true
 }

@@ -210,6 +210,8 @@ func configureGemmaPLE(f *gguf.File, c *Config, period int, softcap float32, per
 	if c.PerLayerInput < 0 {
 		return fmt.Errorf("%s: embedding_length_per_layer_input %d must not be negative", c.Arch, c.PerLayerInput)
 	}
+	// As upstream llama.cpp tells the 26B and 31B from E2B and E4B.
+	c.ImagesSliding = c.PerLayerInput == 0
 	return nil
 }
 
