@@ -60,35 +60,10 @@ const tolVisionLogits = 2e-3
 // and greedy generation through the engine against transformers' greedy
 // tokens.
 func TestGemma3VisionMatchesTransformers(t *testing.T) {
-	dir := filepath.Join("..", "engine", "vision", "testdata", "gemma3")
-	raw, err := os.ReadFile(filepath.Join(dir, "expected.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var fx gemma3VisionPrompts
-	if err := json.Unmarshal(raw, &fx); err != nil {
-		t.Fatal(err)
-	}
-	modelPath, projPath := filepath.Join(dir, "gemma3-text.gguf"), filepath.Join(dir, "mmproj.gguf")
-	m, err := model.Load(modelPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	dev, err := gpu.Open(gpu.OptionsFromEnv())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dev.Release()
-	cpu, err := model.NewCPU(m, 128)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := model.NewGPU(dev, m, model.GPUOptions{Context: 128, Batch: 32, F32Decode: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
+	vf := openVisionFixture(t, "gemma3", "gemma3-text.gguf", 128, 32, &fx)
+	dir, m, modelPath, projPath := vf.dir, vf.m, vf.modelPath, vf.projPath
+	cpu, g := vf.newRunners(t)
 
 	for _, p := range fx.Prompts {
 		t.Run(p.Name, func(t *testing.T) {
@@ -161,6 +136,58 @@ func TestGemma3VisionMatchesTransformers(t *testing.T) {
 		}
 		e.Close()
 	}
+}
+
+// visionFixture is an engine/vision fixture's folder, its expected.json and
+// its text model, with a GPU device for its runners.
+type visionFixture struct {
+	dir, modelPath, projPath string
+	raw                      []byte
+	m                        *model.Model
+	dev                      *gpu.Device
+	ctx, batch               int
+}
+
+// openVisionFixture reads engine/vision/testdata/<name>'s expected.json
+// into fx and loads its text model file; the test's cleanup releases
+// them. Runners get ctx positions and, on the GPU, batches of batch.
+func openVisionFixture(t *testing.T, name, text string, ctx, batch int, fx any) *visionFixture {
+	t.Helper()
+	dir := filepath.Join("..", "engine", "vision", "testdata", name)
+	raw, err := os.ReadFile(filepath.Join(dir, "expected.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, fx); err != nil {
+		t.Fatal(err)
+	}
+	vf := &visionFixture{dir: dir, modelPath: filepath.Join(dir, text), projPath: filepath.Join(dir, "mmproj.gguf"), raw: raw, ctx: ctx, batch: batch}
+	if vf.m, err = model.Load(vf.modelPath); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { vf.m.Close() })
+	if vf.dev, err = gpu.Open(gpu.OptionsFromEnv()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(vf.dev.Release)
+	return vf
+}
+
+// newRunners makes a CPU and a GPU runner of the fixture's model, as its
+// config now stands (f32 decode on the GPU, as the CPU's); the test's
+// cleanup closes the GPU's.
+func (vf *visionFixture) newRunners(t *testing.T) (*model.CPU, *model.GPU) {
+	t.Helper()
+	cpu, err := model.NewCPU(vf.m, vf.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := model.NewGPU(vf.dev, vf.m, model.GPUOptions{Context: vf.ctx, Batch: vf.batch, F32Decode: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	return cpu, g
 }
 
 // fixtureMessages turns a fixture prompt's messages (image and text items)
@@ -251,15 +278,10 @@ const tolGemma4VisionLogits = 1e-4
 // (images see each other on sliding layers), the logits are checked
 // under ImagesSliding against those.
 func TestGemma4VisionMatchesTransformers(t *testing.T) {
-	dir := filepath.Join("..", "engine", "vision", "testdata", "gemma4")
-	raw, err := os.ReadFile(filepath.Join(dir, "expected.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var fx gemma3VisionPrompts
-	if err := json.Unmarshal(raw, &fx); err != nil {
-		t.Fatal(err)
-	}
+	vf := openVisionFixture(t, "gemma4", "gemma4-text.gguf", 256, 80, &fx)
+	dir, m, projPath := vf.dir, vf.m, vf.projPath
+	cpu, g := vf.newRunners(t)
 	var budget struct {
 		Config struct {
 			MaxSoftTokens int `json:"max_soft_tokens"`
@@ -269,29 +291,9 @@ func TestGemma4VisionMatchesTransformers(t *testing.T) {
 			LogitsVisionMode [][]float32 `json:"logits_vision_mode"`
 		} `json:"prompts"`
 	}
-	if err := json.Unmarshal(raw, &budget); err != nil {
+	if err := json.Unmarshal(vf.raw, &budget); err != nil {
 		t.Fatal(err)
 	}
-	modelPath, projPath := filepath.Join(dir, "gemma4-text.gguf"), filepath.Join(dir, "mmproj.gguf")
-	m, err := model.Load(modelPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	dev, err := gpu.Open(gpu.OptionsFromEnv())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dev.Release()
-	cpu, err := model.NewCPU(m, 256)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := model.NewGPU(dev, m, model.GPUOptions{Context: 256, Batch: 80, F32Decode: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
 
 	for k, p := range fx.Prompts {
 		t.Run(p.Name, func(t *testing.T) {
@@ -306,16 +308,8 @@ func TestGemma4VisionMatchesTransformers(t *testing.T) {
 				// The same file under the larger models' rule, on runners
 				// made after the switch (a GPU runner keeps its chains).
 				m.Config.ImagesSliding = true
-				vc, err := model.NewCPU(m, 256)
-				if err != nil {
-					t.Fatal(err)
-				}
-				vg, err := model.NewGPU(dev, m, model.GPUOptions{Context: 256, Batch: 80, F32Decode: true})
+				vc, vg := vf.newRunners(t)
 				m.Config.ImagesSliding = false
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer vg.Close()
 				runs = append(runs, run{vc, vision, true}, run{vg, vision, true})
 			}
 			for _, rn := range runs {

@@ -73,19 +73,12 @@ func WriteProjector(path string, p ProjectorPreset, seed uint64) (err error) {
 	side := p.ImageSize / p.PatchSize
 	kvs := []keyValue{
 		{"clip.projector_type", gguf.ValueOf("gemma3")},
-		{"clip.has_vision_encoder", gguf.ValueOf(true)},
 		{"clip.use_gelu", gguf.ValueOf(true)},
 		{"clip.vision.image_size", gguf.ValueOf(uint32(p.ImageSize))},
-		{"clip.vision.patch_size", gguf.ValueOf(uint32(p.PatchSize))},
-		{"clip.vision.embedding_length", gguf.ValueOf(uint32(p.Hidden))},
-		{"clip.vision.feed_forward_length", gguf.ValueOf(uint32(p.FF))},
-		{"clip.vision.projection_dim", gguf.ValueOf(uint32(p.TextHidden))},
-		{"clip.vision.block_count", gguf.ValueOf(uint32(p.Layers))},
-		{"clip.vision.attention.head_count", gguf.ValueOf(uint32(p.Heads))},
-		{"clip.vision.attention.layer_norm_epsilon", gguf.ValueOf(float32(1e-6))},
 		{"clip.vision.image_mean", gguf.ArrayOf([]float32{0.5, 0.5, 0.5})},
 		{"clip.vision.image_std", gguf.ArrayOf([]float32{0.5, 0.5, 0.5})},
 	}
+	kvs = append(kvs, towerKeys(p)...)
 	if p.Merge != 4 {
 		// The converter writes the key only where it is not gemma3's 4.
 		kvs = append(kvs, keyValue{"clip.vision.projector.scale_factor", gguf.ValueOf(uint32(p.Merge))})
@@ -118,6 +111,21 @@ func WriteProjector(path string, p ProjectorPreset, seed uint64) (err error) {
 		// transformers' mm_input_projection_weight [Hidden, TextHidden]: x·W.
 		tensor{"mm.input_projection.weight", gguf.TypeF16, []uint64{uint64(p.TextHidden), d}, 1 / math.Sqrt(float64(d)), 0})
 	return writeProjector(path, p, kvs, ts, seed)
+}
+
+// towerKeys are the keys every projector file of p has: its encoder's
+// shape and the projection's width.
+func towerKeys(p ProjectorPreset) []keyValue {
+	return []keyValue{
+		{"clip.has_vision_encoder", gguf.ValueOf(true)},
+		{"clip.vision.patch_size", gguf.ValueOf(uint32(p.PatchSize))},
+		{"clip.vision.embedding_length", gguf.ValueOf(uint32(p.Hidden))},
+		{"clip.vision.feed_forward_length", gguf.ValueOf(uint32(p.FF))},
+		{"clip.vision.projection_dim", gguf.ValueOf(uint32(p.TextHidden))},
+		{"clip.vision.block_count", gguf.ValueOf(uint32(p.Layers))},
+		{"clip.vision.attention.head_count", gguf.ValueOf(uint32(p.Heads))},
+		{"clip.vision.attention.layer_norm_epsilon", gguf.ValueOf(float32(1e-6))},
+	}
 }
 
 // keyValue is one metadata key of a projector file.
@@ -204,18 +212,11 @@ func writeGemma4Projector(path string, p ProjectorPreset, seed uint64) error {
 	}
 	kvs := []keyValue{
 		{"clip.vision.projector_type", gguf.ValueOf("gemma4v")},
-		{"clip.has_vision_encoder", gguf.ValueOf(true)},
-		{"clip.vision.image_size", gguf.ValueOf(uint32(224))},
-		{"clip.vision.patch_size", gguf.ValueOf(uint32(p.PatchSize))},
-		{"clip.vision.embedding_length", gguf.ValueOf(uint32(p.Hidden))},
-		{"clip.vision.feed_forward_length", gguf.ValueOf(uint32(p.FF))},
-		{"clip.vision.projection_dim", gguf.ValueOf(uint32(p.TextHidden))},
-		{"clip.vision.block_count", gguf.ValueOf(uint32(p.Layers))},
-		{"clip.vision.attention.head_count", gguf.ValueOf(uint32(p.Heads))},
-		{"clip.vision.attention.layer_norm_epsilon", gguf.ValueOf(float32(1e-6))},
+		{"clip.vision.image_size", gguf.ValueOf(uint32(224))}, // a placeholder: the grid follows the image
 		{"clip.vision.image_mean", gguf.ArrayOf([]float32{0, 0, 0})},
 		{"clip.vision.image_std", gguf.ArrayOf([]float32{1, 1, 1})},
 	}
+	kvs = append(kvs, towerKeys(p)...)
 	if p.Merge != 3 {
 		kvs = append(kvs, keyValue{"clip.vision.projector.scale_factor", gguf.ValueOf(uint32(p.Merge))})
 	}

@@ -67,26 +67,8 @@ func NewGPUTower(dev *gpu.Device, t *Tower) (*GPUTower, error) {
 func (g *GPUTower) upload() error {
 	t, c := g.t, g.t.Config
 	var err error
-	tensor := func(w *Weight) *gpu.Tensor {
-		if err != nil {
-			return nil
-		}
-		var tt *gpu.Tensor
-		if tt, err = g.dev.NewTensor(w.Name, w.Type, w.Rows, w.Cols, w.Data, 0); err == nil {
-			g.tensors = append(g.tensors, tt)
-		}
-		return tt
-	}
-	vector := func(w *Weight) *gpu.Buffer {
-		if err != nil {
-			return nil
-		}
-		var f []float32
-		if f, err = w.F32(); err != nil {
-			return nil
-		}
-		return g.buffer(w.Name, f, &err)
-	}
+	tensor := func(w *Weight) *gpu.Tensor { return g.tensor(w, &err) }
+	vector := func(w *Weight) *gpu.Buffer { return g.vector(w, &err) }
 	g.patch, g.patchBias, g.position = tensor(t.Patch), vector(t.PatchBias), vector(t.Position)
 	for i := range t.Blocks {
 		b := &t.Blocks[i]
@@ -141,6 +123,33 @@ func (g *GPUTower) newBuffers(as []activation) error {
 		g.buffers = append(g.buffers, *b.p)
 	}
 	return nil
+}
+
+// tensor uploads w as it is stored, unless *err is set.
+func (g *GPUTower) tensor(w *Weight, err *error) *gpu.Tensor {
+	if *err != nil {
+		return nil
+	}
+	t, e := g.dev.NewTensor(w.Name, w.Type, w.Rows, w.Cols, w.Data, 0)
+	if e != nil {
+		*err = e
+		return nil
+	}
+	g.tensors = append(g.tensors, t)
+	return t
+}
+
+// vector uploads w decoded to f32, unless *err is set.
+func (g *GPUTower) vector(w *Weight, err *error) *gpu.Buffer {
+	if *err != nil {
+		return nil
+	}
+	f, e := w.F32()
+	if e != nil {
+		*err = e
+		return nil
+	}
+	return g.buffer(w.Name, f, err)
 }
 
 // buffer uploads f as a buffer the tower releases, unless *err is set.

@@ -33,14 +33,20 @@ type gemma3Fixture struct {
 // loadGemma3Fixture reads the fixture and opens its mmproj file, as
 // llama.cpp's converter wrote it from the same checkpoint.
 func loadGemma3Fixture(t *testing.T) (*gemma3Fixture, *Tower) {
+	var f gemma3Fixture
+	return &f, readFixture(t, "gemma3", &f)
+}
+
+// readFixture reads testdata/<name>/expected.json into f and opens the
+// mmproj file beside it, which the test's cleanup closes.
+func readFixture(t *testing.T, name string, f any) *Tower {
 	t.Helper()
-	dir := filepath.Join("testdata", "gemma3")
+	dir := filepath.Join("testdata", name)
 	raw, err := os.ReadFile(filepath.Join(dir, "expected.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var f gemma3Fixture
-	if err := json.Unmarshal(raw, &f); err != nil {
+	if err := json.Unmarshal(raw, f); err != nil {
 		t.Fatal(err)
 	}
 	tw, err := Open(filepath.Join(dir, "mmproj.gguf"))
@@ -48,7 +54,7 @@ func loadGemma3Fixture(t *testing.T) (*gemma3Fixture, *Tower) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tw.Close() })
-	return &f, tw
+	return tw
 }
 
 // tolPixel bounds a preprocessed value against transformers': the same

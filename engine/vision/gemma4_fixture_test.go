@@ -1,9 +1,7 @@
 package vision
 
 import (
-	"encoding/json"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -46,21 +44,8 @@ type gemma4Fixture struct {
 // llama.cpp's converter wrote it from the same checkpoint, with the
 // fixture's token budget.
 func loadGemma4Fixture(t *testing.T) (*gemma4Fixture, *Tower) {
-	t.Helper()
-	dir := filepath.Join("testdata", "gemma4")
-	raw, err := os.ReadFile(filepath.Join(dir, "expected.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var f gemma4Fixture
-	if err := json.Unmarshal(raw, &f); err != nil {
-		t.Fatal(err)
-	}
-	tw, err := Open(filepath.Join(dir, "mmproj.gguf"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tw.Close() })
+	tw := readFixture(t, "gemma4", &f)
 	tw.Config.MaxTokens = f.Config.MaxSoftTokens
 	return &f, tw
 }

@@ -40,26 +40,8 @@ func (g *GPUTower) uploadGemma4() error {
 	g4 := &gpuGemma4{}
 	g.g4 = g4
 	var err error
-	tensor := func(w *Weight) *gpu.Tensor {
-		if err != nil {
-			return nil
-		}
-		var tt *gpu.Tensor
-		if tt, err = g.dev.NewTensor(w.Name, w.Type, w.Rows, w.Cols, w.Data, 0); err == nil {
-			g.tensors = append(g.tensors, tt)
-		}
-		return tt
-	}
-	vector := func(w *Weight) *gpu.Buffer {
-		if err != nil {
-			return nil
-		}
-		var f []float32
-		if f, err = w.F32(); err != nil {
-			return nil
-		}
-		return g.buffer(w.Name, f, &err)
-	}
+	tensor := func(w *Weight) *gpu.Tensor { return g.tensor(w, &err) }
+	vector := func(w *Weight) *gpu.Buffer { return g.vector(w, &err) }
 	linear := func(l Linear) gpuLinear { return gpuLinear{w: tensor(l.W), in: l.In, out: l.Out} }
 	g4.patch, g4.proj = tensor(t.Patch), tensor(t.Projection)
 	for i := range t.Blocks4 {
