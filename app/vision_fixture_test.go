@@ -83,25 +83,7 @@ func TestGemma3VisionMatchesTransformers(t *testing.T) {
 						t.Fatalf("image %d marked is %s, want %s", i, got[i].Ref, files[i].Ref)
 					}
 				}
-				text, err := m.Chat.Render(chat.Request{Messages: marked, AddGenerationPrompt: true})
-				if err != nil {
-					t.Fatal(err)
-				}
-				ip, err := v.Splice(m, text.Text, files)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !slices.Equal(ip.Tokens, p.InputIDs) {
-					t.Fatalf("tokens\n %v\nwant the processor's\n %v", ip.Tokens, p.InputIDs)
-				}
-				for i, s := range ip.Images {
-					if s.Pos != p.Spans[i][0] || s.Pos+s.Len != p.Spans[i][1] {
-						t.Fatalf("image %d at %d..%d, the processor's at %v", i, s.Pos, s.Pos+s.Len, p.Spans[i])
-					}
-				}
-				if err := v.Encode(context.Background(), ip, 0); err != nil {
-					t.Fatal(err)
-				}
+				ip := encodedPrompt(t, v, m, marked, files, p.InputIDs, p.Spans)
 				logits := promptLogits(t, r, ip)
 				if d, at := logitstest.MaxRelDiff(logits, slices.Concat(p.Logits...)); d > tolVisionLogits {
 					t.Errorf("%T: logits differ from transformers' by %.3g of the range at position %d", r, d, at/m.Config.Vocab)
@@ -136,6 +118,33 @@ func TestGemma3VisionMatchesTransformers(t *testing.T) {
 		}
 		e.Close()
 	}
+}
+
+// encodedPrompt renders marked through m's template, splices files in
+// (checking the tokens and the images' spans against the processor's
+// inputIDs and spans) and encodes the images.
+func encodedPrompt(t *testing.T, v *Vision, m *model.Model, marked []chat.Message, files []chat.Image, inputIDs []int32, spans [][2]int) ImagePrompt {
+	t.Helper()
+	text, err := m.Chat.Render(chat.Request{Messages: marked, AddGenerationPrompt: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ip, err := v.Splice(m, text.Text, files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(ip.Tokens, inputIDs) {
+		t.Fatalf("tokens\n %v\nwant the processor's\n %v", ip.Tokens, inputIDs)
+	}
+	for i, s := range ip.Images {
+		if s.Pos != spans[i][0] || s.Pos+s.Len != spans[i][1] {
+			t.Fatalf("image %d at %d..%d, the processor's at %v", i, s.Pos, s.Pos+s.Len, spans[i])
+		}
+	}
+	if err := v.Encode(context.Background(), ip, 0); err != nil {
+		t.Fatal(err)
+	}
+	return ip
 }
 
 // visionFixture is an engine/vision fixture's folder, its expected.json and
@@ -325,25 +334,7 @@ func TestGemma4VisionMatchesTransformers(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				text, err := m.Chat.Render(chat.Request{Messages: marked, AddGenerationPrompt: true})
-				if err != nil {
-					t.Fatal(err)
-				}
-				ip, err := v.Splice(m, text.Text, files)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !slices.Equal(ip.Tokens, p.InputIDs) {
-					t.Fatalf("tokens\n %v\nwant the processor's\n %v", ip.Tokens, p.InputIDs)
-				}
-				for i, s := range ip.Images {
-					if s.Pos != p.Spans[i][0] || s.Pos+s.Len != p.Spans[i][1] {
-						t.Fatalf("image %d at %d..%d, the processor's at %v", i, s.Pos, s.Pos+s.Len, p.Spans[i])
-					}
-				}
-				if err := v.Encode(context.Background(), ip, 0); err != nil {
-					t.Fatal(err)
-				}
+				ip := encodedPrompt(t, v, m, marked, files, p.InputIDs, p.Spans)
 				logits := promptLogits(t, r, ip)
 				if d, at := logitstest.MaxRelDiff(logits, slices.Concat(rn.want...)); d > tolGemma4VisionLogits {
 					t.Errorf("%T: logits differ from transformers' by %.3g of the range at position %d", r, d, at/m.Config.Vocab)

@@ -72,6 +72,30 @@ const tolPixel = 1e-6
 // paths. A wrong pool order, norm or projection moves the tokens by 1e-1.
 const tolFeatures = 1e-3
 
+// checkFeatures encodes pixels of grid gr on the CPU reference and on the
+// GPU tower g, and holds both to want within tol of its range.
+func checkFeatures(t *testing.T, tw *Tower, g *GPUTower, pixels []float32, gr Grid, want []float32, tol float64) {
+	t.Helper()
+	cpu, err := tw.EncodeCPU(pixels, gr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpu, err := g.Encode(pixels, gr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []struct {
+		name string
+		got  []float32
+	}{{"CPU", cpu}, {"GPU", gpu}} {
+		d, at := logitstest.MaxRelDiff(r.got, want)
+		t.Logf("%s features within %.3g of the range", r.name, d)
+		if d > tol {
+			t.Errorf("%s: image features differ by %.3g of the range at %d", r.name, d, at)
+		}
+	}
+}
+
 // tolHidden bounds the encoder's last hidden state (before the projector's
 // norm) against transformers', relative to its range: f32 rounding alone,
 // the weights being exact f16 values in both.
@@ -134,24 +158,7 @@ func TestGemma3TowerMatchesTransformers(t *testing.T) {
 					t.Errorf("the tower's hidden state differs by %.3g of the range at %d", d, at)
 				}
 			}
-			cpu, err := tw.EncodeCPU(im.PixelValues, square)
-			if err != nil {
-				t.Fatal(err)
-			}
-			gpu, err := g.Encode(im.PixelValues, square)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, r := range []struct {
-				name string
-				got  []float32
-			}{{"CPU", cpu}, {"GPU", gpu}} {
-				d, at := logitstest.MaxRelDiff(r.got, slices.Concat(im.ImageFeatures...))
-				t.Logf("%s features within %.3g of the range", r.name, d)
-				if d > tolFeatures {
-					t.Errorf("%s: image features differ by %.3g of the range at %d", r.name, d, at)
-				}
-			}
+			checkFeatures(t, tw, g, im.PixelValues, square, slices.Concat(im.ImageFeatures...), tolFeatures)
 		})
 	}
 }

@@ -150,24 +150,7 @@ func TestGemma4TowerMatchesTransformers(t *testing.T) {
 					t.Errorf("the encoder's output differs by %.3g of the range at %d", d, at)
 				}
 			}
-			cpu, err := tw.EncodeCPU(want, gr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			gpu, err := g.Encode(want, gr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, r := range []struct {
-				name string
-				got  []float32
-			}{{"CPU", cpu}, {"GPU", gpu}} {
-				d, at := logitstest.MaxRelDiff(r.got, slices.Concat(im.ImageFeatures...))
-				t.Logf("%s features within %.3g of the range", r.name, d)
-				if d > tolGemma4Features {
-					t.Errorf("%s: image features differ by %.3g of the range at %d", r.name, d, at)
-				}
-			}
+			checkFeatures(t, tw, g, want, gr, slices.Concat(im.ImageFeatures...), tolGemma4Features)
 		})
 	}
 }
