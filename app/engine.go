@@ -85,6 +85,10 @@ type EngineOptions struct {
 	// none. nil pairs none: a chat with images then needs
 	// GenerateOptions.Projector.
 	Projector func(name, path string) (string, error)
+	// ImageTokens, when not 0, is the most tokens an image becomes in a
+	// model whose projector takes a budget (Gemma 4: 70, 140, 280, 560 or
+	// 1120; its default 280).
+	ImageTokens int
 	// OnStatus, when set, is called after each change of Status, one call
 	// at a time and in the order of the changes. It runs on the engine's
 	// goroutine or the caller's, so it must return quickly and never call

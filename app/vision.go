@@ -26,11 +26,18 @@ type Vision struct {
 }
 
 // OpenVision opens the projector file path for m, which r runs, checking
-// that it fits m. Close it before r.
-func OpenVision(path string, m *model.Model, r model.Runner) (*Vision, error) {
+// that it fits m. imageTokens, when not 0, is the most tokens an image
+// becomes (Gemma 4's budget, vision.Tower.SetBudget). Close it before r.
+func OpenVision(path string, m *model.Model, r model.Runner, imageTokens int) (*Vision, error) {
 	t, err := vision.Open(path)
 	if err != nil {
 		return nil, err
+	}
+	if imageTokens != 0 {
+		if err := t.SetBudget(imageTokens); err != nil {
+			t.Close()
+			return nil, err
+		}
 	}
 	c := &m.Config
 	family := map[string]string{"gemma3": "Gemma 3", "gemma4v": "Gemma 4"}[t.Config.Projector]
@@ -94,7 +101,7 @@ func (e *Engine) vision(r *resident, path string) (*Vision, error) {
 		r.vision.Close()
 		r.vision = nil
 	}
-	v, err := OpenVision(path, r.m, r.runner)
+	v, err := OpenVision(path, r.m, r.runner, e.o.ImageTokens)
 	if err != nil {
 		return nil, err
 	}

@@ -69,7 +69,7 @@ func TestGemma3VisionMatchesTransformers(t *testing.T) {
 		t.Run(p.Name, func(t *testing.T) {
 			msgs, files := fixtureMessages(t, dir, fx.Images, p.Messages, p.Images)
 			for _, r := range []model.Runner{cpu, g} {
-				v, err := OpenVision(projPath, m, r)
+				v, err := OpenVision(projPath, m, r, 0)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -324,12 +324,11 @@ func TestGemma4VisionMatchesTransformers(t *testing.T) {
 			for _, rn := range runs {
 				r := rn.r
 				m.Config.ImagesSliding = rn.sliding
-				v, err := OpenVision(projPath, m, r)
+				v, err := OpenVision(projPath, m, r, budget.Config.MaxSoftTokens)
 				if err != nil {
 					t.Fatal(err)
 				}
 				defer v.Close()
-				v.tower.Config.MaxTokens = budget.Config.MaxSoftTokens
 				marked, _, err := WithImageMarkers(msgs)
 				if err != nil {
 					t.Fatal(err)

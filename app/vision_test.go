@@ -175,8 +175,8 @@ func TestChatWithImagesGemma4(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer tw.Close()
 	g, err := tw.Config.GridFor(40, 30)
-	tw.Close()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,5 +204,33 @@ func TestChatWithImagesGemma4(t *testing.T) {
 	}
 	if replies[0].Text != replies[1].Text {
 		t.Errorf("the CPU said %q, the GPU %q", replies[0].Text, replies[1].Text)
+	}
+
+	// A smaller budget: fewer tokens for the same image; one Gemma 4 does
+	// not take is refused by name.
+	if err := tw.SetBudget(70); err != nil {
+		t.Fatal(err)
+	}
+	small, err := tw.Config.GridFor(40, 30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tw.Config.TokensFor(small) >= tokens {
+		t.Fatalf("a 70-token budget gives %d tokens, 280's %d", tw.Config.TokensFor(small), tokens)
+	}
+	ctx := context.Background()
+	e := NewEngine(EngineOptions{Backend: "cpu", Projector: paired, ImageTokens: 70})
+	t.Cleanup(e.Close)
+	with, err := e.Chat(ctx, imageChat(modelPath, img, "What is in it?"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := with.Stats.PromptTokens - replies[0].Stats.PromptTokens; d != tw.Config.TokensFor(small)-tokens {
+		t.Errorf("at a budget of 70 the prompt changed by %d tokens, want %d", d, tw.Config.TokensFor(small)-tokens)
+	}
+	odd := NewEngine(EngineOptions{Backend: "cpu", Projector: paired, ImageTokens: 100})
+	t.Cleanup(odd.Close)
+	if _, err := odd.Chat(ctx, imageChat(modelPath, img, "What is in it?"), nil); err == nil || !strings.Contains(err.Error(), "budget of 100") {
+		t.Errorf("a budget of 100: %v, want a refusal naming it", err)
 	}
 }

@@ -32,7 +32,7 @@ func newChatCmd() *cobra.Command {
 	var sf samplingFlags
 	var prompt, system, schemaFile, mmproj string
 	var images []string
-	var n int
+	var n, imageTokens int
 	var shift, asJSON bool
 	cmd := &cobra.Command{
 		Use:   "chat -m MODEL [-p PROMPT] [--image FILE]",
@@ -50,7 +50,7 @@ func newChatCmd() *cobra.Command {
 			}
 			defer l.Close()
 			c := &chatLoop{l: l, sampling: sf, n: n, shift: shift, out: cmd.OutOrStdout(), log: cmd.ErrOrStderr(),
-				session: model.NewSession(l.Runner), mmproj: mmproj, paired: mf.projector}
+				session: model.NewSession(l.Runner), mmproj: mmproj, paired: mf.projector, imageTokens: imageTokens}
 			defer c.closeVision()
 			for _, f := range images {
 				if err := c.attach(f); err != nil {
@@ -85,6 +85,7 @@ func newChatCmd() *cobra.Command {
 	cmd.Flags().StringVar(&schemaFile, "schema", "", "hold every reply to JSON that validates against the JSON schema in this file")
 	cmd.Flags().StringArrayVar(&images, "image", nil, "show the model this image (PNG, JPEG, GIF or WebP) with the first message (repeatable)")
 	cmd.Flags().StringVar(&mmproj, "mmproj", "", "the vision projector (mmproj GGUF) that reads images (default: the one beside the model)")
+	imageTokensFlag(cmd, &imageTokens)
 	cmd.MarkFlagsMutuallyExclusive("json", "schema")
 	return cmd
 }
@@ -124,10 +125,11 @@ type chatLoop struct {
 	out, log io.Writer
 	// mmproj is --mmproj; vision reads the images, opened by the first;
 	// pending are the images the next message shows.
-	mmproj  string
-	paired  string // the library's projector for the model
-	vision  *app.Vision
-	pending []chat.Image
+	mmproj      string
+	paired      string // the library's projector for the model
+	imageTokens int    // --image-tokens
+	vision      *app.Vision
+	pending     []chat.Image
 }
 
 // attach reads an image file for the next message.
@@ -142,20 +144,26 @@ func (c *chatLoop) openVision() (*app.Vision, error) {
 	if c.vision != nil {
 		return c.vision, nil
 	}
-	v, err := openProjector(c.l, c.mmproj, c.paired)
+	v, err := openProjector(c.l, c.mmproj, c.paired, c.imageTokens)
 	c.vision = v
 	return v, err
 }
 
 // openProjector opens the projector that reads l's images: mmproj
 // (--mmproj), or paired, the one the library paired with the model when
-// it resolved its name (modelFlags.projector).
-func openProjector(l *app.LoadedModel, mmproj, paired string) (*app.Vision, error) {
+// it resolved its name (modelFlags.projector), with imageTokens
+// (--image-tokens).
+func openProjector(l *app.LoadedModel, mmproj, paired string, imageTokens int) (*app.Vision, error) {
 	path := cmp.Or(mmproj, paired)
 	if path == "" {
 		return nil, fmt.Errorf("%s: %w (put its mmproj-*.gguf beside it, or give --mmproj)", l.Model.Path, app.ErrNoProjector)
 	}
-	return app.OpenVision(path, l.Model, l.Runner)
+	return app.OpenVision(path, l.Model, l.Runner, imageTokens)
+}
+
+// imageTokensFlag adds --image-tokens to cmd.
+func imageTokensFlag(cmd *cobra.Command, n *int) {
+	cmd.Flags().IntVar(n, "image-tokens", 0, "most tokens an image becomes, for models whose projector takes a budget (Gemma 4: 70, 140, 280, 560 or 1120; default its 280)")
 }
 
 // readImages reads image files for a message, each checked to decode.

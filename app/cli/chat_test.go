@@ -145,6 +145,10 @@ func TestChatAndGenerateWithImages(t *testing.T) {
 	if _, _, err := runModelCmd(t, "", append(base, "--image", notImage)...); err == nil || !strings.Contains(err.Error(), "notes.png") {
 		t.Errorf("a text file as an image: %v, want an error naming it", err)
 	}
+	// Gemma 3's projector makes 16 tokens of every image: no budget.
+	if _, _, err := runModelCmd(t, "", append(base, "--image", img, "--image-tokens", "70")...); err == nil || !strings.Contains(err.Error(), "only Gemma 4's take a token budget") {
+		t.Errorf("--image-tokens on Gemma 3: %v, want a refusal", err)
+	}
 	out, log, err := runModelCmd(t, "", "generate", "-m", m, "-p", "A picture: "+chat.ImageMarker+" shows", "--image", img, "--temp", "0", "-n", "2", "--backend", "cpu", "--json")
 	if err != nil {
 		t.Fatalf("generate: %v\n%s", err, log)

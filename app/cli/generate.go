@@ -29,7 +29,7 @@ func newGenerateCmd() *cobra.Command {
 	var sf samplingFlags
 	var prompt, mmproj string
 	var images []string
-	var n int
+	var n, imageTokens int
 	var stops []string
 	var asJSON, special, shift bool
 	cmd := &cobra.Command{
@@ -66,7 +66,7 @@ func newGenerateCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				v, err := openProjector(l, mmproj, mf.projector)
+				v, err := openProjector(l, mmproj, mf.projector, imageTokens)
 				if err != nil {
 					return err
 				}
@@ -127,5 +127,6 @@ func newGenerateCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the reply and statistics as JSON")
 	cmd.Flags().StringArrayVar(&images, "image", nil, "an image (PNG, JPEG, GIF or WebP) for a vision model to read (repeatable)")
 	cmd.Flags().StringVar(&mmproj, "mmproj", "", "the vision projector (mmproj GGUF) that reads images (default: the one beside the model)")
+	imageTokensFlag(cmd, &imageTokens)
 	return cmd
 }

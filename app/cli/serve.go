@@ -36,6 +36,7 @@ const maxParallel = 64
 type serveFlags struct {
 	addr, apiKey, maxBody string
 	queue, parallel       int
+	imageTokens           int
 	idle                  time.Duration
 	folders               []string
 }
@@ -79,6 +80,7 @@ replies in progress finish for a few seconds, then stops them.`,
 	fl.IntVar(&sf.parallel, "parallel", 1, "chat and completion requests served at once, each with a KV cache of the context's size")
 	fl.DurationVar(&sf.idle, "idle", 5*time.Minute, "unload the model after this long without requests; 0 keeps it")
 	fl.StringVar(&sf.maxBody, "max-body", "64MiB", "largest request body (images come in it as base64); a larger one is answered 413")
+	imageTokensFlag(cmd, &sf.imageTokens)
 	fl.StringArrayVar(&sf.folders, "folder", nil, "also serve the models in `DIR` and the folders in it (repeatable)")
 	return cmd
 }
@@ -124,6 +126,7 @@ func serve(ctx context.Context, mf *modelFlags, sf *serveFlags, out, log io.Writ
 	engine := app.NewEngine(app.EngineOptions{
 		Backend: mf.backend, GPU: app.GPUOptionsFromEnv(), Context: mf.ctx, Batch: mf.batch, GPUMemory: budget, F32Activations: mf.f32,
 		Queue: sf.queue, Parallel: sf.parallel, IdleUnload: sf.idle, Resolve: models.Resolve, OnStatus: noteLogger(logger),
+		ImageTokens: sf.imageTokens,
 		// By name, as Resolve: the projector is the catalogue's, never
 		// found from a path.
 		Projector: func(name, _ string) (string, error) { return models.Projector(name) },

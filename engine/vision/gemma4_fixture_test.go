@@ -46,7 +46,9 @@ type gemma4Fixture struct {
 func loadGemma4Fixture(t *testing.T) (*gemma4Fixture, *Tower) {
 	var f gemma4Fixture
 	tw := readFixture(t, "gemma4", &f)
-	tw.Config.MaxTokens = f.Config.MaxSoftTokens
+	if err := tw.SetBudget(f.Config.MaxSoftTokens); err != nil {
+		t.Fatal(err)
+	}
 	return &f, tw
 }
 

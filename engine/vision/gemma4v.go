@@ -3,6 +3,7 @@ package vision
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/hearthstudio/hearth/engine/ops/ref"
 	"github.com/hearthstudio/hearth/gguf"
@@ -109,6 +110,22 @@ func loadGemma4(ld *loader, t *Tower) {
 		c.TextHidden = int(pt.Shape[1])
 	}
 	t.Projection = ld.tensor("mm.input_projection.weight", c.TextHidden, d)
+}
+
+// SetBudget sets the most tokens an image becomes (MaxTokens), one of
+// Gemma4Budgets: transformers' max_soft_tokens, which a checkpoint's
+// processor config sets (280 in Google's) and a user may raise for small
+// print. Only Gemma 4's tower takes one; set it before NewGPUTower, which
+// sizes the activations by it.
+func (t *Tower) SetBudget(tokens int) error {
+	switch {
+	case t.Config.Projector != projGemma4:
+		return fmt.Errorf("vision: %s: a %s projector makes %d tokens of every image; only Gemma 4's take a token budget", t.Path, t.Config.Projector, t.Config.Tokens())
+	case !slices.Contains(Gemma4Budgets, tokens):
+		return fmt.Errorf("vision: an image token budget of %d: Gemma 4 takes %v", tokens, Gemma4Budgets)
+	}
+	t.Config.MaxTokens = tokens
+	return nil
 }
 
 // scalar reads an optional one-value F32 tensor into v.
