@@ -1,14 +1,13 @@
 # Issue 24 item 4 (several requests at once): aggregate decode tokens/s of
 # N sequences decoded together, Hearth (hearth bench --parallel, one chain
-# a step through Runner.Decode) beside the peer (anchor pbench, a copy of
-# ../shared/peer/anchor.cpp with that mode, carried in .device/peer), on
+# a step through Runner.Decode) beside the peer (anchor pbench: a copy of
+# ../shared/peer/anchor.cpp with pbench.inc's mode spliced in), on
 # the same synth files in one lease; then hearth serve --parallel 16 under
 # docs/h200/serve_bench.py's concurrent clients; and, first, the EmbeddingGemma
 # fixture (engine/model/testdata/embeddinggemma/device.sh), packed as
 # eg.tar, when EG is set and .device/conv is carried. Inputs: .device/debs (as
 # docs/h200/one-graph/run.sh lists), .device/hearth.xz (a build of the
-# commit measured), .device/peer (../shared/peer with anchor.cpp changed as
-# below), .device/conv.
+# commit measured), .device/peer (../shared/peer as it is), .device/conv.
 # The pbench mode added to the copy of anchor.cpp: a context with
 # n_seq_max = NSEQ and a cache per sequence (kv_unified false), each
 # sequence prefilled with one token, then TG llama_decode calls of one
@@ -16,12 +15,17 @@
 # each followed by llama_synchronize; JSON of NSEQ·TG over the time.
 #   LIMIT=540 bash docs/h200/parallel/run.sh
 # Run 2026-12-07 (eighth session) as
-#   LIMIT=560 WHILE_BUILD="bash docs/h200/vision/run.sh" bash docs/h200/parallel/run.sh
+#   LIMIT=530 WHILE_BUILD="bash docs/h200/vision/run.sh" bash docs/h200/parallel/run.sh
+# (outputs in out/; the peer then was .device/peer with pbench.inc's code
+# already in its anchor.cpp, as this script now makes it)
 source docs/h200/one-graph/env.sh
 W=/root/w; mkdir -p $W/m $W/src; R=$OUT/r; mkdir -p $R
 END=$((SECONDS + ${LIMIT:-540}))
 left() { [ $((END - SECONDS)) -gt $1 ]; }
-( tar xJf .device/peer/llama.cpp-ec98e2002-src.tar.xz -C $W/src && cp .device/peer/anchor.cpp $W/src/ &&
+# anchor.cpp gains pbench.inc (beside this script) before its logits mode.
+( tar xJf .device/peer/llama.cpp-ec98e2002-src.tar.xz -C $W/src &&
+  awk 'FNR==NR { inc = inc $0 "\n"; next } /mode == "logits"/ && !done { printf "%s", inc; done = 1 } { print }' \
+    docs/h200/parallel/pbench.inc .device/peer/anchor.cpp > $W/src/anchor.cpp &&
   cmake -S $W/src -B $W/build -DANCHOR_CUDA=ON -DANCHOR_VULKAN=OFF -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null &&
   cmake --build $W/build -j12 >/dev/null ) > $R/peer-build.txt 2>&1 &
 PB=$!
