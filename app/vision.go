@@ -59,6 +59,17 @@ func OpenVision(path string, m *model.Model, r model.Runner, imageTokens int) (*
 	return v, nil
 }
 
+// NoProjector is ErrNoProjector for m, called name, with what else to do
+// (how to name a projector). It says so when m's own file holds a vision
+// tower, as the models Ollama converts itself do (<arch>.vision.* keys and
+// v.* tensors in the one blob), a layout Hearth does not read.
+func NoProjector(m *model.Model, name, other string) error {
+	if n, err := m.File.IntOr(m.Config.Arch+".vision.block_count", 0); err == nil && n > 0 {
+		return fmt.Errorf("%s: %w: its file holds its vision tower in Ollama's own layout (%s.vision.*), which Hearth does not read; a llama.cpp GGUF of the model with its mmproj-*.gguf reads images", name, ErrNoProjector, m.Config.Arch)
+	}
+	return fmt.Errorf("%s: %w (put its mmproj-*.gguf beside it, or %s)", name, ErrNoProjector, other)
+}
+
 // projectorArch is the model architecture each projector type feeds.
 var projectorArch = map[string]string{"gemma3": "gemma3", "gemma4v": "gemma4"}
 
@@ -92,7 +103,7 @@ func (e *Engine) vision(r *resident, path string) (*Vision, error) {
 		}
 	}
 	if path == "" {
-		return nil, fmt.Errorf("%s: %w (put its mmproj-*.gguf beside it, or name one)", r.info.Name, ErrNoProjector)
+		return nil, NoProjector(r.m, r.info.Name, "name one")
 	}
 	if r.vision != nil && r.vision.Path() == path {
 		return r.vision, nil

@@ -12,6 +12,8 @@ import (
 	"github.com/hearthstudio/hearth/engine/sample"
 	"github.com/hearthstudio/hearth/engine/synth"
 	"github.com/hearthstudio/hearth/engine/vision"
+	"github.com/hearthstudio/hearth/gguf"
+	"github.com/hearthstudio/hearth/internal/ggufedit"
 	"github.com/hearthstudio/hearth/internal/visiontest"
 )
 
@@ -115,6 +117,13 @@ func TestChatImageRefusals(t *testing.T) {
 	img := visiontest.PNG(8, 8, 2)
 	if _, err := e.Chat(ctx, imageChat(modelPath, img, "Hi"), nil); !errors.Is(err, ErrNoProjector) {
 		t.Errorf("no projector: %v, want ErrNoProjector", err)
+	}
+	// A model whose own file holds its tower, as Ollama converts them: the
+	// refusal says so.
+	ollamaStyle := filepath.Join(t.TempDir(), "gemma3-ollama.gguf")
+	ggufedit.Rewrite(t, modelPath, ollamaStyle, map[string]gguf.Value{"gemma3.vision.block_count": gguf.ValueOf(uint32(27))}, nil, nil)
+	if _, err := e.Chat(ctx, imageChat(ollamaStyle, img, "Hi"), nil); !errors.Is(err, ErrNoProjector) || !strings.Contains(err.Error(), "Ollama's own layout") {
+		t.Errorf("a tower inside the model's file: %v, want ErrNoProjector saying so", err)
 	}
 	wide := filepath.Join(t.TempDir(), "mmproj-wide.gguf")
 	pp, _ := synth.ProjectorPresetByName("tiny-gemma3-vision")

@@ -156,7 +156,7 @@ func (c *chatLoop) openVision() (*app.Vision, error) {
 func openProjector(l *app.LoadedModel, mmproj, paired string, imageTokens int) (*app.Vision, error) {
 	path := cmp.Or(mmproj, paired)
 	if path == "" {
-		return nil, fmt.Errorf("%s: %w (put its mmproj-*.gguf beside it, or give --mmproj)", l.Model.Path, app.ErrNoProjector)
+		return nil, app.NoProjector(l.Model, l.Model.Path, "give --mmproj")
 	}
 	return app.OpenVision(path, l.Model, l.Runner, imageTokens)
 }
