@@ -35,7 +35,8 @@ type Config struct {
 	// patch grid's sides must be smaller.
 	PositionSize int
 	// MaxTokens is Gemma 4's image token budget (Gemma4Tokens unless
-	// changed): Grid keeps an image's tokens within it.
+	// Tower.SetBudget sets another): GridFor keeps an image's tokens
+	// within it.
 	MaxTokens int
 }
 
