@@ -40,14 +40,14 @@ func OpenVision(path string, m *model.Model, r model.Runner, imageTokens int) (*
 		}
 	}
 	c := &m.Config
-	family := map[string]string{"gemma3": "Gemma 3", "gemma4v": "Gemma 4"}[t.Config.Projector]
+	arch := vision.ProjectorArch(t.Config.Projector)
 	switch {
-	case projectorArch[t.Config.Projector] != c.Arch:
+	case arch != c.Arch:
 		t.Close()
-		return nil, fmt.Errorf("%s: %s is a %s model: only %s models read images through a %s projector", path, m.Path, c.Arch, family, t.Config.Projector)
+		return nil, fmt.Errorf("%s: %s is a %s model: only %s models read images through a %s projector", path, m.Path, c.Arch, arch, t.Config.Projector)
 	case t.Config.TextHidden != c.Hidden:
 		t.Close()
-		return nil, fmt.Errorf("%s: the projector's tokens are %d wide, and %s takes %d (another %s's projector?)", path, t.Config.TextHidden, m.Path, c.Hidden, family)
+		return nil, fmt.Errorf("%s: the projector's tokens are %d wide, and %s takes %d (another %s model's projector?)", path, t.Config.TextHidden, m.Path, c.Hidden, arch)
 	}
 	v := &Vision{tower: t}
 	if g, ok := r.(*model.GPU); ok {
@@ -69,9 +69,6 @@ func NoProjector(m *model.Model, name, other string) error {
 	}
 	return fmt.Errorf("%s: %w (put its mmproj-*.gguf beside it, or %s)", name, ErrNoProjector, other)
 }
-
-// projectorArch is the model architecture each projector type feeds.
-var projectorArch = map[string]string{"gemma3": "gemma3", "gemma4v": "gemma4"}
 
 // Path is the projector's file.
 func (v *Vision) Path() string { return v.tower.Path }

@@ -40,6 +40,7 @@ import (
 
 	"github.com/hearthstudio/hearth/app/download"
 	"github.com/hearthstudio/hearth/app/settings"
+	"github.com/hearthstudio/hearth/engine/vision"
 )
 
 // The sources an Entry can come from.
@@ -359,7 +360,7 @@ func (l *Library) describe(e *Entry) {
 		l.mu.Unlock()
 	}
 	e.Info, e.Adapter, e.Err = d.info, d.adapter, d.err
-	if e.Source == SourceOllama && e.Projector != "" && (e.Info == nil || !seesImages(e.Info.Arch)) {
+	if e.Source == SourceOllama && e.Projector != "" && (e.Info == nil || !vision.SeesImages(e.Info.Arch)) {
 		// A manifest's projector layer for a model Hearth shows no images
 		// (llava's, Qwen's): the model reads text.
 		e.Projector = ""

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/hearthstudio/hearth/engine/vision"
 	"github.com/hearthstudio/hearth/gguf"
 )
 
@@ -22,26 +23,9 @@ import (
 // decides what belongs together: a projector whose output is not the
 // model's width would feed it vectors of the wrong size.
 
-// projectorArch maps the projector types Hearth runs (engine/vision: Gemma
-// 3's SigLIP and projector, Gemma 4's tower) to the architecture of the
-// models they feed: a projector of the right width beside a model of
-// another architecture is not paired with it.
-var projectorArch = map[string]string{"gemma3": "gemma3", "gemma4v": "gemma4"}
-
-// seesImages says whether Hearth reads images for models of arch.
-func seesImages(arch string) bool {
-	for _, a := range projectorArch {
-		if a == arch {
-			return true
-		}
-	}
-	return false
-}
-
-// projectionTensor is the projection in an mmproj file. Gemma 3's ggml
-// shape is [TextHidden, Hidden], Gemma 4's [Hidden, TextHidden]: either
-// way one side is the width of the language model it feeds.
-const projectionTensor = "mm.input_projection.weight"
+// A projector pairs only with models of the architecture its type feeds
+// (vision.ReadHeader): one of the right width beside a model of another
+// architecture is not paired with it.
 
 // The precisions of a projector, best first. F16 (or BF16) is what
 // convert_hf_to_gguf.py writes by default and what the vision tower is
@@ -109,7 +93,7 @@ func (l *Library) Projector(name string) (string, error) {
 // download that did not finish, a projector of a kind Hearth lacks) is
 // passed over.
 func pairProjector(modelPath, arch string, width int, read func(path string) (projectorHeader, error)) (string, error) {
-	if width <= 0 || !seesImages(arch) {
+	if width <= 0 || !vision.SeesImages(arch) {
 		return "", nil // a model without a known width, or one Hearth shows no images
 	}
 	dir := filepath.Dir(modelPath)
@@ -151,30 +135,11 @@ func readProjector(path string) (projectorHeader, error) {
 		return projectorHeader{}, err
 	}
 	defer f.Close()
-	t, ok := f.Tensor(projectionTensor)
-	if !ok || len(t.Shape) != 2 {
-		return projectorHeader{}, fmt.Errorf("%s: no %s matrix: not a vision projector Hearth reads", path, projectionTensor)
-	}
-	kind := projectorType(f)
-	arch, ok := projectorArch[kind]
-	if !ok {
-		return projectorHeader{}, fmt.Errorf("%s: projector type %q: not one Hearth reads (gemma3, gemma4v)", path, kind)
-	}
-	width := int(t.Shape[0])
-	if kind == "gemma4v" {
-		width = int(t.Shape[1])
+	_, arch, width, err := vision.ReadHeader(f)
+	if err != nil {
+		return projectorHeader{}, fmt.Errorf("%s: %w", path, err)
 	}
 	return projectorHeader{arch: arch, width: width, precision: projectorPrecision(f, filepath.Base(path))}, nil
-}
-
-// projectorType is an mmproj file's projector type, as llama.cpp's clip
-// loader reads it (the vision one of a mixed-modality file first).
-func projectorType(f *gguf.File) string {
-	if s, err := f.StringOr("clip.vision.projector_type", ""); err == nil && s != "" {
-		return s
-	}
-	s, _ := f.StringOr("clip.projector_type", "")
-	return s
 }
 
 // readProjector is readProjector of a file the library has not read at

@@ -29,6 +29,9 @@ func writeProjectors(dir string) error {
 	return errors.Join(synth.WriteProjector(tinyVision, p, 1), synth.WriteProjector(tinyVisionNarrow, narrow, 2))
 }
 
+// projectionTensor is the projection matrix pairing reads the width of.
+const projectionTensor = "mm.input_projection.weight"
+
 // writeProjectorHeader writes a projector reduced to what pairing reads: a
 // projection width wide, of type typ, and general.file_type when
 // fileType >= 0.

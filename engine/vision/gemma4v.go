@@ -106,10 +106,10 @@ func loadGemma4(ld *loader, t *Tower) {
 	}
 	// Rows of the vision width, the layout of every product (unlike Gemma
 	// 3's transposed matrix).
-	if pt, ok := ld.f.Tensor("mm.input_projection.weight"); ok && len(pt.Shape) == 2 {
+	if pt, ok := ld.f.Tensor(projectionTensor); ok && len(pt.Shape) == 2 {
 		c.TextHidden = int(pt.Shape[1])
 	}
-	t.Projection = ld.tensor("mm.input_projection.weight", c.TextHidden, d)
+	t.Projection = ld.tensor(projectionTensor, c.TextHidden, d)
 }
 
 // SetBudget sets the most tokens an image becomes (MaxTokens), one of

@@ -197,7 +197,7 @@ func load(f *gguf.File) (*Tower, error) {
 	t.PostLN = ld.tensor("v.post_ln.weight", d)
 	t.PostLNBias = ld.tensor("v.post_ln.bias", d)
 	t.SoftNorm = ld.tensor("mm.soft_emb_norm.weight", d)
-	t.Projection = ld.projection("mm.input_projection.weight", d)
+	t.Projection = ld.projection(projectionTensor, d)
 	if ld.err != nil {
 		return nil, ld.err
 	}
@@ -205,18 +205,70 @@ func load(f *gguf.File) (*Tower, error) {
 	return t, nil
 }
 
-// readConfig reads the clip.vision keys a Gemma 3 projector needs.
-func readConfig(f *gguf.File) (Config, error) {
-	var c Config
+// projectorArchs maps the projector types Hearth runs to the architecture
+// of the language models they feed.
+var projectorArchs = map[string]string{"gemma3": "gemma3", projGemma4: "gemma4"}
+
+// ProjectorArch is the architecture of the language models a projector of
+// type typ feeds, "" for a type Hearth does not run.
+func ProjectorArch(typ string) string { return projectorArchs[typ] }
+
+// SeesImages says whether Hearth reads images for models of arch.
+func SeesImages(arch string) bool {
+	for _, a := range projectorArchs {
+		if a == arch {
+			return true
+		}
+	}
+	return false
+}
+
+// projectorType is an mmproj file's projector type, as llama.cpp's clip
+// loader reads it: the vision one of a mixed-modality file
+// (clip.vision.projector_type, where Gemma 4's converter writes it) first.
+func projectorType(f *gguf.File) (string, error) {
 	proj, err := f.StringOr("clip.vision.projector_type", "")
 	if err == nil && proj == "" {
 		proj, err = f.StringOr("clip.projector_type", "")
 	}
 	if err != nil {
-		return c, err
+		return "", err
 	}
-	if proj != "gemma3" && proj != projGemma4 {
-		return c, fmt.Errorf("vision projector type %q is not supported (Hearth runs gemma3's and gemma4v's)", proj)
+	if ProjectorArch(proj) == "" {
+		return proj, fmt.Errorf("vision projector type %q is not supported (Hearth runs gemma3's and gemma4v's)", proj)
+	}
+	return proj, nil
+}
+
+// ReadHeader reads, from an mmproj file's header alone, its projector type
+// and the architecture and width of the language models it feeds (the
+// projection's output: Gemma 3's matrix is [TextHidden, Hidden] in ggml's
+// order, Gemma 4's [Hidden, TextHidden]). A type Hearth does not run, or no
+// projection matrix, is an error.
+func ReadHeader(f *gguf.File) (typ, arch string, width int, err error) {
+	if typ, err = projectorType(f); err != nil {
+		return typ, "", 0, err
+	}
+	t, ok := f.Tensor(projectionTensor)
+	if !ok || len(t.Shape) != 2 {
+		return typ, "", 0, fmt.Errorf("no %s matrix: not a vision projector Hearth reads", projectionTensor)
+	}
+	width = int(t.Shape[0])
+	if typ == projGemma4 {
+		width = int(t.Shape[1])
+	}
+	return typ, ProjectorArch(typ), width, nil
+}
+
+// projectionTensor is the projection into the language model's embeddings.
+const projectionTensor = "mm.input_projection.weight"
+
+// readConfig reads the clip.vision keys a projector needs.
+func readConfig(f *gguf.File) (Config, error) {
+	var c Config
+	proj, err := projectorType(f)
+	if err != nil {
+		return c, err
 	}
 	c.Projector = proj
 	ints := []struct {
