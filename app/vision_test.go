@@ -53,22 +53,12 @@ func TestChatWithImages(t *testing.T) {
 		e := NewEngine(EngineOptions{Backend: backend, Projector: paired})
 		t.Cleanup(e.Close)
 		ctx := context.Background()
-		first, err := e.Chat(ctx, imageChat(modelPath, img, "What is in it?"), nil)
-		if err != nil {
-			t.Fatalf("%s: %v", backend, err)
-		}
+		first, added := chatWithAndWithout(t, e, modelPath, img)
 		if _, err := e.Chat(ctx, imageChat(modelPath, nil, "What is in it?"), nil); err == nil || !strings.Contains(err.Error(), "test.png") {
 			t.Errorf("%s: an image with no bytes: %v, want an error naming it", backend, err)
 		}
-		// The textless rendering: the prompt holds 16 image tokens more.
-		plain := imageChat(modelPath, nil, "What is in it?")
-		plain.Messages[0].Images = nil
-		noImage, err := e.Chat(ctx, plain, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
 		// "\n\n<start_of_image>", 16 rows, "<end_of_image>\n\n".
-		if d := first.Stats.PromptTokens - noImage.Stats.PromptTokens; d < 18 || d > 22 {
+		if d := added; d < 18 || d > 22 {
 			t.Errorf("%s: the image added %d prompt tokens, want its 16 and the framing", backend, d)
 		}
 
@@ -105,6 +95,25 @@ func TestChatWithImages(t *testing.T) {
 	if replies[0].Text != replies[1].Text {
 		t.Errorf("the CPU said %q, the GPU %q", replies[0].Text, replies[1].Text)
 	}
+}
+
+// chatWithAndWithout chats about img with e, then sends the same message
+// without it, and returns the first reply and how many prompt tokens the
+// image added.
+func chatWithAndWithout(t *testing.T, e *Engine, modelPath string, img []byte) (Reply, int) {
+	t.Helper()
+	ctx := context.Background()
+	with, err := e.Chat(ctx, imageChat(modelPath, img, "What is in it?"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := imageChat(modelPath, nil, "What is in it?")
+	plain.Messages[0].Images = nil
+	without, err := e.Chat(ctx, plain, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return with, with.Stats.PromptTokens - without.Stats.PromptTokens
 }
 
 // TestChatImageRefusals: a model with no projector, a projector of another
@@ -195,18 +204,8 @@ func TestChatWithImagesGemma4(t *testing.T) {
 	for _, backend := range []string{"cpu", "gpu"} {
 		e := NewEngine(EngineOptions{Backend: backend, Projector: paired})
 		t.Cleanup(e.Close)
-		ctx := context.Background()
-		with, err := e.Chat(ctx, imageChat(modelPath, img, "What is in it?"), nil)
-		if err != nil {
-			t.Fatalf("%s: %v", backend, err)
-		}
-		plain := imageChat(modelPath, nil, "What is in it?")
-		plain.Messages[0].Images = nil
-		without, err := e.Chat(ctx, plain, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if d := with.Stats.PromptTokens - without.Stats.PromptTokens; d != tokens+2 {
+		with, d := chatWithAndWithout(t, e, modelPath, img)
+		if d != tokens+2 {
 			t.Errorf("%s: the image added %d prompt tokens, want its %d (a %d×%d-patch grid) and the two that frame it", backend, d, tokens, g.Cols, g.Rows)
 		}
 		replies = append(replies, with)
