@@ -1,8 +1,8 @@
 // The activations of the gated linear units, shared by the families that
 // apply them (pasted in by their include line): elementwise (act, glu,
-// glu_fused), ple (Gemma 4's gate), moe_route (its sigmoid gates' EXP_MAX)
-// and the quantized matvecs' matvec_glu_ entries, which apply them to x as
-// they stage it. One text, so the fused product multiplies by exactly the
+// glu_fused), ple (Gemma 4's gate), moe_route (its sigmoid gates' EXP_MAX),
+// the quantized matvecs' matvec_glu_ entries, which apply them to x as
+// they stage it, and q8_common's q8_glu (quantize_q8, matvec_q8). One text, so the fused product multiplies by exactly the
 // values glu_fused would have written.
 
 // EXP_MAX bounds the argument of exp in the sigmoids below: e^88 ~ 1.65e38 is

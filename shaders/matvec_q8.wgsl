@@ -40,9 +40,23 @@
 // them with every row's activations, and row r's result goes to y at
 // y_offset + r·y_stride. Each row's sums are the single row's, in the same
 // order: a batched token gets the bits it gets alone.
-// Constants prepended by gpu.Spec: WG, ROWS, NX.
+//
+// IN says where the activations come from. 0: quantize_q8 wrote them to xq,
+// and the lanes read them from global memory (L1 hits). 1, 2, 3: the one
+// row (NX = 1) arrives in f32 in x, and every workgroup first quantizes all
+// of it into its own memory xs with quantize_q8's arithmetic (q8_common),
+// so the quantizer's dispatch, its write and its barrier go: 1, x as it
+// is; 2, RMSNorm(x) with gain g (eps in p.eps); 3, act(gate) ⊙ up of x =
+// [gate | up], 2k floats. Each workgroup then reads the whole f32 row
+// (from L2) where it read 16 bytes of levels a part; the dispatcher
+// (engine/ops.MatVecQ8From) weighs the two.
+// Constants prepended by gpu.Spec: WG, ROWS, NX, IN and XS, the vec4s of
+// xs (Q8RowWords(k)/4 with IN > 0, else 1).
 
 //!include wbytes_common
+//!include glu_common
+//!include reduce_common
+//!include q8_common
 
 struct MatvecQ8Params {
     k: u32,        // columns of W, whole blocks (256 a K-quant's, 32 Q8_0's)
@@ -52,7 +66,7 @@ struct MatvecQ8Params {
     flags: u32,    // bit 0: accumulate into y; bit 5: add bias[row] (matmul_common's bits)
     y_stride: u32, // floats from one activation row's outputs to the next
     x_row: u32,    // vec4s from one activation row of xq to the next
-    pad0: u32,
+    eps: f32,      // IN = 2: the RMSNorm epsilon
 }
 
 @group(0) @binding(0) var<uniform> p: MatvecQ8Params;
@@ -65,12 +79,17 @@ struct MatvecQ8Params {
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
 // A projection's bias, one float a row of W (read with flags bit 5 only).
 @group(0) @binding(4) var<storage, read> bias: array<f32>;
+// IN > 0: the f32 activations, and with IN = 2 the norm's gain.
+@group(0) @binding(5) var<storage, read> x: array<vec4<f32>>;
+@group(0) @binding(6) var<storage, read> g: array<vec4<f32>>;
 
 const LANES: u32 = WG / ROWS;
 // A lane's partial sum of each activation row (this compiler takes no
 // expression as an array's size).
 const SUMS: u32 = WG * NX;
 var<workgroup> sums: array<f32, SUMS>;
+// IN > 0: the row quantized, in xq's layout.
+var<workgroup> xs: array<vec4<u32>, XS>;
 
 // Masks of two 4-bit (Q4_K, and Q6_K's low bits) and two 2-bit (Q6_K's
 // high bits) levels, one in each 16-bit half.
@@ -81,15 +100,77 @@ const M2: u32 = 0x00030003u;
 
 // The activation rows' functions take xb, the row's first vec4 of xq.
 
+// xvec is vec4 i of the row: from xq, or from xs where the workgroup
+// quantized the row itself (IN is a constant: the branch folds away).
+fn xvec(xb: u32, i: u32) -> vec4<u32> {
+    if (IN == 0u) {
+        return xq[xb + i];
+    }
+    return xs[i];
+}
+
 // run_x is the 8 words of levels of the 16 activations from element e (a
 // multiple of 16).
 fn run_x(xb: u32, e: u32) -> array<vec4<u32>, 2> {
-    return array<vec4<u32>, 2>(xq[xb + e / 8u], xq[xb + e / 8u + 1u]);
+    return array<vec4<u32>, 2>(xvec(xb, e / 8u), xvec(xb, e / 8u + 1u));
 }
 
 // xword is word i of the row.
 fn xword(xb: u32, i: u32) -> u32 {
-    return xq[xb + (i >> 2u)][i & 3u];
+    return xvec(xb, i >> 2u)[i & 3u];
+}
+
+// x_in is vec4 i of the f32 row as IN reads it; inv is the norm's 1/rms.
+fn x_in(i: u32, inv: f32) -> vec4<f32> {
+    if (IN == 3u) {
+        return q8_glu(x[i], x[p.k / 4u + i]); // up starts k floats after gate
+    }
+    if (IN == 2u) {
+        return x[i] * inv * q8_gain(g[i]);
+    }
+    return x[i];
+}
+
+// stage_x quantizes the row into xs, one invocation a block of 32 (its 8
+// loads issued at once), and publishes it with a barrier. Every invocation
+// must call it (the norm's sum is a workgroup reduction).
+fn stage_x(lid: u32) {
+    var inv = 1.0;
+    if (IN == 2u) {
+        inv = q8_inv_rms(0u, lid, p.eps);
+    }
+    let nb = p.k / 32u;
+    for (var b = lid; b < nb; b += WG) {
+        var v: array<vec4<f32>, 8>;
+        for (var i = 0u; i < 8u; i++) {
+            v[i] = x_in(8u * b + i, inv);
+        }
+        var amax = 0.0;
+        for (var i = 0u; i < 8u; i++) {
+            let a = abs(v[i]);
+            amax = max(amax, max(max(a.x, a.y), max(a.z, a.w)));
+        }
+        let step = q8_step(amax);
+        // Levels of floats 32b + 8j .. +7 in vec4 4b + j; Σq of each half.
+        var s = vec2<i32>(0);
+        for (var j = 0u; j < 4u; j++) {
+            let q0 = q8_levels(v[2u * j], step.y);
+            let q1 = q8_levels(v[2u * j + 1u], step.y);
+            let sq = (q0.x + q0.y) + (q0.z + q0.w) + (q1.x + q1.y) + (q1.z + q1.w);
+            if (j < 2u) {
+                s.x += sq;
+            } else {
+                s.y += sq;
+            }
+            xs[4u * b + j] = vec4<u32>(q8_pack(q0), q8_pack(q1));
+        }
+        let sw = p.k / 2u + b; // the block's scale; the half sums follow all scales
+        xs[sw >> 2u][sw & 3u] = bitcast<u32>(step.x);
+        let hw = p.k / 2u + nb + 2u * b;
+        xs[hw >> 2u][hw & 3u] = bitcast<u32>(s.x);
+        xs[(hw + 1u) >> 2u][(hw + 1u) & 3u] = bitcast<u32>(s.y);
+    }
+    workgroupBarrier();
 }
 
 // x_scale is the scale of the 32-block holding element e.
@@ -321,6 +402,9 @@ fn row_of(lid: u32, wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
 
 @compute @workgroup_size(WG)
 fn matvec_q8_q4_k(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    if (IN != 0u) {
+        stage_x(lid);
+    }
     let row = row_of(lid, wid, nwg);
     var acc: array<f32, NX>;
     if (row < p.n) {
@@ -331,6 +415,9 @@ fn matvec_q8_q4_k(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
 
 @compute @workgroup_size(WG)
 fn matvec_q8_q6_k(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    if (IN != 0u) {
+        stage_x(lid);
+    }
     let row = row_of(lid, wid, nwg);
     var acc: array<f32, NX>;
     if (row < p.n) {
@@ -341,6 +428,9 @@ fn matvec_q8_q6_k(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
 
 @compute @workgroup_size(WG)
 fn matvec_q8_q8_0(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    if (IN != 0u) {
+        stage_x(lid);
+    }
     let row = row_of(lid, wid, nwg);
     var acc: array<f32, NX>;
     if (row < p.n) {

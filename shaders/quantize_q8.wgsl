@@ -15,10 +15,12 @@
 //     lane's half of a Q4_K min).
 // engine/ops.Q8Words is that size.
 //
-// Differences from ggml's quantize_q8_1, on purpose: d is amax times the f32
-// nearest 1/127 (a product is exact to half an ulp on every device, a
-// quotient only to 2.5 ulp in WGSL), and q = round(x·(1/d)) rounds half to
-// even (WGSL's round) where ggml's roundf rounds away from zero. q can
+// The arithmetic is q8_common's, which matvec_q8's products that quantize
+// their own input share. Differences from ggml's quantize_q8_1, on
+// purpose: d is amax times the f32 nearest 1/127 (a product is exact to
+// half an ulp on every device, a quotient only to 2.5 ulp in WGSL), and q
+// = round(x·(1/d)) rounds half to even (WGSL's round) where ggml's roundf
+// rounds away from zero. q can
 // therefore differ from ggml's by one where x/d is within an ulp of a
 // half-integer; the matvecs' CPU reference (engine/ops/ref.MatVecQ8) takes
 // the levels this kernel wrote.
@@ -48,6 +50,7 @@
 
 //!include glu_common
 //!include reduce_common
+//!include q8_common
 
 struct Q8Params {
     k: u32,     // floats to quantize, a multiple of 32
@@ -84,22 +87,21 @@ fn store_vec(gi: u32, lid: u32, v: vec4<f32>, live: bool, qb: u32) {
     for (var i = 0u; i < 8u; i++) {
         amax = max(amax, red_max[first + i]);
     }
-    let d = amax * (1.0 / 127.0);
-    let id = select(0.0, 1.0 / d, d > 0.0);
-    let q = clamp(vec4<i32>(round(v * id)), vec4<i32>(-127), vec4<i32>(127));
+    let step = q8_step(amax);
+    let q = q8_levels(v, step.y);
     red_sum[lid] = (q.x + q.y) + (q.z + q.w);
     workgroupBarrier();
     if (!live) {
         return;
     }
-    let u = vec4<u32>(q + 128);
-    xq[qb + 2u * gi] = u.z | (u.x << 16u);
-    xq[qb + 2u * gi + 1u] = u.w | (u.y << 16u);
+    let u = q8_pack(q);
+    xq[qb + 2u * gi] = u.x;
+    xq[qb + 2u * gi + 1u] = u.y;
     if ((lid & 7u) == 0u) {
         let b = gi / 8u;
         let half = qb + p.k / 2u;
         let s = p.k / 32u;
-        xq[half + b] = bitcast<u32>(d);
+        xq[half + b] = bitcast<u32>(step.x);
         let s0 = (red_sum[lid] + red_sum[lid + 1u]) + (red_sum[lid + 2u] + red_sum[lid + 3u]);
         let s1 = (red_sum[lid + 4u] + red_sum[lid + 5u]) + (red_sum[lid + 6u] + red_sum[lid + 7u]);
         xq[half + s + 2u * b] = bitcast<u32>(s0);
@@ -126,30 +128,16 @@ fn quantize_q8_glu(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
     let i = wid.z * p.x_row + min(gi, n4 - 1u);
     let gt = x[i];
     let up = x[n4 + i]; // up starts k floats after gate
-    let act = select(
-        vec4<f32>(silu(gt.x), silu(gt.y), silu(gt.z), silu(gt.w)),
-        vec4<f32>(gelu(gt.x), gelu(gt.y), gelu(gt.z), gelu(gt.w)),
-        (p.flags & 4u) != 0u);
-    store_vec(gi, lid, act * up, live, q_row(wid.z));
+    store_vec(gi, lid, q8_glu(gt, up), live, q_row(wid.z));
 }
 
 @compute @workgroup_size(WG)
 fn quantize_q8_normed(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let n4 = p.k / 4u;
     let xb = wid.z * p.x_row;
-    // x² over the row, four loads in flight per invocation and pass.
-    var ss = 0.0;
-    for (var i = lid; i < n4; i += 4u * WG) {
-        let a0 = x[xb + i];
-        let a1 = select(vec4<f32>(0.0), x[xb + min(i + WG, n4 - 1u)], i + WG < n4);
-        let a2 = select(vec4<f32>(0.0), x[xb + min(i + 2u * WG, n4 - 1u)], i + 2u * WG < n4);
-        let a3 = select(vec4<f32>(0.0), x[xb + min(i + 3u * WG, n4 - 1u)], i + 3u * WG < n4);
-        ss += (dot(a0, a0) + dot(a1, a1)) + (dot(a2, a2) + dot(a3, a3));
-    }
-    let inv = inverseSqrt(workgroup_sum(ss, lid) / f32(p.k) + p.eps);
+    let inv = q8_inv_rms(xb, lid, p.eps);
     let gi = vec_index(wid, nwg, lid);
     let live = gi < n4;
     let i = min(gi, n4 - 1u);
-    let gv = g[i];
-    store_vec(gi, lid, x[xb + i] * inv * select(gv, gv + 1.0, (p.flags & 2u) != 0u), live, q_row(wid.z));
+    store_vec(gi, lid, x[xb + i] * inv * q8_gain(g[i]), live, q_row(wid.z));
 }

@@ -1,6 +1,6 @@
 // Workgroup reductions shared by the row kernels (pasted by //!include
 // reduce_common): norm, norm_backward, audio_norm, grad_norm, softmax,
-// cross_entropy, quantize_q8, ple, rope_qkv, moe_route, moe_router,
+// cross_entropy, quantize_q8, matvec_q8, ple, rope_qkv, moe_route, moe_router,
 // moe_backward, altup and gaussian_topk. Each combines one value per invocation through shared
 // memory in the same pairwise tree, which also keeps the f32 sum of
 // thousands of terms accurate, and hands the result to every invocation.

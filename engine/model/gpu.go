@@ -733,14 +733,12 @@ func (r *GPU) record(key stepKey, seqs []Step) (*step, error) {
 		rows, src = 1, r.last
 	}
 	switch {
-	case r.xq != nil && rows == 1 && r.loraOutput == nil && q8Fuses(r.w.Output):
-		try(ops.QuantizeQ8Normed(ch, src, r.w.OutNorm, r.xq, ops.NormArgs{Rows: 1, Dim: d, Eps: c.Eps}))
-		try(ops.MatVecQ8(ch, r.w.Output, r.xq, r.logits, 1, ops.MatmulOptions{}))
-	case r.xq != nil && rows == 1 && q8Fuses(r.w.Output):
+	case r.xq != nil && rows == 1 && r.loraOutput == nil && q8Decodes(r.w.Output):
+		try(ops.MatVecQ8Normed(ch, r.w.Output, src, r.w.OutNorm, r.xq, r.logits, ops.NormArgs{Rows: 1, Dim: d, Eps: c.Eps}, ops.MatmulOptions{}))
+	case r.xq != nil && rows == 1 && q8Decodes(r.w.Output):
 		// The head's LoRA reads the normed row: written out, then quantized.
 		try(ops.RMSNorm(ch, src, r.w.OutNorm, r.xn, ops.NormArgs{Rows: 1, Dim: d, Eps: c.Eps}))
-		try(ops.QuantizeQ8(ch, r.xn, r.xq, d, 1))
-		try(ops.MatVecQ8(ch, r.w.Output, r.xq, r.logits, 1, ops.MatmulOptions{}))
+		try(ops.MatVecQ8Of(ch, r.w.Output, r.xn, r.xq, r.logits, 1, ops.MatmulOptions{}))
 	case normFuses(rows, r.loraOutput != nil, r.w.Output):
 		try(ops.MatVecNormed(ch, r.w.Output, src, r.w.OutNorm, r.logits, ops.NormArgs{Rows: 1, Dim: d, Eps: c.Eps}, ops.MatmulOptions{}))
 	default:

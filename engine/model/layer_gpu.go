@@ -205,7 +205,7 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 	// quantizer.
 	q8 := func(ts ...*gpu.Tensor) bool {
 		decode := n == 1 || (s.Seqs != nil && n <= ops.MaxQ8Rows)
-		return a.XQ != nil && !a.Keep && decode && q8Fuses(ts...)
+		return a.XQ != nil && !a.Keep && decode && q8Decodes(ts...)
 	}
 	// The fused norms' rows: one token's for MatVecNormed (normFuses), the
 	// batch's for the quantizers.
@@ -262,17 +262,25 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 		}
 		switch {
 		case q8(ts...):
-			switch {
-			case !s.Normed && !adapted(ProjQ, ProjK, ProjV):
-				try(ops.QuantizeQ8Normed(ch, a.X, l.AttnNorm, a.XQ, normArgs))
-			case !s.Normed:
+			// The quantizer applies the norm itself unless a LoRA reads XN.
+			// Each product quantizes its own input where ops.Q8Fuses says
+			// so; else the first one's quantizer writes XQ for the rest.
+			normedQ8 := !s.Normed && !adapted(ProjQ, ProjK, ProjV)
+			if !s.Normed && !normedQ8 {
 				norm(a.X, l.AttnNorm, a.XN, n, d)
-				fallthrough
-			default:
-				try(ops.QuantizeQ8(ch, a.XN, a.XQ, d, n))
 			}
+			quantized := false // XQ holds the input
 			for _, p := range l.QKV {
-				try(ops.MatVecQ8(ch, p.T, a.XQ, a.QKV, n, ops.MatmulOptions{YOffset: p.Col, YStride: qkvd}))
+				o := ops.MatmulOptions{YOffset: p.Col, YStride: qkvd}
+				switch {
+				case quantized:
+					try(ops.MatVecQ8(ch, p.T, a.XQ, a.QKV, n, o))
+				case normedQ8:
+					try(ops.MatVecQ8Normed(ch, p.T, a.X, l.AttnNorm, a.XQ, a.QKV, normArgs, o))
+				default:
+					try(ops.MatVecQ8Of(ch, p.T, a.XN, a.XQ, a.QKV, n, o))
+				}
+				quantized = quantized || !ops.Q8Fuses(ch.Device(), p.T, n)
 			}
 		case !s.Normed && fuseNorm(adapted(ProjQ, ProjK, ProjV), ts...):
 			for _, p := range l.QKV {
@@ -334,13 +342,10 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 				o.Bias, apart = bias, nil
 			}
 			switch {
+			case q8(t) && glu != nil:
+				try(ops.MatVecQ8GLU(ch, t, in, a.XQ, y, *glu, n, o))
 			case q8(t):
-				if glu != nil {
-					try(ops.QuantizeQ8GLU(ch, in, a.XQ, *glu, n))
-				} else {
-					try(ops.QuantizeQ8(ch, in, a.XQ, t.Cols, n))
-				}
-				try(ops.MatVecQ8(ch, t, a.XQ, y, n, o))
+				try(ops.MatVecQ8Of(ch, t, in, a.XQ, y, n, o))
 			case glu != nil:
 				try(ops.MatVecGLU(ch, t, in, y, *glu, o))
 			default:
@@ -419,11 +424,9 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 		if l.GateUp != nil {
 			switch {
 			case q8Normed:
-				try(ops.QuantizeQ8Normed(ch, x, l.FFNNorm, a.XQ, normArgs))
-				try(ops.MatVecQ8(ch, l.GateUp, a.XQ, a.Gate, n, ops.MatmulOptions{}))
+				try(ops.MatVecQ8Normed(ch, l.GateUp, x, l.FFNNorm, a.XQ, a.Gate, normArgs, ops.MatmulOptions{}))
 			case q8FFN:
-				try(ops.QuantizeQ8(ch, a.XN2, a.XQ, d, n))
-				try(ops.MatVecQ8(ch, l.GateUp, a.XQ, a.Gate, n, ops.MatmulOptions{}))
+				try(ops.MatVecQ8Of(ch, l.GateUp, a.XN2, a.XQ, a.Gate, n, ops.MatmulOptions{}))
 			case fuseFFN:
 				try(ops.MatVecNormed(ch, l.GateUp, x, l.FFNNorm, a.Gate, normArgs, ops.MatmulOptions{}))
 			default:
@@ -538,9 +541,9 @@ func normFuses(rows int, lora bool, ts ...*gpu.Tensor) bool {
 	return true
 }
 
-// q8Fuses says whether every tensor of ts decodes on 8-bit activations,
+// q8Decodes says whether every tensor of ts decodes on 8-bit activations,
 // so that one quantized copy of their input serves them all.
-func q8Fuses(ts ...*gpu.Tensor) bool {
+func q8Decodes(ts ...*gpu.Tensor) bool {
 	for _, t := range ts {
 		if !q8DecodeTypes[t.Type] {
 			return false

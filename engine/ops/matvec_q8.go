@@ -134,7 +134,25 @@ func dispatchQ8(c *gpu.Chain, entry string, rows int, params q8Params, x, g, xq 
 type matvecQ8Params struct {
 	K, N, Row0, YOffset, Flags uint32
 	YStride, XRow              uint32
-	_                          uint32
+	Eps                        float32
+}
+
+// The values of matvec_q8's IN: where a dispatch's activations come from.
+const (
+	q8InQuantized = iota // xq, written by a quantizer beforehand
+	q8InPlain            // a row of f32 x, quantized by each workgroup
+	q8InNormed           // RMSNorm(x) with a gain, quantized by each workgroup
+	q8InGLU              // act(gate) ⊙ up of x = [gate | up], quantized by each workgroup
+)
+
+// q8Source is a MatVecQ8 dispatch's activations: xq, or (in > 0) the f32
+// row x, with the norm's gain g and eps or the GLU's flags.
+type q8Source struct {
+	in    int
+	xq    *gpu.Buffer
+	x, g  *gpu.Buffer
+	flags uint32
+	eps   float32
 }
 
 // matvecQ8Launch is a workgroup of wg invocations serving rows weight rows,
@@ -161,6 +179,132 @@ func MatVecQ8(c *gpu.Chain, w *gpu.Tensor, xq, y *gpu.Buffer, m int, o MatmulOpt
 }
 
 func matvecQ8With(c *gpu.Chain, w *gpu.Tensor, xq, y *gpu.Buffer, m int, o MatmulOptions, l matvecQ8Launch) error {
+	return matvecQ8Dispatch(c, w, q8Source{xq: xq}, y, m, o, l)
+}
+
+// MatVecQ8Of appends y = W·x for Q4_K, Q6_K or Q8_0 weights W and m rows of
+// f32 activations x, quantized as QuantizeQ8 quantizes them: for one row,
+// by every workgroup of the product into its own memory where Q8Fuses
+// allows it (one dispatch instead of two, the same result to the bit);
+// else by QuantizeQ8 into xq first (Q8Bytes(W.Cols, m) bytes, unused by a
+// fused product). o is MatVecQ8's.
+func MatVecQ8Of(c *gpu.Chain, w *gpu.Tensor, x, xq, y *gpu.Buffer, m int, o MatmulOptions) error {
+	if w != nil && Q8Fuses(c.Device(), w, m) {
+		return matvecQ8OfFused(c, w, x, y, o)
+	}
+	if w == nil {
+		return fmt.Errorf("ops: matvec q8: weight tensor is nil")
+	}
+	if err := QuantizeQ8(c, x, xq, w.Cols, m); err != nil {
+		return err
+	}
+	return MatVecQ8(c, w, xq, y, m, o)
+}
+
+// MatVecQ8Normed is MatVecQ8Of of RMSNorm(x) with gain g, for a.Rows rows
+// of a.Dim = W.Cols floats (QuantizeQ8Normed's arithmetic).
+func MatVecQ8Normed(c *gpu.Chain, w *gpu.Tensor, x, g, xq, y *gpu.Buffer, a NormArgs, o MatmulOptions) error {
+	if w == nil {
+		return fmt.Errorf("ops: matvec q8 normed: weight tensor is nil")
+	}
+	if a.Dim != w.Cols {
+		return fmt.Errorf("ops: matvec q8 normed %q: rows of %d floats, want the weight's %d columns", w.Name, a.Dim, w.Cols)
+	}
+	if Q8Fuses(c.Device(), w, a.Rows) {
+		return matvecQ8NormedFused(c, w, x, g, y, a, o)
+	}
+	if err := QuantizeQ8Normed(c, x, g, xq, a); err != nil {
+		return err
+	}
+	return MatVecQ8(c, w, xq, y, a.Rows, o)
+}
+
+// MatVecQ8GLU is MatVecQ8Of of act(gate) ⊙ up, for m rows of gateUp =
+// [gate | up] of 2·a.FF floats (QuantizeQ8GLU's arithmetic); W has a.FF
+// columns.
+func MatVecQ8GLU(c *gpu.Chain, w *gpu.Tensor, gateUp, xq, y *gpu.Buffer, a GLUArgs, m int, o MatmulOptions) error {
+	if w == nil {
+		return fmt.Errorf("ops: matvec q8 glu: weight tensor is nil")
+	}
+	if a.FF != w.Cols {
+		return fmt.Errorf("ops: matvec q8 glu %q: gate and up of %d floats, want the weight's %d columns", w.Name, a.FF, w.Cols)
+	}
+	if Q8Fuses(c.Device(), w, m) {
+		return matvecQ8GLUFused(c, w, gateUp, y, a, o)
+	}
+	if err := QuantizeQ8GLU(c, gateUp, xq, a, m); err != nil {
+		return err
+	}
+	return MatVecQ8(c, w, xq, y, m, o)
+}
+
+func matvecQ8OfFused(c *gpu.Chain, w *gpu.Tensor, x, y *gpu.Buffer, o MatmulOptions) error {
+	if err := needF32("matvec q8 "+w.Name, "x", x, w.Cols); err != nil {
+		return err
+	}
+	return matvecQ8Dispatch(c, w, q8Source{in: q8InPlain, x: x, g: x}, y, 1, o, q8Launch)
+}
+
+func matvecQ8NormedFused(c *gpu.Chain, w *gpu.Tensor, x, g, y *gpu.Buffer, a NormArgs, o MatmulOptions) error {
+	if !(a.Eps >= 0) || math.IsInf(float64(a.Eps), 0) {
+		return fmt.Errorf("ops: matvec q8 normed %q: eps %v must be finite and >= 0", w.Name, a.Eps)
+	}
+	if err := needF32("matvec q8 normed "+w.Name, "x", x, w.Cols); err != nil {
+		return err
+	}
+	if err := needF32("matvec q8 normed "+w.Name, "gain", g, w.Cols); err != nil {
+		return err
+	}
+	var flags uint32
+	if a.OnePlus {
+		flags |= matmulOnePlus
+	}
+	return matvecQ8Dispatch(c, w, q8Source{in: q8InNormed, x: x, g: g, flags: flags, eps: a.Eps}, y, 1, o, q8Launch)
+}
+
+func matvecQ8GLUFused(c *gpu.Chain, w *gpu.Tensor, gateUp, y *gpu.Buffer, a GLUArgs, o MatmulOptions) error {
+	if a.OAI {
+		return fmt.Errorf("ops: matvec q8 glu %q: gpt-oss's gated unit is not fused into the quantizer (apply SwiGLUOAIFused first)", w.Name)
+	}
+	if err := needF32("matvec q8 glu "+w.Name, "gate and up", gateUp, 2*w.Cols); err != nil {
+		return err
+	}
+	var flags uint32
+	if a.GELU {
+		flags |= matmulGELU
+	}
+	return matvecQ8Dispatch(c, w, q8Source{in: q8InGLU, x: gateUp, g: gateUp, flags: flags}, y, 1, o, q8Launch)
+}
+
+// q8FuseMaxWorkgroups bounds the products that quantize their own input:
+// every workgroup reads the whole f32 row and quantizes it, a cost that
+// grows with the workgroups where the dispatch it saves does not. A
+// vocabulary's head (128256 rows: 16032 workgroups of 8) keeps its
+// quantizer.
+const q8FuseMaxWorkgroups = 4096
+
+// Q8Fuses reports whether a product of W with m activation rows quantizes
+// its own input: one row, W a type MatVecQ8 takes, the quantized row fits
+// in workgroup memory beside the kernel's own, and not too many
+// workgroups.
+func Q8Fuses(d *gpu.Device, w *gpu.Tensor, m int) bool {
+	if m != 1 || !HasMatVecQ8(w.Type) || w.Cols%32 != 0 {
+		return false
+	}
+	if (w.Rows+q8Launch.rows-1)/q8Launch.rows > q8FuseMaxWorkgroups {
+		return false
+	}
+	return q8SharedBytes(w.Cols, q8Launch, 1) <= uint64(d.Limits.MaxComputeWorkgroupStorageSize)
+}
+
+// q8SharedBytes is the workgroup memory of a matvec_q8 launch that stages
+// a row of k activations: the staged row, the lanes' sums and
+// reduce_common's two arrays.
+func q8SharedBytes(k int, l matvecQ8Launch, nx int) uint64 {
+	return 4*uint64(Q8RowWords(k)) + 4*uint64(l.wg*nx) + 12*uint64(l.wg)
+}
+
+func matvecQ8Dispatch(c *gpu.Chain, w *gpu.Tensor, src q8Source, y *gpu.Buffer, m int, o MatmulOptions, l matvecQ8Launch) error {
 	if w == nil {
 		return fmt.Errorf("ops: matvec q8: weight tensor is nil")
 	}
@@ -185,7 +329,17 @@ func matvecQ8With(c *gpu.Chain, w *gpu.Tensor, xq, y *gpu.Buffer, m int, o Matmu
 	if m > 1 && ys < n {
 		return fmt.Errorf("ops: matvec q8 %q: y stride %d is under the %d rows of an output", w.Name, ys, n)
 	}
-	if err := needF32("matvec q8 "+w.Name, "xq", xq, int(Q8Bytes(k, m)/4)); err != nil {
+	xq, xs := src.xq, 1 // xs: matvec_q8's XS, the vec4s of its staged row
+	if src.in != q8InQuantized {
+		if m != 1 {
+			return fmt.Errorf("ops: matvec q8 %q: %d activation rows quantized in the product, want 1", w.Name, m)
+		}
+		xq, xs = src.x, Q8RowWords(k)/4
+		if need := q8SharedBytes(k, l, 1); need > uint64(c.Device().Limits.MaxComputeWorkgroupStorageSize) {
+			return fmt.Errorf("ops: matvec q8 %q: a row of %d activations quantized in the product needs %d bytes of workgroup memory, over the device's %d",
+				w.Name, k, need, c.Device().Limits.MaxComputeWorkgroupStorageSize)
+		}
+	} else if err := needF32("matvec q8 "+w.Name, "xq", xq, int(Q8Bytes(k, m)/4)); err != nil {
 		return err
 	}
 	end := uint64(o.YOffset) + uint64(m-1)*uint64(ys) + uint64(n)
@@ -204,11 +358,11 @@ func matvecQ8With(c *gpu.Chain, w *gpu.Tensor, xq, y *gpu.Buffer, m int, o Matmu
 	if err := checkChunks("matvec q8", w); err != nil {
 		return err
 	}
-	k8, err := c.Device().Kernel(gpu.Spec("matvec_q8", entry, "WG", l.wg, "ROWS", l.rows, "NX", m))
+	k8, err := c.Device().Kernel(gpu.Spec("matvec_q8", entry, "WG", l.wg, "ROWS", l.rows, "NX", m, "IN", src.in, "XS", xs))
 	if err != nil {
 		return err
 	}
-	var flags uint32
+	flags := src.flags
 	if o.Accumulate {
 		flags |= matmulAccumulate
 	}
@@ -222,8 +376,14 @@ func matvecQ8With(c *gpu.Chain, w *gpu.Tensor, xq, y *gpu.Buffer, m int, o Matmu
 	}
 	for _, ch := range w.Chunks {
 		params := matvecQ8Params{K: uint32(k), N: uint32(ch.Rows), Row0: uint32(ch.FirstRow), YOffset: uint32(o.YOffset), Flags: flags,
-			YStride: uint32(ys), XRow: uint32(Q8RowWords(k) / 4)}
-		if err := c.Dispatch(k8, params, gpu.Grid(ch.Rows, l.rows), ch.Buf, xq, y, bias); err != nil {
+			YStride: uint32(ys), XRow: uint32(Q8RowWords(k) / 4), Eps: src.eps}
+		// Bindings 5 and 6 (x, g) are read only when the product quantizes
+		// its own input; else xq fills them.
+		x, g := xq, xq
+		if src.in != q8InQuantized {
+			x, g = src.x, src.g
+		}
+		if err := c.Dispatch(k8, params, gpu.Grid(ch.Rows, l.rows), ch.Buf, xq, y, bias, x, g); err != nil {
 			return err
 		}
 	}

@@ -1,0 +1,29 @@
+# Issue 23 beside the peer, in one lease: fuse.sh (hearth-base against
+# hearth, decode, and their profiles) while llama.cpp's CUDA build of
+# ../shared/peer compiles, then pp512 and tg128 of hearth and of the peer
+# on the issue's three files. Inputs: .device/debs, .device/hearth.xz,
+# .device/hearth-base.xz, .device/peer (../shared/peer as it is).
+#   LIMIT=560 bash docs/h200/decode/run.sh
+source docs/h200/one-graph/env.sh
+W=/root/w; mkdir -p $W/m $W/src; R=$OUT/r; mkdir -p $R
+END=$((SECONDS + ${LIMIT:-560}))
+left() { [ $((END - SECONDS)) -gt $1 ]; }
+( tar xJf .device/peer/llama.cpp-ec98e2002-src.tar.xz -C $W/src && cp .device/peer/anchor.cpp $W/src/ &&
+  cmake -S $W/src -B $W/build -DANCHOR_CUDA=ON -DANCHOR_VULKAN=OFF -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null &&
+  cmake --build $W/build -j12 >/dev/null ) > $R/peer-build.txt 2>&1 &
+PB=$!
+bash docs/h200/decode/fuse.sh
+H=$W/hearth
+b=llama-3.1-8b-Q8_0
+left 200 && timeout 120 $H synth --preset ${b%-*} --quant ${b##*-} -o $W/m/$b.gguf --seed 1 > /dev/null 2>>$R/log.txt
+FILES="llama-3.2-1b-Q4_K_M llama-3.1-8b-Q4_K_M llama-3.1-8b-Q8_0"
+for b in $FILES; do
+  left 60 && timeout 90 $H bench -m $W/m/$b.gguf -p 512 -n 128 -r 3 --json > $R/both-hearth-$b.json 2>>$R/log.txt
+done
+if ! left 90; then kill $PB 2>/dev/null; fi
+wait $PB
+A="env LD_LIBRARY_PATH=$W/build/bin:$LD_LIBRARY_PATH $W/build/bin/anchor"
+for b in $FILES; do
+  left 30 && timeout 90 $A bench $W/m/$b.gguf 512 128 3 > $R/both-peer-$b.json 2>>$R/log.txt
+done
+grep -h . $R/both-*.json | head -40; tail -3 $R/log.txt $R/peer-build.txt
