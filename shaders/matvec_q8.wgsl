@@ -49,7 +49,7 @@
 // is; 2, RMSNorm(x) with gain g (eps in p.eps); 3, act(gate) ⊙ up of x =
 // [gate | up], 2k floats. Each workgroup then reads the whole f32 row
 // (from L2) where it read 16 bytes of levels a part; the dispatcher
-// (engine/ops.MatVecQ8From) weighs the two.
+// (engine/ops.Q8Fuses) weighs the two.
 // Constants prepended by gpu.Spec: WG, ROWS, NX, IN and XS, the vec4s of
 // xs (Q8RowWords(k)/4 with IN > 0, else 1).
 

@@ -14,8 +14,6 @@ left() { [ $((END - SECONDS)) -gt $1 ]; }
 PB=$!
 bash docs/h200/decode/fuse.sh
 H=$W/hearth
-b=llama-3.1-8b-Q8_0
-left 200 && timeout 120 $H synth --preset ${b%-*} --quant ${b##*-} -o $W/m/$b.gguf --seed 1 > /dev/null 2>>$R/log.txt
 FILES="llama-3.2-1b-Q4_K_M llama-3.1-8b-Q4_K_M llama-3.1-8b-Q8_0"
 for b in $FILES; do
   left 60 && timeout 90 $H bench -m $W/m/$b.gguf -p 512 -n 128 -r 3 --json > $R/both-hearth-$b.json 2>>$R/log.txt
