@@ -1,6 +1,7 @@
 package model
 
 import (
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -14,7 +15,11 @@ import (
 func randomLoRA(m *Model, rank int, scale float32, seed uint64) LoRA {
 	rng := rand.New(rand.NewPCG(seed, 1))
 	l := LoRA{Scale: scale, Weights: map[string]LoRAWeight{}}
-	for name, s := range m.LoRATargets() {
+	targets := m.LoRATargets()
+	// In name order: a map's order would hand the seed's draws to other
+	// tensors on every call.
+	for _, name := range slices.Sorted(maps.Keys(targets)) {
+		s := targets[name]
 		a := make([]float32, rank*s[1])
 		b := make([]float32, s[0]*rank)
 		for i := range a {
