@@ -34,6 +34,9 @@ type infoReport struct {
 	// activations on the GPU, two products to a u32 multiply (unless
 	// --f32-activations).
 	DecodeQ8 []string `json:"decode_8bit_activations"`
+	// DecodeQ8Fused is the most workgroups of a decode product that
+	// quantizes its own input (HEARTH_Q8_FUSE_WORKGROUPS; 0: none does).
+	DecodeQ8Fused int `json:"decode_8bit_fused_workgroups"`
 }
 
 // backendReport is an app.Backend for reports.
@@ -67,6 +70,7 @@ restricts the backend.`,
 			for _, t := range model.Q8DecodeTypes() {
 				rep.DecodeQ8 = append(rep.DecodeQ8, t.String())
 			}
+			rep.DecodeQ8Fused = model.Q8FusedWorkgroups()
 			if chosen, err := app.ChooseAdapter(adapters, opts); err != nil {
 				rep.Error = err.Error()
 			} else {
@@ -149,4 +153,7 @@ func printInfo(w io.Writer, rep infoReport) {
 		fmt.Fprintf(w, "  shader language              unknown: %s\n", rep.LanguageError)
 	}
 	fmt.Fprintf(w, "  8-bit decode activations     %s weights (u32 multiplies, two products each)\n", strings.Join(rep.DecodeQ8, ", "))
+	if rep.DecodeQ8Fused > 0 {
+		fmt.Fprintf(w, "                               quantized inside products of up to %d workgroups (HEARTH_Q8_FUSE_WORKGROUPS)\n", rep.DecodeQ8Fused)
+	}
 }

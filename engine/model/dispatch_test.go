@@ -66,23 +66,26 @@ func TestDecodeKernels(t *testing.T) {
 
 // TestDecodeKernelsQuantized: with quantized weights each pre-norm goes
 // into the matvecs that read it (ops.MatVecNormed), the head's too: 6 a
-// Llama layer, 1 for the head. With Q4_K/Q6_K weights the integer matvecs
-// quantize their own input, the norm or the GLU included
-// (ops.MatVecQ8Normed, ops.MatVecQ8GLU): 6 a layer as well, where a
-// quantizer before each product made 10.
+// Llama layer, 1 for the head; with Q4_K/Q6_K weights into the 8-bit
+// quantizer before the integer matvecs (ops.QuantizeQ8Normed).
 func TestDecodeKernelsQuantized(t *testing.T) {
 	const (
 		normed, mm, rope, attn = "matmul_legacy.matvec_normed_q4_0", "matmul_legacy.matvec_q4_0", "rope_qkv.rope_qkv", "attention_decode.attention_decode"
 		gluMM                  = "matmul_legacy.matvec_glu_q4_0"
 	)
-	const q6 = "matvec_q8.matvec_q8_q6_k"
+	const (
+		quant, quantNormed, quantGLU = "quantize_q8.quantize_q8", "quantize_q8.quantize_q8_normed", "quantize_q8.quantize_q8_glu"
+		q6                           = "matvec_q8.matvec_q8_q6_k"
+	)
 	for _, tc := range []struct {
 		preset, quant string
 		layer, head   []string
 	}{
 		// Q4_0 keeps the head in Q6_K, as llama.cpp's mixes do.
-		{"tiny-llama", "Q4_0", []string{normed, rope, attn, mm, normed, gluMM}, []string{q6}},
-		{"tiny-llama", "Q6_K", []string{q6, rope, attn, q6, q6, q6}, []string{q6}},
+		{"tiny-llama", "Q4_0", []string{normed, rope, attn, mm, normed, gluMM}, []string{quantNormed, q6}},
+		// The integer matvecs read activations quantized once per input:
+		// 10 a layer, but each product about twice as fast.
+		{"tiny-llama", "Q6_K", []string{quantNormed, q6, rope, attn, quant, q6, quantNormed, q6, quantGLU, q6}, []string{quantNormed, q6}},
 	} {
 		t.Run(tc.preset+"-"+tc.quant, func(t *testing.T) {
 			m := synthModel(t, tc.preset, tc.quant)
@@ -144,12 +147,9 @@ func TestQKVDispatches(t *testing.T) {
 					// Before those, the attention norm: its own dispatch
 					// (rmsnorm, or rmsnorm_add fused with the residual add
 					// before it); for quantized weights, inside each f32
-					// matvec (matvec_normed_), or inside the integer ones
-					// (family matvec_q8), which at these sizes quantize their
-					// own input (ops.Q8Fuses), normed or as a fused post-norm
-					// wrote it: no quantizer before them. (Their kernel names
-					// do not say which input they read; the logits tests
-					// check that the norm is there.)
+					// matvec (matvec_normed_), or, before the integer ones
+					// (family matvec_q8), in the quantizer (quantize_q8_normed, or
+					// quantize_q8 of what a fused post-norm wrote).
 					before := func(j int) string {
 						if j < 0 {
 							return ""
@@ -174,7 +174,8 @@ func TestQKVDispatches(t *testing.T) {
 						ok := !separate && quant != "F32"
 						switch {
 						case strings.HasPrefix(mm, "matvec_q8."):
-							ok = !strings.HasPrefix(prev, "quantize_q8.")
+							ok = prev == "quantize_q8.quantize_q8_normed" ||
+								prev == "quantize_q8.quantize_q8" && strings.HasPrefix(before(i-3-runs), "norm.rmsnorm")
 						case !strings.Contains(mm, "matvec_normed_"):
 							ok = separate
 						}

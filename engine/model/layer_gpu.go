@@ -561,6 +561,10 @@ func q8Decodes(ts ...*gpu.Tensor) bool {
 // hearth bench --f32-activations on a Q8_0 file decide it).
 var q8DecodeTypes = map[gguf.Type]bool{gguf.TypeQ4_K: true, gguf.TypeQ6_K: true}
 
+// Q8FusedWorkgroups is ops.Q8FuseMaxWorkgroups: the most workgroups of a
+// decode product that quantizes its own input (hearth info).
+func Q8FusedWorkgroups() int { return ops.Q8FuseMaxWorkgroups }
+
 // Q8DecodeTypes lists q8DecodeTypes in type id order (hearth info).
 func Q8DecodeTypes() []gguf.Type {
 	var out []gguf.Type

@@ -2,8 +2,10 @@ package model
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
+	"github.com/hearthstudio/hearth/engine/ops"
 	"github.com/hearthstudio/hearth/engine/ops/ref"
 )
 
@@ -20,6 +22,20 @@ import (
 // kernels' own parity tests pin their exact integers).
 const tolQ8 = 0.03
 
+// q8Case is a synth model decoded on 8-bit activations, with LoRA
+// adapters on every projection when lora is set.
+type q8Case struct {
+	preset, quant string
+	lora          bool
+}
+
+func (c q8Case) name() string {
+	if c.lora {
+		return c.preset + "-" + c.quant + "-lora"
+	}
+	return c.preset + "-" + c.quant
+}
+
 // TestQ8DecodeMatchesCPU decodes 4 tokens after a prompt on Q4_K_M and
 // Q6_K models (Llama, Qwen 3's QK-norm, Gemma 3's post-norms and GELU,
 // Phi-3's merged projections), two with LoRA adapters on every
@@ -29,10 +45,7 @@ const tolQ8 = 0.03
 // reference's top two are more than twice that apart; F32Decode is the
 // reference arithmetic, within tolF32.
 func TestQ8DecodeMatchesCPU(t *testing.T) {
-	for _, tc := range []struct {
-		preset, quant string
-		lora          bool
-	}{
+	for _, tc := range []q8Case{
 		{"tiny-llama", "Q4_K_M", false}, {"tiny-llama", "Q6_K", false}, {"tiny-gemma3", "Q4_K_M", false},
 		{"tiny-qwen3", "Q6_K", false}, {"tiny-phi3", "Q4_K_M", false},
 		// tiny-gemma4 is not here: its random q and k, RMS-normalised over
@@ -44,11 +57,7 @@ func TestQ8DecodeMatchesCPU(t *testing.T) {
 		// LoRA terms read their inputs in f32 beside the 8-bit products.
 		{"tiny-llama", "Q4_K_M", true}, {"tiny-gemma3", "Q4_K_M", true},
 	} {
-		name := tc.preset + "-" + tc.quant
-		if tc.lora {
-			name += "-lora"
-		}
-		t.Run(name, func(t *testing.T) {
+		t.Run(tc.name(), func(t *testing.T) {
 			m := synthModel(t, tc.preset, tc.quant)
 			cpu, g32, prompt := backends(t, m, 64, 20, 37, 7919)
 			g, err := NewGPU(dev, m, GPUOptions{Context: 64, Batch: 20})
@@ -180,3 +189,73 @@ func TestQ8BatchedDecode(t *testing.T) {
 // a row that read another row's activations or cache moves by tens of
 // percent.
 const tolQ8Batched = 1e-2
+
+// TestQ8FusedDecodeMatchesQuantizers decodes 4 tokens after a prompt with
+// every integer product quantizing its own input (ops.Q8FuseMaxWorkgroups
+// raised past these models' launches) and with a quantizer before each
+// (the default, 0): the products run quantize_q8's arithmetic in their
+// workgroups, so the logits must be the same to the bit. The models
+// cover each input a product takes: the pre-norms (Llama, Qwen 3's
+// QK-norm, Phi-3's merged projections), the 1 + g gains, GELU and the
+// plain input after a fused post-norm (Gemma 3), the GLU into down, and,
+// with LoRA adapters, the norm written out for them. The fused chain also
+// has no quantizer dispatch left.
+func TestQ8FusedDecodeMatchesQuantizers(t *testing.T) {
+	for _, tc := range []q8Case{
+		{"tiny-llama", "Q4_K_M", false}, {"tiny-gemma3", "Q4_K_M", false}, {"tiny-qwen3", "Q6_K", false},
+		{"tiny-phi3", "Q4_K_M", false}, {"tiny-llama", "Q4_K_M", true},
+	} {
+		t.Run(tc.name(), func(t *testing.T) {
+			m := synthModel(t, tc.preset, tc.quant)
+			_, _, prompt := backends(t, m, 64, 20, 37, 7919)
+			saved := ops.Q8FuseMaxWorkgroups
+			t.Cleanup(func() { ops.Q8FuseMaxWorkgroups = saved })
+			fuse := []int{0, 1 << 20}
+			loras := []LoRA{randomLoRA(m, 4, 0.7, 1)}
+			var runners []*GPU
+			for _, f := range fuse {
+				ops.Q8FuseMaxWorkgroups = f
+				g, err := NewGPU(dev, m, GPUOptions{Context: 64, Batch: 20})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(g.Close)
+				if tc.lora {
+					if err := g.SetAdapters(loras); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if _, err := g.Forward(prompt, 0, Output{}); err != nil {
+					t.Fatal(err)
+				}
+				runners = append(runners, g)
+			}
+			for step := range 4 {
+				tok := []int32{int32(step*31+5) % int32(m.Config.Vocab)}
+				var out [2][]float32
+				for i, g := range runners {
+					ops.Q8FuseMaxWorkgroups = fuse[i]
+					res, err := g.Forward(tok, len(prompt)+step, Output{})
+					if err != nil {
+						t.Fatal(err)
+					}
+					out[i] = res.Logits
+				}
+				if !slices.Equal(out[0], out[1]) {
+					d, at := maxRelDiff(out[1], out[0])
+					t.Fatalf("step %d: logit %d differs by %.3g of the range with the products quantizing their own input", step, at, d)
+				}
+			}
+			ops.Q8FuseMaxWorkgroups = fuse[1]
+			k, err := runners[1].DecodeKernels(len(prompt) + 4)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, name := range k {
+				if strings.HasPrefix(name, "quantize_q8.") && !tc.lora {
+					t.Errorf("fused decode still dispatches %s: %v", name, k)
+				}
+			}
+		})
+	}
+}

@@ -3,6 +3,8 @@ package ops
 import (
 	"fmt"
 	"math"
+	"os"
+	"strconv"
 
 	"github.com/hearthstudio/hearth/engine/gpu"
 	"github.com/hearthstudio/hearth/gguf"
@@ -189,11 +191,11 @@ func matvecQ8With(c *gpu.Chain, w *gpu.Tensor, xq, y *gpu.Buffer, m int, o Matmu
 // else by QuantizeQ8 into xq first (Q8Bytes(W.Cols, m) bytes, unused by a
 // fused product). o is MatVecQ8's.
 func MatVecQ8Of(c *gpu.Chain, w *gpu.Tensor, x, xq, y *gpu.Buffer, m int, o MatmulOptions) error {
-	if w != nil && Q8Fuses(c.Device(), w, m) {
-		return matvecQ8OfFused(c, w, x, y, o)
-	}
 	if w == nil {
 		return fmt.Errorf("ops: matvec q8: weight tensor is nil")
+	}
+	if Q8Fuses(c.Device(), w, m) {
+		return matvecQ8OfFused(c, w, x, y, o)
 	}
 	if err := QuantizeQ8(c, x, xq, w.Cols, m); err != nil {
 		return err
@@ -276,22 +278,36 @@ func matvecQ8GLUFused(c *gpu.Chain, w *gpu.Tensor, gateUp, y *gpu.Buffer, a GLUA
 	return matvecQ8Dispatch(c, w, q8Source{in: q8InGLU, x: gateUp, g: gateUp, flags: flags}, y, 1, o, q8Launch)
 }
 
-// q8FuseMaxWorkgroups bounds the products that quantize their own input:
-// every workgroup reads the whole f32 row and quantizes it, a cost that
-// grows with the workgroups where the dispatch it saves does not. A
-// vocabulary's head (128256 rows: 16032 workgroups of 8) keeps its
-// quantizer.
-const q8FuseMaxWorkgroups = 4096
+// Q8FuseMaxWorkgroups bounds the products that quantize their own input.
+// Every workgroup of such a product reads the whole f32 row and quantizes
+// it, work that grows with the workgroups where the dispatch it saves does
+// not: a launch of one wave trades a few microseconds of prologue for a
+// dispatch and its barrier, one of several waves pays the prologue in
+// each. Which wins is a GPU's to say, and none has measured it yet
+// (docs/performance.md, "Products that quantize their own input"), so the
+// default is 0: no product fuses, and decode runs as measured before.
+// HEARTH_Q8_FUSE_WORKGROUPS=N lets products of up to N workgroups fuse
+// (a value that is not a whole number counts as 0), so that one binary
+// measures both; tests set it directly.
+var Q8FuseMaxWorkgroups = q8FuseFromEnv()
+
+func q8FuseFromEnv() int {
+	n, err := strconv.Atoi(os.Getenv("HEARTH_Q8_FUSE_WORKGROUPS"))
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}
 
 // Q8Fuses reports whether a product of W with m activation rows quantizes
 // its own input: one row, W a type MatVecQ8 takes, the quantized row fits
-// in workgroup memory beside the kernel's own, and not too many
-// workgroups.
+// in workgroup memory beside the kernel's own, and at most
+// Q8FuseMaxWorkgroups workgroups.
 func Q8Fuses(d *gpu.Device, w *gpu.Tensor, m int) bool {
 	if m != 1 || !HasMatVecQ8(w.Type) || w.Cols%32 != 0 {
 		return false
 	}
-	if (w.Rows+q8Launch.rows-1)/q8Launch.rows > q8FuseMaxWorkgroups {
+	if (w.Rows+q8Launch.rows-1)/q8Launch.rows > Q8FuseMaxWorkgroups {
 		return false
 	}
 	return q8SharedBytes(w.Cols, q8Launch, 1) <= uint64(d.Limits.MaxComputeWorkgroupStorageSize)

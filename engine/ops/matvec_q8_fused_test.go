@@ -3,7 +3,6 @@ package ops
 import (
 	"math"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/hearthstudio/hearth/engine/gpu"
@@ -111,27 +110,36 @@ func TestMatVecQ8QuantizesItsInput(t *testing.T) {
 
 // TestMatVecQ8FusedLaunch checks when a product quantizes its own input:
 // one activation row whose quantized copy fits the device's workgroup
-// memory, and not a vocabulary's head of workgroups; and that the public
-// entry points take the quantizer's path otherwise, with its result.
+// memory, in at most Q8FuseMaxWorkgroups workgroups (none by default);
+// and that the public entry points take the quantizer's path otherwise,
+// with its result.
 func TestMatVecQ8FusedLaunch(t *testing.T) {
 	tensor := func(rows, k int) *gpu.Tensor { return &gpu.Tensor{Name: "w", Type: gguf.TypeQ4_K, Rows: rows, Cols: k} }
 	limit := int(dev.Limits.MaxComputeWorkgroupStorageSize)
+	saved := Q8FuseMaxWorkgroups
+	t.Cleanup(func() { Q8FuseMaxWorkgroups = saved })
 	for _, c := range []struct {
 		name string
+		max  int // Q8FuseMaxWorkgroups
 		w    *gpu.Tensor
 		m    int
 		want bool
 	}{
-		{"one row", tensor(4096, 4096), 1, true},
-		{"two rows", tensor(4096, 4096), 2, false},
-		{"a head", tensor(128256, 4096), 1, false},
-		{"the widest row that fits", tensor(64, 256*((limit-16*256)/4/(256/2+256/32+256/16))), 1, true},
-		{"a row past the device's memory", tensor(64, 256*((limit-16*256)/4/(256/2+256/32+256/16)+1)), 1, false},
+		{"one row", 4096, tensor(4096, 4096), 1, true},
+		{"one row, fusing off", 0, tensor(4096, 4096), 1, false},
+		{"two rows", 4096, tensor(4096, 4096), 2, false},
+		{"a head", 4096, tensor(128256, 4096), 1, false},
+		{"the last workgroup allowed", 512, tensor(4096, 4096), 1, true},
+		{"a workgroup more", 511, tensor(4096, 4096), 1, false},
+		{"the widest row that fits", 4096, tensor(64, 256*((limit-16*256)/4/(256/2+256/32+256/16))), 1, true},
+		{"a row past the device's memory", 4096, tensor(64, 256*((limit-16*256)/4/(256/2+256/32+256/16)+1)), 1, false},
 	} {
+		Q8FuseMaxWorkgroups = c.max
 		if got := Q8Fuses(dev, c.w, c.m); got != c.want {
-			t.Errorf("%s (%d×%d, %d rows): fused = %v, want %v", c.name, c.w.Rows, c.w.Cols, c.m, got, c.want)
+			t.Errorf("%s (%d×%d, %d rows, at most %d workgroups): fused = %v, want %v", c.name, c.w.Rows, c.w.Cols, c.m, c.max, got, c.want)
 		}
 	}
+	Q8FuseMaxWorkgroups = 4096
 	// Two rows through MatVecQ8Normed: the quantizer's path, each row
 	// what it gets alone.
 	const n, k = 9, 512
@@ -155,15 +163,17 @@ func TestMatVecQ8FusedLaunch(t *testing.T) {
 	}
 }
 
+// TestMatVecQ8FusedRejectsBadShapes: with fusing on, the public entry
+// points take the fused path and refuse its bad inputs by name.
 func TestMatVecQ8FusedRejectsBadShapes(t *testing.T) {
+	saved := Q8FuseMaxWorkgroups
+	t.Cleanup(func() { Q8FuseMaxWorkgroups = saved })
+	Q8FuseMaxWorkgroups = 4096
 	raw, _ := remix(t, gguf.TypeQ4_K, 4, 512)
 	w := newTensor(t, "w", gguf.TypeQ4_K, 4, 512, raw, 0)
 	x := upload(t, "x", randVec(1, 1024, 1))
 	xq, y := scratch(t, "xq", Q8Words(512)), scratch(t, "y", 8)
-	cases := []struct {
-		name, want string
-		op         func(c *gpu.Chain) error
-	}{
+	checkRejects(t, []rejectCase{
 		{"short x", "x buffer", func(c *gpu.Chain) error { return MatVecQ8Of(c, w, scratch(t, "x", 100), xq, y, 1, MatmulOptions{}) }},
 		{"x is y", "same buffer", func(c *gpu.Chain) error { return MatVecQ8Of(c, w, x, xq, x, 1, MatmulOptions{}) }},
 		{"nil weight", "nil", func(c *gpu.Chain) error { return MatVecQ8Of(c, nil, x, xq, y, 1, MatmulOptions{}) }},
@@ -188,16 +198,5 @@ func TestMatVecQ8FusedRejectsBadShapes(t *testing.T) {
 		{"two rows in the product", "want 1", func(c *gpu.Chain) error {
 			return matvecQ8Dispatch(c, w, q8Source{in: q8InPlain, x: x, g: x}, y, 2, MatmulOptions{}, q8Launch)
 		}},
-	}
-	for _, tc := range cases {
-		c, err := dev.NewChain(tc.name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = tc.op(c)
-		c.Discard()
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: err = %v, want one containing %q", tc.name, err, tc.want)
-		}
-	}
+	})
 }

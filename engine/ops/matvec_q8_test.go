@@ -281,10 +281,7 @@ func TestMatVecQ8RejectsBadShapes(t *testing.T) {
 	x := upload(t, "x", randVec(1, 1024, 1))
 	xq := scratch(t, "xq", Q8Words(512))
 	y := scratch(t, "y", 8)
-	cases := []struct {
-		name, want string
-		op         func(c *gpu.Chain) error
-	}{
+	checkRejects(t, []rejectCase{
 		{"q4_0 weight", "Q4_K, Q6_K and Q8_0 only", func(c *gpu.Chain) error { return MatVecQ8(c, w8, xq, y, 1, MatmulOptions{}) }},
 		{"short xq", "xq buffer", func(c *gpu.Chain) error { return MatVecQ8(c, w, scratch(t, "xq", 100), y, 1, MatmulOptions{}) }},
 		{"y past the end", "y buffer", func(c *gpu.Chain) error { return MatVecQ8(c, w, xq, y, 1, MatmulOptions{YOffset: 5}) }},
@@ -305,7 +302,19 @@ func TestMatVecQ8RejectsBadShapes(t *testing.T) {
 			return QuantizeQ8Normed(c, x, x, xq, NormArgs{Rows: 1, Dim: 512, Eps: float32(math.NaN())})
 		}},
 		{"glu short", "x buffer", func(c *gpu.Chain) error { return QuantizeQ8GLU(c, x, xq, GLUArgs{FF: 1024}, 1) }},
-	}
+	})
+}
+
+// rejectCase is a call that must fail with an error containing want.
+type rejectCase struct {
+	name, want string
+	op         func(c *gpu.Chain) error
+}
+
+// checkRejects records each case's call into a chain of its own, which it
+// then discards.
+func checkRejects(t *testing.T, cases []rejectCase) {
+	t.Helper()
 	for _, tc := range cases {
 		c, err := dev.NewChain(tc.name)
 		if err != nil {

@@ -1,8 +1,9 @@
-# Issue 23 beside the peer, in one lease: fuse.sh (hearth-base against
-# hearth, decode, and their profiles) while llama.cpp's CUDA build of
-# ../shared/peer compiles, then pp512 and tg128 of hearth and of the peer
-# on the issue's three files. Inputs: .device/debs, .device/hearth.xz,
-# .device/hearth-base.xz, .device/peer (../shared/peer as it is).
+# Issue 23 beside the peer, in one lease: fuse.sh (decode with and
+# without the products quantizing their own input, profiles, kernels)
+# while llama.cpp's CUDA build of ../shared/peer compiles, then pp512 and
+# tg128 of hearth (its default) and of the peer on the issue's three
+# files. Inputs: .device/debs, .device/hearth.xz, .device/ops.test.xz,
+# .device/peer (../shared/peer as it is).
 #   LIMIT=560 bash docs/h200/decode/run.sh
 source docs/h200/one-graph/env.sh
 W=/root/w; mkdir -p $W/m $W/src; R=$OUT/r; mkdir -p $R
