@@ -2,9 +2,11 @@ package cli
 
 import (
 	"encoding/json"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -30,7 +32,9 @@ func mergeFixture(t *testing.T) (base, lora string) {
 	defer m.Close()
 	rng := rand.New(rand.NewPCG(5, 5))
 	a := &adapter.Adapter{Arch: m.Config.Arch, Alpha: 2, Pairs: map[string]*adapter.Pair{}}
-	for n, s := range m.LoRATargets() {
+	targets := m.LoRATargets()
+	for _, n := range slices.Sorted(maps.Keys(targets)) { // the seed's draws in a fixed order
+		s := targets[n]
 		pr := &adapter.Pair{Rank: 2, Rows: s[0], Cols: s[1], A: make([]float32, 2*s[1]), B: make([]float32, 2*s[0])}
 		for i := range pr.A {
 			pr.A[i] = float32(rng.NormFloat64() / math.Sqrt(float64(s[1])))
