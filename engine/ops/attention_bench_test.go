@@ -112,7 +112,7 @@ func BenchmarkAttentionDecode(b *testing.B) {
 				{"per-query", AttentionOptions{Path: AttentionPerQuery}},
 				{"decode", AttentionOptions{Path: AttentionDecode}},
 			}
-			for _, s := range []int{16, 32, 64, 128} {
+			for _, s := range []int{16, 32, 64, 128, 256} {
 				paths = append(paths, struct {
 					name string
 					o    AttentionOptions

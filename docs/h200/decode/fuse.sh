@@ -7,8 +7,9 @@
 # profile, then with .device/ops.test.xz the kernels alone
 # (BenchmarkMatVecQ8 in Q4_K, Q6_K and Q8_0: f32, q8 on pre-quantized
 # input, quantize+q8 and fused, 8 and 16 rows a workgroup; GB/s of weight
-# bytes). Inputs: .device/debs, .device/hearth.xz (a build of the commit
-# measured), .device/ops.test.xz.
+# bytes) and BenchmarkAttentionDecode (its splits, 16 to 256). Inputs:
+# .device/debs, .device/hearth.xz (a build of the commit measured),
+# .device/ops.test.xz.
 #   bash docs/h200/decode/fuse.sh
 source docs/h200/one-graph/env.sh
 W=/root/w; mkdir -p $W/m; R=$OUT/r; mkdir -p $R
@@ -30,5 +31,6 @@ done
 if [ -f .device/ops.test.xz ]; then
   xz -T8 -dc .device/ops.test.xz > $W/ops.test && chmod +x $W/ops.test
   (cd engine/ops && HEARTH_BENCH_Q8_ROWS=8,16 timeout 200 $W/ops.test -test.run '^$' -test.bench 'MatVecQ8/' -test.benchtime 200x) > $R/ops-bench.txt 2>&1
+  (cd engine/ops && timeout 120 $W/ops.test -test.run '^$' -test.bench 'AttentionDecode' -test.benchtime 50x) > $R/attention-decode.txt 2>&1
 fi
 grep -h tokens_per_second $R/*.json; tail -3 $R/log.txt
