@@ -168,7 +168,9 @@ func (r *GPU) emptyDispatch(reps int) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	return (many - one) / 256, nil
+	// The best of reps runs of each can still invert on a loaded machine
+	// (one slow single dispatch); a dispatch costs no less than nothing.
+	return max(0, (many-one)/256), nil
 }
 
 // monotone is the non-decreasing sequence nearest to ts in least squares
