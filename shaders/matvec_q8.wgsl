@@ -8,9 +8,10 @@
 // per weight on unpacking, converting and scaling it before its FMA, and
 // decode about 10^12 weights a second on an H200 whatever their size, far
 // below the memory's rate. ggml multiplies four 8-bit pairs per DP4A
-// instruction; this WGSL compiler has no dot4I8Packed (docs/performance.md,
-// "What the binding offers"), so the products are packed two to a u32
-// multiply instead (SWAR):
+// instruction; these kernels were written for a WGSL compiler without
+// dot4I8Packed (docs/performance.md, "What the binding offers": the
+// binding since takes it, and a form on it is the next step), so the
+// products are packed two to a u32 multiply instead (SWAR):
 //
 //   a weight word masked with 0x000F000F holds two levels a0, a1 in its
 //   16-bit halves; the activation word holds u1 | u0 << 16 (quantize_q8's

@@ -28,8 +28,7 @@ func TestInfoJSONListsTheChosenAdapter(t *testing.T) {
 		t.Errorf("chosen adapter lacks name, backend, limits or features: %+v", c)
 	}
 	// The shader language is tried on a device, not read off the feature
-	// list: lavapipe reports shader-f16, which the bundled compiler cannot
-	// parse (engine/gpu's TestPinnedBindingLanguage).
+	// list (engine/gpu's TestBindingLanguage pins lavapipe's answer).
 	if rep.Language == nil {
 		t.Fatalf("no shader language reported (%s)", rep.LanguageError)
 	}

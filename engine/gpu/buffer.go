@@ -8,7 +8,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/cogentcore/webgpu/wgpu"
+	"github.com/oliverbestmann/webgpu/wgpu"
 )
 
 // Buffer is a storage buffer on the device. Every Hearth buffer can be bound
@@ -57,7 +57,7 @@ func (d *Device) NewBuffer(label string, size uint64) (*Buffer, error) {
 	var b *wgpu.Buffer
 	var err error
 	oom := d.catchOOM(fmt.Sprintf("buffer %q (%d bytes)", label, size), func() {
-		b, err = d.dev.CreateBuffer(&wgpu.BufferDescriptor{
+		b, err = d.dev.TryCreateBuffer(&wgpu.BufferDescriptor{
 			Label: label,
 			Size:  size,
 			Usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopySrc | wgpu.BufferUsageCopyDst,
@@ -113,7 +113,7 @@ func (b *Buffer) Write(offset uint64, data []byte) error {
 		copy(padded, data)
 		data = padded
 	}
-	if err := b.d.queue.WriteBuffer(b.b, offset, data); err != nil {
+	if err := b.d.queue.TryWriteBuffer(b.b, offset, data); err != nil {
 		return fmt.Errorf("gpu: write %q: %w", b.label, err)
 	}
 	return nil
@@ -140,15 +140,15 @@ func (b *Buffer) Read(offset, size uint64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	enc, err := d.dev.CreateCommandEncoder(nil)
+	enc, err := d.dev.TryCreateCommandEncoder(nil)
 	if err != nil {
 		return nil, fmt.Errorf("gpu: read %q: %w", b.label, err)
 	}
-	if err := enc.CopyBufferToBuffer(b.b, offset, st, 0, size); err != nil {
+	if err := enc.TryCopyBufferToBuffer(b.b, offset, st, 0, size); err != nil {
 		enc.Release()
 		return nil, fmt.Errorf("gpu: read %q: %w", b.label, err)
 	}
-	cb, err := enc.Finish(nil)
+	cb, err := enc.TryFinish(nil)
 	enc.Release()
 	if err != nil {
 		return nil, fmt.Errorf("gpu: read %q: %w", b.label, err)
@@ -182,7 +182,7 @@ func (d *Device) stagingBuffer(size uint64) (*wgpu.Buffer, error) {
 	if st, ok := d.staging[size]; ok {
 		return st, nil
 	}
-	st, err := d.dev.CreateBuffer(&wgpu.BufferDescriptor{
+	st, err := d.dev.TryCreateBuffer(&wgpu.BufferDescriptor{
 		Label: fmt.Sprintf("staging.%d", size),
 		Size:  size,
 		Usage: wgpu.BufferUsageMapRead | wgpu.BufferUsageCopyDst,
@@ -214,21 +214,23 @@ func (d *Device) mapRead(st *wgpu.Buffer, size uint64, label string) ([]byte, er
 		if err := d.check(); err != nil {
 			return nil, err
 		}
-		polled := d.dev.Poll(false, nil)
-		if done, status = d.mapDone(); !polled && !done {
+		// wgpu-native v29's poll reports an empty queue before the map's
+		// callback has run, so only the callback says the map is done.
+		d.dev.Poll(false, nil)
+		if done, status = d.mapDone(); !done {
 			d.pollPause(start)
 		}
 	}
-	if status == wgpu.BufferMapAsyncStatusDeviceLost {
-		d.markLost("while mapping " + label)
-		return nil, d.check()
-	}
-	if status != wgpu.BufferMapAsyncStatusSuccess {
+	if status != wgpu.MapAsyncStatusSuccess {
+		// A lost device fails the map; its callback has marked it by now.
+		if err := d.check(); err != nil {
+			return nil, err
+		}
 		return nil, fmt.Errorf("gpu: read %q: map failed: %v", label, status)
 	}
 	out := make([]byte, size)
 	copy(out, st.GetMappedRange(0, uint(size)))
-	if err := st.Unmap(); err != nil {
+	if err := st.TryUnmap(); err != nil {
 		return nil, fmt.Errorf("gpu: read %q: %w", label, err)
 	}
 	return out, nil

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/cogentcore/webgpu/wgpu"
+	"github.com/oliverbestmann/webgpu/wgpu"
 )
 
 // Uniform parameters live in an arena of fixed slots. Each dispatch of a chain
@@ -32,7 +32,7 @@ func (a *uniformArena) init(d *Device) { a.d = d }
 
 func (a *uniformArena) page(i int) (*wgpu.Buffer, error) {
 	for len(a.pages) <= i {
-		b, err := a.d.dev.CreateBuffer(&wgpu.BufferDescriptor{
+		b, err := a.d.dev.TryCreateBuffer(&wgpu.BufferDescriptor{
 			Label: fmt.Sprintf("params.page%d", len(a.pages)),
 			Size:  paramSlot * slotsPerPage,
 			Usage: wgpu.BufferUsageUniform | wgpu.BufferUsageCopyDst,
@@ -112,7 +112,7 @@ func (d *Device) NewChain(label string) (*Chain, error) {
 	if d.open != nil {
 		return nil, fmt.Errorf("gpu: chain %q: chain %q is still open (submit or discard it first)", label, d.open.label)
 	}
-	enc, err := d.dev.CreateCommandEncoder(&wgpu.CommandEncoderDescriptor{Label: label})
+	enc, err := d.dev.TryCreateCommandEncoder(&wgpu.CommandEncoderDescriptor{Label: label})
 	if err != nil {
 		return nil, fmt.Errorf("gpu: chain %q: %w", label, err)
 	}
@@ -161,7 +161,7 @@ func (c *Chain) endPass() error {
 	if c.pass == nil {
 		return nil
 	}
-	err := c.pass.End()
+	err := c.pass.TryEnd()
 	c.pass.Release()
 	c.pass = nil
 	if err != nil {
@@ -257,7 +257,7 @@ func (c *Chain) Dispatch(k *Kernel, params any, grid [3]uint32, bufs ...*Buffer)
 			entries = append(entries, wgpu.BindGroupEntry{Binding: first + uint32(i), Buffer: b.b, Size: b.size})
 		}
 		var err error
-		bg, err = d.dev.CreateBindGroup(&wgpu.BindGroupDescriptor{Label: name, Layout: k.layout, Entries: entries})
+		bg, err = d.dev.TryCreateBindGroup(&wgpu.BindGroupDescriptor{Label: name, Layout: k.layout, Entries: entries})
 		if err != nil {
 			return c.fail(fmt.Errorf("gpu: kernel %s: bind group: %w", name, err))
 		}
@@ -299,7 +299,7 @@ func (c *Chain) Copy(src *Buffer, srcOff uint64, dst *Buffer, dstOff, size uint6
 	if err := c.endPass(); err != nil {
 		return c.fail(err)
 	}
-	if err := c.enc.CopyBufferToBuffer(src.b, srcOff, dst.b, dstOff, size); err != nil {
+	if err := c.enc.TryCopyBufferToBuffer(src.b, srcOff, dst.b, dstOff, size); err != nil {
 		return c.fail(fmt.Errorf("gpu: chain %q: copy %q → %q: %w", c.label, src.label, dst.label, err))
 	}
 	return nil
@@ -344,7 +344,7 @@ func (c *Chain) ReadBack(b *Buffer, offset, size uint64) (*Readback, error) {
 	if err := c.endPass(); err != nil {
 		return nil, c.fail(err)
 	}
-	if err := c.enc.CopyBufferToBuffer(b.b, offset, st, 0, size); err != nil {
+	if err := c.enc.TryCopyBufferToBuffer(b.b, offset, st, 0, size); err != nil {
 		return nil, c.fail(fmt.Errorf("gpu: chain %q: read back %q: %w", c.label, b.label, err))
 	}
 	c.staged = append(c.staged, st)
@@ -376,7 +376,7 @@ func (c *Chain) Clear(b *Buffer, offset, size uint64) error {
 	if err := c.endPass(); err != nil {
 		return c.fail(err)
 	}
-	if err := c.enc.ClearBuffer(b.b, offset, size); err != nil {
+	if err := c.enc.TryClearBuffer(b.b, offset, size); err != nil {
 		return c.fail(fmt.Errorf("gpu: chain %q: clear %q: %w", c.label, b.label, err))
 	}
 	return nil
@@ -403,11 +403,11 @@ func (c *Chain) Submit() error {
 		if err != nil {
 			return err
 		}
-		if err := d.queue.WriteBuffer(page, 0, c.params[lo:hi]); err != nil {
+		if err := d.queue.TryWriteBuffer(page, 0, c.params[lo:hi]); err != nil {
 			return fmt.Errorf("gpu: chain %q: params: %w", c.label, err)
 		}
 	}
-	cb, err := c.enc.Finish(nil)
+	cb, err := c.enc.TryFinish(nil)
 	if err != nil {
 		return fmt.Errorf("gpu: chain %q (kernels %s): %w", c.label, c.kernelList(), err)
 	}
@@ -422,7 +422,7 @@ func (c *Chain) Submit() error {
 func (c *Chain) Discard() {
 	if !c.done {
 		if c.pass != nil {
-			_ = c.pass.End()
+			_ = c.pass.TryEnd()
 			c.pass.Release()
 			c.pass = nil
 		}

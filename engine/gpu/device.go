@@ -18,7 +18,7 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"github.com/cogentcore/webgpu/wgpu"
+	"github.com/oliverbestmann/webgpu/wgpu"
 
 	"github.com/hearthstudio/hearth/shaders"
 )
@@ -141,18 +141,29 @@ func adapterTypeName(t wgpu.AdapterType) string {
 	return "unknown"
 }
 
+// The instance backends, as wgpu-native's header numbers them (the binding
+// names only "all").
+const (
+	backendVulkan  wgpu.InstanceBackend = 1 << 0
+	backendGL      wgpu.InstanceBackend = 1 << 1
+	backendMetal   wgpu.InstanceBackend = 1 << 2
+	backendDX12    wgpu.InstanceBackend = 1 << 3
+	backendBrowser wgpu.InstanceBackend = 1 << 5
+	backendPrimary                      = backendVulkan | backendMetal | backendDX12 | backendBrowser
+)
+
 func instanceBackends(backend string) (wgpu.InstanceBackend, error) {
 	switch strings.ToLower(backend) {
 	case "":
-		return wgpu.InstanceBackendPrimary, nil
+		return backendPrimary, nil
 	case "vulkan":
-		return wgpu.InstanceBackendVulkan, nil
+		return backendVulkan, nil
 	case "metal":
-		return wgpu.InstanceBackendMetal, nil
+		return backendMetal, nil
 	case "dx12":
-		return wgpu.InstanceBackendDX12, nil
+		return backendDX12, nil
 	case "gl":
-		return wgpu.InstanceBackendGL, nil
+		return backendGL, nil
 	}
 	return 0, fmt.Errorf("gpu: HEARTH_BACKEND %q: want vulkan, metal, dx12 or gl", backend)
 }
@@ -189,25 +200,25 @@ func limitsOf(l wgpu.Limits) Limits {
 func describe(i int, a *wgpu.Adapter) AdapterInfo {
 	info := a.GetInfo()
 	var feats []string
-	for _, f := range a.EnumerateFeatures() {
+	for _, f := range a.GetFeatures() {
 		feats = append(feats, f.String())
 	}
 	sort.Strings(feats)
 	// wgpu-native fills the device field with a hex id on some drivers
 	// (lavapipe: "0x0") and puts the readable name in the description.
-	name := info.Name
+	name := info.Device
 	if name == "" || strings.HasPrefix(name, "0x") {
-		name = info.DriverDescription
+		name = info.Description
 	}
 	return AdapterInfo{
 		Index:    i,
 		Name:     name,
-		Driver:   info.DriverDescription,
+		Driver:   info.Description,
 		VendorID: info.VendorId,
 		DeviceID: info.DeviceId,
 		Type:     adapterTypeName(info.AdapterType),
 		Backend:  backendName(info.BackendType),
-		Limits:   limitsOf(a.GetLimits().Limits),
+		Limits:   limitsOf(a.GetLimits()),
 		Features: feats,
 	}
 }
@@ -323,7 +334,7 @@ func Open(opts Options) (*Device, error) {
 	// Start from WebGPU's defaults and raise only what compute needs: asking
 	// for every reported limit fails on lavapipe, which reports 0 for some
 	// render limits (maxColorAttachments) below the spec's minimum.
-	al := adapter.GetLimits().Limits
+	al := adapter.GetLimits()
 	req := wgpu.DefaultLimits()
 	req.MaxBufferSize = clampU64(al.MaxBufferSize)
 	req.MaxStorageBufferBindingSize = clampU64(al.MaxStorageBufferBindingSize)
@@ -347,19 +358,26 @@ func Open(opts Options) (*Device, error) {
 		source:      shaders.Source,
 		kernelLog:   processKernelLog,
 	}
-	// shader-f16 is asked for where offered so the language probe below
-	// answers for the compiler alone; no kernel depends on it yet.
+	// shader-f16 and the subgroup feature are asked for where offered, so
+	// the language probe below answers for the compiler alone; no kernel
+	// depends on them yet.
 	var feats []wgpu.FeatureName
-	if adapter.HasFeature(wgpu.FeatureNameShaderF16) {
-		feats = append(feats, wgpu.FeatureNameShaderF16)
+	for _, f := range []wgpu.FeatureName{wgpu.FeatureNameShaderF16, wgpu.NativeFeatureSubgroup} {
+		if adapter.HasFeature(f) {
+			feats = append(feats, f)
+		}
 	}
 	dev, err := adapter.RequestDevice(&wgpu.DeviceDescriptor{
 		Label:            "hearth",
 		RequiredFeatures: feats,
-		RequiredLimits:   &wgpu.RequiredLimits{Limits: req},
-		// No DeviceLostCallback: the binding stores a Go pointer in C memory
-		// for it, which cgo's pointer check rejects with a panic. Loss is
-		// detected from submit errors and failed maps instead (markLost).
+		RequiredLimits:   &req,
+		// A driver reset or a removed GPU: every later call fails fast
+		// with the driver's reason. Release destroys the device on purpose.
+		DeviceLostCallback: func(reason wgpu.DeviceLostReason, message string) {
+			if reason != wgpu.DeviceLostReasonDestroyed && reason != wgpu.DeviceLostReasonCallbackCancelled {
+				d.markLost(fmt.Sprintf("%v: %s", reason, message))
+			}
+		},
 	})
 	if err != nil {
 		adapter.Release()
@@ -369,7 +387,7 @@ func Open(opts Options) (*Device, error) {
 	d.dev = dev
 	d.mapState = newMapState()
 	d.queue = dev.GetQueue()
-	d.Limits = limitsOf(dev.GetLimits().Limits)
+	d.Limits = limitsOf(dev.GetLimits())
 	d.Language = probeShaderLanguage(dev)
 	d.arena.init(d)
 	return d, nil
@@ -419,7 +437,6 @@ func (d *Device) Release() {
 	d.dev.Release()
 	d.adapter.Release()
 	d.instance.Release()
-	freeMapState(d.mapState)
 	d.mapState = nil
 	d.released = true
 }

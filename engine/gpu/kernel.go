@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/cogentcore/webgpu/wgpu"
+	"github.com/oliverbestmann/webgpu/wgpu"
 )
 
 // KernelSpec names one compute pipeline: an entry point of a kernel family in
@@ -93,26 +93,26 @@ func (d *Device) Kernel(spec KernelSpec) (*Kernel, error) {
 	if err != nil {
 		return nil, err
 	}
-	layout, err := d.dev.CreateBindGroupLayout(&wgpu.BindGroupLayoutDescriptor{Label: spec.Name(), Entries: entries})
+	layout, err := d.dev.TryCreateBindGroupLayout(&wgpu.BindGroupLayoutDescriptor{Label: spec.Name(), Entries: entries})
 	if err != nil {
 		return nil, fmt.Errorf("gpu: kernel %s: bind group layout: %w", spec.Name(), err)
 	}
-	pl, err := d.dev.CreatePipelineLayout(&wgpu.PipelineLayoutDescriptor{Label: spec.Name(), BindGroupLayouts: []*wgpu.BindGroupLayout{layout}})
+	pl, err := d.dev.TryCreatePipelineLayout(&wgpu.PipelineLayoutDescriptor{Label: spec.Name(), BindGroupLayouts: []*wgpu.BindGroupLayout{layout}})
 	if err != nil {
 		layout.Release()
 		return nil, fmt.Errorf("gpu: kernel %s: pipeline layout: %w", spec.Name(), err)
 	}
 	defer pl.Release()
-	mod, err := d.dev.CreateShaderModule(&wgpu.ShaderModuleDescriptor{
-		Label:          spec.Name(),
-		WGSLDescriptor: &wgpu.ShaderModuleWGSLDescriptor{Code: code},
+	mod, err := d.dev.TryCreateShaderModule(&wgpu.ShaderModuleDescriptor{
+		Label:      spec.Name(),
+		WGSLSource: &wgpu.ShaderSourceWGSL{Code: code},
 	})
 	if err != nil {
 		layout.Release()
 		return nil, fmt.Errorf("gpu: kernel %s: compile: %w", spec.Name(), err)
 	}
 	defer mod.Release()
-	p, err := d.dev.CreateComputePipeline(&wgpu.ComputePipelineDescriptor{
+	p, err := d.dev.TryCreateComputePipeline(&wgpu.ComputePipelineDescriptor{
 		Label:   spec.Name(),
 		Layout:  pl,
 		Compute: wgpu.ProgrammableStageDescriptor{Module: mod, EntryPoint: spec.Entry},

@@ -3,7 +3,7 @@ package gpu
 import (
 	"os"
 
-	"github.com/cogentcore/webgpu/wgpu"
+	"github.com/oliverbestmann/webgpu/wgpu"
 
 	"github.com/hearthstudio/hearth/internal/loglevel"
 )
