@@ -70,18 +70,15 @@ func QuantizeQ8(c *gpu.Chain, x, xq *gpu.Buffer, k, rows int) error {
 // QuantizeQ8Normed appends xq = RMSNorm(x) with gain g quantized, for
 // a.Rows rows: the normalised rows are never written as floats.
 func QuantizeQ8Normed(c *gpu.Chain, x, g, xq *gpu.Buffer, a NormArgs) error {
-	if !(a.Eps >= 0) || math.IsInf(float64(a.Eps), 0) {
-		return fmt.Errorf("ops: quantize q8 normed: eps %v must be finite and >= 0", a.Eps)
+	flags, err := q8NormFlags("quantize q8 normed", a)
+	if err != nil {
+		return err
 	}
 	if err := checkQ8("quantize q8 normed", x, a.Dim, a.Dim, a.Rows, xq); err != nil {
 		return err
 	}
 	if err := needF32("quantize q8 normed", "gain", g, a.Dim); err != nil {
 		return err
-	}
-	var flags uint32
-	if a.OnePlus {
-		flags |= matmulOnePlus
 	}
 	return dispatchQ8(c, "quantize_q8_normed", a.Rows, q8Params{K: uint32(a.Dim), Flags: flags, Eps: a.Eps, XRow: uint32(a.Dim / 4)}, x, g, xq)
 }
@@ -93,14 +90,36 @@ func QuantizeQ8GLU(c *gpu.Chain, gateUp, xq *gpu.Buffer, a GLUArgs, rows int) er
 	if err := checkQ8("quantize q8 glu", gateUp, a.FF, 2*a.FF, rows, xq); err != nil {
 		return err
 	}
-	if a.OAI {
-		return fmt.Errorf("ops: quantize q8 glu: gpt-oss's gated unit is not fused into the quantizer (apply SwiGLUOAIFused first)")
-	}
-	var flags uint32
-	if a.GELU {
-		flags |= matmulGELU
+	flags, err := q8GLUFlags("quantize q8 glu", a)
+	if err != nil {
+		return err
 	}
 	return dispatchQ8(c, "quantize_q8_glu", rows, q8Params{K: uint32(a.FF), Flags: flags, XRow: uint32(a.FF / 2)}, gateUp, gateUp, xq)
+}
+
+// q8NormFlags checks a norm's eps and gives its gain's flag (1 + g), for
+// the normed quantizer and the products that norm and quantize their own
+// input alike.
+func q8NormFlags(kernel string, a NormArgs) (uint32, error) {
+	if !(a.Eps >= 0) || math.IsInf(float64(a.Eps), 0) {
+		return 0, fmt.Errorf("ops: %s: eps %v must be finite and >= 0", kernel, a.Eps)
+	}
+	if a.OnePlus {
+		return matmulOnePlus, nil
+	}
+	return 0, nil
+}
+
+// q8GLUFlags refuses gpt-oss's gated unit, which neither the quantizer nor
+// a product applies, and gives GELU's flag.
+func q8GLUFlags(kernel string, a GLUArgs) (uint32, error) {
+	if a.OAI {
+		return 0, fmt.Errorf("ops: %s: gpt-oss's gated unit is not fused into the quantizer (apply SwiGLUOAIFused first)", kernel)
+	}
+	if a.GELU {
+		return matmulGELU, nil
+	}
+	return 0, nil
 }
 
 // checkQ8 checks a quantizer's rows of k values, read from rows of xlen
@@ -248,8 +267,9 @@ func matvecQ8OfFused(c *gpu.Chain, w *gpu.Tensor, x, y *gpu.Buffer, o MatmulOpti
 }
 
 func matvecQ8NormedFused(c *gpu.Chain, w *gpu.Tensor, x, g, y *gpu.Buffer, a NormArgs, o MatmulOptions) error {
-	if !(a.Eps >= 0) || math.IsInf(float64(a.Eps), 0) {
-		return fmt.Errorf("ops: matvec q8 normed %q: eps %v must be finite and >= 0", w.Name, a.Eps)
+	flags, err := q8NormFlags(fmt.Sprintf("matvec q8 normed %q", w.Name), a)
+	if err != nil {
+		return err
 	}
 	if err := needF32("matvec q8 normed "+w.Name, "x", x, w.Cols); err != nil {
 		return err
@@ -257,23 +277,16 @@ func matvecQ8NormedFused(c *gpu.Chain, w *gpu.Tensor, x, g, y *gpu.Buffer, a Nor
 	if err := needF32("matvec q8 normed "+w.Name, "gain", g, w.Cols); err != nil {
 		return err
 	}
-	var flags uint32
-	if a.OnePlus {
-		flags |= matmulOnePlus
-	}
 	return matvecQ8Dispatch(c, w, q8Source{in: q8InNormed, x: x, g: g, flags: flags, eps: a.Eps}, y, 1, o, q8Launch)
 }
 
 func matvecQ8GLUFused(c *gpu.Chain, w *gpu.Tensor, gateUp, y *gpu.Buffer, a GLUArgs, o MatmulOptions) error {
-	if a.OAI {
-		return fmt.Errorf("ops: matvec q8 glu %q: gpt-oss's gated unit is not fused into the quantizer (apply SwiGLUOAIFused first)", w.Name)
+	flags, err := q8GLUFlags(fmt.Sprintf("matvec q8 glu %q", w.Name), a)
+	if err != nil {
+		return err
 	}
 	if err := needF32("matvec q8 glu "+w.Name, "gate and up", gateUp, 2*w.Cols); err != nil {
 		return err
-	}
-	var flags uint32
-	if a.GELU {
-		flags |= matmulGELU
 	}
 	return matvecQ8Dispatch(c, w, q8Source{in: q8InGLU, x: gateUp, g: gateUp, flags: flags}, y, 1, o, q8Launch)
 }
@@ -310,14 +323,14 @@ func Q8Fuses(d *gpu.Device, w *gpu.Tensor, m int) bool {
 	if (w.Rows+q8Launch.rows-1)/q8Launch.rows > Q8FuseMaxWorkgroups {
 		return false
 	}
-	return q8SharedBytes(w.Cols, q8Launch, 1) <= uint64(d.Limits.MaxComputeWorkgroupStorageSize)
+	return q8SharedBytes(w.Cols, q8Launch) <= uint64(d.Limits.MaxComputeWorkgroupStorageSize)
 }
 
 // q8SharedBytes is the workgroup memory of a matvec_q8 launch that stages
-// a row of k activations: the staged row, the lanes' sums and
-// reduce_common's two arrays.
-func q8SharedBytes(k int, l matvecQ8Launch, nx int) uint64 {
-	return 4*uint64(Q8RowWords(k)) + 4*uint64(l.wg*nx) + 12*uint64(l.wg)
+// a row of k activations (one activation row, NX = 1): the staged row, the
+// lanes' sums and reduce_common's two arrays.
+func q8SharedBytes(k int, l matvecQ8Launch) uint64 {
+	return 4*uint64(Q8RowWords(k)) + 4*uint64(l.wg) + 12*uint64(l.wg)
 }
 
 func matvecQ8Dispatch(c *gpu.Chain, w *gpu.Tensor, src q8Source, y *gpu.Buffer, m int, o MatmulOptions, l matvecQ8Launch) error {
@@ -345,13 +358,16 @@ func matvecQ8Dispatch(c *gpu.Chain, w *gpu.Tensor, src q8Source, y *gpu.Buffer, 
 	if m > 1 && ys < n {
 		return fmt.Errorf("ops: matvec q8 %q: y stride %d is under the %d rows of an output", w.Name, ys, n)
 	}
-	xq, xs := src.xq, 1 // xs: matvec_q8's XS, the vec4s of its staged row
+	// xs is matvec_q8's XS, the vec4s of its staged row. A product that
+	// quantizes its own input reads x and g (bindings 5 and 6) and not xq,
+	// which x then fills; else xq fills them.
+	xq, g, xs := src.xq, src.xq, 1
 	if src.in != q8InQuantized {
 		if m != 1 {
 			return fmt.Errorf("ops: matvec q8 %q: %d activation rows quantized in the product, want 1", w.Name, m)
 		}
-		xq, xs = src.x, Q8RowWords(k)/4
-		if need := q8SharedBytes(k, l, 1); need > uint64(c.Device().Limits.MaxComputeWorkgroupStorageSize) {
+		xq, g, xs = src.x, src.g, Q8RowWords(k)/4
+		if need := q8SharedBytes(k, l); need > uint64(c.Device().Limits.MaxComputeWorkgroupStorageSize) {
 			return fmt.Errorf("ops: matvec q8 %q: a row of %d activations quantized in the product needs %d bytes of workgroup memory, over the device's %d",
 				w.Name, k, need, c.Device().Limits.MaxComputeWorkgroupStorageSize)
 		}
@@ -393,13 +409,7 @@ func matvecQ8Dispatch(c *gpu.Chain, w *gpu.Tensor, src q8Source, y *gpu.Buffer, 
 	for _, ch := range w.Chunks {
 		params := matvecQ8Params{K: uint32(k), N: uint32(ch.Rows), Row0: uint32(ch.FirstRow), YOffset: uint32(o.YOffset), Flags: flags,
 			YStride: uint32(ys), XRow: uint32(Q8RowWords(k) / 4), Eps: src.eps}
-		// Bindings 5 and 6 (x, g) are read only when the product quantizes
-		// its own input; else xq fills them.
-		x, g := xq, xq
-		if src.in != q8InQuantized {
-			x, g = src.x, src.g
-		}
-		if err := c.Dispatch(k8, params, gpu.Grid(ch.Rows, l.rows), ch.Buf, xq, y, bias, x, g); err != nil {
+		if err := c.Dispatch(k8, params, gpu.Grid(ch.Rows, l.rows), ch.Buf, xq, y, bias, xq, g); err != nil {
 			return err
 		}
 	}

@@ -82,7 +82,7 @@ func BenchmarkMatVecQ8(b *testing.B) {
 						}
 						return matvecQ8With(c, w, xq, y, 1, MatmulOptions{}, l)
 					}})
-				if q8SharedBytes(k, l, 1) <= uint64(dev.Limits.MaxComputeWorkgroupStorageSize) {
+				if q8SharedBytes(k, l) <= uint64(dev.Limits.MaxComputeWorkgroupStorageSize) {
 					variants = append(variants, benchVariant{fmt.Sprintf("fused-rows%d", rows), func(c *gpu.Chain) error {
 						return matvecQ8Dispatch(c, w, src, y, 1, MatmulOptions{}, l)
 					}})
