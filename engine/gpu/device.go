@@ -95,9 +95,8 @@ type Device struct {
 	bindsOf map[uint64][]bindKey // buffer id → cached bind groups that use it
 	arena   uniformArena
 	staging map[uint64]*wgpu.Buffer // readback buffers by size
-	// mapState receives map callbacks; in C memory (startMap says why),
-	// freed after the device, which may still call back as it goes.
-	mapState *mapState
+	// mapState receives the last map's callback (startMap).
+	mapState mapState
 	open     *Chain // the chain being recorded, if any
 	// plainParams caches, per params type, whether its memory is its
 	// uniform encoding (params.go).
@@ -385,7 +384,6 @@ func Open(opts Options) (*Device, error) {
 		return nil, fmt.Errorf("gpu: %s: request device: %w", chosen.Label(), err)
 	}
 	d.dev = dev
-	d.mapState = newMapState()
 	d.queue = dev.GetQueue()
 	d.Limits = limitsOf(dev.GetLimits())
 	d.Language = probeShaderLanguage(dev)
@@ -437,7 +435,6 @@ func (d *Device) Release() {
 	d.dev.Release()
 	d.adapter.Release()
 	d.instance.Release()
-	d.mapState = nil
 	d.released = true
 }
 

@@ -73,12 +73,10 @@ type mapState struct {
 	status wgpu.MapAsyncStatus
 }
 
-func newMapState() *mapState { return &mapState{} }
-
 // startMap starts mapping a staging buffer for reading; the map is done when
 // the device's map state says so, after a poll.
 func (d *Device) startMap(st *wgpu.Buffer, size uint64) error {
-	s := d.mapState
+	s := &d.mapState
 	s.done, s.status = false, 0
 	if err := st.TryMapAsync(wgpu.MapModeRead, 0, size, func(status wgpu.MapAsyncStatus) {
 		s.done, s.status = true, status
@@ -93,12 +91,9 @@ func (d *Device) mapDone() (bool, wgpu.MapAsyncStatus) {
 	return d.mapState.done, d.mapState.status
 }
 
-// errorTypeNoError and errorTypeOutOfMemory are WGPUErrorType_NoError and
-// WGPUErrorType_OutOfMemory in webgpu.h.
-const (
-	errorTypeNoError     = 1
-	errorTypeOutOfMemory = 3
-)
+// errorTypeNoError is WGPUErrorType_NoError in webgpu.h: a scope that
+// caught nothing.
+const errorTypeNoError = 1
 
 // catchOOM runs f inside an out-of-memory error scope. The binding scopes its
 // calls for validation errors only; an out-of-memory error outside any scope
