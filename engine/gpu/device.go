@@ -264,7 +264,7 @@ func enumerate(opts Options) (*wgpu.Instance, []*wgpu.Adapter, error) {
 	if err := setLogLevel(); err != nil {
 		return nil, nil, fmt.Errorf("gpu: %w", err)
 	}
-	inst := newInstance(backends)
+	inst := wgpu.CreateInstance(&wgpu.InstanceDescriptor{Backends: backends})
 	if inst == nil {
 		return nil, nil, errors.New("gpu: could not create a WebGPU instance")
 	}

@@ -392,9 +392,9 @@ func TestLostDeviceFailsFast(t *testing.T) {
 	}
 }
 
-// TestBackendRestriction creates instances through newInstance (the zeroed
-// extras) many times: the binding's own CreateInstance passed garbage flags
-// and aborted now and then.
+// TestBackendRestriction creates instances limited to one backend many
+// times: the old binding's CreateInstance passed garbage flags and aborted
+// now and then.
 func TestBackendRestriction(t *testing.T) {
 	for i := 0; i < 20; i++ {
 		adapters, err := Adapters(Options{Backend: "vulkan"})

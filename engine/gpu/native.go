@@ -55,11 +55,6 @@ import (
 	"github.com/oliverbestmann/webgpu/wgpu"
 )
 
-// newInstance creates a wgpu instance for the given backends.
-func newInstance(backends wgpu.InstanceBackend) *wgpu.Instance {
-	return wgpu.CreateInstance(&wgpu.InstanceDescriptor{Backends: backends})
-}
-
 // deviceHandle reads the C WGPUDevice that wgpu.Device wraps in its first
 // field; this pins github.com/oliverbestmann/webgpu v1.36.0's layout.
 func deviceHandle(d *wgpu.Device) C.WGPUDeviceRef {
