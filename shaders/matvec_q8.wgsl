@@ -8,10 +8,19 @@
 // per weight on unpacking, converting and scaling it before its FMA, and
 // decode about 10^12 weights a second on an H200 whatever their size, far
 // below the memory's rate. ggml multiplies four 8-bit pairs per DP4A
-// instruction; these kernels were written for a WGSL compiler without
-// dot4I8Packed (docs/performance.md, "What the binding offers": the
-// binding since takes it, and a form on it is the next step), so the
-// products are packed two to a u32 multiply instead (SWAR):
+// instruction. DOT picks how the products are taken, with the activations
+// packed to match (quantize_q8 takes the same DOT):
+//
+// DOT = 1, packed: dot4I8Packed, WGSL's four-product instruction (DP4A on
+// NVIDIA through SPIR-V's OpSDot), for compilers that take it
+// (gpu.ShaderLanguage.PackedDot). An activation word holds four levels q
+// as i8 bytes in element order (pack4xI8); a weight word's four levels go
+// into bytes by masks alone (Q4_K's nibbles and Q6_K's 6-bit levels are
+// 0..63, so they read the same as i8), and one instruction sums their four
+// products. Exact: a run of 16 sums to at most 16·63·127 in magnitude.
+//
+// DOT = 0, SWAR: for compilers without it, or where it would be emulated,
+// the products go two to a u32 multiply:
 //
 //   a weight word masked with 0x000F000F holds two levels a0, a1 in its
 //   16-bit halves; the activation word holds u1 | u0 << 16 (quantize_q8's
@@ -26,15 +35,19 @@
 // top ≤ 8·2·15·255 = 61200, low ≤ 8·15·255 = 30600; Q6_K levels ≤ 63, 2
 // products: top ≤ 2·2·63·255 = 64260, low ≤ 2·63·255 = 32130; Q8_0 levels
 // split into nibbles (below), 8 products a run of 16: as Q4_K. All under
-// 65536, so every integer sum here is exact and equals the plain integer
-// dot product ref.MatVecQ8 computes.
+// 65536, so every integer sum here is exact.
+//
+// Either way a run's integer sum is the plain integer dot product
+// ref.MatVecQ8 computes, and the f32 arithmetic after it is one text for
+// both: the two packings give the same result to the bit.
 //
 // Work split (matvec_common's, without its x staging): a workgroup serves
 // ROWS rows with LANES = WG/ROWS lanes each; a lane walks its row's parts of
 // 32 weights (a K-quant's are matmul_kquant's: two runs of 16 that share
-// their quant bytes; a Q8_0 part is one block) with stride LANES, reads the activations' levels of its
-// runs straight from global memory (16 bytes a run: every row of the
-// workgroup reads the same ones, L1 hits), and keeps one f32 partial sum.
+// their quant bytes; a Q8_0 part is one block) with stride LANES, reads the
+// activations' levels of its runs straight from global memory (32 bytes a
+// run of 16, 16 packed: every row of the workgroup reads the same ones, L1
+// hits), and keeps one f32 partial sum.
 //
 // NX activation rows (a batched decode's tokens, 1 to 8) share each
 // weight read: a lane unpacks its part's weight levels once and multiplies
@@ -51,8 +64,8 @@
 // [gate | up], 2k floats. Each workgroup then reads the whole f32 row
 // (from L2) where it read 16 bytes of levels a part; the dispatcher
 // (engine/ops.Q8Fuses) weighs the two.
-// Constants prepended by gpu.Spec: WG, ROWS, NX, IN and XS, the vec4s of
-// xs (Q8RowWords(k)/4 with IN > 0, else 1).
+// Constants prepended by gpu.Spec: WG, ROWS, NX, IN, XS, the vec4s of xs
+// (Q8RowWords(k)/4 with IN > 0, else 1), and DOT.
 
 //!include wbytes_common
 //!include glu_common
@@ -92,6 +105,9 @@ var<workgroup> sums: array<f32, SUMS>;
 // IN > 0: the row quantized, in xq's layout.
 var<workgroup> xs: array<vec4<u32>, XS>;
 
+// A mask of four 4-bit levels, one in each byte (DOT = 1).
+const B4: u32 = 0x0F0F0F0Fu;
+
 // Masks of two 4-bit (Q4_K, and Q6_K's low bits) and two 2-bit (Q6_K's
 // high bits) levels, one in each 16-bit half.
 const M4: u32 = 0x000F000Fu;
@@ -111,9 +127,21 @@ fn xvec(xb: u32, i: u32) -> vec4<u32> {
 }
 
 // run_x is the 8 words of levels of the 16 activations from element e (a
-// multiple of 16).
+// multiple of 16), SWAR's packing.
 fn run_x(xb: u32, e: u32) -> array<vec4<u32>, 2> {
     return array<vec4<u32>, 2>(xvec(xb, e / 8u), xvec(xb, e / 8u + 1u));
+}
+
+// run_x4 is the 4 words of levels of the 16 activations from element e (a
+// multiple of 16), the packed form's.
+fn run_x4(xb: u32, e: u32) -> vec4<u32> {
+    return xvec(xb, e / 16u);
+}
+
+// dot16 is the integer dot product of 16 levels in each of two packed
+// vectors.
+fn dot16(a: vec4<u32>, b: vec4<u32>) -> i32 {
+    return (dot4I8Packed(a.x, b.x) + dot4I8Packed(a.y, b.y)) + (dot4I8Packed(a.z, b.z) + dot4I8Packed(a.w, b.w));
 }
 
 // xword is word i of the row.
@@ -152,8 +180,10 @@ fn stage_x(lid: u32) {
             amax = max(amax, max(max(a.x, a.y), max(a.z, a.w)));
         }
         let step = q8_step(amax);
-        // Levels of floats 32b + 8j .. +7 in vec4 4b + j; Σq of each half.
+        // Levels of floats 32b + 8j .. +7 in vec4 4b + j (packed: word j
+        // of vec4 2b, 2b + 1); Σq of each half.
         var s = vec2<i32>(0);
+        var packed: array<u32, 8>;
         for (var j = 0u; j < 4u; j++) {
             let q0 = q8_levels(v[2u * j], step.y);
             let q1 = q8_levels(v[2u * j + 1u], step.y);
@@ -163,7 +193,16 @@ fn stage_x(lid: u32) {
             } else {
                 s.y += sq;
             }
-            xs[4u * b + j] = vec4<u32>(q8_pack(q0), q8_pack(q1));
+            if (DOT == 1u) {
+                packed[2u * j] = pack4xI8(q0);
+                packed[2u * j + 1u] = pack4xI8(q1);
+            } else {
+                xs[4u * b + j] = vec4<u32>(q8_pack(q0), q8_pack(q1));
+            }
+        }
+        if (DOT == 1u) {
+            xs[2u * b] = vec4<u32>(packed[0], packed[1], packed[2], packed[3]);
+            xs[2u * b + 1u] = vec4<u32>(packed[4], packed[5], packed[6], packed[7]);
         }
         let sw = p.k / 2u + b; // the block's scale; the half sums follow all scales
         xs[sw >> 2u][sw & 3u] = bitcast<u32>(step.x);
@@ -204,6 +243,22 @@ fn q4_word(lv: vec4<u32>, xa0: u32, xa1: u32, xb0: u32, xb1: u32) -> vec4<u32> {
     return vec4<u32>(lv.x * xa0 + lv.y * xa1, lv.z * xb0 + lv.w * xb1, lv.x + lv.y, lv.z + lv.w);
 }
 
+// q4_dots is Σa·q and Σb·q of a part's runs a and b with the activation
+// row at xr (runs from elements ea and eb), lv the part's levels: SWAR,
+// q4_levels of its four words; packed, runs a and b in lv[0] and lv[1].
+fn q4_dots(lv: array<vec4<u32>, 4>, xr: u32, ea: u32, eb: u32) -> vec2<i32> {
+    if (DOT == 1u) {
+        return vec2<i32>(dot16(lv[0], run_x4(xr, ea)), dot16(lv[1], run_x4(xr, eb)));
+    }
+    let xa = run_x(xr, ea);
+    let xb = run_x(xr, eb);
+    let s = q4_word(lv[0], xa[0].x, xa[0].y, xb[0].x, xb[0].y)
+        + q4_word(lv[1], xa[0].z, xa[0].w, xb[0].z, xb[0].w)
+        + q4_word(lv[2], xa[1].x, xa[1].y, xb[1].x, xb[1].y)
+        + q4_word(lv[3], xa[1].z, xa[1].w, xb[1].z, xb[1].w);
+    return vec2<i32>(i32(s.x >> 16u) - 128 * level_sum(s.z), i32(s.y >> 16u) - 128 * level_sum(s.w));
+}
+
 // part_q4_k adds part pt (0..7) of the block at vector bv, whose first
 // element is e, dotted with each activation row, to acc: runs a and b are
 // sub-blocks 2·(pt/2) and 2·(pt/2) + 1, elements 16·(pt%2) .. +15 of each.
@@ -213,23 +268,21 @@ fn part_q4_k(bv: u32, e: u32, pt: u32, acc: ptr<function, array<f32, NX>>) {
     let q = wv[bv + 1u + pt];
     let ea = e + 64u * pr + 16u * (pt & 1u);
     let eb = ea + 32u;
-    let l0 = q4_levels(q.x);
-    let l1 = q4_levels(q.y);
-    let l2 = q4_levels(q.z);
-    let l3 = q4_levels(q.w);
+    var lv: array<vec4<u32>, 4>;
+    if (DOT == 1u) {
+        lv[0] = q & vec4<u32>(B4);
+        lv[1] = (q >> vec4<u32>(4u)) & vec4<u32>(B4);
+    } else {
+        lv = array<vec4<u32>, 4>(q4_levels(q.x), q4_levels(q.y), q4_levels(q.z), q4_levels(q.w));
+    }
     let dm = unpack2x16float(hdr.x);
     let sma = scale_min_k4(2u * pr, hdr.yzw);
     let smb = scale_min_k4(2u * pr + 1u, hdr.yzw);
     for (var r = 0u; r < NX; r++) {
         let xr = r * p.x_row;
-        let xa = run_x(xr, ea);
-        let xb = run_x(xr, eb);
-        let s = q4_word(l0, xa[0].x, xa[0].y, xb[0].x, xb[0].y)
-            + q4_word(l1, xa[0].z, xa[0].w, xb[0].z, xb[0].w)
-            + q4_word(l2, xa[1].x, xa[1].y, xb[1].x, xb[1].y)
-            + q4_word(l3, xa[1].z, xa[1].w, xb[1].z, xb[1].w);
-        let dot_a = i32(s.x >> 16u) - 128 * level_sum(s.z);
-        let dot_b = i32(s.y >> 16u) - 128 * level_sum(s.w);
+        let dots = q4_dots(lv, xr, ea, eb);
+        let dot_a = dots.x;
+        let dot_b = dots.y;
         let ta = dm.x * f32(sma.x) * f32(dot_a) - dm.y * f32(sma.y) * f32(x_sum(xr, ea));
         let tb = dm.x * f32(smb.x) * f32(dot_b) - dm.y * f32(smb.y) * f32(x_sum(xr, eb));
         (*acc)[r] += x_scale(xr, ea) * ta + x_scale(xr, eb) * tb;
@@ -263,6 +316,21 @@ fn q6_word(lv: vec4<u32>, xa0: u32, xa1: u32, xb0: u32, xb1: u32) -> vec4<u32> {
     return vec4<u32>((lv.x * xa0 + lv.y * xa1) >> 16u, (lv.z * xb0 + lv.w * xb1) >> 16u, lv.x + lv.y, lv.z + lv.w);
 }
 
+// q6_dots is Σa·q and Σb·q of a part's runs with the activation row at xr,
+// as q4_dots (SWAR: Σa·u − 128·Σa).
+fn q6_dots(lv: array<vec4<u32>, 4>, xr: u32, ea: u32, eb: u32) -> vec2<i32> {
+    if (DOT == 1u) {
+        return vec2<i32>(dot16(lv[0], run_x4(xr, ea)), dot16(lv[1], run_x4(xr, eb)));
+    }
+    let xa = run_x(xr, ea);
+    let xb = run_x(xr, eb);
+    let s = q6_word(lv[0], xa[0].x, xa[0].y, xb[0].x, xb[0].y)
+        + q6_word(lv[1], xa[0].z, xa[0].w, xb[0].z, xb[0].w)
+        + q6_word(lv[2], xa[1].x, xa[1].y, xb[1].x, xb[1].y)
+        + q6_word(lv[3], xa[1].z, xa[1].w, xb[1].z, xb[1].w);
+    return vec2<i32>(i32(s.x) - 128 * level_sum(s.z), i32(s.y) - 128 * level_sum(s.w));
+}
+
 // part_q6_k adds part pt of the block at byte blk, whose first element is
 // e, dotted with each activation row, to acc: (h, l/16, j%2) = (pt/4,
 // pt/2%2, pt%2), runs j and j + 2 that share their ql bytes
@@ -276,24 +344,25 @@ fn part_q6_k(blk: u32, e: u32, pt: u32, acc: ptr<function, array<f32, NX>>) {
     let ea = e + 128u * h + 32u * jl + 16u * lh;
     let eb = ea + 64u;
     let sh = 2u * jl;
-    let l0 = q6_levels(ql.x, qh.x, sh);
-    let l1 = q6_levels(ql.y, qh.y, sh);
-    let l2 = q6_levels(ql.z, qh.z, sh);
-    let l3 = q6_levels(ql.w, qh.w, sh);
+    var lv: array<vec4<u32>, 4>;
+    if (DOT == 1u) {
+        // Runs a and b: the low and high nibbles of ql with qh's two bits
+        // at sh and sh + 4 of each byte above them.
+        let b2 = vec4<u32>(0x03030303u);
+        lv[0] = (ql & vec4<u32>(B4)) | (((qh >> vec4<u32>(sh)) & b2) << vec4<u32>(4u));
+        lv[1] = ((ql >> vec4<u32>(4u)) & vec4<u32>(B4)) | (((qh >> vec4<u32>(sh + 4u)) & b2) << vec4<u32>(4u));
+    } else {
+        lv = array<vec4<u32>, 4>(q6_levels(ql.x, qh.x, sh), q6_levels(ql.y, qh.y, sh), q6_levels(ql.z, qh.z, sh), q6_levels(ql.w, qh.w, sh));
+    }
     let sa = i32(byte_at(blk + 192u + 8u * h + 2u * jl + lh) << 24u) >> 24u;
     let sb = i32(byte_at(blk + 196u + 8u * h + 2u * jl + lh) << 24u) >> 24u;
     let d = f16_at(blk + 208u);
     for (var r = 0u; r < NX; r++) {
         let xr = r * p.x_row;
-        let xa = run_x(xr, ea);
-        let xb = run_x(xr, eb);
-        let s = q6_word(l0, xa[0].x, xa[0].y, xb[0].x, xb[0].y)
-            + q6_word(l1, xa[0].z, xa[0].w, xb[0].z, xb[0].w)
-            + q6_word(l2, xa[1].x, xa[1].y, xb[1].x, xb[1].y)
-            + q6_word(l3, xa[1].z, xa[1].w, xb[1].z, xb[1].w);
-        // Σ(a − 32)·q = Σa·u − 128·Σa − 32·Σq.
-        let dot_a = i32(s.x) - 128 * level_sum(s.z) - 32 * x_sum(xr, ea);
-        let dot_b = i32(s.y) - 128 * level_sum(s.w) - 32 * x_sum(xr, eb);
+        // Σ(a − 32)·q = Σa·q − 32·Σq.
+        let aq = q6_dots(lv, xr, ea, eb);
+        let dot_a = aq.x - 32 * x_sum(xr, ea);
+        let dot_b = aq.y - 32 * x_sum(xr, eb);
         (*acc)[r] += d * (x_scale(xr, ea) * (f32(sa) * f32(dot_a)) + x_scale(xr, eb) * (f32(sb) * f32(dot_b)));
     }
 }
@@ -311,7 +380,8 @@ fn row_q6_k(row: u32, lane: u32) -> array<f32, NX> {
 
 // ---- Q8_0: 34 bytes: d f16, qs i8[32] --------------------------------------
 //
-// Signed levels do not pack: the sign bit flipped makes them u = q + 128
+// The packed form multiplies the i8 levels as they are. SWAR's do not
+// pack, being signed: the sign bit flipped makes them u = q + 128
 // (0..255), and u = 16·hi + lo splits each into two nibbles that pack as
 // Q4_K's do, two products to a multiply for each. Σq·x = Σu·u_x − 128·(Σu +
 // Σq_x), as u_x = q_x + 128 (the 128² terms cancel over a block).
@@ -328,10 +398,13 @@ fn q8_word(qw: u32, x0: u32, x1: u32) -> vec4<u32> {
 }
 
 // q8_run is Σq·x over a run of 16 levels (the words of q) and their
-// activations from element e of the row at xb: 8 multiplies of two
-// products into each sum, top ≤ 16·15·255 = 61200 and low ≤ 8·15·255 =
-// 30600.
+// activations from element e of the row at xb: packed, four instructions;
+// SWAR, 8 multiplies of two products into each sum, top ≤ 16·15·255 =
+// 61200 and low ≤ 8·15·255 = 30600.
 fn q8_run(q: vec4<u32>, xb: u32, e: u32) -> i32 {
+    if (DOT == 1u) {
+        return dot16(q, run_x4(xb, e)); // the levels are i8 bytes already
+    }
     let xr = run_x(xb, e);
     let s = q8_word(q.x, xr[0].x, xr[0].y) + q8_word(q.y, xr[0].z, xr[0].w)
         + q8_word(q.z, xr[1].x, xr[1].y) + q8_word(q.w, xr[1].z, xr[1].w);

@@ -23,8 +23,8 @@ fn q8_levels(v: vec4<f32>, id: f32) -> vec4<i32> {
 }
 
 // q8_pack is the two words of four levels q0..q3, offset to u = q + 128, in
-// the order the integer products want: u2 | u0 << 16, u3 | u1 << 16
-// (matvec_q8 says why).
+// the order the SWAR products want (DOT = 0): u2 | u0 << 16, u3 | u1 << 16
+// (matvec_q8 says why). The packed products' word is pack4xI8(q).
 fn q8_pack(q: vec4<i32>) -> vec2<u32> {
     let u = vec4<u32>(q + 128);
     return vec2<u32>(u.z | (u.x << 16u), u.w | (u.y << 16u));

@@ -5,10 +5,14 @@
 // block of zeros).
 //
 // The output xq, for k floats of x (k a multiple of 32), in u32 words:
-//   - [0, k/2): the levels, offset to u = q + 128 (1..255), two to a word
-//     in the order the integer products want: for each 4 floats x0..x3,
-//     word 2i holds u2 | u0 << 16 and word 2i+1 holds u3 | u1 << 16
-//     (matvec_q8 says why);
+//   - [0, k/2): the levels, packed for matvec_q8's products of the same
+//     DOT (matvec_q8 says why):
+//       DOT = 1, four i8 levels to a word in element order (pack4xI8),
+//       in [0, k/4); words k/4 to k/2 are left unwritten, so that the
+//       scales and sums below sit where they do in the other packing;
+//       DOT = 0, offset to u = q + 128 (1..255), two to a word: for each
+//       4 floats x0..x3, word 2i holds u2 | u0 << 16 and word 2i+1 holds
+//       u3 | u1 << 16;
 //   - [k/2, k/2 + k/32): each block's d, an f32's bits;
 //   - [k/2 + k/32, k/2 + k/32 + k/16): Σq over each half block of 16, an
 //     i32's bits (a K-quant product needs it per 16: Q6_K's offset and a
@@ -46,7 +50,7 @@
 // (Q8Words rounded up to whole vec4s, which the matvec reads).
 //
 // Constants prepended by gpu.Spec: WG, the workgroup size, a power of two
-// of at least 8.
+// of at least 8; DOT, the packing.
 
 //!include glu_common
 //!include reduce_common
@@ -94,9 +98,13 @@ fn store_vec(gi: u32, lid: u32, v: vec4<f32>, live: bool, qb: u32) {
     if (!live) {
         return;
     }
-    let u = q8_pack(q);
-    xq[qb + 2u * gi] = u.x;
-    xq[qb + 2u * gi + 1u] = u.y;
+    if (DOT == 1u) {
+        xq[qb + gi] = pack4xI8(q);
+    } else {
+        let u = q8_pack(q);
+        xq[qb + 2u * gi] = u.x;
+        xq[qb + 2u * gi + 1u] = u.y;
+    }
     if ((lid & 7u) == 0u) {
         let b = gi / 8u;
         let half = qb + p.k / 2u;

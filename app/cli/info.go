@@ -31,9 +31,12 @@ type infoReport struct {
 	Language      *app.ShaderLanguage `json:"shader_language,omitempty"`
 	LanguageError string              `json:"shader_language_error,omitempty"`
 	// DecodeQ8 are the weight types whose decode products run on 8-bit
-	// activations on the GPU, two products to a u32 multiply (unless
-	// --f32-activations).
-	DecodeQ8 []string `json:"decode_8bit_activations"`
+	// activations on the GPU (unless --f32-activations); DecodeQ8Packed,
+	// whether they take dot4I8Packed there, four products an instruction,
+	// or two products to a u32 multiply (HEARTH_Q8_DOT=swar, or a compiler
+	// without it).
+	DecodeQ8       []string `json:"decode_8bit_activations"`
+	DecodeQ8Packed bool     `json:"decode_8bit_packed_dot"`
 	// DecodeQ8Fused is the most workgroups of a decode product that
 	// quantizes its own input (HEARTH_Q8_FUSE_WORKGROUPS; 0: none does).
 	DecodeQ8Fused int `json:"decode_8bit_fused_workgroups"`
@@ -79,6 +82,7 @@ restricts the backend.`,
 					rep.LanguageError = err.Error()
 				} else {
 					rep.Language = &lang
+					rep.DecodeQ8Packed = lang.PackedDot && model.Q8PackedDot()
 				}
 			}
 			auto, err := app.DecideBackend("auto", app.JobInference, adapters, nil, opts)
@@ -152,7 +156,11 @@ func printInfo(w io.Writer, rep infoReport) {
 	case rep.LanguageError != "":
 		fmt.Fprintf(w, "  shader language              unknown: %s\n", rep.LanguageError)
 	}
-	fmt.Fprintf(w, "  8-bit decode activations     %s weights (u32 multiplies, two products each)\n", strings.Join(rep.DecodeQ8, ", "))
+	how := "u32 multiplies, two products each"
+	if rep.DecodeQ8Packed {
+		how = "dot4I8Packed, four products an instruction"
+	}
+	fmt.Fprintf(w, "  8-bit decode activations     %s weights (%s)\n", strings.Join(rep.DecodeQ8, ", "), how)
 	if rep.DecodeQ8Fused > 0 {
 		fmt.Fprintf(w, "                               quantized inside products of up to %d workgroups (HEARTH_Q8_FUSE_WORKGROUPS)\n", rep.DecodeQ8Fused)
 	}

@@ -18,7 +18,7 @@ import (
 type KernelSpec struct {
 	Family string
 	Entry  string
-	Consts [5]Const
+	Consts [6]Const
 }
 
 // Const is one compile-time constant; entries with an empty Name are unused.
@@ -27,7 +27,7 @@ type Const struct {
 	Value uint32
 }
 
-// Spec is a shorthand for a KernelSpec with up to five constants given as
+// Spec is a shorthand for a KernelSpec with up to six constants given as
 // name, value pairs: Spec("norm", "rmsnorm", "WG", 256).
 func Spec(family, entry string, consts ...any) KernelSpec {
 	s := KernelSpec{Family: family, Entry: entry}

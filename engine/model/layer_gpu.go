@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"os"
 	"slices"
 
 	"github.com/hearthstudio/hearth/engine/gpu"
@@ -559,7 +560,12 @@ func q8Decodes(ts ...*gpu.Tensor) bool {
 // where the f32 Q8_0 matvec already reads a third of the memory's rate
 // and each product gains a quantize dispatch (BenchmarkMatVecQ8 and
 // hearth bench --f32-activations on a Q8_0 file decide it).
-var q8DecodeTypes = map[gguf.Type]bool{gguf.TypeQ4_K: true, gguf.TypeQ6_K: true}
+// HEARTH_Q8_DECODE_Q8_0=1 adds Q8_0, so that one binary measures both.
+var q8DecodeTypes = map[gguf.Type]bool{gguf.TypeQ4_K: true, gguf.TypeQ6_K: true, gguf.TypeQ8_0: os.Getenv("HEARTH_Q8_DECODE_Q8_0") == "1"}
+
+// Q8PackedDot is ops.Q8PackedDot: whether the decode products take
+// dot4I8Packed where the compiler has it (hearth info).
+func Q8PackedDot() bool { return ops.Q8PackedDot }
 
 // Q8FusedWorkgroups is ops.Q8FuseMaxWorkgroups: the most workgroups of a
 // decode product that quantizes its own input (hearth info).
@@ -568,8 +574,10 @@ func Q8FusedWorkgroups() int { return ops.Q8FuseMaxWorkgroups }
 // Q8DecodeTypes lists q8DecodeTypes in type id order (hearth info).
 func Q8DecodeTypes() []gguf.Type {
 	var out []gguf.Type
-	for t := range q8DecodeTypes {
-		out = append(out, t)
+	for t, on := range q8DecodeTypes {
+		if on {
+			out = append(out, t)
+		}
 	}
 	slices.Sort(out)
 	return out

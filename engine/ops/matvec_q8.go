@@ -14,7 +14,9 @@ import (
 // shaders/matvec_q8.wgsl): QuantizeQ8 (or its normed and GLU forms) writes
 // one token's activations as blocks of 32 levels with a scale, as ggml's
 // q8_1 does, and MatVecQ8 multiplies Q4_K, Q6_K or Q8_0 weights with them in
-// integer arithmetic, two products to a u32 multiply. The result is ggml's
+// integer arithmetic: four products an instruction with dot4I8Packed where
+// the device's compiler takes it (Q8PackedDot), else two to a u32 multiply.
+// Both give the same result to the bit. The result is ggml's
 // quantized-activation product, not the f32 one of MatVec: each activation
 // moves by up to half its block's step, max|x|/254.
 
@@ -44,6 +46,28 @@ var matvecQ8Entries = map[gguf.Type]string{
 	gguf.TypeQ4_K: "matvec_q8_q4_k",
 	gguf.TypeQ6_K: "matvec_q8_q6_k",
 	gguf.TypeQ8_0: "matvec_q8_q8_0",
+}
+
+// Q8PackedDot lets the integer products use dot4I8Packed where the
+// device's compiler takes it (gpu.ShaderLanguage.PackedDot), with the
+// activations packed four to a word; else, or with HEARTH_Q8_DOT=swar,
+// they take two products to a u32 multiply (SWAR). A compiler may emulate
+// the instruction where the hardware lacks it (Metal's has no such
+// instruction), and there SWAR can be the faster; the two agree to the
+// bit, so the choice is speed alone. Tests set it directly; it must not
+// change between a quantizer and the product that reads its output.
+var Q8PackedDot = os.Getenv("HEARTH_Q8_DOT") != "swar"
+
+// Q8Packed reports whether d's integer products take dot4I8Packed (and its
+// quantizers pack the activations for it).
+func Q8Packed(d *gpu.Device) bool { return Q8PackedDot && d.Language.PackedDot }
+
+// q8Dot is the DOT constant of quantize_q8 and matvec_q8 on d.
+func q8Dot(d *gpu.Device) int {
+	if Q8Packed(d) {
+		return 1
+	}
+	return 0
 }
 
 // q8Params mirrors Q8Params in shaders/quantize_q8.wgsl.
@@ -148,7 +172,7 @@ func checkQ8(kernel string, x *gpu.Buffer, k, xlen, rows int, xq *gpu.Buffer) er
 func dispatchQ8(c *gpu.Chain, entry string, rows int, params q8Params, x, g, xq *gpu.Buffer) error {
 	grid := gpu.Grid(int(params.K)/4, quantizeQ8WG)
 	grid[2] = uint32(rows)
-	return dispatch(c, gpu.Spec("quantize_q8", entry, "WG", quantizeQ8WG), params, grid, x, g, xq)
+	return dispatch(c, gpu.Spec("quantize_q8", entry, "WG", quantizeQ8WG, "DOT", q8Dot(c.Device())), params, grid, x, g, xq)
 }
 
 // matvecQ8Params mirrors MatvecQ8Params in shaders/matvec_q8.wgsl.
@@ -390,7 +414,7 @@ func matvecQ8Dispatch(c *gpu.Chain, w *gpu.Tensor, src q8Source, y *gpu.Buffer, 
 	if err := checkChunks("matvec q8", w); err != nil {
 		return err
 	}
-	k8, err := c.Device().Kernel(gpu.Spec("matvec_q8", entry, "WG", l.wg, "ROWS", l.rows, "NX", m, "IN", src.in, "XS", xs))
+	k8, err := c.Device().Kernel(gpu.Spec("matvec_q8", entry, "WG", l.wg, "ROWS", l.rows, "NX", m, "IN", src.in, "XS", xs, "DOT", q8Dot(c.Device())))
 	if err != nil {
 		return err
 	}

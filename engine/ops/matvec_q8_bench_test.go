@@ -16,7 +16,9 @@ import (
 //   - f32: MatVec, the matmul_kquant decode entry, x in f32;
 //   - q8: MatVecQ8 on x quantized once beforehand;
 //   - quantize+q8: the quantizer and MatVecQ8, both in the timed chain;
-//   - fused: MatVecQ8 quantizing its own input (matvec_q8's IN > 0).
+//   - fused: MatVecQ8 quantizing its own input (matvec_q8's IN > 0);
+//   - quantize+q8-swar: quantize+q8 with two products a u32 multiply,
+//     where the others take dot4I8Packed (Q8Packed).
 //
 // Each shape's input is the one a Llama layer gives it: q|k|v and gate|up
 // read the normed stream (QuantizeQ8Normed, IN 2), o the attention's
@@ -82,6 +84,16 @@ func BenchmarkMatVecQ8(b *testing.B) {
 						}
 						return matvecQ8With(c, w, xq, y, 1, MatmulOptions{}, l)
 					}})
+				if Q8Packed(dev) {
+					variants = append(variants, benchVariant{fmt.Sprintf("quantize+q8-swar-rows%d", rows), func(c *gpu.Chain) error {
+						Q8PackedDot = false
+						defer func() { Q8PackedDot = true }()
+						if err := quantize(c); err != nil {
+							return err
+						}
+						return matvecQ8With(c, w, xq, y, 1, MatmulOptions{}, l)
+					}})
+				}
 				if q8SharedBytes(k, l) <= uint64(dev.Limits.MaxComputeWorkgroupStorageSize) {
 					variants = append(variants, benchVariant{fmt.Sprintf("fused-rows%d", rows), func(c *gpu.Chain) error {
 						return matvecQ8Dispatch(c, w, src, y, 1, MatmulOptions{}, l)

@@ -85,7 +85,7 @@ func downloadQ8(t *testing.T, bq *gpu.Buffer, k int) ref.Q8 {
 	for i := range words {
 		words[i] = uint32(raw[4*i]) | uint32(raw[4*i+1])<<8 | uint32(raw[4*i+2])<<16 | uint32(raw[4*i+3])<<24
 	}
-	q, err := ref.DecodeQ8(words, k)
+	q, err := ref.DecodeQ8(words, k, Q8Packed(dev))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -378,12 +378,19 @@ func ggmlActQ8(t *testing.T, typ gguf.Type) ref.Q8 {
 	return q
 }
 
-// encodeQ8 is quantize_q8's word layout of q (ref.DecodeQ8's inverse).
+// encodeQ8 is quantize_q8's word layout of q on the test device
+// (ref.DecodeQ8's inverse).
 func encodeQ8(q ref.Q8) []uint32 {
 	k := len(q.Q)
 	words := make([]uint32, Q8Words(k))
 	u := func(i int) uint32 { return uint32(int32(q.Q[i]) + 128) }
 	for g := range k / 4 {
+		if Q8Packed(dev) {
+			for j := range 4 {
+				words[g] |= uint32(uint8(q.Q[4*g+j])) << (8 * j)
+			}
+			continue
+		}
 		words[2*g] = u(4*g+2) | u(4*g)<<16
 		words[2*g+1] = u(4*g+3) | u(4*g+1)<<16
 	}

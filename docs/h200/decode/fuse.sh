@@ -10,6 +10,7 @@
 # bytes) and BenchmarkAttentionDecode (its splits, 16 to 256). Inputs:
 # .device/debs, .device/hearth.xz (a build of the commit measured),
 # .device/ops.test.xz.
+# FUSE (default "0 1024 4096 0 1024 4096") and PROFILES=0 shorten it.
 #   bash docs/h200/decode/fuse.sh
 source docs/h200/one-graph/env.sh
 W=/root/w; mkdir -p $W/m; R=$OUT/r; mkdir -p $R
@@ -21,10 +22,10 @@ for b in $FILES; do
   timeout 120 $H synth --preset ${b%-*} --quant ${b##*-} -o $W/m/$b.gguf --seed 1 > /dev/null 2>>$R/log.txt
 done
 for b in $FILES; do
-  for f in 0 1024 4096 0 1024 4096; do
+  for f in ${FUSE:-0 1024 4096 0 1024 4096}; do
     HEARTH_Q8_FUSE_WORKGROUPS=$f timeout 60 $H bench -m $W/m/$b.gguf -p 0 -n 128 -r 3 --json >> $R/fuse$f-$b.json 2>>$R/log.txt
   done
-  for f in 0 1024 4096; do
+  [ "${PROFILES:-1}" = 0 ] || for f in 0 1024 4096; do
     HEARTH_Q8_FUSE_WORKGROUPS=$f timeout 60 $H bench -m $W/m/$b.gguf -p 0 -n 16 -r 1 --profile > $R/profile-fuse$f-$b.txt 2>&1
   done
 done

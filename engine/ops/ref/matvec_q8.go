@@ -48,13 +48,22 @@ func QuantizeQ8(x []float32) (Q8, error) {
 	return q, nil
 }
 
-// DecodeQ8 reads quantize_q8's output words for k activations.
-func DecodeQ8(words []uint32, k int) (Q8, error) {
+// DecodeQ8 reads quantize_q8's output words for k activations, its levels
+// packed four to a word as i8 (packed: its DOT = 1) or two to a word
+// offset by 128 (SWAR).
+func DecodeQ8(words []uint32, k int, packed bool) (Q8, error) {
 	if k%32 != 0 || len(words) < k/2+k/32+k/16 {
 		return Q8{}, fmt.Errorf("ref: decode q8: %d words for k = %d, want k a multiple of 32 and %d words", len(words), k, k/2+k/32+k/16)
 	}
 	q := Q8{D: make([]float32, k/32), Q: make([]int8, k), Sums: make([]int32, k/16)}
 	for g := 0; g < k/4; g++ {
+		if packed {
+			// Word g holds q of elements 4g .. 4g+3 in its bytes, lowest first.
+			for j := range 4 {
+				q.Q[4*g+j] = int8(words[g] >> (8 * j))
+			}
+			continue
+		}
 		w0, w1 := words[2*g], words[2*g+1]
 		// Word 2g holds u2 | u0 << 16, word 2g+1 u3 | u1 << 16; u = q + 128.
 		q.Q[4*g] = int8(int32(w0>>16) - 128)
