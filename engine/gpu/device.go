@@ -82,6 +82,10 @@ type Device struct {
 	Limits Limits
 	// Language is what the device's WGSL compiler accepts beyond core WGSL.
 	Language ShaderLanguage
+	// shaderChecks are the runtime checks kernels compile with
+	// (createModule): bounds checks, and loop bounding only with
+	// HEARTH_LOOP_BOUNDING=1, which measures what it costs.
+	shaderChecks uint64
 
 	instance *wgpu.Instance
 	adapter  *wgpu.Adapter
@@ -387,6 +391,10 @@ func Open(opts Options) (*Device, error) {
 	d.queue = dev.GetQueue()
 	d.Limits = limitsOf(dev.GetLimits())
 	d.Language = probeShaderLanguage(dev)
+	d.shaderChecks = checkBounds
+	if os.Getenv("HEARTH_LOOP_BOUNDING") == "1" {
+		d.shaderChecks |= checkLoopBounding
+	}
 	d.arena.init(d)
 	return d, nil
 }

@@ -103,10 +103,7 @@ func (d *Device) Kernel(spec KernelSpec) (*Kernel, error) {
 		return nil, fmt.Errorf("gpu: kernel %s: pipeline layout: %w", spec.Name(), err)
 	}
 	defer pl.Release()
-	mod, err := d.dev.TryCreateShaderModule(&wgpu.ShaderModuleDescriptor{
-		Label:      spec.Name(),
-		WGSLSource: &wgpu.ShaderSourceWGSL{Code: code},
-	})
+	mod, err := createModule(d.dev, spec.Name(), code, d.shaderChecks)
 	if err != nil {
 		layout.Release()
 		return nil, fmt.Errorf("gpu: kernel %s: compile: %w", spec.Name(), err)

@@ -43,3 +43,24 @@ func TestBindingLanguage(t *testing.T) {
 		t.Errorf("lavapipe's compiler accepts %s, want all of %s: update docs/performance.md", dev.Language, all)
 	}
 }
+
+// TestCreateModuleChecks compiles through the trusted entry point the
+// kernels use (createModule) with and without loop bounding: a valid
+// shader gives a module, one naming an undeclared variable an error that
+// carries the compiler's message, not a module and not a crash.
+func TestCreateModuleChecks(t *testing.T) {
+	core := `@group(0) @binding(0) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(1) fn main() { for (var i = 0u; i < 4u; i++) { y[i] = y[i + 1u] * 1.5; } }`
+	for _, checks := range []uint64{checkBounds, checkBounds | checkLoopBounding} {
+		mod, err := createModule(dev.dev, "checks", core, checks)
+		if err != nil {
+			t.Fatalf("checks %#x: %v", checks, err)
+		}
+		mod.Release()
+		var bad error
+		quietly(func() { _, bad = createModule(dev.dev, "checks", strings.Replace(core, "y[i + 1u]", "z[i]", 1), checks) })
+		if bad == nil || !strings.Contains(bad.Error(), "z") {
+			t.Fatalf("checks %#x: an undeclared variable gave %v", checks, bad)
+		}
+	}
+}

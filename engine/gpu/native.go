@@ -4,8 +4,9 @@ package gpu
 #include <stdint.h>
 #include <stdlib.h>
 
-// The one wgpu-native call the Go binding does not wrap: an out-of-memory
-// error scope (its Try calls scope validation errors only). Declared here
+// The two wgpu-native calls the Go binding does not wrap: an out-of-memory
+// error scope (its Try calls scope validation errors only), and a shader
+// module made with chosen runtime checks. Declared here
 // with the layouts of the wgpu-native v29 webgpu.h that
 // github.com/oliverbestmann/webgpu v1.36.0 ships, rather than including that
 // header, whose path is inside the module cache; the symbols come from the
@@ -40,6 +41,26 @@ static void hearthScopeCallback(uint32_t status, uint32_t type, hearthStringView
 // WGPUErrorFilter_OutOfMemory = 2; WGPUCallbackMode_AllowSpontaneous = 3,
 // so the callback runs before the pop returns.
 static void hearthPushOOM(WGPUDeviceRef device) { wgpuDevicePushErrorScope(device, 2); }
+
+// wgpuDeviceCreateShaderModuleTrusted (wgpu.h) takes WGSL through the
+// descriptor's chain (WGPUShaderSourceWGSL, sType 2) and the checks as
+// WGPUShaderRuntimeChecks bits; its errors go to a validation scope
+// (WGPUErrorFilter_Validation = 1), popped into r.
+typedef struct hearthChained { struct hearthChained *next; uint32_t sType; } hearthChained;
+typedef struct { hearthChained chain; hearthStringView code; } hearthSourceWGSL;
+typedef struct { hearthChained *nextInChain; hearthStringView label; } hearthModuleDescriptor;
+void *wgpuDeviceCreateShaderModuleTrusted(WGPUDeviceRef device, hearthModuleDescriptor const *descriptor, uint64_t runtimeChecks);
+
+static void *hearthTrustedModule(WGPUDeviceRef device, char const *label, char const *code, size_t codeLen, uint64_t checks, hearthScopeResult *r) {
+	hearthSourceWGSL src = { { 0, 2 }, { code, codeLen } };
+	hearthModuleDescriptor desc = { &src.chain, { label, SIZE_MAX } };
+	r->type = 0;
+	wgpuDevicePushErrorScope(device, 1);
+	void *mod = wgpuDeviceCreateShaderModuleTrusted(device, &desc, checks);
+	hearthPopCallbackInfo info = { 0, 3, hearthScopeCallback, r, 0 };
+	wgpuDevicePopErrorScope(device, info);
+	return mod;
+}
 static void hearthPop(WGPUDeviceRef device, hearthScopeResult *r) {
 	r->type = 0;
 	hearthPopCallbackInfo info = { 0, 3, hearthScopeCallback, r, 0 };
@@ -120,4 +141,37 @@ func (d *Device) submit(cb *wgpu.CommandBuffer, what string) error {
 	}
 	d.queue.Submit(cb)
 	return nil
+}
+
+// Shader runtime checks (wgpu.h's WGPUShaderRuntimeChecks): bounds checks
+// clamp every array index, as WebGPU asks; loop bounding adds a counter to
+// every loop so that none can run forever.
+const (
+	checkBounds       = uint64(wgpu.ShaderRuntimeChecksBoundsChecks)
+	checkLoopBounding = uint64(wgpu.ShaderRuntimeChecksForceLoopBounding)
+)
+
+// createModule compiles WGSL code with the given runtime checks. The
+// binding's TryCreateShaderModule asks for all of them; Hearth's kernels
+// keep the bounds checks (load16 and the staged tiles read past a buffer's
+// end on purpose and rely on them) and leave out loop bounding: its counter
+// keeps a driver from unrolling the register-tiled loops, and every loop in
+// shaders/ ends on its own (docs/performance.md, "What the binding offers").
+// The module is the binding's type around the handle; the caller releases it.
+func createModule(d *wgpu.Device, label, code string, checks uint64) (*wgpu.ShaderModule, error) {
+	cl, cc := C.CString(label), C.CString(code)
+	defer C.free(unsafe.Pointer(cl))
+	defer C.free(unsafe.Pointer(cc))
+	r := (*C.hearthScopeResult)(C.calloc(1, C.size_t(unsafe.Sizeof(C.hearthScopeResult{}))))
+	defer C.free(unsafe.Pointer(r))
+	ref := C.hearthTrustedModule(deviceHandle(d), cl, cc, C.size_t(len(code)), C.uint64_t(checks), r)
+	mod := &wgpu.ShaderModule{}
+	// The binding's ShaderModule holds its C handle in its first field, as
+	// wgpu.Device does (deviceHandle); its Release frees the handle.
+	*(*unsafe.Pointer)(unsafe.Pointer(mod)) = ref
+	if r._type != 0 && r._type != errorTypeNoError {
+		mod.Release()
+		return nil, fmt.Errorf("%s", C.GoString(&r.message[0]))
+	}
+	return mod, nil
 }
