@@ -36,6 +36,17 @@ var tiledShortLaunches = []tiledLaunch{
 	tiledLaunchMain,
 }
 
+// q8TileSweep are the shapes of matmul_q8 BenchmarkMatMulTiled tries at m =
+// 512 besides the default: 64×128, 128×64 and 128×128 tiles, 4×8, 8×4
+// and 8×8 blocks, 128 and 256 invocations.
+var q8TileSweep = []q8TileLaunch{
+	{rt: 16, ct: 16, rr: 4, rc: 8},
+	{rt: 16, ct: 16, rr: 8, rc: 4},
+	{rt: 16, ct: 16, rr: 8, rc: 8},
+	{rt: 8, ct: 16, rr: 8, rc: 4},
+	{rt: 16, ct: 8, rr: 4, rc: 8},
+}
+
 // BenchmarkMatMulTiled compares the prefill kernels, Y = X·Wᵀ, on the
 // projections of llama-3.1-8b (4096×4096 q/o, 1024×4096 k/v, 14336×4096
 // gate/up, 4096×14336 down) and llama-3.2-1b (2048×2048, 8192×2048), n×k, in the
@@ -43,7 +54,10 @@ var tiledShortLaunches = []tiledLaunch{
 // matmul_<type> entries ("old"), the tiled kernel with the launch
 // MatMulWith picks (the first "tiled_" line, named by its shape) and every
 // shape of tiledSweepLaunches; at m = 16, 32 and 64 old, the picked launch
-// and tiledShortLaunches, to place matmulTiledMinRows. TFLOP/s counts
+// and tiledShortLaunches, to place matmulTiledMinRows. Where the device
+// takes dot4I8Packed it adds, for Q4_K, Q6_K and Q8_0, MatMulQ8 on x
+// quantized beforehand ("q8_" and the shape, with q8TileSweep at m = 512)
+// and with QuantizeQ8 in the timing ("quantize+q8"). TFLOP/s counts
 // 2·m·n·k per op. On a software adapter it runs 256×256 weights only, which
 // compares the kernels with each other and nothing more.
 //
@@ -102,6 +116,27 @@ func benchMatMulTiled(b *testing.B, w *gpu.Tensor, m int) {
 			continue
 		}
 		time("tiled_"+l.String(), func(c *gpu.Chain) error { return matmulTiledWith(c, w, x, y, m, MatmulOptions{}, l) })
+	}
+	if !HasMatMulQ8(dev, w.Type) {
+		return
+	}
+	xq := scratch(b, "xq", int(Q8Bytes(k, m)/4))
+	benchChain(b, 1, func(c *gpu.Chain) error { return QuantizeQ8(c, x, xq, k, m) })
+	time("quantize+q8", func(c *gpu.Chain) error {
+		if err := QuantizeQ8(c, x, xq, k, m); err != nil {
+			return err
+		}
+		return MatMulQ8(c, w, xq, y, m, MatmulOptions{})
+	})
+	q8Launches := []q8TileLaunch{q8TileLaunchMain}
+	if m >= 64 {
+		q8Launches = append(q8Launches, q8TileSweep...)
+	}
+	for _, l := range q8Launches {
+		if l.check(dev.Limits) != nil {
+			continue
+		}
+		time(fmt.Sprintf("q8_%dx%d_r%dx%d", l.rows(), l.cols(), l.rr, l.rc), func(c *gpu.Chain) error { return matmulQ8With(c, w, xq, y, m, MatmulOptions{}, l) })
 	}
 }
 

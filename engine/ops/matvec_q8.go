@@ -152,8 +152,8 @@ func checkQ8(kernel string, x *gpu.Buffer, k, xlen, rows int, xq *gpu.Buffer) er
 	if k <= 0 || k%32 != 0 {
 		return fmt.Errorf("ops: %s: k = %d, want a positive multiple of 32 (whole blocks)", kernel, k)
 	}
-	if rows < 1 || rows > MaxQ8Rows {
-		return fmt.Errorf("ops: %s: %d rows, want 1 to %d (a batched decode's tokens)", kernel, rows, MaxQ8Rows)
+	if rows < 1 || rows > 65535 {
+		return fmt.Errorf("ops: %s: %d rows, want 1 to 65535 (a grid dimension)", kernel, rows)
 	}
 	if err := needF32(kernel, "x", x, rows*xlen); err != nil {
 		return err

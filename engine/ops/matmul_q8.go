@@ -1,0 +1,213 @@
+package ops
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/hearthstudio/hearth/engine/gpu"
+	"github.com/hearthstudio/hearth/gguf"
+)
+
+// Prefill products on 8-bit activations (shaders/matmul_q8.wgsl): the
+// prompt's rows quantized by QuantizeQ8 (or its normed and GLU forms) and
+// multiplied with Q4_K, Q6_K or Q8_0 weights by dot4I8Packed, ggml's MMQ
+// arithmetic. Like MatVecQ8 the result is the quantized-activation product,
+// not MatMulWith's f32 one; unlike it there is no SWAR form: without the
+// packed dot product prefill stays on the f32 tiled kernel.
+
+// q8TileLaunch is a launch shape of matmul_q8: rt×ct invocations, each
+// owning an rr×rc block of a (rt·rr)×(ct·rc) tile of Y.
+type q8TileLaunch struct{ rt, ct, rr, rc int }
+
+func (l q8TileLaunch) wg() int   { return l.rt * l.ct }
+func (l q8TileLaunch) rows() int { return l.rt * l.rr } // activation rows of a tile (BM)
+func (l q8TileLaunch) cols() int { return l.ct * l.rc } // weight rows of a tile (BN)
+
+// q8TileBK is matmul_q8's stage depth in columns.
+const q8TileBK = 128
+
+// sharedBytes is the workgroup memory of the shape: the two stages (BK/16
+// vec4s and a pad a row), the weight rows' granule factors and the
+// activation rows' block factors (see the top of shaders/matmul_q8.wgsl).
+func (l q8TileLaunch) sharedBytes() int {
+	return 16*(l.rows()+l.cols())*(q8TileBK/16+1) + 8*l.cols()*q8TileBK/16 + 8*l.rows()*q8TileBK/32
+}
+
+// q8TileLaunchMain is MatMulQ8's shape: a 64×64 tile of 16×16 invocations
+// with 4×4 blocks (8 vec4 reads of workgroup memory for 64 dot4I8Packed),
+// 24 KiB of workgroup memory. Not yet tuned on a GPU.
+var q8TileLaunchMain = q8TileLaunch{rt: 16, ct: 16, rr: 4, rc: 4}
+
+var matmulQ8Entries = map[gguf.Type]string{
+	gguf.TypeQ4_K: "matmul_q8_q4_k",
+	gguf.TypeQ6_K: "matmul_q8_q6_k",
+	gguf.TypeQ8_0: "matmul_q8_q8_0",
+}
+
+// HasMatMulQ8 reports whether MatMulQ8 runs weights of type t on d: the
+// type has an entry, d's compiler takes dot4I8Packed (with Q8PackedDot
+// on), and the launch fits d's workgroup limits.
+func HasMatMulQ8(d *gpu.Device, t gguf.Type) bool {
+	_, ok := matmulQ8Entries[t]
+	return ok && Q8Packed(d) && q8TileLaunchMain.check(d.Limits) == nil
+}
+
+func (l q8TileLaunch) check(lim gpu.Limits) error {
+	if l.rt < 1 || l.ct < 1 || l.rr < 1 || l.rc < 1 {
+		return fmt.Errorf("launch %v: empty", l)
+	}
+	if l.sharedBytes() > int(lim.MaxComputeWorkgroupStorageSize) || l.wg() > int(lim.MaxComputeInvocationsPerWorkgroup) {
+		return fmt.Errorf("launch %+v: needs %d bytes of workgroup memory and %d invocations, the device grants %d and %d",
+			l, l.sharedBytes(), l.wg(), lim.MaxComputeWorkgroupStorageSize, lim.MaxComputeInvocationsPerWorkgroup)
+	}
+	return nil
+}
+
+// matmulQ8Params mirrors MatmulQ8Params in shaders/matmul_q8.wgsl.
+type matmulQ8Params struct {
+	K, N, M, Row0, YOffset, YStride, XRow, Flags uint32
+}
+
+// MatMulQ8 appends Y = X·Wᵀ for Q4_K, Q6_K or Q8_0 weights W (k columns: a
+// multiple of 256 for the K-quants, 32 for Q8_0) and m rows of X quantized
+// by QuantizeQ8 into xq (Q8Bytes(k, m) bytes), row j's outputs placed at
+// o.YOffset + j·o.YStride (o.YStride 0: W's rows), plus o.Bias when set:
+// up to MaxQ8Rows rows by MatVecQ8, which reads each weight once for all
+// of them, more by the tiled kernel (HasMatMulQ8 must hold). o.XStride is
+// unused.
+func MatMulQ8(c *gpu.Chain, w *gpu.Tensor, xq, y *gpu.Buffer, m int, o MatmulOptions) error {
+	if m <= MaxQ8Rows {
+		return MatVecQ8(c, w, xq, y, m, o)
+	}
+	return matmulQ8With(c, w, xq, y, m, o, q8TileLaunchMain)
+}
+
+// MatMulQ8Of appends Y = X·Wᵀ for m rows of f32 activations x (k floats
+// each, dense), quantized into xq first (MatVecQ8Of up to MaxQ8Rows rows,
+// which may quantize in the product). o is MatMulQ8's.
+func MatMulQ8Of(c *gpu.Chain, w *gpu.Tensor, x, xq, y *gpu.Buffer, m int, o MatmulOptions) error {
+	if m <= MaxQ8Rows {
+		return MatVecQ8Of(c, w, x, xq, y, m, o)
+	}
+	if w == nil {
+		return fmt.Errorf("ops: matmul q8: weight tensor is nil")
+	}
+	if err := QuantizeQ8(c, x, xq, w.Cols, m); err != nil {
+		return err
+	}
+	return matmulQ8With(c, w, xq, y, m, o, q8TileLaunchMain)
+}
+
+// MatMulQ8Normed is MatMulQ8Of of RMSNorm(x) with gain g, for a.Rows rows
+// of a.Dim = W.Cols floats (QuantizeQ8Normed's arithmetic).
+func MatMulQ8Normed(c *gpu.Chain, w *gpu.Tensor, x, g, xq, y *gpu.Buffer, a NormArgs, o MatmulOptions) error {
+	if a.Rows <= MaxQ8Rows {
+		return MatVecQ8Normed(c, w, x, g, xq, y, a, o)
+	}
+	if w == nil {
+		return fmt.Errorf("ops: matmul q8 normed: weight tensor is nil")
+	}
+	if a.Dim != w.Cols {
+		return fmt.Errorf("ops: matmul q8 normed %q: rows of %d floats, want the weight's %d columns", w.Name, a.Dim, w.Cols)
+	}
+	if err := QuantizeQ8Normed(c, x, g, xq, a); err != nil {
+		return err
+	}
+	return matmulQ8With(c, w, xq, y, a.Rows, o, q8TileLaunchMain)
+}
+
+// MatMulQ8GLU is MatMulQ8Of of act(gate) ⊙ up, for m rows of gateUp =
+// [gate | up] of 2·a.FF floats (QuantizeQ8GLU's arithmetic); W has a.FF
+// columns.
+func MatMulQ8GLU(c *gpu.Chain, w *gpu.Tensor, gateUp, xq, y *gpu.Buffer, a GLUArgs, m int, o MatmulOptions) error {
+	if m <= MaxQ8Rows {
+		return MatVecQ8GLU(c, w, gateUp, xq, y, a, m, o)
+	}
+	if w == nil {
+		return fmt.Errorf("ops: matmul q8 glu: weight tensor is nil")
+	}
+	if a.FF != w.Cols {
+		return fmt.Errorf("ops: matmul q8 glu %q: gate and up of %d floats, want the weight's %d columns", w.Name, a.FF, w.Cols)
+	}
+	if err := QuantizeQ8GLU(c, gateUp, xq, a, m); err != nil {
+		return err
+	}
+	return matmulQ8With(c, w, xq, y, m, o, q8TileLaunchMain)
+}
+
+func matmulQ8With(c *gpu.Chain, w *gpu.Tensor, xq, y *gpu.Buffer, m int, o MatmulOptions, l q8TileLaunch) error {
+	if w == nil {
+		return fmt.Errorf("ops: matmul q8: weight tensor is nil")
+	}
+	kernel := "matmul q8 " + w.Name
+	entry, ok := matmulQ8Entries[w.Type]
+	if !ok {
+		return fmt.Errorf("ops: %s: weight type %v has no integer matmul (Q4_K, Q6_K and Q8_0 only; use MatMulWith)", kernel, w.Type)
+	}
+	if !Q8Packed(c.Device()) {
+		return fmt.Errorf("ops: %s: the device's shader compiler has no dot4I8Packed (or HEARTH_Q8_DOT=swar); use MatMulWith", kernel)
+	}
+	k, n := w.Cols, w.Rows
+	if bs := w.Type.BlockSize(); k%bs != 0 {
+		return fmt.Errorf("ops: %s: %d columns, want a multiple of %v's %d-element block", kernel, k, w.Type, bs)
+	}
+	if m < 1 {
+		return fmt.Errorf("ops: %s: m = %d activation rows, want at least 1", kernel, m)
+	}
+	ys := o.YStride
+	if ys == 0 {
+		ys = n
+	}
+	if ys < 0 || o.YOffset < 0 || (m > 1 && ys < n) {
+		return fmt.Errorf("ops: %s: y stride %d (< n=%d?) or y offset %d is invalid", kernel, ys, n, o.YOffset)
+	}
+	yEnd := uint64(o.YOffset) + uint64(m-1)*uint64(ys) + uint64(n)
+	if yEnd > math.MaxUint32 || Q8Bytes(k, m) > math.MaxUint32 {
+		return fmt.Errorf("ops: %s: m=%d rows overflow 32-bit indexing", kernel, m)
+	}
+	if err := needF32(kernel, "xq", xq, int(Q8Bytes(k, m)/4)); err != nil {
+		return err
+	}
+	if err := needF32(kernel, "y", y, int(yEnd)); err != nil {
+		return err
+	}
+	if xq == y {
+		return fmt.Errorf("ops: %s: xq and y are the same buffer %q", kernel, y.Label())
+	}
+	if err := checkChunks("matmul q8", w); err != nil {
+		return err
+	}
+	if err := l.check(c.Device().Limits); err != nil {
+		return fmt.Errorf("ops: %s: %w", kernel, err)
+	}
+	tiles := (m + l.rows() - 1) / l.rows()
+	if tiles > 65535 {
+		return fmt.Errorf("ops: %s: m=%d needs %d activation tiles, over the 65535-workgroup grid limit", kernel, m, tiles)
+	}
+	gk, err := c.Device().Kernel(gpu.Spec("matmul_q8", entry, "RT", l.rt, "CT", l.ct, "RR", l.rr, "RC", l.rc))
+	if err != nil {
+		return err
+	}
+	var flags uint32
+	if o.Accumulate {
+		flags |= matmulAccumulate
+	}
+	bias := xq // fills binding 4 when there is no bias: the kernel reads nothing there
+	if o.Bias != nil {
+		if err := checkBias("matmul q8", w, o.Bias, y); err != nil {
+			return err
+		}
+		flags |= matmulBias
+		bias = o.Bias
+	}
+	for _, ch := range w.Chunks {
+		params := matmulQ8Params{K: uint32(k), N: uint32(ch.Rows), M: uint32(m), Row0: uint32(ch.FirstRow),
+			YOffset: uint32(o.YOffset), YStride: uint32(ys), XRow: uint32(Q8RowWords(k) / 4), Flags: flags}
+		grid := gpu.Grid(ch.Rows, l.cols())
+		grid[2] = uint32(tiles)
+		if err := c.Dispatch(gk, params, grid, ch.Buf, xq, y, bias); err != nil {
+			return err
+		}
+	}
+	return nil
+}
