@@ -58,7 +58,9 @@ func TestCreateModuleChecks(t *testing.T) {
 		}
 		mod.Release()
 		var bad error
-		quietly(func() { _, bad = createModule(dev.dev, "checks", strings.Replace(core, "y[i + 1u]", "z[i]", 1), checks) })
+		quietly(func() {
+			_, bad = createModule(dev.dev, "checks", strings.Replace(core, "y[i + 1u]", "z[i]", 1), checks)
+		})
 		if bad == nil || !strings.Contains(bad.Error(), "z") {
 			t.Fatalf("checks %#x: an undeclared variable gave %v", checks, bad)
 		}
