@@ -59,10 +59,9 @@ type EngineOptions struct {
 	// GPUMemory, when nonzero, refuses a model whose estimate exceeds it
 	// before anything is allocated.
 	GPUMemory uint64
-	// F32Activations keeps every decode product on f32 activations (the
+	// F32Activations keeps every product on f32 activations (the
 	// reference arithmetic) instead of quantizing them to 8 bits where the
-	// weights are Q4_K or Q6_K, as llama.cpp does
-	// (model.GPUOptions.F32Decode).
+	// weights allow, as llama.cpp does (model.GPUOptions.F32Activations).
 	F32Activations bool
 	// Queue is how many jobs may wait behind the running ones, besides
 	// one for each free slot (Parallel); a job past it fails at once with

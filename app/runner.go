@@ -21,10 +21,9 @@ type RunnerOptions struct {
 	// GPUMemory, when nonzero, refuses a model whose estimate exceeds it
 	// before anything is allocated.
 	GPUMemory uint64
-	// F32Activations keeps every decode product on f32 activations (the
+	// F32Activations keeps every product on f32 activations (the
 	// reference arithmetic) instead of quantizing them to 8 bits where the
-	// weights are Q4_K or Q6_K, as llama.cpp does
-	// (model.GPUOptions.F32Decode).
+	// weights allow, as llama.cpp does (model.GPUOptions.F32Activations).
 	F32Activations bool
 	// Progress, when set, hears the upload of the weights ("load").
 	Progress func(Progress)
@@ -92,7 +91,7 @@ func newRunner(m *model.Model, b Backend, dev *gpu.Device, o RunnerOptions) (mod
 	if !b.GPU {
 		return model.NewCPUSlots(m, ctx, max(o.Slots, 1))
 	}
-	g := model.GPUOptions{Context: ctx, Slots: o.Slots, Batch: o.Batch, Budget: o.GPUMemory, F32Decode: o.F32Activations}
+	g := model.GPUOptions{Context: ctx, Slots: o.Slots, Batch: o.Batch, Budget: o.GPUMemory, F32Activations: o.F32Activations}
 	if o.Progress != nil {
 		g.Progress = func(done, total int64) { o.Progress(Progress{Stage: "load", Done: done, Total: total}) }
 	}

@@ -191,7 +191,7 @@ func (vf *visionFixture) newRunners(t *testing.T) (*model.CPU, *model.GPU) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := model.NewGPU(vf.dev, vf.m, model.GPUOptions{Context: vf.ctx, Batch: vf.batch, F32Decode: true})
+	g, err := model.NewGPU(vf.dev, vf.m, model.GPUOptions{Context: vf.ctx, Batch: vf.batch, F32Activations: true})
 	if err != nil {
 		t.Fatal(err)
 	}

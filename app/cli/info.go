@@ -37,6 +37,10 @@ type infoReport struct {
 	// without it).
 	DecodeQ8       []string `json:"decode_8bit_activations"`
 	DecodeQ8Packed bool     `json:"decode_8bit_packed_dot"`
+	// PrefillQ8 says whether a prompt's Q4_K, Q6_K and Q8_0 products run
+	// on 8-bit activations (dot4I8Packed only; HEARTH_Q8_PREFILL=0 keeps
+	// them on f32).
+	PrefillQ8 bool `json:"prefill_8bit_activations"`
 	// DecodeQ8Fused is the most workgroups of a decode product that
 	// quantizes its own input (HEARTH_Q8_FUSE_WORKGROUPS; 0: none does).
 	DecodeQ8Fused int `json:"decode_8bit_fused_workgroups"`
@@ -83,6 +87,7 @@ restricts the backend.`,
 				} else {
 					rep.Language = &lang
 					rep.DecodeQ8Packed = lang.PackedDot && model.Q8PackedDot()
+					rep.PrefillQ8 = rep.DecodeQ8Packed && model.Q8PrefillAllowed()
 				}
 			}
 			auto, err := app.DecideBackend("auto", app.JobInference, adapters, nil, opts)
@@ -161,6 +166,9 @@ func printInfo(w io.Writer, rep infoReport) {
 		how = "dot4I8Packed, four products an instruction"
 	}
 	fmt.Fprintf(w, "  8-bit decode activations     %s weights (%s)\n", strings.Join(rep.DecodeQ8, ", "), how)
+	if rep.PrefillQ8 {
+		fmt.Fprintf(w, "  8-bit prompt activations     Q4_K, Q6_K, Q8_0 weights (dot4I8Packed tiles)\n")
+	}
 	if rep.DecodeQ8Fused > 0 {
 		fmt.Fprintf(w, "                               quantized inside products of up to %d workgroups (HEARTH_Q8_FUSE_WORKGROUPS)\n", rep.DecodeQ8Fused)
 	}

@@ -34,7 +34,7 @@ func TestDecodeMatchesCPU(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			g, err := NewGPU(dev, m, GPUOptions{Context: ctx, Batch: 16, Slots: slots, F32Decode: true})
+			g, err := NewGPU(dev, m, GPUOptions{Context: ctx, Batch: 16, Slots: slots, F32Activations: true})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -28,11 +28,15 @@ type GPUOptions struct {
 	// Progress, when set, is told the weight bytes uploaded so far and the
 	// total, after each tensor.
 	Progress func(done, total int64)
-	// F32Decode keeps a decoded token's products on f32 activations. By
-	// default those with Q4_K and Q6_K weights (q8DecodeTypes) quantize
-	// their input to 8 bits first for ops.MatVecQ8, as llama.cpp does: the same results within the activations' quantization, and an
-	// 8B Q4_K_M token 1.6x as fast on an H200 (docs/performance.md).
-	F32Decode bool
+	// F32Activations keeps every product on f32 activations. By default a
+	// decoded token's products with Q4_K and Q6_K weights (q8DecodeTypes)
+	// quantize their input to 8 bits first for ops.MatVecQ8, as llama.cpp
+	// does: the same results within the activations' quantization, and an
+	// 8B Q4_K_M token 1.6x as fast on an H200 (docs/performance.md); and
+	// where the device's compiler takes dot4I8Packed, a prompt's products
+	// with Q4_K, Q6_K and Q8_0 weights do the same for ops.MatMulQ8
+	// (q8Prefills).
+	F32Activations bool
 }
 
 // GPU is the forward pass on a WebGPU device: weights uploaded once as
@@ -60,7 +64,8 @@ type GPU struct {
 	pleRows                           []float32          // host rows of the batch's per-layer table
 	streams, pred, first, laurel      *gpu.Buffer        // Gemma 3n's AltUp streams and scratch; nil without
 	moe                               *GPUMoEActivations // a mixture of experts' buffers; nil without
-	xq                                *gpu.Buffer        // decode's 8-bit activations; nil with F32Decode
+	xq                                *gpu.Buffer        // 8-bit activations (a batch's with q8Prefill); nil with F32Activations
+	q8Prefill                         bool               // prompts' products run on 8-bit activations where their weights allow
 	last, logits                      *gpu.Buffer
 	kc, vc                            [][]*gpu.Buffer // per slot, per layer
 	rowQKV, rowQ, rowAtt              *gpu.Buffer     // a batched decode's one-token scratch; nil with one slot
@@ -82,7 +87,7 @@ type GPU struct {
 	loraTensors []*gpu.Tensor
 	loraT       *gpu.Buffer
 
-	f32Decode        bool
+	f32Activations        bool
 	progress         func(done, total int64)
 	uploaded, weight int64 // bytes uploaded and to upload, for progress
 }
@@ -139,7 +144,7 @@ func NewGPU(dev *gpu.Device, m *Model, o GPUOptions) (*GPU, error) {
 	}
 	batch = min(batch, int(limit/widest))
 	slots := max(o.Slots, 1)
-	r := &GPU{ownership: newOwnership(slots), m: m, dev: dev, ctx: ctx, batch: batch, progress: o.Progress, f32Decode: o.F32Decode}
+	r := &GPU{ownership: newOwnership(slots), m: m, dev: dev, ctx: ctx, batch: batch, progress: o.Progress, f32Activations: o.F32Activations}
 	r.logitRows = int(min(uint64(batch), limit/(4*uint64(c.Vocab))))
 	if r.logitRows < 1 {
 		return nil, fmt.Errorf("model: one row of %d logits is over the device's %d-byte storage binding limit", c.Vocab, limit)
@@ -204,9 +209,14 @@ func (r *GPU) allocate() error {
 	alloc(&r.gate, "gate", 2*b*c.FF) // gate, or gate and up fused
 	alloc(&r.up, "up", b*c.FF)
 	alloc(&r.last, "last", d)
-	if !r.f32Decode {
-		// A batched decode quantizes a row per token, up to ops.MaxQ8Rows.
+	if !r.f32Activations {
+		// A batched decode quantizes a row per token, up to ops.MaxQ8Rows;
+		// a prompt's products, every row of the batch.
 		rows := min(r.Slots(), ops.MaxQ8Rows)
+		r.q8Prefill = q8PrefillOn(r.dev)
+		if r.q8Prefill {
+			rows = max(rows, b)
+		}
 		alloc(&r.xq, "xq", int(ops.Q8Bytes(max(d, c.QDim(), c.FF), rows)/4))
 	}
 	alloc(&r.logits, "logits", r.logitRows*c.Vocab)
@@ -669,7 +679,7 @@ func (r *GPU) record(key stepKey, seqs []Step) (*step, error) {
 		}
 	}
 	acts := GPUActivations{X: r.x, XN: r.xn, XN2: r.xn, QKV: r.qkv, Q: r.q, Att: r.att, AttScratch: r.attScratch,
-		O: r.tmp, F: r.tmp, Gate: r.gate, Up: r.up, H: r.up, XQ: r.xq,
+		O: r.tmp, F: r.tmp, Gate: r.gate, Up: r.up, H: r.up, XQ: r.xq, Q8Prefill: r.q8Prefill,
 		PLEProj: r.pleProj, PLETok: r.pleTok, PLEG: r.pleG, PLEH: r.pleH,
 		Streams: r.streams, Pred: r.pred, First: r.first, Laurel: r.laurel, MoE: r.moe,
 		RowQKV: r.rowQKV, RowQ: r.rowQ, RowAtt: r.rowAtt}

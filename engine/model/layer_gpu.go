@@ -72,8 +72,11 @@ type GPUActivations struct {
 	// bits (ops.QuantizeQ8, ops.Q8Words of the widest input) for each
 	// product whose weights decode that way (q8DecodeTypes): ggml's
 	// arithmetic for those, not f32's; their LoRA terms stay f32. Nil keeps
-	// every product on f32 activations.
-	XQ *gpu.Buffer
+	// every product on f32 activations. With Q8Prefill XQ holds a whole
+	// batch's rows, and a prompt's products whose weights allow it
+	// (q8Prefills) run on 8-bit activations too (ops.MatMulQ8).
+	XQ        *gpu.Buffer
+	Q8Prefill bool
 	// RowQKV, RowQ and RowAtt are one token's q|k|v, rotated q and
 	// attention output: a batched decode (GPULayerArgs.Seqs) runs each
 	// token's rotation and attention on its own sequence through them.
@@ -198,15 +201,20 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 	fuseNorm := func(lora bool, ts ...*gpu.Tensor) bool {
 		return !a.Keep && normFuses(n, lora, ts...)
 	}
-	// q8 says whether a decoded token's products with ts run on 8-bit
-	// activations: one token, or the tokens of a batched decode (up to
-	// ops.MaxQ8Rows, each weight read once for all). A LoRA term still
-	// reads its input in f32: where that input is a norm's output, the
-	// norm is then written out (and quantized) instead of folded into the
-	// quantizer.
+	// q8 says whether the products with ts run on 8-bit activations: a
+	// decoded token's, or the tokens of a batched decode (up to
+	// ops.MaxQ8Rows, each weight read once for all), and with a.Q8Prefill
+	// a prompt's. A LoRA term still reads its input in f32: where that
+	// input is a norm's output, the norm is then written out (and
+	// quantized) instead of folded into the quantizer.
 	q8 := func(ts ...*gpu.Tensor) bool {
-		decode := n == 1 || (s.Seqs != nil && n <= ops.MaxQ8Rows)
-		return a.XQ != nil && !a.Keep && decode && q8Decodes(ts...)
+		if a.XQ == nil || a.Keep {
+			return false
+		}
+		if n == 1 || (s.Seqs != nil && n <= ops.MaxQ8Rows) {
+			return q8Decodes(ts...)
+		}
+		return a.Q8Prefill && s.Seqs == nil && q8Prefills(ch.Device(), ts...)
 	}
 	// The fused norms' rows: one token's for MatVecNormed (normFuses), the
 	// batch's for the quantizers.
@@ -275,11 +283,11 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 				o := ops.MatmulOptions{YOffset: p.Col, YStride: qkvd}
 				switch {
 				case quantized:
-					try(ops.MatVecQ8(ch, p.T, a.XQ, a.QKV, n, o))
+					try(ops.MatMulQ8(ch, p.T, a.XQ, a.QKV, n, o))
 				case normedQ8:
-					try(ops.MatVecQ8Normed(ch, p.T, a.X, l.AttnNorm, a.XQ, a.QKV, normArgs, o))
+					try(ops.MatMulQ8Normed(ch, p.T, a.X, l.AttnNorm, a.XQ, a.QKV, normArgs, o))
 				default:
-					try(ops.MatVecQ8Of(ch, p.T, a.XN, a.XQ, a.QKV, n, o))
+					try(ops.MatMulQ8Of(ch, p.T, a.XN, a.XQ, a.QKV, n, o))
 				}
 				quantized = quantized || !ops.Q8Fuses(ch.Device(), p.T, n)
 			}
@@ -344,9 +352,9 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 			}
 			switch {
 			case q8(t) && glu != nil:
-				try(ops.MatVecQ8GLU(ch, t, in, a.XQ, y, *glu, n, o))
+				try(ops.MatMulQ8GLU(ch, t, in, a.XQ, y, *glu, n, o))
 			case q8(t):
-				try(ops.MatVecQ8Of(ch, t, in, a.XQ, y, n, o))
+				try(ops.MatMulQ8Of(ch, t, in, a.XQ, y, n, o))
 			case glu != nil:
 				try(ops.MatVecGLU(ch, t, in, y, *glu, o))
 			default:
@@ -425,9 +433,9 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 		if l.GateUp != nil {
 			switch {
 			case q8Normed:
-				try(ops.MatVecQ8Normed(ch, l.GateUp, x, l.FFNNorm, a.XQ, a.Gate, normArgs, ops.MatmulOptions{}))
+				try(ops.MatMulQ8Normed(ch, l.GateUp, x, l.FFNNorm, a.XQ, a.Gate, normArgs, ops.MatmulOptions{}))
 			case q8FFN:
-				try(ops.MatVecQ8Of(ch, l.GateUp, a.XN2, a.XQ, a.Gate, n, ops.MatmulOptions{}))
+				try(ops.MatMulQ8Of(ch, l.GateUp, a.XN2, a.XQ, a.Gate, n, ops.MatmulOptions{}))
 			case fuseFFN:
 				try(ops.MatVecNormed(ch, l.GateUp, x, l.FFNNorm, a.Gate, normArgs, ops.MatmulOptions{}))
 			default:
@@ -440,8 +448,9 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 				try(ops.GaussianTopK(ch, a.Gate, n, ff, 2*ff, sh.Sparsity))
 			}
 			// A decoded token's GLU goes into the down matvec (ops.MatVecGLU),
-			// unless a LoRA on down has to read the activated row from H.
-			if n == 1 && !adapted(ProjDown) && ops.HasMatVecGLU(l.Down.Type) {
+			// several tokens' into the quantizer of an 8-bit down product,
+			// unless a LoRA on down has to read the activated rows from H.
+			if !adapted(ProjDown) && (n == 1 && ops.HasMatVecGLU(l.Down.Type) || n > 1 && q8(l.Down)) {
 				glu = &ops.GLUArgs{FF: ff, GELU: c.GELU}
 			} else if c.GELU {
 				try(ops.GeGLUFused(ch, a.Gate, a.H, n, ff))
@@ -566,6 +575,30 @@ var q8DecodeTypes = map[gguf.Type]bool{gguf.TypeQ4_K: true, gguf.TypeQ6_K: true,
 // Q8PackedDot is ops.Q8PackedDot: whether the decode products take
 // dot4I8Packed where the compiler has it (hearth info).
 func Q8PackedDot() bool { return ops.Q8PackedDot }
+
+// q8Prefills says whether every tensor of ts multiplies a prompt on 8-bit
+// activations on d (ops.HasMatMulQ8: Q4_K, Q6_K and Q8_0 where the
+// compiler takes dot4I8Packed), so that one quantized copy of their input
+// serves them all.
+func q8Prefills(d *gpu.Device, ts ...*gpu.Tensor) bool {
+	for _, t := range ts {
+		if !ops.HasMatMulQ8(d, t.Type) {
+			return false
+		}
+	}
+	return len(ts) > 0
+}
+
+// q8PrefillOn says whether a runner on d quantizes prompts' activations:
+// the device's compiler takes dot4I8Packed (the prefill product has no
+// other form), unless HEARTH_Q8_PREFILL=0, which keeps prompts on f32
+// activations so that one binary measures both.
+func q8PrefillOn(d *gpu.Device) bool {
+	return ops.Q8Packed(d) && Q8PrefillAllowed()
+}
+
+// Q8PrefillAllowed is false with HEARTH_Q8_PREFILL=0 (hearth info).
+func Q8PrefillAllowed() bool { return os.Getenv("HEARTH_Q8_PREFILL") != "0" }
 
 // Q8FusedWorkgroups is ops.Q8FuseMaxWorkgroups: the most workgroups of a
 // decode product that quantizes its own input (hearth info).

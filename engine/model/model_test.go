@@ -89,7 +89,7 @@ func backends(t *testing.T, m *Model, ctx, batch, n, step int) (*CPU, *GPU, []in
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := NewGPU(dev, m, GPUOptions{Context: ctx, Batch: batch, F32Decode: true})
+	g, err := NewGPU(dev, m, GPUOptions{Context: ctx, Batch: batch, F32Activations: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,14 +36,17 @@ func (c q8Case) name() string {
 	return c.preset + "-" + c.quant
 }
 
-// TestQ8DecodeMatchesCPU decodes 4 tokens after a prompt on Q4_K_M and
-// Q6_K models (Llama, Qwen 3's QK-norm, Gemma 3's post-norms and GELU,
-// Phi-3's merged projections), two with LoRA adapters on every
-// projection, three ways: on the CPU reference, on the GPU by default (8-bit
-// activations) and on the GPU with F32Decode. The default stays within
-// tolQ8 of the reference and picks the same top token wherever the
-// reference's top two are more than twice that apart; F32Decode is the
-// reference arithmetic, within tolF32.
+// TestQ8DecodeMatchesCPU evaluates a 20-token prompt and decodes 4 tokens
+// after it on Q4_K_M and Q6_K models (Llama, Qwen 3's QK-norm, Gemma 3's
+// post-norms and GELU, Phi-3's merged projections), two with LoRA adapters
+// on every projection, three ways: on the CPU reference, on the GPU by
+// default (8-bit activations: the prompt's products through
+// ops.MatMulQ8 where the device takes dot4I8Packed, the tokens' through
+// ops.MatVecQ8) and on the GPU with F32Activations. The default stays
+// within tolQ8 of the reference at the prompt's last position and at
+// every token, and picks the same top token wherever the reference's top
+// two are more than twice that apart; F32Activations is the reference
+// arithmetic, within tolF32.
 func TestQ8DecodeMatchesCPU(t *testing.T) {
 	for _, tc := range []q8Case{
 		{"tiny-llama", "Q4_K_M", false}, {"tiny-llama", "Q6_K", false}, {"tiny-gemma3", "Q4_K_M", false},
@@ -52,7 +55,7 @@ func TestQ8DecodeMatchesCPU(t *testing.T) {
 		// 512-dim heads and scored unscaled, give scores of tens, and the
 		// activations' quantization (0.5% of a value) moves its logits by
 		// up to 8.7% of the range (measured; with 64-dim global heads the
-		// same model stays within tolQ8). Its F32Decode runs in
+		// same model stays within tolQ8). Its F32Activations runs in
 		// TestGPUMatchesCPU.
 		// LoRA terms read their inputs in f32 beside the 8-bit products.
 		{"tiny-llama", "Q4_K_M", true}, {"tiny-gemma3", "Q4_K_M", true},
@@ -77,10 +80,22 @@ func TestQ8DecodeMatchesCPU(t *testing.T) {
 					}
 				}
 			}
-			for _, r := range runners {
-				if _, err := r.Forward(prompt, 0, Output{}); err != nil {
+			var pre [3][]float32
+			for i, r := range runners {
+				res, err := r.Forward(prompt, 0, Output{})
+				if err != nil {
 					t.Fatal(err)
 				}
+				pre[i] = res.Logits
+			}
+			if d, at := maxRelDiff(pre[1], pre[0]); d > tolQ8 {
+				t.Errorf("prompt: 8-bit activations move logit %d by %.3g of the range", at, d)
+			}
+			if d, at := maxRelDiff(pre[2], pre[0]); d > tolF32 {
+				t.Errorf("prompt: F32Activations: logit %d differs by %.3g of the range", at, d)
+			}
+			if !g.q8Prefill && ops.Q8Packed(dev) {
+				t.Error("the default GPU runner keeps prompts on f32 activations on a device with dot4I8Packed")
 			}
 			for step := range 4 {
 				tok := []int32{int32(step*31+5) % int32(m.Config.Vocab)}
@@ -97,7 +112,7 @@ func TestQ8DecodeMatchesCPU(t *testing.T) {
 					t.Errorf("step %d: 8-bit activations move logit %d by %.3g of the range", step, at, d)
 				}
 				if d, at := maxRelDiff(out[2], out[0]); d > tolF32 {
-					t.Errorf("step %d: F32Decode: logit %d differs by %.3g of the range", step, at, d)
+					t.Errorf("step %d: F32Activations: logit %d differs by %.3g of the range", step, at, d)
 				}
 				want := slices.Clone(out[0])
 				slices.Sort(want)
