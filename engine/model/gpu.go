@@ -87,7 +87,7 @@ type GPU struct {
 	loraTensors []*gpu.Tensor
 	loraT       *gpu.Buffer
 
-	f32Activations        bool
+	f32Activations   bool
 	progress         func(done, total int64)
 	uploaded, weight int64 // bytes uploaded and to upload, for progress
 }
