@@ -37,7 +37,7 @@ func (f *modelFlags) register(cmd *cobra.Command) {
 	cmd.Flags().IntVar(&f.batch, "batch", 512, "prompt tokens evaluated per GPU submit")
 	cmd.Flags().StringVar(&f.gpuMemory, "gpu-memory", os.Getenv("HEARTH_GPU_MEMORY"),
 		"GPU memory the model may use, e.g. 8GiB (default $HEARTH_GPU_MEMORY); a model whose estimate exceeds it is refused before loading")
-	cmd.Flags().BoolVar(&f.f32, "f32-activations", false, "decode with f32 activations in every product (the reference arithmetic, slower) instead of 8-bit ones where the weights are Q4_K or Q6_K, as llama.cpp does")
+	cmd.Flags().BoolVar(&f.f32, "f32-activations", false, "keep f32 activations in every product (the reference arithmetic, slower) instead of 8-bit ones where the weights allow, as llama.cpp does: a decoded token's Q4_K and Q6_K products, and a prompt's Q4_K, Q6_K and Q8_0 ones where the GPU's compiler takes dot4I8Packed (hearth info)")
 	cmd.Flags().StringArrayVar(&f.loras, "lora", nil, "apply the LoRA adapter `ADAPTER[:SCALE]`: a GGUF LoRA file, a PEFT folder, or an adapter's name from hearth models (repeatable)")
 }
 
