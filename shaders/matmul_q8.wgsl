@@ -314,48 +314,44 @@ fn tile(wid: vec3<u32>, nwg: vec3<u32>) -> vec2<u32> {
     return vec2<u32>((wid.x + wid.y * nwg.x) * BN, wid.z * BM);
 }
 
-// The entries differ in their stage decoder and granules only. (The
-// workgroup's tile may lie past n where gpu.Grid wrapped x into y: it
-// still takes part in every barrier and stores nothing.)
-
-@compute @workgroup_size(WG)
-fn matmul_q8_q4_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+// matmul_q8 is the workgroup's tile for weight type qt (0 Q4_K, 1 Q6_K,
+// 2 Q8_0, a constant at each entry's call). The tile may lie past n where
+// gpu.Grid wrapped x into y: it still takes part in every barrier and
+// stores nothing.
+fn matmul_q8(qt: u32, lid: u32, wid: vec3<u32>, nwg: vec3<u32>) {
     let t = tile(wid, nwg);
     var acc: array<f32, ACC>;
     for (var k0 = 0u; k0 < p.k; k0 += BK) {
-        stage_w_q4_k(lid, t.x, k0);
+        switch qt {
+            case 0u: {
+                stage_w_q4_k(lid, t.x, k0);
+            }
+            case 1u: {
+                stage_w_q6_k(lid, t.x, k0);
+            }
+            default: {
+                stage_w_q8_0(lid, t.x, k0);
+            }
+        }
         stage_x(lid, t.y, k0);
         workgroupBarrier();
-        multiply(lid / CT, lid % CT, false, true, &acc);
+        multiply(lid / CT, lid % CT, qt == 1u, qt == 0u, &acc);
         workgroupBarrier();
     }
     store(t.y, t.x, lid / CT, lid % CT, &acc);
+}
+
+@compute @workgroup_size(WG)
+fn matmul_q8_q4_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    matmul_q8(0u, lid, wid, nwg);
 }
 
 @compute @workgroup_size(WG)
 fn matmul_q8_q6_k(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let t = tile(wid, nwg);
-    var acc: array<f32, ACC>;
-    for (var k0 = 0u; k0 < p.k; k0 += BK) {
-        stage_w_q6_k(lid, t.x, k0);
-        stage_x(lid, t.y, k0);
-        workgroupBarrier();
-        multiply(lid / CT, lid % CT, true, false, &acc);
-        workgroupBarrier();
-    }
-    store(t.y, t.x, lid / CT, lid % CT, &acc);
+    matmul_q8(1u, lid, wid, nwg);
 }
 
 @compute @workgroup_size(WG)
 fn matmul_q8_q8_0(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let t = tile(wid, nwg);
-    var acc: array<f32, ACC>;
-    for (var k0 = 0u; k0 < p.k; k0 += BK) {
-        stage_w_q8_0(lid, t.x, k0);
-        stage_x(lid, t.y, k0);
-        workgroupBarrier();
-        multiply(lid / CT, lid % CT, false, false, &acc);
-        workgroupBarrier();
-    }
-    store(t.y, t.x, lid / CT, lid % CT, &acc);
+    matmul_q8(2u, lid, wid, nwg);
 }

@@ -144,6 +144,13 @@ fn dot16(a: vec4<u32>, b: vec4<u32>) -> i32 {
     return (dot4I8Packed(a.x, b.x) + dot4I8Packed(a.y, b.y)) + (dot4I8Packed(a.z, b.z) + dot4I8Packed(a.w, b.w));
 }
 
+// packed_dots is a K-quant part's two run sums with the activation row at
+// xr, its runs' packed levels in lv[0] and lv[1] (runs from elements ea
+// and eb).
+fn packed_dots(lv: array<vec4<u32>, 4>, xr: u32, ea: u32, eb: u32) -> vec2<i32> {
+    return vec2<i32>(dot16(lv[0], run_x4(xr, ea)), dot16(lv[1], run_x4(xr, eb)));
+}
+
 // xword is word i of the row.
 fn xword(xb: u32, i: u32) -> u32 {
     return xvec(xb, i >> 2u)[i & 3u];
@@ -248,7 +255,7 @@ fn q4_word(lv: vec4<u32>, xa0: u32, xa1: u32, xb0: u32, xb1: u32) -> vec4<u32> {
 // q4_levels of its four words; packed, runs a and b in lv[0] and lv[1].
 fn q4_dots(lv: array<vec4<u32>, 4>, xr: u32, ea: u32, eb: u32) -> vec2<i32> {
     if (DOT == 1u) {
-        return vec2<i32>(dot16(lv[0], run_x4(xr, ea)), dot16(lv[1], run_x4(xr, eb)));
+        return packed_dots(lv, xr, ea, eb);
     }
     let xa = run_x(xr, ea);
     let xb = run_x(xr, eb);
@@ -320,7 +327,7 @@ fn q6_word(lv: vec4<u32>, xa0: u32, xa1: u32, xb0: u32, xb1: u32) -> vec4<u32> {
 // as q4_dots (SWAR: Σa·u − 128·Σa).
 fn q6_dots(lv: array<vec4<u32>, 4>, xr: u32, ea: u32, eb: u32) -> vec2<i32> {
     if (DOT == 1u) {
-        return vec2<i32>(dot16(lv[0], run_x4(xr, ea)), dot16(lv[1], run_x4(xr, eb)));
+        return packed_dots(lv, xr, ea, eb);
     }
     let xa = run_x(xr, ea);
     let xb = run_x(xr, eb);

@@ -188,17 +188,9 @@ func matmulQ8With(c *gpu.Chain, w *gpu.Tensor, xq, y *gpu.Buffer, m int, o Matmu
 	if err != nil {
 		return err
 	}
-	var flags uint32
-	if o.Accumulate {
-		flags |= matmulAccumulate
-	}
-	bias := xq // fills binding 4 when there is no bias: the kernel reads nothing there
-	if o.Bias != nil {
-		if err := checkBias("matmul q8", w, o.Bias, y); err != nil {
-			return err
-		}
-		flags |= matmulBias
-		bias = o.Bias
+	flags, bias, err := q8OutputFlags("matmul q8", w, o, xq, y)
+	if err != nil {
+		return err
 	}
 	for _, ch := range w.Chunks {
 		params := matmulQ8Params{K: uint32(k), N: uint32(ch.Rows), M: uint32(m), Row0: uint32(ch.FirstRow),

@@ -357,6 +357,22 @@ func q8SharedBytes(k int, l matvecQ8Launch) uint64 {
 	return 4*uint64(Q8RowWords(k)) + 4*uint64(l.wg) + 12*uint64(l.wg)
 }
 
+// q8OutputFlags are the flags of the integer products' outputs: bit 0 to
+// accumulate into y, bit 5 to add o.Bias, which then fills binding 4 (else
+// xq does: the kernel reads nothing there).
+func q8OutputFlags(kernel string, w *gpu.Tensor, o MatmulOptions, xq, y *gpu.Buffer) (flags uint32, bias *gpu.Buffer, err error) {
+	if o.Accumulate {
+		flags |= matmulAccumulate
+	}
+	if o.Bias == nil {
+		return flags, xq, nil
+	}
+	if err := checkBias(kernel, w, o.Bias, y); err != nil {
+		return 0, nil, err
+	}
+	return flags | matmulBias, o.Bias, nil
+}
+
 func matvecQ8Dispatch(c *gpu.Chain, w *gpu.Tensor, src q8Source, y *gpu.Buffer, m int, o MatmulOptions, l matvecQ8Launch) error {
 	if w == nil {
 		return fmt.Errorf("ops: matvec q8: weight tensor is nil")
@@ -418,18 +434,11 @@ func matvecQ8Dispatch(c *gpu.Chain, w *gpu.Tensor, src q8Source, y *gpu.Buffer, 
 	if err != nil {
 		return err
 	}
-	flags := src.flags
-	if o.Accumulate {
-		flags |= matmulAccumulate
+	flags, bias, err := q8OutputFlags("matvec q8", w, o, xq, y)
+	if err != nil {
+		return err
 	}
-	bias := xq // fills binding 4 when there is no bias: the kernel reads nothing there
-	if o.Bias != nil {
-		if err := checkBias("matvec q8", w, o.Bias, y); err != nil {
-			return err
-		}
-		flags |= matmulBias
-		bias = o.Bias
-	}
+	flags |= src.flags
 	for _, ch := range w.Chunks {
 		params := matvecQ8Params{K: uint32(k), N: uint32(ch.Rows), Row0: uint32(ch.FirstRow), YOffset: uint32(o.YOffset), Flags: flags,
 			YStride: uint32(ys), XRow: uint32(Q8RowWords(k) / 4), Eps: src.eps}
