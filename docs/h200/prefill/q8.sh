@@ -25,10 +25,8 @@ xz -T4 -dc .device/ops.test.xz > $W/ops.test && chmod +x $W/ops.test
 H=$W/hearth
 nvidia-smi --query-gpu=name --format=csv,noheader >> $S
 $H info 2>&1 | tail -4 >> $S
-FILES="llama-3.2-1b-Q4_K_M llama-3.1-8b-Q4_K_M llama-3.1-8b-Q8_0"
-for b in $FILES; do
-  [ -f $W/m/$b.gguf ] || timeout 150 $H synth --preset ${b%-*} --quant ${b##*-} -o $W/m/$b.gguf --seed 1 > /dev/null 2>>$W/log.txt
-done
+FILES=${FILES:-llama-3.1-8b-Q4_K_M llama-3.2-1b-Q4_K_M llama-3.1-8b-Q8_0}
+synth() { [ -f $W/m/$1.gguf ] || timeout 150 $H synth --preset ${1%-*} --quant ${1##*-} -o $W/m/$1.gguf --seed 1 > /dev/null 2>>$W/log.txt; }
 # bench NAME ENV... BINARY ARGS: one line of NAME and its tests' tokens/s.
 bench() {
   local name=$1; shift
@@ -37,6 +35,7 @@ bench() {
 }
 # In order of what matters most, as far as LIMIT allows.
 for b in $FILES; do
+  left 60 && synth $b
   bench "$b default" X=1 $H bench -m $W/m/$b.gguf -p 512 -n 128 -r 3
   bench "$b f32-prefill" HEARTH_Q8_PREFILL=0 $H bench -m $W/m/$b.gguf -p 512 -n 0 -r 3
 done
