@@ -43,9 +43,10 @@ func tinyModel(t *testing.T, preset string) string {
 
 func TestGenerateCommand(t *testing.T) {
 	m := tinyModel(t, "tiny-llama")
-	var reports [2]generateReport
-	for i, backend := range []string{"gpu", "cpu"} {
-		out, log, err := runModelCmd(t, "", "generate", "-m", m, "-p", "Once upon a time", "-n", "12", "--temp", "0", "--backend", backend, "--json")
+	var reports [3]generateReport
+	for i, args := range [][]string{{"--backend", "gpu", "--f32-activations"}, {"--backend", "cpu"}, {"--backend", "gpu"}} {
+		backend := strings.Join(args, " ")
+		out, log, err := runModelCmd(t, "", append([]string{"generate", "-m", m, "-p", "Once upon a time", "-n", "12", "--temp", "0", "--json"}, args...)...)
 		if err != nil {
 			t.Fatalf("%s: %v\n%s", backend, err, log)
 		}
@@ -56,9 +57,12 @@ func TestGenerateCommand(t *testing.T) {
 			t.Errorf("%s: %+v", backend, reports[i])
 		}
 	}
-	// Greedy decoding: the same tokens on both backends.
+	// Greedy decoding on f32 activations: the same tokens on both
+	// backends. On 8-bit ones (the GPU's default for these Q8_0 weights
+	// where the device takes dot4I8Packed) a near tie may go the other
+	// way, so that run is only checked to complete above.
 	if g, c := reports[0].Tokens, reports[1].Tokens; !slices.Equal(g, c) {
-		t.Errorf("gpu %v, cpu %v", g, c)
+		t.Errorf("gpu --f32-activations %v, cpu %v", g, c)
 	}
 	// Plain text streams to stdout; statistics go to stderr.
 	out, log, err := runModelCmd(t, "", "generate", "-m", m, "-p", "Hi", "-n", "4", "--seed", "5", "--backend", "gpu")

@@ -74,9 +74,6 @@ restricts the backend.`,
 				return err
 			}
 			rep := infoReport{Adapters: adapters}
-			for _, t := range model.Q8DecodeTypes() {
-				rep.DecodeQ8 = append(rep.DecodeQ8, t.String())
-			}
 			rep.DecodeQ8Fused = model.Q8FusedWorkgroups()
 			if chosen, err := app.ChooseAdapter(adapters, opts); err != nil {
 				rep.Error = err.Error()
@@ -89,6 +86,9 @@ restricts the backend.`,
 					rep.DecodeQ8Packed = lang.PackedDot && model.Q8PackedDot()
 					rep.PrefillQ8 = rep.DecodeQ8Packed && model.Q8PrefillAllowed()
 				}
+			}
+			for _, t := range model.Q8DecodeTypes(rep.DecodeQ8Packed) {
+				rep.DecodeQ8 = append(rep.DecodeQ8, t.String())
 			}
 			auto, err := app.DecideBackend("auto", app.JobInference, adapters, nil, opts)
 			if err != nil {

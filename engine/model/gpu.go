@@ -29,13 +29,13 @@ type GPUOptions struct {
 	// total, after each tensor.
 	Progress func(done, total int64)
 	// F32Activations keeps every product on f32 activations. By default a
-	// decoded token's products with Q4_K and Q6_K weights (q8DecodeTypes)
+	// decoded token's products with Q4_K and Q6_K weights, and Q8_0 ones
+	// where the device's compiler takes dot4I8Packed (q8DecodeTypes),
 	// quantize their input to 8 bits first for ops.MatVecQ8, as llama.cpp
 	// does: the same results within the activations' quantization, and an
 	// 8B Q4_K_M token 1.6x as fast on an H200 (docs/performance.md); and
-	// where the device's compiler takes dot4I8Packed, a prompt's products
-	// with Q4_K, Q6_K and Q8_0 weights do the same for ops.MatMulQ8
-	// (q8Prefills).
+	// with dot4I8Packed a prompt's products with Q4_K, Q6_K and Q8_0
+	// weights do the same for ops.MatMulQ8 (q8Prefills).
 	F32Activations bool
 }
 
@@ -743,9 +743,9 @@ func (r *GPU) record(key stepKey, seqs []Step) (*step, error) {
 		rows, src = 1, r.last
 	}
 	switch {
-	case r.xq != nil && rows == 1 && r.loraOutput == nil && q8Decodes(r.w.Output):
+	case r.xq != nil && rows == 1 && r.loraOutput == nil && q8Decodes(r.dev, r.w.Output):
 		try(ops.MatVecQ8Normed(ch, r.w.Output, src, r.w.OutNorm, r.xq, r.logits, ops.NormArgs{Rows: 1, Dim: d, Eps: c.Eps}, ops.MatmulOptions{}))
-	case r.xq != nil && rows == 1 && q8Decodes(r.w.Output):
+	case r.xq != nil && rows == 1 && q8Decodes(r.dev, r.w.Output):
 		// The head's LoRA reads the normed row: written out, then quantized.
 		try(ops.RMSNorm(ch, src, r.w.OutNorm, r.xn, ops.NormArgs{Rows: 1, Dim: d, Eps: c.Eps}))
 		try(ops.MatVecQ8Of(ch, r.w.Output, r.xn, r.xq, r.logits, 1, ops.MatmulOptions{}))

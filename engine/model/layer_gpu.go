@@ -212,7 +212,7 @@ func (w *GPUWeights) RecordLayer(ch *gpu.Chain, i int, a *GPUActivations, s GPUL
 			return false
 		}
 		if n == 1 || (s.Seqs != nil && n <= ops.MaxQ8Rows) {
-			return q8Decodes(ts...)
+			return q8Decodes(ch.Device(), ts...)
 		}
 		return a.Q8Prefill && s.Seqs == nil && q8Prefills(ch.Device(), ts...)
 	}
@@ -551,11 +551,12 @@ func normFuses(rows int, lora bool, ts ...*gpu.Tensor) bool {
 	return true
 }
 
-// q8Decodes says whether every tensor of ts decodes on 8-bit activations,
-// so that one quantized copy of their input serves them all.
-func q8Decodes(ts ...*gpu.Tensor) bool {
+// q8Decodes says whether every tensor of ts decodes on 8-bit activations
+// on d, so that one quantized copy of their input serves them all.
+func q8Decodes(d *gpu.Device, ts ...*gpu.Tensor) bool {
+	types := q8DecodeTypes(ops.Q8Packed(d))
 	for _, t := range ts {
-		if !q8DecodeTypes[t.Type] {
+		if !slices.Contains(types, t.Type) {
 			return false
 		}
 	}
@@ -563,14 +564,28 @@ func q8Decodes(ts ...*gpu.Tensor) bool {
 }
 
 // q8DecodeTypes are the weight types a decoded token multiplies on 8-bit
-// activations (ops.MatVecQ8): those measured faster that way on an H200,
-// Q4_K and Q6_K (an 8B Q4_K_M token 1.6x). ops.MatVecQ8 takes Q8_0 too,
-// 1.2-1.6x its f32 matvec on lavapipe, but not yet measured on a GPU,
-// where the f32 Q8_0 matvec already reads a third of the memory's rate
-// and each product gains a quantize dispatch (BenchmarkMatVecQ8 and
-// hearth bench --f32-activations on a Q8_0 file decide it).
-// HEARTH_Q8_DECODE_Q8_0=1 adds Q8_0, so that one binary measures both.
-var q8DecodeTypes = map[gguf.Type]bool{gguf.TypeQ4_K: true, gguf.TypeQ6_K: true, gguf.TypeQ8_0: os.Getenv("HEARTH_Q8_DECODE_Q8_0") == "1"}
+// activations (ops.MatVecQ8), given whether its products take
+// dot4I8Packed: Q4_K and Q6_K always (an 8B Q4_K_M token 1.6x on an H200
+// with two products a u32 multiply), and Q8_0 with dot4I8Packed only. On an
+// H100 in one lease (docs/performance.md, "The new binding on a GPU") an
+// 8B Q8_0 token took 144 tokens/s on packed 8-bit activations against 82
+// on f32 ones, SWAR 121, all three with naga's loop bounding on; the old
+// binding's f32 Q8_0 decode, without it, ran 145-149.
+// HEARTH_Q8_DECODE_Q8_0=0 keeps Q8_0 on f32 activations, =1 puts it on
+// 8-bit ones without dot4I8Packed too, so that one binary measures each.
+func q8DecodeTypes(packed bool) []gguf.Type {
+	types := []gguf.Type{gguf.TypeQ4_K, gguf.TypeQ6_K}
+	switch os.Getenv("HEARTH_Q8_DECODE_Q8_0") {
+	case "0":
+	case "1":
+		types = append(types, gguf.TypeQ8_0)
+	default:
+		if packed {
+			types = append(types, gguf.TypeQ8_0)
+		}
+	}
+	return types
+}
 
 // Q8PackedDot is ops.Q8PackedDot: whether the decode products take
 // dot4I8Packed where the compiler has it (hearth info).
@@ -604,17 +619,9 @@ func Q8PrefillAllowed() bool { return os.Getenv("HEARTH_Q8_PREFILL") != "0" }
 // decode product that quantizes its own input (hearth info).
 func Q8FusedWorkgroups() int { return ops.Q8FuseMaxWorkgroups }
 
-// Q8DecodeTypes lists q8DecodeTypes in type id order (hearth info).
-func Q8DecodeTypes() []gguf.Type {
-	var out []gguf.Type
-	for t, on := range q8DecodeTypes {
-		if on {
-			out = append(out, t)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
+// Q8DecodeTypes lists the weight types a decoded token multiplies on 8-bit
+// activations, given whether the products take dot4I8Packed (hearth info).
+func Q8DecodeTypes(packed bool) []gguf.Type { return q8DecodeTypes(packed) }
 
 // keptQKV appends the unfused q, k, v stage: the projections of norm(X)
 // into Q, K and V, their biases, and QK-norm with its inputs kept in QIn
