@@ -156,7 +156,8 @@ const (
 // keep the bounds checks (load16 and the staged tiles read past a buffer's
 // end on purpose and rely on them) and leave out loop bounding: its counter
 // keeps a driver from unrolling the register-tiled loops, and every loop in
-// shaders/ ends on its own (docs/performance.md, "What the binding offers").
+// shaders/ ends on its own (docs/performance.md, "The new binding on a
+// GPU: loop bounding").
 // The module is the binding's type around the handle; the caller releases it.
 func createModule(d *wgpu.Device, label, code string, checks uint64) (*wgpu.ShaderModule, error) {
 	cl, cc := C.CString(label), C.CString(code)

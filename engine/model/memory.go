@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/hearthstudio/hearth/engine/ops"
 	"github.com/hearthstudio/hearth/internal/units"
 )
 
@@ -101,7 +102,10 @@ func (m *Model) Memory(ctx, batch int) Memory {
 			moe += 4 * int64(c.Hidden) // Gemma 4's router and experts' inputs, their sum, the dense output
 		}
 	}
-	e.Activations = 4 * (b*(3*int64(c.Hidden)+3*int64(c.QDim())+2*int64(c.KVDim())+3*int64(c.FF)+ple+altUp+moe) + b*int64(c.Vocab))
+	// A batch's rows quantized to 8 bits for the integer prompt products,
+	// in words (taken where the device has them).
+	q8 := int64(ops.Q8RowWords(max(c.Hidden, c.QDim(), c.FF)))
+	e.Activations = 4 * (b*(3*int64(c.Hidden)+3*int64(c.QDim())+2*int64(c.KVDim())+3*int64(c.FF)+ple+altUp+moe+q8) + b*int64(c.Vocab))
 	return e
 }
 
