@@ -154,10 +154,10 @@ const (
 // createModule compiles WGSL code with the given runtime checks. The
 // binding's TryCreateShaderModule asks for all of them; Hearth's kernels
 // keep the bounds checks (load16 and the staged tiles read past a buffer's
-// end on purpose and rely on them) and leave out loop bounding: its counter
-// keeps a driver from unrolling the register-tiled loops, and every loop in
-// shaders/ ends on its own (docs/performance.md, "The new binding on a
-// GPU: loop bounding").
+// end on purpose and rely on them) and leave out loop bounding, the suspect
+// in a tenfold prefill loss on an H100 (its counter can keep a driver from
+// unrolling the register-tiled loops; docs/performance.md, "The new binding
+// on a GPU: loop bounding"): every loop in shaders/ ends on its own.
 // The module is the binding's type around the handle; the caller releases it.
 func createModule(d *wgpu.Device, label, code string, checks uint64) (*wgpu.ShaderModule, error) {
 	cl, cc := C.CString(label), C.CString(code)
