@@ -2,7 +2,6 @@ package ops
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/hearthstudio/hearth/engine/gpu"
 	"github.com/hearthstudio/hearth/gguf"
@@ -161,28 +160,13 @@ func matmulQ8With(c *gpu.Chain, w *gpu.Tensor, xq, y *gpu.Buffer, m int, o Matmu
 	if ys < 0 || o.YOffset < 0 || (m > 1 && ys < n) {
 		return fmt.Errorf("ops: %s: y stride %d (< n=%d?) or y offset %d is invalid", kernel, ys, n, o.YOffset)
 	}
-	yEnd := uint64(o.YOffset) + uint64(m-1)*uint64(ys) + uint64(n)
-	if yEnd > math.MaxUint32 || Q8Bytes(k, m) > math.MaxUint32 {
-		return fmt.Errorf("ops: %s: m=%d rows overflow 32-bit indexing", kernel, m)
-	}
-	if err := needF32(kernel, "xq", xq, int(Q8Bytes(k, m)/4)); err != nil {
-		return err
-	}
-	if err := needF32(kernel, "y", y, int(yEnd)); err != nil {
-		return err
-	}
-	if xq == y {
-		return fmt.Errorf("ops: %s: xq and y are the same buffer %q", kernel, y.Label())
-	}
-	if err := checkChunks("matmul q8", w); err != nil {
-		return err
-	}
 	if err := l.check(c.Device().Limits); err != nil {
 		return fmt.Errorf("ops: %s: %w", kernel, err)
 	}
-	tiles := (m + l.rows() - 1) / l.rows()
-	if tiles > 65535 {
-		return fmt.Errorf("ops: %s: m=%d needs %d activation tiles, over the 65535-workgroup grid limit", kernel, m, tiles)
+	yEnd := uint64(o.YOffset) + uint64(m-1)*uint64(ys) + uint64(n)
+	tiles, err := checkTiles(kernel, "matmul q8", w, "xq", xq, Q8Bytes(k, m)/4, y, yEnd, m, l.rows())
+	if err != nil {
+		return err
 	}
 	gk, err := c.Device().Kernel(gpu.Spec("matmul_q8", entry, "RT", l.rt, "CT", l.ct, "RR", l.rr, "RC", l.rc))
 	if err != nil {

@@ -113,6 +113,33 @@ func matmulTiledLaunchFor(lim gpu.Limits, m int) (l tiledLaunch, ok bool) {
 // with the backward kernel.
 var matmulTiledTypes = matmulBackwardTypes
 
+// checkTiles checks a tiled product of w (kernel, and family for its
+// chunks' messages): its input in, named what, holds inEnd floats and y
+// yEnd, both within 32-bit indexing and apart; and gives the tiles of
+// rows activation rows that cover m.
+func checkTiles(kernel, family string, w *gpu.Tensor, what string, in *gpu.Buffer, inEnd uint64, y *gpu.Buffer, yEnd uint64, m, rows int) (int, error) {
+	if inEnd > math.MaxUint32 || yEnd > math.MaxUint32 {
+		return 0, fmt.Errorf("ops: %s: m=%d rows overflow 32-bit indexing", kernel, m)
+	}
+	if err := needF32(kernel, what, in, int(inEnd)); err != nil {
+		return 0, err
+	}
+	if err := needF32(kernel, "y", y, int(yEnd)); err != nil {
+		return 0, err
+	}
+	if in == y {
+		return 0, fmt.Errorf("ops: %s: %s and y are the same buffer %q", kernel, what, y.Label())
+	}
+	if err := checkChunks(family, w); err != nil {
+		return 0, err
+	}
+	tiles := (m + rows - 1) / rows
+	if tiles > 65535 {
+		return 0, fmt.Errorf("ops: %s: m=%d needs %d activation tiles, over the 65535-workgroup grid limit", kernel, m, tiles)
+	}
+	return tiles, nil
+}
+
 // matmulTiledWith appends Y = X·Wᵀ through the tiled kernel with launch l,
 // under the contract of MatMulWith.
 func matmulTiledWith(c *gpu.Chain, w *gpu.Tensor, x, y *gpu.Buffer, m int, o MatmulOptions, l tiledLaunch) error {
@@ -143,27 +170,12 @@ func matmulTiledWith(c *gpu.Chain, w *gpu.Tensor, x, y *gpu.Buffer, m int, o Mat
 	}
 	xEnd := uint64(m-1)*uint64(xs) + uint64(k)
 	yEnd := uint64(o.YOffset) + uint64(m-1)*uint64(ys) + uint64(n)
-	if xEnd > math.MaxUint32 || yEnd > math.MaxUint32 {
-		return fmt.Errorf("ops: %s: m=%d rows overflow 32-bit indexing", kernel, m)
-	}
-	if err := needF32(kernel, "x", x, int(xEnd)); err != nil {
-		return err
-	}
-	if err := needF32(kernel, "y", y, int(yEnd)); err != nil {
-		return err
-	}
-	if x == y {
-		return fmt.Errorf("ops: %s: x and y are the same buffer %q", kernel, x.Label())
-	}
-	if err := checkChunks("matmul tiled", w); err != nil {
-		return err
-	}
 	if err := l.check(c.Device().Limits); err != nil {
 		return fmt.Errorf("ops: %s: %w", kernel, err)
 	}
-	tiles := (m + l.rows() - 1) / l.rows()
-	if tiles > 65535 {
-		return fmt.Errorf("ops: %s: m=%d needs %d activation tiles, over the 65535-workgroup grid limit", kernel, m, tiles)
+	tiles, err := checkTiles(kernel, "matmul tiled", w, "x", x, xEnd, y, yEnd, m, l.rows())
+	if err != nil {
+		return err
 	}
 	spec := gpu.Spec("matmul_tiled", "matmul_tiled_"+name, l.consts()...)
 	gk, err := c.Device().Kernel(spec)
