@@ -5,8 +5,8 @@
 // block of zeros).
 //
 // The output xq, for k floats of x (k a multiple of 32), in u32 words:
-//   - [0, k/2): the levels, packed for matvec_q8's products of the same
-//     DOT (matvec_q8 says why):
+//   - [0, k/2): the levels, packed for the integer products of the same
+//     DOT (matvec_q8 says why; matmul_q8 reads DOT = 1's only):
 //       DOT = 1, four i8 levels to a word in element order (pack4xI8),
 //       in [0, k/4); words k/4 to k/2 are left unwritten, so that the
 //       scales and sums below sit where they do in the other packing;
@@ -45,7 +45,7 @@
 //     or GELU's tanh approximation with flags bit 2, the values
 //     elementwise's glu_fused writes.
 //
-// Several rows (a batched decode's tokens) go at once: workgroup z is the
+// Several rows (a batched decode's tokens, a prompt's) go at once: workgroup z is the
 // row, x's rows x_row vec4s apart, xq's rows Q8RowWords(k) words apart
 // (Q8Words rounded up to whole vec4s, which the matvec reads).
 //
