@@ -39,9 +39,9 @@
 // past k (those columns stage as zeros).
 //
 // Integer sums become f32 by the mantissa trick of matmul_common's levels:
-// an i32 s with |s| < 2^22 is exactly f32(s + 2^22 | 2^23's bits) − (2^23
-// + 2^22), where a conversion instruction issues at 16 a clock per SM on
-// Hopper.
+// an i32 s with |s| < 2^22 is exactly bitcast<f32>(u32(s + 2^22) | the
+// bits of 2^23) − (2^23 + 2^22), where a conversion instruction issues at
+// 16 a clock per SM on Hopper.
 //
 // Constants prepended by gpu.Spec: RT, CT (row and column invocations),
 // RR, RC (the register block). Grid: x (wrapped into y past 65535 by
