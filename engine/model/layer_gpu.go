@@ -574,18 +574,23 @@ func q8Decodes(d *gpu.Device, ts ...*gpu.Tensor) bool {
 // HEARTH_Q8_DECODE_Q8_0=0 keeps Q8_0 on f32 activations, =1 puts it on
 // 8-bit ones without dot4I8Packed too, so that one binary measures each.
 func q8DecodeTypes(packed bool) []gguf.Type {
-	types := []gguf.Type{gguf.TypeQ4_K, gguf.TypeQ6_K}
-	switch os.Getenv("HEARTH_Q8_DECODE_Q8_0") {
+	switch q8DecodeQ8_0 {
 	case "0":
+		return q8DecodeKQuants
 	case "1":
-		types = append(types, gguf.TypeQ8_0)
-	default:
-		if packed {
-			types = append(types, gguf.TypeQ8_0)
-		}
+		return q8DecodeAll
 	}
-	return types
+	if packed {
+		return q8DecodeAll
+	}
+	return q8DecodeKQuants
 }
+
+var (
+	q8DecodeQ8_0    = os.Getenv("HEARTH_Q8_DECODE_Q8_0")
+	q8DecodeKQuants = []gguf.Type{gguf.TypeQ4_K, gguf.TypeQ6_K}
+	q8DecodeAll     = []gguf.Type{gguf.TypeQ4_K, gguf.TypeQ6_K, gguf.TypeQ8_0}
+)
 
 // Q8PackedDot is ops.Q8PackedDot: whether the decode products take
 // dot4I8Packed where the compiler has it (hearth info).
@@ -621,7 +626,7 @@ func Q8FusedWorkgroups() int { return ops.Q8FuseMaxWorkgroups }
 
 // Q8DecodeTypes lists the weight types a decoded token multiplies on 8-bit
 // activations, given whether the products take dot4I8Packed (hearth info).
-func Q8DecodeTypes(packed bool) []gguf.Type { return q8DecodeTypes(packed) }
+func Q8DecodeTypes(packed bool) []gguf.Type { return slices.Clone(q8DecodeTypes(packed)) }
 
 // keptQKV appends the unfused q, k, v stage: the projections of norm(X)
 // into Q, K and V, their biases, and QK-norm with its inputs kept in QIn
