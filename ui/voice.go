@@ -1069,13 +1069,19 @@ func (r *speechRun) run(ctx context.Context, eng speaker, newPlayer func() (audi
 	close(ticking)
 	<-tickerDone
 	if p != nil {
-		stopped := !unhook()
-		if stopped {
-			<-r.silent
-		}
-		p.Close() // its only failure would be a second Close
-		if !stopped {
+		if unhook() {
+			// The hook never ran: the speech ended on its own, or it was
+			// stopped and Speak saw ctx.Done before the cancel reached the
+			// hook (a context closes Done before it runs its AfterFuncs),
+			// in which case its sound is stopped here.
+			if ctx.Err() != nil {
+				p.Stop()
+			}
+			p.Close() // its only failure would be a second Close
 			close(r.silent)
+		} else {
+			<-r.silent
+			p.Close()
 		}
 	}
 	r.end(err)
