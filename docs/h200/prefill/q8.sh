@@ -1,14 +1,17 @@
 # Issue 23 in one lease: prefill on 8-bit activations (ops.MatMulQ8) and
-# kernels compiled without naga's loop bounding, beside the peer. While
-# llama.cpp's CUDA build of ../shared/peer compiles, hearth (a build of the
-# commit measured) runs on the issue's three synth files, alternated:
-# as built (pp512 and tg128), HEARTH_Q8_PREFILL=0 (prompts on the f32
-# tiles), HEARTH_Q8_DOT=swar (decode on two products a u32 multiply),
-# HEARTH_Q8_DECODE_Q8_0=1 on the Q8_0 file; then with ops.test the
-# prefill kernels on Llama 3 8B's shapes (BenchmarkMatMulTiled at m = 512:
-# f32 tiles, their sweep, matmul_q8 and its sweep); then the peer's
-# pp512/tg128, and pp4096 of both on 8B Q4_K_M as time allows. Every
-# result goes to one file, $OUT/r/summary.txt.
+# kernels compiled without naga's loop bounding, beside the peer, in order
+# of what matters most, as far as LIMIT allows. While llama.cpp's CUDA
+# build of ../shared/peer compiles, hearth (a build of the commit
+# measured) runs on the issue's synth files (FILES, 8B Q4_K_M first) as
+# built (pp512, tg128) and with HEARTH_Q8_PREFILL=0 (prompts on the f32
+# tiles); then the peer's pp512/tg128; then with ops.test the prefill
+# kernels on Llama 3 8B's shapes (BenchmarkMatMulTiled at m = 512: f32
+# tiles, their sweep, matmul_q8 and its sweep); then HEARTH_Q8_DOT=swar
+# (decode on two products a u32 multiply) and, on the Q8_0 file,
+# HEARTH_Q8_DECODE_Q8_0=0 (its decode on f32 activations); then pp4096
+# and tg128 at 4096 tokens of history on 8B Q4_K_M beside the peer's
+# pp4096, a decode profile and the attention's split sweep. Every result
+# goes to one file, $OUT/r/summary.txt.
 # Inputs: .device/debs, .device/hearth.xz, .device/ops.test.xz,
 # .device/peer (../shared/peer as it is).
 #   LIMIT=520 bash docs/h200/prefill/q8.sh   (REPS=1: each setting once)
@@ -53,12 +56,17 @@ for i in ${REPS:-1 2}; do
     [ $i = 1 ] || bench "$b default" X=1 $H bench $M -p 512 -n 128 -r 3
     [ $i = 1 ] || bench "$b f32-prefill" HEARTH_Q8_PREFILL=0 $H bench $M -p 512 -n 0 -r 3
     bench "$b swar-decode" HEARTH_Q8_DOT=swar $H bench $M -p 0 -n 128 -r 3
-    [ ${b##*-} = Q8_0 ] && bench "$b q8_0-decode" HEARTH_Q8_DECODE_Q8_0=1 $H bench $M -p 0 -n 128 -r 3
+    [ ${b##*-} = Q8_0 ] && bench "$b f32-q8_0-decode" HEARTH_Q8_DECODE_Q8_0=0 $H bench $M -p 0 -n 128 -r 3
   done
 done
 b=llama-3.1-8b-Q4_K_M
 bench "$b pp4096" X=1 $H bench -m $W/m/$b.gguf -p 4096 -n 0 -r 1 --ctx 8192
 bench "$b tg128@4096" X=1 $H bench -m $W/m/$b.gguf -p 0 -n 128 -d 4096 -r 1 --ctx 8192
 left 25 && echo "peer $b pp4096: $(timeout 60 $A bench $W/m/$b.gguf 4096 0 1 2>>$W/log.txt)" >> $S
+# Where a decoded token's time goes now, and the attention's split sweep
+# at long histories (docs/performance.md, "Decode at a long history").
+left 40 && timeout 60 $H bench -m $W/m/$b.gguf -p 0 -n 16 -r 1 --profile 2>&1 | tail -30 >> $S
+left 60 && (cd engine/ops && timeout 60 $W/ops.test -test.run '^$' -test.bench 'AttentionDecode' -test.benchtime 50x 2>&1 |
+  grep -E '^Benchmark' | awk '{print $1, $3, $4}') >> $S
 tail -3 $W/log.txt $W/peer-build.txt >> $S
 cat $S
