@@ -174,5 +174,10 @@ func createModule(d *wgpu.Device, label, code string, checks uint64) (*wgpu.Shad
 		mod.Release()
 		return nil, fmt.Errorf("%s", C.GoString(&r.message[0]))
 	}
+	if ref == nil {
+		// No module and no error (a lost device, say): a pipeline made
+		// from a null module would crash inside wgpu-native.
+		return nil, fmt.Errorf("wgpu-native made no shader module and reported no error")
+	}
 	return mod, nil
 }
