@@ -744,11 +744,11 @@ func (r *GPU) record(key stepKey, seqs []Step) (*step, error) {
 	}
 	switch {
 	case r.xq != nil && rows == 1 && r.loraOutput == nil && q8Decodes(r.dev, r.w.Output):
-		try(ops.MatVecQ8Normed(ch, r.w.Output, src, r.w.OutNorm, r.xq, r.logits, ops.NormArgs{Rows: 1, Dim: d, Eps: c.Eps}, ops.MatmulOptions{}))
+		try(ops.MatMulQ8Normed(ch, r.w.Output, src, r.w.OutNorm, r.xq, r.logits, ops.NormArgs{Rows: 1, Dim: d, Eps: c.Eps}, ops.MatmulOptions{}))
 	case r.xq != nil && rows == 1 && q8Decodes(r.dev, r.w.Output):
 		// The head's LoRA reads the normed row: written out, then quantized.
 		try(ops.RMSNorm(ch, src, r.w.OutNorm, r.xn, ops.NormArgs{Rows: 1, Dim: d, Eps: c.Eps}))
-		try(ops.MatVecQ8Of(ch, r.w.Output, r.xn, r.xq, r.logits, 1, ops.MatmulOptions{}))
+		try(ops.MatMulQ8Of(ch, r.w.Output, r.xn, r.xq, r.logits, 1, ops.MatmulOptions{}))
 	case normFuses(rows, r.loraOutput != nil, r.w.Output):
 		try(ops.MatVecNormed(ch, r.w.Output, src, r.w.OutNorm, r.logits, ops.NormArgs{Rows: 1, Dim: d, Eps: c.Eps}, ops.MatmulOptions{}))
 	default:

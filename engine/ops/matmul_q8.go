@@ -81,59 +81,6 @@ func MatMulQ8(c *gpu.Chain, w *gpu.Tensor, xq, y *gpu.Buffer, m int, o MatmulOpt
 	return matmulQ8With(c, w, xq, y, m, o, q8TileLaunchMain)
 }
 
-// MatMulQ8Of appends Y = X·Wᵀ for m rows of f32 activations x (k floats
-// each, dense), quantized into xq first (MatVecQ8Of up to MaxQ8Rows rows,
-// which may quantize in the product). o is MatMulQ8's.
-func MatMulQ8Of(c *gpu.Chain, w *gpu.Tensor, x, xq, y *gpu.Buffer, m int, o MatmulOptions) error {
-	if m <= MaxQ8Rows {
-		return MatVecQ8Of(c, w, x, xq, y, m, o)
-	}
-	if w == nil {
-		return fmt.Errorf("ops: matmul q8: weight tensor is nil")
-	}
-	if err := QuantizeQ8(c, x, xq, w.Cols, m); err != nil {
-		return err
-	}
-	return matmulQ8With(c, w, xq, y, m, o, q8TileLaunchMain)
-}
-
-// MatMulQ8Normed is MatMulQ8Of of RMSNorm(x) with gain g, for a.Rows rows
-// of a.Dim = W.Cols floats (QuantizeQ8Normed's arithmetic).
-func MatMulQ8Normed(c *gpu.Chain, w *gpu.Tensor, x, g, xq, y *gpu.Buffer, a NormArgs, o MatmulOptions) error {
-	if a.Rows <= MaxQ8Rows {
-		return MatVecQ8Normed(c, w, x, g, xq, y, a, o)
-	}
-	if w == nil {
-		return fmt.Errorf("ops: matmul q8 normed: weight tensor is nil")
-	}
-	if a.Dim != w.Cols {
-		return fmt.Errorf("ops: matmul q8 normed %q: rows of %d floats, want the weight's %d columns", w.Name, a.Dim, w.Cols)
-	}
-	if err := QuantizeQ8Normed(c, x, g, xq, a); err != nil {
-		return err
-	}
-	return matmulQ8With(c, w, xq, y, a.Rows, o, q8TileLaunchMain)
-}
-
-// MatMulQ8GLU is MatMulQ8Of of act(gate) ⊙ up, for m rows of gateUp =
-// [gate | up] of 2·a.FF floats (QuantizeQ8GLU's arithmetic); W has a.FF
-// columns.
-func MatMulQ8GLU(c *gpu.Chain, w *gpu.Tensor, gateUp, xq, y *gpu.Buffer, a GLUArgs, m int, o MatmulOptions) error {
-	if m <= MaxQ8Rows {
-		return MatVecQ8GLU(c, w, gateUp, xq, y, a, m, o)
-	}
-	if w == nil {
-		return fmt.Errorf("ops: matmul q8 glu: weight tensor is nil")
-	}
-	if a.FF != w.Cols {
-		return fmt.Errorf("ops: matmul q8 glu %q: gate and up of %d floats, want the weight's %d columns", w.Name, a.FF, w.Cols)
-	}
-	if err := QuantizeQ8GLU(c, gateUp, xq, a, m); err != nil {
-		return err
-	}
-	return matmulQ8With(c, w, xq, y, m, o, q8TileLaunchMain)
-}
-
 func matmulQ8With(c *gpu.Chain, w *gpu.Tensor, xq, y *gpu.Buffer, m int, o MatmulOptions, l q8TileLaunch) error {
 	if w == nil {
 		return fmt.Errorf("ops: matmul q8: weight tensor is nil")

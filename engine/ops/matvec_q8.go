@@ -227,15 +227,15 @@ func matvecQ8With(c *gpu.Chain, w *gpu.Tensor, xq, y *gpu.Buffer, m int, o Matmu
 	return matvecQ8Dispatch(c, w, q8Source{xq: xq}, y, m, o, l)
 }
 
-// MatVecQ8Of appends y = W·x for Q4_K, Q6_K or Q8_0 weights W and m rows of
-// f32 activations x, quantized as QuantizeQ8 quantizes them: for one row,
-// by every workgroup of the product into its own memory where Q8Fuses
-// allows it (one dispatch instead of two, the same result to the bit);
-// else by QuantizeQ8 into xq first (Q8Bytes(W.Cols, m) bytes, unused by a
-// fused product). o is MatVecQ8's.
-func MatVecQ8Of(c *gpu.Chain, w *gpu.Tensor, x, xq, y *gpu.Buffer, m int, o MatmulOptions) error {
+// MatMulQ8Of appends Y = X·Wᵀ for Q4_K, Q6_K or Q8_0 weights W and m rows
+// of f32 activations x (W.Cols floats each, dense), quantized as QuantizeQ8
+// quantizes them: for one row, by every workgroup of the product into its
+// own memory where Q8Fuses allows it (one dispatch instead of two, the
+// same result to the bit); else by QuantizeQ8 into xq first (Q8Bytes(W.Cols,
+// m) bytes, unused by a fused product), then MatMulQ8. o is MatMulQ8's.
+func MatMulQ8Of(c *gpu.Chain, w *gpu.Tensor, x, xq, y *gpu.Buffer, m int, o MatmulOptions) error {
 	if w == nil {
-		return fmt.Errorf("ops: matvec q8: weight tensor is nil")
+		return fmt.Errorf("ops: matmul q8: weight tensor is nil")
 	}
 	if Q8Fuses(c.Device(), w, m) {
 		return matvecQ8OfFused(c, w, x, y, o)
@@ -243,17 +243,17 @@ func MatVecQ8Of(c *gpu.Chain, w *gpu.Tensor, x, xq, y *gpu.Buffer, m int, o Matm
 	if err := QuantizeQ8(c, x, xq, w.Cols, m); err != nil {
 		return err
 	}
-	return MatVecQ8(c, w, xq, y, m, o)
+	return MatMulQ8(c, w, xq, y, m, o)
 }
 
-// MatVecQ8Normed is MatVecQ8Of of RMSNorm(x) with gain g, for a.Rows rows
+// MatMulQ8Normed is MatMulQ8Of of RMSNorm(x) with gain g, for a.Rows rows
 // of a.Dim = W.Cols floats (QuantizeQ8Normed's arithmetic).
-func MatVecQ8Normed(c *gpu.Chain, w *gpu.Tensor, x, g, xq, y *gpu.Buffer, a NormArgs, o MatmulOptions) error {
+func MatMulQ8Normed(c *gpu.Chain, w *gpu.Tensor, x, g, xq, y *gpu.Buffer, a NormArgs, o MatmulOptions) error {
 	if w == nil {
-		return fmt.Errorf("ops: matvec q8 normed: weight tensor is nil")
+		return fmt.Errorf("ops: matmul q8 normed: weight tensor is nil")
 	}
 	if a.Dim != w.Cols {
-		return fmt.Errorf("ops: matvec q8 normed %q: rows of %d floats, want the weight's %d columns", w.Name, a.Dim, w.Cols)
+		return fmt.Errorf("ops: matmul q8 normed %q: rows of %d floats, want the weight's %d columns", w.Name, a.Dim, w.Cols)
 	}
 	if Q8Fuses(c.Device(), w, a.Rows) {
 		return matvecQ8NormedFused(c, w, x, g, y, a, o)
@@ -261,18 +261,18 @@ func MatVecQ8Normed(c *gpu.Chain, w *gpu.Tensor, x, g, xq, y *gpu.Buffer, a Norm
 	if err := QuantizeQ8Normed(c, x, g, xq, a); err != nil {
 		return err
 	}
-	return MatVecQ8(c, w, xq, y, a.Rows, o)
+	return MatMulQ8(c, w, xq, y, a.Rows, o)
 }
 
-// MatVecQ8GLU is MatVecQ8Of of act(gate) ⊙ up, for m rows of gateUp =
+// MatMulQ8GLU is MatMulQ8Of of act(gate) ⊙ up, for m rows of gateUp =
 // [gate | up] of 2·a.FF floats (QuantizeQ8GLU's arithmetic); W has a.FF
 // columns.
-func MatVecQ8GLU(c *gpu.Chain, w *gpu.Tensor, gateUp, xq, y *gpu.Buffer, a GLUArgs, m int, o MatmulOptions) error {
+func MatMulQ8GLU(c *gpu.Chain, w *gpu.Tensor, gateUp, xq, y *gpu.Buffer, a GLUArgs, m int, o MatmulOptions) error {
 	if w == nil {
-		return fmt.Errorf("ops: matvec q8 glu: weight tensor is nil")
+		return fmt.Errorf("ops: matmul q8 glu: weight tensor is nil")
 	}
 	if a.FF != w.Cols {
-		return fmt.Errorf("ops: matvec q8 glu %q: gate and up of %d floats, want the weight's %d columns", w.Name, a.FF, w.Cols)
+		return fmt.Errorf("ops: matmul q8 glu %q: gate and up of %d floats, want the weight's %d columns", w.Name, a.FF, w.Cols)
 	}
 	if Q8Fuses(c.Device(), w, m) {
 		return matvecQ8GLUFused(c, w, gateUp, y, a, o)
@@ -280,7 +280,7 @@ func MatVecQ8GLU(c *gpu.Chain, w *gpu.Tensor, gateUp, xq, y *gpu.Buffer, a GLUAr
 	if err := QuantizeQ8GLU(c, gateUp, xq, a, m); err != nil {
 		return err
 	}
-	return MatVecQ8(c, w, xq, y, m, o)
+	return MatMulQ8(c, w, xq, y, m, o)
 }
 
 func matvecQ8OfFused(c *gpu.Chain, w *gpu.Tensor, x, y *gpu.Buffer, o MatmulOptions) error {

@@ -140,7 +140,7 @@ func TestMatVecQ8FusedLaunch(t *testing.T) {
 		}
 	}
 	Q8FuseMaxWorkgroups = 4096
-	// Two rows through MatVecQ8Normed: the quantizer's path, each row
+	// Two rows through MatMulQ8Normed: the quantizer's path, each row
 	// what it gets alone.
 	const n, k = 9, 512
 	raw, _ := remix(t, gguf.TypeQ4_K, n, k)
@@ -149,14 +149,14 @@ func TestMatVecQ8FusedLaunch(t *testing.T) {
 	bx, bg := upload(t, "x", x), upload(t, "g", randVec(3, k, 0.5))
 	xq, y := scratch(t, "xq", int(Q8Bytes(k, 2)/4)), scratch(t, "y", 2*n)
 	a := NormArgs{Rows: 2, Dim: k, Eps: 1e-6}
-	run(t, "matvec q8 normed", func(c *gpu.Chain) error { return MatVecQ8Normed(c, w, bx, bg, xq, y, a, MatmulOptions{}) })
+	run(t, "matvec q8 normed", func(c *gpu.Chain) error { return MatMulQ8Normed(c, w, bx, bg, xq, y, a, MatmulOptions{}) })
 	got := download(t, y, 2*n)
 	for r := range 2 {
 		one := scratch(t, "y1", n)
 		xr := upload(t, "x row", x[r*k:(r+1)*k])
 		a1 := a
 		a1.Rows = 1
-		run(t, "matvec q8 normed", func(c *gpu.Chain) error { return MatVecQ8Normed(c, w, xr, bg, xq, one, a1, MatmulOptions{}) })
+		run(t, "matvec q8 normed", func(c *gpu.Chain) error { return MatMulQ8Normed(c, w, xr, bg, xq, one, a1, MatmulOptions{}) })
 		if want := download(t, one, n); !slices.Equal(got[r*n:(r+1)*n], want) {
 			t.Fatalf("row %d of two differs from the row alone", r)
 		}
@@ -174,26 +174,26 @@ func TestMatVecQ8FusedRejectsBadShapes(t *testing.T) {
 	x := upload(t, "x", randVec(1, 1024, 1))
 	xq, y := scratch(t, "xq", Q8Words(512)), scratch(t, "y", 8)
 	checkRejects(t, []rejectCase{
-		{"short x", "x buffer", func(c *gpu.Chain) error { return MatVecQ8Of(c, w, scratch(t, "x", 100), xq, y, 1, MatmulOptions{}) }},
-		{"x is y", "same buffer", func(c *gpu.Chain) error { return MatVecQ8Of(c, w, x, xq, x, 1, MatmulOptions{}) }},
-		{"nil weight", "nil", func(c *gpu.Chain) error { return MatVecQ8Of(c, nil, x, xq, y, 1, MatmulOptions{}) }},
+		{"short x", "x buffer", func(c *gpu.Chain) error { return MatMulQ8Of(c, w, scratch(t, "x", 100), xq, y, 1, MatmulOptions{}) }},
+		{"x is y", "same buffer", func(c *gpu.Chain) error { return MatMulQ8Of(c, w, x, xq, x, 1, MatmulOptions{}) }},
+		{"nil weight", "nil", func(c *gpu.Chain) error { return MatMulQ8Of(c, nil, x, xq, y, 1, MatmulOptions{}) }},
 		{"normed width", "want the weight's 512 columns", func(c *gpu.Chain) error {
-			return MatVecQ8Normed(c, w, x, x, xq, y, NormArgs{Rows: 1, Dim: 256, Eps: 1e-5}, MatmulOptions{})
+			return MatMulQ8Normed(c, w, x, x, xq, y, NormArgs{Rows: 1, Dim: 256, Eps: 1e-5}, MatmulOptions{})
 		}},
 		{"normed eps", "eps", func(c *gpu.Chain) error {
-			return MatVecQ8Normed(c, w, x, x, xq, y, NormArgs{Rows: 1, Dim: 512, Eps: float32(math.Inf(1))}, MatmulOptions{})
+			return MatMulQ8Normed(c, w, x, x, xq, y, NormArgs{Rows: 1, Dim: 512, Eps: float32(math.Inf(1))}, MatmulOptions{})
 		}},
 		{"normed short gain", "gain buffer", func(c *gpu.Chain) error {
-			return MatVecQ8Normed(c, w, x, scratch(t, "g", 100), xq, y, NormArgs{Rows: 1, Dim: 512, Eps: 1e-5}, MatmulOptions{})
+			return MatMulQ8Normed(c, w, x, scratch(t, "g", 100), xq, y, NormArgs{Rows: 1, Dim: 512, Eps: 1e-5}, MatmulOptions{})
 		}},
 		{"glu width", "want the weight's 512 columns", func(c *gpu.Chain) error {
-			return MatVecQ8GLU(c, w, x, xq, y, GLUArgs{FF: 256}, 1, MatmulOptions{})
+			return MatMulQ8GLU(c, w, x, xq, y, GLUArgs{FF: 256}, 1, MatmulOptions{})
 		}},
 		{"glu short", "gate and up buffer", func(c *gpu.Chain) error {
-			return MatVecQ8GLU(c, w, scratch(t, "gu", 1000), xq, y, GLUArgs{FF: 512}, 1, MatmulOptions{})
+			return MatMulQ8GLU(c, w, scratch(t, "gu", 1000), xq, y, GLUArgs{FF: 512}, 1, MatmulOptions{})
 		}},
 		{"glu of gpt-oss", "gpt-oss", func(c *gpu.Chain) error {
-			return MatVecQ8GLU(c, w, x, xq, y, GLUArgs{FF: 512, OAI: true}, 1, MatmulOptions{})
+			return MatMulQ8GLU(c, w, x, xq, y, GLUArgs{FF: 512, OAI: true}, 1, MatmulOptions{})
 		}},
 		{"two rows in the product", "want 1", func(c *gpu.Chain) error {
 			return matvecQ8Dispatch(c, w, q8Source{in: q8InPlain, x: x, g: x}, y, 2, MatmulOptions{}, q8Launch)
