@@ -96,10 +96,7 @@ func quietly(f func()) {
 
 // compiles reports whether code makes a compute pipeline for entry main.
 func compiles(d *wgpu.Device, code string) bool {
-	mod, err := d.TryCreateShaderModule(&wgpu.ShaderModuleDescriptor{
-		Label:      "language probe",
-		WGSLSource: &wgpu.ShaderSourceWGSL{Code: code},
-	})
+	mod, err := createModule(d, "language probe", code, checkBounds) // as the kernels compile
 	if err != nil {
 		return false
 	}
