@@ -41,6 +41,8 @@ for b in $FILES; do
   left 60 && synth $b
   bench "$b default" X=1 $H bench -m $W/m/$b.gguf -p 512 -n 128 -r 3
   bench "$b f32-prefill" HEARTH_Q8_PREFILL=0 $H bench -m $W/m/$b.gguf -p 512 -n 0 -r 3
+  # Once, with naga's loop bounding back on: is it what cost lease 1 its prefill?
+  [ $b = ${FILES%% *} ] && bench "$b f32-prefill loop-bounding" HEARTH_LOOP_BOUNDING=1 HEARTH_Q8_PREFILL=0 $H bench -m $W/m/$b.gguf -p 512 -n 0 -r 1
 done
 while kill -0 $PB 2>/dev/null && left 90; do sleep 5; done # the peer's build, while time allows
 kill $PB 2>/dev/null; wait $PB
