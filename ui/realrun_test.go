@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hearthstudio/hearth/app/chats"
 	"github.com/hearthstudio/hearth/app/settings"
 	"github.com/hearthstudio/hearth/engine/synth"
 	"github.com/hearthstudio/hearth/internal/kokorotest"
@@ -93,56 +94,75 @@ func TestStudioRealRunScreenshots(t *testing.T) {
 }
 
 // TestStudioQuitMidReply runs the real studio, as the screenshot test does,
-// sends a message to a tiny model and, while the reply streams, quits the
-// app or closes its window. Every widget must be touched on Fyne's UI
+// sends a message to a tiny model and, while the reply streams, quits as
+// the window's close button does. Every widget must be touched on Fyne's UI
 // goroutine, also while the studio shuts down: Fyne's check for this (in
 // builds that do not opt out of it with the migrated_fynedo tag or a fyneDo
 // migration in FyneApp.toml, and go build does not) prints "Error in Fyne
-// call thread" when a shown widget is refreshed from another goroutine; and
-// once the UI loop has ended, fyne.Do runs its function on the caller's
-// goroutine, so an update of the reply posted after the quit is one.
+// call thread" when a shown widget is refreshed from another goroutine.
+// The process must end on its own, with status 0, and the chat, cut
+// mid-reply, must be on disk with what the reply had written.
 func TestStudioQuitMidReply(t *testing.T) {
 	if !hasDisplay() {
 		t.Skip("no display (DISPLAY is unset): this test runs the real studio; make test runs it under xvfb-run -a, as does `xvfb-run -a go test ./ui`")
 	}
 	bin := buildHearth(t)
-	for _, how := range []string{"quit", "close"} {
-		t.Run(how, func(t *testing.T) {
-			home := t.TempDir()
-			models := filepath.Join(home, "models")
-			writeModel(t, filepath.Join(models, "tiny-llama.gguf"), "tiny-llama")
-			s := settings.Defaults()
-			s.Folders = []string{models}
-			s.LastModel = "tiny-llama"
-			s.Sampling.MaxTokens = 0 // until the end of the turn: the reply must outlast the studio
-			// On the GPU adapter (lavapipe here, about 10 tokens/s for this
-			// model) the reply streams for minutes. Under auto it would run
-			// on the CPU at ~2,000 tokens/s and could end (a sampled end of
-			// turn, or the context's) before three updates were shown, as
-			// it did in a fresh-clone run.
-			s.Backend = "gpu"
-			if err := settings.Save(filepath.Join(home, ".config", "hearth", "settings.json"), s); err != nil {
-				t.Fatal(err)
+	home := t.TempDir()
+	models := filepath.Join(home, "models")
+	writeModel(t, filepath.Join(models, "tiny-llama.gguf"), "tiny-llama")
+	s := settings.Defaults()
+	s.Folders = []string{models}
+	s.LastModel = "tiny-llama"
+	s.Sampling.MaxTokens = 0 // until the end of the turn: the reply must outlast the studio
+	// On the GPU adapter (lavapipe here, about 10 tokens/s for this
+	// model) the reply streams for minutes. Under auto it would run on the
+	// CPU at ~2,000 tokens/s and could end (a sampled end of turn, or the
+	// context's) before three updates were shown, as it did in a
+	// fresh-clone run.
+	s.Backend = "gpu"
+	if err := settings.Save(filepath.Join(home, ".config", "hearth", "settings.json"), s); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), realRunTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin)
+	cmd.Env = append(studioEnv(home), QuitMidReplyEnv+"=1")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("the studio did not quit within %s:\n%s", realRunTimeout, out.String())
+	}
+	if err != nil {
+		t.Fatalf("the studio exited with %v:\n%s", err, out.String())
+	}
+	for _, bad := range []string{"panic:", "Error in Fyne call thread"} {
+		if n := strings.Count(out.String(), bad); n > 0 {
+			t.Errorf("the studio's output has %q %d times:\n%s", bad, n, out.String())
+		}
+	}
+
+	store, err := chats.Open(filepath.Join(home, ".config", "hearth", "chats"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	convs, bad, err := store.Load()
+	if err != nil || len(bad) > 0 {
+		t.Fatalf("the chats after the quit: %v %v", err, bad)
+	}
+	kept := false
+	for _, c := range convs {
+		for i, m := range c.Messages {
+			// Stop is written by the chat's closer alone; a reply saved
+			// while it streamed says "" (cut short by a crash).
+			if m.Content == quitMidReplyPrompt && i+1 < len(c.Messages) &&
+				c.Messages[i+1].Content != "" && c.Messages[i+1].Reply.Stop == "canceled" {
+				kept = true
 			}
-			ctx, cancel := context.WithTimeout(t.Context(), realRunTimeout)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, bin)
-			cmd.Env = append(studioEnv(home), QuitMidReplyEnv+"="+how)
-			var out bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &out, &out
-			err := cmd.Run()
-			if ctx.Err() != nil {
-				t.Fatalf("the studio did not quit within %s:\n%s", realRunTimeout, out.String())
-			}
-			if err != nil {
-				t.Fatalf("the studio exited with %v:\n%s", err, out.String())
-			}
-			for _, bad := range []string{"panic:", "Error in Fyne call thread"} {
-				if n := strings.Count(out.String(), bad); n > 0 {
-					t.Errorf("the studio's output has %q %d times:\n%s", bad, n, out.String())
-				}
-			}
-		})
+		}
+	}
+	if !kept {
+		t.Errorf("no chat on disk holds the prompt and the reply the quit stopped, marked canceled (%d chats)", len(convs))
 	}
 }
 

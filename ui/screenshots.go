@@ -126,20 +126,10 @@ const quitMidReplyPrompt = "Tell me a long story about a warm hearth."
 
 // quitMidReply sends a message from the Chat tab once the studio has
 // started, waits until the reply has shown a few updates on screen, and,
-// while the reply is still being written, quits as how says: "quit" quits
-// the app (as a Quit menu item does, or the screenshots' end), "close"
-// closes the window (as its close button does). It runs on its own
-// goroutine.
-func (st *studio) quitMidReply(how string) error {
-	var quit func()
-	switch how {
-	case "quit":
-		quit = st.quit
-	case "close":
-		quit = st.win.Close
-	default:
-		return fmt.Errorf("%s=%q: want quit or close", QuitMidReplyEnv, how)
-	}
+// while the reply is still being written, quits: st.quit, which the
+// window's close button runs too (Run's close intercept), as does the end
+// of the screenshots. It runs on its own goroutine.
+func (st *studio) quitMidReply() error {
 	select {
 	case <-st.started:
 	case <-time.After(screenshotStartup):
@@ -170,7 +160,7 @@ func (st *studio) quitMidReply(how string) error {
 				break
 			}
 			if shown >= updates {
-				fyne.DoAndWait(quit)
+				fyne.DoAndWait(st.quit)
 				return nil
 			}
 		}

@@ -49,10 +49,10 @@ func hasDisplay() bool {
 // and how a test drives the real binary.
 const ScreenshotsEnv = "HEARTH_SCREENSHOTS"
 
-// QuitMidReplyEnv, set to quit or close, makes Run send a message from
-// the Chat tab once the studio has started and, when the reply has begun
-// to show, quit the app or close the window: how a test checks that
-// quitting mid-reply leaves the widgets to the UI goroutine.
+// QuitMidReplyEnv, set to 1, makes Run send a message from the Chat tab
+// once the studio has started and, when the reply has begun to show, quit
+// as the window's close button does: how a test checks that quitting
+// mid-reply leaves the widgets to the UI goroutine and ends the process.
 const QuitMidReplyEnv = "HEARTH_QUIT_MID_REPLY"
 
 // defaultWindowSize is the studio window's size when it opens: every tab
@@ -73,12 +73,27 @@ func Run() error {
 	w := a.NewWindow("Hearth")
 	st := newStudio(a, w, dir)
 	defer st.close()
+	var shotErr error
+	// The studio ends the process itself once it has closed (quit), so
+	// that Fyne's loop never runs its own shutdown: in Fyne v2.7.1 that
+	// races its lifecycle goroutine, which then hangs the exit (the loop
+	// has stopped reading the queue the stop hook was just sent to) or
+	// panics with "send on closed channel" (it was closed in between). A
+	// program that only opens a window and quits hung twice in 340 runs on
+	// a loaded two-core machine, and the studio's screenshot test failed
+	// once in .ci/run on the panic.
+	st.exit = func() {
+		if shotErr != nil {
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	w.SetCloseIntercept(st.quit)
 	st.baseRoots = library.DefaultRoots()
 	w.SetContent(st.content())
 	w.SetOnDropped(func(_ fyne.Position, uris []fyne.URI) { st.dropped(uris) })
 	w.Resize(defaultWindowSize)
 
-	var shotErr error
 	if out := os.Getenv(ScreenshotsEnv); out != "" {
 		go func() {
 			shotErr = st.screenshots(out)
@@ -87,9 +102,9 @@ func Run() error {
 			}
 			fyne.Do(st.quit)
 		}()
-	} else if how := os.Getenv(QuitMidReplyEnv); how != "" {
+	} else if os.Getenv(QuitMidReplyEnv) == "1" {
 		go func() {
-			shotErr = st.quitMidReply(how)
+			shotErr = st.quitMidReply()
 			if shotErr != nil {
 				fmt.Fprintln(os.Stderr, "hearth:", shotErr)
 				fyne.Do(st.quit)
@@ -168,6 +183,14 @@ type studio struct {
 	// closed is set once the window has closed or the studio quits, on
 	// the UI goroutine before Fyne's loop ends; other goroutines read it.
 	closed atomic.Bool
+	// closeOnce runs close once: from quit, and again from Run's defer.
+	closeOnce sync.Once
+	// quitting is set by quit, which runs once (the close button may be
+	// pressed again while the studio closes).
+	quitting bool
+	// exit ends the process once quit has closed the studio (Run's); nil
+	// leaves the ending to Fyne (tests).
+	exit func()
 	// api is the studio's API server (serve.go).
 	api *apiServer
 	// closers run when the studio closes, before the engine: a panel stops
@@ -213,11 +236,22 @@ func (st *studio) postToUI(f func()) {
 	})
 }
 
-// quit ends the studio from code, as closing its window does. It runs on
-// the UI goroutine: closed is set before Fyne's loop ends, so postToUI
-// drops what other goroutines report from then on.
+// quit ends the studio: from code, or from the window's close button. It
+// runs on the UI goroutine, which it keeps while the studio closes (the
+// window hidden): closed is set first, so postToUI drops what other
+// goroutines report from then on, and the panels' closers touch their
+// widgets on the goroutine that owns them. Then it ends the process
+// through exit, where Run set one (see there why), else through Fyne.
 func (st *studio) quit() {
-	st.closed.Store(true)
+	if st.quitting {
+		return
+	}
+	st.quitting = true
+	st.win.Hide()
+	st.close()
+	if st.exit != nil {
+		st.exit()
+	}
 	st.app.Quit()
 }
 
@@ -447,12 +481,14 @@ func (st *studio) openFile(exts []string, dir string, chosen func(path string)) 
 }
 
 func (st *studio) close() {
-	st.closed.Store(true)
-	for _, f := range st.closers {
-		f()
-	}
-	st.engine.Close()
-	st.settingsOut.flush()
+	st.closeOnce.Do(func() {
+		st.closed.Store(true)
+		for _, f := range st.closers {
+			f()
+		}
+		st.engine.Close()
+		st.settingsOut.flush()
+	})
 }
 
 // onClose registers f to run when the studio closes.
