@@ -2,6 +2,7 @@ package ops
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/hearthstudio/hearth/engine/gpu"
 	"github.com/hearthstudio/hearth/gguf"
@@ -35,7 +36,23 @@ func (l q8TileLaunch) sharedBytes() int {
 // q8TileLaunchMain is MatMulQ8's shape: a 64×64 tile of 16×16 invocations
 // with 4×4 blocks (8 vec4 reads of workgroup memory for 64 dot4I8Packed),
 // 24 KiB of workgroup memory. Not yet tuned on a GPU.
-var q8TileLaunchMain = q8TileLaunch{rt: 16, ct: 16, rr: 4, rc: 4}
+// HEARTH_Q8_TILE=rt,ct,rr,rc replaces it, so that a shape of the
+// benchmark's sweep can be measured in a whole prompt without a rebuild;
+// one that does not parse is MatMulQ8's error (q8TileEnvErr).
+var q8TileLaunchMain, q8TileEnvErr = q8TileFromEnv(os.Getenv("HEARTH_Q8_TILE"), q8TileLaunch{rt: 16, ct: 16, rr: 4, rc: 4})
+
+// q8TileFromEnv parses s, HEARTH_Q8_TILE's four positive numbers; "" is
+// def.
+func q8TileFromEnv(s string, def q8TileLaunch) (q8TileLaunch, error) {
+	if s == "" {
+		return def, nil
+	}
+	var l q8TileLaunch
+	if n, err := fmt.Sscanf(s, "%d,%d,%d,%d", &l.rt, &l.ct, &l.rr, &l.rc); err != nil || n != 4 || l.rt < 1 || l.ct < 1 || l.rr < 1 || l.rc < 1 {
+		return def, fmt.Errorf("HEARTH_Q8_TILE=%q: want four positive numbers rt,ct,rr,rc (16,16,4,4 is the default)", s)
+	}
+	return l, nil
+}
 
 var matmulQ8Entries = map[gguf.Type]string{
 	gguf.TypeQ4_K: "matmul_q8_q4_k",
@@ -82,6 +99,9 @@ func MatMulQ8(c *gpu.Chain, w *gpu.Tensor, xq, y *gpu.Buffer, m int, o MatmulOpt
 }
 
 func matmulQ8With(c *gpu.Chain, w *gpu.Tensor, xq, y *gpu.Buffer, m int, o MatmulOptions, l q8TileLaunch) error {
+	if q8TileEnvErr != nil {
+		return fmt.Errorf("ops: matmul q8: %w", q8TileEnvErr)
+	}
 	if w == nil {
 		return fmt.Errorf("ops: matmul q8: weight tensor is nil")
 	}

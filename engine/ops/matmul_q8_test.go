@@ -163,3 +163,18 @@ func TestMatMulQ8RejectsBadShapes(t *testing.T) {
 		{"swar packing", "dot4I8Packed", swar},
 	})
 }
+
+func TestQ8TileFromEnv(t *testing.T) {
+	def := q8TileLaunch{rt: 16, ct: 16, rr: 4, rc: 4}
+	if l, err := q8TileFromEnv("", def); err != nil || l != def {
+		t.Errorf(`"" gave %+v, %v; want the default`, l, err)
+	}
+	if l, err := q8TileFromEnv("8,16,8,4", def); err != nil || l != (q8TileLaunch{rt: 8, ct: 16, rr: 8, rc: 4}) {
+		t.Errorf(`"8,16,8,4" gave %+v, %v`, l, err)
+	}
+	for _, bad := range []string{"16,16,4", "16x16x4x4", "16,16,0,4", "a,b,c,d"} {
+		if l, err := q8TileFromEnv(bad, def); err == nil || l != def {
+			t.Errorf("%q gave %+v, %v; want the default and an error", bad, l, err)
+		}
+	}
+}

@@ -6,7 +6,8 @@
 # built (pp512, tg128) and with HEARTH_Q8_PREFILL=0 (prompts on the f32
 # tiles); then the peer's pp512/tg128; then with ops.test the prefill
 # kernels on Llama 3 8B's shapes (BenchmarkMatMulTiled at m = 512: f32
-# tiles, their sweep, matmul_q8 and its sweep); then HEARTH_Q8_DOT=swar
+# tiles, their sweep, matmul_q8 and its sweep) and matmul_q8's sweep in a
+# whole 8B prompt (HEARTH_Q8_TILE); then HEARTH_Q8_DOT=swar
 # (decode on two products a u32 multiply) and, on the Q8_0 file,
 # HEARTH_Q8_DECODE_Q8_0=0 (its decode on f32 activations); then pp4096
 # and tg128 at 4096 tokens of history on 8B Q4_K_M beside the peer's
@@ -52,6 +53,10 @@ for b in $FILES; do
 done
 left 100 && (cd engine/ops && timeout 90 $W/ops.test -test.run '^$' -test.bench 'MatMulTiled/(4096x4096|14336x4096|4096x14336)/(Q4_K|Q6_K|Q8_0)/m512' -test.benchtime 10x 2>&1 |
   grep -E '^Benchmark' | awk '{print $1, $(NF-1), $NF}') >> $S
+# The sweep's shapes in a whole 8B prompt (HEARTH_Q8_TILE=rt,ct,rr,rc).
+for t in 16,16,4,8 16,16,8,4 16,16,8,8 8,16,8,4 16,8,4,8; do
+  bench "${FILES%% *} tile $t" HEARTH_Q8_TILE=$t $H bench -m $W/m/${FILES%% *}.gguf -p 512 -n 0 -r 2
+done
 for i in ${REPS:-1 2}; do
   for b in $FILES; do
     M="-m $W/m/$b.gguf"
