@@ -211,7 +211,19 @@ type matvecQ8Launch struct{ wg, rows int }
 // and less again for 32. Q6_K was mixed: down 1163 against 1006, but
 // q|k|v, o and gate|up 5-15% slower than at 16 rows; in a Q4_K_M file
 // Q6_K is mostly the down projection of half the layers, hence 8 for all.
-var q8Launch = matvecQ8Launch{wg: 256, rows: 8}
+// HEARTH_Q8_MATVEC_ROWS=r (1 to 256, a power of two) serves r rows a
+// workgroup instead, so that a lease can measure the shape under
+// dot4I8Packed in a whole token without a rebuild; another value is
+// ignored.
+var q8Launch = matvecQ8Launch{wg: 256, rows: q8RowsFromEnv(os.Getenv("HEARTH_Q8_MATVEC_ROWS"), 8)}
+
+func q8RowsFromEnv(s string, def int) int {
+	r, err := strconv.Atoi(s)
+	if err != nil || r < 1 || r > 256 || r&(r-1) != 0 {
+		return def
+	}
+	return r
+}
 
 // MatVecQ8 appends y = W·x for Q4_K, Q6_K or Q8_0 weights W (k columns,
 // whole blocks) and m rows of x (1 to MaxQ8Rows: a batched decode's
