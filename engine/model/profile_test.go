@@ -40,8 +40,8 @@ func TestProfileDecode(t *testing.T) {
 	}
 	// Times are not compared with each other: on a loaded software
 	// adapter any prefix can outlast a longer one.
-	if p.Token <= 0 || p.Fixed <= 0 || p.Empty < 0 {
-		t.Errorf("token %v, empty chain %v, empty dispatch %v", p.Token, p.Fixed, p.Empty)
+	if p.Token <= 0 || p.Fixed <= 0 || p.Empty < 0 || p.Record <= 0 || p.Submit <= 0 || p.Submit > p.Token {
+		t.Errorf("token %v, empty chain %v, empty dispatch %v, recording %v, submit %v", p.Token, p.Fixed, p.Empty, p.Record, p.Submit)
 	}
 	after, err := g.DecodeKernels(5)
 	if err != nil {
