@@ -14,13 +14,16 @@
 # pp4096, a decode profile and the attention's split sweep. Every result
 # goes to one file, $OUT/r/summary.txt.
 # Inputs: .device/debs, .device/hearth.xz, .device/ops.test.xz,
-# .device/peer (../shared/peer as it is).
+# .device/peer (../shared/peer as it is); the peer's anchor gets
+# anchor-depth.patch (ANCHOR_DEPTH, prompts past 512 tokens), without
+# which its 4096-token runs printed nothing on 2026-12-08.
 #   LIMIT=520 bash docs/h200/prefill/q8.sh   (REPS=1: each setting once)
 source docs/h200/one-graph/env.sh
 W=/root/w; mkdir -p $W/m $W/src; R=$OUT/r; mkdir -p $R; S=$R/summary.txt
 END=$((SECONDS + ${LIMIT:-520}))
 left() { [ $((END - SECONDS)) -gt $1 ]; }
 ( tar xJf .device/peer/llama.cpp-ec98e2002-src.tar.xz -C $W/src && cp .device/peer/anchor.cpp $W/src/ &&
+  { patch -d $W/src -p0 < docs/h200/prefill/anchor-depth.patch || (P=$PWD/docs/h200/prefill/anchor-depth.patch; cd $W/src && git apply -p0 $P); } &&
   cmake -S $W/src -B $W/build -DANCHOR_CUDA=ON -DANCHOR_VULKAN=OFF -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null &&
   cmake --build $W/build -j10 >/dev/null ) > $W/peer-build.txt 2>&1 &
 PB=$!
@@ -69,7 +72,7 @@ done
 b=llama-3.1-8b-Q4_K_M
 bench "$b pp4096" X=1 $H bench -m $W/m/$b.gguf -p 4096 -n 0 -r 1 --ctx 8192
 bench "$b tg128@4096" X=1 $H bench -m $W/m/$b.gguf -p 0 -n 128 -d 4096 -r 1 --ctx 8192
-left 25 && echo "peer $b pp4096: $(timeout 60 $A bench $W/m/$b.gguf 4096 0 1 2>>$W/log.txt)" >> $S
+left 25 && echo "peer $b pp4096, tg128@4096: $(ANCHOR_DEPTH=4096 timeout 60 $A bench $W/m/$b.gguf 4096 128 1 2>>$W/log.txt)" >> $S
 # Where a decoded token's time goes now, and the attention's split sweep
 # at long histories (docs/performance.md, "Decode at a long history").
 left 40 && timeout 60 $H bench -m $W/m/$b.gguf -p 0 -n 16 -r 1 --profile 2>&1 | tail -30 >> $S
