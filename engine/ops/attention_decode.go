@@ -24,9 +24,16 @@ const (
 	// attentionDecodeWG is WG in the shader.
 	attentionDecodeWG = 128
 	// attentionDecodeTargetGroups is the workgroup count the splits aim
-	// for: two per compute unit of an H200 (132 SMs), so Llama 3 8B's 8 KV
-	// heads decode 4096 keys in 32 splits of 128.
-	attentionDecodeTargetGroups = 256
+	// for: about one per compute unit of an H100/H200 (132 SMs), so Llama 3
+	// 8B's 8 KV heads decode 4096 keys in 16 splits of 256. On the H100
+	// (BenchmarkAttentionDecode, 2026-12-08, docs/h200/prefill/
+	// lease-2026-12-08.txt) fewer splits were faster at 4096 keys: Llama 3
+	// 8B 65 µs at 16 splits against 74 at 32 (the former target, 256
+	// groups) and 82 at 64; Llama 3.2 1B 44 against 49. Gemma 3 1B (one KV
+	// head, whose 4096 keys make at most 128 splits of its 32-key tiles)
+	// stays at 128 splits, 56-58 µs; 64 splits gave 48, and the
+	// per-query kernel 42.
+	attentionDecodeTargetGroups = 128
 )
 
 // attentionDecodeTiles are the key tiles (TK) the decode kernel stages,

@@ -75,8 +75,8 @@ func TestAttentionDecodeMatchesReference(t *testing.T) {
 
 // TestAttentionDecodeShapes checks the decode kernel's shape and splits at
 // real model shapes on an H200 (48 KiB of workgroup memory) and on a WebGPU
-// default device (16 KiB): Llama 3 8B's 4096 keys in 32 splits of 128 on 8
-// KV heads (256 workgroups), Gemma 3 1B's one KV head of 256 in splits of
+// default device (16 KiB): Llama 3 8B's 4096 keys in 16 splits of 256 on 8
+// KV heads (128 workgroups), Gemma 3 1B's one KV head of 256 in splits of
 // whole tiles, a 12-head group in two workgroups of 6, and that the scratch
 // AttentionScratchBytes asks for holds every split the kernel takes.
 func TestAttentionDecodeShapes(t *testing.T) {
@@ -87,12 +87,12 @@ func TestAttentionDecodeShapes(t *testing.T) {
 		want       attentionDecodeShape
 		wantSplits int
 	}{
-		{AttentionArgs{HeadDim: 128, Heads: 32, KVHeads: 8, Tokens: 1, Pos0: 4095, KVLen: 4096}, h200, attentionDecodeShape{4, 64, 256}, 32},
+		{AttentionArgs{HeadDim: 128, Heads: 32, KVHeads: 8, Tokens: 1, Pos0: 4095, KVLen: 4096}, h200, attentionDecodeShape{4, 64, 256}, 16},
 		{AttentionArgs{HeadDim: 128, Heads: 32, KVHeads: 8, Tokens: 1, Pos0: 511, KVLen: 512}, h200, attentionDecodeShape{4, 64, 256}, 8},
-		{AttentionArgs{HeadDim: 128, Heads: 32, KVHeads: 8, Tokens: 1, Pos0: 4095, KVLen: 4096}, webGPUDefaultStorage, attentionDecodeShape{4, 16, 128}, 32},
-		{AttentionArgs{HeadDim: 64, Heads: 32, KVHeads: 8, Tokens: 1, Pos0: 4095, KVLen: 4096}, h200, attentionDecodeShape{4, 64, 256}, 32},
+		{AttentionArgs{HeadDim: 128, Heads: 32, KVHeads: 8, Tokens: 1, Pos0: 4095, KVLen: 4096}, webGPUDefaultStorage, attentionDecodeShape{4, 16, 128}, 16},
+		{AttentionArgs{HeadDim: 64, Heads: 32, KVHeads: 8, Tokens: 1, Pos0: 4095, KVLen: 4096}, h200, attentionDecodeShape{4, 64, 256}, 16},
 		{AttentionArgs{HeadDim: 256, Heads: 4, KVHeads: 1, Tokens: 1, Pos0: 4095, KVLen: 4096}, h200, attentionDecodeShape{4, 32, 256}, 128},
-		{AttentionArgs{HeadDim: 256, Heads: 4, KVHeads: 1, Tokens: 1, Pos0: 4095, KVLen: 4096}, webGPUDefaultStorage, attentionDecodeShape{4, 8, 64}, 256},
+		{AttentionArgs{HeadDim: 256, Heads: 4, KVHeads: 1, Tokens: 1, Pos0: 4095, KVLen: 4096}, webGPUDefaultStorage, attentionDecodeShape{4, 8, 64}, 128},
 		{AttentionArgs{HeadDim: 64, Heads: 12, KVHeads: 1, Tokens: 1, Pos0: 69, KVLen: 70}, h200, attentionDecodeShape{6, 64, 256}, 2},
 	} {
 		s, err := attentionDecodeShapeFor(tc.a, tc.limit)
