@@ -123,24 +123,7 @@ func TestStudioQuitMidReply(t *testing.T) {
 	if err := settings.Save(filepath.Join(home, ".config", "hearth", "settings.json"), s); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), realRunTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin)
-	cmd.Env = append(studioEnv(home), QuitMidReplyEnv+"=1")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	if ctx.Err() != nil {
-		t.Fatalf("the studio did not quit within %s:\n%s", realRunTimeout, out.String())
-	}
-	if err != nil {
-		t.Fatalf("the studio exited with %v:\n%s", err, out.String())
-	}
-	for _, bad := range []string{"panic:", "Error in Fyne call thread"} {
-		if n := strings.Count(out.String(), bad); n > 0 {
-			t.Errorf("the studio's output has %q %d times:\n%s", bad, n, out.String())
-		}
-	}
+	runStudioEnv(t, bin, home, QuitMidReplyEnv+"=1")
 
 	store, err := chats.Open(filepath.Join(home, ".config", "hearth", "chats"))
 	if err != nil {
@@ -242,18 +225,16 @@ func tunedRun(t *testing.T, bin, home string) settings.Tune {
 	return tune
 }
 
-// runStudio runs the studio with home as its home folder (and every store
-// and cache inside it), captures the tabs into a folder and returns it.
-func runStudio(t *testing.T, bin, home, prompt string) string {
+// runStudioEnv runs the studio with home as its home folder and env added
+// to its environment, and fails t unless it ends on its own within
+// realRunTimeout, with status 0, and prints no panic and no widget touched
+// off Fyne's UI goroutine.
+func runStudioEnv(t *testing.T, bin, home string, env ...string) {
 	t.Helper()
-	shots := t.TempDir()
 	ctx, cancel := context.WithTimeout(t.Context(), realRunTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin)
-	cmd.Env = append(studioEnv(home),
-		ScreenshotsEnv+"="+shots,
-		ScreenshotPromptEnv+"="+prompt,
-	)
+	cmd.Env = append(studioEnv(home), env...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
@@ -264,10 +245,18 @@ func runStudio(t *testing.T, bin, home, prompt string) string {
 		t.Fatalf("the studio exited with %v:\n%s", err, out.String())
 	}
 	for _, bad := range []string{"panic:", "Error in Fyne call thread"} {
-		if strings.Contains(out.String(), bad) {
-			t.Errorf("the studio's output has %q:\n%s", bad, out.String())
+		if n := strings.Count(out.String(), bad); n > 0 {
+			t.Errorf("the studio's output has %q %d times:\n%s", bad, n, out.String())
 		}
 	}
+}
+
+// runStudio runs the studio with home as its home folder (and every store
+// and cache inside it), captures the tabs into a folder and returns it.
+func runStudio(t *testing.T, bin, home, prompt string) string {
+	t.Helper()
+	shots := t.TempDir()
+	runStudioEnv(t, bin, home, ScreenshotsEnv+"="+shots, ScreenshotPromptEnv+"="+prompt)
 	for _, tab := range []string{"chat", "voice", "tune", "models"} {
 		img := readPNG(t, filepath.Join(shots, tab+".png"))
 		if b := img.Bounds(); b.Dx() < 800 || b.Dy() < 600 {
