@@ -46,16 +46,9 @@ func TestStudioRealRunScreenshots(t *testing.T) {
 	update := os.Getenv("HEARTH_UPDATE_SCREENSHOTS") == "1"
 
 	// A library of one tiny model, loaded at start.
-	home := t.TempDir()
-	models := filepath.Join(home, "models")
-	writeModel(t, filepath.Join(models, "tiny-llama.gguf"), "tiny-llama")
-	s := settings.Defaults()
-	s.Folders = []string{models}
-	s.LastModel = "tiny-llama"
+	home, s := tinyModelHome(t)
 	s.Sampling.MaxTokens = 40
-	if err := settings.Save(filepath.Join(home, ".config", "hearth", "settings.json"), s); err != nil {
-		t.Fatal(err)
-	}
+	saveStudioSettings(t, home, s)
 	prompt := ""
 	if update {
 		prompt = "Write a haiku about a warm hearth."
@@ -64,9 +57,7 @@ func TestStudioRealRunScreenshots(t *testing.T) {
 		// picture lists its voices and blends two.
 		kokorotest.WriteDir(t, filepath.Join(home, ".config", "hearth", "kokoro"))
 		s.Tune = tunedRun(t, bin, home)
-		if err := settings.Save(filepath.Join(home, ".config", "hearth", "settings.json"), s); err != nil {
-			t.Fatal(err)
-		}
+		saveStudioSettings(t, home, s)
 	}
 	library := runStudio(t, bin, home, prompt)
 	if got, err := settings.Load(filepath.Join(home, ".config", "hearth", "settings.json")); err != nil || got.LastModel != "tiny-llama" {
@@ -107,12 +98,7 @@ func TestStudioQuitMidReply(t *testing.T) {
 		t.Skip("no display (DISPLAY is unset): this test runs the real studio; make test runs it under xvfb-run -a, as does `xvfb-run -a go test ./ui`")
 	}
 	bin := buildHearth(t)
-	home := t.TempDir()
-	models := filepath.Join(home, "models")
-	writeModel(t, filepath.Join(models, "tiny-llama.gguf"), "tiny-llama")
-	s := settings.Defaults()
-	s.Folders = []string{models}
-	s.LastModel = "tiny-llama"
+	home, s := tinyModelHome(t)
 	s.Sampling.MaxTokens = 0 // until the end of the turn: the reply must outlast the studio
 	// On the GPU adapter (lavapipe here, about 10 tokens/s for this
 	// model) the reply streams for minutes. Under auto it would run on the
@@ -120,9 +106,7 @@ func TestStudioQuitMidReply(t *testing.T) {
 	// context's) before three updates were shown, as it did in a
 	// fresh-clone run.
 	s.Backend = "gpu"
-	if err := settings.Save(filepath.Join(home, ".config", "hearth", "settings.json"), s); err != nil {
-		t.Fatal(err)
-	}
+	saveStudioSettings(t, home, s)
 	runStudioEnv(t, bin, home, QuitMidReplyEnv+"=1")
 
 	store, err := chats.Open(filepath.Join(home, ".config", "hearth", "chats"))
@@ -146,6 +130,28 @@ func TestStudioQuitMidReply(t *testing.T) {
 	}
 	if !kept {
 		t.Errorf("no chat on disk holds the prompt and the reply the quit stopped, marked canceled (%d chats)", len(convs))
+	}
+}
+
+// tinyModelHome is a home folder with a folder of one tiny model, and the
+// settings that list the folder and name the model as the last one used:
+// the studio loads it at start once they are saved (saveStudioSettings).
+func tinyModelHome(t *testing.T) (string, settings.Settings) {
+	t.Helper()
+	home := t.TempDir()
+	models := filepath.Join(home, "models")
+	writeModel(t, filepath.Join(models, "tiny-llama.gguf"), "tiny-llama")
+	s := settings.Defaults()
+	s.Folders = []string{models}
+	s.LastModel = "tiny-llama"
+	return home, s
+}
+
+// saveStudioSettings writes s where the studio in home reads its settings.
+func saveStudioSettings(t *testing.T, home string, s settings.Settings) {
+	t.Helper()
+	if err := settings.Save(filepath.Join(home, ".config", "hearth", "settings.json"), s); err != nil {
+		t.Fatal(err)
 	}
 }
 
