@@ -178,3 +178,18 @@ func TestQ8TileFromEnv(t *testing.T) {
 		}
 	}
 }
+
+func TestQ8RowsFromEnv(t *testing.T) {
+	def := matvecQ8Launch{wg: 256, rows: 8}
+	if l, err := q8RowsFromEnv("", def); err != nil || l != def {
+		t.Errorf(`"" gave %+v, %v; want the default`, l, err)
+	}
+	if l, err := q8RowsFromEnv("16", def); err != nil || l != (matvecQ8Launch{wg: 256, rows: 16}) {
+		t.Errorf(`"16" gave %+v, %v`, l, err)
+	}
+	for _, bad := range []string{"0", "12", "512", "x"} {
+		if l, err := q8RowsFromEnv(bad, def); err == nil || l != def {
+			t.Errorf("%q gave %+v, %v; want the default and an error", bad, l, err)
+		}
+	}
+}

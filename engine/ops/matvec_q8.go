@@ -213,16 +213,20 @@ type matvecQ8Launch struct{ wg, rows int }
 // Q6_K is mostly the down projection of half the layers, hence 8 for all.
 // HEARTH_Q8_MATVEC_ROWS=r (1 to 256, a power of two) serves r rows a
 // workgroup instead, so that a lease can measure the shape under
-// dot4I8Packed in a whole token without a rebuild; another value is
-// ignored.
-var q8Launch = matvecQ8Launch{wg: 256, rows: q8RowsFromEnv(os.Getenv("HEARTH_Q8_MATVEC_ROWS"), 8)}
+// dot4I8Packed in a whole token without a rebuild; a value that does not
+// parse is MatVecQ8's error (q8RowsEnvErr).
+var q8Launch, q8RowsEnvErr = q8RowsFromEnv(os.Getenv("HEARTH_Q8_MATVEC_ROWS"), matvecQ8Launch{wg: 256, rows: 8})
 
-func q8RowsFromEnv(s string, def int) int {
-	r, err := strconv.Atoi(s)
-	if err != nil || r < 1 || r > 256 || r&(r-1) != 0 {
-		return def
+// q8RowsFromEnv is def with HEARTH_Q8_MATVEC_ROWS's rows s; "" is def.
+func q8RowsFromEnv(s string, def matvecQ8Launch) (matvecQ8Launch, error) {
+	if s == "" {
+		return def, nil
 	}
-	return r
+	r, err := strconv.Atoi(s)
+	if err != nil || r < 1 || r > def.wg || r&(r-1) != 0 {
+		return def, fmt.Errorf("HEARTH_Q8_MATVEC_ROWS=%q: want a power of two from 1 to %d (%d is the default)", s, def.wg, def.rows)
+	}
+	return matvecQ8Launch{wg: def.wg, rows: r}, nil
 }
 
 // MatVecQ8 appends y = W·x for Q4_K, Q6_K or Q8_0 weights W (k columns,
@@ -386,6 +390,9 @@ func q8OutputFlags(kernel string, w *gpu.Tensor, o MatmulOptions, xq, y *gpu.Buf
 }
 
 func matvecQ8Dispatch(c *gpu.Chain, w *gpu.Tensor, src q8Source, y *gpu.Buffer, m int, o MatmulOptions, l matvecQ8Launch) error {
+	if q8RowsEnvErr != nil {
+		return fmt.Errorf("ops: matvec q8: %w", q8RowsEnvErr)
+	}
 	if w == nil {
 		return fmt.Errorf("ops: matvec q8: weight tensor is nil")
 	}
