@@ -50,6 +50,7 @@
 // bytes (engine/ops checks it against the device).
 
 //!include wbytes_common
+//!include q8_store_common
 
 struct MatmulQ8Params {
     k: u32,        // columns of W
@@ -294,16 +295,7 @@ fn store(j0: u32, r0: u32, rt: u32, ct: u32, acc: ptr<function, array<f32, ACC>>
         for (var b = 0u; b < RC; b++) {
             let r = r0 + ct + CT * b;
             if (j < p.m && r < p.n) {
-                var v = (*acc)[a * RC + b];
-                if ((p.flags & 32u) != 0u) {
-                    v += bias[p.row0 + r];
-                }
-                let yi = p.y_offset + j * p.y_stride + p.row0 + r;
-                if ((p.flags & 1u) != 0u) {
-                    y[yi] += v;
-                } else {
-                    y[yi] = v;
-                }
+                put_y(p.y_offset + j * p.y_stride + p.row0 + r, r, (*acc)[a * RC + b]);
             }
         }
     }

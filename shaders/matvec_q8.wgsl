@@ -71,6 +71,7 @@
 //!include glu_common
 //!include reduce_common
 //!include q8_common
+//!include q8_store_common
 
 struct MatvecQ8Params {
     k: u32,        // columns of W, whole blocks (256 a K-quant's, 32 Q8_0's)
@@ -460,15 +461,7 @@ fn store_row(lid: u32, row: u32, acc_in: array<f32, NX>) {
             for (var i = 0u; i < LANES; i++) {
                 v += sums[r * WG + lid + i];
             }
-            if ((p.flags & 32u) != 0u) {
-                v += bias[p.row0 + row];
-            }
-            let yi = p.y_offset + r * p.y_stride + p.row0 + row;
-            if ((p.flags & 1u) != 0u) {
-                y[yi] += v;
-            } else {
-                y[yi] = v;
-            }
+            put_y(p.y_offset + r * p.y_stride + p.row0 + row, row, v);
         }
     }
 }

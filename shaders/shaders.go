@@ -3,7 +3,7 @@
 //
 // Math that several families share lives in include files, pasted in by an
 // include line and named *_common.wgsl (reduce_common: the workgroup
-// reductions; tanh_common: tanh_safe; glu_common: silu and gelu; q8_common: the 8-bit activations' arithmetic; norm_common, attention_common, attention_backward_common,
+// reductions; tanh_common: tanh_safe; glu_common: silu and gelu; q8_common: the 8-bit activations' arithmetic; q8_store_common: the integer products' output; norm_common, attention_common, attention_backward_common,
 // lstm_common, conv_weight_common, conv1d_tiled_common, matmul_common,
 // wbytes_common; matmul_reduce is one too). An include file is not a family: it is never
 // compiled on its own, and its entry points, if any, count as its includers'.
